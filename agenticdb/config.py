@@ -1,0 +1,280 @@
+"""Configuration: one pydantic model per section, loaded from TOML, overridden by ``AGENTICDB_*``
+environment variables (nested with ``__``, e.g. ``AGENTICDB_LOOP__MAX_ROUNDS=3``), then by CLI flags.
+
+Unknown keys are errors. ``load_config`` raises ``ConfigError`` with the file, key and rule.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message names the key and the rule."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def default_data_home() -> Path:
+    """Per-user data dir: ``$AGENTICDB_HOME``, else ``/var/lib/agenticdb`` for root, else
+    ``$XDG_DATA_HOME/agenticdb`` (``~/.local/share/agenticdb``)."""
+    if env := os.environ.get("AGENTICDB_HOME"):
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/lib/agenticdb")
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "agenticdb"
+
+
+class ServiceConfig(Section):
+    """How the DBMS is started, stopped and checked.
+
+    kind ``pg_ctl``: ``data_dir`` + ``bindir`` (+ ``os_user`` when running as root);
+    ``mariadbd``: a private mariadbd started with ``defaults_file``; ``systemd``: ``unit``;
+    ``command``: explicit ``start``/``stop``/``status`` shell commands; ``none``: restarts impossible.
+    """
+
+    kind: Literal["pg_ctl", "mariadbd", "systemd", "command", "none"] = "none"
+    data_dir: str | None = None
+    bindir: str | None = None
+    os_user: str | None = None
+    defaults_file: str | None = None
+    unit: str | None = None
+    start: str | None = None
+    stop: str | None = None
+    status: str | None = None
+    start_timeout_s: float = 60.0
+    log_file: str | None = None
+
+
+class TargetConfig(Section):
+    """The database to tune. ``dsn`` is a libpq URI/keyword string for PostgreSQL or
+    ``mysql://user:pass@host:port/db?unix_socket=...`` for MySQL/MariaDB."""
+
+    kind: Literal["postgresql", "mariadb", "mysql"] = "postgresql"
+    dsn: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    database: str = "agenticdb_bench"
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
+    option_file: str | None = Field(
+        default=None, description="MySQL/MariaDB: the managed option file agenticdb writes ([mysqld])."
+    )
+    sandbox: Literal["postgres", "mariadb"] | None = None
+
+
+WorkloadKind = Literal[
+    "pgbench",
+    "sysbench-oltp-read-only",
+    "sysbench-oltp-write-only",
+    "sysbench-oltp-read-write",
+    "ycsb-a",
+    "ycsb-b",
+    "ycsb-c",
+    "ycsb-d",
+    "ycsb-e",
+    "ycsb-f",
+    "tpch",
+    "command",
+    "observe",
+]
+
+
+class WorkloadConfig(Section):
+    """Benchmark settings. ``duration_s`` per measured run, ``warmup_s`` before it; ``scale`` is the
+    pgbench scale, sysbench/YCSB rows per table, or TPC-H scale factor."""
+
+    kind: WorkloadKind = "pgbench"
+    scale: float = 10
+    tables: int = 4
+    clients: int = 4
+    threads: int = 2
+    duration_s: float = 15.0
+    warmup_s: float = 3.0
+    command: str | None = None
+    timeout_s: float = 600.0
+    query_timeout_s: float = 120.0
+    max_error_rate: float = 0.05
+    objective: Literal["tps_per_p95", "tps", "p95", "total_time"] | None = None
+
+
+class LoopConfig(Section):
+    """Round loop bounds. ``min_gain`` is the minimum relative gain (0.02 = 2 %) on top of noise."""
+
+    max_rounds: int = Field(default=10, ge=1)
+    time_budget_s: float = Field(default=3600.0, gt=0)
+    min_gain: float = Field(default=0.03, ge=0)
+    noise_factor: float = Field(default=2.0, ge=0, description="gain must exceed noise_factor × CV")
+    baseline_runs: int = Field(default=2, ge=1)
+    confirm_runs: int = Field(default=2, ge=0, description="interleaved best/candidate re-measurements")
+    plateau_rounds: int = Field(default=3, ge=1)
+    max_planner_retries: int = Field(default=2, ge=0)
+    stage: Literal["dbms", "os", "both"] = "dbms"
+    start_from: str | None = None
+    reset_data: bool = Field(default=False, description="restore a pristine data copy before each run")
+
+
+class PolicyConfig(Section):
+    """Safety policy (DESIGN.md "Safety policy"); defaults are the safe choice."""
+
+    durability: Literal["strict", "relaxed"] = "strict"
+    allow_restart: bool = True
+    restart_window: str | None = Field(
+        default=None, description="'HH:MM-HH:MM' local time in which restarts are allowed; None = any time"
+    )
+    max_changes: int = Field(default=4, ge=1)
+    max_step_factor: float = Field(default=4.0, gt=1)
+    memory_fraction: float = Field(default=0.75, gt=0, le=1)
+    disk_fraction: float = Field(default=0.5, gt=0, le=1)
+    per_connection_work_mem_factor: float = Field(default=1.0, gt=0)
+
+    @field_validator("restart_window")
+    @classmethod
+    def _window(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            start, end = v.split("-")
+            for part in (start, end):
+                hh, mm = part.strip().split(":")
+                if not (0 <= int(hh) < 24 and 0 <= int(mm) < 60):
+                    raise ValueError
+        except ValueError:
+            raise ValueError(f"restart_window={v!r}: expected 'HH:MM-HH:MM'") from None
+        return v
+
+
+class PlannerConfig(Section):
+    """Planner choice. ``kind = "llm"`` needs ``base_url``/``api_key`` (or OPENAI_BASE_URL/OPENAI_API_KEY)
+    and ``model`` (or AGENTICDB_LLM_MODEL). Prices in USD per 1M tokens."""
+
+    kind: Literal["heuristic", "llm"] = "heuristic"
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    round_deadline_s: float = 180.0
+    temperature: float = 0.2
+    response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
+    price_prompt_per_mtok: float = 0.0
+    price_completion_per_mtok: float = 0.0
+    price_cached_per_mtok: float = 0.0
+
+
+class StorageConfig(Section):
+    """Where the Memory Book and journal SQLite files live (default: the user's data dir)."""
+
+    home: Path = Field(default_factory=default_data_home)
+    memory_db: Path | None = None
+    journal_db: Path | None = None
+
+    @model_validator(mode="after")
+    def _paths(self) -> StorageConfig:
+        if self.memory_db is None:
+            self.memory_db = self.home / "memory.db"
+        if self.journal_db is None:
+            self.journal_db = self.home / "journal.db"
+        return self
+
+
+class OSConfig(Section):
+    """OS stage. ``root`` is the prefix for /proc/sys and /sys/block (a fake tree in tests)."""
+
+    root: Path = Path("/")
+    devices: list[str] = Field(default_factory=list, description="block devices; default: the data dir's")
+
+
+class DaemonConfig(Section):
+    """Long-lived service schedule."""
+
+    run_on_start: bool = True
+    interval_hours: float = Field(default=24.0, gt=0)
+    windows: list[str] = Field(default_factory=list)
+    monitor_interval_s: float = Field(default=60.0, gt=0)
+    drift_threshold: float = Field(default=0.2, gt=0)
+    watchdog_s: float = Field(default=30.0, gt=0)
+    lock_dir: Path | None = None
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Precedence: CLI flags > environment (AGENTICDB_*) > TOML file > defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENTICDB_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    target: TargetConfig = Field(default_factory=TargetConfig)
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    os: OSConfig = Field(default_factory=OSConfig)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file arrives as init kwargs; the environment must override it, so env goes first.
+        return (env_settings, init_settings)
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Load ``path`` (TOML), apply environment overrides, then ``overrides`` (nested dict from CLI flags).
+
+    Raises:
+        ConfigError: unreadable file, TOML syntax error, unknown key or invalid value; the message
+            names the file and the dotted key.
+    """
+    data: dict[str, Any] = {}
+    where = "defaults"
+    if path is not None:
+        where = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: TOML syntax error: {exc}") from None
+    try:
+        settings = Settings(**data)
+        if overrides:
+            merged = _deep_merge(settings.model_dump(mode="python"), overrides)
+            # Re-validate without the env source so CLI flags win over the environment.
+            settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(where, exc)) from None
+    return settings
+
+
+def _format_validation(where: str, exc: ValidationError) -> str:
+    lines = [f"invalid configuration ({where}):"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        value = err.get("input")
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        lines.append(f"  {key}{shown}: {err['msg']}")
+    return "\n".join(lines)

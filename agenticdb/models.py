@@ -1,0 +1,404 @@
+"""Data types passed between the modules of the round (DESIGN.md, "Modules and their contracts").
+
+Every value that crosses a module boundary is one of these pydantic models. Units are stated per
+field: sizes in bytes, times in milliseconds or seconds as named, throughput per second.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    """Base for every model: unknown fields are errors (a typo in a planner reply is caught)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Layer(StrEnum):
+    """Which system a parameter belongs to."""
+
+    dbms = "dbms"
+    os = "os"
+
+
+class ApplyMode(StrEnum):
+    """How a change takes effect, from cheapest to most disruptive.
+
+    dynamic: ``SET GLOBAL`` / a write to /proc/sys; reload: PostgreSQL SIGHUP (``pg_reload_conf()``);
+    restart: the server must be restarted (PostgreSQL ``context = postmaster``, MySQL read-only vars).
+    """
+
+    dynamic = "dynamic"
+    reload = "reload"
+    restart = "restart"
+
+    @property
+    def rank(self) -> int:
+        return {"dynamic": 0, "reload": 1, "restart": 2}[self.value]
+
+    @staticmethod
+    def strongest(modes: list[ApplyMode]) -> ApplyMode:
+        """Most disruptive of ``modes`` (``dynamic`` for an empty list)."""
+        return max(modes, key=lambda m: m.rank, default=ApplyMode.dynamic)
+
+
+class Bottleneck(StrEnum):
+    """Bottleneck hypotheses the planners attribute (DESIGN.md "Planners")."""
+
+    buffer_cache = "buffer_cache"
+    wal_fsync = "wal_fsync"
+    checkpoint = "checkpoint"
+    io_queue = "io_queue"
+    cpu = "cpu"
+    lock_contention = "lock_contention"
+    temp_spill = "temp_spill"
+    connections = "connections"
+    writeback = "writeback"
+    memory_reclaim = "memory_reclaim"
+    unknown = "unknown"
+
+
+class Decision(StrEnum):
+    """Auditor decision after a round."""
+
+    continue_ = "continue"
+    redirect = "redirect"
+    switch_to_os = "switch_to_os"
+    terminate = "terminate"
+
+
+VarType = Literal["bool", "integer", "real", "enum", "string"]
+
+
+class KnobSpec(Strict):
+    """Metadata of one tunable parameter (knob, GUC, system variable, sysctl, block-queue file).
+
+    ``unit`` is the server's base unit for numeric knobs: PostgreSQL ``pg_settings.unit`` ("8kB", "kB",
+    "MB", "ms", "s", "min"), MySQL/MariaDB "B" for byte sizes, Linux the catalog unit. ``min_value`` and
+    ``max_value`` are in that unit. ``apply`` is the cheapest way a change takes effect.
+    """
+
+    name: str
+    layer: Layer = Layer.dbms
+    vartype: VarType
+    unit: str | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+    enum_values: list[str] | None = None
+    apply: ApplyMode
+    default: str | None = None
+    description: str = ""
+    category: str = ""
+    path: str | None = None
+    block_size: int | None = None
+    source: str = ""
+
+
+class Catalog(Strict):
+    """The action space of one target: tunable knobs plus exclusions with the reason for each.
+
+    ``unsupported`` holds names known to the catalog data but absent on this server/kernel, with why.
+    """
+
+    target: str
+    version: str
+    knobs: dict[str, KnobSpec] = Field(default_factory=dict)
+    excluded: dict[str, str] = Field(default_factory=dict)
+    unsupported: dict[str, str] = Field(default_factory=dict)
+
+    def get(self, name: str) -> KnobSpec | None:
+        return self.knobs.get(name)
+
+
+class Hardware(Strict):
+    """Resources of the host as the DBMS sees them. Sizes in bytes.
+
+    ``memory_limit_bytes`` is the lower of physical RAM and the cgroup memory limit (when one is set).
+    """
+
+    cpu_count: int
+    memory_bytes: int
+    memory_limit_bytes: int
+    cgroup_memory_limit_bytes: int | None = None
+    disk_total_bytes: int = 0
+    disk_free_bytes: int = 0
+    data_dir: str | None = None
+    data_device: str | None = None
+
+
+class Measurement(Strict):
+    """Result of one workload run. Latencies in ms, durations in s.
+
+    ``objective`` is the value the auditor compares: TPS/p95 (higher is better) for OLTP, total
+    execution time in seconds (lower is better) for OLAP; ``higher_is_better`` says which.
+    """
+
+    workload: str
+    tps: float | None = None
+    qps: float | None = None
+    latency_mean_ms: float | None = None
+    latency_p95_ms: float | None = None
+    latency_p99_ms: float | None = None
+    transactions: int = 0
+    errors: int = 0
+    duration_s: float = 0.0
+    total_time_s: float | None = None
+    per_query_s: dict[str, float] = Field(default_factory=dict)
+    objective: float
+    objective_name: str = "tps_per_p95"
+    higher_is_better: bool = True
+    taken_at: float = Field(default_factory=time.time)
+    raw_tail: str = ""
+
+
+class RuntimeState(Strict):
+    """A sample of runtime statistics: monotonically increasing ``counters`` and point-in-time ``gauges``.
+
+    Counter names are namespaced by source, e.g. ``pg_stat_database.blks_read``,
+    ``global_status.Innodb_buffer_pool_reads``, ``vmstat.pgscan_kswapd``.
+    """
+
+    counters: dict[str, float] = Field(default_factory=dict)
+    gauges: dict[str, float] = Field(default_factory=dict)
+    wait_events: dict[str, int] = Field(default_factory=dict)
+    taken_at: float = Field(default_factory=time.time)
+
+
+class StateDelta(Strict):
+    """Difference between two RuntimeState samples: counter deltas per second and the later gauges."""
+
+    per_second: dict[str, float] = Field(default_factory=dict)
+    totals: dict[str, float] = Field(default_factory=dict)
+    gauges: dict[str, float] = Field(default_factory=dict)
+    wait_events: dict[str, int] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    @staticmethod
+    def between(before: RuntimeState, after: RuntimeState) -> StateDelta:
+        """Counter deltas of ``after - before`` (negative deltas, from a restart, count as 0)."""
+        seconds = max(after.taken_at - before.taken_at, 1e-6)
+        totals = {k: max(v - before.counters.get(k, 0.0), 0.0) for k, v in after.counters.items()}
+        return StateDelta(
+            per_second={k: v / seconds for k, v in totals.items()},
+            totals=totals,
+            gauges=dict(after.gauges),
+            wait_events=dict(after.wait_events),
+            seconds=seconds,
+        )
+
+
+class Snapshot(Strict):
+    """Everything needed to put a target back: effective values and whole config files.
+
+    ``files`` maps an absolute path to its content, or ``None`` when the file did not exist (restore
+    then deletes it). ``values`` are the effective values of the tuned parameters as strings.
+    """
+
+    target: str
+    values: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str | None] = Field(default_factory=dict)
+    taken_at: float = Field(default_factory=time.time)
+    label: str = ""
+
+
+class Fingerprint(Strict):
+    """What makes two tuning problems alike: DBMS, workload and scale (DESIGN.md experience memory).
+
+    ``read_fraction`` in [0, 1]; ``scale`` is the benchmark's scale (pgbench scale, rows per table,
+    TPC-H scale factor); ``concurrency`` the client count.
+    """
+
+    dbms: str
+    version_major: str
+    benchmark: str
+    workload_class: Literal["oltp", "olap", "mixed"]
+    read_fraction: float
+    access_pattern: str = "uniform"
+    scale: float = 1.0
+    concurrency: int = 1
+    objective: str = "tps_per_p95"
+    memory_gib: float = 0.0
+    cpu_count: int = 0
+
+
+class RuntimeProfile(Strict):
+    """What the Initializer learned about the target before the first round."""
+
+    target: str
+    dbms_version: str
+    hardware: Hardware
+    current_config: dict[str, str] = Field(default_factory=dict)
+    service_status: str = "unknown"
+    baseline: list[Measurement] = Field(default_factory=list)
+    baseline_state: StateDelta | None = None
+    noise_cv: float = 0.0
+
+
+class Change(Strict):
+    """One proposed parameter change as the planner states it (value in any spelling the validator
+    normalises: "512M", "4 gb", 200, true)."""
+
+    name: str
+    value: str | int | float | bool
+    rationale: str = ""
+
+
+class Proposal(Strict):
+    """Diagnosis–action record produced by a planner (DESIGN.md "The round")."""
+
+    bottleneck: Bottleneck
+    layer: Layer = Layer.dbms
+    changes: list[Change]
+    intended_effects: list[str] = Field(default_factory=list)
+    risks: list[str] = Field(default_factory=list)
+    apply_requirement: ApplyMode = ApplyMode.dynamic
+    evidence: list[str] = Field(default_factory=list)
+    ruled_out: list[str] = Field(default_factory=list)
+    rationale: str = ""
+    planner: str = "heuristic"
+    plateau: bool = False
+
+
+class NormalizedChange(Strict):
+    """A change in the target's canonical spelling.
+
+    ``value`` is what is written to the server ("512MB", "on", "mq-deadline"); ``base_value`` is the
+    numeric value in the knob's base unit (``KnobSpec.unit``) or None for non-numeric knobs;
+    ``previous`` the effective value before the change.
+    """
+
+    name: str
+    value: str
+    base_value: float | None = None
+    unit: str | None = None
+    apply: ApplyMode
+    layer: Layer = Layer.dbms
+    previous: str | None = None
+
+
+class FailedCheck(Strict):
+    """One failed validator check. ``check`` is the rule kind: stage, unknown, type, unit, enum, range,
+    hardware, protected, dangerous, durability, conflict, step, apply."""
+
+    check: str
+    parameter: str
+    value: str
+    message: str
+    source: str = ""
+    rule_id: str = ""
+
+
+class Verdict(Strict):
+    """Validator output: ok, the normalised change set and the verified apply requirement."""
+
+    ok: bool
+    changes: list[NormalizedChange] = Field(default_factory=list)
+    apply_requirement: ApplyMode = ApplyMode.dynamic
+    failed: list[FailedCheck] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    accepted_risks: list[str] = Field(default_factory=list)
+
+    def feedback(self) -> str:
+        """Failed checks as lines for the planner's next attempt."""
+        return "\n".join(f"[{f.check}] {f.parameter}={f.value}: {f.message}" for f in self.failed)
+
+
+FailurePhase = Literal["snapshot", "apply", "restart", "verify", "workload", "connect"]
+
+
+class Failure(Strict):
+    """What went wrong in the executor, with server log lines for recovery and the journal."""
+
+    phase: FailurePhase
+    message: str
+    logs: list[str] = Field(default_factory=list)
+    attempted: list[NormalizedChange] = Field(default_factory=list)
+
+
+class Execution(Strict):
+    """Executor output for one trial."""
+
+    applied: bool
+    effective: dict[str, str] = Field(default_factory=dict)
+    measurement: Measurement | None = None
+    state_delta: StateDelta | None = None
+    restarted: bool = False
+    failure: Failure | None = None
+
+
+class RecoveryResult(Strict):
+    """Recovery output: ``action`` repaired (fixed in place) or restored (last safe snapshot back)."""
+
+    action: Literal["repaired", "restored", "failed"]
+    details: str
+    service_available: bool
+    verified: bool = False
+    log_excerpt: list[str] = Field(default_factory=list)
+
+
+class RoundOutcome(Strict):
+    """Consolidated record of one round (AgenticDB paper Table 4): what was believed, tried, seen, decided."""
+
+    session_id: str
+    round_no: int
+    stage: Layer
+    bottleneck: Bottleneck
+    proposal: Proposal | None = None
+    verdict_ok: bool = False
+    failed_checks: list[FailedCheck] = Field(default_factory=list)
+    changes: dict[str, str] = Field(default_factory=dict)
+    measurement: Measurement | None = None
+    objective: float | None = None
+    gain_vs_best: float | None = None
+    kept: bool = False
+    failure: Failure | None = None
+    recovery: RecoveryResult | None = None
+    decision: Decision
+    reason: str
+    started_at: float = Field(default_factory=time.time)
+    finished_at: float = Field(default_factory=time.time)
+
+
+class Experience(Strict):
+    """What a finished session learned, stored under its fingerprint for later sessions.
+
+    ``beneficial`` entries: {"changes": {name: value}, "gain": relative gain, "bottleneck": ...}.
+    ``best_config_relative`` expresses byte sizes as a fraction of host memory so they scale to another
+    host (key -> {"fraction_of_memory": f} or {"value": v}).
+    """
+
+    fingerprint: Fingerprint
+    session_id: str
+    recurring_bottlenecks: list[str] = Field(default_factory=list)
+    beneficial: list[dict[str, Any]] = Field(default_factory=list)
+    ineffective: list[dict[str, Any]] = Field(default_factory=list)
+    failed: list[dict[str, Any]] = Field(default_factory=list)
+    best_config: dict[str, str] = Field(default_factory=dict)
+    best_config_relative: dict[str, dict[str, float | str]] = Field(default_factory=dict)
+    best_gain: float = 0.0
+    created_at: float = Field(default_factory=time.time)
+
+
+class PlanningContext(Strict):
+    """Everything a planner may read (DESIGN.md "Planners")."""
+
+    profile: RuntimeProfile
+    fingerprint: Fingerprint
+    catalog: Catalog
+    stage: Layer
+    rounds: list[RoundOutcome] = Field(default_factory=list)
+    experience: list[Experience] = Field(default_factory=list)
+    best_config: dict[str, str] = Field(default_factory=dict)
+    current_config: dict[str, str] = Field(default_factory=dict)
+    last_delta: StateDelta | None = None
+    validator_feedback: list[FailedCheck] = Field(default_factory=list)
+    max_changes: int = 4
+    max_step_factor: float = 4.0
+    allow_restart: bool = True
+    durability: Literal["strict", "relaxed"] = "strict"
+    untrusted_text: list[str] = Field(default_factory=list)

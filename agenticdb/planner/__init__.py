@@ -1,0 +1,1 @@
+"""Planners: ``heuristic`` (offline, rule-based DBA) and ``llm`` (OpenAI-compatible endpoint)."""

@@ -1,0 +1,25 @@
+"""The ``Planner`` interface: a PlanningContext in, a Proposal (diagnosis–action record) out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from agenticdb.models import PlanningContext, Proposal
+
+
+class PlannerError(RuntimeError):
+    """The planner could not produce a proposal (no endpoint, invalid replies, nothing left to try)."""
+
+
+class Planner(ABC):
+    """Produces one Proposal per call; must never return a change already rejected or failed."""
+
+    name: str
+
+    @abstractmethod
+    def propose(self, ctx: PlanningContext) -> Proposal:
+        """Diagnose the bottleneck from ``ctx`` and propose changes for ``ctx.stage``.
+
+        Returns a Proposal with ``plateau=True`` and no changes when nothing promising is left.
+        Raises PlannerError when it cannot plan at all.
+        """

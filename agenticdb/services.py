@@ -1,0 +1,310 @@
+"""How a DBMS is started, stopped and checked: pg_ctl on a data dir, a private mariadbd, a systemd unit,
+or explicit commands.
+
+"Started" means accepting connections: every controller takes a ``ready_check`` callable that opens a
+real connection, and ``start``/``restart`` poll it until ``start_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from agenticdb.config import ServiceConfig
+
+log = structlog.get_logger(__name__)
+
+
+class ServiceError(RuntimeError):
+    """Start/stop failed or the server did not accept connections in time; ``output`` has tool output."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def run_as(argv: list[str], user: str | None, timeout: float = 120.0, cwd: str | None = None) -> str:
+    """Run ``argv`` (as ``user`` via runuser when we are root and user is set); return stdout+stderr.
+
+    Raises:
+        ServiceError: non-zero exit or timeout, with the combined output.
+    """
+    if user and os.geteuid() == 0:
+        argv = ["runuser", "-u", user, "--", *argv]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, cwd=cwd or "/", stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ServiceError(f"{shlex.join(argv)} timed out after {timeout:.0f}s", str(exc.output or "")) from None
+    out = (proc.stdout or "") + (proc.stderr or "")
+    if proc.returncode != 0:
+        raise ServiceError(f"{shlex.join(argv)} exited {proc.returncode}", out)
+    return out
+
+
+class Service(ABC):
+    """Controller of one DBMS service."""
+
+    def __init__(self, ready_check: Callable[[], bool], start_timeout_s: float = 60.0) -> None:
+        self.ready_check = ready_check
+        self.start_timeout_s = start_timeout_s
+
+    @abstractmethod
+    def _start(self) -> None: ...
+
+    @abstractmethod
+    def _stop(self) -> None: ...
+
+    def can_restart(self) -> bool:
+        return True
+
+    def start(self) -> None:
+        """Start and wait until ``ready_check`` passes. Raises ServiceError with the start output."""
+        self._start()
+        self.wait_ready()
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown: committed data is kept)."""
+        self._stop()
+
+    def restart(self) -> None:
+        """Stop then start; raises ServiceError when the server does not come back."""
+        log.info("service.restart", controller=type(self).__name__)
+        self._stop()
+        self.start()
+
+    def is_ready(self) -> bool:
+        try:
+            return bool(self.ready_check())
+        except Exception:  # noqa: BLE001 - any connection error means "not ready"
+            return False
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.start_timeout_s)
+        while time.monotonic() < deadline:
+            if self.is_ready():
+                return
+            time.sleep(0.1)
+        raise ServiceError(f"server not accepting connections after {timeout or self.start_timeout_s:.0f}s")
+
+
+class PgCtlService(Service):
+    """PostgreSQL controlled with pg_ctl on a data directory (sandbox, tests, self-managed hosts).
+
+    ``options`` are passed to postgres with ``-o`` (port, socket dir); the log goes to ``log_file``.
+    """
+
+    def __init__(
+        self,
+        ready_check: Callable[[], bool],
+        data_dir: str,
+        bindir: str,
+        os_user: str | None = None,
+        options: str = "",
+        log_file: str | None = None,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        super().__init__(ready_check, start_timeout_s)
+        self.data_dir = data_dir
+        self.pg_ctl = str(Path(bindir) / "pg_ctl")
+        self.os_user = os_user
+        self.options = options
+        self.log_file = log_file or str(Path(data_dir).parent / "postgresql.log")
+
+    def running(self) -> bool:
+        try:
+            run_as([self.pg_ctl, "status", "-D", self.data_dir], self.os_user, timeout=15)
+            return True
+        except ServiceError:
+            return False
+
+    def _start(self) -> None:
+        if self.running():
+            return
+        argv = [self.pg_ctl, "start", "-w", "-t", str(int(self.start_timeout_s)), "-D", self.data_dir,
+                "-l", self.log_file]
+        if self.options:
+            argv += ["-o", self.options]
+        try:
+            run_as(argv, self.os_user, timeout=self.start_timeout_s + 10)
+        except ServiceError as exc:
+            raise ServiceError(f"PostgreSQL did not start: {exc}", exc.output + self._log_tail()) from None
+
+    def _stop(self) -> None:
+        if not self.running():
+            return
+        run_as([self.pg_ctl, "stop", "-w", "-m", "fast", "-D", self.data_dir], self.os_user, timeout=120)
+
+    def _log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(Path(self.log_file).read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+class MariadbdService(Service):
+    """A private mariadbd/mysqld started from ``defaults_file`` (sandbox and tests).
+
+    Shutdown sends SIGTERM to the pid in the pid file (a normal, clean InnoDB shutdown).
+    """
+
+    def __init__(
+        self,
+        ready_check: Callable[[], bool],
+        defaults_file: str,
+        pid_file: str,
+        os_user: str | None = "mysql",
+        binary: str = "/usr/sbin/mariadbd",
+        log_file: str | None = None,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        super().__init__(ready_check, start_timeout_s)
+        self.defaults_file = defaults_file
+        self.pid_file = pid_file
+        self.os_user = os_user if os.geteuid() == 0 else None
+        self.binary = binary
+        self.log_file = log_file
+
+    def _pid(self) -> int | None:
+        try:
+            pid = int(Path(self.pid_file).read_text().strip())
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def _start(self) -> None:
+        if self._pid() is not None:
+            return
+        argv = [self.binary, f"--defaults-file={self.defaults_file}"]
+        if self.os_user:
+            argv.append(f"--user={self.os_user}")
+        # Detached: the server outlives this process, like a service manager would run it.
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, cwd="/")
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.is_ready():
+                return
+            time.sleep(0.1)
+            if time.monotonic() > deadline - self.start_timeout_s + 3 and self._pid() is None and \
+                    not self._process_alive(argv):
+                break
+        raise ServiceError("mariadbd did not start", self._log_tail())
+
+    @staticmethod
+    def _process_alive(argv: list[str]) -> bool:
+        try:
+            out = subprocess.run(["pgrep", "-f", argv[1]], capture_output=True, text=True, timeout=5)
+            return out.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+    def _stop(self) -> None:
+        pid = self._pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            time.sleep(0.1)
+        raise ServiceError(f"mariadbd pid {pid} did not stop within 120s")
+
+    def _log_tail(self, n: int = 30) -> str:
+        if not self.log_file:
+            return ""
+        try:
+            return "\n".join(Path(self.log_file).read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+class SystemdService(Service):
+    """A systemd unit (``systemctl start|stop|restart UNIT``)."""
+
+    def __init__(self, ready_check: Callable[[], bool], unit: str, start_timeout_s: float = 120.0) -> None:
+        super().__init__(ready_check, start_timeout_s)
+        self.unit = unit
+
+    def _start(self) -> None:
+        try:
+            run_as(["systemctl", "start", self.unit], None, timeout=self.start_timeout_s)
+        except ServiceError as exc:
+            status = ""
+            try:
+                status = run_as(["journalctl", "-u", self.unit, "-n", "30", "--no-pager"], None, timeout=15)
+            except ServiceError:
+                pass
+            raise ServiceError(f"systemctl start {self.unit} failed: {exc}", exc.output + status) from None
+
+    def _stop(self) -> None:
+        run_as(["systemctl", "stop", self.unit], None, timeout=self.start_timeout_s)
+
+
+class CommandService(Service):
+    """Explicit shell commands for start/stop (and an optional status command)."""
+
+    def __init__(self, ready_check: Callable[[], bool], start: str, stop: str, start_timeout_s: float = 60.0):
+        super().__init__(ready_check, start_timeout_s)
+        self.start_cmd = start
+        self.stop_cmd = stop
+
+    def _start(self) -> None:
+        run_as(["sh", "-c", self.start_cmd], None, timeout=self.start_timeout_s)
+
+    def _stop(self) -> None:
+        run_as(["sh", "-c", self.stop_cmd], None, timeout=self.start_timeout_s)
+
+
+class NoService(Service):
+    """No controller configured: restarts are impossible and the validator rejects restart changes."""
+
+    def can_restart(self) -> bool:
+        return False
+
+    def _start(self) -> None:
+        raise ServiceError("no service controller configured (target.service.kind = 'none')")
+
+    def _stop(self) -> None:
+        raise ServiceError("no service controller configured (target.service.kind = 'none')")
+
+
+def build_service(cfg: ServiceConfig, ready_check: Callable[[], bool], options: str = "",
+                  pid_file: str | None = None) -> Service:
+    """Build the controller ``cfg`` describes.
+
+    Raises:
+        ValueError: a required field of the chosen kind is missing (names the field).
+    """
+    if cfg.kind == "pg_ctl":
+        if not cfg.data_dir or not cfg.bindir:
+            raise ValueError("target.service.kind = 'pg_ctl' needs target.service.data_dir and .bindir")
+        return PgCtlService(ready_check, cfg.data_dir, cfg.bindir, cfg.os_user, options, cfg.log_file,
+                            cfg.start_timeout_s)
+    if cfg.kind == "mariadbd":
+        if not cfg.defaults_file or not pid_file:
+            raise ValueError("target.service.kind = 'mariadbd' needs target.service.defaults_file")
+        return MariadbdService(ready_check, cfg.defaults_file, pid_file, cfg.os_user or "mysql",
+                               log_file=cfg.log_file, start_timeout_s=cfg.start_timeout_s)
+    if cfg.kind == "systemd":
+        if not cfg.unit:
+            raise ValueError("target.service.kind = 'systemd' needs target.service.unit")
+        return SystemdService(ready_check, cfg.unit, cfg.start_timeout_s)
+    if cfg.kind == "command":
+        if not cfg.start or not cfg.stop:
+            raise ValueError("target.service.kind = 'command' needs target.service.start and .stop")
+        return CommandService(ready_check, cfg.start, cfg.stop, cfg.start_timeout_s)
+    return NoService(ready_check)

@@ -1,0 +1,1 @@
+"""Tuning targets: one module per kind (postgres, mysql, linux), each a subclass of ``Target``."""

@@ -1,0 +1,1 @@
+"""Workloads: one module per benchmark family, each a subclass of ``workloads.base.Workload``."""

@@ -1,0 +1,44 @@
+"""Shared fixtures: private database instances created per test session and removed afterwards.
+
+PostgreSQL and MariaDB sandboxes live in a temp dir readable by the ``postgres``/``mysql`` OS users
+(pytest's own tmp dir is 0700 and unreachable for them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+
+
+def _shared_tmp(prefix: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(path, 0o755)
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_sandbox() -> Iterator[PostgresSandboxInfo]:
+    """A private PostgreSQL for the whole test session (initdb, own port and socket dir)."""
+    base = _shared_tmp("agenticdb-pg-")
+    sandbox = PostgresSandbox(base)
+    info = sandbox.up()
+    try:
+        yield info
+    finally:
+        sandbox.down()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture()
+def storage_home(tmp_path: Path) -> Path:
+    """An empty agenticdb home (SQLite memory + journal) for one test."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
