@@ -11,11 +11,13 @@ import os
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import structlog
 
 from agenticdb.config import ServiceConfig
@@ -154,7 +156,11 @@ class PgCtlService(Service):
 class MariadbdService(Service):
     """A private mariadbd/mysqld started from ``defaults_file`` (sandbox and tests).
 
-    Shutdown sends SIGTERM to the pid in the pid file (a normal, clean InnoDB shutdown).
+    The server runs detached in its own session (like a service manager would run it) with
+    ``--defaults-file`` and, when we are root, ``--user=<os_user>``. Start fails fast when the process
+    exits before accepting connections (an unknown variable or an impossible value aborts mariadbd in
+    well under a second), with the error-log tail attached. Shutdown sends SIGTERM to the pid in the pid
+    file: a normal, clean InnoDB shutdown (MariaDB KB "mariadbd Options", "Shutdown").
     """
 
     def __init__(
@@ -166,6 +172,7 @@ class MariadbdService(Service):
         binary: str = "/usr/sbin/mariadbd",
         log_file: str | None = None,
         start_timeout_s: float = 60.0,
+        stop_timeout_s: float = 120.0,
     ) -> None:
         super().__init__(ready_check, start_timeout_s)
         self.defaults_file = defaults_file
@@ -173,14 +180,32 @@ class MariadbdService(Service):
         self.os_user = os_user if os.geteuid() == 0 else None
         self.binary = binary
         self.log_file = log_file
+        self.stop_timeout_s = stop_timeout_s
+
+    @staticmethod
+    def _alive(pid: int) -> bool:
+        """True when ``pid`` runs and is not a zombie; reaps it when it is our exited child."""
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return False
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
 
     def _pid(self) -> int | None:
+        """The live server pid from the pid file, or None (missing file, stale pid, zombie)."""
         try:
             pid = int(Path(self.pid_file).read_text().strip())
-            os.kill(pid, 0)
-            return pid
         except (OSError, ValueError):
             return None
+        return pid if self._alive(pid) else None
+
+    def running(self) -> bool:
+        return self._pid() is not None
 
     def _start(self) -> None:
         if self._pid() is not None:
@@ -188,48 +213,59 @@ class MariadbdService(Service):
         argv = [self.binary, f"--defaults-file={self.defaults_file}"]
         if self.os_user:
             argv.append(f"--user={self.os_user}")
-        # Detached: the server outlives this process, like a service manager would run it.
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, cwd="/")
+        log_offset = self._log_size()
+        # stderr goes to an unlinked temp file, not a pipe: a pipe nobody drains would block the server
+        # once full, and stderr is where mariadbd complains when it cannot open its error log.
+        stderr_file = tempfile.TemporaryFile()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=stderr_file, start_new_session=True, cwd="/")
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.is_ready():
                 return
+            code = proc.poll()
+            if code is not None:
+                stderr_file.seek(0)
+                stderr = stderr_file.read().decode(errors="replace")
+                raise ServiceError(f"mariadbd exited with code {code} before accepting connections",
+                                   stderr + self._log_since(log_offset))
             time.sleep(0.1)
-            if time.monotonic() > deadline - self.start_timeout_s + 3 and self._pid() is None and \
-                    not self._process_alive(argv):
-                break
-        raise ServiceError("mariadbd did not start", self._log_tail())
-
-    @staticmethod
-    def _process_alive(argv: list[str]) -> bool:
-        try:
-            out = subprocess.run(["pgrep", "-f", argv[1]], capture_output=True, text=True, timeout=5)
-            return out.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
+        raise ServiceError(f"mariadbd not accepting connections after {self.start_timeout_s:.0f}s",
+                           self._log_since(log_offset))
 
     def _stop(self) -> None:
         pid = self._pid()
         if pid is None:
             return
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + self.stop_timeout_s
         while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except OSError:
+            if not self._alive(pid):
                 return
             time.sleep(0.1)
-        raise ServiceError(f"mariadbd pid {pid} did not stop within 120s")
+        raise ServiceError(f"mariadbd pid {pid} did not stop within {self.stop_timeout_s:.0f}s",
+                           self._log_tail())
 
-    def _log_tail(self, n: int = 30) -> str:
+    def _log_size(self) -> int:
+        try:
+            return Path(self.log_file).stat().st_size if self.log_file else 0
+        except OSError:
+            return 0
+
+    def _log_since(self, offset: int, n: int = 40) -> str:
+        """Error-log lines written since byte ``offset`` (at most the last ``n``)."""
         if not self.log_file:
             return ""
         try:
-            return "\n".join(Path(self.log_file).read_text(errors="replace").splitlines()[-n:])
+            with open(self.log_file, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
         except OSError:
             return ""
+        return "\n".join(text.splitlines()[-n:])
+
+    def _log_tail(self, n: int = 30) -> str:
+        return self._log_since(0, n)
 
 
 class SystemdService(Service):

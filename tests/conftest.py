@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 
 
@@ -42,3 +43,19 @@ def storage_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     return home
+
+
+@pytest.fixture(scope="session")
+def mariadb_sandbox() -> Iterator[MariaDBSandboxInfo]:
+    """A private MariaDB for the whole test session (mariadb-install-db, own port, socket, option files).
+
+    Tests that restart it or change knobs must leave it running with the managed option file restored.
+    """
+    base = _shared_tmp("agenticdb-mariadb-")
+    sandbox = MariaDBSandbox(base)
+    info = sandbox.up()
+    try:
+        yield info
+    finally:
+        sandbox.down()
+        shutil.rmtree(base, ignore_errors=True)
