@@ -1,0 +1,119 @@
+"""The one place that builds components from the configuration and wires them together.
+
+Nothing else reaches for globals: the CLI and the daemon call these builders, then hand the parts to
+``TuningSession`` through its constructor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from agenticdb.config import Settings, TargetConfig
+from agenticdb.journal import Journal
+from agenticdb.memory import MemoryBook
+from agenticdb.planner.base import Planner
+from agenticdb.targets.base import Target
+from agenticdb.workloads.base import Workload
+
+log = structlog.get_logger(__name__)
+
+
+class SetupError(RuntimeError):
+    """The configuration cannot be turned into working components (message says what to fix)."""
+
+
+def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
+    """TargetConfig of the private sandbox ``kind`` ("postgres" | "mariadb") under ``home``.
+
+    Raises:
+        SetupError: the sandbox does not exist (tells the user the command that creates it).
+    """
+    if kind == "postgres":
+        from agenticdb.sandbox.postgres import PostgresSandbox
+
+        info = PostgresSandbox(home).info()
+    elif kind == "mariadb":
+        from agenticdb.sandbox.mariadb import MariaDBSandbox
+
+        info = MariaDBSandbox(home).info()  # type: ignore[assignment]
+    else:
+        raise SetupError(f"--sandbox {kind!r}: expected 'postgres' or 'mariadb'")
+    if info is None:
+        raise SetupError(f"no {kind} sandbox under {home}: run `agenticdb sandbox up {kind}` first")
+    return info.target_config()
+
+
+def build_target(cfg: Settings) -> Target:
+    """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL)."""
+    if cfg.target.kind == "postgresql":
+        from agenticdb.targets.postgres import PostgresTarget
+
+        return PostgresTarget.from_config(cfg.target)
+    from agenticdb.targets.mysql import MySQLTarget
+
+    return MySQLTarget.from_config(cfg.target)
+
+
+def build_workload(cfg: Settings, target: Target) -> Workload:
+    """The benchmark of ``cfg.workload`` against the target's database."""
+    from agenticdb.workloads import build_workload as _build
+    from agenticdb.workloads import connection_from_dsn
+
+    family = "postgresql" if target.kind == "postgresql" else "mysql"
+    conn = connection_from_dsn(family, cfg.target.dsn, cfg.target.database)
+    return _build(cfg.workload, conn)
+
+
+def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, str], None] | None) -> Target | None:
+    """The Linux target for the OS stage (None when the stage is not enabled)."""
+    if cfg.loop.stage == "dbms":
+        return None
+    from agenticdb.targets.linux import LinuxTarget
+
+    return LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None,
+                       data_dir=getattr(target, "data_dir", None), state_store=state_store)
+
+
+def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | None:
+    """Host statistics sampler (CPU, vmstat, diskstats, PSI) for bottleneck evidence."""
+    try:
+        from agenticdb.hardware import detect_hardware
+        from agenticdb.hoststats import host_state
+    except ImportError:
+        return None
+    device = detect_hardware(getattr(target, "data_dir", None)).data_device
+    devices = cfg.os.devices or ([device] if device else None)
+    return lambda: host_state(cfg.os.root, devices)
+
+
+def build_planner(cfg: Settings, memory: MemoryBook, journal: Journal, session_id: str) -> Planner:
+    """The configured planner; ``llm`` wraps the heuristic planner as its fallback."""
+    from agenticdb.planner.heuristic import HeuristicPlanner
+
+    heuristic = HeuristicPlanner()
+    if cfg.planner.kind == "heuristic":
+        return heuristic
+    from agenticdb.planner.llm import LLMPlanner
+
+    round_holder = {"round": 0}
+
+    def on_call(record) -> None:  # type: ignore[no-untyped-def]
+        memory.record_llm_call(session_id, round_holder["round"], record.model, record.prompt_tokens,
+                               record.completion_tokens, record.cached_tokens, record.latency_ms,
+                               record.cost_usd, record.ok, record.error)
+        journal.append(session_id, "llm.call", record.model_dump(mode="json"))
+
+    def on_event(event: str, data: dict) -> None:
+        journal.append(session_id, event, data)
+
+    return LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event)
+
+
+def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
+    """Journal and Memory Book SQLite files (parents created)."""
+    assert cfg.storage.journal_db is not None and cfg.storage.memory_db is not None
+    cfg.storage.home.mkdir(parents=True, exist_ok=True)
+    return Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)

@@ -1,0 +1,165 @@
+"""Auditor: pure decisions over measurements and round history (DESIGN.md "Objective and noise").
+
+Two questions, each answered with a one-line reason:
+
+* ``judge``: is a candidate configuration better than the best one beyond the measured noise?
+  Measurements on a 2-core host vary by 5–20 % run to run (MEASUREMENT.md: TPS CV 11–19 % without data
+  resets, TPS/p95 about twice that), so a gain counts only when the median of paired
+  candidate/best ratios beats ``max(min_gain, noise_factor × CV)``. A difference inside that band is a
+  tie, and a tie keeps the best (simpler, closer to default) configuration.
+* ``decide``: continue, redirect, switch_to_os or terminate after a round.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from agenticdb.models import Decision, Layer, Measurement, RoundOutcome
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Outcome of comparing a candidate with the best configuration.
+
+    ``gain`` is the relative improvement of the candidate (0.10 = 10 % better, whatever the direction
+    of the objective); ``threshold`` the band a gain had to beat; ``verdict`` one of
+    "better", "worse", "tie".
+    """
+
+    gain: float
+    threshold: float
+    verdict: str
+    reason: str
+
+    @property
+    def better(self) -> bool:
+        return self.verdict == "better"
+
+
+def noise_cv(values: list[float], floor: float = 0.03) -> float:
+    """Coefficient of variation (stdev / mean) of repeated measurements of one configuration.
+
+    With fewer than two values the spread is unknown, so the conservative 0.10 is used (MEASUREMENT.md
+    saw 5–19 % on this kind of host). ``floor`` keeps a lucky quiet baseline from making every wiggle
+    "significant".
+    """
+    if len(values) < 2:
+        return 0.10
+    mean = statistics.fmean(values)
+    if mean == 0:
+        return 0.10
+    return max(statistics.stdev(values) / abs(mean), floor)
+
+
+def relative_gain(candidate: float, best: float, higher_is_better: bool) -> float:
+    """Relative improvement of ``candidate`` over ``best`` (positive = better)."""
+    if best == 0:
+        return 0.0
+    if higher_is_better:
+        return candidate / best - 1.0
+    return best / candidate - 1.0 if candidate else 0.0
+
+
+def judge(
+    candidate: list[float],
+    best: list[float],
+    higher_is_better: bool,
+    cv: float,
+    min_gain: float,
+    noise_factor: float,
+    paired: bool = False,
+) -> Judgement:
+    """Compare candidate and best objective samples.
+
+    Args:
+        candidate: objective values of the candidate (≥1).
+        best: objective values of the best configuration (≥1); with ``paired`` the i-th best sample was
+            measured right before/after the i-th candidate sample (interleaved A B A B).
+        higher_is_better: objective direction (TPS/p95: True; OLAP total time: False).
+        cv: measured coefficient of variation of the objective for one configuration.
+        min_gain: minimum relative gain to count at all (policy), e.g. 0.03.
+        noise_factor: gains must exceed ``noise_factor × cv`` (MEASUREMENT.md suggests ~2.5× CV).
+
+    Returns:
+        Judgement with the median gain and the verdict.
+    """
+    if not candidate or not best:
+        raise ValueError("judge needs at least one candidate and one best sample")
+    if paired and len(candidate) == len(best):
+        gains = [relative_gain(c, b, higher_is_better) for c, b in zip(candidate, best, strict=True)]
+        gain = statistics.median(gains)
+        how = f"median of {len(gains)} paired ratios"
+    else:
+        gain = relative_gain(statistics.median(candidate), statistics.median(best), higher_is_better)
+        how = f"median of {len(candidate)} vs {len(best)} runs"
+    threshold = max(min_gain, noise_factor * cv)
+    if gain > threshold:
+        verdict = "better"
+        reason = f"gain {gain:+.1%} ({how}) beats the noise band ±{threshold:.1%}"
+    elif gain < -threshold:
+        verdict = "worse"
+        reason = f"loss {gain:+.1%} ({how}) is beyond the noise band ±{threshold:.1%}"
+    else:
+        verdict = "tie"
+        reason = f"change {gain:+.1%} ({how}) is inside the noise band ±{threshold:.1%}: a tie keeps the simpler config"
+    return Judgement(gain=gain, threshold=threshold, verdict=verdict, reason=reason)
+
+
+def objective_of(m: Measurement) -> float:
+    """The objective value of a measurement (kept as a function so the direction is never guessed)."""
+    return m.objective
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """What ``decide`` needs beyond the round history."""
+
+    stage: Layer
+    rounds_done: int
+    max_rounds: int
+    elapsed_s: float
+    time_budget_s: float
+    plateau_rounds: int
+    os_stage_enabled: bool
+    planner_plateau: bool = False
+
+
+def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str]:
+    """Decide what the loop does after the latest round.
+
+    Rules, in order:
+      1. time budget or max rounds reached → terminate;
+      2. the planner has nothing left (plateau) → switch_to_os in the DBMS stage when the OS stage is
+         enabled, else terminate;
+      3. no kept gain in the last ``plateau_rounds`` rounds of this stage → switch_to_os / terminate;
+      4. the latest round kept a gain → continue in that direction;
+      5. otherwise (tie, loss, rejection, failure) → redirect to another hypothesis.
+    """
+    if state.elapsed_s >= state.time_budget_s:
+        return Decision.terminate, f"time budget of {state.time_budget_s:.0f}s used ({state.elapsed_s:.0f}s)"
+    if state.rounds_done >= state.max_rounds:
+        return Decision.terminate, f"reached max rounds ({state.max_rounds})"
+
+    def plateau_exit(why: str) -> tuple[Decision, str]:
+        if state.stage == Layer.dbms and state.os_stage_enabled:
+            return Decision.switch_to_os, f"{why}: switching to the OS stage"
+        return Decision.terminate, f"{why}: stopping"
+
+    if state.planner_plateau:
+        return plateau_exit(f"no promising {state.stage.value} change left")
+    stage_rounds = [r for r in history if r.stage == state.stage]
+    recent = stage_rounds[-state.plateau_rounds:]
+    if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
+        return plateau_exit(f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds")
+    if not stage_rounds:
+        return Decision.continue_, "first round of the stage"
+    last = stage_rounds[-1]
+    if last.kept:
+        gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
+        return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
+    if last.failure is not None:
+        return Decision.redirect, f"round failed in {last.failure.phase}: never repeat it, try another direction"
+    if not last.verdict_ok:
+        return Decision.redirect, "proposal rejected by the validator: try another direction"
+    return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"

@@ -1,0 +1,273 @@
+"""The ``agenticdb`` command line: tune, daemon, sandbox, validate, catalog, rollback, report, journal, memory.
+
+Every command that talks to a database accepts ``--config FILE``, ``--target DSN`` and
+``--sandbox postgres|mariadb``. Exit codes: 0 success, 1 the operation failed (one-line reason on
+stderr), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import structlog
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.logs import configure_logging
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Closed-loop tuning agent for PostgreSQL, MySQL/MariaDB and Linux.")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Private database instances for trying agenticdb.")
+app.add_typer(sandbox_app, name="sandbox")
+console = Console()
+err = Console(stderr=True)
+log = structlog.get_logger(__name__)
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="agenticdb.toml")]
+TargetOpt = Annotated[Optional[str], typer.Option("--target", help="DSN of the database to tune")]
+SandboxOpt = Annotated[Optional[str], typer.Option("--sandbox", help="postgres | mariadb (private instance)")]
+HomeOpt = Annotated[Optional[Path], typer.Option("--home", help="agenticdb data dir (SQLite files, sandboxes)")]
+
+
+def fail(message: str, code: int = 1) -> None:
+    """Print a one-line reason and exit."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def settings(config: Path | None, target: str | None, sandbox: str | None, home: Path | None,
+             extra: dict[str, Any] | None = None) -> Settings:
+    """Load configuration with CLI overrides (flags > environment > file > defaults)."""
+    overrides: dict[str, Any] = {}
+    if home is not None:
+        overrides["storage"] = {"home": home, "memory_db": None, "journal_db": None}
+    for section, values in (extra or {}).items():
+        values = {k: v for k, v in values.items() if v is not None}
+        if values:
+            overrides.setdefault(section, {}).update(values)
+    try:
+        cfg = load_config(config, overrides)
+        if sandbox:
+            from agenticdb.app import SetupError, sandbox_target_config
+
+            try:
+                tcfg = sandbox_target_config(sandbox, cfg.storage.home)
+            except SetupError as exc:
+                fail(str(exc), 2)
+            cfg = cfg.model_copy(update={"target": tcfg.model_copy(update={"database": cfg.target.database})})
+        if target:
+            kind = "postgresql" if target.startswith(("postgres", "host=")) else cfg.target.kind
+            if target.startswith("mysql://") and kind == "postgresql":
+                kind = "mariadb"
+            cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": target, "kind": kind})})
+    except ConfigError as exc:
+        fail(str(exc), 2)
+    return cfg
+
+
+@app.callback()
+def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False,
+          json_logs: Annotated[bool, typer.Option("--json-logs", help="log as JSON lines")] = False) -> None:
+    configure_logging(verbose=verbose, json_logs=json_logs)
+
+
+# ----------------------------------------------------------------------------------------- tune
+@app.command()
+def tune(
+    config: ConfigOpt = None,
+    target: TargetOpt = None,
+    sandbox: SandboxOpt = None,
+    home: HomeOpt = None,
+    workload: Annotated[Optional[str], typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command")] = None,
+    rounds: Annotated[Optional[int], typer.Option(help="max rounds")] = None,
+    duration: Annotated[Optional[float], typer.Option(help="seconds per measured run")] = None,
+    warmup: Annotated[Optional[float], typer.Option(help="warm-up seconds before each run")] = None,
+    scale: Annotated[Optional[float], typer.Option(help="benchmark scale")] = None,
+    clients: Annotated[Optional[int], typer.Option(help="client connections")] = None,
+    planner: Annotated[Optional[str], typer.Option(help="heuristic | llm")] = None,
+    stage: Annotated[Optional[str], typer.Option(help="dbms | os | both")] = None,
+    start_from: Annotated[Optional[Path], typer.Option("--start-from", help="TOML/JSON of name = value applied before the baseline")] = None,
+    baseline_runs: Annotated[Optional[int], typer.Option(help="baseline repetitions (noise estimate)")] = None,
+    confirm_runs: Annotated[Optional[int], typer.Option(help="interleaved re-measurements before keeping a gain")] = None,
+    time_budget: Annotated[Optional[float], typer.Option(help="seconds for the whole session")] = None,
+    allow_restart: Annotated[Optional[bool], typer.Option("--allow-restart/--no-restart")] = None,
+) -> None:
+    """Run one closed-loop tuning session and print a live table of rounds."""
+    cfg = settings(config, target, sandbox, home, {
+        "workload": {"kind": workload, "duration_s": duration, "warmup_s": warmup, "scale": scale,
+                     "clients": clients},
+        "loop": {"max_rounds": rounds, "stage": stage, "baseline_runs": baseline_runs,
+                 "confirm_runs": confirm_runs, "time_budget_s": time_budget},
+        "planner": {"kind": planner},
+        "policy": {"allow_restart": allow_restart},
+    })
+    from agenticdb.cli.tune_cmd import run_tune
+
+    start = read_change_file(start_from) if start_from else None
+    raise typer.Exit(run_tune(cfg, console, start))
+
+
+def read_change_file(path: Path) -> dict[str, Any]:
+    """A change file: TOML or JSON object of name = value (a `[changes]` table is also accepted)."""
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read change file {path}: {exc}", 2)
+    if isinstance(data.get("changes"), dict):
+        data = data["changes"]
+    bad = [k for k, v in data.items() if isinstance(v, (dict, list))]
+    if bad:
+        fail(f"change file {path}: {bad[0]} must be a single value (name = value)", 2)
+    return data
+
+
+# ------------------------------------------------------------------------------------- sandbox
+def _sandbox(kind: str, home: Path | None):  # type: ignore[no-untyped-def]
+    cfg = settings(None, None, None, home)
+    if kind == "postgres":
+        from agenticdb.sandbox.postgres import PostgresSandbox
+
+        return PostgresSandbox(cfg.storage.home)
+    if kind == "mariadb":
+        from agenticdb.sandbox.mariadb import MariaDBSandbox
+
+        return MariaDBSandbox(cfg.storage.home)
+    fail(f"sandbox kind {kind!r}: expected 'postgres' or 'mariadb'", 2)
+
+
+@sandbox_app.command("up")
+def sandbox_up(kind: str, home: HomeOpt = None) -> None:
+    """Create (if needed) and start a private instance: own data dir, port and socket dir."""
+    try:
+        info = _sandbox(kind, home).up()
+    except Exception as exc:  # noqa: BLE001 - initdb/start errors are shown as one line
+        fail(f"sandbox {kind} did not start: {exc} {getattr(exc, 'output', '')[-800:]}")
+    console.print(f"[green]{kind} sandbox up[/]: {info.dsn}  (data dir {info.data_dir})")
+
+
+@sandbox_app.command("down")
+def sandbox_down(kind: str, home: HomeOpt = None) -> None:
+    """Stop the private instance and delete its folder."""
+    _sandbox(kind, home).down()
+    console.print(f"{kind} sandbox removed")
+
+
+@sandbox_app.command("status")
+def sandbox_status(kind: str, home: HomeOpt = None) -> None:
+    """Show whether the private instance exists and accepts connections."""
+    st = _sandbox(kind, home).status()
+    console.print_json(data={k: str(v) if isinstance(v, Path) else v for k, v in st.items()})
+    if not st.get("running"):
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------ validate
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="TOML/JSON file of name = value")],
+    config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None,
+    stage: Annotated[str, typer.Option(help="dbms | os")] = "dbms",
+    apply_claim: Annotated[Optional[str], typer.Option("--apply", help="planner's claim: dynamic|reload|restart")] = None,
+) -> None:
+    """Check a proposed change set against a live target; exit 0 only when it would be applied."""
+    from agenticdb.cli.tune_cmd import run_validate
+
+    cfg = settings(config, target, sandbox, home)
+    raise typer.Exit(run_validate(cfg, read_change_file(file), stage, apply_claim, console))
+
+
+@app.command("validate-config")
+def validate_config(config: Annotated[Path, typer.Argument(help="agenticdb.toml")]) -> None:
+    """Check a configuration file (unknown keys and invalid values are errors)."""
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        fail(str(exc), 2)
+    console.print(f"[green]ok[/]: {config} (target {cfg.target.kind}, workload {cfg.workload.kind}, "
+                  f"durability {cfg.policy.durability})")
+
+
+# ------------------------------------------------------------------------------------- catalog
+@app.command()
+def catalog(
+    config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None,
+    excluded: Annotated[bool, typer.Option("--excluded", help="list exclusions with their reasons")] = False,
+    os_stage: Annotated[bool, typer.Option("--os", help="the Linux catalog of this host")] = False,
+    like: Annotated[Optional[str], typer.Option(help="only names containing this text")] = None,
+) -> None:
+    """Show the action catalog: tunable knobs with type, unit, range and apply requirement."""
+    from agenticdb.cli.tune_cmd import run_catalog
+
+    cfg = settings(config, target, sandbox, home)
+    raise typer.Exit(run_catalog(cfg, excluded, os_stage, like, console))
+
+
+# ------------------------------------------------------------------------------------ rollback
+@app.command()
+def rollback(
+    config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None,
+    dbms: Annotated[bool, typer.Option("--dbms", help="restore the DBMS configuration")] = False,
+    os_: Annotated[bool, typer.Option("--os", help="restore saved original OS values")] = False,
+    session: Annotated[Optional[str], typer.Option(help="session id (default: the latest)")] = None,
+    to: Annotated[str, typer.Option(help="baseline | last-safe")] = "baseline",
+) -> None:
+    """Put back what agenticdb changed: the DBMS config of a session's baseline (or the last safe one
+    before the latest change), and/or the original OS values saved before the first write."""
+    from agenticdb.cli.tune_cmd import run_rollback
+
+    if not dbms and not os_:
+        fail("say what to roll back: --dbms, --os or both", 2)
+    cfg = settings(config, target, sandbox, home)
+    raise typer.Exit(run_rollback(cfg, dbms, os_, session, to, console))
+
+
+# -------------------------------------------------------------------------------------- report
+@app.command()
+def report(
+    session: Annotated[Optional[str], typer.Argument(help="session id (default: the latest)")] = None,
+    config: ConfigOpt = None, home: HomeOpt = None,
+) -> None:
+    """A Markdown report of one session: baseline, rounds, best configuration, every change's reason."""
+    from agenticdb.cli.tune_cmd import run_report
+
+    cfg = settings(config, None, None, home)
+    raise typer.Exit(run_report(cfg, session, console))
+
+
+# -------------------------------------------------------------------------------------- daemon
+@app.command()
+def daemon(config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None,
+           home: HomeOpt = None) -> None:
+    """Run as a long-lived service: scheduled sessions, crash reconciliation, sd_notify."""
+    from agenticdb.daemon import run_daemon
+
+    cfg = settings(config, target, sandbox, home)
+    raise typer.Exit(run_daemon(cfg, config_path=config, overrides={"target": target, "sandbox": sandbox,
+                                                                    "home": home}))
+
+
+def _add_subapps() -> None:
+    from agenticdb.cli.journal_cmd import journal_app
+    from agenticdb.cli.memory_cmd import memory_app
+
+    app.add_typer(journal_app, name="journal", help="Read and verify the audit journal.")
+    app.add_typer(memory_app, name="memory", help="Experience memory: list, show, forget, export, import.")
+
+
+_add_subapps()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Executor: snapshot → intent → apply → verify → run the workload → measurement + state deltas.
+
+A trial whose values are not verified in effect is never measured (pg-postmaster-reload case: a
+``postmaster`` GUC applied by reload stays ``pending_restart`` and would score the old value). Any
+exception becomes a ``Failure`` with its phase and server log lines; the session hands it to recovery.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from agenticdb.journal import Journal
+from agenticdb.models import (
+    ApplyMode,
+    Execution,
+    Failure,
+    FailurePhase,
+    Measurement,
+    NormalizedChange,
+    RuntimeState,
+    Snapshot,
+    StateDelta,
+    Verdict,
+)
+from agenticdb.services import ServiceError
+from agenticdb.targets.base import Target, TargetError
+from agenticdb.workloads.base import Workload, WorkloadError
+
+log = structlog.get_logger(__name__)
+
+
+def merge_states(*states: RuntimeState) -> RuntimeState:
+    """One RuntimeState from several sources (DBMS + host); names are namespaced so they never collide."""
+    out = RuntimeState(taken_at=states[0].taken_at if states else time.time())
+    for s in states:
+        out.counters.update(s.counters)
+        out.gauges.update(s.gauges)
+        out.wait_events.update(s.wait_events)
+    return out
+
+
+class Executor:
+    """Applies verified change sets to one target and measures them with the session's workload.
+
+    Args:
+        target: the target whose parameters change (DBMS or Linux).
+        state_sources: callables returning RuntimeState samples taken around each run (the DBMS
+            target's ``runtime_state`` and the host's).
+        workload: the benchmark; ``warmup_s`` and ``duration_s`` in seconds.
+        journal: where intent/applied/verified/measured events go.
+        dry_run: validate and journal the intent, but change nothing and measure nothing.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        state_sources: list[Callable[[], RuntimeState]],
+        workload: Workload,
+        journal: Journal,
+        session_id: str,
+        warmup_s: float,
+        duration_s: float,
+        dry_run: bool = False,
+    ) -> None:
+        self.target = target
+        self.state_sources = state_sources
+        self.workload = workload
+        self.journal = journal
+        self.session_id = session_id
+        self.warmup_s = warmup_s
+        self.duration_s = duration_s
+        self.dry_run = dry_run
+
+    def sample_state(self) -> RuntimeState:
+        """Merged runtime state from every source (a source that fails contributes nothing)."""
+        samples = []
+        for source in self.state_sources:
+            try:
+                samples.append(source())
+            except Exception as exc:  # noqa: BLE001 - statistics are evidence, not a reason to fail a trial
+                log.warning("state.sample_failed", error=str(exc))
+        return merge_states(*samples) if samples else RuntimeState()
+
+    def measure(self, round_no: int | None, label: str) -> tuple[Measurement, StateDelta]:
+        """Warm up, then run the workload once with state samples around the measured run.
+
+        Raises:
+            WorkloadError: the run failed or produced no result.
+        """
+        if self.warmup_s > 0:
+            self.workload.warmup(self.warmup_s)
+        before = self.sample_state()
+        measurement = self.workload.run(self.duration_s)
+        after = self.sample_state()
+        delta = StateDelta.between(before, after)
+        self.journal.append(self.session_id, "measured",
+                            {"label": label, "measurement": measurement.model_dump(mode="json")}, round_no)
+        log.info("trial.measured", label=label, objective=round(measurement.objective, 3),
+                 tps=measurement.tps, p95_ms=measurement.latency_p95_ms)
+        return measurement, delta
+
+    def apply(self, changes: list[NormalizedChange], mode: ApplyMode, round_no: int | None,
+              safe: Snapshot, purpose: str = "trial") -> tuple[bool, dict[str, str]]:
+        """Journal the intent (holding ``safe``), apply, verify. Returns (restarted, effective values).
+
+        Raises:
+            TargetError / ServiceError: the apply or verification failed (caller turns it into a Failure).
+        """
+        self.journal.append(self.session_id, "intent", {
+            "purpose": purpose, "target": self.target.kind, "mode": mode.value,
+            "changes": [c.model_dump(mode="json") for c in changes],
+            "snapshot": safe.model_dump(mode="json"),
+        }, round_no)
+        if self.dry_run:
+            return False, {}
+        restarted = self.target.apply(changes, mode)
+        self.journal.append(self.session_id, "applied", {
+            "purpose": purpose, "mode": mode.value, "restarted": restarted,
+            "changes": {c.name: c.value for c in changes}}, round_no)
+        effective = self.target.verify(changes)
+        self.journal.append(self.session_id, "verified", {"purpose": purpose, "effective": effective}, round_no)
+        log.info("apply.verified", purpose=purpose, mode=mode.value, restarted=restarted, values=effective)
+        return restarted, effective
+
+    def trial(self, verdict: Verdict, safe: Snapshot, round_no: int) -> Execution:
+        """Apply ``verdict.changes`` (already validated), verify, measure. Never raises for target or
+        workload errors: they come back as ``Execution.failure``."""
+        changes = verdict.changes
+        phase: FailurePhase = "apply"
+        restarted = False
+        effective: dict[str, str] = {}
+        try:
+            phase = "restart" if verdict.apply_requirement == ApplyMode.restart else "apply"
+            restarted, effective = self.apply(changes, verdict.apply_requirement, round_no, safe)
+            if self.dry_run:
+                return Execution(applied=False, effective={})
+            phase = "workload"
+            measurement, delta = self.measure(round_no, "candidate")
+            return Execution(applied=True, effective=effective, measurement=measurement, state_delta=delta,
+                             restarted=restarted)
+        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
+            logs = list(getattr(exc, "logs", []) or [])
+            output = getattr(exc, "output", "")
+            if output:
+                logs += str(output).splitlines()[-40:]
+            if not logs:
+                try:
+                    logs = self.target.log_tail(40)
+                except Exception:  # noqa: BLE001
+                    logs = []
+            if type(exc).__name__ == "VerifyError":
+                phase = "verify"
+            failure = Failure(phase=phase, message=str(exc), logs=logs[-60:], attempted=changes)
+            self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
+            log.warning("trial.failed", phase=phase, error=str(exc))
+            return Execution(applied=False, effective=effective, restarted=restarted, failure=failure)
