@@ -262,9 +262,17 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     try:
         settings = Settings(**data)
         if overrides:
-            merged = _deep_merge(settings.model_dump(mode="python"), overrides)
-            # Re-validate without the env source so CLI flags win over the environment.
-            settings = Settings.model_validate(merged)
+            # Validate each overridden section on its own model (not through Settings, whose env source
+            # would win again): CLI flags beat the environment.
+            updates: dict[str, Any] = {}
+            for section, values in overrides.items():
+                current = getattr(settings, section)
+                merged = _deep_merge(current.model_dump(mode="python"), values)
+                try:
+                    updates[section] = type(current).model_validate(merged)
+                except ValidationError as exc:
+                    raise ConfigError(_format_validation(f"command-line option for [{section}]", exc)) from None
+            settings = settings.model_copy(update=updates)
     except ValidationError as exc:
         raise ConfigError(_format_validation(where, exc)) from None
     return settings

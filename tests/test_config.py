@@ -1,0 +1,62 @@
+"""Configuration: every shipped example loads; every bad example fails naming the key and the rule."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agenticdb.config import ConfigError, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+BAD_EXPECT = {
+    "unknown-key.toml": "loop.max_round",
+    "bad-durability.toml": "policy.durability",
+    "bad-window.toml": "restart_window",
+    "unknown-workload.toml": "workload.kind",
+    "zero-rounds.toml": "loop.max_rounds",
+    "toml-syntax.toml": "TOML syntax error",
+}
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.name)
+def test_good_examples_load(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.policy.durability == "strict"
+
+
+@pytest.mark.parametrize("name", sorted(BAD_EXPECT))
+def test_bad_examples_name_the_key(name: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config(CONFIGS / "bad" / name)
+    assert BAD_EXPECT[name] in str(exc.value)
+
+
+def test_every_bad_example_is_covered() -> None:
+    assert {p.name for p in (CONFIGS / "bad").glob("*.toml")} == set(BAD_EXPECT)
+
+
+def test_environment_overrides_file_and_flags_override_environment(tmp_path: Path) -> None:
+    f = tmp_path / "a.toml"
+    f.write_text("[loop]\nmax_rounds = 5\n[workload]\nduration_s = 20\n")
+    os.environ["AGENTICDB_LOOP__MAX_ROUNDS"] = "7"
+    try:
+        cfg = load_config(f)
+        assert cfg.loop.max_rounds == 7 and cfg.workload.duration_s == 20
+        cfg = load_config(f, {"loop": {"max_rounds": 2}})
+        assert cfg.loop.max_rounds == 2
+    finally:
+        del os.environ["AGENTICDB_LOOP__MAX_ROUNDS"]
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_storage_paths_follow_home(tmp_path: Path) -> None:
+    cfg = load_config(None, {"storage": {"home": tmp_path, "memory_db": None, "journal_db": None}})
+    assert cfg.storage.memory_db == tmp_path / "memory.db"
+    assert cfg.storage.journal_db == tmp_path / "journal.db"
