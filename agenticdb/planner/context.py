@@ -1,0 +1,424 @@
+"""Context assembly for the LLM planner: a ``PlanningContext`` in, prompt text out.
+
+The prompt is built from text templates in ``agenticdb/planner/prompts/`` (``system.txt``,
+``context.txt``, ``repair.txt``, ``schema_hint.txt``) with ``string.Template`` placeholders, so the
+wording can be changed without touching code.
+
+Everything that came from outside agenticdb's own logic — query text, server log lines, error
+messages of a failed apply, and the free text of validator feedback — is *quoted as data*: control
+characters are stripped, each item is truncated, the list is capped, and the items are emitted as a
+JSON array whose ``<`` and ``>`` are written as ``\\u003c``/``\\u003e`` so that no item can close the
+``<untrusted_data>`` block (or open another one) however it is spelled. The system prompt tells the model
+that the block is evidence, never instructions (OWASP Top 10 for LLM Applications, LLM01 "Prompt
+Injection": segregate untrusted content and mark it clearly).
+
+The action catalog is rendered one knob a line (name, type, unit, range, apply mode, current value,
+first sentence of the description) and only for the current stage, which keeps a full PostgreSQL 15 or
+MariaDB 10.11 catalog well inside a 32k-token context (see ``benchmarks/bench_llm_context.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import structlog
+
+from agenticdb.models import (
+    Catalog,
+    Experience,
+    FailedCheck,
+    KnobSpec,
+    Layer,
+    Measurement,
+    PlanningContext,
+    RoundOutcome,
+    StateDelta,
+)
+
+log = structlog.get_logger(__name__)
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+
+#: Per-item and item-count caps for untrusted text (one log line or query rarely needs more to be
+#: recognisable; the cap bounds what an attacker-controlled log can cost in tokens).
+MAX_UNTRUSTED_CHARS = 500
+MAX_UNTRUSTED_ITEMS = 20
+#: Caps that keep the context compact: earlier rounds, experiences, statistics lines.
+MAX_ROUNDS = 12
+MAX_EXPERIENCES = 3
+MAX_COUNTERS = 60
+MAX_GAUGES = 30
+MAX_WAIT_EVENTS = 10
+DESCRIPTION_CHARS = 90
+
+_KEEP_CONTROL = {"\n", "\t"}
+
+
+@cache
+def load_prompt(name: str) -> str:
+    """Text of ``prompts/<name>.txt``.
+
+    Raises:
+        FileNotFoundError: the prompt file does not exist (the message names the path).
+    """
+    path = PROMPTS_DIR / f"{name}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"planner prompt file missing: {path}")
+    return path.read_text(encoding="utf-8")
+
+
+def render_prompt(name: str, **values: str) -> str:
+    """``prompts/<name>.txt`` with ``$placeholders`` substituted.
+
+    Raises:
+        KeyError: a placeholder of the template has no value (names the placeholder).
+    """
+    return Template(load_prompt(name)).substitute(values)
+
+
+def strip_control(text: str) -> str:
+    """``text`` without control and format characters (Unicode categories Cc, Cf), except newline and
+    tab. Removes terminal escapes, NULs and bidirectional overrides that could hide text from a reader."""
+    return "".join(ch for ch in text if ch in _KEEP_CONTROL or unicodedata.category(ch) not in ("Cc", "Cf"))
+
+
+def sanitize(text: object, limit: int = MAX_UNTRUSTED_CHARS) -> str:
+    """``text`` as a string, control characters stripped, cut to ``limit`` characters (with a marker
+    saying how many were cut)."""
+    clean = strip_control(str(text))
+    if len(clean) > limit:
+        cut = len(clean) - limit
+        clean = clean[:limit] + f"…[{cut} chars truncated]"
+    return clean
+
+
+def _json_data(value: Any) -> str:
+    """Compact JSON whose ``<``/``>``/``&`` are \\u-escaped: it decodes to ``value`` exactly but cannot
+    contain a markup delimiter such as ``</untrusted_data>``."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def quote_untrusted(
+    items: Sequence[str], max_items: int = MAX_UNTRUSTED_ITEMS, max_chars: int = MAX_UNTRUSTED_CHARS
+) -> str:
+    """Untrusted strings as the body of an ``<untrusted_data>`` block: a JSON array of sanitized strings.
+
+    Keeps the last ``max_items`` items (the newest log lines matter most) and says how many were dropped.
+    Returns ``[]`` when there is nothing.
+    """
+    kept = [sanitize(i, max_chars) for i in items if str(i).strip()]
+    dropped = max(len(kept) - max_items, 0)
+    kept = kept[-max_items:] if max_items else []
+    if dropped:
+        kept.insert(0, f"({dropped} earlier items omitted)")
+    return _json_data(kept)
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "?"
+    if float(v).is_integer():
+        return str(int(v))
+    return f"{v:.6g}"
+
+
+def first_sentence(text: str, limit: int = DESCRIPTION_CHARS) -> str:
+    """First sentence of ``text``, control characters stripped, at most ``limit`` characters."""
+    clean = " ".join(strip_control(text).split())
+    head = re.split(r"(?<=[.!?])\s", clean, maxsplit=1)[0]
+    return head if len(head) <= limit else head[: limit - 1] + "…"
+
+
+def knob_line(spec: KnobSpec, current: str | None) -> str:
+    """One catalog line: ``name | type | unit | range | apply | current | description``."""
+    if spec.vartype == "enum" and spec.enum_values:
+        rng = "/".join(spec.enum_values)
+    elif spec.vartype == "bool":
+        rng = "on/off"
+    elif spec.min_value is not None or spec.max_value is not None:
+        rng = f"{_num(spec.min_value)}..{_num(spec.max_value)}"
+    else:
+        rng = "-"
+    cur = "?" if current is None else sanitize(current, 40)
+    parts = [
+        spec.name,
+        spec.vartype,
+        spec.unit or "-",
+        rng,
+        spec.apply.value,
+        cur,
+        first_sentence(spec.description),
+    ]
+    return " | ".join(parts)
+
+
+def render_catalog(catalog: Catalog, stage: Layer, current: dict[str, str]) -> str:
+    """The action catalog of ``stage``, one knob a line, sorted by name; excluded knobs are listed by
+    name only so the model knows they exist and are off limits."""
+    lines = [
+        knob_line(spec, current.get(name))
+        for name, spec in sorted(catalog.knobs.items())
+        if spec.layer == stage
+    ]
+    if not lines:
+        lines.append(f"(no tunable parameters for stage {stage.value})")
+    if catalog.excluded:
+        lines.append("Never propose (excluded): " + ", ".join(sorted(catalog.excluded)))
+    return "\n".join(lines)
+
+
+def _measurement_line(m: Measurement) -> str:
+    parts = [
+        f"{m.workload}: objective {m.objective_name}={_num(m.objective)}"
+        f" ({'higher' if m.higher_is_better else 'lower'} is better)"
+    ]
+    if m.tps is not None:
+        parts.append(f"tps={_num(m.tps)}")
+    if m.latency_p95_ms is not None:
+        parts.append(f"p95_ms={_num(m.latency_p95_ms)}")
+    if m.total_time_s is not None:
+        parts.append(f"total_time_s={_num(m.total_time_s)}")
+    if m.errors:
+        parts.append(f"errors={m.errors}")
+    return ", ".join(parts)
+
+
+def render_policy(ctx: PlanningContext) -> str:
+    """Stage and the safety policy the validator will enforce."""
+    return "\n".join(
+        [
+            f"stage: {ctx.stage.value}",
+            f"durability: {ctx.durability}",
+            f"max changes this round: {ctx.max_changes}",
+            f"max step factor per round: {_num(ctx.max_step_factor)}",
+            f"restarts allowed: {'yes' if ctx.allow_restart else 'no'}",
+        ]
+    )
+
+
+def render_profile(ctx: PlanningContext) -> str:
+    """Versions, hardware, service status, noise and baseline of the target."""
+    p, hw = ctx.profile, ctx.profile.hardware
+    gib = 1024**3
+    lines = [
+        f"target: {p.target} {p.dbms_version}; service: {p.service_status}",
+        f"cpu: {hw.cpu_count}; memory: {hw.memory_bytes / gib:.1f} GiB; usable memory limit: "
+        f"{hw.memory_limit_bytes / gib:.1f} GiB"
+        + (f" (cgroup {hw.cgroup_memory_limit_bytes / gib:.1f} GiB)" if hw.cgroup_memory_limit_bytes else ""),
+        f"disk: {hw.disk_free_bytes / gib:.1f} GiB free of {hw.disk_total_bytes / gib:.1f} GiB"
+        + (f" on {hw.data_device}" if hw.data_device else ""),
+        f"measurement noise (coefficient of variation): {p.noise_cv:.3f}",
+    ]
+    lines += [f"baseline run {i + 1}: {_measurement_line(m)}" for i, m in enumerate(p.baseline)]
+    if ctx.best_config:
+        lines.append(
+            "best configuration so far: "
+            + ", ".join(f"{k}={sanitize(v, 40)}" for k, v in sorted(ctx.best_config.items()))
+        )
+    return "\n".join(lines)
+
+
+def render_fingerprint(ctx: PlanningContext) -> str:
+    """The workload fingerprint as ``key=value`` pairs."""
+    return ", ".join(f"{k}={v}" for k, v in ctx.fingerprint.model_dump(mode="json").items())
+
+
+def current_delta(ctx: PlanningContext) -> StateDelta | None:
+    """Runtime-state delta of the latest measured interval (the context's, else the baseline's)."""
+    return ctx.last_delta or ctx.profile.baseline_state
+
+
+def latest_measurement(ctx: PlanningContext) -> Measurement | None:
+    """The newest measurement: last round that measured, else the last baseline run."""
+    for r in reversed(ctx.rounds):
+        if r.measurement is not None:
+            return r.measurement
+    return ctx.profile.baseline[-1] if ctx.profile.baseline else None
+
+
+def render_statistics(delta: StateDelta | None) -> str:
+    """Counter rates (per second), gauges and top wait events of ``delta``, capped in length."""
+    if delta is None:
+        return "(no runtime statistics collected yet)"
+    rates = [(k, v) for k, v in sorted(delta.per_second.items()) if v]
+    gauges = sorted(delta.gauges.items())
+    waits = sorted(delta.wait_events.items(), key=lambda kv: -kv[1])[:MAX_WAIT_EVENTS]
+    lines = [f"interval: {delta.seconds:.1f} s"]
+    lines += [f"{k}={_num(v)}/s" for k, v in rates[:MAX_COUNTERS]]
+    if len(rates) > MAX_COUNTERS:
+        lines.append(f"({len(rates) - MAX_COUNTERS} more counters omitted)")
+    lines += [f"{k}={_num(v)}" for k, v in gauges[:MAX_GAUGES]]
+    lines += [f"wait {k}: {v}" for k, v in waits]
+    return "\n".join(lines)
+
+
+def _checks_brief(checks: Iterable[FailedCheck]) -> str:
+    return "; ".join(f"[{c.check}] {sanitize(c.parameter, 60)}" for c in checks)
+
+
+def round_line(r: RoundOutcome) -> str:
+    """One consolidated line per earlier round (AgenticDB Table 4 style): belief, action, result,
+    decision. Failure messages are not inlined: they are in the untrusted data block."""
+    changes = ", ".join(f"{k}={sanitize(v, 60)}" for k, v in r.changes.items())
+    if not changes and r.proposal is not None:
+        changes = ", ".join(f"{c.name}={sanitize(c.value, 60)}" for c in r.proposal.changes)
+    parts = [
+        f"round {r.round_no} [{r.stage.value}] bottleneck={r.bottleneck.value}",
+        f"changes: {changes or 'none'}",
+    ]
+    if not r.verdict_ok:
+        parts.append(f"rejected by validator ({_checks_brief(r.failed_checks) or 'no details'})")
+    if r.failure is not None:
+        parts.append(
+            f"failed in {r.failure.phase}" + (f", recovery {r.recovery.action}" if r.recovery else "")
+        )
+    if r.objective is not None:
+        gain = f", gain vs best {r.gain_vs_best:+.1%}" if r.gain_vs_best is not None else ""
+        parts.append(f"objective {_num(r.objective)}{gain}")
+    if r.verdict_ok and r.failure is None:
+        parts.append("kept" if r.kept else "reverted")
+    parts.append(f"decision {r.decision.value}: {sanitize(r.reason, 200)}")
+    return " | ".join(parts)
+
+
+def render_rounds(rounds: Sequence[RoundOutcome]) -> str:
+    """Session memory: the last ``MAX_ROUNDS`` consolidated rounds, oldest first."""
+    if not rounds:
+        return "(first round of this session)"
+    shown = list(rounds)[-MAX_ROUNDS:]
+    head = [f"({len(rounds) - len(shown)} earlier rounds omitted)"] if len(rounds) > len(shown) else []
+    return "\n".join(head + [round_line(r) for r in shown])
+
+
+def render_experience(experience: Sequence[Experience]) -> str:
+    """Retrieved experience, at most ``MAX_EXPERIENCES`` entries, as compact summaries."""
+    if not experience:
+        return "(none)"
+    lines = []
+    for e in list(experience)[:MAX_EXPERIENCES]:
+        fp = e.fingerprint
+        lines.append(
+            f"- {fp.dbms} {fp.version_major}, {fp.benchmark} ({fp.workload_class}, read fraction "
+            f"{fp.read_fraction:.2f}, scale {_num(fp.scale)}, {fp.concurrency} clients): best gain "
+            f"{e.best_gain:+.1%}; recurring bottlenecks: {', '.join(e.recurring_bottlenecks) or '-'}"
+        )
+        for label, entries in (
+            ("helped", e.beneficial),
+            ("did not help", e.ineffective),
+            ("failed", e.failed),
+        ):
+            if entries:
+                lines.append(f"  {label}: " + sanitize(json.dumps(entries, separators=(",", ":")), 400))
+        if e.best_config_relative:
+            lines.append(
+                "  best config (relative to host memory): "
+                + sanitize(json.dumps(e.best_config_relative, separators=(",", ":")), 400)
+            )
+    return "\n".join(lines)
+
+
+def render_feedback(checks: Sequence[FailedCheck]) -> str:
+    """Validator feedback as a delimited JSON array (the ``value`` echoes model output and the
+    ``message`` may quote server text, so it is quoted as data, not inlined as prose)."""
+    if not checks:
+        return "(none)"
+    items = [
+        {
+            "check": c.check,
+            "parameter": sanitize(c.parameter, 100),
+            "value": sanitize(c.value, 100),
+            "message": sanitize(c.message, 300),
+            "source": sanitize(c.source, 120),
+        }
+        for c in list(checks)[:MAX_UNTRUSTED_ITEMS]
+    ]
+    return f"<validator_feedback>\n{_json_data(items)}\n</validator_feedback>"
+
+
+def gather_untrusted(ctx: PlanningContext) -> list[str]:
+    """Untrusted text for the data block: ``ctx.untrusted_text`` plus failure messages, server log
+    lines and recovery log excerpts of earlier rounds (labelled with their round)."""
+    items: list[str] = []
+    for r in ctx.rounds[-MAX_ROUNDS:]:
+        if r.failure is not None:
+            items.append(f"round {r.round_no} {r.failure.phase} error: {r.failure.message}")
+            items += [f"round {r.round_no} server log: {line}" for line in r.failure.logs[-5:]]
+        if r.recovery is not None:
+            items += [f"round {r.round_no} recovery log: {line}" for line in r.recovery.log_excerpt[-3:]]
+    items += list(ctx.untrusted_text)
+    return items
+
+
+def compute_hypotheses(ctx: PlanningContext) -> list[Any]:
+    """Bottleneck hypotheses from ``agenticdb.planner.diagnosis.diagnose`` when that module exists.
+
+    Returns an empty list when the module is absent, when there are no statistics yet, or when the
+    diagnosis raises (logged as ``llm.diagnosis_failed``): the LLM can still plan without them.
+    """
+    try:
+        diagnosis = importlib.import_module("agenticdb.planner.diagnosis")
+    except ImportError:
+        return []
+    diagnose = getattr(diagnosis, "diagnose", None)
+    delta = current_delta(ctx)
+    if diagnose is None or delta is None:
+        return []
+    family = ctx.catalog.target or ctx.fingerprint.dbms
+    try:
+        return list(diagnose(delta, ctx.profile, family, ctx.stage, latest_measurement(ctx)))
+    except Exception as exc:  # a diagnosis bug must not take the planner down
+        log.warning("llm.diagnosis_failed", error=str(exc))
+        return []
+
+
+def render_hypotheses(hypotheses: Sequence[Any]) -> str:
+    """Hypotheses as one compact JSON object a line (pydantic models are dumped; others ``str()``)."""
+    if not hypotheses:
+        return "(none computed; diagnose from the statistics above)"
+    lines = []
+    for h in hypotheses:
+        if hasattr(h, "model_dump"):
+            lines.append(
+                "- "
+                + sanitize(
+                    json.dumps(h.model_dump(mode="json", exclude_none=True), separators=(",", ":")), 600
+                )
+            )
+        else:
+            lines.append("- " + sanitize(h, 600))
+    return "\n".join(lines)
+
+
+def render_context(ctx: PlanningContext, hypotheses: Sequence[Any] | None = None) -> str:
+    """The user message of a planning request, from ``prompts/context.txt``.
+
+    Args:
+        ctx: the planning context.
+        hypotheses: bottleneck hypotheses; ``None`` computes them with ``compute_hypotheses``.
+    """
+    if hypotheses is None:
+        hypotheses = compute_hypotheses(ctx)
+    current = {**ctx.profile.current_config, **ctx.current_config}
+    return render_prompt(
+        "context",
+        policy=render_policy(ctx),
+        profile=render_profile(ctx),
+        fingerprint=render_fingerprint(ctx),
+        statistics=render_statistics(current_delta(ctx)),
+        hypotheses=render_hypotheses(hypotheses),
+        rounds=render_rounds(ctx.rounds),
+        experience=render_experience(ctx.experience),
+        feedback=render_feedback(ctx.validator_feedback),
+        stage=ctx.stage.value,
+        catalog=render_catalog(ctx.catalog, ctx.stage, current),
+        untrusted=quote_untrusted(gather_untrusted(ctx)),
+    )
