@@ -1,0 +1,172 @@
+"""``agenticdb memory list | show ID | forget ID | export FILE | import FILE`` (issue 6).
+
+Works on the Memory Book file named by ``storage.memory_db`` (``--config``) or ``--home``.
+Exit codes: 0 success, 1 the operation failed, 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from agenticdb.cli.journal_cmd import ConfigOpt, HomeOpt, _fail, load_settings
+from agenticdb.memory import MemoryBook, MemoryBookError
+
+memory_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the experience memory.")
+
+
+def _console() -> Console:
+    return Console(soft_wrap=True, highlight=False)
+
+
+def _open(config: Path | None, home: Path | None, must_exist: bool = True) -> MemoryBook | None:
+    path = load_settings(config, home).storage.memory_db
+    assert path is not None  # filled in by StorageConfig
+    if not path.exists():
+        if must_exist:
+            _fail(f"memory file {path} does not exist (set --home or storage.home in --config)")
+        return None
+    return MemoryBook(path)
+
+
+@memory_app.command("list")
+def list_experience(
+    sessions: Annotated[bool, typer.Option("--sessions", help="list sessions instead of experience")] = False,
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """List stored experience (or sessions with --sessions)."""
+    console = _console()
+    book = _open(config, home, must_exist=False)
+    if book is None:
+        console.print("no memory yet: no session has finished with this storage")
+        return
+    with book:
+        if sessions:
+            table = Table(title=f"sessions in {book.path}")
+            table.add_column("session", no_wrap=True)
+            for col in ("target", "dbms", "workload", "started (UTC)", "status", "baseline",
+                        "best"):
+                table.add_column(col, overflow="fold")
+            for s in book.sessions():
+                table.add_row(s.id, s.target, f"{s.dbms} {s.version}", s.workload, s.started_at[:19],
+                              s.status, _num(s.baseline_objective), _num(s.best_objective))
+        else:
+            table = Table(title=f"experience in {book.path}")
+            table.add_column("id", no_wrap=True)
+            table.add_column("session", no_wrap=True)
+            for col in ("dbms", "benchmark", "class", "read", "scale", "clients",
+                        "objective", "best gain", "created (UTC)"):
+                table.add_column(col, overflow="fold")
+            for item in book.list_experience():
+                fp = item.experience.fingerprint
+                table.add_row(str(item.id), item.experience.session_id, f"{fp.dbms} {fp.version_major}",
+                              fp.benchmark, fp.workload_class, f"{fp.read_fraction:.2f}", f"{fp.scale:g}",
+                              str(fp.concurrency), fp.objective, f"{item.experience.best_gain * 100:+.1f}%",
+                              item.created_at[:19])
+        console.print(table)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+@memory_app.command("show")
+def show(
+    experience_id: Annotated[int, typer.Argument(help="experience id (see `memory list`)")],
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Show one experience: fingerprint, what helped, what did not, what failed, best configuration."""
+    book = _open(config, home)
+    assert book is not None
+    with book:
+        try:
+            item = book.get_experience(experience_id)
+        except MemoryBookError as exc:
+            _fail(str(exc))
+            return
+    console = _console()
+    exp = item.experience
+    fp = exp.fingerprint
+    console.print(f"[bold]Experience {item.id}[/] from session {escape(exp.session_id)} ({item.created_at})")
+    console.print(escape(
+        f"  fingerprint: {fp.dbms} {fp.version_major}, {fp.benchmark} ({fp.workload_class}), read "
+        f"{fp.read_fraction:.2f}, {fp.access_pattern}, scale {fp.scale:g}, {fp.concurrency} clients, "
+        f"objective {fp.objective}, {fp.memory_gib:g} GiB, {fp.cpu_count} CPUs"
+    ))
+    console.print(f"  best gain: {exp.best_gain * 100:+.1f}%")
+    if exp.recurring_bottlenecks:
+        console.print(f"  recurring bottlenecks: {escape(', '.join(exp.recurring_bottlenecks))}")
+    for title, entries in (("beneficial", exp.beneficial), ("ineffective", exp.ineffective),
+                           ("failed", exp.failed)):
+        console.print(f"  [bold]{title}[/] ({len(entries)})")
+        for entry in entries:
+            changes = entry.get("changes", {})
+            text = ", ".join(f"{k}={v}" for k, v in changes.items()) if isinstance(changes, dict) else str(
+                changes)
+            extra = {k: v for k, v in entry.items() if k != "changes"}
+            console.print("    • " + escape(text + (f"  {extra}" if extra else "")))
+    if exp.best_config:
+        console.print("  [bold]best configuration[/]")
+        for name, value in exp.best_config.items():
+            rel = exp.best_config_relative.get(name)
+            console.print("    " + escape(f"{name} = {value}" + (f"  ({rel})" if rel else "")))
+
+
+@memory_app.command("forget")
+def forget(
+    experience_id: Annotated[Optional[int], typer.Argument(help="experience id")] = None,  # noqa: UP045
+    session: Annotated[Optional[str], typer.Option("--session", help="all experience of a session")] = None,  # noqa: UP045
+    dbms: Annotated[Optional[str], typer.Option("--dbms", help="fingerprint dbms")] = None,  # noqa: UP045
+    benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="fingerprint benchmark")] = None,  # noqa: UP045
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Delete experience by id, or every experience matching all given filters."""
+    if experience_id is None and session is None and dbms is None and benchmark is None:
+        _fail("forget: give an experience id or at least one of --session, --dbms, --benchmark", code=2)
+    book = _open(config, home)
+    assert book is not None
+    with book:
+        count = book.forget(experience_id, session_id=session, dbms=dbms, benchmark=benchmark)
+    if count == 0:
+        _fail("forget: no experience matched" + (f" id={experience_id}" if experience_id is not None else ""))
+    _console().print(f"forgot {count} experience row(s)")
+
+
+@memory_app.command("export")
+def export(
+    file: Annotated[Path, typer.Argument(help="JSON file to write")],
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Export sessions, rounds, experience and LLM calls to a JSON file."""
+    book = _open(config, home)
+    assert book is not None
+    with book:
+        counts = book.export(file)
+    _console().print(escape(f"wrote {file}: " + ", ".join(f"{v} {k}" for k, v in counts.items())))
+
+
+@memory_app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="JSON file written by `memory export`")],
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Merge an exported Memory Book into this one (existing entries are kept)."""
+    path = load_settings(config, home).storage.memory_db
+    assert path is not None
+    with MemoryBook(path) as book:
+        try:
+            added = book.import_(file)
+        except MemoryBookError as exc:
+            _fail(str(exc))
+            return
+    _console().print(escape(f"imported into {path}: " + ", ".join(f"{v} {k}" for k, v in added.items())))

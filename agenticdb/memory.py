@@ -1,0 +1,533 @@
+"""The Memory Book: sessions, rounds, experience, LLM call accounting and saved OS originals in SQLite.
+
+DESIGN.md "memory" and issue 6 "Experience memory". The schema is data (``memory/memory.sql``); rows
+are written and read through sqlite-utils. JSON columns hold the pydantic models of
+``agenticdb.models`` so a reader gets back exactly what a writer stored.
+
+Experience is retrieved by :func:`similarity` of fingerprints, a weighted sum in [0, 1]:
+
+=====================  ======  =============================================================
+component              weight  score
+=====================  ======  =============================================================
+DBMS family            gate    different family (PostgreSQL vs MySQL/MariaDB) → similarity 0,
+                               because knob names do not carry over between families
+product + major ver.   0.15    same product and major 1.0; same product other major 0.5;
+                               MySQL vs MariaDB 0.25
+workload class         0.25    same 1.0; oltp/olap vs mixed 0.5; oltp vs olap 0.0
+read/write mix         0.15    1 − |read_fraction_a − read_fraction_b|
+access pattern         0.10    same (case-insensitive) 1.0, else 0.0
+scale bucket           0.15    bucket = floor(log2(scale)); 1 − |Δbucket| / 4, floor 0
+concurrency bucket     0.10    bucket = floor(log2(clients)); 1 − |Δbucket| / 3, floor 0
+objective              0.10    same 1.0, else 0.0
+=====================  ======  =============================================================
+
+With every other field equal, a same-class fingerprint scores 0.25 above an oltp/olap one, so it
+always ranks first; the default threshold 0.6 drops experience that differs in class *and* in mix or
+scale. The weights are this project's choice (no published source); they favour what decides which
+knobs matter: the workload class and the data size relative to memory (MEASUREMENT.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from agenticdb.models import Experience, Fingerprint, RoundOutcome
+from agenticdb.resources import data_file
+
+log = structlog.get_logger(__name__)
+
+WEIGHTS: dict[str, float] = {
+    "version": 0.15,
+    "workload_class": 0.25,
+    "read_fraction": 0.15,
+    "access_pattern": 0.10,
+    "scale": 0.15,
+    "concurrency": 0.10,
+    "objective": 0.10,
+}
+"""Similarity weights per fingerprint component (sum 1.0), see the module docstring."""
+
+_FAMILY = {"postgresql": "postgresql", "postgres": "postgresql", "pg": "postgresql",
+           "mysql": "mysql", "mariadb": "mysql"}
+_EXPORT_FORMAT = "agenticdb-memory"
+_EXPORT_VERSION = 1
+
+
+class MemoryBookError(ValueError):
+    """Bad input to the Memory Book or a bad import file; the message names the value and the rule."""
+
+
+class SessionRecord(BaseModel):
+    """One row of ``sessions``."""
+
+    id: str
+    target: str
+    dbms: str
+    version: str
+    workload: str
+    fingerprint: Fingerprint
+    started_at: str
+    ended_at: str | None = None
+    status: str
+    baseline_objective: float | None = None
+    best_objective: float | None = None
+    best_config: dict[str, str] = {}
+
+
+class StoredExperience(BaseModel):
+    """An experience row: its id in the book plus the Experience."""
+
+    id: int
+    created_at: str
+    experience: Experience
+
+
+class OsOriginal(BaseModel):
+    """An OS value as it was before agenticdb's first write in a session."""
+
+    session_id: str
+    name: str
+    original: str
+    saved_at: str
+    restored_at: str | None = None
+
+
+def dbms_family(dbms: str) -> str:
+    """``postgresql`` or ``mysql`` (MariaDB counts as the MySQL family); unknown names map to themselves."""
+    key = dbms.strip().lower()
+    return _FAMILY.get(key, key)
+
+
+def _bucket(value: float) -> int:
+    return math.floor(math.log2(max(value, 1.0)))
+
+
+def similarity(a: Fingerprint, b: Fingerprint) -> float:
+    """Similarity of two tuning problems in [0, 1] (1 = same); weights in the module docstring.
+
+    Pure function of the two fingerprints. Different DBMS families score 0.
+    """
+    if dbms_family(a.dbms) != dbms_family(b.dbms):
+        return 0.0
+    same_product = a.dbms.strip().lower() == b.dbms.strip().lower()
+    if same_product:
+        version = 1.0 if a.version_major.strip() == b.version_major.strip() else 0.5
+    else:
+        version = 0.25
+    if a.workload_class == b.workload_class:
+        wclass = 1.0
+    elif "mixed" in (a.workload_class, b.workload_class):
+        wclass = 0.5
+    else:
+        wclass = 0.0
+    parts = {
+        "version": version,
+        "workload_class": wclass,
+        "read_fraction": 1.0 - min(abs(a.read_fraction - b.read_fraction), 1.0),
+        "access_pattern": 1.0 if a.access_pattern.lower() == b.access_pattern.lower() else 0.0,
+        "scale": max(0.0, 1.0 - abs(_bucket(a.scale) - _bucket(b.scale)) / 4),
+        "concurrency": max(0.0, 1.0 - abs(_bucket(a.concurrency) - _bucket(b.concurrency)) / 3),
+        "objective": 1.0 if a.objective == b.objective else 0.0,
+    }
+    return round(sum(WEIGHTS[k] * v for k, v in parts.items()), 6)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _dumps(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, sort_keys=True)
+
+
+def _nonneg(name: str, value: float) -> None:
+    if value is None or value < 0 or (isinstance(value, float) and math.isnan(value)):
+        raise MemoryBookError(f"{name}={value!r}: must be a number >= 0")
+
+
+class MemoryBook:
+    """The Memory Book in one SQLite file (WAL mode; created with its folder when missing).
+
+    Args:
+        path: the SQLite file, usually ``Settings.storage.memory_db``.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite_utils.Database(self.path)
+        self.db.conn.execute("PRAGMA busy_timeout = 30000")
+        self.db.enable_wal()
+        self.db.conn.executescript(data_file("memory", "memory.sql").read_text())
+
+    def _t(self, name: str) -> sqlite_utils.db.Table:
+        return self.db.table(name)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    def __enter__(self) -> MemoryBook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sessions and rounds -------------------------------------------------------------------
+
+    def start_session(
+        self, session_id: str, target: str, fingerprint: Fingerprint, workload: str | None = None,
+        started_at: str | None = None,
+    ) -> None:
+        """Record a new session (status ``running``); DBMS and version come from ``fingerprint``.
+
+        Raises:
+            MemoryBookError: empty ``session_id`` or a session with that id already exists.
+        """
+        if not session_id:
+            raise MemoryBookError(f"session_id={session_id!r}: must be a non-empty string")
+        if self._session_row(session_id) is not None:
+            raise MemoryBookError(f"session_id={session_id!r}: a session with this id already exists")
+        self._t("sessions").insert({
+            "id": session_id, "target": target, "dbms": fingerprint.dbms,
+            "version": fingerprint.version_major, "workload": workload or fingerprint.benchmark,
+            "fingerprint": _dumps(fingerprint), "started_at": started_at or _now(), "ended_at": None,
+            "status": "running", "baseline_objective": None, "best_objective": None, "best_config": None,
+        })
+
+    def end_session(
+        self, session_id: str, status: str, baseline_objective: float | None = None,
+        best_objective: float | None = None, best_config: dict[str, str] | None = None,
+    ) -> None:
+        """Close a session with its final ``status`` (completed, failed, aborted, ...) and results.
+
+        Raises:
+            MemoryBookError: the session was never started.
+        """
+        self._require_session(session_id)
+        self._t("sessions").update(session_id, {
+            "ended_at": _now(), "status": status, "baseline_objective": baseline_objective,
+            "best_objective": best_objective,
+            "best_config": None if best_config is None else _dumps(best_config),
+        })
+
+    def _session_row(self, session_id: str) -> dict[str, Any] | None:
+        rows = list(self._t("sessions").rows_where("id = ?", [session_id]))
+        return rows[0] if rows else None
+
+    def _require_session(self, session_id: str) -> dict[str, Any]:
+        row = self._session_row(session_id)
+        if row is None:
+            raise MemoryBookError(f"session_id={session_id!r}: no such session (call start_session first)")
+        return row
+
+    @staticmethod
+    def _session_record(row: dict[str, Any]) -> SessionRecord:
+        return SessionRecord(
+            **{**row, "fingerprint": Fingerprint.model_validate_json(row["fingerprint"]),
+               "best_config": json.loads(row["best_config"]) if row["best_config"] else {}}
+        )
+
+    def session(self, session_id: str) -> SessionRecord:
+        """One session. Raises MemoryBookError when unknown."""
+        return self._session_record(self._require_session(session_id))
+
+    def sessions(self) -> list[SessionRecord]:
+        """All sessions, oldest first."""
+        return [self._session_record(r) for r in self._t("sessions").rows_where(order_by="started_at")]
+
+    def record_round(self, outcome: RoundOutcome) -> None:
+        """Store (or replace) the consolidated outcome of one round.
+
+        Raises:
+            MemoryBookError: the outcome's session was never started.
+        """
+        self._require_session(outcome.session_id)
+        self._t("rounds").insert({
+            "session_id": outcome.session_id, "round_no": outcome.round_no, "stage": outcome.stage.value,
+            "bottleneck": outcome.bottleneck.value, "decision": outcome.decision.value,
+            "objective": outcome.objective, "kept": int(outcome.kept), "outcome": _dumps(outcome),
+        }, replace=True)
+
+    def rounds(self, session_id: str) -> list[RoundOutcome]:
+        """Round outcomes of a session in round order."""
+        return [
+            RoundOutcome.model_validate_json(r["outcome"])
+            for r in self._t("rounds").rows_where("session_id = ?", [session_id], order_by="round_no")
+        ]
+
+    # -- experience ----------------------------------------------------------------------------
+
+    def write_experience(self, exp: Experience) -> int:
+        """Store an Experience under its fingerprint; returns its id."""
+        fp = exp.fingerprint
+        row = {
+            "session_id": exp.session_id, **fp.model_dump(mode="json"), "fingerprint": _dumps(fp),
+            "experience": _dumps(exp),
+            "created_at": datetime.fromtimestamp(exp.created_at, UTC).isoformat(timespec="microseconds"),
+        }
+        table = self._t("experience").insert(row)
+        exp_id = int(table.last_pk or 0)
+        log.info("memory.experience_written", id=exp_id, session_id=exp.session_id, dbms=fp.dbms,
+                 workload_class=fp.workload_class, benchmark=fp.benchmark)
+        return exp_id
+
+    def list_experience(self) -> list[StoredExperience]:
+        """All experience, oldest first."""
+        return [self._stored(r) for r in self._t("experience").rows_where(order_by="id")]
+
+    def get_experience(self, experience_id: int) -> StoredExperience:
+        """One experience by id. Raises MemoryBookError when unknown."""
+        rows = list(self._t("experience").rows_where("id = ?", [experience_id]))
+        if not rows:
+            raise MemoryBookError(f"experience id={experience_id}: no such experience in {self.path}")
+        return self._stored(rows[0])
+
+    @staticmethod
+    def _stored(row: dict[str, Any]) -> StoredExperience:
+        return StoredExperience(
+            id=row["id"], created_at=row["created_at"],
+            experience=Experience.model_validate_json(row["experience"]),
+        )
+
+    def retrieve(
+        self, fp: Fingerprint, limit: int = 3, threshold: float = 0.6
+    ) -> list[tuple[float, Experience]]:
+        """Experience of similar problems, best first: ``(similarity, Experience)`` with
+        ``similarity >= threshold``; ties go to the newer experience.
+
+        Raises:
+            MemoryBookError: ``limit`` < 1 or ``threshold`` outside [0, 1].
+        """
+        if limit < 1:
+            raise MemoryBookError(f"limit={limit}: must be >= 1")
+        if not 0.0 <= threshold <= 1.0:
+            raise MemoryBookError(f"threshold={threshold}: must be within [0, 1]")
+        scored: list[tuple[float, int, Experience]] = []
+        for row in self._t("experience").rows_where(order_by="id"):
+            score = similarity(fp, Fingerprint.model_validate_json(row["fingerprint"]))
+            if score >= threshold:
+                scored.append((score, row["id"], Experience.model_validate_json(row["experience"])))
+        scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
+        return [(score, exp) for score, _, exp in scored[:limit]]
+
+    def forget(
+        self, experience_id: int | None = None, *, session_id: str | None = None, dbms: str | None = None,
+        version_major: str | None = None, benchmark: str | None = None, workload_class: str | None = None,
+    ) -> int:
+        """Delete experience by id or by fingerprint fields (all given filters must match).
+
+        Returns:
+            The number of experience rows deleted.
+
+        Raises:
+            MemoryBookError: no id and no filter given (forgetting everything must be explicit).
+        """
+        filters = {"id": experience_id, "session_id": session_id, "dbms": dbms,
+                   "version_major": version_major, "benchmark": benchmark, "workload_class": workload_class}
+        given = {k: v for k, v in filters.items() if v is not None}
+        if not given:
+            raise MemoryBookError("forget: give an experience id or at least one fingerprint filter")
+        where = " AND ".join(f"{k} = ?" for k in given)
+        params = list(given.values())
+        count = self._t("experience").count_where(where, params)
+        self._t("experience").delete_where(where, params)
+        log.info("memory.forgotten", count=count, **{k: str(v) for k, v in given.items()})
+        return count
+
+    # -- LLM accounting ------------------------------------------------------------------------
+
+    def record_llm_call(
+        self, session_id: str, round_no: int | None, model: str, prompt_tokens: int,
+        completion_tokens: int, cached_tokens: int, latency_ms: float, cost_usd: float, ok: bool,
+        error: str | None = None,
+    ) -> int:
+        """Record one LLM call (tokens as reported by the endpoint, latency in ms, cost in USD).
+
+        Raises:
+            MemoryBookError: a negative count, latency or cost.
+        """
+        for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens),
+                            ("cached_tokens", cached_tokens), ("latency_ms", latency_ms),
+                            ("cost_usd", cost_usd)):
+            _nonneg(name, value)
+        table = self._t("llm_calls").insert({
+            "session_id": session_id, "round_no": round_no, "model": model,
+            "prompt_tokens": int(prompt_tokens), "completion_tokens": int(completion_tokens),
+            "cached_tokens": int(cached_tokens), "latency_ms": float(latency_ms),
+            "cost_usd": float(cost_usd), "ok": int(bool(ok)), "error": error, "ts": _now(),
+        })
+        return int(table.last_pk or 0)
+
+    def llm_totals(self, session_id: str | None = None) -> dict[str, float | int]:
+        """Sums over the LLM calls of a session (all sessions for None).
+
+        Returns:
+            ``{"calls", "ok_calls", "failed_calls", "prompt_tokens", "completion_tokens",
+            "cached_tokens", "latency_ms", "cost_usd"}`` (zeros when there were no calls).
+        """
+        where, params = ("WHERE session_id = ?", [session_id]) if session_id is not None else ("", [])
+        row = next(self.db.query(
+            "SELECT COUNT(*) AS calls, COALESCE(SUM(ok), 0) AS ok_calls,"
+            " COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,"
+            " COALESCE(SUM(completion_tokens), 0) AS completion_tokens,"
+            " COALESCE(SUM(cached_tokens), 0) AS cached_tokens,"
+            " COALESCE(SUM(latency_ms), 0.0) AS latency_ms, COALESCE(SUM(cost_usd), 0.0) AS cost_usd"
+            f" FROM llm_calls {where}", params,
+        ))
+        row["failed_calls"] = row["calls"] - row["ok_calls"]
+        return row
+
+    # -- OS originals --------------------------------------------------------------------------
+
+    def save_os_original(self, session_id: str, name: str, value: str) -> bool:
+        """Save the value of an OS parameter before the session first writes it.
+
+        Only the first value per name and session is kept (later calls would save a trial value).
+
+        Returns:
+            True when saved, False when an original for ``name`` was already saved in the session.
+        """
+        cursor = self.db.execute(
+            "INSERT OR IGNORE INTO os_originals (session_id, name, original, saved_at, restored_at)"
+            " VALUES (?, ?, ?, ?, NULL)", [session_id, name, str(value), _now()],
+        )
+        self.db.conn.commit()
+        saved = cursor.rowcount == 1
+        if saved:
+            log.info("memory.os_original_saved", session_id=session_id, name=name, original=str(value))
+        return saved
+
+    def os_originals(self, session_id: str | None = None, unrestored_only: bool = True) -> list[OsOriginal]:
+        """Saved OS originals, oldest first, of one session or all; by default only those not yet
+        restored (what crash reconciliation must put back)."""
+        clauses, params = [], []
+        if session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(session_id)
+        if unrestored_only:
+            clauses.append("restored_at IS NULL")
+        rows = self._t("os_originals").rows_where(
+            " AND ".join(clauses) or None, params or None, order_by="saved_at, name"
+        )
+        return [OsOriginal(**r) for r in rows]
+
+    def mark_os_restored(self, session_id: str, name: str | None = None) -> int:
+        """Mark the originals of a session (or one ``name``) as restored; returns how many rows."""
+        sql = "UPDATE os_originals SET restored_at = ? WHERE session_id = ? AND restored_at IS NULL"
+        params: list[Any] = [_now(), session_id]
+        if name is not None:
+            sql += " AND name = ?"
+            params.append(name)
+        cursor = self.db.execute(sql, params)
+        self.db.conn.commit()
+        return int(cursor.rowcount)
+
+    # -- export / import -----------------------------------------------------------------------
+
+    def export(self, path: Path | str) -> dict[str, int]:
+        """Write sessions, rounds, experience and LLM calls to a JSON file.
+
+        OS originals are host-specific and are not exported: importing them on another host would
+        make crash reconciliation "restore" values that were never that host's.
+
+        Returns:
+            Row counts per table.
+        """
+        doc: dict[str, Any] = {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION}
+        for table in ("sessions", "rounds", "experience", "llm_calls"):
+            doc[table] = list(self._t(table).rows)
+        Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True))
+        return {t: len(doc[t]) for t in ("sessions", "rounds", "experience", "llm_calls")}
+
+    def import_(self, path: Path | str) -> dict[str, int]:
+        """Merge a file written by :meth:`export`: sessions and rounds already present are kept,
+        experience is added unless the same session's experience is already stored; LLM calls of
+        imported sessions only. Everything is validated before anything is written.
+
+        Returns:
+            Rows added per table.
+
+        Raises:
+            MemoryBookError: unreadable file, wrong format, or an entry that does not validate (the
+                message names the table and the entry's index).
+        """
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise MemoryBookError(f"import file {path}: cannot read JSON: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != _EXPORT_FORMAT:
+            raise MemoryBookError(f"import file {path}: format must be {_EXPORT_FORMAT!r}")
+        if doc.get("version") != _EXPORT_VERSION:
+            raise MemoryBookError(f"import file {path}: version={doc.get('version')!r}, expected 1")
+        sessions = self._validated(
+            path, doc, "sessions", lambda r: Fingerprint.model_validate_json(r["fingerprint"])
+        )
+        rounds = self._validated(
+            path, doc, "rounds", lambda r: RoundOutcome.model_validate_json(r["outcome"])
+        )
+        exps = self._validated(path, doc, "experience",
+                               lambda r: Experience.model_validate_json(r["experience"]))
+        calls = self._validated(path, doc, "llm_calls", lambda r: r["session_id"])
+        added = {"sessions": 0, "rounds": 0, "experience": 0, "llm_calls": 0}
+        try:
+            self._merge(sessions, rounds, exps, calls, added)
+        except sqlite3.IntegrityError as exc:
+            raise MemoryBookError(f"import file {path}: rejected by the schema: {exc}") from None
+        log.info("memory.imported", path=str(path), **added)
+        return added
+
+    def _merge(
+        self, sessions: list[dict[str, Any]], rounds: list[dict[str, Any]], exps: list[dict[str, Any]],
+        calls: list[dict[str, Any]], added: dict[str, int],
+    ) -> None:
+        with self.db.atomic():
+            new_sessions = set()
+            for r in sessions:
+                if self._session_row(r["id"]) is None:
+                    self._t("sessions").insert(r)
+                    new_sessions.add(r["id"])
+                    added["sessions"] += 1
+            for r in rounds:
+                if self._t("rounds").count_where("session_id = ? AND round_no = ?",
+                                                 [r["session_id"], r["round_no"]]) == 0:
+                    self._t("rounds").insert(r)
+                    added["rounds"] += 1
+            for r in exps:
+                if self._t("experience").count_where("session_id = ?", [r["session_id"]]) == 0:
+                    self._t("experience").insert({k: v for k, v in r.items() if k != "id"})
+                    added["experience"] += 1
+            for r in calls:
+                if r["session_id"] in new_sessions:
+                    self._t("llm_calls").insert({k: v for k, v in r.items() if k != "id"})
+                    added["llm_calls"] += 1
+
+    def _validated(
+        self, path: Path | str, doc: dict[str, Any], table: str, check: Any
+    ) -> list[dict[str, Any]]:
+        rows = doc.get(table, [])
+        if not isinstance(rows, list):
+            raise MemoryBookError(f"import file {path}: {table} must be a list")
+        columns = set(self._t(table).columns_dict)
+        for i, row in enumerate(rows):
+            try:
+                if not isinstance(row, dict):
+                    raise TypeError("not an object")
+                unknown = set(row) - columns
+                if unknown:
+                    raise TypeError(f"unknown columns {sorted(unknown)}")
+                check(row)
+            except (ValidationError, KeyError, TypeError, ValueError) as exc:
+                raise MemoryBookError(f"import file {path}: {table}[{i}] is invalid: {exc}") from None
+        return rows
