@@ -181,8 +181,8 @@ class TuningSession:
         self._event("baseline", {"objectives": [m.objective for m in baseline], "noise_cv": cv,
                                  "objective_name": baseline[0].objective_name,
                                  "higher_is_better": baseline[0].higher_is_better})
-        self.memory.start_session(self.session_id, target=self.target.kind, version=version,
-                                  workload=cfg.workload.kind, fingerprint=fp)
+        self.memory.start_session(self.session_id, target=self.target.kind, fingerprint=fp,
+                                  workload=cfg.workload.kind)
         experience = [e for _, e in self.memory.retrieve(fp)]
         if experience:
             self._event("experience.retrieved", {"sessions": [e.session_id for e in experience]})

@@ -1,0 +1,292 @@
+"""The long-lived service: crash reconciliation, scheduled sessions, monitoring, signals, sd_notify.
+
+Daemon hygiene (STYLE.md): signal handlers only set flags; repeated SIGHUPs merge into one reload; an
+invalid new configuration keeps the old one running; shutdown happens in ``finally``.
+
+Signals:
+  SIGTERM/SIGINT (first)  finish the current round safely: the trial in flight is measured and then kept
+                          or reverted as usual, the best configuration is applied and verified, exit 0.
+  SIGTERM/SIGINT (second) stop waiting for the benchmark: its processes are killed, the round fails, the
+                          last safe configuration is restored, exit 0.
+  SIGHUP                  reload the configuration file (kept only when valid).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import structlog
+
+from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.journal import Journal
+from agenticdb.lock import LockError, TargetLock
+from agenticdb.logs import configure_logging
+from agenticdb.memory import MemoryBook
+from agenticdb.models import RoundOutcome, Snapshot
+from agenticdb.notify import Notifier
+from agenticdb.recovery import values_match
+
+log = structlog.get_logger(__name__)
+
+BENCHMARK_TOOLS = ("pgbench", "sysbench")
+
+
+@dataclass
+class Flags:
+    """Set by signal handlers, read by the main loop (nothing else happens in a handler)."""
+
+    stop: int = 0
+    reload: bool = False
+    signals: list[str] = field(default_factory=list)
+
+
+def in_window(windows: list[str], now: datetime | None = None) -> bool:
+    """True when ``now`` (local time) is inside one of the 'HH:MM-HH:MM' windows (or none are set).
+
+    A window whose end is before its start spans midnight ("22:00-02:00").
+    """
+    if not windows:
+        return True
+    now = now or datetime.now()
+    minute = now.hour * 60 + now.minute
+    for w in windows:
+        start_s, end_s = (p.strip() for p in w.split("-"))
+        sh, sm = (int(x) for x in start_s.split(":"))
+        eh, em = (int(x) for x in end_s.split(":"))
+        start, end = sh * 60 + sm, eh * 60 + em
+        if (start <= minute < end) if start <= end else (minute >= start or minute < end):
+            return True
+    return False
+
+
+def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
+    """Restore the last safe configuration for every open intent (a crash mid-trial), and put back OS
+    originals of sessions that never finished. Returns one line per action (journaled too).
+
+    Raises:
+        RuntimeError: an open intent could not be restored (the daemon must not start tuning then).
+    """
+    from agenticdb.app import build_target
+
+    actions: list[str] = []
+    intents = journal.open_intents()
+    # Oldest intent of a session holds its oldest safe snapshot; restore the newest per target, which
+    # is the last configuration that was known safe before the crash.
+    latest: dict[tuple[str, str], Any] = {}
+    for intent in intents:
+        latest[(intent.session_id, intent.target or "")] = intent
+    for (session_id, kind), intent in latest.items():
+        if intent.snapshot is None:
+            raise RuntimeError(f"open intent {intent.id} of session {session_id} holds no snapshot to restore")
+        if kind == "linux":
+            from agenticdb.targets.linux import LinuxTarget
+
+            target: Any = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
+        else:
+            target = build_target(cfg)
+        target.restore(intent.snapshot)
+        ok, diff = values_match(target, intent.snapshot)
+        if not ok:
+            raise RuntimeError(f"reconcile of intent {intent.id}: values still differ after restore: {diff}")
+        line = f"restored {kind} to '{intent.snapshot.label}' of session {session_id} (open intent {intent.id})"
+        journal.append(session_id, "reconcile", {"intent_id": intent.id, "target": kind,
+                                                 "snapshot": intent.snapshot.label, "verified": ok},
+                       intent.round_no)
+        for other in intents:
+            if other.session_id == session_id:
+                journal.close_intent(session_id, other.round_no, "reconciled after crash")
+        log.warning("daemon.reconciled", intent=intent.id, session=session_id, target=kind)
+        actions.append(line)
+        target.close()
+    originals = memory.os_originals(session_id=None, unrestored_only=True)
+    unfinished = {s.id for s in memory.sessions() if s.status == "running"}
+    todo = [o for o in originals if o.session_id in unfinished]
+    if todo:
+        from agenticdb.targets.linux import LinuxTarget
+
+        linux = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
+        values = {o.name: o.original for o in todo}
+        linux.restore(Snapshot(target="linux", values=values, label="os originals (reconcile)"))
+        for o in todo:
+            memory.mark_os_restored(o.session_id, o.name)
+        journal.append(todo[0].session_id, "reconcile", {"target": "linux", "values": values})
+        actions.append(f"restored {len(values)} OS originals of unfinished sessions")
+    for s in unfinished:
+        memory.end_session(s, status="crashed")
+    return actions
+
+
+class Daemon:
+    """Owns the schedule and the process lifecycle; each tuning run is a ``TuningSession``."""
+
+    def __init__(self, cfg: Settings, config_path: Path | None, overrides: dict[str, Any] | None = None,
+                 notifier: Notifier | None = None) -> None:
+        self.cfg = cfg
+        self.config_path = config_path
+        self.overrides = overrides or {}
+        self.notifier = notifier or Notifier()
+        self.flags = Flags()
+        self.last_run: float | None = None
+        self._busy = threading.Event()
+        self._alive = threading.Event()
+
+    # -- signals: flags only
+    def _on_stop(self, signum: int, frame: Any) -> None:
+        self.flags.stop += 1
+        self.flags.signals.append(signal.Signals(signum).name)
+
+    def _on_hup(self, signum: int, frame: Any) -> None:
+        self.flags.reload = True
+
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    # -- helpers
+    def _reload(self, journal: Journal) -> None:
+        self.flags.reload = False
+        if self.config_path is None:
+            log.info("daemon.reload_skipped", reason="no config file given")
+            return
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as exc:
+            log.error("daemon.reload_rejected", reason=str(exc).replace("\n", " "))
+            journal.append("daemon", "config.reload", {"ok": False, "error": str(exc)})
+            self.notifier.status("config reload rejected; running on the previous configuration")
+            return
+        keep = {"target": self.cfg.target, "storage": self.cfg.storage}
+        self.cfg = new.model_copy(update=keep)  # target and storage stay: a reload never re-points the daemon
+        journal.append("daemon", "config.reload", {"ok": True})
+        log.info("daemon.reloaded", config=str(self.config_path))
+
+    def _watchdog_loop(self) -> None:
+        """Ping WATCHDOG=1 while the main thread lives (it may be blocked in a benchmark)."""
+        interval = max(self.cfg.daemon.watchdog_s / 3, 0.5)
+        if self.notifier.watchdog_usec:
+            interval = min(interval, self.notifier.watchdog_usec / 2e6)
+        main = threading.main_thread()
+        while self._alive.is_set() and main.is_alive():
+            self.notifier.watchdog()
+            if self.flags.stop >= 2 and self._busy.is_set():
+                self._kill_benchmarks()
+            time.sleep(interval)
+
+    @staticmethod
+    def _kill_benchmarks() -> None:
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if child.name() in BENCHMARK_TOOLS:
+                    child.kill()
+                    log.warning("daemon.benchmark_killed", pid=child.pid, name=child.name())
+            except psutil.Error:
+                pass
+
+    def _due(self) -> bool:
+        d = self.cfg.daemon
+        if self.last_run is None:
+            return d.run_on_start and in_window(d.windows)
+        return time.monotonic() - self.last_run >= d.interval_hours * 3600 and in_window(d.windows)
+
+    def _run_session(self, journal: Journal, memory: MemoryBook) -> str:
+        from agenticdb.app import build_os_target, build_planner, build_target, build_workload, host_state_source
+        from agenticdb.session import TuningSession
+
+        cfg = self.cfg
+        target = build_target(cfg)
+        workload = build_workload(cfg, target)
+        lock = TargetLock(cfg.storage.home, cfg.target.dsn)
+        lock.acquire()
+        self._busy.set()
+        try:
+            def on_round(o: RoundOutcome) -> None:
+                ch = ", ".join(f"{k}={v}" for k, v in o.changes.items()) or "no change"
+                self.notifier.status(f"round {o.round_no}/{cfg.loop.max_rounds}: {o.bottleneck.value} pressure, "
+                                     f"tried {ch}: {o.decision.value}")
+
+            session = TuningSession(cfg, target, workload, planner=None, journal=journal, memory=memory,  # type: ignore[arg-type]
+                                    on_round=on_round, should_stop=lambda: self.flags.stop > 0)
+            session.planner = build_planner(cfg, memory, journal, session.session_id)
+            session.os_target = build_os_target(
+                cfg, target, lambda n, v: (memory.save_os_original(session.session_id, n, v),
+                                           journal.append(session.session_id, "os.original", {"name": n, "value": v})))
+            src = host_state_source(cfg, target)
+            if src is not None:
+                session.extra_state_sources = [src]
+            self.notifier.status(f"tuning session {session.session_id} started")
+            result = session.run()
+            return f"session {result.session_id} {result.status}: {result.reason}"
+        finally:
+            self._busy.clear()
+            lock.release()
+            target.close()
+
+    # -- main
+    def run(self) -> int:
+        """Reconcile, READY, then schedule sessions until stopped. Returns the exit code."""
+        cfg = self.cfg
+        cfg.storage.home.mkdir(parents=True, exist_ok=True)
+        journal, memory = Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)  # type: ignore[arg-type]
+        self.install_signals()
+        self._alive.set()
+        watchdog = threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True)
+        try:
+            journal.append("daemon", "daemon.start", {"config": str(self.config_path) if self.config_path else None})
+            try:
+                actions = reconcile(cfg, journal, memory)
+            except Exception as exc:  # noqa: BLE001 - refuse to tune on top of an unknown state
+                log.error("daemon.reconcile_failed", reason=str(exc))
+                journal.append("daemon", "daemon.stop", {"reason": f"reconcile failed: {exc}"})
+                return 1
+            for a in actions:
+                log.warning("daemon.reconcile", action=a)
+            self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
+            log.info("daemon.ready", reconciled=len(actions))
+            watchdog.start()
+            while not self.flags.stop:
+                if self.flags.reload:
+                    self._reload(journal)
+                if self._due():
+                    self.last_run = time.monotonic()
+                    try:
+                        summary = self._run_session(journal, memory)
+                    except LockError as exc:
+                        summary = f"skipped: {exc}"
+                    except Exception as exc:  # noqa: BLE001 - one failed session must not kill the service
+                        summary = f"session failed: {exc}"
+                        log.error("daemon.session_failed", reason=str(exc))
+                    self.notifier.status(summary[:200])
+                    log.info("daemon.session_done", summary=summary)
+                    continue
+                self.notifier.status(f"idle; next session in "
+                                     f"{self._next_in():.0f}s" if self.last_run else "idle; waiting for a window")
+                time.sleep(0.5)
+            return 0
+        finally:
+            self.notifier.stopping()
+            self._alive.clear()
+            journal.append("daemon", "daemon.stop", {"signals": self.flags.signals})
+            log.info("daemon.stopped", signals=self.flags.signals)
+            journal.close()
+            memory.close()
+
+    def _next_in(self) -> float:
+        if self.last_run is None:
+            return 0.0
+        return max(self.cfg.daemon.interval_hours * 3600 - (time.monotonic() - self.last_run), 0.0)
+
+
+def run_daemon(cfg: Settings, config_path: Path | None = None, overrides: dict[str, Any] | None = None) -> int:
+    """Entry point of ``agenticdb daemon``: INFO logs to stderr (journald), then ``Daemon.run``."""
+    import logging
+
+    configure_logging(level=logging.INFO)
+    return Daemon(cfg, config_path, overrides).run()
