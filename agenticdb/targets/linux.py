@@ -1,0 +1,581 @@
+"""The Linux host as a tuning target: sysctls, block-queue files and transparent hugepages.
+
+Every parameter is a file: ``vm.dirty_ratio`` is /proc/sys/vm/dirty_ratio, ``block.vda.read_ahead_kb``
+is /sys/block/vda/queue/read_ahead_kb, ``thp.enabled`` is /sys/kernel/mm/transparent_hugepage/enabled.
+Metadata (type, unit, range, path, reason, source) comes from ``catalogs/linux.toml``; what exists is
+decided by the running kernel: a catalog name whose file is absent is *unsupported* (with the reason),
+a file without a write bit is *excluded*.
+
+Changes follow tuned's get / set / verify / restore pattern: before the first write of a parameter in
+this target's lifetime its original value is saved (in memory and through ``state_store`` so the
+session can persist it in the Memory Book and restore it after a crash); a batch that fails half-way
+is rolled back before ApplyError is raised. Mutually exclusive pairs (vm.dirty_ratio / vm.dirty_bytes,
+…) are saved and restored as one knob: only the non-zero member is written back, last.
+
+All paths are resolved under ``root`` (default ``/``) so logic tests can run against a fake tree.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tomllib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from agenticdb.hoststats import host_state
+from agenticdb.models import (
+    ApplyMode,
+    Catalog,
+    KnobSpec,
+    Layer,
+    NormalizedChange,
+    RuntimeState,
+    Snapshot,
+)
+from agenticdb.resources import data_file
+from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
+
+log = structlog.get_logger(__name__)
+
+StateStore = Callable[[str, str], None]
+"""Called as ``state_store(name, original_value)`` before the first write of a parameter."""
+
+_TRUE = {"true", "on", "yes"}
+_FALSE = {"false", "off", "no"}
+
+
+# ----------------------------------------------------------------------------------------- catalog data
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ParamDef(_Entry):
+    """One entry of ``[params."<name>"]`` in catalogs/linux.toml (``{dev}`` in block names and paths)."""
+
+    type: str = Field(pattern="^(integer|enum)$")
+    unit: str | None = None
+    min: int | None = None
+    max: int | None = None
+    max_from: str | None = None
+    enum_from_file: bool = False
+    default: str | None = None
+    path: str
+    category: str
+    affects: str
+    reason: str
+    source: str
+    unsupported_on: str | None = None
+
+
+class ExclusivePair(_Entry):
+    """``[[exclusive_pairs]]``: writing one member makes the kernel zero the other."""
+
+    members: tuple[str, str]
+    reason: str
+    source: str
+
+
+class LinuxCatalogData(_Entry):
+    """catalogs/linux.toml as validated data."""
+
+    meta: dict[str, str]
+    exclusive_pairs: list[ExclusivePair]
+    params: dict[str, ParamDef]
+
+    def pair_of(self, name: str) -> ExclusivePair | None:
+        """The exclusive pair ``name`` belongs to, or None."""
+        return next((p for p in self.exclusive_pairs if name in p.members), None)
+
+
+def load_linux_catalog(path: Path | None = None) -> LinuxCatalogData:
+    """Load and validate catalogs/linux.toml (or ``path``).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        pydantic.ValidationError: an entry lacks a field or has an unknown one (names the entry).
+        ValueError: an exclusive pair names a parameter the catalog does not define.
+    """
+    path = path or data_file("catalogs", "linux.toml")
+    with path.open("rb") as fh:
+        data = LinuxCatalogData.model_validate(tomllib.load(fh))
+    for pair in data.exclusive_pairs:
+        for member in pair.members:
+            if member not in data.params:
+                raise ValueError(f"{path}: exclusive pair member {member!r} is not a catalog parameter")
+    return data
+
+
+# ------------------------------------------------------------------------------------- device discovery
+
+
+def _mount_of(root: Path, data_dir: str) -> tuple[str, str] | None:
+    """(major:minor, mount source) of the mount holding ``data_dir`` from <root>/proc/self/mountinfo.
+
+    Fields per proc(5): id, parent, major:minor, root, mount point, options, …, "-", fstype, source.
+    """
+    try:
+        text = (root / "proc/self/mountinfo").read_text()
+    except OSError:
+        return None
+    target = os.path.realpath(data_dir)
+    best: tuple[int, str, str] | None = None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 5 or "-" not in parts:
+            continue
+        mount_point = parts[4].replace("\\040", " ")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and (best is None or len(mount_point) >= best[0]):
+            tail = parts[parts.index("-") + 1 :]
+            best = (len(mount_point), parts[2], tail[1] if len(tail) > 1 else "")
+    return (best[1], best[2]) if best else None
+
+
+def _block_by_devnum(root: Path, majmin: str) -> str | None:
+    base = root / "sys/class/block"
+    if not base.is_dir():
+        return None
+    for entry in sorted(base.iterdir()):
+        try:
+            if (entry / "dev").read_text().strip() == majmin:
+                return entry.name
+        except OSError:
+            continue
+    return None
+
+
+def _parent_disks(root: Path, name: str) -> list[str]:
+    """Whole disks under block device ``name``: a partition's parent, a dm/md device's slaves."""
+    node = root / "sys/class/block" / name
+    if (node / "partition").exists():
+        return [node.resolve().parent.name]
+    slaves = node / "slaves"
+    if slaves.is_dir() and any(slaves.iterdir()):
+        found: list[str] = []
+        for slave in sorted(slaves.iterdir()):
+            found += [d for d in _parent_disks(root, slave.name) if d not in found]
+        return found
+    return [name]
+
+
+def physical_disks(root: Path = Path("/")) -> list[str]:
+    """Block devices under <root>/sys/block that are not virtual (loop, zram, ram are skipped)."""
+    base = root / "sys/block"
+    if not base.is_dir():
+        return []
+    return sorted(e.name for e in base.iterdir() if "/devices/virtual/" not in str(e.resolve()))
+
+
+def data_devices(root: Path = Path("/"), data_dir: str | None = None) -> list[str]:
+    """The disk(s) holding ``data_dir``, else all non-virtual disks.
+
+    Resolution: the longest mount point containing ``data_dir`` in /proc/self/mountinfo gives
+    major:minor (or a /dev source for filesystems with anonymous device numbers); /sys/class/block maps
+    it to a device name, a partition to its parent disk, a device-mapper/md device to its slaves' disks.
+    """
+    if data_dir:
+        mount = _mount_of(root, data_dir)
+        if mount:
+            majmin, source = mount
+            name = _block_by_devnum(root, majmin)
+            if name is None and source.startswith("/dev/"):
+                candidate = Path(source).name
+                name = candidate if (root / "sys/class/block" / candidate).exists() else None
+            if name:
+                return _parent_disks(root, name)
+        log.info("linux.data_device_unknown", data_dir=data_dir, reason="no block device for its mount")
+    return physical_disks(root)
+
+
+# ---------------------------------------------------------------------------------------------- target
+
+
+def _bracketed(text: str) -> tuple[list[str], str | None]:
+    """Parse "none [mq-deadline] kyber bfq" into (choices, current)."""
+    choices, current = [], None
+    for word in text.split():
+        if word.startswith("[") and word.endswith("]"):
+            word = word[1:-1]
+            current = word
+        choices.append(word)
+    return choices, current
+
+
+def _errno_hint(exc: OSError) -> str:
+    code = exc.errno or 0
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied: run as root (kernel parameters are writable by root only)"
+    if code == errno.EINVAL:
+        return "invalid argument: the kernel rejected the value"
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        return "no such file: the parameter does not exist on this kernel"
+    if code == errno.EISDIR:
+        return "is a directory: not a parameter file"
+    if code == errno.EBUSY:
+        return "device or resource busy"
+    return exc.strerror or str(exc)
+
+
+class LinuxTarget(Target):
+    """Sysctl + block-queue + THP parameters of one host (see module docstring).
+
+    Args:
+        root: filesystem root holding proc/ and sys/ (``/`` on a real host, a fake tree in tests).
+        devices: block devices whose queue parameters are tunable; None = the disk(s) holding
+            ``data_dir`` (see :func:`data_devices`), else all non-virtual disks.
+        data_dir: the DBMS data directory, used to find the data device.
+        state_store: called ``state_store(name, original)`` before the first write of each parameter so
+            the session can persist originals (Memory Book / journal) for crash recovery.
+    """
+
+    kind = "linux"
+
+    def __init__(
+        self,
+        root: Path = Path("/"),
+        devices: list[str] | None = None,
+        data_dir: str | None = None,
+        state_store: StateStore | None = None,
+        catalog_data: LinuxCatalogData | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.data = catalog_data or load_linux_catalog()
+        self.devices = list(devices) if devices is not None else data_devices(self.root, data_dir)
+        self._state_store = state_store
+        self._originals: dict[str, str] = {}
+        self._catalog: Catalog | None = None
+
+    # -- metadata ------------------------------------------------------------------------------------
+
+    def version(self) -> str:
+        """Kernel release from <root>/proc/sys/kernel/osrelease, e.g. "6.1.0-18-amd64"."""
+        try:
+            return (self.root / "proc/sys/kernel/osrelease").read_text().strip()
+        except OSError as exc:
+            raise TargetError(f"cannot read kernel version: {exc.strerror}") from exc
+
+    def _expand(self) -> Iterable[tuple[str, str, ParamDef, str | None]]:
+        """(name, path template, definition, device) for every catalog entry, block ones per device."""
+        for template, pdef in self.data.params.items():
+            if "{dev}" in template:
+                for dev in self.devices:
+                    yield template.replace("{dev}", dev), pdef.path.replace("{dev}", dev), pdef, dev
+            else:
+                yield template, pdef.path, pdef, None
+
+    def catalog(self) -> Catalog:
+        """Knobs whose files exist and are writable on this kernel; absent ones in ``unsupported``.
+
+        Block parameters are expanded per device; enum choices of scheduler/THP files are the names
+        the file lists; ``max_sectors_kb``'s maximum is the device's ``max_hw_sectors_kb``.
+        """
+        if self._catalog is not None:
+            return self._catalog
+        cat = Catalog(target=self.kind, version=self.version())
+        for name, shown, pdef, _dev in self._expand():
+            path = self._path_of(shown)
+            if not path.exists():
+                note = f"; {pdef.unsupported_on}" if pdef.unsupported_on else ""
+                cat.unsupported[name] = f"{name} does not exist on this kernel ({shown}){note}"
+                continue
+            mode = path.stat().st_mode
+            if not mode & 0o222:
+                cat.excluded[name] = f"{name} is read-only on this kernel ({shown}, mode {mode & 0o777:04o})"
+                continue
+            spec = KnobSpec(
+                name=name,
+                layer=Layer.os,
+                vartype="enum" if pdef.type == "enum" else "integer",
+                unit=pdef.unit,
+                min_value=pdef.min,
+                max_value=pdef.max,
+                apply=ApplyMode.dynamic,
+                default=pdef.default,
+                description=pdef.affects,
+                category=pdef.category,
+                path=str(path),
+                source=pdef.source,
+            )
+            try:
+                if pdef.enum_from_file:
+                    spec.enum_values = _bracketed(path.read_text())[0]
+                if pdef.max_from:
+                    spec.max_value = float((path.parent / pdef.max_from).read_text().split()[0])
+            except (OSError, ValueError) as exc:
+                cat.excluded[name] = f"{name}: cannot read its choices/limits ({shown}): {exc}"
+                continue
+            cat.knobs[name] = spec
+        log.info(
+            "linux.catalog",
+            devices=self.devices,
+            knobs=len(cat.knobs),
+            unsupported=sorted(cat.unsupported),
+            excluded=sorted(cat.excluded),
+        )
+        self._catalog = cat
+        return cat
+
+    def _path_of(self, shown: str) -> Path:
+        return self.root / shown.lstrip("/")
+
+    def _spec(self, name: str) -> KnobSpec:
+        spec = self.catalog().get(name)
+        if spec is None:
+            cat = self.catalog()
+            why = cat.unsupported.get(name) or cat.excluded.get(name) or "not in catalogs/linux.toml"
+            raise ApplyError(f"{name}: not a tunable parameter on this host: {why}")
+        return spec
+
+    def _pdef(self, name: str) -> ParamDef:
+        if name in self.data.params:
+            return self.data.params[name]
+        dev_template = ".".join(["block", "{dev}", *name.split(".")[2:]])
+        return self.data.params[dev_template]
+
+    def pair_partner(self, name: str) -> str | None:
+        """The other member of ``name``'s mutually exclusive pair (vm.dirty_ratio → vm.dirty_bytes)."""
+        pair = self.data.pair_of(name)
+        return None if pair is None else next(m for m in pair.members if m != name)
+
+    # -- get -----------------------------------------------------------------------------------------
+
+    def _read(self, name: str) -> str:
+        """Canonical current value: integers as decimal, enum files as the bracketed choice."""
+        spec = self._spec(name)
+        raw = Path(spec.path or "").read_text()
+        if self._pdef(name).enum_from_file:
+            current = _bracketed(raw)[1]
+            return current if current is not None else " ".join(raw.split())
+        text = " ".join(raw.split())
+        try:
+            return str(int(text))
+        except ValueError:
+            return text
+
+    def current_values(self, names: list[str] | None = None) -> dict[str, str]:
+        """Current values by name (all catalog knobs when ``names`` is None).
+
+        Raises:
+            ApplyError: a name is not a tunable parameter here (message gives the reason).
+            OSError: a parameter file cannot be read.
+        """
+        return {n: self._read(n) for n in (names if names is not None else list(self.catalog().knobs))}
+
+    def _with_partners(self, names: Iterable[str]) -> list[str]:
+        out: list[str] = []
+        for name in names:
+            for n in (name, self.pair_partner(name)):
+                if n is not None and n not in out and n in self.catalog().knobs:
+                    out.append(n)
+        return out
+
+    def snapshot(self, names: list[str] | None = None, label: str = "") -> Snapshot:
+        """Current values of ``names`` (all catalog knobs when None); pair partners are always added."""
+        wanted = list(self.catalog().knobs) if names is None else self._with_partners(names)
+        return Snapshot(target=self.kind, values=self.current_values(wanted), label=label)
+
+    # -- set -----------------------------------------------------------------------------------------
+
+    def _kernel_value(self, spec: KnobSpec, value: str) -> str:
+        text = str(value).strip()
+        if spec.vartype == "enum":
+            if spec.enum_values is not None and text not in spec.enum_values:
+                choices = ", ".join(spec.enum_values)
+                raise ApplyError(f"{spec.name}={text!r}: not offered by {spec.path}; choices: {choices}")
+            return text
+        low = text.lower()
+        if low in _TRUE or low in _FALSE:
+            return "1" if low in _TRUE else "0"
+        try:
+            return str(int(text))
+        except ValueError:
+            unit = spec.unit or "no unit"
+            raise ApplyError(f"{spec.name}={text!r}: an integer is required ({unit})") from None
+
+    def _write(self, name: str, value: str) -> None:
+        path = self._spec(name).path or ""
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
+
+    def _save_original(self, name: str) -> None:
+        for member in self._with_partners([name]):
+            if member in self._originals:
+                continue
+            original = self._read(member)
+            self._originals[member] = original
+            log.info("linux.original_saved", parameter=member, value=original)
+            if self._state_store is not None:
+                self._state_store(member, original)
+
+    def _plan(self, values: dict[str, str]) -> list[tuple[str, str]]:
+        """Order writes so each exclusive pair ends with its non-zero member and never writes the zero
+        member (the kernel zeroes it; a 0 write to a *_bytes member is EINVAL — vm.rst)."""
+        plain = [(n, v) for n, v in values.items() if self.data.pair_of(n) is None]
+        last: list[tuple[str, str]] = []
+        for pair in self.data.exclusive_pairs:
+            present = [(m, values[m]) for m in pair.members if m in values]
+            nonzero = [(m, v) for m, v in present if v != "0"]
+            if len(nonzero) > 1:
+                (a, va), (b, vb) = nonzero
+                raise ApplyError(
+                    f"{a}={va} and {b}={vb}: mutually exclusive, only one may be non-zero ({pair.source})"
+                )
+            if nonzero:
+                last += nonzero
+            elif present and pair.members[0] in values:
+                last.append((pair.members[0], "0"))  # both zero: the ratio member carries the state
+            elif present:
+                raise ApplyError(
+                    f"{pair.members[1]}=0: cannot be written (the kernel rejects 0); set {pair.members[0]}"
+                    f" instead, which clears {pair.members[1]} ({pair.source})"
+                )
+            for m, v in present:
+                if (m, v) not in last:
+                    log.info("linux.pair_member_skipped", parameter=m, value=v, reason="kernel zeroes it")
+        return plain + last
+
+    def _error(self, name: str, value: str, exc: OSError) -> str:
+        return f"cannot set {name}={value} ({self._spec(name).path}): {_errno_hint(exc)} [{exc.strerror}]"
+
+    def apply(self, changes: list[NormalizedChange], mode: ApplyMode = ApplyMode.dynamic) -> bool:
+        """Write each change to its file (OS parameters are always dynamic; ``mode`` is not used).
+
+        Originals are saved before the first write of each parameter (and its pair partner). On a write
+        error the parameters already written in this batch are put back before raising.
+
+        Returns:
+            False: the host is never restarted.
+
+        Raises:
+            ApplyError: unknown/unsupported name, a value not allowed (enum choice not offered, not an
+                integer, both pair members non-zero) — before anything is written — or a failed write,
+                naming the parameter, value, path and errno reason (e.g. "permission denied: run as
+                root"); the batch was rolled back.
+        """
+        values = {c.name: self._kernel_value(self._spec(c.name), c.value) for c in changes}
+        plan = self._plan(values)
+        try:
+            before = self.snapshot([n for n, _ in plan], label="apply-batch")
+        except OSError as exc:
+            reason = _errno_hint(exc)
+            raise ApplyError(f"cannot read {exc.filename} before writing: {reason}; nothing written") from exc
+        written: list[str] = []
+        for name, value in plan:
+            try:
+                self._save_original(name)
+                self._write(name, value)
+            except OSError as exc:
+                message = self._error(name, value, exc)
+                log.error("apply.failed", parameter=name, value=value, error=message)
+                rollback = {n: before.values[n] for n in self._with_partners(written)}
+                try:
+                    self._restore_values(rollback)
+                except TargetError as rexc:
+                    message += f"; rollback failed: {rexc}"
+                else:
+                    log.info("apply.rolled_back", parameters=sorted(rollback))
+                    if written:
+                        message += f"; rolled back {', '.join(sorted(rollback))}"
+                raise ApplyError(message) from exc
+            written.append(name)
+            log.info("apply.written", parameter=name, value=value, previous=before.values.get(name))
+        return False
+
+    # -- verify --------------------------------------------------------------------------------------
+
+    def verify(self, changes: list[NormalizedChange]) -> dict[str, str]:
+        """Read back each changed parameter; integers compare numerically, enums by the bracketed name.
+
+        Raises:
+            VerifyError: a value differs (kernel rounding, e.g. read_ahead_kb is kept in pages, or another
+                tool rewrote it); the message lists parameter, expected and actual.
+        """
+        actual: dict[str, str] = {}
+        wrong: list[str] = []
+        for change in changes:
+            expected = self._kernel_value(self._spec(change.name), change.value)
+            got = self._read(change.name)
+            actual[change.name] = got
+            if got != expected:
+                wrong.append(f"{change.name}: expected {expected}, kernel reports {got}")
+        if wrong:
+            raise VerifyError("; ".join(wrong))
+        return actual
+
+    # -- restore -------------------------------------------------------------------------------------
+
+    def _restore_values(self, values: dict[str, str]) -> None:
+        """Write ``values`` back (pair rule applied), skipping ones already in effect; every parameter is
+        attempted, failures are reported together as TargetError."""
+        wanted = dict(values)
+        for name, value in values.items():
+            partner = self.pair_partner(name)
+            if value == "0" and partner is not None and partner not in values:
+                log.warning("restore.pair_zero_skipped", parameter=name, reason=f"set {partner} instead")
+                del wanted[name]
+        failures: list[str] = []
+        for name, value in self._plan(wanted):
+            try:
+                if self._read(name) == value:
+                    continue
+                self._write(name, value)
+                log.info("restore.written", parameter=name, value=value)
+            except OSError as exc:
+                failures.append(self._error(name, value, exc))
+        if failures:
+            log.error("restore.failed", errors=failures)
+            raise TargetError("; ".join(failures))
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Write the snapshot's values back (pairs as one knob: the non-zero member, last).
+
+        Raises:
+            TargetError: some values could not be written (each named with path and errno reason).
+        """
+        self._restore_values(dict(snapshot.values))
+
+    def originals(self) -> dict[str, str]:
+        """Values saved before the first write of each parameter in this target's lifetime."""
+        return dict(self._originals)
+
+    def adopt_originals(self, values: dict[str, str]) -> None:
+        """Take over originals persisted by an earlier process (Memory Book) so ``restore_originals``
+        can put them back after a crash; values already saved here are kept."""
+        for name, value in values.items():
+            self._originals.setdefault(name, value)
+
+    def restore_originals(self, names: list[str] | None = None) -> dict[str, str]:
+        """Put saved originals back (all, or ``names`` and their pair partners).
+
+        Used by ``agenticdb rollback --os`` and at session end for values not kept.
+
+        Returns:
+            The values restored, by name.
+
+        Raises:
+            TargetError: some could not be written.
+        """
+        chosen = list(self._originals) if names is None else self._with_partners(names)
+        values = {n: self._originals[n] for n in chosen if n in self._originals}
+        self._restore_values(values)
+        log.info("linux.originals_restored", parameters=sorted(values))
+        return values
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    def available(self) -> bool:
+        """True when <root>/proc/sys can be read."""
+        return os.access(self.root / "proc/sys", os.R_OK)
+
+    def runtime_state(self) -> RuntimeState:
+        """Host counters/gauges for the data devices (see :func:`agenticdb.hoststats.host_state`)."""
+        return host_state(self.root, self.devices)
