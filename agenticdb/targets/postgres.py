@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import structlog
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agenticdb.config import TargetConfig
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
@@ -41,14 +41,8 @@ RELOAD_WAIT_S = 10.0
 # Source: PostgreSQL 15 manual, 54.24 pg_settings ("There are several possible values of context").
 # 'backend'/'superuser-backend' values apply to sessions started after the reload, which is what a
 # benchmark run (fresh connections) sees.
-_CONTEXT_APPLY: dict[str, ApplyMode] = {
-    "postmaster": ApplyMode.restart,
-    "sighup": ApplyMode.reload,
-    "superuser-backend": ApplyMode.reload,
-    "backend": ApplyMode.reload,
-    "superuser": ApplyMode.reload,
-    "user": ApplyMode.reload,
-}
+_CONTEXT_APPLY: dict[str, ApplyMode] = {"postmaster": ApplyMode.restart} | {
+    ctx: ApplyMode.reload for ctx in ("sighup", "superuser-backend", "backend", "superuser", "user")}
 
 _DB_COUNTERS = ("xact_commit", "xact_rollback", "blks_read", "blks_hit", "tup_returned", "tup_fetched",
                 "tup_inserted", "tup_updated", "tup_deleted", "temp_files", "temp_bytes", "deadlocks",
@@ -58,35 +52,51 @@ _BGWRITER_COUNTERS = ("checkpoints_timed", "checkpoints_req", "checkpoint_write_
                       "buffers_backend", "buffers_backend_fsync", "buffers_alloc")
 _WAL_COUNTERS = ("wal_records", "wal_fpi", "wal_bytes", "wal_buffers_full", "wal_write", "wal_sync",
                  "wal_write_time", "wal_sync_time")
-# Statistics views by the first major version that has them (28.2 The Cumulative Statistics System).
-_VIEW_SINCE = {"pg_stat_wal": 14, "pg_stat_io": 16}
-_IO_KEYS = ("backend_type", "object", "context")
+# One-row statistics views: (view, first major that has it, counter prefix, {view column: counter}).
+# PostgreSQL 17 moved the checkpoint columns of pg_stat_bgwriter to pg_stat_checkpointer (17 release
+# notes); they keep their pg_stat_bgwriter.* names so deltas compare across versions. pg_stat_wal is
+# PG14+ (PostgreSQL 14 manual, 28.2.12 pg_stat_wal). Columns a version lacks are skipped.
+_STAT_VIEWS: tuple[tuple[str, int, str, dict[str, str]], ...] = (
+    ("pg_stat_bgwriter", 0, "pg_stat_bgwriter", {c: c for c in _BGWRITER_COUNTERS}),
+    ("pg_stat_checkpointer", 17, "pg_stat_bgwriter", {
+        "num_timed": "checkpoints_timed", "num_requested": "checkpoints_req",
+        "write_time": "checkpoint_write_time", "sync_time": "checkpoint_sync_time",
+        "buffers_written": "buffers_checkpoint"}),
+    ("pg_stat_wal", 14, "pg_stat_wal", {c: c for c in _WAL_COUNTERS}),
+)
+_PG_STAT_IO_SINCE = 16  # PostgreSQL 16 manual, 28.2.13 pg_stat_io
+_IO_KEYS = ("backend_type", "object", "context", "op_bytes")
 
 
-# ---------------------------------------------------------------------------------------------------
-# exclusion rules (catalogs/postgresql.toml)
-# ---------------------------------------------------------------------------------------------------
+# ---- exclusion rules (catalogs/postgresql.toml) -------------------------------------------------------
 
-class _Rule(BaseModel):
+class ExclusionRule(BaseModel):
+    """One entry of ``catalogs/postgresql.toml``: exactly one matcher, a reason and a source."""
+
     model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    prefix: str | None = None
+    category: str | None = None
+    context: str | None = None
     reason: str
     source: str
 
+    @model_validator(mode="after")
+    def _one_matcher(self) -> ExclusionRule:
+        given = [k for k in ("name", "prefix", "category", "context") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"exclusion rule needs exactly one of name/prefix/category/context, got {given}")
+        return self
 
-class _NameRule(_Rule):
-    name: str
-
-
-class _PrefixRule(_Rule):
-    prefix: str
-
-
-class _CategoryRule(_Rule):
-    category: str
-
-
-class _ContextRule(_Rule):
-    context: str
+    def matches(self, name: str, category: str, context: str) -> bool:
+        if self.name is not None:
+            return self.name.lower() == name.lower()
+        if self.prefix is not None:
+            return name.lower().startswith(self.prefix.lower())
+        if self.category is not None:
+            parent = self.category.endswith("/") and category.startswith(self.category)
+            return category == self.category or parent
+        return context == self.context
 
 
 class ExclusionRules(BaseModel):
@@ -94,10 +104,7 @@ class ExclusionRules(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     keep: list[str] = Field(default_factory=list)
-    context: list[_ContextRule] = Field(default_factory=list)
-    category: list[_CategoryRule] = Field(default_factory=list)
-    prefix: list[_PrefixRule] = Field(default_factory=list)
-    name: list[_NameRule] = Field(default_factory=list)
+    rule: list[ExclusionRule] = Field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path | None = None) -> ExclusionRules:
@@ -105,7 +112,7 @@ class ExclusionRules(BaseModel):
 
         Raises:
             FileNotFoundError: the file is missing.
-            pydantic.ValidationError: an entry lacks reason/source or has an unknown key.
+            pydantic.ValidationError: an entry lacks reason/source, has an unknown key or two matchers.
         """
         path = path or data_file("catalogs", "postgresql.toml")
         with open(path, "rb") as f:
@@ -114,24 +121,15 @@ class ExclusionRules(BaseModel):
     def reason_for(self, name: str, category: str, context: str) -> str | None:
         """Why ``name`` is not a tunable ("<reason> (source: ...)"), or None when it is one.
 
-        Matching: exact names case-insensitively, prefixes on the lower-cased name, categories exactly
-        or as a "Parent /" prefix, contexts exactly.
+        Exact-name rules win over contexts, categories and prefixes (in that order).
         """
-        low = name.lower()
-        if low in {k.lower() for k in self.keep}:
+        if name.lower() in {k.lower() for k in self.keep}:
             return None
-        for rule in self.name:
-            if rule.name.lower() == low:
+        order = {"name": 0, "context": 1, "category": 2, "prefix": 3}
+        ranked = sorted(self.rule, key=lambda r: min(order[k] for k in order if getattr(r, k) is not None))
+        for rule in ranked:
+            if rule.matches(name, category, context):
                 return f"{rule.reason} (source: {rule.source})"
-        for ctx in self.context:
-            if ctx.context == context:
-                return f"{ctx.reason} (source: {ctx.source})"
-        for cat in self.category:
-            if category == cat.category or (cat.category.endswith("/") and category.startswith(cat.category)):
-                return f"{cat.reason} (source: {cat.source})"
-        for pre in self.prefix:
-            if low.startswith(pre.prefix.lower()):
-                return f"{pre.reason} (source: {pre.source})"
         return None
 
 
@@ -139,11 +137,14 @@ def _float(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
+# Boolean spellings PostgreSQL accepts (manual 20.1.1 Parameter Names and Values; unique prefixes aside).
+_BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True,
+               "off": False, "false": False, "no": False, "0": False}
+
+
 def _same_bool(a: str, b: str) -> bool | None:
     """Compare two PostgreSQL boolean spellings; None when either is not a boolean."""
-    truth = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False,
-             "0": False}
-    x, y = truth.get(a.strip().lower()), truth.get(b.strip().lower())
+    x, y = _BOOL_WORDS.get(a.strip().lower()), _BOOL_WORDS.get(b.strip().lower())
     return None if x is None or y is None else x == y
 
 
@@ -187,7 +188,7 @@ class PostgresTarget(Target):
         with psycopg.connect(self.dsn, autocommit=True, connect_timeout=timeout) as conn:
             yield conn
 
-    def _rows(self, query: str | sql.Composable, params: Any = None) -> list[tuple[Any, ...]]:
+    def _rows(self, query: str | sql.Composed, params: Any = None) -> list[tuple[Any, ...]]:
         with self._connect() as conn:
             return conn.execute(query, params).fetchall()
 
@@ -301,7 +302,7 @@ class PostgresTarget(Target):
         return _keyed_as_asked(names, {name.lower(): (setting, unit) for name, setting, unit in rows})
 
     def pending_restart(self) -> list[str]:
-        """Names whose file value differs from the running value until a restart (pg_settings.pending_restart)."""
+        """Names whose configured value waits for a restart (pg_settings.pending_restart)."""
         return [r[0] for r in self._rows("SELECT name FROM pg_settings WHERE pending_restart ORDER BY name")]
 
     def _contexts(self, names: list[str]) -> dict[str, str]:
@@ -315,7 +316,8 @@ class PostgresTarget(Target):
         """Content of postgresql.auto.conf (None when absent). Falls back to ``pg_read_file`` when this
         process may not read the data directory (not root, not the postgres user)."""
         try:
-            return self.auto_conf.read_text()
+            with open(self.auto_conf, encoding="utf-8", errors="surrogateescape", newline="") as f:
+                return f.read()
         except FileNotFoundError:
             return None
         except PermissionError:
@@ -332,7 +334,7 @@ class PostgresTarget(Target):
             return
         owner = Path(path).parent.stat()
         tmp = path.with_name(f".{path.name}.agenticdb.tmp")
-        with open(tmp, "w") as f:
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
             f.write(content)
             f.flush()
             os.fsync(f.fileno())
@@ -396,6 +398,13 @@ class PostgresTarget(Target):
         """
         if not changes:
             return False
+        try:
+            return self._apply(changes, mode)
+        except psycopg.Error as exc:
+            log.warning("apply.failed", reason=str(exc))
+            raise ApplyError(f"apply failed, server error: {exc}", logs=self.log_tail(40)) from exc
+
+    def _apply(self, changes: list[NormalizedChange], mode: ApplyMode) -> bool:
         names = [c.name for c in changes]
         contexts = self._contexts(names)
         unknown = [n for n in names if n.lower() not in contexts]
@@ -407,7 +416,8 @@ class PostgresTarget(Target):
                 raise ApplyError(f"parameter(s) {needs_restart} have context postmaster and need a restart, "
                                  f"but apply mode is {mode.value} (source: 54.24 pg_settings)")
         elif self.service is None or not self.service.can_restart():
-            raise ApplyError("apply mode restart but no service controller is configured (target.service.kind)")
+            raise ApplyError("apply mode restart but no service controller is configured "
+                             "(target.service.kind)")
 
         original = self._read_auto_conf()
         log.info("apply.start", mode=mode.value, changes={c.name: c.value for c in changes})
@@ -458,9 +468,12 @@ class PostgresTarget(Target):
         if not changes:
             return {}
         by_lower = {c.name.lower(): c for c in changes}
-        rows = self._rows(
-            "SELECT name, setting, vartype, pending_restart, current_setting(name) FROM pg_settings "
-            "WHERE lower(name) = ANY(%s)", (list(by_lower),))
+        try:
+            rows = self._rows(
+                "SELECT name, setting, vartype, pending_restart, current_setting(name) FROM pg_settings "
+                "WHERE lower(name) = ANY(%s)", (list(by_lower),))
+        except psycopg.Error as exc:
+            raise VerifyError(f"cannot read pg_settings to verify: {exc}", logs=self.log_tail(20)) from exc
         found = {r[0].lower(): r for r in rows}
         effective: dict[str, str] = {}
         problems: list[str] = []
@@ -540,34 +553,33 @@ class PostgresTarget(Target):
 
     # ---- runtime state ------------------------------------------------------------------------
 
-    def _state_query(self) -> str:
-        major = self.major()
+    def _state_query(self) -> tuple[str, list[tuple[str, dict[str, str]]]]:
+        views = [(prefix, cols) for view, since, prefix, cols in _STAT_VIEWS if self.major() >= since]
         parts = [
-            "(SELECT to_jsonb(d) FROM (SELECT " +
-            ", ".join(f"sum({c})::float8 AS {c}" for c in _DB_COUNTERS) + " FROM pg_stat_database) d) AS db",
-            "(SELECT to_jsonb(b) FROM pg_stat_bgwriter b) AS bgwriter",
-            "(SELECT to_jsonb(w) FROM pg_stat_wal w) AS wal" if major >= _VIEW_SINCE["pg_stat_wal"]
-            else "NULL::jsonb AS wal",
-            "(SELECT jsonb_agg(to_jsonb(i)) FROM pg_stat_io i) AS io" if major >= _VIEW_SINCE["pg_stat_io"]
-            else "NULL::jsonb AS io",
+            "(SELECT to_jsonb(d) FROM (SELECT " + ", ".join(f"sum({c})::float8 AS {c}" for c in _DB_COUNTERS)
+            + " FROM pg_stat_database) d)",
+            "(SELECT jsonb_agg(to_jsonb(i)) FROM pg_stat_io i)" if self.major() >= _PG_STAT_IO_SINCE
+            else "NULL::jsonb",
             # Client sessions other than ours; idle_in_transaction includes "(aborted)".
-            "(SELECT jsonb_build_object("
-            "'total', count(*), 'active', count(*) FILTER (WHERE state = 'active'), "
+            "(SELECT jsonb_build_object('total', count(*), "
+            "'active', count(*) FILTER (WHERE state = 'active'), "
             "'idle_in_transaction', count(*) FILTER (WHERE state LIKE 'idle in transaction%')) "
-            "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()) AS act",
+            "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid())",
             "(SELECT jsonb_build_object('waiting', count(*) FILTER (WHERE NOT granted), 'total', count(*)) "
-            "FROM pg_locks WHERE pid IS DISTINCT FROM pg_backend_pid()) AS locks",
-            "(SELECT sum(pg_database_size(oid))::float8 FROM pg_database) AS db_size",
-            "current_setting('max_connections')::float8 AS max_conn",
+            "FROM pg_locks WHERE pid IS DISTINCT FROM pg_backend_pid())",
+            "(SELECT sum(pg_database_size(oid))::float8 FROM pg_database)",
+            "current_setting('max_connections')::float8",
             "(SELECT setting::float8 * current_setting('block_size')::float8 FROM pg_settings "
-            "WHERE name = 'shared_buffers') AS sb_bytes",
+            "WHERE name = 'shared_buffers')",
             # Waits of busy sessions and background workers; idle loops (Activity) and idle clients
             # (Client:ClientRead while state = idle) say nothing about a bottleneck.
             "(SELECT jsonb_object_agg(k, n) FROM (SELECT wait_event_type || ':' || wait_event AS k, "
             "count(*) AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event IS NOT NULL "
-            "AND wait_event_type <> 'Activity' AND coalesce(state, '') <> 'idle' GROUP BY 1) x) AS waits",
+            "AND wait_event_type <> 'Activity' AND coalesce(state, '') <> 'idle' GROUP BY 1) x)",
+            *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS
+              if self.major() >= since),
         ]
-        return "SELECT " + ",\n  ".join(parts)
+        return "SELECT " + ",\n  ".join(parts), views
 
     def runtime_state(self) -> RuntimeState:
         """One round trip of statistics.
@@ -579,31 +591,23 @@ class PostgresTarget(Target):
         ``settings.shared_buffers_bytes`` (bytes). Times are ms, sizes bytes, others counts.
         ``wait_events``: {"<type>:<event>": sessions waiting now}.
         """
-        query = self._state_query()
+        query, views = self._state_query()
         with self._connect() as conn:
-            db, bgw, wal, io, act, locks, size, max_conn, sb, waits = conn.execute(query).fetchone()  # type: ignore[misc]
-        counters: dict[str, float] = {}
-        for col in _DB_COUNTERS:
-            counters[f"pg_stat_database.{col}"] = float((db or {}).get(col) or 0.0)
-        for prefix, row, cols in (("pg_stat_bgwriter", bgw, _BGWRITER_COUNTERS), ("pg_stat_wal", wal, _WAL_COUNTERS)):
-            for col in cols:
-                if row is not None and row.get(col) is not None:
-                    counters[f"{prefix}.{col}"] = float(row[col])
+            row = conn.execute(query).fetchone()
+        assert row is not None
+        db, io, act, locks, size, max_conn, sb, waits, *view_rows = row
+        counters = {f"pg_stat_database.{c}": float((db or {}).get(c) or 0.0) for c in _DB_COUNTERS}
+        for (prefix, cols), data in zip(views, view_rows, strict=True):
+            counters.update({f"{prefix}.{name}": float(data[col]) for col, name in cols.items()
+                             if data and data.get(col) is not None})
         for entry in io or []:
-            key = ".".join(str(entry.get(k)) for k in _IO_KEYS)
-            for col, val in entry.items():
-                if col not in _IO_KEYS and isinstance(val, int | float) and not isinstance(val, bool):
-                    counters[f"pg_stat_io.{key}.{col}"] = float(val)
-        gauges = {
-            "pg_stat_activity.total": float(act["total"]),
-            "pg_stat_activity.active": float(act["active"]),
-            "pg_stat_activity.idle_in_transaction": float(act["idle_in_transaction"]),
-            "settings.max_connections": float(max_conn),
-            "pg_locks.waiting": float(locks["waiting"]),
-            "pg_locks.total": float(locks["total"]),
-            "pg_database.size_bytes": float(size or 0.0),
-            "settings.shared_buffers_bytes": float(sb or 0.0),
-        }
+            key = ".".join(str(entry.get(k)) for k in _IO_KEYS[:3])
+            counters.update({f"pg_stat_io.{key}.{col}": float(val) for col, val in entry.items()
+                             if col not in _IO_KEYS and type(val) in (int, float)})
+        gauges = {f"pg_stat_activity.{k}": float(act[k]) for k in ("total", "active", "idle_in_transaction")}
+        gauges |= {f"pg_locks.{k}": float(locks[k]) for k in ("waiting", "total")}
+        gauges |= {"settings.max_connections": float(max_conn), "pg_database.size_bytes": float(size or 0.0),
+                   "settings.shared_buffers_bytes": float(sb or 0.0)}
         return RuntimeState(counters=counters, gauges=gauges,
                             wait_events={k: int(v) for k, v in (waits or {}).items()})
 
@@ -635,4 +639,5 @@ def from_config(target_cfg: TargetConfig) -> PostgresTarget:
         return True
 
     service = build_service(target_cfg.service, ready)
-    return PostgresTarget(dsn, service, data_dir=target_cfg.service.data_dir, log_file=target_cfg.service.log_file)
+    return PostgresTarget(dsn, service, data_dir=target_cfg.service.data_dir,
+                          log_file=target_cfg.service.log_file)
