@@ -305,7 +305,8 @@ class MemoryBook:
         self, fp: Fingerprint, limit: int = 3, threshold: float = 0.6
     ) -> list[tuple[float, Experience]]:
         """Experience of similar problems, best first: ``(similarity, Experience)`` with
-        ``similarity >= threshold``; ties go to the newer experience.
+        ``similarity >= threshold`` (and > 0, so another DBMS family is never returned); ties go to
+        the newer experience.
 
         Raises:
             MemoryBookError: ``limit`` < 1 or ``threshold`` outside [0, 1].
@@ -317,7 +318,7 @@ class MemoryBook:
         scored: list[tuple[float, int, Experience]] = []
         for row in self._t("experience").rows_where(order_by="id"):
             score = similarity(fp, Fingerprint.model_validate_json(row["fingerprint"]))
-            if score >= threshold:
+            if score > 0.0 and score >= threshold:  # 0 = other DBMS family: never useful
                 scored.append((score, row["id"], Experience.model_validate_json(row["experience"])))
         scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
         return [(score, exp) for score, _, exp in scored[:limit]]
