@@ -203,24 +203,25 @@ class PostgresTarget(Target):
     def close(self) -> None:
         """Nothing is held open between operations."""
 
-    # ---- metadata ---------------------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, target_cfg: TargetConfig) -> PostgresTarget:
+        """Same as the module-level :func:`from_config`."""
+        return from_config(target_cfg)
 
-    def _load_version(self) -> None:
-        row = self._rows("SELECT current_setting('server_version'), current_setting('server_version_num')")[0]
-        # Debian builds report "15.14 (Debian 15.14-1.pgdg120+1)": keep the number only.
-        self._version = str(row[0]).split()[0]
-        self._version_num = int(row[1])
+    # ---- metadata ---------------------------------------------------------------------------------
 
     def version(self) -> str:
         """Server version number from ``SHOW server_version``, e.g. "15.14" (cached)."""
         if self._version is None:
-            self._load_version()
-        return str(self._version)
+            row = self._rows("SELECT current_setting('server_version'), "
+                             "current_setting('server_version_num')")[0]
+            # Debian builds report "15.14 (Debian 15.14-1.pgdg120+1)": keep the number only.
+            self._version, self._version_num = str(row[0]).split()[0], int(row[1])
+        return self._version
 
     def major(self) -> int:
         """Major version, e.g. 15 (``server_version_num`` // 10000; cached)."""
-        if self._version_num is None:
-            self._load_version()
+        self.version()
         return int(self._version_num or 0) // 10000
 
     @property
