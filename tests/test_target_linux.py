@@ -54,6 +54,7 @@ def build_tree(root: Path, scheduler: str = "none [mq-deadline]\n") -> Path:
     (root / "proc/self/mountinfo").write_text(
         "1 0 7:0 / / rw,relatime - ext4 /dev/loop0 rw\n"
         "27 1 254:1 / /srv/data rw,relatime - ext4 /dev/vda1 rw\n"
+        "28 1 253:0 / /srv/lvm rw,relatime - xfs /dev/mapper/vg-data rw\n"
     )
     vda = root / "sys/devices/pci0000:00/virtio1/block/vda"
     loop0 = root / "sys/devices/virtual/block/loop0"
@@ -74,9 +75,13 @@ def build_tree(root: Path, scheduler: str = "none [mq-deadline]\n") -> Path:
     (loop0 / "queue").mkdir(parents=True)
     (loop0 / "queue/read_ahead_kb").write_text("128\n")
     (loop0 / "dev").write_text("7:0\n")
+    dm0 = root / "sys/devices/virtual/block/dm-0"
+    (dm0 / "slaves").mkdir(parents=True)
+    (dm0 / "dev").write_text("253:0\n")
+    (dm0 / "slaves/vda1").symlink_to(vda / "vda1")
     (root / "sys/block").mkdir(parents=True)
     (root / "sys/class/block").mkdir(parents=True)
-    for name, target in (("vda", vda), ("loop0", loop0), ("vda1", vda / "vda1")):
+    for name, target in (("vda", vda), ("loop0", loop0), ("vda1", vda / "vda1"), ("dm-0", dm0)):
         (root / "sys/class/block" / name).symlink_to(target)
         if name != "vda1":
             (root / "sys/block" / name).symlink_to(target)
@@ -160,6 +165,7 @@ def test_scheduler_not_offered(tree: Path) -> None:
 def test_devices_fallback_to_physical_disks(tree: Path) -> None:
     assert data_devices(tree, None) == ["vda"]
     assert data_devices(tree, "/") == ["loop0"]  # the mount's device itself, even when virtual
+    assert data_devices(tree, "/srv/lvm/pgdata") == ["vda"]  # device-mapper → its slave's disk
 
 
 # ------------------------------------------------------------------------------ get/set/verify/restore
@@ -179,6 +185,8 @@ def test_apply_verify_restore_originals_on_fake_tree(tree: Path) -> None:
     (tree / "sys/block/vda/queue/read_ahead_kb").write_text("512\n")  # someone else changed it
     with pytest.raises(VerifyError, match="block.vda.read_ahead_kb: expected 256, kernel reports 512"):
         target.verify(changes)
+    with pytest.raises(ApplyError, match="vm.nonexistent"):
+        target.snapshot(["vm.nonexistent"])
     assert target.restore_originals(["vm.swappiness"]) == {"vm.swappiness": "60"}
     assert read(tree, "sys/block/vda/queue/read_ahead_kb") == "512"
     target.restore_originals()
@@ -300,6 +308,18 @@ def test_permission_denied_without_root() -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_state_store_failure_rolls_back(tree: Path) -> None:
+    def store(name: str, value: str) -> None:
+        if name == "fs.aio-max-nr":
+            raise RuntimeError("memory book is locked")
+
+    target = LinuxTarget(root=tree, devices=["vda"], state_store=store)
+    with pytest.raises(ApplyError, match="fs.aio-max-nr=1.*memory book is locked.*rolled back vm.swappiness"):
+        target.apply([change("vm.swappiness", "10"), change("fs.aio-max-nr", "1")])
+    assert read(tree, "proc/sys/vm/swappiness") == "60"
+    assert read(tree, "proc/sys/fs/aio-max-nr") == "65536"
+
+
 def test_restore_reports_every_failure(tree: Path) -> None:
     target = LinuxTarget(root=tree, devices=["vda"])
     snap = target.snapshot(["vm.swappiness", "fs.aio-max-nr"])
@@ -382,3 +402,24 @@ def test_real_host_ratio_bytes_pair(real_host: tuple[LinuxTarget, str]) -> None:
     assert target.current_values(["vm.dirty_background_ratio"]) == {"vm.dirty_background_ratio": "0"}
     target.restore(snap)
     assert target.current_values(["vm.dirty_background_ratio", "vm.dirty_background_bytes"]) == snap.values
+
+
+def test_real_host_catalog_reflects_this_kernel() -> None:
+    target = LinuxTarget(data_dir=str(data_file("catalogs", "linux.toml").parent))
+    cat = target.catalog()
+    assert cat.version == Path("/proc/sys/kernel/osrelease").read_text().strip()
+    for name in cat.knobs:
+        assert Path(cat.knobs[name].path or "").is_file(), name
+    for name, reason in cat.unsupported.items():
+        assert "does not exist on this kernel" in reason, name
+    major, minor = (int(x) for x in cat.version.split(".")[:2])
+    if (major, minor) >= (5, 13):
+        assert "kernel.sched_migration_cost_ns" in cat.unsupported
+    dev = target.devices[0]
+    sched = cat.knobs.get(f"block.{dev}.scheduler")
+    if sched is not None:
+        listed = (
+            Path(f"/sys/block/{dev}/queue/scheduler").read_text().replace("[", "").replace("]", "").split()
+        )
+        assert sched.enum_values == listed
+        assert target.current_values([sched.name])[sched.name] in listed

@@ -370,9 +370,11 @@ class LinuxTarget(Target):
     def _with_partners(self, names: Iterable[str]) -> list[str]:
         out: list[str] = []
         for name in names:
-            for n in (name, self.pair_partner(name)):
-                if n is not None and n not in out and n in self.catalog().knobs:
-                    out.append(n)
+            if name not in out:
+                out.append(name)
+            partner = self.pair_partner(name)
+            if partner is not None and partner not in out and partner in self.catalog().knobs:
+                out.append(partner)
         return out
 
     def snapshot(self, names: list[str] | None = None, label: str = "") -> Snapshot:
@@ -473,8 +475,11 @@ class LinuxTarget(Target):
             try:
                 self._save_original(name)
                 self._write(name, value)
-            except OSError as exc:
-                message = self._error(name, value, exc)
+            except Exception as exc:  # any failure (write, state_store) undoes this batch first
+                if isinstance(exc, OSError):
+                    message = self._error(name, value, exc)
+                else:
+                    message = f"cannot set {name}={value}: saving the original failed: {exc}"
                 log.error("apply.failed", parameter=name, value=value, error=message)
                 rollback = {n: before.values[n] for n in self._with_partners(written)}
                 try:
@@ -524,6 +529,9 @@ class LinuxTarget(Target):
                 del wanted[name]
         failures: list[str] = []
         for name, value in self._plan(wanted):
+            if name not in self.catalog().knobs:
+                failures.append(f"{name}={value}: not a tunable parameter on this host, not restored")
+                continue
             try:
                 if self._read(name) == value:
                     continue
