@@ -8,7 +8,6 @@ stderr), 2 bad usage or configuration.
 from __future__ import annotations
 
 import json
-import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -268,6 +267,3 @@ def main() -> None:
     """Console-script entry point."""
     app()
 
-
-if __name__ == "__main__":
-    sys.exit(main())

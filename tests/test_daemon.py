@@ -1,0 +1,233 @@
+"""The daemon as a real process: READY on a real NOTIFY_SOCKET, SIGTERM, kill -9 mid-trial and crash
+reconciliation, SIGHUP with an invalid config. Private PostgreSQL per module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+
+from agenticdb.daemon import in_window
+from agenticdb.journal import Journal
+from agenticdb.notify import Notifier
+from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[PostgresSandboxInfo]:
+    base = Path(tempfile.mkdtemp(prefix="agenticdb-daemon-"))
+    base.chmod(0o755)
+    sb = PostgresSandbox(base)
+    info = sb.up()
+    try:
+        yield info
+    finally:
+        sb.down()
+
+
+def write_config(path: Path, info: PostgresSandboxInfo, home: Path, duration: float = 2, rounds: int = 1,
+                 run_on_start: bool = True) -> None:
+    path.write_text(f"""
+[target]
+kind = "postgresql"
+dsn = "{info.dsn}"
+database = "agenticdb_bench"
+[target.service]
+kind = "pg_ctl"
+data_dir = "{info.data_dir}"
+bindir = "{info.bindir}"
+os_user = "{info.os_user or ''}"
+log_file = "{info.log_file}"
+[workload]
+kind = "pgbench"
+scale = 1
+clients = 2
+threads = 1
+duration_s = {duration}
+warmup_s = 0
+[loop]
+max_rounds = {rounds}
+baseline_runs = 1
+confirm_runs = 0
+[storage]
+home = "{home}"
+[daemon]
+run_on_start = {str(run_on_start).lower()}
+interval_hours = 100
+watchdog_s = 3
+""")
+
+
+class NotifySocket:
+    """A real AF_UNIX datagram socket standing where systemd's notify socket would be."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.5)
+        self.messages: list[str] = []
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in m for m in self.messages):
+                return True
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except TimeoutError:
+                pass
+        return any(text in m for m in self.messages)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def start_daemon(config: Path, notify: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify)}
+    return subprocess.Popen([sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+
+
+def wait_event(journal_path: Path, event: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal_path.exists():
+            j = Journal(journal_path)
+            try:
+                if any(e.event == event for e in j.tail(500)):
+                    return True
+            finally:
+                j.close()
+        time.sleep(0.2)
+    return False
+
+
+def setting(info: PostgresSandboxInfo, name: str) -> str:
+    with psycopg.connect(info.dsn, autocommit=True) as c:
+        row = c.execute("SELECT current_setting(%s)", (name,)).fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+def test_notifier_speaks_the_datagram_protocol(tmp_path: Path) -> None:
+    ns = NotifySocket(tmp_path / "n.sock")
+    try:
+        n = Notifier(str(ns.path))
+        assert n.ready("up") and n.watchdog() and n.status("round 1/3: checkpoint pressure")
+        assert ns.wait_for("READY=1", 2) and ns.wait_for("WATCHDOG=1", 2) and ns.wait_for("STATUS=round 1/3", 2)
+    finally:
+        ns.close()
+    assert not Notifier("").enabled and Notifier("").send(READY=1) is False
+
+
+def test_windows() -> None:
+    assert in_window([], datetime(2026, 1, 1, 12, 0))
+    assert in_window(["01:00-05:00"], datetime(2026, 1, 1, 3, 0))
+    assert not in_window(["01:00-05:00"], datetime(2026, 1, 1, 6, 0))
+    assert in_window(["22:00-02:00"], datetime(2026, 1, 1, 23, 30))
+    assert in_window(["22:00-02:00"], datetime(2026, 1, 1, 1, 0))
+
+
+@pytest.mark.slow
+def test_daemon_ready_session_and_sigterm(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cfg = tmp_path / "agenticdb.toml"
+    write_config(cfg, pg, home)
+    ns = NotifySocket(tmp_path / "notify.sock")
+    proc = start_daemon(cfg, ns.path)
+    try:
+        assert ns.wait_for("READY=1", 30), (ns.messages, proc.poll())
+        assert wait_event(home / "journal.db", "session.end", 180), "session did not finish"
+        assert ns.wait_for("WATCHDOG=1", 10)
+        assert ns.wait_for("STATUS=", 5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ns.close()
+    j = Journal(home / "journal.db")
+    assert not j.open_intents()
+    assert j.verify().ok
+
+
+@pytest.mark.slow
+def test_kill_9_mid_trial_is_reconciled_on_next_start(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cfg = tmp_path / "agenticdb.toml"
+    write_config(cfg, pg, home, duration=30, rounds=2)
+    ns = NotifySocket(tmp_path / "notify.sock")
+    proc = start_daemon(cfg, ns.path)
+    orphans: list[psutil.Process] = []
+    try:
+        assert ns.wait_for("READY=1", 30)
+        assert wait_event(home / "journal.db", "applied", 240), "no trial was applied"
+        orphans = psutil.Process(proc.pid).children(recursive=True)
+        proc.kill()  # SIGKILL: no handler runs, the trial configuration stays in effect
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for child in orphans:  # the benchmark the dead daemon started (only ours, never other processes)
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    j = Journal(home / "journal.db")
+    intents = j.open_intents()
+    assert intents, "the kill left no open intent"
+    safe = intents[-1].snapshot
+    assert safe is not None
+    j.close()
+
+    write_config(cfg, pg, home, run_on_start=False)
+    proc = start_daemon(cfg, ns.path)
+    try:
+        assert ns.wait_for("reconciliation", 60), ns.messages
+        j = Journal(home / "journal.db")
+        assert any(e.event == "reconcile" for e in j.tail(200))
+        assert not j.open_intents()
+        for name, value in safe.values.items():
+            assert setting(pg, name).lower() == value.lower(), name
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ns.close()
+
+
+def test_sighup_with_invalid_config_keeps_running(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cfg = tmp_path / "agenticdb.toml"
+    write_config(cfg, pg, home, run_on_start=False)
+    ns = NotifySocket(tmp_path / "notify.sock")
+    proc = start_daemon(cfg, ns.path)
+    try:
+        assert ns.wait_for("READY=1", 30)
+        cfg.write_text(cfg.read_text() + "\n[loop]\nmax_rounds = 0\n")  # duplicate table: invalid TOML
+        proc.send_signal(signal.SIGHUP)
+        assert ns.wait_for("reload rejected", 15), ns.messages
+        assert proc.poll() is None, "daemon died on an invalid config"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ns.close()
+    j = Journal(home / "journal.db")
+    reloads = [e for e in j.tail(100) if e.event == "config.reload"]
+    assert reloads and reloads[-1].data["ok"] is False

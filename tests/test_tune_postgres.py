@@ -1,0 +1,177 @@
+"""End to end on a real private PostgreSQL: the CLI as a user runs it, plus the executor/recovery cases
+of issue 2 (forced wal_level=minimal, postmaster knob claimed as reload, durability rejection).
+
+The instance here is created through ``agenticdb sandbox up postgres`` (the user's path) in its own home,
+because these tests restart it and leave a tuned configuration behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agenticdb.config import PolicyConfig
+from agenticdb.executor import Executor
+from agenticdb.hardware import detect_hardware
+from agenticdb.journal import Journal
+from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, NormalizedChange, Proposal, Verdict
+from agenticdb.recovery import Recovery
+from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.targets.postgres import PostgresTarget
+from agenticdb.validator import validate
+from agenticdb.workloads import build_workload, connection_from_dsn
+from agenticdb.config import WorkloadConfig
+
+
+CLI = [sys.executable, "-m", "agenticdb.cli"]
+
+
+def _shared_tmp(prefix: str) -> Path:
+    """A temp dir the postgres OS user can traverse (pytest's own tmp dirs are 0700)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    return path
+
+
+def cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTICDB_HOME": str(home)}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def home() -> Iterator[Path]:
+    base = _shared_tmp("agenticdb-tune-")
+    r = cli(base, "sandbox", "up", "postgres")
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        yield base
+    finally:
+        cli(base, "sandbox", "down", "postgres")
+
+
+@pytest.fixture(scope="module")
+def info(home: Path) -> PostgresSandboxInfo:
+    i = PostgresSandbox(home).info()
+    assert i is not None
+    return i
+
+
+def setting(info: PostgresSandboxInfo, name: str) -> str:
+    with psycopg.connect(info.dsn, autocommit=True) as c:
+        row = c.execute("SELECT current_setting(%s)", (name,)).fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+@pytest.mark.slow
+def test_full_tune_session_via_cli(home: Path, info: PostgresSandboxInfo) -> None:
+    r = cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "3", "--duration", "5",
+            "--warmup", "1", "--scale", "1", "--clients", "2", "--baseline-runs", "2", "--confirm-runs", "1")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "baseline" in r.stdout and "best" in r.stdout
+
+    journal = Journal(home / "journal.db")
+    sessions = journal.sessions()
+    assert sessions, "no session in the journal"
+    sid = sessions[0].id
+    events = journal.events(sid)
+    kinds = [e.event for e in events]
+    for needed in ("session.start", "baseline", "proposal", "verdict", "decision", "session.end"):
+        assert needed in kinds, f"{needed} missing from journal: {kinds}"
+    assert kinds.count("decision") >= 1
+    assert journal.verify().ok
+    assert not journal.open_intents(), "a trial intent was left open"
+
+    end = [e for e in events if e.event == "session.end"][-1].data
+    assert end["status"] == "completed"
+    # The best configuration is what is in effect on the server afterwards.
+    for name, value in end["best_changes"].items():
+        live = setting(info, name)
+        assert live.lower() == str(value).lower(), f"{name}: best {value}, server has {live}"
+
+    with sqlite3.connect(home / "memory.db") as db:
+        n = db.execute("SELECT count(*) FROM experience WHERE session_id = ?", (sid,)).fetchone()[0]
+        rounds = db.execute("SELECT count(*) FROM rounds WHERE session_id = ?", (sid,)).fetchone()[0]
+    assert n == 1 and rounds >= 1
+
+    show = cli(home, "journal", "show", sid)
+    assert show.returncode == 0 and "round" in show.stdout.lower()
+
+
+def _executor(target: PostgresTarget, info: PostgresSandboxInfo, journal: Journal) -> Executor:
+    wl = build_workload(WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2),
+                        connection_from_dsn("postgresql", info.dsn, "agenticdb_bench"))
+    return Executor(target, [target.runtime_state], wl, journal, "test", warmup_s=0, duration_s=2)
+
+
+def test_forced_wal_level_minimal_is_recovered(home: Path, info: PostgresSandboxInfo, tmp_path: Path) -> None:
+    """wal_level=minimal with max_wal_senders=10 stops the server from starting; recovery restores the
+    snapshot and brings it back (case pg-wal-level-minimal.toml, also_recover)."""
+    target = PostgresTarget.from_config(info.target_config())
+    journal = Journal(tmp_path / "j.db")
+    safe = target.snapshot(["wal_level", "max_wal_senders"], label="safe")
+    forced = Verdict(ok=True, apply_requirement=ApplyMode.restart, changes=[
+        NormalizedChange(name="wal_level", value="minimal", apply=ApplyMode.restart)])
+    execution = _executor(target, info, journal).trial(forced, safe, round_no=1)
+    assert execution.failure is not None and execution.failure.phase in ("restart", "apply")
+    assert not target.available()
+    result = Recovery(target).recover(execution.failure, safe)
+    assert result.action == "restored" and result.service_available and result.verified, result
+    assert setting(info, "wal_level") == "replica"
+    assert any("wal_level" in line or "max_wal_senders" in line for line in execution.failure.logs + result.log_excerpt)
+
+
+def test_postmaster_knob_claimed_as_reload_is_applied_by_restart(info: PostgresSandboxInfo, tmp_path: Path) -> None:
+    target = PostgresTarget.from_config(info.target_config())
+    catalog = target.catalog()
+    current = target.current_values(list(catalog.knobs))
+    proposal = Proposal(bottleneck=Bottleneck.buffer_cache, changes=[Change(name="shared_buffers", value="256MB")],
+                        apply_requirement=ApplyMode.reload)
+    verdict = validate(proposal, catalog, current, detect_hardware(info.data_dir), PolicyConfig(), Layer.dbms)
+    assert verdict.ok, verdict.feedback()
+    assert verdict.apply_requirement == ApplyMode.restart
+    journal = Journal(tmp_path / "j.db")
+    safe = target.snapshot(["shared_buffers"], label="safe")
+    try:
+        ex = _executor(target, info, journal)
+        restarted, effective = ex.apply(verdict.changes, verdict.apply_requirement, 1, safe)
+        assert restarted
+        assert setting(info, "shared_buffers") == "256MB"
+        with psycopg.connect(info.dsn, autocommit=True) as c:
+            pending = c.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()
+        assert pending is not None and pending[0] == 0
+    finally:
+        target.restore(safe)
+    assert setting(info, "shared_buffers") == "128MB"
+
+
+def test_validate_cli_rejects_durability_knob(home: Path, tmp_path: Path) -> None:
+    f = tmp_path / "changes.toml"
+    f.write_text('fsync = "off"\nwork_mem = "8MB"\n')
+    r = cli(home, "validate", "--sandbox", "postgres", str(f))
+    assert r.returncode == 1
+    out = r.stdout
+    assert "fsync" in out and "durability" in out
+    ok = tmp_path / "ok.toml"
+    ok.write_text('work_mem = "8MB"\n')
+    r = cli(home, "validate", "--sandbox", "postgres", str(ok))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_start_from_with_durability_violation_is_refused(home: Path, tmp_path: Path) -> None:
+    f = tmp_path / "start.toml"
+    f.write_text('synchronous_commit = "off"\n')
+    r = cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "1", "--duration", "2",
+            "--warmup", "0", "--scale", "1", "--start-from", str(f))
+    assert r.returncode != 0
+    assert "synchronous_commit" in (r.stdout + r.stderr)
