@@ -201,3 +201,15 @@ def test_data_files_load_with_reason_and_source() -> None:
     assert data.aliases["transaction_isolation"][0] == "tx_isolation"
     for name, facts in data.mysql8_knobs.items():
         assert facts["source"].startswith("MySQL 8.0 manual"), name
+
+
+def test_restart_that_fails_raises_apply_error_with_log_and_is_recoverable(
+        target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo) -> None:
+    snap = target.snapshot(["innodb_flush_method", "innodb_io_capacity"], label="safe")
+    bad = change("innodb_flush_method", "no_such_method", ApplyMode.restart)
+    with pytest.raises(ApplyError, match="restart after writing") as err:
+        target.apply([bad], ApplyMode.restart)
+    assert any("innodb_flush_method" in line or "no_such_method" in line for line in err.value.logs)
+    assert not target.available()
+    target.restore(snap)
+    assert target.current_values(list(snap.values)) == snap.values
