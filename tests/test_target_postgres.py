@@ -279,3 +279,34 @@ def test_from_config_rejects_other_kinds(pg_sandbox: PostgresSandboxInfo) -> Non
     cfg = pg_sandbox.target_config().model_copy(update={"kind": "mariadb"})
     with pytest.raises(ValueError, match="target.kind = 'mariadb'"):
         from_config(cfg)
+
+
+def test_runtime_state_sees_lock_wait(pg: PostgresTarget) -> None:
+    import threading
+
+    with psycopg.connect(pg.dsn, autocommit=True) as admin:
+        admin.execute("CREATE TABLE IF NOT EXISTS agenticdb_lock_probe (id int)")
+    try:
+        with psycopg.connect(pg.dsn) as holder:
+            holder.execute("LOCK TABLE agenticdb_lock_probe IN ACCESS EXCLUSIVE MODE")
+
+            def blocked() -> None:
+                with psycopg.connect(pg.dsn, autocommit=True) as waiter:
+                    waiter.execute("SET statement_timeout = '10s'")
+                    waiter.execute("SELECT count(*) FROM agenticdb_lock_probe")
+
+            thread = threading.Thread(target=blocked)
+            thread.start()
+            state = pg.runtime_state()
+            for _ in range(50):
+                if state.gauges["pg_locks.waiting"] >= 1:
+                    break
+                state = pg.runtime_state()
+            holder.rollback()
+            thread.join(timeout=15)
+        assert state.gauges["pg_locks.waiting"] >= 1
+        assert state.wait_events.get("Lock:relation", 0) >= 1, state.wait_events
+        assert state.gauges["pg_stat_activity.active"] >= 1
+    finally:
+        with psycopg.connect(pg.dsn, autocommit=True) as admin:
+            admin.execute("DROP TABLE IF EXISTS agenticdb_lock_probe")
