@@ -39,6 +39,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -179,6 +180,17 @@ def _payload(data: dict[str, Any] | BaseModel) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise JournalError(f"journal data={data!r}: must be a dict or a pydantic model")
     return data
+
+
+def _baseline(objective: float | None, runs_json: str | None) -> float | None:
+    """The baseline objective, or the median of the baseline runs ({"objectives": [...]})."""
+    if objective is not None or not runs_json:
+        return objective
+    try:
+        runs = [float(v) for v in json.loads(runs_json)]
+    except (TypeError, ValueError):
+        return None
+    return statistics.median(runs) if runs else None
 
 
 def _utc_now() -> str:
@@ -384,6 +396,7 @@ class Journal:
           COALESCE(MAX(CASE WHEN event = 'session.end' THEN json_extract(data, '$.baseline_objective') END),
                    MAX(CASE WHEN event = 'baseline' THEN json_extract(data, '$.objective') END))
               AS baseline_objective,
+          MAX(CASE WHEN event = 'baseline' THEN json_extract(data, '$.objectives') END) AS baseline_runs,
           MAX(CASE WHEN event = 'session.end' THEN json_extract(data, '$.best_objective') END)
               AS best_objective,
           MAX(CASE WHEN event = 'session.end' THEN COALESCE(json_extract(data, '$.status'), 'ended') END)
@@ -397,7 +410,7 @@ class Journal:
                 id=r["session_id"], started=r["started"], ended=r["ended"],
                 target=None if r["target"] is None else str(r["target"]),
                 workload=None if r["workload"] is None else str(r["workload"]),
-                rounds=r["rounds"], baseline_objective=r["baseline_objective"],
+                rounds=r["rounds"], baseline_objective=_baseline(r["baseline_objective"], r["baseline_runs"]),
                 best_objective=r["best_objective"], status=r["status"] or "unfinished",
             )
             for r in rows

@@ -9,6 +9,7 @@ Exit codes: 0 success, 1 the operation failed (broken chain, unknown session, mi
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -214,8 +215,18 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
     d = ev.data
     match ev.event:
         case "baseline":
-            _line(console, "Baseline", f"objective {_num(d.get('objective'))}, noise CV "
-                  f"{_num((d.get('noise_cv') or 0) * 100, 1)}% over {len(d.get('measurements', []))} runs")
+            runs = d.get("objectives") or [m.get("objective") for m in d.get("measurements", [])]
+            runs = [r for r in runs if isinstance(r, (int, float))]
+            median = d.get("objective") or (statistics.median(runs) if runs else None)
+            cv = _num((d.get("noise_cv") or 0) * 100, 1)
+            _line(console, "Baseline", f"objective {_num(median)} (runs: "
+                  f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%")
+        case "profile":
+            f = d.get("fingerprint") or {}
+            if f:
+                _line(console, "Profile", f"{f.get('dbms')} {f.get('version_major')}, {f.get('benchmark')} "
+                      f"({f.get('workload_class')}, read {f.get('read_fraction')}), scale {f.get('scale')}, "
+                      f"{f.get('concurrency')} clients, {f.get('cpu_count')} CPUs, {f.get('memory_gib')} GiB")
         case "proposal":
             _line(console, "Evidence", "" if d.get("evidence") else "(none given)")
             _bullets(console, d.get("evidence", []))
@@ -240,18 +251,25 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
             _bullets(console, [f"warning: {w}" for w in d.get("warnings", [])])
         case "intent":
             snap = d.get("snapshot") or {}
-            _line(console, "Intent", f"safe snapshot of {snap.get('target', d.get('target', '?'))} taken "
+            purpose = f"{d['purpose']} " if d.get("purpose") else ""
+            label = f" {snap['label']!r}" if snap.get("label") else ""
+            mode = f" {d['mode']}" if d.get("mode") else ""
+            _line(console, "Intent", f"{purpose}apply{mode}: safe snapshot{label} of "
+                  f"{snap.get('target', d.get('target', '?'))} saved "
                   f"({len(snap.get('values', {}))} values, {len(snap.get('files', {}))} files)")
         case "applied":
-            eff = d.get("effective", {})
+            changes = d.get("effective") or d.get("changes") or {}
+            if isinstance(changes, list):
+                changes = {c.get("name"): c.get("value") for c in changes if isinstance(c, dict)}
             how = " (server restarted)" if d.get("restarted") else ""
-            _line(console, "Applied", ", ".join(f"{k}={v}" for k, v in eff.items()) + how)
+            _line(console, "Applied", ", ".join(f"{k}={v}" for k, v in changes.items()) + how)
         case "verified":
             _line(console, "Verified", ", ".join(f"{k}={v}" for k, v in d.get("effective", {}).items())
                   or "effective values match")
         case "measured":
             m = d.get("measurement", d)
-            role = f" [{d['role']}]" if "role" in d else ""
+            role = d.get("label") or d.get("role")
+            role = f" [{role}]" if role else ""
             _line(console, "Measurement", f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 "
                   f"{_num(m.get('latency_p95_ms'))} ms, objective {_num(m.get('objective'))}, errors "
                   f"{m.get('errors', 0)}")
@@ -266,6 +284,18 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
             gain_text = "" if gain is None else f", gain vs best {gain * 100:+.1f}%"
             _line(console, "Decision", f"{d.get('decision')}{' (kept)' if d.get('kept') else ''}"
                   f"{gain_text}: {d.get('reason', '')}", "bold cyan")
+        case "judged":
+            gain = d.get("gain")
+            _line(console, "Judged", f"{d.get('verdict')}"
+                  + ("" if gain is None else f", gain {gain * 100:+.1f}%")
+                  + f": {d.get('reason', '')}")
+        case "reverted":
+            _line(console, "Reverted", f"back to {d.get('to')}: {d.get('reason', '')}", "bold yellow")
+        case "final":
+            changes = d.get("changes") or {}
+            _line(console, "Final", f"{d.get('stage', '')} best configuration "
+                  + (", ".join(f"{k}={v}" for k, v in changes.items()) or "(defaults)")
+                  + ("" if d.get("verified", True) else f" NOT verified: {d.get('error', '')}"))
         case "intent.closed":
             _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
         case _:
@@ -292,8 +322,9 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
             _line(console, "Status", f"{d.get('status', '?')}: {d.get('reason', '')}".rstrip(": "))
             _line(console, "Objective", f"baseline {_num(d.get('baseline_objective'))} → best "
                   f"{_num(d.get('best_objective'))}")
-            if d.get("best_config"):
-                _line(console, "Best config", ", ".join(f"{k}={v}" for k, v in d["best_config"].items()))
+            best = d.get("best_config") or d.get("best_changes")
+            if best:
+                _line(console, "Best config", ", ".join(f"{k}={v}" for k, v in best.items()))
             continue
         if ev.round_no is not None and ev.round_no != current:
             current = ev.round_no
