@@ -129,6 +129,9 @@ class Hardware(Strict):
     disk_free_bytes: int = 0
     data_dir: str | None = None
     data_device: str | None = None
+    swap_bytes: int = 0
+    committed_as_bytes: int | None = None
+    commit_limit_bytes: int | None = None
 
 
 class Measurement(Strict):

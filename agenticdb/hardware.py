@@ -1,0 +1,162 @@
+"""Resources of the host as the DBMS sees them: cores, RAM, the cgroup memory limit, the data disk.
+
+The memory budget must use the lower of RAM and the cgroup limit: a container that sees 24 GiB of RAM
+but may use 2 GiB aborts the buffer pool allocation with errno 12 (docker-library/mysql issue 248).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+import structlog
+
+from agenticdb.models import Hardware
+
+log = structlog.get_logger(__name__)
+
+# cgroup v1 reports "no limit" as a page-rounded 2^63-1; anything this large is unlimited.
+_UNLIMITED = 1 << 60
+
+
+def detect_hardware(data_dir: str | None, *, proc: str = "/proc", sys: str = "/sys") -> Hardware:
+    """Describe this host: CPU count, RAM, our cgroup's memory limit and the data dir's disk.
+
+    Args:
+        data_dir: the DBMS data directory (None: disk fields stay 0, device None).
+        proc, sys: roots of procfs and sysfs (tests point them at a copied tree).
+
+    Returns:
+        Hardware with sizes in bytes; ``memory_limit_bytes = min(RAM, cgroup limit)``;
+        ``committed_as_bytes``/``swap_bytes``/``commit_limit_bytes`` from /proc/meminfo.
+    """
+    ram = int(psutil.virtual_memory().total)
+    cgroup = cgroup_memory_limit(proc=proc)
+    meminfo = read_meminfo(f"{proc}/meminfo")
+    disk_total = disk_free = 0
+    device = None
+    if data_dir:
+        usage = psutil.disk_usage(data_dir)
+        disk_total, disk_free = int(usage.total), int(usage.free)
+        device = block_device_of(data_dir, proc=proc, sys=sys)
+    hw = Hardware(
+        cpu_count=psutil.cpu_count(logical=True) or 1,
+        memory_bytes=ram,
+        memory_limit_bytes=min(ram, cgroup) if cgroup else ram,
+        cgroup_memory_limit_bytes=cgroup,
+        disk_total_bytes=disk_total,
+        disk_free_bytes=disk_free,
+        data_dir=data_dir,
+        data_device=device,
+        swap_bytes=meminfo.get("SwapTotal", 0),
+        committed_as_bytes=meminfo.get("Committed_AS"),
+        commit_limit_bytes=meminfo.get("CommitLimit"),
+    )
+    log.info("hardware.detected", cpus=hw.cpu_count, ram=ram, cgroup_limit=cgroup, device=device)
+    return hw
+
+
+def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+    """/proc/meminfo as bytes by field name ("MemTotal", "Committed_AS", …); {} when unreadable."""
+    out: dict[str, int] = {}
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[name.strip()] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
+    return out
+
+
+def _mounts(proc: str) -> list[tuple[str, str, str, str, str, str]]:
+    """(major:minor, root, mount point, fstype, source, super options) per line of mountinfo (proc(5))."""
+    rows = []
+    try:
+        text = Path(f"{proc}/self/mountinfo").read_text()
+    except OSError:
+        return rows
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        f, r = left.split(), right.split()
+        if len(f) >= 5 and len(r) >= 2:
+            rows.append((f[2], f[3], f[4].replace("\\040", " "), r[0], r[1], r[-1]))
+    return rows
+
+
+def cgroup_memory_limit(*, proc: str = "/proc") -> int | None:
+    """Memory limit in bytes of our cgroup (the tightest along the path to the hierarchy root).
+
+    cgroup v2: ``memory.max`` ("max" = none); v1: ``memory.limit_in_bytes`` (kernel
+    Documentation/admin-guide/cgroup-v2.rst and cgroup-v1/memory.rst). Returns None when unlimited or
+    unreadable.
+    """
+    try:
+        lines = Path(f"{proc}/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    mounts = _mounts(proc)
+    limits: list[int] = []
+    for line in lines:
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hid == "0" and controllers == "":
+            cands = [(m[1], m[2]) for m in mounts if m[3] == "cgroup2"]
+            fname = "memory.max"
+        elif "memory" in controllers.split(","):
+            cands = [(m[1], m[2]) for m in mounts if m[3] == "cgroup" and "memory" in m[5].split(",")]
+            fname = "memory.limit_in_bytes"
+        else:
+            continue
+        for root, mnt in cands:
+            rel = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+            limits.extend(_walk_limits(Path(mnt), rel, fname))
+    limits = [x for x in limits if 0 < x < _UNLIMITED]
+    return min(limits) if limits else None
+
+
+def _walk_limits(mnt: Path, rel: str, fname: str) -> list[int]:
+    found = []
+    parts = [] if rel in (".", "") else rel.split("/")
+    for i in range(len(parts), -1, -1):
+        f = mnt.joinpath(*parts[:i]) / fname
+        try:
+            text = f.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            found.append(int(text))
+    return found
+
+
+def block_device_of(path: str, *, proc: str = "/proc", sys: str = "/sys") -> str | None:
+    """Name of the whole-disk block device holding ``path`` ("vda" for /dev/vda1), or None.
+
+    Finds the mount with the longest mount point that contains ``path`` in mountinfo, takes its
+    major:minor, and resolves it through /sys/class/block (a partition's parent directory is its disk).
+    """
+    real = os.path.realpath(path)
+    best: tuple[str, str] | None = None
+    for devno, _root, mnt, _fs, _src, _opts in _mounts(proc):
+        if real == mnt or real.startswith(mnt.rstrip("/") + "/") or mnt == "/":
+            if best is None or len(mnt) > len(best[1]):
+                best = (devno, mnt)
+    if best is None:
+        return None
+    cls = Path(sys) / "class" / "block"
+    try:
+        entries = list(cls.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            if (entry / "dev").read_text().strip() != best[0]:
+                continue
+        except OSError:
+            continue
+        if (entry / "partition").exists():
+            return Path(os.path.realpath(entry)).parent.name
+        return entry.name
+    return None

@@ -1,0 +1,154 @@
+"""Hardware checks against the real host: memory budget, WAL/redo size vs free disk, worker counts vs
+cores, and the Linux overcommit/swappiness rules. Terms and thresholds come from the rule file
+(``[memory_budget]``, ``[disk_budget]``, ``[[cpu_limit]]``) and from ``PolicyConfig``.
+"""
+
+from __future__ import annotations
+
+from agenticdb.config import PolicyConfig
+from agenticdb.models import FailedCheck, Hardware
+from agenticdb.validation.resulting import ResultingConfig
+from agenticdb.validation.rules import RuleSet
+
+GiB = 1024**3
+
+# PostgreSQL sizes some memory knobs itself when set to -1 (manual 20.4.1 / 20.5.1): wal_buffers = 1/32 of
+# shared_buffers, at least 64kB, at most one WAL segment (16MB by default).
+_AUTO_SIZED = {
+    "wal_buffers": lambda cfg: min(max((cfg.number("shared_buffers") or 0) / 32, 64 * 1024), 16 * 1024**2),
+}
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def _limit_text(hw: Hardware) -> str:
+    cg = _gib(hw.cgroup_memory_limit_bytes) if hw.cgroup_memory_limit_bytes else "none"
+    return f"RAM {_gib(hw.memory_bytes)}, cgroup limit {cg}"
+
+
+def memory_estimate(cfg: ResultingConfig, rules: RuleSet, policy: PolicyConfig) -> tuple[float, dict[str, float]]:
+    """Estimated server memory in bytes and the contribution of each term (by knob name)."""
+    budget = rules.memory_budget
+    parts: dict[str, float] = {}
+    if budget is None:
+        return 0.0, parts
+    for name in budget.global_:
+        n = cfg.number(name)
+        if n is None:
+            continue
+        if n <= 0 and name in _AUTO_SIZED:
+            n = _AUTO_SIZED[name](cfg)
+        parts[name] = max(n, 0.0)
+    conns = cfg.number(budget.connections) if budget.connections else None
+    if conns:
+        for name in budget.per_connection:
+            n = cfg.number(name)
+            if n is not None and n > 0:
+                parts[name] = conns * n * policy.per_connection_work_mem_factor
+    for w in budget.workers:
+        count = cfg.number(w["count"]) or 0.0
+        each = cfg.number(w["each"]) or 0.0
+        override = cfg.number(w["override"]) if "override" in w else None
+        if override is not None and override > 0:
+            each = override
+        parts[w["each"]] = parts.get(w["each"], 0.0) + count * each
+    return sum(parts.values()), parts
+
+
+def check_host(cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw: Hardware,
+               policy: PolicyConfig, flavor: str, version: str) -> tuple[list[FailedCheck], list[str]]:
+    """Failed ``hardware`` checks and warnings for the changed parameters.
+
+    Only budgets that a changed parameter takes part in are evaluated, so a host that was already over
+    budget does not block unrelated changes.
+    """
+    failed: list[FailedCheck] = []
+    warnings: list[str] = []
+    failed += _memory(cfg, rules, hw, policy)
+    failed += _disk(cfg, before, rules, hw, policy)
+    for lim in rules.cpu_limit:
+        if not lim.applies(flavor, version) or not cfg.is_changed(lim.parameter):
+            continue
+        n, ch = cfg.number(lim.parameter), cfg.changed[cfg.key(lim.parameter)]
+        cap = lim.per_core * hw.cpu_count + lim.plus
+        if n is not None and n > cap:
+            failed.append(FailedCheck(
+                check="hardware", parameter=ch.name, value=ch.value, rule_id=lim.id, source=lim.source,
+                message=f"{ch.name}={ch.value} exceeds {lim.per_core:g} × {hw.cpu_count} cores"
+                        f"{f' + {lim.plus:g}' if lim.plus else ''} = {cap:g} (rule {lim.id}: {lim.reason})"))
+    if cfg.family == "linux":
+        failed += _overcommit(cfg, hw)
+        if cfg.is_changed("vm.swappiness") and cfg.number("vm.swappiness") == 0:
+            warnings.append("vm.swappiness=0: the kernel avoids swap until the very last moment, so memory "
+                            "pressure ends in the OOM killer instead of swapping (kernel "
+                            "Documentation/admin-guide/sysctl/vm.rst swappiness)")
+    return failed, warnings
+
+
+def _memory(cfg: ResultingConfig, rules: RuleSet, hw: Hardware, policy: PolicyConfig) -> list[FailedCheck]:
+    budget = rules.memory_budget
+    if budget is None:
+        return []
+    changed = [p for p in budget.params() if cfg.is_changed(p)]
+    if not changed:
+        return []
+    total, parts = memory_estimate(cfg, rules, policy)
+    allowed = policy.memory_fraction * hw.memory_limit_bytes
+    if total <= allowed:
+        return []
+    # Blame the changed knob that contributes most (a connection count blames itself).
+    culprit = max(changed, key=lambda p: parts.get(p, 0.0))
+    ch = cfg.changed[cfg.key(culprit)]
+    terms = ", ".join(f"{k} {_gib(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v > 0)
+    return [FailedCheck(
+        check="hardware", parameter=ch.name, value=ch.value, rule_id="memory_budget", source=budget.source,
+        message=f"{ch.name}={ch.value}: estimated server memory {_gib(total)} ({terms}) exceeds memory_fraction "
+                f"{policy.memory_fraction:g} × memory limit {_gib(hw.memory_limit_bytes)} = {_gib(allowed)} "
+                f"({_limit_text(hw)}; the lower of the two counts) — {budget.reason}")]
+
+
+def _disk(cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw: Hardware,
+          policy: PolicyConfig) -> list[FailedCheck]:
+    budget = rules.disk_budget
+    if budget is None or hw.disk_free_bytes <= 0:
+        return []
+    changed = [p for p in budget.parameters if cfg.is_changed(p)]
+    if not changed:
+        return []
+    new = sum(max(cfg.number(p) or 0.0, 0.0) for p in budget.parameters)
+    old = sum(max(before.number(p) or 0.0, 0.0) for p in budget.parameters)
+    allowed = policy.disk_fraction * (hw.disk_free_bytes + old)
+    if new <= allowed:
+        return []
+    ch = cfg.changed[cfg.key(changed[0])]
+    return [FailedCheck(
+        check="hardware", parameter=ch.name, value=ch.value, rule_id="disk_budget", source=budget.source,
+        message=f"{ch.name}={ch.value}: {' + '.join(budget.parameters)} would reserve {_gib(new)} on "
+                f"{hw.data_device or 'the data disk'}, more than disk_fraction {policy.disk_fraction:g} × "
+                f"(free {_gib(hw.disk_free_bytes)} + current {_gib(old)}) = {_gib(allowed)} — {budget.reason}")]
+
+
+def _overcommit(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
+    """vm.overcommit_memory=2 caps commits at CommitLimit; if that is below today's Committed_AS every
+    new allocation fails (kernel Documentation/mm/overcommit-accounting.rst)."""
+    if not cfg.is_changed("vm.overcommit_memory") or cfg.number("vm.overcommit_memory") != 2:
+        return []
+    ch = cfg.changed[cfg.key("vm.overcommit_memory")]
+    src = "kernel Documentation/mm/overcommit-accounting.rst"
+    if hw.committed_as_bytes is None:
+        return [FailedCheck(check="hardware", parameter=ch.name, value=ch.value, rule_id="linux.overcommit_strict",
+                            source=src, message=f"{ch.name}=2 needs the host's Committed_AS to check the commit "
+                                                "limit, and /proc/meminfo was not read")]
+    kbytes = cfg.number("vm.overcommit_kbytes") or 0.0
+    ratio = cfg.number("vm.overcommit_ratio")
+    ratio = 50.0 if ratio is None else ratio
+    limit = kbytes * 1024 + hw.swap_bytes if kbytes > 0 else hw.swap_bytes + hw.memory_bytes * ratio / 100
+    if limit > hw.committed_as_bytes:
+        return []
+    return [FailedCheck(
+        check="hardware", parameter=ch.name, value=ch.value, rule_id="linux.overcommit_strict", source=src,
+        message=f"{ch.name}=2: commit limit swap {_gib(hw.swap_bytes)} + RAM {_gib(hw.memory_bytes)} × "
+                f"overcommit_ratio {ratio:g}% = {_gib(limit)} is not above the memory already committed "
+                f"(Committed_AS {_gib(hw.committed_as_bytes)}); every new allocation would fail")]

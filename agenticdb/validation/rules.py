@@ -1,0 +1,270 @@
+"""Rule sets as data: the models of ``validators/*.toml`` and their cached loader.
+
+A rule file holds ``[[protected]]``, ``[[dangerous]]``, ``[[durability]]``, ``[[conflict]]`` and
+``[[cpu_limit]]`` entries, plus one ``[memory_budget]`` and one ``[disk_budget]`` table. Every entry has an
+``id``, a ``reason``, a ``source`` and ``versions``: where the parameters it names exist, as version
+specifiers with an optional flavour prefix (``">=10"`` for PostgreSQL, ``"mariadb>=10.5"``,
+``"mysql>=8.0.30"``, ``">=4.0"`` for a Linux kernel). Versions are tables, not if-chains.
+
+Conflict language (evaluated on the resulting configuration, numbers compared on dimension-wide
+quantities — bytes, ms — so ``min_wal_size <= max_wal_size`` works across units):
+
+- a condition is ``{param, op, value}`` or ``{param, op, other}`` (another parameter) with op one of
+  ``== != < <= > >= in not_in``; the table shorthand ``when = {wal_level = "minimal"}`` means ``==``;
+- ``when`` (all must hold) → ``require`` (all must hold), e.g. wal_level=minimal requires
+  max_wal_senders=0 and archive_mode=off;
+- ``exclusive = [a, b]``: at most one of them in one change set (vm.dirty_ratio / vm.dirty_bytes).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agenticdb.resources import data_dir
+
+Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not_in"]
+
+
+class RuleFileError(ValueError):
+    """A rule file is missing or invalid; the message names the file and the entry."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def split_flavor(spec: str) -> tuple[str | None, SpecifierSet]:
+    """``"mariadb>=10.5"`` → ("mariadb", SpecifierSet(">=10.5")); ``">=10"`` → (None, …).
+
+    Raises:
+        ValueError: the specifier is not PEP 440 syntax.
+    """
+    m = re.fullmatch(r"\s*([a-z]*)\s*(.*)", spec)
+    assert m is not None
+    flavor, rest = m.group(1) or None, m.group(2).strip()
+    try:
+        return flavor, SpecifierSet(rest)
+    except InvalidSpecifier:
+        raise ValueError(f"version specifier {spec!r}: expected e.g. '>=10' or 'mariadb>=10.5'") from None
+
+
+def parse_version(text: str) -> Version | None:
+    """Leading dotted number of a server/kernel version string ("10.11.19-MariaDB" → 10.11.19)."""
+    m = re.search(r"\d+(?:\.\d+)*", text)
+    if not m:
+        return None
+    try:
+        return Version(m.group(0))
+    except InvalidVersion:
+        return None
+
+
+class Versioned(_Strict):
+    id: str
+    reason: str
+    source: str
+    versions: list[str] = Field(min_length=1)
+
+    @field_validator("versions")
+    @classmethod
+    def _specs(cls, v: list[str]) -> list[str]:
+        for s in v:
+            split_flavor(s)
+        return v
+
+    def applies(self, flavor: str, version: str) -> bool:
+        """True when one of ``versions`` matches this flavour ("postgresql", "mariadb", "mysql", "linux")
+        and version string (an unparsable version matches every specifier of the flavour)."""
+        parsed = parse_version(version)
+        for spec in self.versions:
+            fl, specset = split_flavor(spec)
+            if fl not in (None, flavor):
+                continue
+            if parsed is None or specset.contains(parsed, prereleases=True):
+                return True
+        return False
+
+
+class NameRule(Versioned):
+    """A protected or dangerous parameter (``parameter`` may be an fnmatch pattern: ``block.*.nomerges``)."""
+
+    parameter: str
+
+    def matches(self, name: str) -> bool:
+        if any(c in self.parameter for c in "*?["):
+            return fnmatch.fnmatchcase(name, self.parameter)
+        return name.lower() == self.parameter.lower()
+
+
+class DurabilityRule(NameRule):
+    """Values of ``parameter`` that risk committed data: listed in ``unsafe``, or anything not in
+    ``safe``. ``allowed_when_relaxed`` lets ``durability = "relaxed"`` accept it as a journaled risk."""
+
+    unsafe: list[str] | None = None
+    safe: list[str] | None = None
+    allowed_when_relaxed: bool = False
+
+    @model_validator(mode="after")
+    def _one(self) -> DurabilityRule:
+        if (self.unsafe is None) == (self.safe is None):
+            raise ValueError(f"durability rule {self.id}: give exactly one of 'unsafe' or 'safe'")
+        return self
+
+    def risky(self, canonical: str) -> bool:
+        v = canonical.strip().lower()
+        if self.unsafe is not None:
+            return v in {str(u).lower() for u in self.unsafe}
+        return v not in {str(s).lower() for s in self.safe or []}
+
+
+class Condition(_Strict):
+    param: str
+    op: Op = "=="
+    value: str | int | float | bool | list[str | int | float] | None = None
+    other: str | None = None
+
+    @model_validator(mode="after")
+    def _operand(self) -> Condition:
+        if (self.value is None) == (self.other is None):
+            raise ValueError(f"condition on {self.param}: give exactly one of 'value' or 'other'")
+        if self.op in ("in", "not_in") and not isinstance(self.value, list):
+            raise ValueError(f"condition on {self.param}: op {self.op} needs a list 'value'")
+        return self
+
+    def params(self) -> list[str]:
+        return [self.param] + ([self.other] if self.other else [])
+
+    def describe(self) -> str:
+        rhs = self.other if self.other else repr(self.value)
+        return f"{self.param} {self.op.replace('_', ' ')} {rhs}"
+
+
+def _conditions(v: Any) -> Any:
+    """Allow the table shorthand ``{name = value}`` (== ; a list value means ``in``)."""
+    if isinstance(v, dict):
+        return [{"param": k, "op": "in" if isinstance(x, list) else "==", "value": x} for k, x in v.items()]
+    return v
+
+
+class ConflictRule(Versioned):
+    when: list[Condition] = Field(default_factory=list)
+    require: list[Condition] = Field(default_factory=list)
+    exclusive: list[str] = Field(default_factory=list)
+
+    @field_validator("when", "require", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return _conditions(v)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ConflictRule:
+        if not self.require and len(self.exclusive) < 2:
+            raise ValueError(f"conflict {self.id}: needs 'require' conditions or 'exclusive' (2+ names)")
+        return self
+
+    def params(self) -> list[str]:
+        out = list(self.exclusive)
+        for c in (*self.when, *self.require):
+            out.extend(c.params())
+        return out
+
+
+class CpuLimit(Versioned):
+    """``parameter`` may be at most ``per_core`` × cores (+ ``plus``)."""
+
+    parameter: str
+    per_core: float
+    plus: float = 0.0
+
+
+class MemoryBudget(_Strict):
+    """Terms of the memory estimate (names of size knobs; absent knobs are skipped).
+
+    ``total = Σ global + connections × Σ per_connection × policy factor + Σ workers.count × workers.each``.
+    """
+
+    reason: str
+    source: str
+    global_: list[str] = Field(default_factory=list, alias="global")
+    per_connection: list[str] = Field(default_factory=list)
+    connections: str | None = None
+    workers: list[dict[str, str]] = Field(default_factory=list)
+
+    def params(self) -> list[str]:
+        out = list(self.global_) + list(self.per_connection) + ([self.connections] if self.connections else [])
+        for w in self.workers:
+            out.extend(w.values())
+        return out
+
+
+class DiskBudget(_Strict):
+    """Size knobs that reserve disk on the data device (WAL, redo); their sum must fit the free space."""
+
+    reason: str
+    source: str
+    parameters: list[str]
+
+
+class EnumHint(_Strict):
+    parameter: str
+    value: str
+    hint: str
+    source: str
+
+
+class RuleSet(_Strict):
+    """One validators/*.toml file."""
+
+    family: Literal["postgresql", "mysql", "linux"]
+    protected: list[NameRule] = Field(default_factory=list)
+    dangerous: list[NameRule] = Field(default_factory=list)
+    durability: list[DurabilityRule] = Field(default_factory=list)
+    conflict: list[ConflictRule] = Field(default_factory=list)
+    cpu_limit: list[CpuLimit] = Field(default_factory=list)
+    memory_budget: MemoryBudget | None = None
+    disk_budget: DiskBudget | None = None
+    enum_hint: list[EnumHint] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> RuleSet:
+        seen: set[str] = set()
+        for r in (*self.protected, *self.dangerous, *self.durability, *self.conflict, *self.cpu_limit):
+            if r.id in seen:
+                raise ValueError(f"duplicate rule id {r.id!r}")
+            seen.add(r.id)
+        return self
+
+
+RULE_FILES = {"postgresql": "postgresql.toml", "mysql": "mysql.toml", "linux": "linux.toml"}
+
+
+def load_ruleset_file(path: Path) -> RuleSet:
+    """Load and validate one rule file.
+
+    Raises:
+        RuleFileError: unreadable, bad TOML, or an entry violates the schema (message names file + entry).
+    """
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RuleFileError(f"rule file {path}: {exc}") from None
+    try:
+        return RuleSet.model_validate(data)
+    except ValidationError as exc:
+        errs = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise RuleFileError(f"rule file {path}: {errs}") from None
+
+
+@functools.cache
+def load_ruleset(family: str) -> RuleSet:
+    """The shipped rule set of ``family`` ("postgresql", "mysql", "linux"), loaded once per process."""
+    return load_ruleset_file(data_dir("validators") / RULE_FILES[family])
