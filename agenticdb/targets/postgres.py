@@ -422,19 +422,17 @@ class PostgresTarget(Target):
 
         original = self._read_auto_conf()
         log.info("apply.start", mode=mode.value, changes={c.name: c.value for c in changes})
+        current = "connect for ALTER SYSTEM"
         try:
             with self._connect() as conn:
                 for change in changes:
-                    try:
-                        self._alter_system(conn, change.name, change.value)
-                    except psycopg.Error as exc:
-                        msg = (exc.diag.message_primary if exc.diag else None) or str(exc)
-                        raise ApplyError(f"ALTER SYSTEM SET {change.name} = '{change.value}' failed: {msg}") \
-                            from exc
-        except (ApplyError, psycopg.Error) as exc:
+                    current = f"ALTER SYSTEM SET {change.name} = '{change.value}'"
+                    self._alter_system(conn, change.name, change.value)
+        except psycopg.Error as exc:
             self._rollback_auto_conf(original)
-            log.warning("apply.failed", reason=str(exc))
-            raise exc if isinstance(exc, ApplyError) else ApplyError(f"apply failed: {exc}") from exc
+            msg = (exc.diag.message_primary if exc.diag else None) or str(exc)
+            log.warning("apply.failed", statement=current, reason=msg)
+            raise ApplyError(f"{current} failed: {msg}; postgresql.auto.conf put back") from exc
 
         if mode == ApplyMode.restart:
             self._service_restart()
