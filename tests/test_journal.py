@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -259,6 +261,25 @@ def test_concurrent_writers_keep_one_chain(tmp_path: Path) -> None:
         t.join()
     result = Journal(path).verify()
     assert result.ok and result.rows_checked == 100
+
+
+def test_two_processes_append_to_one_chain(tmp_path: Path) -> None:
+    """A daemon and a CLI are separate processes: their appends must interleave into one chain."""
+    path = tmp_path / "j.db"
+    Journal(path).append("main", "session.start", {})
+    code = (
+        "import sys; from agenticdb.journal import Journal\n"
+        "j = Journal(sys.argv[1])\n"
+        "for i in range(40): j.append('child', 'measured', {'i': i}, round_no=1)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(path)])
+    j = Journal(path)
+    for i in range(40):
+        j.append("main", "measured", {"i": i}, round_no=1)
+    assert child.wait(timeout=60) == 0
+    result = j.verify()
+    assert result.ok and result.rows_checked == 81
+    assert [e.data["i"] for e in j.events("child")] == list(range(40))
 
 
 # -- CLI on real files ---------------------------------------------------------------------------
