@@ -1,0 +1,320 @@
+"""Shared helpers for the workload modules: running a benchmark tool with a progress bar, the
+objective, latency percentiles, and SQL connections (admin and benchmark database) for both DBMS
+families.
+
+The objective rule (DESIGN.md, AgenticDB paper): OLTP runs are compared on TPS divided by p95 latency
+in ms (higher is better); OLAP runs on the total execution time in seconds (lower is better).
+``WorkloadConfig.objective`` overrides the default: ``"tps"`` (higher is better), ``"p95"`` (ms, lower
+is better), ``"total_time"`` (s, lower is better).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pymysql
+import structlog
+from psycopg import sql
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from agenticdb.workloads.base import Connection, WorkloadError
+
+log = structlog.get_logger(__name__)
+
+TAIL_BYTES = 2048
+
+
+def tail(text: str, limit: int = TAIL_BYTES) -> str:
+    """The last ``limit`` characters of ``text`` (tool output kept in ``Measurement.raw_tail``)."""
+    return text[-limit:]
+
+
+def progress_enabled(progress: bool | None) -> bool:
+    """``progress`` if given, else True only when stdout is a terminal (the session's live table
+    owns the terminal otherwise)."""
+    if progress is not None:
+        return progress
+    return sys.stdout.isatty()
+
+
+@contextmanager
+def progress_bar(enabled: bool, description: str, total: float | None) -> Iterator[Any]:
+    """A rich progress bar (or a no-op stand-in when disabled) yielding ``update(completed, text=None)``.
+
+    ``total`` None gives an indeterminate (pulsing) bar.
+    """
+    if not enabled:
+        yield lambda completed, text=None: None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+    ) as prog:
+        task = prog.add_task(description, total=total)
+
+        def update(completed: float, text: str | None = None) -> None:
+            if text is None:
+                prog.update(task, completed=completed)
+            else:
+                prog.update(task, completed=completed, description=text)
+
+        yield update
+
+
+@dataclass
+class ToolResult:
+    """Exit status and combined stdout+stderr of one tool invocation; ``seconds`` wall time."""
+
+    argv: list[str]
+    returncode: int
+    output: str
+    seconds: float
+
+
+def run_tool(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    description: str = "",
+    expected_s: float | None = None,
+    progress: bool = False,
+    cwd: str | None = None,
+) -> ToolResult:
+    """Run ``argv`` (no shell), capture stdout+stderr to a temp file, show a time-based progress bar.
+
+    Args:
+        argv: the command line.
+        timeout_s: seconds before the tool is killed.
+        env: extra environment variables (merged over ``os.environ``).
+        description: progress-bar label.
+        expected_s: expected run time in seconds (progress total); None = indeterminate.
+        progress: show the bar.
+        cwd: working directory.
+
+    Raises:
+        WorkloadError: the executable is missing, or the timeout passed (output attached).
+    """
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    started = time.monotonic()
+    with tempfile.TemporaryFile(mode="w+b") as out:
+        try:
+            proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
+        except FileNotFoundError as exc:
+            raise WorkloadError(f"benchmark tool not found: {argv[0]} ({exc})") from None
+        with progress_bar(progress, description or os.path.basename(argv[0]), expected_s) as update:
+            while True:
+                try:
+                    proc.wait(timeout=0.25)
+                    break
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - started
+                    update(min(elapsed, expected_s) if expected_s else elapsed)
+                    if elapsed > timeout_s:
+                        proc.kill()
+                        proc.wait()
+                        out.seek(0)
+                        text = out.read().decode(errors="replace")
+                        raise WorkloadError(
+                            f"{argv[0]} did not finish within timeout_s={timeout_s:g} s", tail(text)
+                        ) from None
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    seconds = time.monotonic() - started
+    log.debug("workload.tool_exit", tool=argv[0], rc=proc.returncode, seconds=round(seconds, 2))
+    return ToolResult(list(argv), proc.returncode, text, seconds)
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (``pct`` in 0–100) of ``values``; the same definition pgbench and
+    sysbench use for their reports (the smallest value with at least pct % of samples at or below it).
+
+    Raises:
+        ValueError: ``values`` is empty.
+    """
+    if not values:
+        raise ValueError("percentile of an empty sample")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+def objective(
+    name: str, *, tps: float | None = None, p95_ms: float | None = None, total_time_s: float | None = None
+) -> tuple[float, bool]:
+    """Value of objective ``name`` and whether higher is better.
+
+    ``tps_per_p95`` = tps / p95_ms (higher better), ``tps`` (higher better), ``p95`` in ms (lower
+    better), ``total_time`` in s (lower better).
+
+    Raises:
+        WorkloadError: the metric the objective needs was not measured, or p95 is not positive.
+    """
+    if name == "tps_per_p95":
+        if tps is None or p95_ms is None or p95_ms <= 0:
+            raise WorkloadError(
+                f"objective tps_per_p95 needs tps and a positive p95 (tps={tps}, p95={p95_ms})"
+            )
+        return tps / p95_ms, True
+    if name == "tps":
+        if tps is None:
+            raise WorkloadError("objective 'tps' needs a throughput; the workload reported none")
+        return tps, True
+    if name == "p95":
+        if p95_ms is None:
+            raise WorkloadError("objective 'p95' needs a p95 latency; the workload reported none")
+        return p95_ms, False
+    if name == "total_time":
+        if total_time_s is None:
+            raise WorkloadError("objective 'total_time' needs a total time; the workload reported none")
+        return total_time_s, False
+    raise WorkloadError(f"objective={name!r}: expected one of tps_per_p95, tps, p95, total_time")
+
+
+def check_error_rate(errors: int, done: int, max_error_rate: float, what: str, output: str) -> None:
+    """Raise when ``errors / (done + errors)`` exceeds ``max_error_rate`` or nothing was done.
+
+    Raises:
+        WorkloadError: with the tool output tail.
+    """
+    if done <= 0:
+        raise WorkloadError(f"{what}: no transaction completed ({errors} errors)", tail(output))
+    rate = errors / (done + errors)
+    if rate > max_error_rate:
+        raise WorkloadError(
+            f"{what}: error rate {rate:.1%} ({errors} errors, {done} transactions) exceeds "
+            f"workload.max_error_rate={max_error_rate:g}",
+            tail(output),
+        )
+
+
+# --------------------------------------------------------------------------- SQL connections
+
+
+def is_postgres(conn: Connection) -> bool:
+    return conn.kind == "postgresql"
+
+
+def _pg_params(conn: Connection, database: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "host": conn.socket or conn.host,
+        "port": conn.port,
+        "user": conn.user,
+        "connect_timeout": 10,
+    }
+    if conn.password:
+        params["password"] = conn.password
+    if database:
+        params["dbname"] = database
+    params.update({k: v for k, v in conn.extra.items() if k not in params})
+    return params
+
+
+def _my_params(conn: Connection, database: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "user": conn.user,
+        "password": conn.password,
+        "connect_timeout": 10,
+        "autocommit": True,
+        "local_infile": True,
+    }
+    if conn.socket:
+        params["unix_socket"] = conn.socket
+    else:
+        params["host"] = conn.host
+        params["port"] = conn.port
+    if database:
+        params["database"] = database
+    return params
+
+
+def connect(conn: Connection, admin: bool = False) -> Any:
+    """A DB-API connection in autocommit mode: to ``conn.database``, or the server's default
+    database when ``admin`` (PostgreSQL: the admin DSN's database, MySQL: none).
+
+    Raises:
+        WorkloadError: the server refused the connection (message names host/port/database).
+    """
+    try:
+        if is_postgres(conn):
+            if admin and conn.admin_dsn:
+                return psycopg.connect(conn.admin_dsn, autocommit=True, connect_timeout=10)
+            return psycopg.connect(**_pg_params(conn, None if admin else conn.database), autocommit=True)
+        return pymysql.connect(**_my_params(conn, None if admin else conn.database))
+    except (psycopg.Error, pymysql.MySQLError) as exc:
+        where = conn.socket or f"{conn.host}:{conn.port}"
+        db = "(admin)" if admin else conn.database
+        raise WorkloadError(f"cannot connect to {conn.kind} at {where} database {db}: {exc}") from None
+
+
+def ensure_database(conn: Connection) -> bool:
+    """Create ``conn.database`` through the admin connection when it does not exist.
+
+    Returns:
+        True when the database was created.
+
+    Raises:
+        WorkloadError: connection or CREATE DATABASE failed.
+    """
+    with connect(conn, admin=True) as db:
+        cur = db.cursor()
+        try:
+            if is_postgres(conn):
+                cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (conn.database,))
+                if cur.fetchone():
+                    return False
+                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(conn.database)))
+            else:
+                cur.execute(
+                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (conn.database,)
+                )
+                if cur.fetchone():
+                    return False
+                cur.execute(f"CREATE DATABASE `{conn.database.replace('`', '``')}`")
+        except (psycopg.Error, pymysql.MySQLError) as exc:
+            raise WorkloadError(f"cannot create database {conn.database!r}: {exc}") from None
+    log.info("workload.database_created", database=conn.database, kind=conn.kind)
+    return True
+
+
+def existing_tables(conn: Connection, names: Sequence[str]) -> set[str]:
+    """Which of ``names`` exist as tables in ``conn.database`` (public schema for PostgreSQL)."""
+    with connect(conn) as db:
+        cur = db.cursor()
+        if is_postgres(conn):
+            cur.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                "AND table_name = ANY(%s)",
+                (list(names),),
+            )
+        else:
+            marks = ",".join(["%s"] * len(names))
+            cur.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
+                f"AND table_name IN ({marks})",
+                tuple(names),
+            )
+        return {str(r[0]) for r in cur.fetchall()}
+
+
+def scalar(conn: Connection, query: str) -> Any:
+    """First column of the first row of ``query`` run in ``conn.database`` (None for no row)."""
+    with connect(conn) as db:
+        cur = db.cursor()
+        cur.execute(query)
+        row = cur.fetchone()
+        return row[0] if row else None

@@ -1,0 +1,341 @@
+"""TPC-H: data from the ``tpchgen-cli`` wheel at scale factor ``workload.scale``, loaded with COPY
+(PostgreSQL) or LOAD DATA LOCAL INFILE (MySQL/MariaDB); the 22 queries from
+``benchmarks/tpch/<dialect>/qNN.sql`` with fixed validation parameters (see the README there).
+
+prepare: creates ``benchmarks/tpch/schema.sql``, loads the 8 tables, creates
+``benchmarks/tpch/indexes.sql``, runs ANALYZE and records the scale factor and row counts in
+``agenticdb_tpch_meta``. A later prepare finds that table, the same scale factor and the same row
+counts and returns; anything else (partial load, other scale) is dropped and loaded again.
+
+run: every query once in order with a per-query statement timeout (``workload.query_timeout_s``;
+PostgreSQL ``statement_timeout``, MariaDB ``max_statement_time``, MySQL ``max_execution_time``).
+Timeout policy: a timed-out query counts as one error and adds the full timeout to ``total_time_s``
+(a penalty, so a configuration cannot look faster by timing out); the run still returns a measurement
+unless the timed-out fraction of the 22 queries exceeds ``workload.max_error_rate``, which raises
+``WorkloadError``. Any other SQL error (e.g. a missing table) raises ``WorkloadError`` at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pymysql
+import structlog
+from psycopg import sql
+
+from agenticdb.config import WorkloadConfig
+from agenticdb.models import Measurement
+from agenticdb.resources import data_dir
+from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
+from agenticdb.workloads.common import (
+    connect,
+    ensure_database,
+    existing_tables,
+    is_postgres,
+    objective,
+    percentile,
+    progress_bar,
+    progress_enabled,
+    run_tool,
+    tail,
+)
+
+log = structlog.get_logger(__name__)
+
+TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
+META = "agenticdb_tpch_meta"
+QUERIES = tuple(f"q{n:02d}" for n in range(1, 23))
+# MariaDB ER_STATEMENT_TIMEOUT (1969), MySQL ER_QUERY_TIMEOUT (3024): statement time limit reached.
+_MYSQL_TIMEOUT_ERRNOS = {1969, 3024}
+
+
+def _statements(text: str) -> list[str]:
+    """Split a SQL file on ``;`` at line ends, dropping comment-only chunks."""
+    out = []
+    for chunk in text.split(";\n"):
+        body = "\n".join(line for line in chunk.splitlines() if not line.strip().startswith("--")).strip()
+        if body:
+            out.append(body.rstrip(";"))
+    return out
+
+
+def tpchgen_path() -> str:
+    """The ``tpchgen-cli`` executable: on PATH or next to the running Python (virtualenv bin).
+
+    Raises:
+        WorkloadError: not installed (``pip install agenticdb[tpch]``).
+    """
+    found = shutil.which("tpchgen-cli") or shutil.which("tpchgen-cli", path=str(Path(sys.executable).parent))
+    if not found:
+        raise WorkloadError("tpchgen-cli not found: install the TPC-H extra (pip install 'agenticdb[tpch]')")
+    return found
+
+
+class TpchWorkload(Workload):
+    """The 22 TPC-H queries at scale factor ``workload.scale`` (e.g. 0.01 = 10 MB, 1 = 1 GB)."""
+
+    name = "tpch"
+
+    def __init__(self, cfg: WorkloadConfig, conn: Connection, progress: bool | None = None) -> None:
+        if cfg.scale <= 0:
+            raise WorkloadError(f"workload.scale={cfg.scale:g}: the TPC-H scale factor must be > 0")
+        if cfg.query_timeout_s <= 0:
+            raise WorkloadError(f"workload.query_timeout_s={cfg.query_timeout_s:g}: must be > 0")
+        self.cfg = cfg
+        self.conn = conn
+        self.scale = float(cfg.scale)
+        self.progress = progress_enabled(progress)
+        self.dialect = "postgresql" if is_postgres(conn) else "mysql"
+        self.query_dir = data_dir("benchmarks") / "tpch" / self.dialect
+        self.last_rows: dict[str, int] = {}
+        self.last_timeouts: list[str] = []
+
+    def traits(self) -> WorkloadTraits:
+        # Every TPC-H query is read-only; the power test runs one stream.
+        return WorkloadTraits(
+            benchmark="tpch",
+            workload_class="olap",
+            read_fraction=1.0,
+            access_pattern="scan",
+            scale=self.scale,
+            concurrency=1,
+            objective=self.cfg.objective or "total_time",
+        )
+
+    def queries(self) -> dict[str, str]:
+        """Query name (``q01``…``q22``) → SQL text for this connection's dialect.
+
+        Raises:
+            WorkloadError: a query file is missing from the shipped data.
+        """
+        out = {}
+        for q in QUERIES:
+            path = self.query_dir / f"{q}.sql"
+            if not path.exists():
+                raise WorkloadError(f"TPC-H query file missing: {path}")
+            out[q] = _statements(path.read_text())[0]
+        return out
+
+    # ------------------------------------------------------------------ prepare
+    def loaded_counts(self) -> dict[str, int] | None:
+        """Row counts per table when a complete load at this scale factor is present, else None."""
+        if existing_tables(self.conn, [*TABLES, META]) != {*TABLES, META}:
+            return None
+        with connect(self.conn) as db:
+            cur = db.cursor()
+            cur.execute(f"SELECT table_name, row_count, scale_factor FROM {META}")
+            recorded = {str(t): (int(n), float(sf)) for t, n, sf in cur.fetchall()}
+            if set(recorded) != set(TABLES) or any(
+                abs(sf - self.scale) > 1e-9 for _, sf in recorded.values()
+            ):
+                return None
+            counts = {}
+            for t in TABLES:
+                cur.execute(f"SELECT count(*) FROM {t}")
+                counts[t] = int(cur.fetchone()[0])
+        if any(counts[t] != recorded[t][0] for t in TABLES):
+            return None
+        return counts
+
+    def prepare(self) -> None:
+        """Create the database and load TPC-H at ``workload.scale`` unless already loaded.
+
+        Raises:
+            WorkloadError: tpchgen-cli or loading failed (message names the table).
+        """
+        ensure_database(self.conn)
+        if (counts := self.loaded_counts()) is not None:
+            log.info(
+                "workload.prepare_skipped",
+                workload=self.name,
+                reason="tables loaded at this scale",
+                scale=self.scale,
+                lineitem=counts["lineitem"],
+            )
+            return
+        log.info("workload.prepare", workload=self.name, scale=self.scale)
+        with tempfile.TemporaryDirectory(prefix="agenticdb-tpch-") as tmp:
+            gen = run_tool(
+                [tpchgen_path(), "csv", "-s", f"{self.scale:g}", "-o", tmp],
+                timeout_s=self.cfg.timeout_s,
+                description=f"tpchgen SF {self.scale:g}",
+                progress=self.progress,
+            )
+            if gen.returncode != 0:
+                raise WorkloadError(
+                    f"tpchgen-cli -s {self.scale:g} failed (exit {gen.returncode})", tail(gen.output)
+                )
+            files = {t: Path(tmp) / f"{t}.csv" for t in TABLES}
+            missing = [str(p) for p in files.values() if not p.exists()]
+            if missing:
+                raise WorkloadError(f"tpchgen-cli did not write {missing}", tail(gen.output))
+            self._load(files)
+
+    def _load(self, files: dict[str, Path]) -> None:
+        schema = _statements((data_dir("benchmarks") / "tpch" / "schema.sql").read_text())
+        indexes = _statements((data_dir("benchmarks") / "tpch" / "indexes.sql").read_text())
+        total = sum(p.stat().st_size for p in files.values())
+        with connect(self.conn) as db:
+            cur = db.cursor()
+            try:
+                for t in (META, *reversed(TABLES)):
+                    cur.execute(f"DROP TABLE IF EXISTS {t}")
+                for stmt in schema:
+                    cur.execute(stmt)
+                done = 0
+                with progress_bar(self.progress, "TPC-H load", total) as update:
+                    for t in TABLES:
+                        update(done, f"TPC-H load {t}")
+                        if is_postgres(self.conn):
+                            done = self._copy_pg(cur, t, files[t], done, update)
+                        else:
+                            self._load_mysql(cur, t, files[t])
+                            done += files[t].stat().st_size
+                        update(done)
+                for stmt in indexes:
+                    cur.execute(stmt)
+                if is_postgres(self.conn):
+                    cur.execute("ANALYZE")
+                else:
+                    cur.execute("ANALYZE TABLE " + ", ".join(TABLES))
+                    cur.fetchall()
+                cur.execute(
+                    f"CREATE TABLE {META} (table_name VARCHAR(32) NOT NULL PRIMARY KEY, "
+                    "row_count BIGINT NOT NULL, scale_factor DOUBLE PRECISION NOT NULL)"
+                )
+                for t in TABLES:
+                    cur.execute(f"SELECT count(*) FROM {t}")
+                    n = int(cur.fetchone()[0])
+                    cur.execute(f"INSERT INTO {META} VALUES (%s, %s, %s)", (t, n, self.scale))
+            except (psycopg.Error, pymysql.MySQLError) as exc:
+                raise WorkloadError(f"TPC-H load into {self.conn.database} failed: {exc}") from None
+        log.info("workload.prepared", workload=self.name, scale=self.scale, bytes=total)
+
+    @staticmethod
+    def _copy_pg(cur: Any, table: str, path: Path, done: int, update: Any) -> int:
+        stmt = sql.SQL("COPY {} FROM STDIN (FORMAT csv, HEADER true)").format(sql.Identifier(table))
+        with cur.copy(stmt) as copy, open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                copy.write(chunk)
+                done += len(chunk)
+                update(done)
+        return done
+
+    @staticmethod
+    def _load_mysql(cur: Any, table: str, path: Path) -> None:
+        cur.execute(
+            f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} CHARACTER SET utf8mb4 FIELDS TERMINATED BY ',' "
+            "OPTIONALLY ENCLOSED BY '\"' LINES TERMINATED BY '\\n' IGNORE 1 LINES",
+            (os.fspath(path),),
+        )
+
+    # ------------------------------------------------------------------ run
+    def warmup(self, seconds: float) -> None:
+        """One unmeasured pass over the 22 queries when ``seconds`` > 0 (OLAP runs are query sets)."""
+        if seconds > 0:
+            self.run(seconds)
+
+    def _set_timeout(self, cur: Any) -> None:
+        t = self.cfg.query_timeout_s
+        if is_postgres(self.conn):
+            cur.execute(f"SET statement_timeout = {int(t * 1000)}")
+            return
+        cur.execute("SELECT VERSION()")
+        if "mariadb" in str(cur.fetchone()[0]).lower():
+            cur.execute(f"SET SESSION max_statement_time = {t:g}")
+        else:
+            cur.execute(f"SET SESSION max_execution_time = {int(t * 1000)}")
+
+    def _is_timeout(self, exc: Exception) -> bool:
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return True
+        return isinstance(exc, pymysql.MySQLError) and bool(exc.args) and exc.args[0] in _MYSQL_TIMEOUT_ERRNOS
+
+    def run(self, seconds: float = 0.0) -> Measurement:
+        """Run q01…q22 once (``seconds`` is ignored: an OLAP run is the whole query set).
+
+        Raises:
+            WorkloadError: a query failed with an SQL error (missing table, syntax), or more than
+                ``max_error_rate`` of the queries timed out.
+        """
+        queries = self.queries()
+        per_query: dict[str, float] = {}
+        rows: dict[str, int] = {}
+        timeouts: list[str] = []
+        lines: list[str] = []
+        with connect(self.conn) as db:
+            cur = db.cursor()
+            self._set_timeout(cur)
+            with progress_bar(self.progress, "TPC-H", len(queries)) as update:
+                for i, (q, text) in enumerate(queries.items()):
+                    update(i, f"TPC-H {q}")
+                    start = time.perf_counter()
+                    try:
+                        cur.execute(text)
+                        rows[q] = len(cur.fetchall())
+                        per_query[q] = time.perf_counter() - start
+                        lines.append(f"{q} {per_query[q]:.3f}s {rows[q]} rows")
+                    except (psycopg.Error, pymysql.MySQLError) as exc:
+                        if not self._is_timeout(exc):
+                            lines.append(f"{q} ERROR {exc}")
+                            raise WorkloadError(f"TPC-H {q} failed: {exc}", tail("\n".join(lines))) from None
+                        if is_postgres(self.conn):
+                            db.rollback()
+                        timeouts.append(q)
+                        per_query[q] = self.cfg.query_timeout_s
+                        lines.append(f"{q} TIMEOUT after {self.cfg.query_timeout_s:g}s")
+                        log.warning(
+                            "workload.query_timeout",
+                            workload=self.name,
+                            query=q,
+                            timeout_s=self.cfg.query_timeout_s,
+                        )
+                update(len(queries))
+        self.last_rows, self.last_timeouts = rows, timeouts
+        output = "\n".join(lines)
+        if len(timeouts) / len(queries) > self.cfg.max_error_rate:
+            raise WorkloadError(
+                f"TPC-H: {len(timeouts)} of {len(queries)} queries timed out after "
+                f"workload.query_timeout_s={self.cfg.query_timeout_s:g} s (more than "
+                f"workload.max_error_rate={self.cfg.max_error_rate:g})",
+                tail(output),
+            )
+        total = sum(per_query.values())
+        times_ms = [v * 1000 for v in per_query.values()]
+        obj_name = self.cfg.objective or "total_time"
+        p95 = percentile(times_ms, 95)
+        value, hib = objective(obj_name, tps=len(queries) / total, p95_ms=p95, total_time_s=total)
+        output += f"\ntotal {total:.3f}s, {len(timeouts)} timeouts"
+        log.info(
+            "workload.measured", workload=self.name, total_time_s=round(total, 3), timeouts=len(timeouts)
+        )
+        return Measurement(
+            workload=self.name,
+            qps=len(queries) / total,
+            latency_mean_ms=sum(times_ms) / len(times_ms),
+            latency_p95_ms=p95,
+            latency_p99_ms=percentile(times_ms, 99),
+            transactions=len(queries) - len(timeouts),
+            errors=len(timeouts),
+            duration_s=total,
+            total_time_s=total,
+            per_query_s=per_query,
+            objective=value,
+            objective_name=obj_name,
+            higher_is_better=hib,
+            raw_tail=tail(output),
+        )
+
+    def cleanup(self) -> None:
+        """Drop the TPC-H tables and the meta table."""
+        with connect(self.conn) as db:
+            cur = db.cursor()
+            for t in (META, *reversed(TABLES)):
+                cur.execute(f"DROP TABLE IF EXISTS {t}")
