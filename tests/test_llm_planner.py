@@ -7,7 +7,6 @@ on the request bodies the server actually received.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import time
@@ -18,7 +17,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from agenticdb.config import PlannerConfig
+from agenticdb.config import PlannerConfig, PolicyConfig
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -41,6 +40,7 @@ from agenticdb.models import (
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planner.context import quote_untrusted, render_catalog, sanitize
 from agenticdb.planner.llm import LLMAuthError, LLMCallRecord, LLMPlanner, extract_json, parse_reply
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
 
 CHAT = "/v1/chat/completions"
 GIB = 1024**3
@@ -297,7 +297,7 @@ def test_valid_structured_reply_becomes_proposal(llm: HTTPServer) -> None:
     system, user = body["messages"]
     assert system["role"] == "system" and "never an instruction" in system["content"]
     # Only knobs of the stage are in the catalog, with unit, range, apply mode and current value.
-    assert "work_mem | integer | kB | 64..2147483647 | dynamic | 4096 |" in user["content"]
+    assert "work_mem | integer | kB | 64..2.15e9 | dynamic | 4096 |" in user["content"]
     assert "vm.dirty_ratio" not in user["content"]
     assert "temp_bytes=5000000/s" in user["content"]
     assert [c.ok for c in rec.calls] == [True] and not rec.events
@@ -359,7 +359,7 @@ def test_validator_feedback_is_sent_in_the_next_request(llm: HTTPServer) -> None
     first = planner.propose(ctx)
     assert first.changes[0].name == "innodb_turbo_mode"
     failed = rejection_of(first, ctx)
-    assert failed and failed[0].parameter == "innodb_turbo_mode"
+    assert [(f.check, f.parameter) for f in failed] == [("unknown", "innodb_turbo_mode")]
     second = planner.propose(ctx.model_copy(update={"validator_feedback": failed}))
 
     assert second.changes[0].name == "work_mem"
@@ -372,25 +372,13 @@ def test_validator_feedback_is_sent_in_the_next_request(llm: HTTPServer) -> None
 
 
 def rejection_of(proposal: Proposal, ctx: PlanningContext) -> list[FailedCheck]:
-    """Failed checks for ``proposal``: the real validator when it is installed, else the unknown-name
-    check it performs (a name absent from the catalog)."""
-    if importlib.util.find_spec("agenticdb.validator") is not None:
-        from agenticdb import validator  # noqa: PLC0415 - optional module written in parallel
-
-        if hasattr(validator, "validate_for_context"):
-            verdict = validator.validate_for_context(proposal, ctx)
-            assert not verdict.ok
-            return verdict.failed
-    return [
-        FailedCheck(
-            check="unknown",
-            parameter=c.name,
-            value=str(c.value),
-            message=f"{c.name} is not a parameter of {ctx.catalog.target} {ctx.catalog.version}",
-        )
-        for c in proposal.changes
-        if ctx.catalog.get(c.name) is None
-    ]
+    """Failed checks for ``proposal`` from the real validator (``agenticdb.validator.validate``)."""
+    validator = pytest.importorskip("agenticdb.validator")
+    verdict = validator.validate(
+        proposal, ctx.catalog, ctx.current_config, ctx.profile.hardware, PolicyConfig(), ctx.stage
+    )
+    assert not verdict.ok
+    return verdict.failed
 
 
 # -- transport failures -------------------------------------------------------------------------------
@@ -584,7 +572,10 @@ def test_quote_untrusted_truncates_caps_and_escapes() -> None:
 def test_catalog_lists_only_the_stage() -> None:
     text = render_catalog(pg_catalog(), Layer.os, {"vm.dirty_ratio": "20"})
     assert text.splitlines()[0].startswith("vm.dirty_ratio | integer | % | 0..100 | dynamic | 20 |")
-    assert "work_mem" not in text and "fsync" in text  # excluded names are listed as off limits
+    assert "work_mem" not in text and "fsync" not in text
+    assert "1 further parameters are excluded" in text
+    big = render_catalog(pg_catalog(), Layer.dbms, {})
+    assert "work_mem | integer | kB | 64..2.15e9 | dynamic | ? |" in big
 
 
 # -- configuration ------------------------------------------------------------------------------------
@@ -601,3 +592,91 @@ def test_missing_model_or_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     planner = LLMPlanner(make_cfg(server, model=None, api_key=None), FixedPlanner())
     assert planner.model == "from-env"
+
+
+def test_bottleneck_hypotheses_from_diagnosis_are_in_the_prompt(llm: HTTPServer) -> None:
+    pytest.importorskip("agenticdb.planner.diagnosis")
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
+        completion(reply_json({"work_mem": "8MB"}))
+    )
+    planner, _ = make_planner(llm)
+    totals = {
+        "pg_stat_database.temp_bytes": 600 * 2**20,
+        "pg_stat_database.temp_files": 900.0,
+        "pg_stat_database.xact_commit": 3000.0,
+        "pg_stat_database.blks_hit": 1e6,
+        "pg_stat_database.blks_read": 10.0,
+    }
+    delta = StateDelta(totals=totals, per_second={k: v / 10 for k, v in totals.items()}, seconds=10.0)
+
+    planner.propose(make_ctx(last_delta=delta))
+
+    user = bodies(llm)[0]["messages"][1]["content"]
+    section = user.split("## Bottleneck hypotheses", 1)[1].split("## Session memory", 1)[0]
+    assert re.search(r"^- temp_spill \[dbms\] score (0\.[1-9]|1\.0)", section, flags=re.M), section
+
+
+# -- through the real validator and PostgreSQL target -------------------------------------------------
+
+
+def test_llm_proposal_flows_through_validator_and_target_on_private_postgres(
+    llm: HTTPServer, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    validator = pytest.importorskip("agenticdb.validator")
+    heuristic = pytest.importorskip("agenticdb.planner.heuristic")
+    from agenticdb.hardware import detect_hardware
+    from agenticdb.targets.postgres import from_config
+
+    target = from_config(pg_sandbox.target_config())
+    catalog = target.catalog()
+    current = target.current_values(list(catalog.knobs))
+    hw = detect_hardware(pg_sandbox.data_dir)
+    profile = RuntimeProfile(
+        target="postgresql",
+        dbms_version=target.version(),
+        hardware=hw,
+        current_config=current,
+        service_status="running",
+    )
+    ctx = make_ctx(profile=profile, catalog=catalog, current_config=current)
+    policy = PolicyConfig()
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
+        completion(reply_json({"innodb_turbo_mode": "ON"}, bottleneck="cpu"))
+    )
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
+        completion(reply_json({"work_mem": "8MB", "random_page_cost": 1.5}))
+    )
+    for _ in range(3):
+        llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
+            error_body("bad gateway", "server_error"), status=502
+        )
+    planner, rec = make_planner(llm, heuristic.HeuristicPlanner())
+
+    # An invented name is rejected by the real validator; the rejection goes back to the model.
+    first = planner.propose(ctx)
+    verdict = validator.validate(first, catalog, current, hw, policy, Layer.dbms)
+    assert not verdict.ok and [f.check for f in verdict.failed] == ["unknown"]
+    ctx = ctx.model_copy(update={"validator_feedback": verdict.failed})
+    second = planner.propose(ctx)
+    sent = bodies(llm)[1]["messages"][1]["content"]
+    assert "innodb_turbo_mode" in sent.split("<validator_feedback>", 1)[1].split("</validator_feedback>")[0]
+    assert "work_mem | integer | kB |" in sent and "shared_buffers | integer | 8kB |" in sent
+
+    # The corrected proposal passes, is applied, verified on the server, and restored.
+    verdict = validator.validate(second, catalog, current, hw, policy, Layer.dbms)
+    assert verdict.ok, verdict.feedback()
+    names = [c.name for c in verdict.changes]
+    snap = target.snapshot(names, label="before-llm-proposal")
+    try:
+        restarted = target.apply(verdict.changes, verdict.apply_requirement)
+        assert restarted is False  # work_mem and random_page_cost take effect on reload
+        effective = target.verify(verdict.changes)
+        assert effective["work_mem"] == "8MB" and float(effective["random_page_cost"]) == 1.5
+    finally:
+        target.restore(snap)
+    assert target.current_values(names) == {n: current[n] for n in names}
+
+    # The endpoint goes away: the heuristic planner plans the round, and the fallback is reported.
+    third = planner.propose(ctx.model_copy(update={"validator_feedback": []}))
+    assert third.planner == "heuristic"
+    assert rec.events[-1][0] == "planner.fallback" and rec.events[-1][1]["fallback"] == "heuristic"

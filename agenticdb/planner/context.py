@@ -57,7 +57,7 @@ MAX_EXPERIENCES = 3
 MAX_COUNTERS = 60
 MAX_GAUGES = 30
 MAX_WAIT_EVENTS = 10
-DESCRIPTION_CHARS = 90
+DESCRIPTION_CHARS = 80
 
 _KEEP_CONTROL = {"\n", "\t"}
 
@@ -131,6 +131,15 @@ def _num(v: float | None) -> str:
     return f"{v:.6g}"
 
 
+def _bound(v: float | None) -> str:
+    """A range bound: exact below 1e9; larger bounds (2^31-1, 2^64 …) with 3 significant digits,
+    which is all a planner needs and saves tokens."""
+    if v is not None and abs(v) >= 1e9:
+        mantissa, exponent = f"{v:.2e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}"
+    return _num(v)
+
+
 def first_sentence(text: str, limit: int = DESCRIPTION_CHARS) -> str:
     """First sentence of ``text``, control characters stripped, at most ``limit`` characters."""
     clean = " ".join(strip_control(text).split())
@@ -145,7 +154,7 @@ def knob_line(spec: KnobSpec, current: str | None) -> str:
     elif spec.vartype == "bool":
         rng = "on/off"
     elif spec.min_value is not None or spec.max_value is not None:
-        rng = f"{_num(spec.min_value)}..{_num(spec.max_value)}"
+        rng = f"{_bound(spec.min_value)}..{_bound(spec.max_value)}"
     else:
         rng = "-"
     cur = "?" if current is None else sanitize(current, 40)
@@ -162,8 +171,11 @@ def knob_line(spec: KnobSpec, current: str | None) -> str:
 
 
 def render_catalog(catalog: Catalog, stage: Layer, current: dict[str, str]) -> str:
-    """The action catalog of ``stage``, one knob a line, sorted by name; excluded knobs are listed by
-    name only so the model knows they exist and are off limits."""
+    """The action catalog of ``stage``, one knob a line, sorted by name.
+
+    Excluded knobs are only counted, not listed: the model may propose only listed names, the validator
+    rejects the rest, and listing them would cost ~1.5k (PostgreSQL 15) to ~2.8k (MariaDB 10.11) tokens.
+    """
     lines = [
         knob_line(spec, current.get(name))
         for name, spec in sorted(catalog.knobs.items())
@@ -172,7 +184,10 @@ def render_catalog(catalog: Catalog, stage: Layer, current: dict[str, str]) -> s
     if not lines:
         lines.append(f"(no tunable parameters for stage {stage.value})")
     if catalog.excluded:
-        lines.append("Never propose (excluded): " + ", ".join(sorted(catalog.excluded)))
+        lines.append(
+            f"({len(catalog.excluded)} further parameters are excluded as unsafe, read-only or "
+            "semantics-changing: propose only names listed above)"
+        )
     return "\n".join(lines)
 
 
@@ -214,10 +229,14 @@ def render_profile(ctx: PlanningContext) -> str:
         f"cpu: {hw.cpu_count}; memory: {hw.memory_bytes / gib:.1f} GiB; usable memory limit: "
         f"{hw.memory_limit_bytes / gib:.1f} GiB"
         + (f" (cgroup {hw.cgroup_memory_limit_bytes / gib:.1f} GiB)" if hw.cgroup_memory_limit_bytes else ""),
-        f"disk: {hw.disk_free_bytes / gib:.1f} GiB free of {hw.disk_total_bytes / gib:.1f} GiB"
-        + (f" on {hw.data_device}" if hw.data_device else ""),
         f"measurement noise (coefficient of variation): {p.noise_cv:.3f}",
     ]
+    if hw.disk_total_bytes:
+        lines.insert(
+            2,
+            f"disk: {hw.disk_free_bytes / gib:.1f} GiB free of {hw.disk_total_bytes / gib:.1f} GiB"
+            + (f" on {hw.data_device}" if hw.data_device else ""),
+        )
     lines += [f"baseline run {i + 1}: {_measurement_line(m)}" for i, m in enumerate(p.baseline)]
     if ctx.best_config:
         lines.append(
@@ -229,7 +248,10 @@ def render_profile(ctx: PlanningContext) -> str:
 
 def render_fingerprint(ctx: PlanningContext) -> str:
     """The workload fingerprint as ``key=value`` pairs."""
-    return ", ".join(f"{k}={v}" for k, v in ctx.fingerprint.model_dump(mode="json").items())
+    return ", ".join(
+        f"{k}={_num(v) if isinstance(v, float) else v}"
+        for k, v in ctx.fingerprint.model_dump(mode="json").items()
+    )
 
 
 def current_delta(ctx: PlanningContext) -> StateDelta | None:
@@ -381,12 +403,28 @@ def compute_hypotheses(ctx: PlanningContext) -> list[Any]:
 
 
 def render_hypotheses(hypotheses: Sequence[Any]) -> str:
-    """Hypotheses as one compact JSON object a line (pydantic models are dumped; others ``str()``)."""
+    """One line per hypothesis: ``bottleneck [layer] score: evidence`` or ``… ruled out (why)`` for a
+    ``diagnosis.Hypothesis``; other pydantic models as compact JSON; anything else ``str()``."""
     if not hypotheses:
         return "(none computed; diagnose from the statistics above)"
     lines = []
     for h in hypotheses:
-        if hasattr(h, "model_dump"):
+        bottleneck, score = getattr(h, "bottleneck", None), getattr(h, "score", None)
+        if bottleneck is not None and isinstance(score, float):
+            layer = getattr(h, "layer", None)
+            head = (
+                f"- {getattr(bottleneck, 'value', bottleneck)}"
+                + (f" [{getattr(layer, 'value', layer)}]" if layer is not None else "")
+                + f" score {score:.2f}: "
+            )
+            ruled_out = getattr(h, "ruled_out", None)
+            body = (
+                f"ruled out ({ruled_out})"
+                if ruled_out
+                else "; ".join(str(e) for e in getattr(h, "evidence", []) or []) or "no evidence"
+            )
+            lines.append(head + sanitize(body, 500))
+        elif hasattr(h, "model_dump"):
             lines.append(
                 "- "
                 + sanitize(

@@ -331,7 +331,7 @@ class LLMPlanner(Planner):
 
     def build_messages(self, ctx: PlanningContext) -> list[dict[str, str]]:
         """The conversation for ``ctx`` without the system message (added per request, see
-        ``_request_messages``): one user message with the assembled context."""
+        ``request_messages``): one user message with the assembled context."""
         return [{"role": "user", "content": render_context(ctx, compute_hypotheses(ctx))}]
 
     def propose(self, ctx: PlanningContext) -> Proposal:
@@ -390,14 +390,17 @@ class LLMPlanner(Planner):
 
     # -- requests -----------------------------------------------------------------------------------
 
-    def _request_messages(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    def request_messages(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """``messages`` with the system prompt in front, as sent in the current response mode (the
+        Proposal schema is appended to the system prompt unless it travels in ``response_format``)."""
         system = load_prompt("system")
         if self._mode != "json_schema":
             # Without schema-constrained decoding the model only knows the shape from the prompt.
             system += "\n" + render_prompt("schema_hint", schema=json.dumps(proposal_schema()))
         return [{"role": "system", "content": system}, *messages]
 
-    def _format_kwargs(self) -> dict[str, Any]:
+    def format_kwargs(self) -> dict[str, Any]:
+        """The ``response_format`` argument of the current mode ({} in text mode)."""
         if self._mode == "json_schema":
             return {
                 "response_format": {
@@ -467,10 +470,10 @@ class LLMPlanner(Planner):
         try:
             completion = self._client.chat.completions.create(
                 model=self.model,
-                messages=self._request_messages(messages),  # type: ignore[arg-type]
+                messages=self.request_messages(messages),  # type: ignore[arg-type]
                 temperature=self.cfg.temperature,
                 timeout=min(self.cfg.timeout_s, remaining),
-                **self._format_kwargs(),
+                **self.format_kwargs(),
             )
         except openai.APIError as exc:
             latency = (time.perf_counter() - started) * 1000
