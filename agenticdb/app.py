@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from agenticdb.config import Settings, TargetConfig
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook
+from agenticdb.models import RoundOutcome
 from agenticdb.planner.base import Planner
 from agenticdb.targets.base import Target
 from agenticdb.workloads.base import Workload
+
+if TYPE_CHECKING:
+    from agenticdb.session import TuningSession
 
 log = structlog.get_logger(__name__)
 
@@ -89,8 +94,12 @@ def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | N
     return lambda: host_state(cfg.os.root, devices)
 
 
-def build_planner(cfg: Settings, memory: MemoryBook, journal: Journal, session_id: str) -> Planner:
-    """The configured planner; ``llm`` wraps the heuristic planner as its fallback."""
+def build_planner(cfg: Settings, memory: MemoryBook, journal: Journal, session_id: str,
+                  round_of: Callable[[], int] = lambda: 0) -> Planner:
+    """The configured planner; ``llm`` wraps the heuristic planner as its fallback.
+
+    ``round_of`` tells which round an LLM call belongs to (for the accounting rows).
+    """
     from agenticdb.planner.heuristic import HeuristicPlanner
 
     heuristic = HeuristicPlanner()
@@ -98,16 +107,14 @@ def build_planner(cfg: Settings, memory: MemoryBook, journal: Journal, session_i
         return heuristic
     from agenticdb.planner.llm import LLMPlanner
 
-    round_holder = {"round": 0}
-
     def on_call(record) -> None:  # type: ignore[no-untyped-def]
-        memory.record_llm_call(session_id, round_holder["round"], record.model, record.prompt_tokens,
+        memory.record_llm_call(session_id, round_of(), record.model, record.prompt_tokens,
                                record.completion_tokens, record.cached_tokens, record.latency_ms,
                                record.cost_usd, record.ok, record.error)
-        journal.append(session_id, "llm.call", record.model_dump(mode="json"))
+        journal.append(session_id, "llm.call", record.model_dump(mode="json"), round_of())
 
     def on_event(event: str, data: dict) -> None:
-        journal.append(session_id, event, data)
+        journal.append(session_id, event, data, round_of())
 
     return LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event)
 
@@ -117,3 +124,27 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
     assert cfg.storage.journal_db is not None and cfg.storage.memory_db is not None
     cfg.storage.home.mkdir(parents=True, exist_ok=True)
     return Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)
+
+
+def build_session(cfg: Settings, target: Target, workload: Workload, journal: Journal, memory: MemoryBook,
+                  on_round: Callable[[RoundOutcome], None] | None = None,
+                  should_stop: Callable[[], bool] | None = None,
+                  start_from: dict[str, object] | None = None) -> TuningSession:
+    """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
+    the first write) and host statistics wired in."""
+    from agenticdb.session import TuningSession
+
+    session = TuningSession(cfg, target, workload, planner=None, journal=journal, memory=memory,  # type: ignore[arg-type]
+                            on_round=on_round, should_stop=should_stop, start_from=start_from)
+    session.planner = build_planner(cfg, memory, journal, session.session_id, lambda: session.current_round)
+
+    def store_original(name: str, value: str) -> None:
+        memory.save_os_original(session.session_id, name, value)
+        journal.append(session.session_id, "os.original", {"name": name, "value": value},
+                       session.current_round)
+
+    session.os_target = build_os_target(cfg, target, store_original)
+    src = host_state_source(cfg, target)
+    if src is not None:
+        session.extra_state_sources = [src]
+    return session

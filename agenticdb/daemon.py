@@ -197,8 +197,7 @@ class Daemon:
         return time.monotonic() - self.last_run >= d.interval_hours * 3600 and in_window(d.windows)
 
     def _run_session(self, journal: Journal, memory: MemoryBook) -> str:
-        from agenticdb.app import build_os_target, build_planner, build_target, build_workload, host_state_source
-        from agenticdb.session import TuningSession
+        from agenticdb.app import build_session, build_target, build_workload
 
         cfg = self.cfg
         target = build_target(cfg)
@@ -212,15 +211,8 @@ class Daemon:
                 self.notifier.status(f"round {o.round_no}/{cfg.loop.max_rounds}: {o.bottleneck.value} pressure, "
                                      f"tried {ch}: {o.decision.value}")
 
-            session = TuningSession(cfg, target, workload, planner=None, journal=journal, memory=memory,  # type: ignore[arg-type]
-                                    on_round=on_round, should_stop=lambda: self.flags.stop > 0)
-            session.planner = build_planner(cfg, memory, journal, session.session_id)
-            session.os_target = build_os_target(
-                cfg, target, lambda n, v: (memory.save_os_original(session.session_id, n, v),
-                                           journal.append(session.session_id, "os.original", {"name": n, "value": v})))
-            src = host_state_source(cfg, target)
-            if src is not None:
-                session.extra_state_sources = [src]
+            session = build_session(cfg, target, workload, journal, memory, on_round=on_round,
+                                    should_stop=lambda: self.flags.stop > 0)
             self.notifier.status(f"tuning session {session.session_id} started")
             result = session.run()
             return f"session {result.session_id} {result.status}: {result.reason}"

@@ -84,14 +84,18 @@ class Executor:
                 log.warning("state.sample_failed", error=str(exc))
         return merge_states(*samples) if samples else RuntimeState()
 
-    def measure(self, round_no: int | None, label: str) -> tuple[Measurement, StateDelta]:
+    def measure(self, round_no: int | None, label: str, after_restart: bool = False) -> tuple[Measurement, StateDelta]:
         """Warm up, then run the workload once with state samples around the measured run.
+
+        After a restart the buffer cache is cold, so the warm-up is longer (``max(3 s, 2 × warmup_s)``):
+        otherwise every restart-requiring change starts with a handicap that is not the knob's effect.
 
         Raises:
             WorkloadError: the run failed or produced no result.
         """
-        if self.warmup_s > 0:
-            self.workload.warmup(self.warmup_s)
+        warmup = max(3.0, 2 * self.warmup_s) if after_restart else self.warmup_s
+        if warmup > 0:
+            self.workload.warmup(warmup)
         before = self.sample_state()
         measurement = self.workload.run(self.duration_s)
         after = self.sample_state()
@@ -138,7 +142,7 @@ class Executor:
             if self.dry_run:
                 return Execution(applied=False, effective={})
             phase = "workload"
-            measurement, delta = self.measure(round_no, "candidate")
+            measurement, delta = self.measure(round_no, "candidate", after_restart=restarted)
             return Execution(applied=True, effective=effective, measurement=measurement, state_delta=delta,
                              restarted=restarted)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:

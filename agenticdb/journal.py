@@ -459,9 +459,10 @@ class Journal:
     def open_intents(self) -> list[Intent]:
         """Intents whose trial may still be in effect, oldest first.
 
-        An ``intent`` row is closed by a later row of the same session and round that is
-        ``intent.closed`` or ``recovery``, or by an ``applied`` row followed by ``measured`` or
-        ``decision`` (the trial completed and the round loop took charge of it).
+        An ``intent`` row stays open until a later row of the same session and round is
+        ``intent.closed`` (the session kept or reverted the trial), ``recovery`` or ``reconcile``.
+        A measurement does not close it: between "measured" and the auditor's keep/revert the trial
+        configuration is still in effect, and a crash there must be reconciled too.
         """
         sql = """
         SELECT i.* FROM journal AS i
@@ -469,11 +470,7 @@ class Journal:
           AND NOT EXISTS (
             SELECT 1 FROM journal AS c
             WHERE c.session_id = i.session_id AND c.round_no IS i.round_no AND c.id > i.id
-              AND (c.event IN ('intent.closed', 'recovery')
-                   OR (c.event IN ('measured', 'decision') AND EXISTS (
-                         SELECT 1 FROM journal AS a
-                         WHERE a.session_id = i.session_id AND a.round_no IS i.round_no
-                           AND a.event = 'applied' AND a.id > i.id AND a.id < c.id))))
+              AND c.event IN ('intent.closed', 'recovery', 'reconcile'))
         ORDER BY i.id
         """
         out: list[Intent] = []

@@ -24,6 +24,7 @@ from agenticdb.initializer import build_profile, fingerprint, measure_baseline, 
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook
 from agenticdb.models import (
+    ApplyMode,
     Bottleneck,
     Catalog,
     Change,
@@ -41,11 +42,11 @@ from agenticdb.models import (
     Snapshot,
     Verdict,
 )
-from agenticdb.planner.base import Planner
+from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.recovery import Recovery, values_match
 from agenticdb.targets.base import Target
 from agenticdb.validator import validate
-from agenticdb.workloads.base import Workload
+from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
 
@@ -123,6 +124,7 @@ class TuningSession:
         self.session_id = session_id or datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.start_from = start_from
         self.rounds: list[RoundOutcome] = []
+        self.current_round = 0
         self.started = time.monotonic()
 
     # ------------------------------------------------------------------ helpers
@@ -166,14 +168,24 @@ class TuningSession:
             self._event("session.end", {"status": "failed", "reason": f"initialization failed: {exc}"})
             raise SessionError(f"cannot profile the target: {exc}") from exc
         dbms_exec = self._executor(self.target)
-        self.workload.prepare()
+        try:
+            self.workload.prepare()
+        except WorkloadError as exc:
+            self._event("session.end", {"status": "failed", "reason": f"workload prepare failed: {exc}",
+                                        "output": exc.output[-2000:]})
+            raise SessionError(f"workload {cfg.workload.kind} could not prepare: {exc}") from exc
 
         if self.start_from:
             self._apply_start_from(catalog, hardware, current, dbms_exec)
             current = self.target.current_values(list(catalog.knobs))
 
         baseline_snapshot = self.target.snapshot(list(catalog.knobs), label="baseline")
-        baseline, delta, cv = measure_baseline(dbms_exec, cfg.loop.baseline_runs)
+        try:
+            baseline, delta, cv = measure_baseline(dbms_exec, cfg.loop.baseline_runs)
+        except WorkloadError as exc:
+            self._event("session.end", {"status": "failed", "reason": f"baseline run failed: {exc}",
+                                        "output": exc.output[-2000:]})
+            raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc
         profile = build_profile(self.target, version, hardware, current, baseline, delta, cv, cfg)
         fp = fingerprint(self.target, version, self.workload, hardware)
         self._event("profile", {"profile": profile.model_dump(mode="json"), "fingerprint": fp.model_dump(mode="json"),
@@ -203,6 +215,7 @@ class TuningSession:
                     status, reason = "stopped", "stop requested (signal)"
                     break
                 round_no += 1
+                self.current_round = round_no
                 stage = stages[layer]
                 outcome, last_delta, planner_plateau = self._round(round_no, layer, stage, profile, fp, experience,
                                                                   last_delta, higher, cv)
@@ -228,10 +241,16 @@ class TuningSession:
                 if decision == Decision.switch_to_os:
                     layer = Layer.os
                     stages[Layer.os] = self._enter_os_stage(stages[Layer.dbms].samples)
+        except PlannerError as exc:
+            # e.g. the LLM endpoint refused our key: stop, but still put the best configuration back.
+            status, reason = "failed", f"planner error: {exc}"
+            self._event("planner.error", {"error": str(exc)}, round_no)
         finally:
             final_reason = self._finish(stages, status)
         if final_reason:
             status, reason = "failed", final_reason
+        elif status == "completed" and not reason:
+            reason = "done"
         best_changes: dict[str, str] = {}
         for st in stages.values():
             best_changes.update(st.changes)
@@ -344,18 +363,21 @@ class TuningSession:
         candidate_snapshot = stage.target.snapshot(list(stage.catalog.knobs), label=f"candidate {round_no}")
         best_vals: list[float] = []
         cand_vals: list[float] = []
+        restarts = verdict.apply_requirement == ApplyMode.restart
+        confirmed: list[Measurement] = []
         for i in range(self.cfg.loop.confirm_runs):
             stage.target.restore(safe)
-            b, _ = stage.executor.measure(round_no, f"confirm best {i + 1}")
+            b, _ = stage.executor.measure(round_no, f"confirm best {i + 1}", after_restart=restarts)
             stage.target.restore(candidate_snapshot)
             stage.target.verify(verdict.changes)
-            c, _ = stage.executor.measure(round_no, f"confirm candidate {i + 1}")
+            c, _ = stage.executor.measure(round_no, f"confirm candidate {i + 1}", after_restart=restarts)
             best_vals.append(b.objective)
             cand_vals.append(c.objective)
-            measurements.append(c)
+            confirmed.append(c)
         j = auditor.judge(cand_vals, best_vals, higher, cv, self.cfg.loop.min_gain, self.cfg.loop.noise_factor,
                           paired=True)
-        return j, measurements
+        # The decision rests on the paired runs only; the first (unpaired) run just made us look closer.
+        return j, confirmed
 
     def _recover(self, stage: StageState, failure, safe: Snapshot, round_no: int) -> RecoveryResult:
         result = Recovery(stage.target).recover(failure, safe)
@@ -405,6 +427,11 @@ class TuningSession:
         """Apply and verify the best configuration of every stage; returns an error text or ''."""
         problems = []
         for layer, st in stages.items():
+            # An intent for the final apply too: a crash in the middle is reconciled to the best snapshot.
+            self.journal.append(self.session_id, "intent", {
+                "purpose": "final", "target": st.target.kind, "mode": "restore",
+                "changes": [{"name": k, "value": v} for k, v in st.changes.items()],
+                "snapshot": st.snapshot.model_dump(mode="json")}, None)
             try:
                 st.target.restore(st.snapshot)
                 ok, diff = values_match(st.target, st.snapshot)
@@ -413,13 +440,44 @@ class TuningSession:
                 self._event("final", {"stage": layer.value, "snapshot": st.snapshot.label, "changes": st.changes,
                                       "verified": True})
                 log.info("session.final_applied", stage=layer.value, changes=st.changes)
+                self.journal.close_intent(self.session_id, None, f"final {layer.value} configuration verified")
+                if layer == Layer.os:
+                    # Values not kept are back at their originals: reconciliation must not touch them again.
+                    for name in st.snapshot.values:
+                        if name not in st.changes:
+                            self.memory.mark_os_restored(self.session_id, name)
             except Exception as exc:  # noqa: BLE001
                 result = Recovery(st.target).recover(None, st.snapshot)
                 self._event("final", {"stage": layer.value, "verified": False, "error": str(exc),
                                       "recovery": result.model_dump(mode="json")})
+                if result.verified:
+                    self.journal.close_intent(self.session_id, None, f"final {layer.value} configuration recovered")
                 if not result.verified:
                     problems.append(f"{layer.value}: best configuration not verified ({exc}); {result.details}")
         return "; ".join(problems)
+
+    def _relative(self, best: dict[str, str], hardware) -> dict[str, dict[str, float | str]]:
+        """Best values as they transfer to another host: memory sizes as a fraction of the memory limit."""
+        from agenticdb.units import UnitError, bytes_of, family_of, normalize
+
+        out: dict[str, dict[str, float | str]] = {}
+        catalogs = [self.target.catalog()] + ([self.os_target.catalog()] if self.os_target else [])
+        for name, value in best.items():
+            out[name] = {"value": value}
+            for cat in catalogs:
+                spec = cat.get(name)
+                if spec is None:
+                    continue
+                family = family_of(cat.target)
+                try:
+                    parsed = normalize(family, spec, value)
+                except (UnitError, ValueError):
+                    break
+                nbytes = bytes_of(family, spec, parsed.base_value) if parsed.base_value is not None else None
+                if nbytes and hardware.memory_limit_bytes:
+                    out[name]["fraction_of_memory"] = round(nbytes / hardware.memory_limit_bytes, 6)
+                break
+        return out
 
     def _experience(self, fp: Fingerprint, best: dict[str, str], hardware, baseline: float, best_obj: float,
                     higher: bool) -> Experience:
@@ -433,12 +491,7 @@ class TuningSession:
                 beneficial.append(item)
             elif r.measurement is not None:
                 ineffective.append(item)
-        relative: dict[str, dict[str, float | str]] = {}
-        for name, value in best.items():
-            relative[name] = {"value": value}
-        for r in self.rounds:
-            if not r.kept or r.proposal is None:
-                continue
+        relative = self._relative(best, hardware)
         counts: dict[str, int] = {}
         for r in self.rounds:
             counts[r.bottleneck.value] = counts.get(r.bottleneck.value, 0) + 1

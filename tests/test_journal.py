@@ -167,10 +167,11 @@ def test_bad_input_names_the_value(tmp_path: Path) -> None:
 def test_open_and_closed_intents(tmp_path: Path) -> None:
     j = Journal(tmp_path / "j.db")
     snap = _snapshot().model_dump(mode="json")
-    # round 1: intent, applied, measured -> closed
+    # round 1: intent, applied, measured, then the session closes it (kept or reverted) -> closed
     j.append("a", "intent", {"snapshot": snap, "changes": [], "target": "postgresql"}, round_no=1)
     j.append("a", "applied", {}, round_no=1)
     j.append("a", "measured", {"objective": 1.0}, round_no=1)
+    j.close_intent("a", 1, "reverted")
     # round 2: intent, applied, crash before measurement -> open
     j.append("a", "intent", {"snapshot": snap, "changes": [{"name": "work_mem"}], "target": "pg"},
              round_no=2)
@@ -179,7 +180,7 @@ def test_open_and_closed_intents(tmp_path: Path) -> None:
     j.append("a", "intent", {"snapshot": snap}, round_no=3)
     j.append("a", "failure", {"phase": "restart"}, round_no=3)
     j.append("a", "recovery", {"action": "restored"}, round_no=3)
-    # other session, round 2: a decision without an applied row does not close it
+    # other session, round 2: a decision does not close it (only the session's explicit close does)
     j.append("b", "intent", {"snapshot": snap}, round_no=2)
     j.append("b", "decision", {"reason": "x"}, round_no=2)
     # intent without a round (final best apply of the session)
@@ -188,8 +189,10 @@ def test_open_and_closed_intents(tmp_path: Path) -> None:
     assert [(i.session_id, i.round_no) for i in opened] == [("a", 2), ("b", 2), ("a", None)]
     assert opened[0].changes == [{"name": "work_mem"}]
     assert opened[2].snapshot is not None and opened[2].snapshot.values == {"shared_buffers": "128MB"}
-    # the late measurement of round 2 (after its applied row) closes that intent
+    # a measurement does not close it: the trial config is in effect until kept or reverted
     j.append("a", "measured", {"objective": 2.0}, round_no=2)
+    assert len(j.open_intents()) == 3
+    j.append("a", "reconcile", {"target": "pg"}, round_no=2)
     assert [(i.session_id, i.round_no) for i in j.open_intents()] == [("b", 2), ("a", None)]
     j.close_intent("a", None, "best configuration verified")
     j.close_intent("b", 2, "restored by reconcile")

@@ -41,10 +41,9 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
-    from agenticdb.app import (SetupError, build_os_target, build_planner, build_target, build_workload,
-                               host_state_source, open_stores)
+    from agenticdb.app import SetupError, build_session, build_target, build_workload, open_stores
     from agenticdb.lock import TargetLock, LockError
-    from agenticdb.session import SessionError, TuningSession
+    from agenticdb.session import SessionError
 
     journal, memory = open_stores(cfg)
     try:
@@ -80,19 +79,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         console.print(f"[red]error:[/] {exc}")
         return 1
     try:
-        from agenticdb.session import TuningSession as _TS  # noqa: F401 - import errors surface before start
-        session = TuningSession(cfg, target, workload, planner=None, journal=journal, memory=memory,  # type: ignore[arg-type]
-                                on_round=on_round, start_from=start_from)
-        session.planner = build_planner(cfg, memory, journal, session.session_id)
-
-        def store_original(name: str, value: str) -> None:
-            memory.save_os_original(session.session_id, name, value)
-            journal.append(session.session_id, "os.original", {"name": name, "value": value})
-
-        session.os_target = build_os_target(cfg, target, store_original)
-        src = host_state_source(cfg, target)
-        if src is not None:
-            session.extra_state_sources = [src]
+        session = build_session(cfg, target, workload, journal, memory, on_round=on_round, start_from=start_from)
         console.print(f"agenticdb session [bold]{session.session_id}[/]: {cfg.target.kind} at "
                       f"{_safe_dsn(cfg.target.dsn)}, workload {cfg.workload.kind}, planner {session.planner.name}, "
                       f"up to {cfg.loop.max_rounds} rounds, durability {cfg.policy.durability}", highlight=False)
