@@ -1,0 +1,694 @@
+"""Bottleneck attribution from runtime-state deltas (DESIGN.md "Planners", issue 6).
+
+Every hypothesis of :class:`~agenticdb.models.Bottleneck` that belongs to the stage is scored in
+[0, 1] from *signals*: counters normalised per transaction or per second, ratios and gauges. A signal
+is ``weight × ramp(value, lo, hi)``: 0 at or below ``lo``, ``weight`` at or above ``hi``, linear in
+between. A hypothesis scores the strongest of its signals, so it wins on its own evidence only; a
+hypothesis whose counters are missing scores 0 and says so. Thresholds are engineering judgement
+anchored on the manuals cited per signal; they are meant to separate the hypotheses, not to measure
+anything absolutely.
+
+Counter names follow the target helpers: ``pg_stat_database.*``, ``pg_stat_bgwriter.*``,
+``pg_stat_wal.*``, ``global_status.*``, ``host.*`` (CPU seconds), ``diskstats.<dev>.*``,
+``vmstat.*``, ``psi.<res>.some_total_us``; wait events are sampled as ``{"<type>:<event>": count}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+from pydantic import BaseModel, Field
+
+from agenticdb.models import Bottleneck, Layer, Measurement, RuntimeProfile, StateDelta
+
+log = structlog.get_logger(__name__)
+
+RULED_OUT_BELOW = 0.25
+"""A hypothesis scoring below this is reported as ruled out, with the reason."""
+
+PAGE_BYTES = 4096
+"""Linux page size assumed for ``vmstat.nr_dirty`` / ``nr_writeback`` (x86-64 and most arm64 kernels)."""
+
+DBMS_HYPOTHESES = (
+    Bottleneck.buffer_cache,
+    Bottleneck.wal_fsync,
+    Bottleneck.checkpoint,
+    Bottleneck.io_queue,
+    Bottleneck.cpu,
+    Bottleneck.lock_contention,
+    Bottleneck.temp_spill,
+    Bottleneck.connections,
+)
+OS_HYPOTHESES = (Bottleneck.io_queue, Bottleneck.writeback, Bottleneck.memory_reclaim, Bottleneck.cpu)
+
+# Wait-event types that say nothing about server work (idle backends, background loops, the client).
+_IDLE_WAIT_TYPES = ("Activity", "Client", "Extension")
+
+
+class Hypothesis(BaseModel):
+    """One scored bottleneck hypothesis.
+
+    ``score`` in [0, 1]; ``evidence`` holds one line with numbers per signal that was available;
+    ``ruled_out`` says why the hypothesis was dismissed (None when ``score >= RULED_OUT_BELOW``).
+    """
+
+    bottleneck: Bottleneck
+    layer: Layer
+    score: float = Field(ge=0.0, le=1.0)
+    evidence: list[str] = Field(default_factory=list)
+    ruled_out: str | None = None
+
+    @property
+    def plausible(self) -> bool:
+        return self.ruled_out is None
+
+
+@dataclass(frozen=True)
+class _Signal:
+    text: str
+    value: float
+    lo: float
+    hi: float
+    weight: float = 1.0
+    gate: float = 1.0  # volume gate in [0, 1]: a high ratio over a handful of events means little
+
+    @property
+    def contribution(self) -> float:
+        if self.hi <= self.lo:
+            return 0.0
+        x = (self.value - self.lo) / (self.hi - self.lo)
+        return self.weight * max(0.0, min(1.0, self.gate)) * max(0.0, min(1.0, x))
+
+
+def _fmt(x: float) -> str:
+    """Numbers for evidence lines: 3 significant digits, no exponent for everyday magnitudes."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+class _View:
+    """Read access to a StateDelta: totals, rates, gauges and wait-event shares."""
+
+    def __init__(self, delta: StateDelta) -> None:
+        self.d = delta
+        self.seconds = delta.seconds if delta.seconds > 0 else 1.0
+
+    def total(self, name: str) -> float | None:
+        if name in self.d.totals:
+            return self.d.totals[name]
+        if name in self.d.per_second:
+            return self.d.per_second[name] * self.seconds
+        return None
+
+    def rate(self, name: str) -> float | None:
+        if name in self.d.per_second:
+            return self.d.per_second[name]
+        t = self.d.totals.get(name)
+        return None if t is None else t / self.seconds
+
+    def gauge(self, name: str) -> float | None:
+        return self.d.gauges.get(name)
+
+    def sum_totals(self, names: Iterable[str]) -> float | None:
+        vals = [v for v in (self.total(n) for n in names) if v is not None]
+        return sum(vals) if vals else None
+
+    def wait_share(self, match: Callable[[str], bool]) -> tuple[float, int, int] | None:
+        """(share, matching samples, busy samples) of busy wait-event samples matching ``match``."""
+        busy = {k: n for k, n in self.d.wait_events.items() if k.split(":", 1)[0] not in _IDLE_WAIT_TYPES}
+        # Targets may sample only sessions that wait (no on-CPU entries): never divide by fewer than the
+        # active sessions, or one waiting backend would look like 100 % of the work.
+        denom = max(sum(busy.values()), int(self.d.gauges.get("pg_stat_activity.active", 0)))
+        if denom <= 0:
+            return None
+        hit = sum(n for k, n in busy.items() if match(k))
+        return hit / denom, hit, denom
+
+    @property
+    def over(self) -> str:
+        return f"over {self.seconds:.1f} s"
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def _transactions(v: _View, family: str, measurement: Measurement | None) -> float | None:
+    """Transactions in the sample: DBMS commit counters, else the workload's own count."""
+    if family == "postgresql":
+        tx = v.sum_totals(["pg_stat_database.xact_commit", "pg_stat_database.xact_rollback"])
+    else:
+        tx = v.sum_totals(["global_status.Com_commit", "global_status.Com_rollback"])
+    if tx:
+        return tx
+    if measurement is not None:
+        if measurement.transactions:
+            return float(measurement.transactions)
+        if measurement.tps:
+            return measurement.tps * v.seconds
+    return None
+
+
+def _wait_signal(
+    v: _View, label: str, match: Callable[[str], bool], lo: float, hi: float, weight: float = 1.0
+) -> list[_Signal]:
+    got = v.wait_share(match)
+    if got is None:
+        return []
+    share, hit, denom = got
+    text = f"{label} wait events = {hit}/{denom} busy samples ({share:.2f})"
+    return [_Signal(text, share, lo, hi, weight)]
+
+
+# --------------------------------------------------------------------------------------- host signals
+
+
+def _host_cpu(v: _View) -> list[_Signal]:
+    sigs: list[_Signal] = []
+    user, system = v.total("host.cpu_user"), v.total("host.cpu_system")
+    rest = [v.total(f"host.cpu_{k}") for k in ("idle", "iowait", "steal")]
+    if user is not None and system is not None:
+        all_s = user + system + sum(x for x in rest if x is not None)
+        if all_s > 0:
+            util = (user + system) / all_s
+            sigs.append(_Signal(f"host CPU busy (user+system)/all = {util:.2f} {v.over}", util, 0.75, 0.97))
+    psi = v.total("psi.cpu.some_total_us")
+    if psi is not None:
+        frac = psi / (v.seconds * 1e6)
+        sigs.append(_Signal(f"psi.cpu some = {frac:.2f} of wall time {v.over}", frac, 0.3, 0.8, 0.8))
+    return sigs
+
+
+def _disk_devices(v: _View) -> list[str]:
+    devs = {k.split(".")[1] for k in (*v.d.totals, *v.d.per_second) if k.startswith("diskstats.")}
+    return sorted(devs)
+
+
+def _host_io(v: _View, device: str | None) -> list[_Signal]:
+    sigs: list[_Signal] = []
+    devs = _disk_devices(v)
+    if device and device in devs:
+        devs = [device]
+    ms = v.seconds * 1000.0
+    for dev in devs:
+        p = f"diskstats.{dev}."
+        ticks, weighted = v.total(p + "io_ticks_ms"), v.total(p + "weighted_ms")
+        ios = v.sum_totals([p + "reads", p + "writes"])
+        busy_ms = v.sum_totals([p + "time_reading_ms", p + "time_writing_ms"])
+        if ticks is not None:
+            util = ticks / ms
+            sigs.append(_Signal(f"{dev} utilisation io_ticks/elapsed = {util:.2f} {v.over}", util, 0.6, 0.95))
+        if weighted is not None:
+            aqu = weighted / ms
+            sigs.append(
+                _Signal(f"{dev} average queue depth weighted_ms/elapsed = {aqu:.2f} {v.over}", aqu, 2.0, 16.0)
+            )
+        if ios and busy_ms is not None:
+            await_ms = busy_ms / ios
+            iops = ios / v.seconds
+            sigs.append(
+                _Signal(
+                    f"{dev} await = {await_ms:.2f} ms per I/O at {_fmt(iops)} IOPS",
+                    await_ms,
+                    5.0,
+                    50.0,
+                    gate=iops / 20.0,
+                )
+            )
+    iowait = v.total("host.cpu_iowait")
+    cpu_all = v.sum_totals([f"host.cpu_{k}" for k in ("user", "system", "idle", "iowait", "steal")])
+    if iowait is not None and cpu_all:
+        frac = iowait / cpu_all
+        sigs.append(_Signal(f"host iowait share = {frac:.2f} of CPU time {v.over}", frac, 0.1, 0.4))
+    psi = v.total("psi.io.some_total_us")
+    if psi is not None:
+        frac = psi / (v.seconds * 1e6)
+        sigs.append(_Signal(f"psi.io some = {frac:.2f} of wall time {v.over}", frac, 0.15, 0.5))
+    return sigs
+
+
+def _os_writeback(v: _View, profile: RuntimeProfile, device: str | None) -> list[_Signal]:
+    sigs: list[_Signal] = []
+    mem = profile.hardware.memory_limit_bytes or profile.hardware.memory_bytes
+    dirty, wb = v.gauge("vmstat.nr_dirty"), v.gauge("vmstat.nr_writeback")
+    if dirty is not None and mem:
+        frac = dirty * PAGE_BYTES / mem
+        sigs.append(
+            _Signal(f"vmstat.nr_dirty = {_fmt(dirty)} pages ({frac:.3f} of memory)", frac, 0.04, 0.12)
+        )
+    if wb is not None and mem:
+        frac = wb * PAGE_BYTES / mem
+        sigs.append(
+            _Signal(f"vmstat.nr_writeback = {_fmt(wb)} pages ({frac:.4f} of memory)", frac, 0.002, 0.02, 0.9)
+        )
+    devs = _disk_devices(v)
+    if device and device in devs:
+        devs = [device]
+    for dev in devs:
+        p = f"diskstats.{dev}."
+        tr, tw, ticks = (
+            v.total(p + "time_reading_ms"),
+            v.total(p + "time_writing_ms"),
+            v.total(p + "io_ticks_ms"),
+        )
+        if tr is not None and tw is not None and ticks is not None and tr + tw > 0:
+            write_busy = tw / (tr + tw) * ticks / (v.seconds * 1000.0)
+            sigs.append(
+                _Signal(
+                    f"{dev} write share of busy time × utilisation = {write_busy:.2f} {v.over}",
+                    write_busy,
+                    0.5,
+                    0.9,
+                    0.8,
+                )
+            )
+    return sigs
+
+
+def _os_reclaim(v: _View) -> list[_Signal]:
+    sigs: list[_Signal] = []
+    direct = v.rate("vmstat.pgscan_direct")
+    if direct is not None:
+        sigs.append(_Signal(f"vmstat.pgscan_direct = {_fmt(direct)} pages/s {v.over}", direct, 50, 5000))
+    kswapd = v.rate("vmstat.pgscan_kswapd")
+    if kswapd is not None:
+        sigs.append(_Signal(f"vmstat.pgscan_kswapd = {_fmt(kswapd)} pages/s", kswapd, 1000, 50000, 0.6))
+    swap = [v.rate("vmstat.pswpin"), v.rate("vmstat.pswpout")]
+    if any(s is not None for s in swap):
+        s = sum(x for x in swap if x is not None)
+        sigs.append(_Signal(f"vmstat.pswpin+pswpout = {_fmt(s)} pages/s", s, 10, 500))
+    stalls = [k for k in (*v.d.totals, *v.d.per_second) if k.startswith("vmstat.allocstall")]
+    if stalls:
+        s = sum(v.rate(k) or 0.0 for k in set(stalls))
+        sigs.append(_Signal(f"vmstat.allocstall* = {_fmt(s)}/s", s, 1, 50))
+    psi = v.total("psi.memory.some_total_us")
+    if psi is not None:
+        frac = psi / (v.seconds * 1e6)
+        sigs.append(_Signal(f"psi.memory some = {frac:.3f} of wall time {v.over}", frac, 0.02, 0.2))
+    return sigs
+
+
+# -------------------------------------------------------------------------------- PostgreSQL signals
+
+_PG_WAL_WAITS = (
+    "IO:WALSync",
+    "IO:WALWrite",
+    "LWLock:WALWrite",
+    "LWLock:WALInsert",
+    "IO:WALInitSync",
+    "IO:WALInitWrite",
+    "LWLock:WALBufMapping",
+    "Timeout:CommitDelay",
+)
+
+
+def _pg(v: _View, profile: RuntimeProfile, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
+    db, bg, wal = "pg_stat_database.", "pg_stat_bgwriter.", "pg_stat_wal."
+    out: dict[Bottleneck, list[_Signal]] = {b: [] for b in DBMS_HYPOTHESES}
+    per_ktx = (lambda x: x / tx * 1000.0) if tx else None
+
+    # buffer_cache — manual "Monitoring Database Activity", pg_stat_database (blks_read: not found in
+    # shared buffers); pg_stat_bgwriter.buffers_backend (backends evicting dirty pages themselves).
+    rd, hit = v.total(db + "blks_read"), v.total(db + "blks_hit")
+    if rd is not None and hit is not None and rd + hit > 0:
+        miss = rd / (rd + hit)
+        out[Bottleneck.buffer_cache].append(
+            _Signal(
+                f"blks_read/(blks_read+blks_hit) = {miss:.3f} {v.over} ({_fmt(rd / v.seconds)} reads/s)",
+                miss,
+                0.02,
+                0.2,
+                gate=(rd / v.seconds) / 200.0,
+            )
+        )
+    out[Bottleneck.buffer_cache] += _wait_signal(
+        v,
+        "IO:DataFileRead+LWLock:BufferMapping",
+        lambda k: k in ("IO:DataFileRead", "LWLock:BufferMapping"),
+        0.15,
+        0.5,
+        0.7,
+    )  # weight < 1: a slow device also shows DataFileRead waits
+    writes = v.sum_totals([bg + "buffers_checkpoint", bg + "buffers_clean", bg + "buffers_backend"])
+    backend = v.total(bg + "buffers_backend")
+    share = _ratio(backend, writes)
+    if share is not None and writes:
+        out[Bottleneck.buffer_cache].append(
+            _Signal(
+                f"buffers_backend/(checkpoint+clean+backend) = {share:.2f} of {_fmt(writes)} buffer writes",
+                share,
+                0.3,
+                0.8,
+                0.6,
+                gate=writes / 1000.0,
+            )
+        )
+
+    # wal_fsync — manual "WAL Configuration" (commit waits on WAL flush; wal_buffers_full means
+    # wal_buffers too small); commit_delay + commit_siblings can cost throughput (MEASUREMENT.md: −39%).
+    out[Bottleneck.wal_fsync] += _wait_signal(v, "WAL", lambda k: k in _PG_WAL_WAITS, 0.15, 0.5)
+    full = v.total(wal + "wal_buffers_full")
+    if full is not None and per_ktx:
+        out[Bottleneck.wal_fsync].append(
+            _Signal(
+                f"pg_stat_wal.wal_buffers_full = {per_ktx(full):.2f} per 1000 transactions",
+                per_ktx(full),
+                1,
+                50,
+            )
+        )
+    syncs, sync_ms = v.total(wal + "wal_sync"), v.total(wal + "wal_sync_time")
+    if syncs and sync_ms:
+        avg = sync_ms / syncs
+        out[Bottleneck.wal_fsync].append(
+            _Signal(
+                f"wal_sync_time/wal_sync = {avg:.2f} ms per WAL fsync ({_fmt(syncs / v.seconds)} fsyncs/s)",
+                avg,
+                1.0,
+                10.0,
+            )
+        )
+    try:
+        delay = float(profile.current_config.get("commit_delay", "0") or 0)
+    except ValueError:
+        delay = 0.0
+    if delay > 0 and v.total(db + "xact_commit"):
+        out[Bottleneck.wal_fsync].append(
+            _Signal(
+                f"commit_delay = {_fmt(delay)} µs is set (every commit may sleep before its WAL flush)",
+                1.0,
+                0.0,
+                1.0,
+                0.6,
+            )
+        )
+
+    # checkpoint — manual "WAL Configuration": checkpoints_req > checkpoints_timed means max_wal_size
+    # is too small; full-page images follow every checkpoint; buffers_backend_fsync means the fsync
+    # request queue overflowed.
+    req, timed = v.total(bg + "checkpoints_req"), v.total(bg + "checkpoints_timed")
+    if req is not None and timed is not None:
+        n = req + timed
+        if n > 0:
+            out[Bottleneck.checkpoint].append(
+                _Signal(
+                    f"checkpoints_req/(req+timed) = {req / n:.2f} "
+                    f"({_fmt(req)} requested, {_fmt(timed)} timed) "
+                    f"{v.over}",
+                    req / n,
+                    0.3,
+                    0.8,
+                    gate=req / 2.0,
+                )
+            )
+            per_min = n / (v.seconds / 60.0)
+            out[Bottleneck.checkpoint].append(
+                _Signal(f"checkpoints = {per_min:.2f} per minute", per_min, 0.5, 2.0, 0.8)
+            )
+        else:
+            out[Bottleneck.checkpoint].append(_Signal(f"no checkpoint {v.over}", 0.0, 0.3, 0.8))
+    fpi, recs = v.total(wal + "wal_fpi"), v.total(wal + "wal_records")
+    if fpi is not None and recs:
+        out[Bottleneck.checkpoint].append(
+            _Signal(
+                f"wal_fpi/wal_records = {fpi / recs:.2f} full-page images per WAL record",
+                fpi / recs,
+                0.2,
+                0.6,
+                0.7,
+            )
+        )
+    bfs = v.total(bg + "buffers_backend_fsync")
+    if bfs is not None:
+        out[Bottleneck.checkpoint].append(
+            _Signal(f"buffers_backend_fsync = {_fmt(bfs)} {v.over}", bfs, 0.0, 5.0, 0.8)
+        )
+
+    # io_queue (DBMS view): read latency when track_io_timing is on.
+    brt = v.total(db + "blk_read_time")
+    if brt is not None and rd:
+        out[Bottleneck.io_queue].append(
+            _Signal(
+                f"blk_read_time/blks_read = {brt / rd:.2f} ms per read",
+                brt / rd,
+                1.0,
+                10.0,
+                gate=rd / v.seconds / 50,
+            )
+        )
+
+    # temp_spill — manual "Resource Consumption" (work_mem: sorts and hashes spill to temp files).
+    tb, tf = v.total(db + "temp_bytes"), v.total(db + "temp_files")
+    if tb is not None:
+        mb_s = tb / v.seconds / 2**20
+        out[Bottleneck.temp_spill].append(_Signal(f"temp_bytes = {mb_s:.2f} MiB/s {v.over}", mb_s, 1.0, 32.0))
+    if tf is not None and per_ktx:
+        out[Bottleneck.temp_spill].append(
+            _Signal(f"temp_files = {per_ktx(tf):.2f} per 1000 transactions", per_ktx(tf), 1.0, 50.0)
+        )
+    out[Bottleneck.temp_spill] += _wait_signal(
+        v, "IO:BufFile*", lambda k: k.startswith("IO:BufFile"), 0.1, 0.4
+    )
+
+    # lock_contention — manual "Viewing Locks" (pg_locks.granted = false), deadlocks counter.
+    out[Bottleneck.lock_contention] += _wait_signal(
+        v, "Lock:*", lambda k: k.startswith("Lock:") or k == "LWLock:LockManager", 0.1, 0.4
+    )
+    waiting, active = v.gauge("pg_locks.waiting"), v.gauge("pg_stat_activity.active")
+    if waiting is not None and active:
+        out[Bottleneck.lock_contention].append(
+            _Signal(
+                f"pg_locks waiting/active backends = {_fmt(waiting)}/{_fmt(active)}",
+                waiting / active,
+                0.1,
+                0.5,
+            )
+        )
+    dl = v.rate(db + "deadlocks")
+    if dl is not None:
+        out[Bottleneck.lock_contention].append(_Signal(f"deadlocks = {dl:.3f}/s", dl, 0.01, 0.2, 0.8))
+
+    # connections — manual "Connections and Authentication" (max_connections).
+    total, maxc = v.gauge("pg_stat_activity.total"), v.gauge("settings.max_connections")
+    if total is not None and maxc:
+        out[Bottleneck.connections].append(
+            _Signal(
+                f"pg_stat_activity.total/max_connections = {_fmt(total)}/{_fmt(maxc)} ({total / maxc:.2f})",
+                total / maxc,
+                0.75,
+                0.95,
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------ MySQL/MariaDB signals
+
+
+def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
+    gs, var = "global_status.", "variables."
+    out: dict[Bottleneck, list[_Signal]] = {b: [] for b in DBMS_HYPOTHESES}
+
+    # buffer_cache — MariaDB KB "InnoDB Buffer Pool": Innodb_buffer_pool_reads are reads the pool
+    # could not satisfy; Innodb_buffer_pool_wait_free counts waits for a free page.
+    rd, req = v.total(gs + "Innodb_buffer_pool_reads"), v.total(gs + "Innodb_buffer_pool_read_requests")
+    if rd is not None and req:
+        miss = rd / req
+        out[Bottleneck.buffer_cache].append(
+            _Signal(
+                f"Innodb_buffer_pool_reads/read_requests = {miss:.4f} {v.over} "
+                f"({_fmt(rd / v.seconds)} reads/s)",
+                miss,
+                0.005,
+                0.05,
+                gate=(rd / v.seconds) / 50.0,
+            )
+        )
+    wf = v.rate(gs + "Innodb_buffer_pool_wait_free")
+    if wf is not None:
+        out[Bottleneck.buffer_cache].append(
+            _Signal(f"Innodb_buffer_pool_wait_free = {wf:.2f}/s", wf, 0.1, 10.0)
+        )
+
+    # wal_fsync — MariaDB KB "InnoDB Status Variables": Innodb_log_waits (log buffer too small).
+    lw = v.total(gs + "Innodb_log_waits")
+    if lw is not None and tx:
+        k = lw / tx * 1000.0
+        out[Bottleneck.wal_fsync].append(
+            _Signal(f"Innodb_log_waits = {k:.2f} per 1000 transactions", k, 0.5, 20)
+        )
+    fs = v.rate(gs + "Innodb_os_log_fsyncs")
+    if fs is not None:
+        out[Bottleneck.wal_fsync].append(_Signal(f"Innodb_os_log_fsyncs = {_fmt(fs)}/s", fs, 300, 3000, 0.5))
+
+    # checkpoint — checkpoint age against redo capacity (async flushing starts near 7/8 of capacity;
+    # MariaDB KB "InnoDB Redo Log"); share of dirty pages in the pool.
+    age = v.gauge("innodb.checkpoint_age_bytes")
+    cap = v.gauge(var + "innodb_redo_log_capacity") or v.gauge(var + "innodb_log_file_size")
+    if age is not None and cap:
+        out[Bottleneck.checkpoint].append(
+            _Signal(
+                f"checkpoint age/redo capacity = {_fmt(age / 2**20)} MiB/{_fmt(cap / 2**20)} MiB "
+                f"({age / cap:.2f})",
+                age / cap,
+                0.5,
+                0.85,
+            )
+        )
+    dirty, pages = (
+        v.gauge(gs + "Innodb_buffer_pool_pages_dirty"),
+        v.gauge(gs + "Innodb_buffer_pool_pages_total"),
+    )
+    if dirty is not None and pages:
+        out[Bottleneck.checkpoint].append(
+            _Signal(
+                f"Innodb_buffer_pool_pages_dirty/total = {dirty / pages:.2f}", dirty / pages, 0.4, 0.8, 0.7
+            )
+        )
+
+    # lock_contention — Innodb_row_lock_waits and the average wait.
+    rlw, rlt = v.total(gs + "Innodb_row_lock_waits"), v.total(gs + "Innodb_row_lock_time")
+    if rlw is not None and tx:
+        k = rlw / tx * 1000.0
+        out[Bottleneck.lock_contention].append(
+            _Signal(f"Innodb_row_lock_waits = {k:.2f} per 1000 transactions", k, 5, 100)
+        )
+    if rlw and rlt is not None:
+        avg = rlt / rlw
+        out[Bottleneck.lock_contention].append(
+            _Signal(f"Innodb_row_lock_time/waits = {avg:.1f} ms per wait", avg, 5, 100, gate=rlw / 10.0)
+        )
+
+    # temp_spill — MariaDB KB "tmp_table_size", "sort_buffer_size".
+    disk, tmp = v.total(gs + "Created_tmp_disk_tables"), v.total(gs + "Created_tmp_tables")
+    if disk is not None:
+        out[Bottleneck.temp_spill].append(
+            _Signal(f"Created_tmp_disk_tables = {disk / v.seconds:.2f}/s", disk / v.seconds, 1.0, 20.0)
+        )
+        if tmp:
+            out[Bottleneck.temp_spill].append(
+                _Signal(
+                    f"Created_tmp_disk_tables/Created_tmp_tables = {disk / tmp:.2f}",
+                    disk / tmp,
+                    0.1,
+                    0.5,
+                    gate=disk / v.seconds,
+                )
+            )
+    smp = v.rate(gs + "Sort_merge_passes")
+    if smp is not None:
+        out[Bottleneck.temp_spill].append(_Signal(f"Sort_merge_passes = {smp:.2f}/s", smp, 0.5, 10.0, 0.8))
+
+    # connections — thread cache misses, table cache misses, connections near the limit.
+    conn, maxc = v.gauge(gs + "Threads_connected"), v.gauge(var + "max_connections")
+    if conn is not None and maxc:
+        out[Bottleneck.connections].append(
+            _Signal(
+                f"Threads_connected/max_connections = {_fmt(conn)}/{_fmt(maxc)} ({conn / maxc:.2f})",
+                conn / maxc,
+                0.75,
+                0.95,
+            )
+        )
+    created, conns = v.total(gs + "Threads_created"), v.total(gs + "Connections")
+    if created is not None and conns:
+        out[Bottleneck.connections].append(
+            _Signal(
+                f"Threads_created/Connections = {created / conns:.2f} "
+                f"({_fmt(conns / v.seconds)} connections/s)",
+                created / conns,
+                0.2,
+                0.8,
+                gate=conns / v.seconds / 5.0,
+            )
+        )
+    tcm = v.rate(gs + "Table_open_cache_misses")
+    if tcm is None:
+        tcm = v.rate(gs + "Opened_tables")
+    if tcm is not None:
+        out[Bottleneck.connections].append(
+            _Signal(f"table open cache misses = {tcm:.2f}/s", tcm, 5.0, 100.0, 0.7)
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------- API
+
+
+def _device(profile: RuntimeProfile) -> str | None:
+    dev = profile.hardware.data_device
+    return dev.removeprefix("/dev/") if dev else None
+
+
+def _hypothesis(b: Bottleneck, layer: Layer, signals: list[_Signal]) -> Hypothesis:
+    score = round(min(1.0, max((s.contribution for s in signals), default=0.0)), 3)
+    evidence = [s.text for s in sorted(signals, key=lambda s: -s.contribution)]
+    ruled_out = None
+    if score < RULED_OUT_BELOW:
+        if not signals:
+            ruled_out = "no counters for this hypothesis in the sample"
+        else:
+            ruled_out = "; ".join(f"{s.text} (suspect from {_fmt(s.lo)})" for s in signals[:3])
+    return Hypothesis(bottleneck=b, layer=layer, score=score, evidence=evidence, ruled_out=ruled_out)
+
+
+def diagnose(
+    delta: StateDelta,
+    profile: RuntimeProfile,
+    family: str,
+    stage: Layer,
+    measurement: Measurement | None = None,
+) -> list[Hypothesis]:
+    """Score every bottleneck hypothesis of ``stage`` from one runtime-state delta.
+
+    Args:
+        delta: counter deltas (``totals`` over ``seconds``) and gauges of the measured run.
+        profile: hardware (memory for the dirty-page share, data device) and current config.
+        family: ``"postgresql"``, ``"mariadb"`` or ``"mysql"``; ignored for the OS stage.
+        stage: ``Layer.dbms`` scores the eight DBMS hypotheses, ``Layer.os`` io_queue, writeback,
+            memory_reclaim and cpu.
+        measurement: the run's workload result, used for transactions when commit counters are absent.
+
+    Returns:
+        Hypotheses sorted by score, highest first (ties in the order of DBMS_HYPOTHESES/OS_HYPOTHESES).
+
+    Raises:
+        ValueError: ``family`` is not a known DBMS family for the DBMS stage.
+    """
+    v = _View(delta)
+    dev = _device(profile)
+    if stage == Layer.os:
+        signals = {
+            Bottleneck.io_queue: _host_io(v, dev),
+            Bottleneck.writeback: _os_writeback(v, profile, dev),
+            Bottleneck.memory_reclaim: _os_reclaim(v),
+            Bottleneck.cpu: _host_cpu(v),
+        }
+        order: tuple[Bottleneck, ...] = OS_HYPOTHESES
+    else:
+        tx = _transactions(v, family, measurement)
+        if family == "postgresql":
+            signals = _pg(v, profile, tx)
+        elif family in ("mariadb", "mysql"):
+            signals = _my(v, tx)
+        else:
+            raise ValueError(f"family={family!r}: expected 'postgresql', 'mariadb' or 'mysql'")
+        signals[Bottleneck.io_queue] += _host_io(v, dev)
+        signals[Bottleneck.cpu] += _host_cpu(v)
+        order = DBMS_HYPOTHESES
+    hyps = [_hypothesis(b, stage, signals[b]) for b in order]
+    ranked = sorted(hyps, key=lambda h: -h.score)
+    log.debug(
+        "diagnosis.scored",
+        stage=stage.value,
+        family=family,
+        scores={h.bottleneck.value: h.score for h in ranked},
+    )
+    return ranked

@@ -1,0 +1,357 @@
+"""The heuristic planner's playbook: knowledge as data (``catalogs/playbook-*.toml``) plus sizing.
+
+A playbook file lists, per bottleneck, the knobs a DBA would move, the direction, a first value sized
+from the host, step factors that shrink (×2, ×1.5, ×1.25), limits, and a reason and a source for each
+entry; ``[[floor]]`` rules catch a bad starting configuration (a knob far below a sane floor for the
+hardware, or a known trap such as ``commit_delay``); ``[[report]]`` notes say what a DBA should do
+when no knob helps. Sizes are computed by :func:`size` from structured fields — never by ``eval``.
+
+Values are handled in the knob's *base unit* (``KnobSpec.unit``: PostgreSQL "8kB", "kB", "MB", "ms",
+"s"; MySQL "B"; Linux the catalog unit) and written back in a form the validator accepts:
+PostgreSQL sizes as "512MB", times as "200ms"/"15min"; MySQL sizes as integer bytes; sysctls as
+integers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agenticdb.models import Bottleneck, KnobSpec, Layer
+from agenticdb.resources import data_dir
+
+_BYTES = {
+    "b": 1,
+    "bytes": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "8kb": 8192,
+    "m": 2**20,
+    "mb": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "tib": 2**40,
+}
+_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
+_NUM_UNIT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Sizing(_Strict):
+    """A value computed from the host. Exactly one base term, then optional scaling and clamps.
+
+    Base terms: ``value`` (knob base unit), ``bytes``, ``fraction_of_memory`` (of the memory limit:
+    RAM or cgroup limit, whichever is lower), ``fraction_of_ram``, ``fraction_of_disk_free``,
+    ``per_cpu`` (× cpu_count, base unit), ``multiply_current`` (× the current value).
+    ``divide_by_max_connections`` divides the base term by max_connections (per-session memory).
+    Clamps: ``min``/``max`` in base unit, ``min_bytes``/``max_bytes``, ``cap_fraction_of_memory``.
+    """
+
+    value: float | None = None
+    bytes: float | None = None
+    fraction_of_memory: float | None = Field(default=None, gt=0, le=1)
+    fraction_of_ram: float | None = Field(default=None, gt=0, le=1)
+    fraction_of_disk_free: float | None = Field(default=None, gt=0, le=1)
+    per_cpu: float | None = Field(default=None, gt=0)
+    multiply_current: float | None = Field(default=None, gt=0)
+    divide_by_max_connections: bool = False
+    min: float | None = None
+    max: float | None = None
+    min_bytes: float | None = None
+    max_bytes: float | None = None
+    cap_fraction_of_memory: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_base(self) -> Sizing:
+        terms = [
+            k
+            for k in (
+                "value",
+                "bytes",
+                "fraction_of_memory",
+                "fraction_of_ram",
+                "fraction_of_disk_free",
+                "per_cpu",
+                "multiply_current",
+            )
+            if getattr(self, k) is not None
+        ]
+        if len(terms) != 1:
+            raise ValueError(f"sizing needs exactly one base term, got {terms or 'none'}")
+        return self
+
+
+class PlaybookEntry(_Strict):
+    """One move of the playbook: ``knob`` towards ``direction`` when ``bottleneck`` is diagnosed.
+
+    ``direction = "set"`` writes ``value`` or the first of ``prefer`` the knob's enum offers, unless
+    the current value is in ``unless_current_in``. ``limit`` is the upper bound for "up" and the lower
+    bound for "down". ``workload_classes`` restricts the entry (empty: all); ``min_score`` asks for a
+    stronger diagnosis (e.g. raise max_connections only when really near the limit). ``<dev>`` in a
+    Linux knob name is the data device.
+    """
+
+    bottleneck: Bottleneck
+    knob: str
+    direction: Literal["up", "down", "set"]
+    first: Sizing | None = None
+    limit: Sizing | None = None
+    value: str | None = None
+    prefer: list[str] = Field(default_factory=list)
+    unless_current_in: list[str] = Field(default_factory=list)
+    steps: list[float] = Field(default_factory=lambda: [2.0, 1.5, 1.25])
+    workload_classes: list[str] = Field(default_factory=list)
+    min_score: float = 0.0
+    effect: str
+    risk: str = ""
+    reason: str
+    source: str
+
+    @model_validator(mode="after")
+    def _shape(self) -> PlaybookEntry:
+        if self.direction in ("up", "down") and self.first is None:
+            raise ValueError(f"entry {self.knob!r}: direction {self.direction!r} needs 'first'")
+        if self.direction == "set" and self.value is None and not self.prefer:
+            raise ValueError(f"entry {self.knob!r}: direction 'set' needs 'value' or 'prefer'")
+        if any(f <= 1.0 for f in self.steps) or not self.steps:
+            raise ValueError(f"entry {self.knob!r}: steps must be factors > 1, got {self.steps}")
+        return self
+
+
+class FloorRule(_Strict):
+    """A bad-start rule: raise ``knob`` to ``floor`` when below it, or set it to ``value`` when above
+    ``revert_above`` (a known trap). Checked before any diagnosis-driven move."""
+
+    knob: str
+    bottleneck: Bottleneck
+    floor: Sizing | None = None
+    revert_above: float | None = None
+    value: str | None = None
+    effect: str
+    reason: str
+    source: str
+
+    @model_validator(mode="after")
+    def _shape(self) -> FloorRule:
+        if (self.floor is None) == (self.revert_above is None):
+            raise ValueError(f"floor rule {self.knob!r}: give exactly one of 'floor' or 'revert_above'")
+        if self.revert_above is not None and self.value is None:
+            raise ValueError(f"floor rule {self.knob!r}: 'revert_above' needs 'value'")
+        return self
+
+
+class ReportNote(_Strict):
+    """Advice for a bottleneck that knobs cannot fix (reported in the rationale)."""
+
+    bottleneck: Bottleneck
+    message: str
+    source: str
+
+
+class Playbook(_Strict):
+    """One playbook file: the families it serves, its layer, entries, floors and report notes."""
+
+    families: list[str]
+    layer: Layer
+    description: str = ""
+    entry: list[PlaybookEntry] = Field(default_factory=list)
+    floor: list[FloorRule] = Field(default_factory=list)
+    report: list[ReportNote] = Field(default_factory=list)
+
+    def entries_for(self, bottleneck: Bottleneck) -> list[PlaybookEntry]:
+        return [e for e in self.entry if e.bottleneck == bottleneck]
+
+    def notes_for(self, bottleneck: Bottleneck) -> list[ReportNote]:
+        return [n for n in self.report if n.bottleneck == bottleneck]
+
+
+def load_playbook_file(path: Path) -> Playbook:
+    """Parse and validate one playbook TOML file.
+
+    Raises:
+        ValueError: the file is not valid TOML or breaks the schema (message names file and field).
+    """
+    try:
+        raw = tomllib.loads(path.read_text())
+        return Playbook.model_validate(raw)
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ValueError(f"playbook {path}: {exc}") from exc
+
+
+@lru_cache(maxsize=8)
+def load_playbook(family: str) -> Playbook:
+    """The shipped playbook serving ``family`` ("postgresql", "mariadb", "mysql" or "linux").
+
+    Raises:
+        ValueError: no shipped ``catalogs/playbook-*.toml`` lists ``family``, or a file is invalid.
+    """
+    for path in sorted(data_dir("catalogs").glob("playbook-*.toml")):
+        book = load_playbook_file(path)
+        if family in book.families:
+            return book
+    raise ValueError(f"family={family!r}: no catalogs/playbook-*.toml lists it in 'families'")
+
+
+# ------------------------------------------------------------------------------------------ units
+
+
+def unit_bytes(unit: str | None) -> int | None:
+    """Bytes per base unit for size knobs ("8kB" → 8192, "kB" → 1024, "MB", "B"), else None."""
+    return _BYTES.get(unit.lower()) if unit else None
+
+
+def unit_ms(unit: str | None) -> float | None:
+    """Milliseconds per base unit for time knobs ("ms", "s", "min"), else None."""
+    return _MS.get(unit) if unit else None
+
+
+def parse_value(raw: str | int | float | bool | None, spec: KnobSpec) -> float | None:
+    """Numeric value of ``raw`` in ``spec``'s base unit, or None for non-numeric knobs/values.
+
+    Accepts bare numbers (already in base unit, as PostgreSQL and MySQL read them) and a number with
+    a size or time suffix ("128MB", "4GB", "200ms", "5min", "1G").
+    """
+    if raw is None or isinstance(raw, bool) or spec.vartype not in ("integer", "real"):
+        return None
+    if isinstance(raw, int | float):
+        return float(raw)
+    m = _NUM_UNIT.match(str(raw))
+    if not m:
+        return None
+    num, suffix = float(m.group(1)), m.group(2)
+    if not suffix:
+        return num
+    if suffix.lower() in _BYTES and unit_bytes(spec.unit):
+        return num * _BYTES[suffix.lower()] / unit_bytes(spec.unit)  # type: ignore[operator]
+    if suffix in _MS and unit_ms(spec.unit):
+        return num * _MS[suffix] / unit_ms(spec.unit)  # type: ignore[operator]
+    return None
+
+
+def canonical(name: str, raw: str | int | float | bool, spec: KnobSpec | None) -> tuple[str, str]:
+    """Comparable identity of a change: (name, value in base unit or lower-cased text).
+
+    Used so that "512MB", "524288kB" and 65536 (8kB pages) count as the same shared_buffers change.
+    """
+    if spec is not None:
+        num = parse_value(raw, spec)
+        if num is not None:
+            return name, f"{num:.6g}"
+        if spec.vartype == "bool":
+            text = str(raw).strip().lower()
+            return name, "on" if text in ("on", "true", "yes", "1") else "off" if text in (
+                "off",
+                "false",
+                "no",
+                "0",
+            ) else text
+    return name, str(raw).strip().lower()
+
+
+def format_value(base: float, spec: KnobSpec, family: str) -> str | int | float:
+    """Write ``base`` (in ``spec``'s base unit) the way the validator expects for ``family``."""
+    if spec.vartype == "real":
+        return round(base, 3)
+    ub, ums = unit_bytes(spec.unit), unit_ms(spec.unit)
+    if family == "postgresql" and ub:
+        nbytes = int(round(base)) * ub
+        for suffix, size in (("TB", 2**40), ("GB", 2**30), ("MB", 2**20), ("kB", 1024)):
+            if nbytes >= size and nbytes % size == 0:
+                return f"{nbytes // size}{suffix}"
+        return f"{nbytes // 1024}kB"
+    if family == "postgresql" and ums:
+        ms = int(round(base * ums))
+        for suffix, size in (("min", 60000), ("s", 1000)):
+            if ms >= size and ms % size == 0:
+                return f"{ms // size}{suffix}"
+        return f"{ms}ms"
+    return int(round(base))
+
+
+def round_base(base: float, spec: KnobSpec) -> float:
+    """Round a computed size to a tidy value: whole MiB for sizes ≥ 1 MiB, ``block_size`` multiples,
+    integers for integer knobs, and clamp to the knob's own min/max."""
+    ub = unit_bytes(spec.unit)
+    if spec.vartype == "integer":
+        if ub and base * ub >= 2**20:
+            base = math.floor(base * ub / 2**20) * 2**20 / ub
+        if spec.block_size:
+            base = max(spec.block_size, math.floor(base / spec.block_size) * spec.block_size)
+        base = float(round(base))
+    if spec.min_value is not None:
+        base = max(base, spec.min_value)
+    if spec.max_value is not None:
+        base = min(base, spec.max_value)
+    return base
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What sizing may read. Sizes in bytes."""
+
+    memory_limit_bytes: int
+    ram_bytes: int
+    cpu_count: int
+    disk_free_bytes: int
+    max_connections: int = 100
+
+
+def size(s: Sizing, facts: HostFacts, spec: KnobSpec, current: float | None) -> float | None:
+    """Evaluate a Sizing for ``spec``; returns base units, or None when an input is unknown.
+
+    Raises:
+        ValueError: a byte-based term is used on a knob without a size unit (names the knob).
+    """
+    ub = unit_bytes(spec.unit)
+
+    def from_bytes(b: float) -> float:
+        if not ub:
+            raise ValueError(f"knob {spec.name!r} (unit {spec.unit!r}): byte sizing needs a size unit")
+        return b / ub
+
+    if s.value is not None:
+        base = s.value
+    elif s.bytes is not None:
+        base = from_bytes(s.bytes)
+    elif s.fraction_of_memory is not None:
+        base = from_bytes(s.fraction_of_memory * facts.memory_limit_bytes)
+    elif s.fraction_of_ram is not None:
+        base = from_bytes(s.fraction_of_ram * facts.ram_bytes)
+    elif s.fraction_of_disk_free is not None:
+        if not facts.disk_free_bytes:
+            return None
+        base = from_bytes(s.fraction_of_disk_free * facts.disk_free_bytes)
+    elif s.per_cpu is not None:
+        base = s.per_cpu * facts.cpu_count
+    else:
+        if current is None:
+            return None
+        base = current * (s.multiply_current or 1.0)
+    if s.divide_by_max_connections:
+        base /= max(1, facts.max_connections)
+    if s.min_bytes is not None:
+        base = max(base, from_bytes(s.min_bytes))
+    if s.min is not None:
+        base = max(base, s.min)
+    if s.max_bytes is not None:
+        base = min(base, from_bytes(s.max_bytes))
+    if s.cap_fraction_of_memory is not None:
+        base = min(base, from_bytes(s.cap_fraction_of_memory * facts.memory_limit_bytes))
+    if s.max is not None:
+        base = min(base, s.max)
+    return base
