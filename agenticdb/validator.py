@@ -43,7 +43,7 @@ from agenticdb.validation.rules import DurabilityRule, NameRule, RuleSet, load_r
 
 log = structlog.get_logger(__name__)
 
-OS_PREFIXES = ("vm.", "kernel.", "net.", "fs.", "block.", "dev.", "user.", "abi.", "debug.", "sunrpc.")
+OS_PREFIXES = ("vm.", "thp.", "kernel.", "net.", "fs.", "block.", "dev.", "user.", "abi.", "debug.", "sunrpc.")
 """Name prefixes of Linux parameters (sysctl top-level directories of /proc/sys, plus block.<dev>.)."""
 
 _SRC_CATALOG = "the server's own metadata (pg_settings / information_schema.SYSTEM_VARIABLES / /proc/sys)"

@@ -104,7 +104,7 @@ def _memory(cfg: ResultingConfig, rules: RuleSet, hw: Hardware, policy: PolicyCo
     terms = ", ".join(f"{k} {_gib(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v > 0)
     return [FailedCheck(
         check="hardware", parameter=ch.name, value=ch.value, rule_id="memory_budget", source=budget.source,
-        message=f"{ch.name}={ch.value}: estimated server memory {_gib(total)} ({terms}) exceeds memory_fraction "
+        message=f"{ch.name}={ch.value} (rule memory_budget): estimated server memory {_gib(total)} ({terms}) exceeds memory_fraction "
                 f"{policy.memory_fraction:g} × memory limit {_gib(hw.memory_limit_bytes)} = {_gib(allowed)} "
                 f"({_limit_text(hw)}; the lower of the two counts) — {budget.reason}")]
 
@@ -125,7 +125,7 @@ def _disk(cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw: Har
     ch = cfg.changed[cfg.key(changed[0])]
     return [FailedCheck(
         check="hardware", parameter=ch.name, value=ch.value, rule_id="disk_budget", source=budget.source,
-        message=f"{ch.name}={ch.value}: {' + '.join(budget.parameters)} would reserve {_gib(new)} on "
+        message=f"{ch.name}={ch.value} (rule disk_budget): {' + '.join(budget.parameters)} would reserve {_gib(new)} on "
                 f"{hw.data_device or 'the data disk'}, more than disk_fraction {policy.disk_fraction:g} × "
                 f"(free {_gib(hw.disk_free_bytes)} + current {_gib(old)}) = {_gib(allowed)} — {budget.reason}")]
 
@@ -139,7 +139,7 @@ def _overcommit(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
     src = "kernel Documentation/mm/overcommit-accounting.rst"
     if hw.committed_as_bytes is None:
         return [FailedCheck(check="hardware", parameter=ch.name, value=ch.value, rule_id="linux.overcommit_strict",
-                            source=src, message=f"{ch.name}=2 needs the host's Committed_AS to check the commit "
+                            source=src, message=f"{ch.name}=2 (rule linux.overcommit_strict) needs the host's Committed_AS to check the commit "
                                                 "limit, and /proc/meminfo was not read")]
     kbytes = cfg.number("vm.overcommit_kbytes") or 0.0
     ratio = cfg.number("vm.overcommit_ratio")
@@ -149,6 +149,6 @@ def _overcommit(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
         return []
     return [FailedCheck(
         check="hardware", parameter=ch.name, value=ch.value, rule_id="linux.overcommit_strict", source=src,
-        message=f"{ch.name}=2: commit limit swap {_gib(hw.swap_bytes)} + RAM {_gib(hw.memory_bytes)} × "
+        message=f"{ch.name}=2 (rule linux.overcommit_strict): commit limit swap {_gib(hw.swap_bytes)} + RAM {_gib(hw.memory_bytes)} × "
                 f"overcommit_ratio {ratio:g}% = {_gib(limit)} is not above the memory already committed "
                 f"(Committed_AS {_gib(hw.committed_as_bytes)}); every new allocation would fail")]
