@@ -90,10 +90,20 @@ def strip_control(text: str) -> str:
     return "".join(ch for ch in text if ch in _KEEP_CONTROL or unicodedata.category(ch) not in ("Cc", "Cf"))
 
 
+_DELIMITER = re.compile(r"<(\s*/?\s*)(untrusted_data|validator_feedback)", flags=re.IGNORECASE)
+
+
+def defuse_delimiters(text: str) -> str:
+    """``text`` with any spelling of this prompt's block tags (``<untrusted_data>``,
+    ``</validator_feedback>`` …) turned into a look-alike (``‹/untrusted_data``) that opens or closes
+    nothing. Applied to every piece of foreign text placed outside the JSON-escaped blocks."""
+    return _DELIMITER.sub(lambda m: "\u2039" + m.group(1) + m.group(2), text)
+
+
 def sanitize(text: object, limit: int = MAX_UNTRUSTED_CHARS) -> str:
-    """``text`` as a string, control characters stripped, cut to ``limit`` characters (with a marker
-    saying how many were cut)."""
-    clean = strip_control(str(text))
+    """``text`` as a string, control characters stripped, block delimiters defused, cut to ``limit``
+    characters (with a marker saying how many were cut)."""
+    clean = defuse_delimiters(strip_control(str(text)))
     if len(clean) > limit:
         cut = len(clean) - limit
         clean = clean[:limit] + f"…[{cut} chars truncated]"
@@ -142,7 +152,7 @@ def _bound(v: float | None) -> str:
 
 def first_sentence(text: str, limit: int = DESCRIPTION_CHARS) -> str:
     """First sentence of ``text``, control characters stripped, at most ``limit`` characters."""
-    clean = " ".join(strip_control(text).split())
+    clean = " ".join(defuse_delimiters(strip_control(text)).split())
     head = re.split(r"(?<=[.!?])\s", clean, maxsplit=1)[0]
     return head if len(head) <= limit else head[: limit - 1] + "…"
 

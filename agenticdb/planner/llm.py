@@ -418,7 +418,7 @@ class LLMPlanner(Planner):
         while True:
             try:
                 return self._complete_with_retries(messages, deadline)
-            except openai.BadRequestError as exc:
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 text = f"{exc.message} {exc.body}".lower()
                 nxt = _DOWNGRADE.get(self._mode)
                 if nxt is None or not ("response_format" in text or "json_schema" in text):
