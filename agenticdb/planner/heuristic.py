@@ -1,0 +1,669 @@
+"""The offline planner: a rule-based DBA (DESIGN.md "Planners", issue 6).
+
+Each call diagnoses the bottleneck from the last runtime-state delta (:mod:`.diagnosis`), then
+prescribes moves from the playbook (:mod:`.playbook`) in this order:
+
+1. bad-start floors and known traps (a knob far below a sane floor for the hardware, commit_delay);
+2. on the first proposal of a session, beneficial directions retrieved from experience memory,
+   scaled to this host, avoiding changes that failed or did nothing before;
+3. pushing further what the last round kept, with shrinking steps (×2, ×1.5, ×1.25), while the
+   gain stays above ``min_gain``;
+4. the best-scored hypothesis that is not exhausted (two unkept rounds in a row, an auditor
+   ``redirect``, or nothing left to move).
+
+Nothing is ever proposed twice: every tried, rejected or failed (name, canonical value) is
+remembered, validator feedback bounds or bans the knob, and a direction that did not help is dead.
+When nothing is left the proposal is empty with ``plateau=True``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import structlog
+
+from agenticdb.models import (
+    ApplyMode,
+    Bottleneck,
+    Change,
+    Decision,
+    Experience,
+    FailedCheck,
+    KnobSpec,
+    Layer,
+    Measurement,
+    PlanningContext,
+    Proposal,
+    RoundOutcome,
+    StateDelta,
+)
+from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.planner.diagnosis import Hypothesis, diagnose
+from agenticdb.planner.playbook import (
+    FloorRule,
+    HostFacts,
+    Playbook,
+    PlaybookEntry,
+    canonical,
+    format_value,
+    load_playbook,
+    parse_value,
+    round_base,
+    size,
+    unit_bytes,
+)
+
+log = structlog.get_logger(__name__)
+
+# Validator checks after which a smaller move of the same knob may pass; any other failed check
+# (unknown, protected, durability, dangerous, enum, type, unit, conflict, apply, stage) bans the knob.
+_ADJUSTABLE_CHECKS = {"range", "hardware", "step"}
+
+
+@dataclass
+class _Move:
+    name: str
+    value: str | int | float
+    spec: KnobSpec
+    bottleneck: Bottleneck
+    current: str | None
+    effect: str
+    risk: str
+    reason: str
+    source: str
+
+
+@dataclass
+class _History:
+    """What the session (and retrieved experience) says about past changes."""
+
+    forbidden: set[tuple[str, str]] = field(default_factory=set)
+    banned: dict[str, str] = field(default_factory=dict)
+    bound_up: dict[str, float] = field(default_factory=dict)
+    bound_down: dict[str, float] = field(default_factory=dict)
+    dead: set[tuple[str, str]] = field(default_factory=set)
+    pushes: dict[str, int] = field(default_factory=dict)
+    exhausted: dict[Bottleneck, str] = field(default_factory=dict)
+    push_from: RoundOutcome | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _family(ctx: PlanningContext) -> str:
+    if ctx.stage == Layer.os:
+        return "linux"
+    for text in (ctx.fingerprint.dbms, ctx.catalog.target, ctx.profile.target):
+        t = text.lower()
+        for fam, keys in (
+            ("postgresql", ("postgres", "pg")),
+            ("mariadb", ("mariadb",)),
+            ("mysql", ("mysql",)),
+        ):
+            if any(k in t for k in keys):
+                return fam
+    raise PlannerError(
+        f"fingerprint.dbms={ctx.fingerprint.dbms!r}: cannot tell the DBMS family "
+        "(expected postgresql, mariadb or mysql)"
+    )
+
+
+def _current(ctx: PlanningContext) -> dict[str, str]:
+    return {**ctx.profile.current_config, **ctx.current_config}
+
+
+def _facts(ctx: PlanningContext, current: dict[str, str]) -> HostFacts:
+    hw = ctx.profile.hardware
+    try:
+        maxc = int(float(current.get("max_connections", "100")))
+    except ValueError:
+        maxc = 100
+    return HostFacts(
+        memory_limit_bytes=hw.memory_limit_bytes or hw.memory_bytes,
+        ram_bytes=hw.memory_bytes,
+        cpu_count=max(1, hw.cpu_count),
+        disk_free_bytes=hw.disk_free_bytes,
+        max_connections=maxc,
+    )
+
+
+def _round_changes(r: RoundOutcome) -> dict[str, str]:
+    if r.changes:
+        return r.changes
+    if r.proposal is not None:
+        return {c.name: str(c.value) for c in r.proposal.changes}
+    return {}
+
+
+def _direction(name: str, value: str, spec: KnobSpec | None, current: dict[str, str]) -> str:
+    if spec is None:
+        return "set"
+    new, cur = parse_value(value, spec), parse_value(current.get(name, spec.default), spec)
+    if new is None or cur is None:
+        return "set"
+    return "up" if new > cur else "down" if new < cur else "same"
+
+
+class HeuristicPlanner(Planner):
+    """Rule-based planner over the shipped playbooks.
+
+    Args:
+        min_gain: relative gain (0.03 = 3 %) a kept round needs for the direction to be pushed further;
+            matches ``LoopConfig.min_gain``.
+        min_score: hypotheses scoring below this are not acted on.
+        unkept_limit: consecutive unkept rounds after which a bottleneck counts as exhausted.
+    """
+
+    name = "heuristic"
+
+    def __init__(self, min_gain: float = 0.03, min_score: float = 0.15, unkept_limit: int = 2) -> None:
+        self.min_gain = min_gain
+        self.min_score = min_score
+        self.unkept_limit = unkept_limit
+
+    # ------------------------------------------------------------------------------ entry point
+
+    def propose(self, ctx: PlanningContext) -> Proposal:
+        """Diagnose and prescribe for ``ctx.stage`` (see the module docstring for the order).
+
+        Raises:
+            PlannerError: the DBMS family cannot be told from the context.
+        """
+        family = _family(ctx)
+        book = load_playbook(family)
+        current = _current(ctx)
+        facts = _facts(ctx, current)
+        delta = ctx.last_delta or ctx.profile.baseline_state or StateDelta()
+        hyps = diagnose(delta, ctx.profile, family, ctx.stage, self._measurement(ctx))
+        by_b = {h.bottleneck: h for h in hyps}
+        hist = self._history(ctx, current)
+        first_round = not any(r.stage == ctx.stage for r in ctx.rounds)
+
+        moves: list[_Move] = []
+        why: list[str] = []
+        floors = self._floors(ctx, book, current, facts, family, hist)
+        if floors:
+            moves += floors
+            why.append("bad start: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
+        if first_round and ctx.experience:
+            seeds = self._seeds(ctx, current, family, hist, by_b, taken={m.name for m in moves})
+            if seeds:
+                moves += seeds[: max(0, ctx.max_changes - len(moves))]
+                why.append(
+                    "started from directions that helped on similar fingerprints: "
+                    + ", ".join(f"{m.name}={m.value}" for m in seeds)
+                )
+            if hist.notes:
+                why.append("avoiding retrieved " + "; ".join(hist.notes))
+        if moves:
+            moves = moves[: ctx.max_changes]
+            return self._proposal(ctx, moves[0].bottleneck, moves, hyps, hist, family, " ".join(why) + ".")
+
+        if hist.push_from is not None:
+            r = hist.push_from
+            pushed = self._moves_for(
+                ctx,
+                book,
+                r.bottleneck,
+                by_b[r.bottleneck] if r.bottleneck in by_b else None,
+                current,
+                facts,
+                family,
+                hist,
+                only=set(_round_changes(r)),
+            )
+            if pushed:
+                reason = (
+                    f"round {r.round_no} on {r.bottleneck.value} was kept with gain "
+                    f"{(r.gain_vs_best or 0):+.1%}; pushing the same direction with a smaller step."
+                )
+                return self._proposal(ctx, r.bottleneck, pushed, hyps, hist, family, reason)
+
+        skipped: list[str] = []
+        for h in hyps:
+            if h.bottleneck in hist.exhausted:
+                skipped.append(f"{h.bottleneck.value}: {hist.exhausted[h.bottleneck]}")
+                continue
+            if h.score < self.min_score:
+                continue
+            moves = self._moves_for(ctx, book, h.bottleneck, h, current, facts, family, hist)
+            if moves:
+                lead = f"diagnosed {h.bottleneck.value} (score {h.score:.2f})"
+                if skipped:
+                    lead += "; redirected from " + "; ".join(skipped)
+                return self._proposal(ctx, h.bottleneck, moves, hyps, hist, family, lead + ".")
+            notes = [n.message for n in book.notes_for(h.bottleneck)]
+            skipped.append(
+                f"{h.bottleneck.value}: no playbook move left" + (f" ({' '.join(notes)})" if notes else "")
+            )
+        reason = "plateau: nothing promising left — " + (
+            "; ".join(skipped) or f"no hypothesis above {self.min_score:.2f}"
+        )
+        top = hyps[0].bottleneck if hyps and hyps[0].score >= self.min_score else Bottleneck.unknown
+        log.info("planner.plateau", stage=ctx.stage.value, reason=reason)
+        return Proposal(
+            bottleneck=top,
+            layer=ctx.stage,
+            changes=[],
+            plateau=True,
+            rationale=reason,
+            evidence=self._evidence(hyps, top),
+            ruled_out=self._ruled_out(hyps, hist, top),
+            planner=self.name,
+        )
+
+    # -------------------------------------------------------------------------------- history
+
+    def _measurement(self, ctx: PlanningContext) -> Measurement | None:
+        for r in reversed(ctx.rounds):
+            if r.measurement is not None:
+                return r.measurement
+        return ctx.profile.baseline[-1] if ctx.profile.baseline else None
+
+    def _bound(
+        self,
+        hist: _History,
+        check: FailedCheck | None,
+        name: str,
+        value: str,
+        spec: KnobSpec | None,
+        current: dict[str, str],
+    ) -> None:
+        """Remember a rejected/failed value: adjustable checks bound the knob, others ban it."""
+        hist.forbidden.add(canonical(name, value, spec))
+        if check is not None and check.check not in _ADJUSTABLE_CHECKS:
+            hist.banned[name] = f"[{check.check}] {check.message}"
+            return
+        if spec is None:
+            return
+        v, cur = parse_value(value, spec), parse_value(current.get(name, spec.default), spec)
+        if v is None or cur is None:
+            return
+        if v > cur:
+            hist.bound_up[name] = min(v, hist.bound_up.get(name, math.inf))
+        elif v < cur:
+            hist.bound_down[name] = max(v, hist.bound_down.get(name, -math.inf))
+
+    def _history(self, ctx: PlanningContext, current: dict[str, str]) -> _History:
+        hist = _History()
+        cat = ctx.catalog
+        for r in ctx.rounds:
+            if r.verdict_ok or r.failure is not None:
+                # rejected proposals: only the offending values (failed_checks below) are off limits
+                for name, value in _round_changes(r).items():
+                    hist.forbidden.add(canonical(name, value, cat.get(name)))
+            for fc in r.failed_checks:
+                self._bound(hist, fc, fc.parameter, fc.value, cat.get(fc.parameter), current)
+            if r.failure is not None:
+                for nc in r.failure.attempted:
+                    self._bound(hist, None, nc.name, nc.value, cat.get(nc.name), current)
+        for fc in ctx.validator_feedback:
+            self._bound(hist, fc, fc.parameter, fc.value, cat.get(fc.parameter), current)
+
+        stage_rounds = [r for r in ctx.rounds if r.stage == ctx.stage]
+        applied = [r for r in stage_rounds if r.verdict_ok or r.failure is not None]
+        for r in applied:
+            for name, value in _round_changes(r).items():
+                d = _direction(name, value, cat.get(name), current)
+                if r.kept and r.failure is None:
+                    hist.pushes[name] = hist.pushes.get(name, 0) + 1
+                    if (r.gain_vs_best or 0.0) < self.min_gain:
+                        # kept as a tie (the direction is unknown once applied): leave the knob alone
+                        hist.dead.update({(name, "up"), (name, "down"), (name, "set")})
+                elif d != "same":
+                    hist.dead.add((name, d))
+        for b in {r.bottleneck for r in applied}:
+            mine = [r for r in applied if r.bottleneck == b]
+            streak = 0
+            for r in reversed(mine):
+                if r.kept and r.failure is None:
+                    break
+                streak += 1
+            if streak >= self.unkept_limit:
+                hist.exhausted[b] = f"{streak} rounds in a row did not help"
+            elif mine[-1].decision == Decision.redirect:
+                hist.exhausted[b] = f"auditor redirected after round {mine[-1].round_no}: {mine[-1].reason}"
+        if applied:
+            last = applied[-1]
+            if (
+                last.kept
+                and last.failure is None
+                and (last.gain_vs_best or 0.0) >= self.min_gain
+                and last.bottleneck not in hist.exhausted
+            ):
+                hist.push_from = last
+        self._avoid_experience(ctx.experience, ctx, current, hist)  # for the whole session, not just round 1
+        return hist
+
+    def _avoid_experience(
+        self, exps: list[Experience], ctx: PlanningContext, current: dict[str, str], hist: _History
+    ) -> None:
+        for exp in exps:
+            for kind, items in (("failed", exp.failed), ("ineffective", exp.ineffective)):
+                for item in items:
+                    changes = item.get("changes") or (
+                        {item["name"]: item.get("value")} if "name" in item else {}
+                    )
+                    for name, value in changes.items():
+                        spec = ctx.catalog.get(name)
+                        hist.forbidden.add(canonical(name, str(value), spec))
+                        d = _direction(name, str(value), spec, current)
+                        if kind == "ineffective" and d != "same":
+                            hist.dead.add((name, d))
+                        elif kind == "failed":
+                            self._bound(hist, None, name, str(value), spec, current)
+                        hist.notes.append(f"{kind} {name}={value} (session {exp.session_id})")
+
+    # --------------------------------------------------------------------------------- moves
+
+    def _usable(self, ctx: PlanningContext, name: str, hist: _History) -> KnobSpec | None:
+        spec = ctx.catalog.get(name)
+        if spec is None or spec.layer != ctx.stage or name in hist.banned:
+            return None
+        if spec.apply == ApplyMode.restart and not ctx.allow_restart:
+            return None
+        return spec
+
+    def _resolve(self, ctx: PlanningContext, knob: str) -> list[str]:
+        """Concrete knob names for a playbook name (``<dev>`` → the data device, else every device)."""
+        if "<dev>" not in knob:
+            return [knob]
+        dev = (ctx.profile.hardware.data_device or "").removeprefix("/dev/")
+        if dev and knob.replace("<dev>", dev) in ctx.catalog.knobs:
+            return [knob.replace("<dev>", dev)]
+        pat = re.compile("^" + re.escape(knob).replace(re.escape("<dev>"), r"[^.]+") + "$")
+        return sorted(n for n in ctx.catalog.knobs if pat.match(n))[:1]
+
+    def _step_bound(self, ctx: PlanningContext, target: float, cur: float | None) -> float:
+        if cur is None or cur <= 0:
+            return target
+        f = ctx.max_step_factor
+        return min(max(target, cur / f), cur * f)
+
+    def _numeric(
+        self,
+        ctx: PlanningContext,
+        e: PlaybookEntry,
+        spec: KnobSpec,
+        name: str,
+        cur: float | None,
+        facts: HostFacts,
+        hist: _History,
+    ) -> float | None:
+        assert e.first is not None
+        first = size(e.first, facts, spec, cur)
+        if first is None:
+            return None
+        limit = size(e.limit, facts, spec, cur) if e.limit else None
+        k = hist.pushes.get(name, 0)
+        step = e.steps[min(k, len(e.steps) - 1)]
+        up = e.direction == "up"
+        if cur is None:
+            target = first
+        elif up:
+            target = first if cur < first / 1.2 else cur * step
+            target = min(target, limit if limit is not None else math.inf)
+            bound = hist.bound_up.get(name)
+            if bound is not None and target >= bound:
+                target = math.sqrt(cur * bound) if cur > 0 else bound / 2
+        else:
+            target = first if cur > first * 1.2 else cur / step
+            target = max(target, limit if limit is not None else -math.inf)
+            bound = hist.bound_down.get(name)
+            if bound is not None and target <= bound:
+                target = math.sqrt(cur * bound) if cur > 0 and bound > 0 else (cur + bound) / 2
+        target = round_base(self._step_bound(ctx, target, cur), spec)
+        if cur is not None and ((up and target <= cur) or (not up and target >= cur)):
+            return None
+        return target
+
+    def _entry_move(
+        self,
+        ctx: PlanningContext,
+        e: PlaybookEntry,
+        name: str,
+        spec: KnobSpec,
+        current: dict[str, str],
+        facts: HostFacts,
+        family: str,
+        hist: _History,
+    ) -> _Move | None:
+        raw = current.get(name, spec.default)
+        if (name, e.direction) in hist.dead:
+            return None
+        if e.direction == "set":
+            cur_text = str(raw).strip().lower() if raw is not None else ""
+            if cur_text in {u.lower() for u in e.unless_current_in}:
+                return None
+            offered = {v.lower(): v for v in (spec.enum_values or [])}
+            cands = (
+                [e.value]
+                if e.value is not None
+                else [offered[p.lower()] for p in e.prefer if not offered or p.lower() in offered]
+            )
+            if e.value is None and not offered:
+                cands = []  # never guess an enum name the catalog does not list
+            value: str | int | float | None = next(
+                (
+                    c
+                    for c in cands
+                    if c is not None
+                    and canonical(name, c, spec) not in hist.forbidden
+                    and canonical(name, c, spec) != canonical(name, str(raw), spec)
+                ),
+                None,
+            )
+        else:
+            cur = parse_value(raw, spec) if raw is not None else None
+            target = self._numeric(ctx, e, spec, name, cur, facts, hist)
+            value = None if target is None else format_value(target, spec, family)
+            if value is not None and canonical(name, value, spec) in hist.forbidden:
+                value = None
+        if value is None:
+            return None
+        return _Move(name, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source)
+
+    def _moves_for(
+        self,
+        ctx: PlanningContext,
+        book: Playbook,
+        b: Bottleneck,
+        h: Hypothesis | None,
+        current: dict[str, str],
+        facts: HostFacts,
+        family: str,
+        hist: _History,
+        only: set[str] | None = None,
+    ) -> list[_Move]:
+        moves: list[_Move] = []
+        for e in book.entries_for(b):
+            if e.workload_classes and ctx.fingerprint.workload_class not in e.workload_classes:
+                continue
+            if h is not None and h.score < e.min_score:
+                continue
+            for name in self._resolve(ctx, e.knob):
+                if only is not None and name not in only:
+                    continue
+                if any(m.name == name for m in moves):
+                    continue
+                spec = self._usable(ctx, name, hist)
+                if spec is None:
+                    continue
+                mv = self._entry_move(ctx, e, name, spec, current, facts, family, hist)
+                if mv is not None:
+                    moves.append(mv)
+            if len(moves) >= ctx.max_changes:
+                break
+        return moves[: ctx.max_changes]
+
+    def _floors(
+        self,
+        ctx: PlanningContext,
+        book: Playbook,
+        current: dict[str, str],
+        facts: HostFacts,
+        family: str,
+        hist: _History,
+    ) -> list[_Move]:
+        moves: list[_Move] = []
+        for rule in book.floor:
+            spec = self._usable(ctx, rule.knob, hist)
+            if spec is None:
+                continue
+            mv = self._floor_move(ctx, rule, spec, current, facts, family, hist)
+            if mv is not None:
+                moves.append(mv)
+        return moves
+
+    def _floor_move(
+        self,
+        ctx: PlanningContext,
+        rule: FloorRule,
+        spec: KnobSpec,
+        current: dict[str, str],
+        facts: HostFacts,
+        family: str,
+        hist: _History,
+    ) -> _Move | None:
+        raw = current.get(rule.knob, spec.default)
+        cur = parse_value(raw, spec) if raw is not None else None
+        if cur is None:
+            return None
+        value: str | int | float
+        if rule.revert_above is not None:
+            if cur <= rule.revert_above or rule.value is None:
+                return None
+            value = rule.value  # back to the default: a return to default is not a step outward
+        else:
+            assert rule.floor is not None
+            floor = size(rule.floor, facts, spec, cur)
+            if floor is None or cur >= floor or (rule.knob, "up") in hist.dead:
+                return None
+            target = round_base(self._step_bound(ctx, floor, cur), spec)
+            if target <= cur:
+                return None
+            value = format_value(target, spec, family)
+        if canonical(rule.knob, value, spec) in hist.forbidden:
+            return None
+        return _Move(rule.knob, value, spec, rule.bottleneck, raw, rule.effect, "", rule.reason, rule.source)
+
+    def _seeds(
+        self,
+        ctx: PlanningContext,
+        current: dict[str, str],
+        family: str,
+        hist: _History,
+        by_b: dict[Bottleneck, Hypothesis],
+        taken: set[str],
+    ) -> list[_Move]:
+        """Beneficial directions of retrieved experience, scaled to this host's memory."""
+        items = [(exp, it) for exp in ctx.experience for it in exp.beneficial]
+        items.sort(key=lambda p: -float(p[1].get("gain", 0.0) or 0.0))
+        mem = ctx.profile.hardware.memory_limit_bytes or ctx.profile.hardware.memory_bytes
+        moves: list[_Move] = []
+        for exp, it in items:
+            try:
+                b = Bottleneck(it.get("bottleneck", "unknown"))
+            except ValueError:
+                b = Bottleneck.unknown
+            if b == Bottleneck.unknown:
+                b = next(iter(by_b)) if by_b else Bottleneck.unknown
+            for name, val in (it.get("changes") or {}).items():
+                spec = self._usable(ctx, name, hist)
+                if spec is None or name in taken or any(m.name == name for m in moves):
+                    continue
+                raw = current.get(name, spec.default)
+                rel = exp.best_config_relative.get(name, {})
+                ub = unit_bytes(spec.unit)
+                value: str | int | float = str(val)
+                frac = rel.get("fraction_of_memory")
+                cur = parse_value(raw, spec) if raw is not None else None
+                target = parse_value(val, spec)
+                if isinstance(frac, int | float) and ub and mem:
+                    target = frac * mem / ub
+                if target is not None:
+                    target = round_base(self._step_bound(ctx, target, cur), spec)
+                    value = format_value(target, spec, family)
+                d = _direction(name, str(value), spec, current)
+                if d == "same" or (name, d) in hist.dead or canonical(name, value, spec) in hist.forbidden:
+                    continue
+                gain = float(it.get("gain", 0.0) or 0.0)
+                moves.append(
+                    _Move(
+                        name,
+                        value,
+                        spec,
+                        b,
+                        raw,
+                        f"repeat a direction that gained {gain:+.1%}",
+                        "",
+                        f"helped in session {exp.session_id} on a similar fingerprint "
+                        f"({name}={val}, gain {gain:+.1%})",
+                        f"experience memory, session {exp.session_id}",
+                    )
+                )
+        return moves
+
+    # ------------------------------------------------------------------------------ proposal
+
+    def _evidence(self, hyps: list[Hypothesis], chosen: Bottleneck) -> list[str]:
+        lines: list[str] = []
+        for h in hyps:
+            if h.bottleneck == chosen:
+                lines = [f"{h.bottleneck.value} (score {h.score:.2f}): {e}" for e in h.evidence] + lines
+            elif h.plausible and h.evidence:
+                lines.append(f"{h.bottleneck.value} (score {h.score:.2f}): {h.evidence[0]}")
+        return lines
+
+    def _ruled_out(self, hyps: list[Hypothesis], hist: _History, chosen: Bottleneck) -> list[str]:
+        out = [f"{h.bottleneck.value} (score {h.score:.2f}): {h.ruled_out}" for h in hyps if h.ruled_out]
+        out += [f"{b.value}: {why}" for b, why in hist.exhausted.items() if b != chosen]
+        return out
+
+    def _proposal(
+        self,
+        ctx: PlanningContext,
+        bottleneck: Bottleneck,
+        moves: list[_Move],
+        hyps: list[Hypothesis],
+        hist: _History,
+        family: str,
+        lead: str,
+    ) -> Proposal:
+        changes = [
+            Change(
+                name=m.name,
+                value=m.value,
+                rationale=f"{m.reason} ({m.name}: {m.current} → {m.value}; source: {m.source})",
+            )
+            for m in moves
+        ]
+        apply = ApplyMode.strongest([m.spec.apply for m in moves])
+        risks = [f"{m.name}: {m.risk}" for m in moves if m.risk]
+        if apply == ApplyMode.restart:
+            restarts = [m.name for m in moves if m.spec.apply == ApplyMode.restart]
+            risks.append(f"restart required for {', '.join(restarts)} (brief unavailability)")
+        rationale = (
+            f"{lead} Prescribing "
+            + ", ".join(f"{m.name}={m.value}" for m in moves)
+            + f" from the {family} playbook."
+        )
+        log.info(
+            "planner.proposed",
+            stage=ctx.stage.value,
+            bottleneck=bottleneck.value,
+            changes={m.name: m.value for m in moves},
+            reason=lead,
+        )
+        return Proposal(
+            bottleneck=bottleneck,
+            layer=ctx.stage,
+            changes=changes,
+            intended_effects=[f"{m.name}: {m.effect}" for m in moves],
+            risks=risks,
+            apply_requirement=apply,
+            evidence=self._evidence(hyps, bottleneck),
+            ruled_out=self._ruled_out(hyps, hist, bottleneck),
+            rationale=rationale,
+            planner=self.name,
+        )

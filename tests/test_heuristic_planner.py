@@ -1,0 +1,552 @@
+"""HeuristicPlanner: proposals from recorded states, refinement over hand-built rounds, experience seeding,
+bad-start floors and the commit_delay trap. Catalogs are built by hand, mirroring pg_settings /
+information_schema.SYSTEM_VARIABLES / the Linux catalog metadata (units "8kB", "kB", "MB", "ms", "s").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agenticdb.models import (
+    ApplyMode,
+    Bottleneck,
+    Catalog,
+    Decision,
+    Experience,
+    FailedCheck,
+    Failure,
+    Fingerprint,
+    Hardware,
+    KnobSpec,
+    Layer,
+    NormalizedChange,
+    PlanningContext,
+    Proposal,
+    RoundOutcome,
+    RuntimeProfile,
+    StateDelta,
+)
+from agenticdb.planner.heuristic import HeuristicPlanner
+from agenticdb.planner.playbook import Sizing, canonical, load_playbook, parse_value
+from agenticdb.resources import data_dir
+
+STATES = Path(__file__).parent / "data" / "states"
+GiB = 2**30
+
+
+def _k(
+    name: str,
+    vartype: str,
+    apply: str,
+    default: str,
+    unit: str | None = None,
+    lo: float | None = None,
+    hi: float | None = None,
+    enum: list[str] | None = None,
+    layer: Layer = Layer.dbms,
+    block: int | None = None,
+) -> KnobSpec:
+    return KnobSpec(
+        name=name,
+        vartype=vartype,
+        apply=ApplyMode(apply),
+        default=default,
+        unit=unit,  # type: ignore[arg-type]
+        min_value=lo,
+        max_value=hi,
+        enum_values=enum,
+        layer=layer,
+        block_size=block,
+    )
+
+
+PG_KNOBS = [  # PostgreSQL 15 pg_settings: name, vartype, context→apply, boot_val, unit, min, max
+    _k("shared_buffers", "integer", "restart", "16384", "8kB", 16, 1073741823),
+    _k("effective_cache_size", "integer", "reload", "524288", "8kB", 1, 2147483647),
+    _k("work_mem", "integer", "reload", "4096", "kB", 64, 2147483647),
+    _k("maintenance_work_mem", "integer", "reload", "65536", "kB", 1024, 2147483647),
+    _k("max_wal_size", "integer", "reload", "1024", "MB", 2, 2147483647),
+    _k("checkpoint_timeout", "integer", "reload", "300", "s", 30, 86400),
+    _k("checkpoint_completion_target", "real", "reload", "0.9", None, 0, 1),
+    _k("wal_buffers", "integer", "restart", "-1", "8kB", -1, 262143),
+    _k("commit_delay", "integer", "reload", "0", None, 0, 100000),
+    _k("commit_siblings", "integer", "reload", "5", None, 0, 1000),
+    _k("wal_compression", "enum", "reload", "off", enum=["pglz", "lz4", "zstd", "on", "off"]),
+    _k("wal_writer_delay", "integer", "reload", "200", "ms", 1, 10000),
+    _k("effective_io_concurrency", "integer", "reload", "1", None, 0, 1000),
+    _k("random_page_cost", "real", "reload", "4", None, 0, 1.79769e308),
+    _k("bgwriter_lru_maxpages", "integer", "reload", "100", None, 0, 1073741823),
+    _k("jit", "bool", "reload", "on"),
+    _k("max_parallel_workers_per_gather", "integer", "reload", "2", None, 0, 1024),
+    _k("deadlock_timeout", "integer", "reload", "1000", "ms", 1, 2147483647),
+    _k("max_connections", "integer", "restart", "100", None, 1, 262143),
+]
+PG_DEFAULTS = {  # current_setting() spellings, as the PostgreSQL target reports them
+    "shared_buffers": "128MB",
+    "effective_cache_size": "4GB",
+    "work_mem": "4MB",
+    "maintenance_work_mem": "64MB",
+    "max_wal_size": "1GB",
+    "checkpoint_timeout": "5min",
+    "checkpoint_completion_target": "0.9",
+    "wal_buffers": "4MB",
+    "commit_delay": "0",
+    "commit_siblings": "5",
+    "wal_compression": "off",
+    "wal_writer_delay": "200ms",
+    "effective_io_concurrency": "1",
+    "random_page_cost": "4",
+    "bgwriter_lru_maxpages": "100",
+    "jit": "on",
+    "max_parallel_workers_per_gather": "2",
+    "deadlock_timeout": "1s",
+    "max_connections": "100",
+}
+MY_KNOBS = [  # MariaDB 10.11 SYSTEM_VARIABLES
+    _k(
+        "innodb_buffer_pool_size",
+        "integer",
+        "dynamic",
+        "134217728",
+        "B",
+        2097152,
+        18446744073701163008,
+        block=1048576,
+    ),
+    _k("innodb_log_buffer_size", "integer", "restart", "16777216", "B", 262144, 18446744073709551615),
+    _k(
+        "innodb_flush_method",
+        "enum",
+        "restart",
+        "O_DIRECT",
+        enum=["fsync", "O_DSYNC", "littlesync", "nosync", "O_DIRECT", "O_DIRECT_NO_FSYNC"],
+    ),
+    _k("innodb_log_file_size", "integer", "dynamic", "100663296", "B", 1048576, 512 * GiB),
+    _k("innodb_io_capacity", "integer", "dynamic", "200", None, 100, 18446744073709551615),
+    _k("innodb_io_capacity_max", "integer", "dynamic", "4294967295", None, 100, 18446744073709551615),
+    _k("tmp_table_size", "integer", "dynamic", "16777216", "B", 1024, 18446744073709551615),
+    _k("max_heap_table_size", "integer", "dynamic", "16777216", "B", 16384, 18446744073709551615),
+    _k("thread_cache_size", "integer", "dynamic", "151", None, 0, 16384),
+    _k("table_open_cache", "integer", "dynamic", "2000", None, 10, 1048576),
+    _k("max_connections", "integer", "dynamic", "151", None, 10, 100000),
+]
+LINUX_KNOBS = [
+    _k("vm.dirty_background_ratio", "integer", "dynamic", "10", "%", 0, 100, layer=Layer.os),
+    _k("vm.dirty_ratio", "integer", "dynamic", "20", "%", 0, 100, layer=Layer.os),
+    _k("vm.dirty_expire_centisecs", "integer", "dynamic", "3000", "cs", 0, 2147483647, layer=Layer.os),
+    _k("vm.swappiness", "integer", "dynamic", "60", None, 0, 200, layer=Layer.os),
+    _k("vm.vfs_cache_pressure", "integer", "dynamic", "100", None, 0, 1000, layer=Layer.os),
+    _k("vm.min_free_kbytes", "integer", "dynamic", "67584", "kB", 0, 2**31, layer=Layer.os),
+    _k("block.vda.read_ahead_kb", "integer", "dynamic", "128", "kB", 0, 65536, layer=Layer.os),
+    _k("block.vda.nr_requests", "integer", "dynamic", "256", None, 4, 4096, layer=Layer.os),
+    _k(
+        "block.vda.scheduler",
+        "enum",
+        "dynamic",
+        "bfq",
+        enum=["mq-deadline", "kyber", "bfq", "none"],
+        layer=Layer.os,
+    ),
+]
+
+
+def _catalog(target: str, knobs: list[KnobSpec], drop: tuple[str, ...] = ()) -> Catalog:
+    return Catalog(target=target, version="x", knobs={k.name: k for k in knobs if k.name not in drop})
+
+
+def _delta(name: str) -> StateDelta:
+    return StateDelta.model_validate(json.loads((STATES / f"{name}.json").read_text())["delta"])
+
+
+def _ctx(
+    state: str,
+    family: str = "postgresql",
+    mem_gib: int = 4,
+    config: dict[str, str] | None = None,
+    stage: Layer = Layer.dbms,
+    drop: tuple[str, ...] = (),
+    workload_class: str = "oltp",
+    **kw: object,
+) -> PlanningContext:
+    knobs, defaults = {
+        "postgresql": (PG_KNOBS, PG_DEFAULTS),
+        "mariadb": (MY_KNOBS, {}),
+        "linux": (LINUX_KNOBS, {}),
+    }["linux" if stage == Layer.os else family]
+    hw = Hardware(
+        cpu_count=2,
+        memory_bytes=mem_gib * GiB,
+        memory_limit_bytes=mem_gib * GiB,
+        disk_free_bytes=50 * GiB,
+        data_device="/dev/vda",
+    )
+    current = {**defaults, **(config or {})}
+    profile = RuntimeProfile(target=family, dbms_version="15", hardware=hw, current_config=current)
+    fp = Fingerprint(
+        dbms=family,
+        version_major="15",
+        benchmark="sysbench",
+        workload_class=workload_class,
+        read_fraction=0.7,
+    )  # type: ignore[arg-type]
+    return PlanningContext(
+        profile=profile,
+        fingerprint=fp,
+        catalog=_catalog(family, knobs, drop),
+        stage=stage,
+        current_config=current,
+        last_delta=_delta(state),
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def _round(
+    no: int,
+    b: Bottleneck,
+    changes: dict[str, str],
+    kept: bool,
+    gain: float | None = None,
+    decision: Decision = Decision.continue_,
+    **kw: object,
+) -> RoundOutcome:
+    return RoundOutcome(
+        session_id="s1",
+        round_no=no,
+        stage=Layer.dbms,
+        bottleneck=b,
+        verdict_ok=True,
+        changes=changes,
+        kept=kept,
+        gain_vs_best=gain,
+        decision=decision,
+        reason="test",
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def _check_bounds(ctx: PlanningContext, p: Proposal) -> None:
+    """Every change exists in the catalog, is new, and moves at most max_step_factor."""
+    assert len(p.changes) <= ctx.max_changes
+    for c in p.changes:
+        spec = ctx.catalog.knobs[c.name]
+        new = parse_value(c.value, spec)
+        old = parse_value(ctx.current_config.get(c.name, spec.default), spec)
+        if new is not None and old is not None and old > 0 and new > 0:
+            assert 1 / ctx.max_step_factor - 1e-9 <= new / old <= ctx.max_step_factor + 1e-9, (c, old)
+        if spec.unit in ("8kB", "kB", "MB") and isinstance(c.value, str):
+            assert re.fullmatch(r"\d+(kB|MB|GB|TB)", c.value), c.value
+        assert canonical(c.name, c.value, spec) != canonical(c.name, ctx.current_config.get(c.name, ""), spec)
+
+
+PLANNER = HeuristicPlanner()
+
+
+# ------------------------------------------------------------------------- first proposals by state
+
+
+@pytest.mark.parametrize(
+    ("state", "bottleneck", "knobs"),
+    [
+        ("pg_buffer_cache", Bottleneck.buffer_cache, {"shared_buffers": "512MB"}),  # 4GB cache ≥ 75% already
+        (
+            "pg_wal_fsync",
+            Bottleneck.wal_fsync,
+            {"wal_buffers": "16MB", "wal_compression": "lz4", "wal_writer_delay": "100ms"},
+        ),
+        ("pg_checkpoint", Bottleneck.checkpoint, {"max_wal_size": "2560MB", "checkpoint_timeout": "15min"}),
+        (
+            "pg_io_queue",
+            Bottleneck.io_queue,
+            {"effective_io_concurrency": 4, "random_page_cost": 1.1, "bgwriter_lru_maxpages": 400},
+        ),
+        ("pg_cpu", Bottleneck.cpu, {"jit": "off"}),
+        ("pg_temp_spill", Bottleneck.temp_spill, {"work_mem": "10MB", "maintenance_work_mem": "204MB"}),
+        ("pg_lock_contention", Bottleneck.lock_contention, {"deadlock_timeout": "2s"}),
+        ("pg_connections", Bottleneck.connections, {"max_connections": 125}),
+    ],
+)
+def test_postgresql_first_proposal_follows_the_diagnosis(
+    state: str, bottleneck: Bottleneck, knobs: dict[str, object]
+) -> None:
+    ctx = _ctx(state)
+    p = PLANNER.propose(ctx)
+    assert p.bottleneck == bottleneck and not p.plateau
+    assert {c.name: c.value for c in p.changes} == knobs
+    _check_bounds(ctx, p)
+    assert p.evidence[0].startswith(f"{bottleneck.value} (score ")
+    assert any(ch.isdigit() for ch in p.evidence[0])
+    assert p.ruled_out and all("score" in r for r in p.ruled_out)
+    assert len(p.intended_effects) == len(p.changes)
+    assert all("source:" in c.rationale for c in p.changes)
+    restart = any(ctx.catalog.knobs[c.name].apply == ApplyMode.restart for c in p.changes)
+    assert (p.apply_requirement == ApplyMode.restart) == restart
+
+
+def test_shared_buffers_is_sized_from_memory_within_the_step_bound() -> None:
+    ctx = _ctx("pg_buffer_cache", mem_gib=4, max_step_factor=10.0)
+    p = PLANNER.propose(ctx)
+    assert p.changes[0].name == "shared_buffers" and p.changes[0].value == "1GB"  # 25% of 4 GiB
+    assert p.apply_requirement == ApplyMode.restart
+    assert any("restart required for shared_buffers" in r for r in p.risks)
+
+
+def test_max_changes_and_catalog_and_restart_permission_are_respected() -> None:
+    p = PLANNER.propose(_ctx("pg_io_queue", max_changes=1))
+    assert [c.name for c in p.changes] == ["effective_io_concurrency"]
+    p = PLANNER.propose(_ctx("pg_wal_fsync", drop=("wal_buffers",)))
+    assert "wal_buffers" not in {c.name for c in p.changes} and p.changes
+    p = PLANNER.propose(_ctx("pg_buffer_cache", allow_restart=False, config={"effective_cache_size": "1GB"}))
+    assert [c.name for c in p.changes] == ["effective_cache_size"]
+    assert p.apply_requirement == ApplyMode.reload
+
+
+def test_mariadb_sizes_are_integer_bytes_on_block_boundaries() -> None:
+    ctx = _ctx("mariadb_buffer_cache", family="mariadb", config={"innodb_buffer_pool_size": "134217728"})
+    p = PLANNER.propose(ctx)
+    assert p.bottleneck == Bottleneck.buffer_cache
+    (c,) = p.changes
+    assert c.name == "innodb_buffer_pool_size" and c.value == 4 * 134217728
+    assert isinstance(c.value, int) and c.value % 1048576 == 0
+    p = PLANNER.propose(_ctx("mariadb_temp_spill", family="mariadb"))
+    assert {c.name: c.value for c in p.changes} == {
+        "tmp_table_size": 64 * 2**20,
+        "max_heap_table_size": 64 * 2**20,
+    }
+    p = PLANNER.propose(_ctx("mariadb_wal_fsync", family="mariadb", config={"innodb_flush_method": "fsync"}))
+    assert {c.name: c.value for c in p.changes} == {
+        "innodb_log_buffer_size": 64 * 2**20,
+        "innodb_flush_method": "O_DIRECT",
+    }
+
+
+def test_linux_moves_use_catalog_names_and_integers() -> None:
+    p = PLANNER.propose(_ctx("os_writeback", stage=Layer.os))
+    assert p.layer == Layer.os and p.bottleneck == Bottleneck.writeback
+    assert {c.name: c.value for c in p.changes} == {
+        "vm.dirty_background_ratio": 5,
+        "vm.dirty_ratio": 10,
+        "vm.dirty_expire_centisecs": 1500,
+    }
+    p = PLANNER.propose(_ctx("os_io_queue", stage=Layer.os))
+    assert {c.name: c.value for c in p.changes} == {
+        "block.vda.read_ahead_kb": 32,
+        "block.vda.nr_requests": 512,
+        "block.vda.scheduler": "mq-deadline",
+    }
+    # swappiness is never pushed to 0: at the floor of 1 nothing is left for it
+    ctx = _ctx(
+        "os_memory_reclaim", stage=Layer.os, config={"vm.swappiness": "1", "vm.vfs_cache_pressure": "50"}
+    )
+    p = PLANNER.propose(ctx)
+    assert {c.name for c in p.changes} == {"vm.min_free_kbytes"}
+    assert p.changes[0].value == 67584 * 4 or p.changes[0].value <= 67584 * 4
+
+
+# -------------------------------------------------------------------------------- refinement
+
+
+def test_kept_direction_is_pushed_with_shrinking_steps() -> None:
+    cfg = {"effective_io_concurrency": "200"}
+    r1 = _round(1, Bottleneck.io_queue, {"effective_io_concurrency": "200"}, kept=True, gain=0.10)
+    p = PLANNER.propose(_ctx("pg_io_queue", config=cfg, rounds=[r1]))
+    assert {c.name: c.value for c in p.changes} == {"effective_io_concurrency": 300}  # second step ×1.5
+    assert "pushing the same direction" in p.rationale
+    r2 = _round(2, Bottleneck.io_queue, {"effective_io_concurrency": "300"}, kept=True, gain=0.05)
+    p = PLANNER.propose(_ctx("pg_io_queue", config={"effective_io_concurrency": "300"}, rounds=[r1, r2]))
+    assert {c.name: c.value for c in p.changes} == {"effective_io_concurrency": 375}  # third step ×1.25
+
+
+def test_unkept_change_is_not_repeated_and_its_direction_is_dropped() -> None:
+    r1 = _round(
+        1, Bottleneck.buffer_cache, {"shared_buffers": "512MB", "effective_cache_size": "2GB"}, kept=False
+    )
+    p = PLANNER.propose(_ctx("pg_buffer_cache", rounds=[r1]))
+    assert p.bottleneck != Bottleneck.buffer_cache or not (
+        {"shared_buffers", "effective_cache_size"} & {c.name for c in p.changes}
+    )
+    r1 = _round(1, Bottleneck.buffer_cache, {"shared_buffers": "512MB"}, kept=False)
+    p = PLANNER.propose(_ctx("pg_buffer_cache", rounds=[r1], config={"effective_cache_size": "1GB"}))
+    assert [c.name for c in p.changes] == ["effective_cache_size"]
+
+
+def test_two_unkept_rounds_redirect_to_the_next_hypothesis() -> None:
+    r1 = _round(1, Bottleneck.io_queue, {"effective_io_concurrency": "4"}, kept=False)
+    r2 = _round(2, Bottleneck.io_queue, {"random_page_cost": "1.1"}, kept=False)
+    p = PLANNER.propose(_ctx("pg_io_queue", rounds=[r1, r2]))
+    assert p.bottleneck == Bottleneck.buffer_cache  # second-best in this state (score 0.7)
+    assert "redirected from io_queue: 2 rounds in a row did not help" in p.rationale
+    assert any(r.startswith("io_queue: 2 rounds") for r in p.ruled_out)
+
+
+def test_auditor_redirect_and_tie_gain_stop_the_direction() -> None:
+    r1 = _round(
+        1,
+        Bottleneck.io_queue,
+        {"effective_io_concurrency": "4"},
+        kept=True,
+        gain=0.01,
+        decision=Decision.redirect,
+    )
+    p = PLANNER.propose(_ctx("pg_io_queue", config={"effective_io_concurrency": "4"}, rounds=[r1]))
+    assert p.bottleneck == Bottleneck.buffer_cache
+    r1 = _round(1, Bottleneck.io_queue, {"effective_io_concurrency": "4"}, kept=True, gain=0.01)
+    p = PLANNER.propose(_ctx("pg_io_queue", config={"effective_io_concurrency": "4"}, rounds=[r1]))
+    assert p.bottleneck == Bottleneck.io_queue
+    assert "effective_io_concurrency" not in {c.name for c in p.changes}  # a tie is not chased further
+
+
+def test_plateau_when_nothing_is_left() -> None:
+    p = PLANNER.propose(_ctx("pg_cpu", config={"jit": "off"}))
+    assert p.plateau and p.changes == []
+    assert "plateau" in p.rationale and "cpu: no playbook move left" in p.rationale
+    # OLAP would still have parallel workers to give
+    p = PLANNER.propose(
+        _ctx("pg_cpu", config={"jit": "off", "max_parallel_workers_per_gather": "0"}, workload_class="olap")
+    )
+    assert not p.plateau and [c.name for c in p.changes] == ["max_parallel_workers_per_gather"]
+
+
+def test_rejected_and_failed_changes_are_never_repeated() -> None:
+    bad = FailedCheck(check="hardware", parameter="shared_buffers", value="512MB", message="over budget")
+    rejected = RoundOutcome(
+        session_id="s1",
+        round_no=1,
+        stage=Layer.dbms,
+        bottleneck=Bottleneck.buffer_cache,
+        verdict_ok=False,
+        failed_checks=[bad],
+        decision=Decision.continue_,
+        reason="rejected",
+        changes={"shared_buffers": "512MB", "effective_cache_size": "2GB"},
+    )
+    p = PLANNER.propose(_ctx("pg_buffer_cache", rounds=[rejected], config={"effective_cache_size": "1GB"}))
+    vals = {c.name: c.value for c in p.changes}
+    assert vals["shared_buffers"] == "256MB"  # geometric middle of 128MB and the rejected 512MB
+    assert vals["effective_cache_size"] == "2GB"  # not the offender: still allowed
+    failed = _round(
+        1,
+        Bottleneck.buffer_cache,
+        {"shared_buffers": "512MB"},
+        kept=False,
+        failure=Failure(
+            phase="restart",
+            message="could not map shared memory",
+            attempted=[NormalizedChange(name="shared_buffers", value="512MB", apply=ApplyMode.restart)],
+        ),
+    )
+    p = PLANNER.propose(_ctx("pg_buffer_cache", rounds=[failed]))
+    assert all(not (c.name == "shared_buffers" and c.value == "512MB") for c in p.changes)
+
+
+def test_validator_feedback_drops_or_shrinks_the_offender() -> None:
+    fb = [FailedCheck(check="protected", parameter="wal_compression", value="lz4", message="test rule")]
+    p = PLANNER.propose(_ctx("pg_wal_fsync", validator_feedback=fb))
+    assert "wal_compression" not in {c.name for c in p.changes} and p.changes
+    fb = [FailedCheck(check="step", parameter="wal_buffers", value="16MB", message="too far")]
+    p = PLANNER.propose(_ctx("pg_wal_fsync", validator_feedback=fb))
+    assert {c.name: c.value for c in p.changes}["wal_buffers"] == "8MB"
+
+
+# -------------------------------------------------------------------- bad start, trap, experience
+
+
+def test_bad_start_gets_the_floor_prescription() -> None:
+    bad = {"shared_buffers": "128kB", "work_mem": "64kB", "max_wal_size": "32MB"}
+    ctx = _ctx("pg_cpu", config=bad, max_step_factor=1024.0)
+    p = PLANNER.propose(ctx)
+    assert {c.name: c.value for c in p.changes} == {
+        "shared_buffers": "128MB",
+        "work_mem": "1MB",
+        "max_wal_size": "256MB",
+    }
+    assert "bad start" in p.rationale
+    p = PLANNER.propose(_ctx("pg_cpu", config=bad))  # default step bound ×4 still moves towards the floor
+    assert {c.name: c.value for c in p.changes} == {
+        "shared_buffers": "512kB",
+        "work_mem": "256kB",
+        "max_wal_size": "128MB",
+    }
+
+
+def test_commit_delay_trap_is_reverted() -> None:
+    ctx = _ctx("pg_wal_fsync", config={"commit_delay": "1000", "commit_siblings": "2"})
+    p = PLANNER.propose(ctx)
+    assert p.bottleneck == Bottleneck.wal_fsync
+    assert p.changes[0].name == "commit_delay" and str(p.changes[0].value) == "0"
+    assert "39%" in p.changes[0].rationale
+
+
+def test_first_proposal_starts_from_experience_and_avoids_its_failures() -> None:
+    old = Fingerprint(
+        dbms="postgresql",
+        version_major="15",
+        benchmark="sysbench",
+        workload_class="oltp",
+        read_fraction=0.7,
+        memory_gib=24,
+    )
+    exp = Experience(
+        fingerprint=old,
+        session_id="s-old",
+        beneficial=[
+            {"changes": {"shared_buffers": "6GB"}, "gain": 0.2, "bottleneck": "buffer_cache"},
+            {"changes": {"random_page_cost": "1.1"}, "gain": 0.05, "bottleneck": "io_queue"},
+        ],
+        ineffective=[{"changes": {"effective_io_concurrency": "200"}}],
+        failed=[{"changes": {"wal_buffers": "64MB"}}],
+        best_config_relative={"shared_buffers": {"fraction_of_memory": 0.25}},
+    )
+    ctx = _ctx("pg_io_queue", experience=[exp], max_step_factor=10.0)
+    p = PLANNER.propose(ctx)
+    vals = {c.name: c.value for c in p.changes}
+    assert vals == {"shared_buffers": "1GB", "random_page_cost": 1.1}  # 25% of this host's 4 GiB
+    assert "similar fingerprints" in p.rationale and "s-old" in p.rationale
+    assert "ineffective effective_io_concurrency=200" in p.rationale
+    # later rounds no longer seed, and the ineffective direction stays dead
+    r1 = _round(1, Bottleneck.buffer_cache, {k: str(v) for k, v in vals.items()}, kept=False)
+    p = PLANNER.propose(_ctx("pg_io_queue", experience=[exp], rounds=[r1]))
+    assert "effective_io_concurrency" not in {c.name for c in p.changes}
+
+
+# --------------------------------------------------------------------------- playbooks as data
+
+
+def test_every_shipped_playbook_loads_with_reason_and_source() -> None:
+    for fam in ("postgresql", "mariadb", "mysql", "linux"):
+        book = load_playbook(fam)
+        assert book.entry
+        for e in [*book.entry, *book.floor, *book.report]:
+            assert e.source.strip()
+        assert all(e.reason.strip() for e in [*book.entry, *book.floor])
+    assert len(list(data_dir("catalogs").glob("playbook-*.toml"))) == 3
+
+
+def test_sizing_refuses_two_base_terms_by_name() -> None:
+    with pytest.raises(ValueError, match="exactly one base term"):
+        Sizing(fraction_of_memory=0.25, bytes=1024)
+
+
+def test_postgresql_playbook_names_exist_on_the_real_server(pg_sandbox) -> None:  # type: ignore[no-untyped-def]
+    out = subprocess.run(
+        ["psql", "-At", pg_sandbox.dsn, "-c", "SELECT name FROM pg_settings"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+    names = set(out)
+    book = load_playbook("postgresql")
+    missing = {e.knob for e in [*book.entry, *book.floor]} - names
+    assert not missing
+
+
+def test_linux_playbook_sysctls_exist_on_this_kernel() -> None:
+    book = load_playbook("linux")
+    for e in book.entry:
+        if e.knob.startswith("vm."):
+            assert Path("/proc/sys", *e.knob.split(".")).exists(), e.knob
