@@ -74,7 +74,7 @@ def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
 
 def _mounts(proc: str) -> list[tuple[str, str, str, str, str, str]]:
     """(major:minor, root, mount point, fstype, source, super options) per line of mountinfo (proc(5))."""
-    rows = []
+    rows: list[tuple[str, str, str, str, str, str]] = []
     try:
         text = Path(f"{proc}/self/mountinfo").read_text()
     except OSError:

@@ -29,12 +29,27 @@ from agenticdb.models import KnobSpec
 PG_MEMORY_UNITS: dict[str, int] = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 """PostgreSQL memory units in bytes (manual 19.1.1)."""
 
-PG_TIME_UNITS: dict[str, float] = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0,
-                                   "d": 86_400_000.0}
+PG_TIME_UNITS: dict[str, float] = {
+    "us": 0.001,
+    "ms": 1.0,
+    "s": 1000.0,
+    "min": 60_000.0,
+    "h": 3_600_000.0,
+    "d": 86_400_000.0,
+}
 """PostgreSQL time units in milliseconds (manual 19.1.1)."""
 
-_PG_MEMORY_INPUT = {"b": "B", "k": "kB", "kb": "kB", "m": "MB", "mb": "MB", "g": "GB", "gb": "GB",
-                    "t": "TB", "tb": "TB"}
+_PG_MEMORY_INPUT = {
+    "b": "B",
+    "k": "kB",
+    "kb": "kB",
+    "m": "MB",
+    "mb": "MB",
+    "g": "GB",
+    "gb": "GB",
+    "t": "TB",
+    "tb": "TB",
+}
 _PG_TIME_INPUT = {"us": "us", "ms": "ms", "s": "s", "min": "min", "h": "h", "d": "d"}
 _MYSQL_SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5, "e": 1024**6}
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z%]*)\s*$")
@@ -124,7 +139,9 @@ def _split_number(spec: KnobSpec, raw: str | int | float | bool, accepted: str) 
         return float(raw), ""
     m = _NUMBER.match(str(raw))
     if not m:
-        raise UnitError(f"{spec.name}={raw!r}: not a number with an optional unit; expected {accepted}", "type")
+        raise UnitError(
+            f"{spec.name}={raw!r}: not a number with an optional unit; expected {accepted}", "type"
+        )
     number = float(m.group(1))
     if not math.isfinite(number):
         raise UnitError(f"{spec.name}={raw!r}: not a finite number; expected {accepted}", "type")
@@ -149,13 +166,16 @@ def pg_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
     number, unit = _split_number(spec, raw, accepted)
     if unit:
         if kind is None:
-            raise UnitError(f"{spec.name}={raw!r}: unit {unit!r} given but the parameter has no unit; "
-                            f"expected {accepted}")
+            raise UnitError(
+                f"{spec.name}={raw!r}: unit {unit!r} given but the parameter has no unit; expected {accepted}"
+            )
         table = _PG_MEMORY_INPUT if kind[0] == "memory" else _PG_TIME_INPUT
         canon_unit = table.get(unit.lower())
         if canon_unit is None:
-            raise UnitError(f"{spec.name}={raw!r}: unit {unit!r} is not a valid {kind[0]} unit; "
-                            f"expected {accepted} (PostgreSQL manual 19.1.1)")
+            raise UnitError(
+                f"{spec.name}={raw!r}: unit {unit!r} is not a valid {kind[0]} unit; "
+                f"expected {accepted} (PostgreSQL manual 19.1.1)"
+            )
         per = PG_MEMORY_UNITS[canon_unit] if kind[0] == "memory" else PG_TIME_UNITS[canon_unit]
         base = number * per / kind[1]
     else:
@@ -210,8 +230,9 @@ def _pg_bool(spec: KnobSpec, raw: str | int | float | bool) -> str:
         return "on"
     if s in _PG_FALSE:
         return "off"
-    raise UnitError(f"{spec.name}={raw!r}: not a boolean; expected on/off (also true/false, yes/no, 1/0)",
-                    "type")
+    raise UnitError(
+        f"{spec.name}={raw!r}: not a boolean; expected on/off (also true/false, yes/no, 1/0)", "type"
+    )
 
 
 def _enum(spec: KnobSpec, raw: str | int | float | bool, *, pg_bools: bool = False) -> str:
@@ -228,8 +249,9 @@ def _enum(spec: KnobSpec, raw: str | int | float | bool, *, pg_bools: bool = Fal
             return lowered["on"]
         if s in _PG_FALSE:
             return lowered["off"]
-    raise UnitError(f"{spec.name}={raw!r}: not one of the values the server accepts: {', '.join(values)}",
-                    "enum")
+    raise UnitError(
+        f"{spec.name}={raw!r}: not one of the values the server accepts: {', '.join(values)}", "enum"
+    )
 
 
 def parse_pg_value(spec: KnobSpec, raw: str | int | float | bool) -> tuple[str, float | None]:
@@ -267,7 +289,9 @@ def mysql_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
             return Parsed("ON", None)
         if s in _MYSQL_FALSE:
             return Parsed("OFF", None)
-        raise UnitError(f"{spec.name}={raw!r}: not a boolean; expected ON or OFF (also 1/0, TRUE/FALSE)", "type")
+        raise UnitError(
+            f"{spec.name}={raw!r}: not a boolean; expected ON or OFF (also 1/0, TRUE/FALSE)", "type"
+        )
     if spec.vartype == "enum":
         return Parsed(_enum(spec, raw), None)
     if spec.vartype == "string":
@@ -283,14 +307,17 @@ def mysql_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
             raise UnitError(f"{spec.name}={raw!r}: a decimal parameter takes no suffix; expected {accepted}")
         return Parsed(_plain(number), number)
     if number != int(number):
-        raise UnitError(f"{spec.name}={raw!r}: the server accepts only whole numbers here; expected {accepted}",
-                        "type")
+        raise UnitError(
+            f"{spec.name}={raw!r}: the server accepts only whole numbers here; expected {accepted}", "type"
+        )
     value = int(number) * _MYSQL_SUFFIX[suffix.lower()]
     warnings: tuple[str, ...] = ()
     if spec.block_size and spec.block_size > 1 and value % spec.block_size:
         rounded = value - value % spec.block_size
-        warnings = (f"{spec.name}={raw!r} is not a multiple of the server's block size {spec.block_size}; "
-                    f"the server rounds it down to {rounded}",)
+        warnings = (
+            f"{spec.name}={raw!r} is not a multiple of the server's block size {spec.block_size}; "
+            f"the server rounds it down to {rounded}",
+        )
         value = rounded
     return Parsed(str(value), float(value), warnings)
 
@@ -329,8 +356,10 @@ def linux_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
     accepted = "an integer" + (f" in {spec.unit}" if spec.unit else "")
     number, unit = _split_number(spec, raw, accepted)
     if unit:
-        raise UnitError(f"{spec.name}={raw!r}: kernel parameters take plain numbers, not unit {unit!r}; "
-                        f"expected {accepted}")
+        raise UnitError(
+            f"{spec.name}={raw!r}: kernel parameters take plain numbers, not unit {unit!r}; "
+            f"expected {accepted}"
+        )
     if spec.vartype != "real" and number != int(number):
         raise UnitError(f"{spec.name}={raw!r}: not a whole number; expected {accepted}", "type")
     return Parsed(_plain(number), number)
@@ -341,8 +370,14 @@ def readable(family: str, spec: KnobSpec, base: float) -> str:
     if family == "postgresql":
         return format_pg(spec, base)
     if family == "mysql" and spec.vartype == "integer" and base >= 1024 and base == int(base):
-        for name, size in (("E", 1024**6), ("P", 1024**5), ("T", 1024**4), ("G", 1024**3), ("M", 1024**2),
-                           ("K", 1024)):
+        for name, size in (
+            ("E", 1024**6),
+            ("P", 1024**5),
+            ("T", 1024**4),
+            ("G", 1024**3),
+            ("M", 1024**2),
+            ("K", 1024),
+        ):
             if base >= size:
                 return f"{_plain(base)} ({base / size:.4g}{name})"
     return _plain(base) + (f" {spec.unit}" if spec.unit and family == "linux" else "")

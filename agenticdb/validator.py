@@ -43,14 +43,26 @@ from agenticdb.validation.rules import DurabilityRule, NameRule, RuleSet, load_r
 
 log = structlog.get_logger(__name__)
 
-OS_PREFIXES = ("vm.", "thp.", "kernel.", "net.", "fs.", "block.", "dev.", "user.", "abi.", "debug.", "sunrpc.")
+OS_PREFIXES = (
+    "vm.",
+    "thp.",
+    "kernel.",
+    "net.",
+    "fs.",
+    "block.",
+    "dev.",
+    "user.",
+    "abi.",
+    "debug.",
+    "sunrpc.",
+)
 """Name prefixes of Linux parameters (sysctl top-level directories of /proc/sys, plus block.<dev>.)."""
 
 _SRC_CATALOG = "the server's own metadata (pg_settings / information_schema.SYSTEM_VARIABLES / /proc/sys)"
 
 
 def flavor_of(catalog: Catalog) -> str:
-    """"postgresql", "mariadb", "mysql" or "linux" for version-specifier matching in rule files."""
+    """ "postgresql", "mariadb", "mysql" or "linux" for version-specifier matching in rule files."""
     fam = family_of(catalog.target)
     if fam == "mysql":
         return "mariadb" if "maria" in (catalog.target + catalog.version).lower() else "mysql"
@@ -73,12 +85,16 @@ def _index(catalog: Catalog, fold: bool) -> dict[str, str]:
 
 
 def in_window(window: str | None, now: datetime) -> bool:
-    """True when ``now`` (local time) is inside ``window`` "HH:MM-HH:MM" (may wrap midnight; None = always)."""
+    """True when ``now`` (local time) is inside ``window`` "HH:MM-HH:MM".
+
+    The window may wrap midnight ("22:00-02:00"); None means always.
+    """
     if window is None:
         return True
     start_s, end_s = (part.strip() for part in window.split("-"))
-    start = time(*map(int, start_s.split(":")))
-    end = time(*map(int, end_s.split(":")))
+    sh, sm = (int(x) for x in start_s.split(":"))
+    eh, em = (int(x) for x in end_s.split(":"))
+    start, end = time(sh, sm), time(eh, em)
     t = now.time()
     return start <= t < end if start <= end else (t >= start or t < end)
 
@@ -129,33 +145,50 @@ def validate(
         shown = str(raw)
         name = change.name.strip()
 
-        def fail(check: str, message: str, source: str = "", rule_id: str = "", *, _n: str = name,
-                 _v: str = shown) -> None:
-            failed.append(FailedCheck(check=check, parameter=_n, value=_v, message=message, source=source,
-                                      rule_id=rule_id))
+        def fail(
+            check: str, message: str, source: str = "", rule_id: str = "", *, _n: str = name, _v: str = shown
+        ) -> None:
+            failed.append(
+                FailedCheck(
+                    check=check, parameter=_n, value=_v, message=message, source=source, rule_id=rule_id
+                )
+            )
 
         # 1. stage
         looks_os = name.startswith(OS_PREFIXES)
         wrong_catalog = (stage == Layer.os) != (family == "linux")
         if wrong_catalog or (looks_os and family != "linux"):
-            fail("stage", f"{name}={shown}: not allowed in the {stage.value} stage (rule stage: DBMS knobs in the "
-                          f"DBMS stage, OS parameters in the OS stage; this catalog is {catalog.target})")
+            fail(
+                "stage",
+                f"{name}={shown}: not allowed in the {stage.value} stage (rule stage: DBMS knobs in the "
+                f"DBMS stage, OS parameters in the OS stage; this catalog is {catalog.target})",
+            )
             continue
         if proposal.layer != stage:
-            fail("stage", f"{name}={shown}: the proposal is for layer {proposal.layer.value} but this round tunes "
-                          f"{stage.value} (rule stage)")
+            fail(
+                "stage",
+                f"{name}={shown}: the proposal is for layer {proposal.layer.value} but this round tunes "
+                f"{stage.value} (rule stage)",
+            )
             continue
         key = name.lower() if fold else name
         if key in seen:
-            fail("conflict", f"{name}={shown}: the parameter is named twice in one change set (also "
-                             f"{seen[key]}); rule: one value per parameter per round", rule_id="duplicate")
+            fail(
+                "conflict",
+                f"{name}={shown}: the parameter is named twice in one change set (also "
+                f"{seen[key]}); rule: one value per parameter per round",
+                rule_id="duplicate",
+            )
             continue
         seen[key] = shown
         spec_name = index.get(key)
         spec = catalog.knobs[spec_name] if spec_name else None
         if spec is not None and spec.layer != stage:
-            fail("stage", f"{name}={shown}: a {spec.layer.value} parameter cannot change in the {stage.value} "
-                          "stage (rule stage)")
+            fail(
+                "stage",
+                f"{name}={shown}: a {spec.layer.value} parameter cannot change in the {stage.value} "
+                "stage (rule stage)",
+            )
             continue
         display = spec.name if spec else name
         protected = _match(rules.protected, display)
@@ -169,12 +202,20 @@ def validate(
                 rule = protected or dangerous
                 assert rule is not None
                 kind = "protected" if protected else "dangerous"
-                fail(kind, f"{name}={shown}: {kind} (rule {rule.id}): {rule.reason}; never tuned. "
-                           f"Also: {missing}", rule.source, rule.id)
+                fail(
+                    kind,
+                    f"{name}={shown}: {kind} (rule {rule.id}): {rule.reason}; never tuned. Also: {missing}",
+                    rule.source,
+                    rule.id,
+                )
             elif durability:
-                fail("durability", f"{name}={shown}: durability-risking parameter (rule {durability[0].id}: "
-                                   f"{durability[0].reason}). Also: {missing}", durability[0].source,
-                     durability[0].id)
+                fail(
+                    "durability",
+                    f"{name}={shown}: durability-risking parameter (rule {durability[0].id}: "
+                    f"{durability[0].reason}). Also: {missing}",
+                    durability[0].source,
+                    durability[0].id,
+                )
             else:
                 fail("unknown", missing, _SRC_CATALOG, "exists")
             continue
@@ -192,39 +233,73 @@ def validate(
         if b is not None and not _in_range(spec, b):
             lo = readable(family, spec, spec.min_value) if spec.min_value is not None else "-inf"
             hi = readable(family, spec, spec.max_value) if spec.max_value is not None else "+inf"
-            fail("range", f"{spec.name}={shown} ({value}) is outside the allowed range {lo} .. {hi} "
-                          f"(rule range: server min/max in {spec.unit or 'plain units'})", _SRC_CATALOG, "range",
-                 _n=spec.name)
+            fail(
+                "range",
+                f"{spec.name}={shown} ({value}) is outside the allowed range {lo} .. {hi} "
+                f"(rule range: server min/max in {spec.unit or 'plain units'})",
+                _SRC_CATALOG,
+                "range",
+                _n=spec.name,
+            )
             continue
 
         # 5. protected, dangerous, durability
         if protected:
-            fail("protected", f"{spec.name}={shown}: protected (rule {protected.id}): {protected.reason}; a "
-                              "tuner never changes application or benchmark semantics", protected.source,
-                 protected.id, _n=spec.name)
+            fail(
+                "protected",
+                f"{spec.name}={shown}: protected (rule {protected.id}): {protected.reason}; a "
+                "tuner never changes application or benchmark semantics",
+                protected.source,
+                protected.id,
+                _n=spec.name,
+            )
             continue
         if dangerous:
-            fail("dangerous", f"{spec.name}={shown}: dangerous (rule {dangerous.id}): {dangerous.reason}; never "
-                              "changed by the tuner", dangerous.source, dangerous.id, _n=spec.name)
+            fail(
+                "dangerous",
+                f"{spec.name}={shown}: dangerous (rule {dangerous.id}): {dangerous.reason}; never "
+                "changed by the tuner",
+                dangerous.source,
+                dangerous.id,
+                _n=spec.name,
+            )
             continue
         blocked = False
         for rule in durability:
             if not rule.risky(value):
                 continue
             if policy.durability == "relaxed" and rule.allowed_when_relaxed:
-                risks.append(f"{spec.name}={value}: {rule.reason} (rule {rule.id}, accepted under durability "
-                             f"= relaxed; {rule.source})")
+                risks.append(
+                    f"{spec.name}={value}: {rule.reason} (rule {rule.id}, accepted under durability "
+                    f"= relaxed; {rule.source})"
+                )
             else:
-                why = ("not allowed even under durability = relaxed" if rule.allowed_when_relaxed is False
-                       else f"rejected under durability = {policy.durability}")
-                fail("durability", f"{spec.name}={shown}: durability-risking (rule {rule.id}): {rule.reason}; "
-                                   f"{why}", rule.source, rule.id, _n=spec.name)
+                why = (
+                    "not allowed even under durability = relaxed"
+                    if rule.allowed_when_relaxed is False
+                    else f"rejected under durability = {policy.durability}"
+                )
+                fail(
+                    "durability",
+                    f"{spec.name}={shown}: durability-risking (rule {rule.id}): {rule.reason}; {why}",
+                    rule.source,
+                    rule.id,
+                    _n=spec.name,
+                )
                 blocked = True
         if blocked:
             continue
-        normalized.append(NormalizedChange(
-            name=spec.name, value=value, base_value=b, unit=spec.unit, apply=spec.apply, layer=spec.layer,
-            previous=cur_index.get(spec.name.lower() if fold else spec.name, spec.default)))
+        normalized.append(
+            NormalizedChange(
+                name=spec.name,
+                value=value,
+                base_value=b,
+                unit=spec.unit,
+                apply=spec.apply,
+                layer=spec.layer,
+                previous=cur_index.get(spec.name.lower() if fold else spec.name, spec.default),
+            )
+        )
 
     version = catalog.version
     cfg = ResultingConfig(family, catalog, current, normalized, index)
@@ -238,11 +313,23 @@ def validate(
     failed += apply_failed
     warnings += apply_warnings
 
-    verdict = Verdict(ok=not failed, changes=normalized, apply_requirement=mode, failed=failed,
-                      warnings=warnings, accepted_risks=risks)
-    log.info("validator.decided", ok=verdict.ok, changes=len(proposal.changes), failed=len(failed),
-             checks=sorted({f.check for f in failed}), apply=mode.value,
-             reason="; ".join(f"{f.check}:{f.parameter}" for f in failed) or "all checks passed")
+    verdict = Verdict(
+        ok=not failed,
+        changes=normalized,
+        apply_requirement=mode,
+        failed=failed,
+        warnings=warnings,
+        accepted_risks=risks,
+    )
+    log.info(
+        "validator.decided",
+        ok=verdict.ok,
+        changes=len(proposal.changes),
+        failed=len(failed),
+        checks=sorted({f.check for f in failed}),
+        apply=mode.value,
+        reason="; ".join(f"{f.check}:{f.parameter}" for f in failed) or "all checks passed",
+    )
     return verdict
 
 
@@ -253,41 +340,63 @@ def _match(rules: list[NameRule], name: str) -> NameRule | None:
 
 
 def _in_range(spec: KnobSpec, b: float) -> bool:
-    return not ((spec.min_value is not None and b < spec.min_value) or
-                (spec.max_value is not None and b > spec.max_value))
+    return not (
+        (spec.min_value is not None and b < spec.min_value)
+        or (spec.max_value is not None and b > spec.max_value)
+    )
 
 
 def _unknown_message(name: str, shown: str, catalog: Catalog, fold: bool) -> str:
-    for table, what in ((catalog.excluded, "excluded"), (catalog.unsupported, "unsupported on this server/kernel")):
+    for table, what in (
+        (catalog.excluded, "excluded"),
+        (catalog.unsupported, "unsupported on this server/kernel"),
+    ):
         for k, reason in table.items():
             if (k.lower() == name.lower()) if fold else k == name:
                 return f"{name}={shown}: {what}: {reason} (rule unknown: only catalog knobs are tuned)"
-    close = difflib.get_close_matches(name.lower() if fold else name,
-                                      [k.lower() if fold else k for k in catalog.knobs], n=3, cutoff=0.75)
+    close = difflib.get_close_matches(
+        name.lower() if fold else name, [k.lower() if fold else k for k in catalog.knobs], n=3, cutoff=0.75
+    )
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return (f"{name}={shown}: unknown parameter on {catalog.target} {catalog.version} (rule unknown: the name "
-            f"must exist on the running server/kernel; setting it would fail or stop the server at start){hint}")
+    return (
+        f"{name}={shown}: unknown parameter on {catalog.target} {catalog.version} (rule unknown: the name "
+        f"must exist on the running server/kernel; setting it would fail or stop the server at start){hint}"
+    )
 
 
 def _enum_hint(rules: RuleSet, name: str, shown: str) -> str:
     for h in rules.enum_hint:
-        if NameRule(id="h", reason="", source="", versions=[">=0"], parameter=h.parameter).matches(name) \
-                and h.value.lower() == shown.strip().lower():
+        if (
+            NameRule(id="h", reason="", source="", versions=[">=0"], parameter=h.parameter).matches(name)
+            and h.value.lower() == shown.strip().lower()
+        ):
             return f"; note: {h.hint} ({h.source})"
     return ""
 
 
-def _steps(proposal: Proposal, changes: list[NormalizedChange], before: ResultingConfig, policy: PolicyConfig,
-           family: str, catalog: Catalog) -> list[FailedCheck]:
+def _steps(
+    proposal: Proposal,
+    changes: list[NormalizedChange],
+    before: ResultingConfig,
+    policy: PolicyConfig,
+    family: str,
+    catalog: Catalog,
+) -> list[FailedCheck]:
     """Bounded steps (DESIGN.md "Safety policy"): count and factor per round."""
     failed: list[FailedCheck] = []
     if len(proposal.changes) > policy.max_changes:
-        failed.append(FailedCheck(
-            check="step", parameter="(proposal)", value=str(len(proposal.changes)), rule_id="max_changes",
-            source="policy.max_changes",
-            message=f"{len(proposal.changes)} changes in one round (parameters: "
-                    f"{', '.join(c.name for c in proposal.changes)}); rule max_changes allows "
-                    f"{policy.max_changes}"))
+        failed.append(
+            FailedCheck(
+                check="step",
+                parameter="(proposal)",
+                value=str(len(proposal.changes)),
+                rule_id="max_changes",
+                source="policy.max_changes",
+                message=f"{len(proposal.changes)} changes in one round (parameters: "
+                f"{', '.join(c.name for c in proposal.changes)}); rule max_changes allows "
+                f"{policy.max_changes}",
+            )
+        )
     f = policy.max_step_factor
     for ch in changes:
         old = before.base(ch.name)
@@ -297,17 +406,29 @@ def _steps(proposal: Proposal, changes: list[NormalizedChange], before: Resultin
         ratio = new / old
         if ratio > f or ratio < 1 / f:
             spec = catalog.knobs[ch.name]
-            failed.append(FailedCheck(
-                check="step", parameter=ch.name, value=ch.value, rule_id="max_step_factor",
-                source="policy.max_step_factor",
-                message=f"{ch.name}={ch.value} moves {ratio:.3g}× from the current {readable(family, spec, old)}; "
-                        f"rule max_step_factor allows ×/÷ {f:g} per round "
-                        f"({readable(family, spec, old / f)} .. {readable(family, spec, old * f)})"))
+            failed.append(
+                FailedCheck(
+                    check="step",
+                    parameter=ch.name,
+                    value=ch.value,
+                    rule_id="max_step_factor",
+                    source="policy.max_step_factor",
+                    message=f"{ch.name}={ch.value} moves {ratio:.3g}× from the current "
+                    f"{readable(family, spec, old)}; "
+                    f"rule max_step_factor allows ×/÷ {f:g} per round "
+                    f"({readable(family, spec, old / f)} .. {readable(family, spec, old * f)})",
+                )
+            )
     return failed
 
 
-def _apply(proposal: Proposal, changes: list[NormalizedChange], policy: PolicyConfig, can_restart: bool,
-           now: datetime | None) -> tuple[ApplyMode, list[FailedCheck], list[str]]:
+def _apply(
+    proposal: Proposal,
+    changes: list[NormalizedChange],
+    policy: PolicyConfig,
+    can_restart: bool,
+    now: datetime | None,
+) -> tuple[ApplyMode, list[FailedCheck], list[str]]:
     """Verified apply requirement: the strongest metadata mode of the changes (pg_settings.context,
     SYSTEM_VARIABLES.READ_ONLY); a restart needs permission, a restartable service and the window."""
     mode = ApplyMode.strongest([c.apply for c in changes])
@@ -316,8 +437,10 @@ def _apply(proposal: Proposal, changes: list[NormalizedChange], policy: PolicyCo
     claim = proposal.apply_requirement
     if changes and claim.rank < mode.rank:
         needing = [c.name for c in changes if c.apply.rank > claim.rank]
-        warnings.append(f"apply requirement corrected from {claim.value} to {mode.value}: "
-                        f"{', '.join(needing)} need {mode.value} (server metadata)")
+        warnings.append(
+            f"apply requirement corrected from {claim.value} to {mode.value}: "
+            f"{', '.join(needing)} need {mode.value} (server metadata)"
+        )
     elif changes and claim.rank > mode.rank:
         warnings.append(f"apply requirement {claim.value} claimed, metadata says {mode.value} is enough")
     if mode == ApplyMode.restart:
@@ -332,11 +455,17 @@ def _apply(proposal: Proposal, changes: list[NormalizedChange], policy: PolicyCo
         if reason:
             for c in changes:
                 if c.apply == ApplyMode.restart:
-                    failed.append(FailedCheck(
-                        check="apply", parameter=c.name, value=c.value, rule_id="restart_permission",
-                        source="policy.allow_restart / policy.restart_window",
-                        message=f"{c.name}={c.value} takes effect only after a restart and {reason} "
-                                "(rule apply: restarts only when allowed and inside the window)"))
+                    failed.append(
+                        FailedCheck(
+                            check="apply",
+                            parameter=c.name,
+                            value=c.value,
+                            rule_id="restart_permission",
+                            source="policy.allow_restart / policy.restart_window",
+                            message=f"{c.name}={c.value} takes effect only after a restart and {reason} "
+                            "(rule apply: restarts only when allowed and inside the window)",
+                        )
+                    )
     return mode, failed, warnings
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from agenticdb.config import PolicyConfig
 from agenticdb.hardware import detect_hardware
-from agenticdb.models import ApplyMode, Catalog, Change, Hardware, Layer, Proposal, Verdict
+from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Proposal, Verdict
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
@@ -39,96 +39,211 @@ SHARED = {p.stem: tomllib.loads(p.read_text()) for p in sorted(cases_dir().glob(
 # More cases of each kind: other parameters, other spellings, the relaxed policy, other versions.
 EXTRA: dict[str, dict[str, Any]] = {
     "pg-unit-spelling-time-and-shorthand": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "accept",
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
         "propose": {"checkpoint_timeout": "10MIN", "maintenance_work_mem": "256m", "wal_buffers": "16384kB"},
-        "normalized": {"checkpoint_timeout": "10min", "maintenance_work_mem": "256MB", "wal_buffers": "16MB"}},
+        "normalized": {"checkpoint_timeout": "10min", "maintenance_work_mem": "256MB", "wal_buffers": "16MB"},
+    },
     "pg-unit-wrong-dimension": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "unit",
-        "propose": {"work_mem": "10s"}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "unit",
+        "propose": {"work_mem": "10s"},
+    },
     "pg-durability-relaxed": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "durability",
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "durability",
         "policy": {"durability": "relaxed"},
         "propose": {"synchronous_commit": "off", "fsync": "off", "full_page_writes": "off"},
-        "rejected": ["fsync", "full_page_writes"], "risks": ["synchronous_commit"]},
+        "rejected": ["fsync", "full_page_writes"],
+        "risks": ["synchronous_commit"],
+    },
     "pg-durability-relaxed-only-async-commit": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "accept", "policy": {"durability": "relaxed"},
-        "propose": {"synchronous_commit": "local"}, "normalized": {"synchronous_commit": "local"},
-        "risks": ["synchronous_commit"], "verified_apply": "reload"},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "policy": {"durability": "relaxed"},
+        "propose": {"synchronous_commit": "local"},
+        "normalized": {"synchronous_commit": "local"},
+        "risks": ["synchronous_commit"],
+        "verified_apply": "reload",
+    },
     "pg-semantics-more": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "protected",
-        "propose": {"statement_timeout": "5s", "DateStyle": "ISO, DMY", "default_transaction_read_only": "on"}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "protected",
+        "propose": {
+            "statement_timeout": "5s",
+            "DateStyle": "ISO, DMY",
+            "default_transaction_read_only": "on",
+        },
+    },
     "pg-dangerous": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "dangerous",
-        "propose": {"zero_damaged_pages": "on", "listen_addresses": "*"}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "dangerous",
+        "propose": {"zero_damaged_pages": "on", "listen_addresses": "*"},
+    },
     "pg-unknown-invented": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "unknown",
-        "propose": {"shared_buffer": "1GB", "innodb_buffer_pool_size": "1G"}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "unknown",
+        "propose": {"shared_buffer": "1GB", "innodb_buffer_pool_size": "1G"},
+    },
     "pg-parallel-conflict": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "conflict",
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "conflict",
         "propose": {"max_parallel_workers_per_gather": 2, "max_parallel_workers": 1},
-        "rejected": ["max_parallel_workers_per_gather", "max_parallel_workers"]},
+        "rejected": ["max_parallel_workers_per_gather", "max_parallel_workers"],
+    },
     "pg-min-max-wal-conflict": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "conflict",
-        "propose": {"min_wal_size": "1500MB", "max_wal_size": "1GB"}, "rejected": ["min_wal_size"]},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "conflict",
+        "propose": {"min_wal_size": "1500MB", "max_wal_size": "1GB"},
+        "rejected": ["min_wal_size"],
+    },
     "pg-wal-minimal-complete": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "accept",
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
         "propose": {"wal_level": "minimal", "max_wal_senders": 0, "archive_mode": "off"},
         "normalized": {"wal_level": "minimal", "max_wal_senders": "0", "archive_mode": "off"},
-        "verified_apply": "restart"},
+        "verified_apply": "restart",
+    },
     "pg-restart-outside-window": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "apply",
-        "policy": {"allow_restart": False}, "propose": {"max_connections": 120}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "apply",
+        "policy": {"allow_restart": False},
+        "propose": {"max_connections": 120},
+    },
     "pg-step-too-big": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "step",
-        "policy": {"max_step_factor": 4.0}, "propose": {"work_mem": "1GB"}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "step",
+        "policy": {"max_step_factor": 4.0},
+        "propose": {"work_mem": "1GB"},
+    },
     "pg-max-wal-vs-disk": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "hardware",
-        "propose": {"max_wal_size": "<free disk>"}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "propose": {"max_wal_size": "<free disk>"},
+    },
     "mariadb-flush-log-relaxed": {
-        "target": "mariadb-10.11", "stage": "dbms", "expect": "accept", "policy": {"durability": "relaxed"},
-        "propose": {"innodb_flush_log_at_trx_commit": 2}, "normalized": {"innodb_flush_log_at_trx_commit": "2"},
-        "risks": ["innodb_flush_log_at_trx_commit"], "verified_apply": "dynamic"},
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
+        "policy": {"durability": "relaxed"},
+        "propose": {"innodb_flush_log_at_trx_commit": 2},
+        "normalized": {"innodb_flush_log_at_trx_commit": "2"},
+        "risks": ["innodb_flush_log_at_trx_commit"],
+        "verified_apply": "dynamic",
+    },
     "mariadb-flush-log-zero-relaxed": {
-        "target": "mariadb-10.11", "stage": "dbms", "expect": "reject", "rule_kind": "durability",
-        "policy": {"durability": "relaxed"}, "propose": {"innodb_flush_log_at_trx_commit": 0}},
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "durability",
+        "policy": {"durability": "relaxed"},
+        "propose": {"innodb_flush_log_at_trx_commit": 0},
+    },
     "mariadb-doublewrite": {
-        "target": "mariadb-10.11", "stage": "dbms", "expect": "reject", "rule_kind": "durability",
-        "propose": {"innodb_doublewrite": "OFF"}},
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "durability",
+        "propose": {"innodb_doublewrite": "OFF"},
+    },
     "mariadb-semantics": {
-        "target": "mariadb-10.11", "stage": "dbms", "expect": "reject", "rule_kind": "protected",
-        "propose": {"tx_isolation": "READ-COMMITTED", "sql_mode": "", "binlog_format": "STATEMENT"}},
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "protected",
+        "propose": {"tx_isolation": "READ-COMMITTED", "sql_mode": "", "binlog_format": "STATEMENT"},
+    },
     "mariadb-sort-buffer-too-big": {
-        "target": "mariadb-10.11", "stage": "dbms", "expect": "reject", "rule_kind": "hardware",
-        "propose": {"sort_buffer_size": "1G"}},
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "propose": {"sort_buffer_size": "1G"},
+    },
     "mariadb-size-spelling": {
-        "target": "mariadb-10.11", "stage": "dbms", "expect": "accept",
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
         "propose": {"innodb_buffer_pool_size": "256m", "innodb_io_capacity": "400"},
         "normalized": {"innodb_buffer_pool_size": "268435456", "innodb_io_capacity": "400"},
-        "verified_apply": "dynamic"},
+        "verified_apply": "dynamic",
+    },
     "mariadb-mysql8-only": {
-        "target": "mariadb-10.11", "stage": "dbms", "expect": "reject", "rule_kind": "unknown",
-        "propose": {"innodb_dedicated_server": "ON"}},
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "unknown",
+        "propose": {"innodb_dedicated_server": "ON"},
+    },
     "linux-unknown-sysctl-batch": {
-        "target": "linux", "stage": "os", "expect": "reject", "rule_kind": "unknown",
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "unknown",
         "propose": {"kernel.sched_min_granularity_ns": 3000000, "vm.dirty_background_ratio": 5},
-        "rejected": ["kernel.sched_min_granularity_ns"]},
+        "rejected": ["kernel.sched_min_granularity_ns"],
+    },
     "linux-scheduler-deadline": {
-        "target": "linux", "stage": "os", "expect": "reject", "rule_kind": "enum",
-        "propose": {"block.<data device>.scheduler": "deadline"}},
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "enum",
+        "propose": {"block.<data device>.scheduler": "deadline"},
+    },
     "linux-scheduler-ok": {
-        "target": "linux", "stage": "os", "expect": "accept",
+        "target": "linux",
+        "stage": "os",
+        "expect": "accept",
         "propose": {"block.<data device>.scheduler": "MQ-DEADLINE"},
-        "normalized": {"block.<data device>.scheduler": "mq-deadline"}, "verified_apply": "dynamic"},
+        "normalized": {"block.<data device>.scheduler": "mq-deadline"},
+        "verified_apply": "dynamic",
+    },
     "linux-dirty-pair": {
-        "target": "linux", "stage": "os", "expect": "reject", "rule_kind": "conflict",
-        "propose": {"vm.dirty_ratio": 30, "vm.dirty_bytes": 268435456}, "rejected": ["vm.dirty_ratio"]},
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "conflict",
+        "propose": {"vm.dirty_ratio": 30, "vm.dirty_bytes": 268435456},
+        "rejected": ["vm.dirty_ratio"],
+    },
     "linux-dirty-background-above": {
-        "target": "linux", "stage": "os", "expect": "reject", "rule_kind": "conflict",
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "conflict",
         "propose": {"vm.dirty_background_ratio": 25, "vm.dirty_ratio": 20},
-        "rejected": ["vm.dirty_background_ratio"]},
+        "rejected": ["vm.dirty_background_ratio"],
+    },
     "linux-in-dbms-stage": {
-        "target": "postgresql-15", "stage": "dbms", "expect": "reject", "rule_kind": "stage",
-        "propose": {"vm.swappiness": 10}},
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "stage",
+        "propose": {"vm.swappiness": 10},
+    },
 }
 
 ALL = {**{f"shared:{k}": v for k, v in SHARED.items()}, **{f"extra:{k}": v for k, v in EXTRA.items()}}
@@ -138,7 +253,9 @@ DECIDABLE = {k: v for k, v in ALL.items() if v.get("expect") in ("accept", "reje
 class World:
     """A real target's catalog, current values and hardware."""
 
-    def __init__(self, catalog: Catalog, current: dict[str, str], hardware: Hardware, device: str | None) -> None:
+    def __init__(
+        self, catalog: Catalog, current: dict[str, str], hardware: Hardware, device: str | None
+    ) -> None:
         self.catalog, self.current, self.hardware, self.device = catalog, current, hardware, device
 
 
@@ -181,9 +298,12 @@ def _subst(value: Any, world: World) -> Any:
 def run_case(case: dict[str, Any], world: World) -> tuple[Verdict, dict[str, Any]]:
     propose = {_subst(k, world): _subst(v, world) for k, v in case["propose"].items()}
     policy = PolicyConfig(**{"max_step_factor": 1000.0, **case.get("policy", {})})
-    proposal = Proposal(bottleneck="unknown", layer=Layer(case["stage"]),
-                        apply_requirement=ApplyMode(case.get("planner_claims_apply", "dynamic")),
-                        changes=[Change(name=k, value=v) for k, v in propose.items()])
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown,
+        layer=Layer(case["stage"]),
+        apply_requirement=ApplyMode(case.get("planner_claims_apply", "dynamic")),
+        changes=[Change(name=k, value=v) for k, v in propose.items()],
+    )
     current = dict(world.current)
     current.update({k: str(v) for k, v in case.get("current", {}).items()})
     verdict = validate(proposal, world.catalog, current, world.hardware, policy, Layer(case["stage"]))
@@ -195,8 +315,12 @@ def test_case(case_id: str, request: pytest.FixtureRequest) -> None:
     case = DECIDABLE[case_id]
     target = case["target"]
     world: World = request.getfixturevalue(
-        "pg_world" if target.startswith("postgresql") else "mariadb_world" if target.startswith("mariadb")
-        else "linux_world")
+        "pg_world"
+        if target.startswith("postgresql")
+        else "mariadb_world"
+        if target.startswith("mariadb")
+        else "linux_world"
+    )
     verdict, propose = run_case(case, world)
     feedback = verdict.feedback()
     if case["expect"] in ("reject", "recover") and case.get("rule_kind"):
@@ -223,8 +347,10 @@ def test_case(case_id: str, request: pytest.FixtureRequest) -> None:
             assert got[_subst(name, world).lower()] == _subst(value, world), verdict.changes
         if "verified_apply" in case:
             assert verdict.apply_requirement == ApplyMode(case["verified_apply"])
-        if case.get("planner_claims_apply") and ApplyMode(case["planner_claims_apply"]).rank < \
-                verdict.apply_requirement.rank:
+        if (
+            case.get("planner_claims_apply")
+            and ApplyMode(case["planner_claims_apply"]).rank < verdict.apply_requirement.rank
+        ):
             assert any("corrected" in w for w in verdict.warnings)
     for name in case.get("risks", []):
         assert any(r.startswith(name) for r in verdict.accepted_risks), verdict.accepted_risks
@@ -248,6 +374,9 @@ def test_mariadb_buffer_pool_names_both_ram_and_cgroup(mariadb_world: World) -> 
 def test_pg_durability_strict_names_every_rule(pg_world: World) -> None:
     verdict, _ = run_case(SHARED["pg-durability"], pg_world)
     ids = {f.parameter: f.rule_id for f in verdict.failed}
-    assert ids == {"synchronous_commit": "pg.synchronous_commit", "fsync": "pg.fsync",
-                   "full_page_writes": "pg.full_page_writes"}
+    assert ids == {
+        "synchronous_commit": "pg.synchronous_commit",
+        "fsync": "pg.fsync",
+        "full_page_writes": "pg.full_page_writes",
+    }
     assert not verdict.changes  # nothing of a rejected set is half-applied

@@ -21,7 +21,6 @@ from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.rules import (
     RULE_FILES,
-    ConflictRule,
     RuleFileError,
     RuleSet,
     Versioned,
@@ -84,21 +83,33 @@ def test_every_rule_file_loads_and_every_family_has_one() -> None:
 
 def test_required_conflicts_are_present() -> None:
     ids = {r.id for f in RULE_FILES for r in load_ruleset(f).conflict}
-    assert {"pg.wal_level_minimal", "pg.max_wal_senders_lt_connections", "pg.parallel_workers_le_worker_processes",
-            "pg.per_gather_le_parallel_workers", "pg.maintenance_workers_le_parallel_workers",
-            "pg.min_wal_le_max_wal", "mysql.rc_statement_binlog", "linux.dirty_ratio_xor_bytes",
-            "linux.dirty_background_ratio_xor_bytes", "linux.dirty_background_lt_dirty"} <= ids
+    assert {
+        "pg.wal_level_minimal",
+        "pg.max_wal_senders_lt_connections",
+        "pg.parallel_workers_le_worker_processes",
+        "pg.per_gather_le_parallel_workers",
+        "pg.maintenance_workers_le_parallel_workers",
+        "pg.min_wal_le_max_wal",
+        "mysql.rc_statement_binlog",
+        "linux.dirty_ratio_xor_bytes",
+        "linux.dirty_background_ratio_xor_bytes",
+        "linux.dirty_background_lt_dirty",
+    } <= ids
 
 
 def test_bad_rule_file_is_rejected_naming_file_and_entry(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('family = "postgresql"\n[[conflict]]\nid = "x"\nreason = "r"\nsource = "s"\n'
-                   'versions = [">=10"]\nwhen = { wal_level = "minimal" }\n')
+    bad.write_text(
+        'family = "postgresql"\n[[conflict]]\nid = "x"\nreason = "r"\nsource = "s"\n'
+        'versions = [">=10"]\nwhen = { wal_level = "minimal" }\n'
+    )
     with pytest.raises(RuleFileError) as info:
         load_ruleset_file(bad)
     assert "bad.toml" in str(info.value) and "conflict" in str(info.value)
-    bad.write_text('family = "postgresql"\n[[durability]]\nid = "d"\nparameter = "fsync"\nreason = "r"\n'
-                   'source = "s"\nversions = ["not a version"]\nunsafe = ["off"]\n')
+    bad.write_text(
+        'family = "postgresql"\n[[durability]]\nid = "d"\nparameter = "fsync"\nreason = "r"\n'
+        'source = "s"\nversions = ["not a version"]\nunsafe = ["off"]\n'
+    )
     with pytest.raises(RuleFileError, match="not a version"):
         load_ruleset_file(bad)
 
@@ -132,7 +143,9 @@ def test_mariadb_rule_names_exist_in_real_system_variables(mariadb_catalog: Cata
             missing.append((rule.id, name))
     assert checked > 50
     assert missing == [], f"rule parameters absent from MariaDB {mariadb_catalog.version}: {missing}"
-    budget_terms = [p for p in rules.memory_budget.params() if p.lower() in real] if rules.memory_budget else []
+    budget_terms = (
+        [p for p in rules.memory_budget.params() if p.lower() in real] if rules.memory_budget else []
+    )
     assert len(budget_terms) >= 10
 
 
@@ -160,8 +173,10 @@ def _mysql_only() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("rule_id", "name"), _mysql_only())
 def test_mysql8_only_names_against_the_mysql8_catalog(rule_id: str, name: str) -> None:
     if name.lower() not in _mysql8_names():
-        pytest.skip(f"{name} ({rule_id}): catalogs/mysql-8.0.toml describes only the tuned knobs and no MySQL 8 "
-                    "server runs here; claimed from the MySQL 8.0 manual")
+        pytest.skip(
+            f"{name} ({rule_id}): catalogs/mysql-8.0.toml describes only the tuned knobs and no MySQL 8 "
+            "server runs here; claimed from the MySQL 8.0 manual"
+        )
     assert name.lower() in _mysql8_names()
 
 

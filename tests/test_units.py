@@ -32,61 +32,69 @@ COST_DELAY = pg("vacuum_cost_delay", vartype="real", unit="ms")
 MAX_CONN = pg("max_connections")
 RANDOM_PAGE_COST = pg("random_page_cost", vartype="real")
 FSYNC = pg("fsync", vartype="bool")
-SYNC_COMMIT = pg("synchronous_commit", vartype="enum",
-                 enum_values=["local", "remote_write", "remote_apply", "on", "off"])
+SYNC_COMMIT = pg(
+    "synchronous_commit", vartype="enum", enum_values=["local", "remote_write", "remote_apply", "on", "off"]
+)
 
 
-@pytest.mark.parametrize(("spec", "raw", "canonical", "base"), [
-    # the pg-unit-spelling case, exactly
-    (SHARED_BUFFERS, "512M", "512MB", 65536.0),
-    (WORK_MEM, "655KB", "655kB", 655.0),
-    (pg("effective_cache_size", unit="8kB"), "4 gb", "4GB", 524288.0),
-    # other spellings of the same kind
-    (SHARED_BUFFERS, "1g", "1GB", 131072.0),
-    (SHARED_BUFFERS, 200, "1600kB", 200.0),
-    (SHARED_BUFFERS, "524288kB", "512MB", 65536.0),
-    (WORK_MEM, "1.5MB", "1536kB", 1536.0),
-    (WORK_MEM, "4096", "4MB", 4096.0),
-    (MAX_WAL, "2TB", "2TB", 2097152.0),
-    (MAX_WAL, "1024", "1GB", 1024.0),
-    (CHECKPOINT_TIMEOUT, "10s", "10s", 10.0),
-    (CHECKPOINT_TIMEOUT, "1min", "1min", 60.0),
-    (CHECKPOINT_TIMEOUT, "90s", "90s", 90.0),
-    (CHECKPOINT_TIMEOUT, "1H", "1h", 3600.0),
-    (CHECKPOINT_TIMEOUT, "1d", "1d", 86400.0),
-    (COST_DELAY, "500us", "500us", 0.5),
-    (COST_DELAY, 2, "2ms", 2.0),
-    (MAX_CONN, "200", "200", 200.0),
-    (MAX_CONN, -1, "-1", -1.0),
-    (RANDOM_PAGE_COST, "1.1", "1.1", 1.1),
-    (FSYNC, True, "on", None),
-    (FSYNC, "off", "off", None),
-    (FSYNC, "No", "off", None),
-    (FSYNC, 1, "on", None),
-    (SYNC_COMMIT, "OFF", "off", None),
-    (SYNC_COMMIT, "Remote_Apply", "remote_apply", None),
-    (SYNC_COMMIT, False, "off", None),
-    (SYNC_COMMIT, "true", "on", None),
-])
+@pytest.mark.parametrize(
+    ("spec", "raw", "canonical", "base"),
+    [
+        # the pg-unit-spelling case, exactly
+        (SHARED_BUFFERS, "512M", "512MB", 65536.0),
+        (WORK_MEM, "655KB", "655kB", 655.0),
+        (pg("effective_cache_size", unit="8kB"), "4 gb", "4GB", 524288.0),
+        # other spellings of the same kind
+        (SHARED_BUFFERS, "1g", "1GB", 131072.0),
+        (SHARED_BUFFERS, 200, "1600kB", 200.0),
+        (SHARED_BUFFERS, "524288kB", "512MB", 65536.0),
+        (WORK_MEM, "1.5MB", "1536kB", 1536.0),
+        (WORK_MEM, "4096", "4MB", 4096.0),
+        (MAX_WAL, "2TB", "2TB", 2097152.0),
+        (MAX_WAL, "1024", "1GB", 1024.0),
+        (CHECKPOINT_TIMEOUT, "10s", "10s", 10.0),
+        (CHECKPOINT_TIMEOUT, "1min", "1min", 60.0),
+        (CHECKPOINT_TIMEOUT, "90s", "90s", 90.0),
+        (CHECKPOINT_TIMEOUT, "1H", "1h", 3600.0),
+        (CHECKPOINT_TIMEOUT, "1d", "1d", 86400.0),
+        (COST_DELAY, "500us", "500us", 0.5),
+        (COST_DELAY, 2, "2ms", 2.0),
+        (MAX_CONN, "200", "200", 200.0),
+        (MAX_CONN, -1, "-1", -1.0),
+        (RANDOM_PAGE_COST, "1.1", "1.1", 1.1),
+        (FSYNC, True, "on", None),
+        (FSYNC, "off", "off", None),
+        (FSYNC, "No", "off", None),
+        (FSYNC, 1, "on", None),
+        (SYNC_COMMIT, "OFF", "off", None),
+        (SYNC_COMMIT, "Remote_Apply", "remote_apply", None),
+        (SYNC_COMMIT, False, "off", None),
+        (SYNC_COMMIT, "true", "on", None),
+    ],
+)
 def test_pg_spellings(spec: KnobSpec, raw: object, canonical: str, base: float | None) -> None:
     assert parse_pg_value(spec, raw) == (canonical, base)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("spec", "raw", "check", "words"), [
-    (MAX_WAL, "28PB", "unit", ["max_wal_size", "28PB", "PB", "kB, MB, GB or TB"]),
-    (WORK_MEM, "64 bananas", "unit", ["work_mem", "bananas"]),
-    (WORK_MEM, "10s", "unit", ["work_mem", "'s'", "memory unit"]),
-    (CHECKPOINT_TIMEOUT, "5MB", "unit", ["checkpoint_timeout", "MB", "us, ms, s, min, h or d"]),
-    (CHECKPOINT_TIMEOUT, "5m", "unit", ["checkpoint_timeout", "'m'"]),
-    (MAX_CONN, "200MB", "unit", ["max_connections", "no unit"]),
-    (MAX_CONN, "lots", "type", ["max_connections", "lots"]),
-    (MAX_CONN, True, "type", ["max_connections", "boolean"]),
-    (FSYNC, "maybe", "type", ["fsync", "maybe", "on/off"]),
-    (SYNC_COMMIT, "sometimes", "enum", ["synchronous_commit", "sometimes", "remote_apply"]),
-    (WORK_MEM, float("nan"), "type", ["work_mem"]),
-])
-def test_pg_rejects_with_parameter_value_and_rule(spec: KnobSpec, raw: object, check: str,
-                                                  words: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("spec", "raw", "check", "words"),
+    [
+        (MAX_WAL, "28PB", "unit", ["max_wal_size", "28PB", "PB", "kB, MB, GB or TB"]),
+        (WORK_MEM, "64 bananas", "unit", ["work_mem", "bananas"]),
+        (WORK_MEM, "10s", "unit", ["work_mem", "'s'", "memory unit"]),
+        (CHECKPOINT_TIMEOUT, "5MB", "unit", ["checkpoint_timeout", "MB", "us, ms, s, min, h or d"]),
+        (CHECKPOINT_TIMEOUT, "5m", "unit", ["checkpoint_timeout", "'m'"]),
+        (MAX_CONN, "200MB", "unit", ["max_connections", "no unit"]),
+        (MAX_CONN, "lots", "type", ["max_connections", "lots"]),
+        (MAX_CONN, True, "type", ["max_connections", "boolean"]),
+        (FSYNC, "maybe", "type", ["fsync", "maybe", "on/off"]),
+        (SYNC_COMMIT, "sometimes", "enum", ["synchronous_commit", "sometimes", "remote_apply"]),
+        (WORK_MEM, float("nan"), "type", ["work_mem"]),
+    ],
+)
+def test_pg_rejects_with_parameter_value_and_rule(
+    spec: KnobSpec, raw: object, check: str, words: list[str]
+) -> None:
     with pytest.raises(UnitError) as info:
         parse_pg_value(spec, raw)  # type: ignore[arg-type]
     assert info.value.check == check
@@ -102,8 +110,9 @@ def test_pg_integer_rounds_like_the_server_and_warns() -> None:
     assert p.base_value == 125.0 and p.canonical == "1000kB" and "rounded" in p.warnings[0]
 
 
-@given(st.integers(min_value=1, max_value=2**31 - 1),
-       st.sampled_from(["8kB", "kB", "MB", "B", "s", "ms", "min"]))
+@given(
+    st.integers(min_value=1, max_value=2**31 - 1), st.sampled_from(["8kB", "kB", "MB", "B", "s", "ms", "min"])
+)
 def test_pg_round_trip(base: int, unit: str) -> None:
     """format → parse gives the same base value, and the spelling is a fixed point."""
     spec = pg("x", unit=unit)
@@ -125,25 +134,33 @@ def test_pg_real_time_round_trip(micro: int) -> None:
 
 # ---------------------------------------------------------------- MySQL / MariaDB
 
-POOL = KnobSpec(name="innodb_buffer_pool_size", vartype="integer", unit="B", apply=ApplyMode.dynamic,
-                block_size=1048576)
+POOL = KnobSpec(
+    name="innodb_buffer_pool_size", vartype="integer", unit="B", apply=ApplyMode.dynamic, block_size=1048576
+)
 SORT = KnobSpec(name="sort_buffer_size", vartype="integer", unit="B", apply=ApplyMode.dynamic)
 DOUBLEWRITE = KnobSpec(name="innodb_doublewrite", vartype="bool", apply=ApplyMode.restart)
-FLUSH = KnobSpec(name="innodb_flush_method", vartype="enum", apply=ApplyMode.restart,
-                 enum_values=["fsync", "O_DSYNC", "littlesync", "nosync", "O_DIRECT", "O_DIRECT_NO_FSYNC"])
+FLUSH = KnobSpec(
+    name="innodb_flush_method",
+    vartype="enum",
+    apply=ApplyMode.restart,
+    enum_values=["fsync", "O_DSYNC", "littlesync", "nosync", "O_DIRECT", "O_DIRECT_NO_FSYNC"],
+)
 
 
-@pytest.mark.parametrize(("spec", "raw", "canonical"), [
-    (POOL, "2G", "2147483648"),
-    (POOL, "512m", "536870912"),
-    (POOL, 134217728, "134217728"),
-    (SORT, "256K", "262144"),
-    (SORT, "1t", str(1024**4)),
-    (DOUBLEWRITE, "on", "ON"),
-    (DOUBLEWRITE, 0, "OFF"),
-    (DOUBLEWRITE, False, "OFF"),
-    (FLUSH, "o_direct", "O_DIRECT"),
-])
+@pytest.mark.parametrize(
+    ("spec", "raw", "canonical"),
+    [
+        (POOL, "2G", "2147483648"),
+        (POOL, "512m", "536870912"),
+        (POOL, 134217728, "134217728"),
+        (SORT, "256K", "262144"),
+        (SORT, "1t", str(1024**4)),
+        (DOUBLEWRITE, "on", "ON"),
+        (DOUBLEWRITE, 0, "OFF"),
+        (DOUBLEWRITE, False, "OFF"),
+        (FLUSH, "o_direct", "O_DIRECT"),
+    ],
+)
 def test_mysql_spellings(spec: KnobSpec, raw: object, canonical: str) -> None:
     c, b = parse_mysql_value(spec, raw)  # type: ignore[arg-type]
     assert c == canonical
@@ -156,9 +173,15 @@ def test_mysql_block_size_rounds_down_with_a_warning_not_an_error() -> None:
     assert "block size 1048576" in p.warnings[0] and "innodb_buffer_pool_size" in p.warnings[0]
 
 
-@pytest.mark.parametrize(("spec", "raw", "check"), [
-    (POOL, "2GB", "unit"), (POOL, "1.5G", "type"), (DOUBLEWRITE, "maybe", "type"), (FLUSH, "directio", "enum"),
-])
+@pytest.mark.parametrize(
+    ("spec", "raw", "check"),
+    [
+        (POOL, "2GB", "unit"),
+        (POOL, "1.5G", "type"),
+        (DOUBLEWRITE, "maybe", "type"),
+        (FLUSH, "directio", "enum"),
+    ],
+)
 def test_mysql_rejects(spec: KnobSpec, raw: str, check: str) -> None:
     with pytest.raises(UnitError) as info:
         parse_mysql_value(spec, raw)
@@ -175,8 +198,12 @@ def test_mysql_round_trip(n: int, suffix: str) -> None:
 
 # ---------------------------------------------------------------- Linux
 
-SCHED = KnobSpec(name="block.vda.scheduler", vartype="enum", apply=ApplyMode.dynamic,
-                 enum_values=["none", "mq-deadline", "kyber", "bfq"])
+SCHED = KnobSpec(
+    name="block.vda.scheduler",
+    vartype="enum",
+    apply=ApplyMode.dynamic,
+    enum_values=["none", "mq-deadline", "kyber", "bfq"],
+)
 RATIO = KnobSpec(name="vm.dirty_ratio", vartype="integer", unit="%", apply=ApplyMode.dynamic)
 
 

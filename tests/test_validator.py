@@ -9,7 +9,17 @@ import pytest
 
 from agenticdb.config import PolicyConfig
 from agenticdb.hardware import block_device_of, cgroup_memory_limit, detect_hardware, read_meminfo
-from agenticdb.models import ApplyMode, Catalog, Change, Hardware, KnobSpec, Layer, Proposal, Verdict
+from agenticdb.models import (
+    ApplyMode,
+    Bottleneck,
+    Catalog,
+    Change,
+    Hardware,
+    KnobSpec,
+    Layer,
+    Proposal,
+    Verdict,
+)
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validator import in_window, validate
@@ -21,60 +31,138 @@ def k(name: str, vartype: str = "integer", apply: str = "dynamic", **kw: object)
     return KnobSpec(name=name, vartype=vartype, apply=ApplyMode(apply), **kw)  # type: ignore[arg-type]
 
 
-PG = Catalog(target="postgresql", version="15.19", knobs={s.name: s for s in [
-    k("shared_buffers", unit="8kB", min_value=16, max_value=1073741823, apply="restart", default="16384"),
-    k("wal_buffers", unit="8kB", min_value=-1, max_value=262143, apply="restart", default="-1"),
-    k("work_mem", unit="kB", min_value=64, max_value=2147483647, default="4096"),
-    k("maintenance_work_mem", unit="kB", min_value=1024, max_value=2147483647, default="65536"),
-    k("autovacuum_work_mem", unit="kB", min_value=-1, max_value=2147483647, apply="reload", default="-1"),
-    k("autovacuum_max_workers", min_value=1, max_value=262143, apply="restart", default="3"),
-    k("max_connections", min_value=1, max_value=262143, apply="restart", default="100"),
-    k("max_wal_size", unit="MB", min_value=2, max_value=2147483647, apply="reload", default="1024"),
-    k("min_wal_size", unit="MB", min_value=2, max_value=2147483647, apply="reload", default="80"),
-    k("max_parallel_workers_per_gather", min_value=0, max_value=1024, default="2"),
-    k("max_parallel_workers", min_value=0, max_value=1024, default="8"),
-    k("max_worker_processes", min_value=0, max_value=262143, apply="restart", default="8"),
-    k("random_page_cost", vartype="real", min_value=0, max_value=1.79e308, default="4"),
-    k("checkpoint_timeout", unit="s", min_value=30, max_value=86400, apply="reload", default="300"),
-    k("synchronous_commit", vartype="enum", enum_values=["local", "remote_write", "remote_apply", "on", "off"],
-      default="on"),
-    k("TimeZone", vartype="string", default="UTC"),
-]}, excluded={"data_directory": "read-only: location of the data files"},
-    unsupported={"vacuum_buffer_usage_limit": "PostgreSQL 16+ only"})
+PG = Catalog(
+    target="postgresql",
+    version="15.19",
+    knobs={
+        s.name: s
+        for s in [
+            k(
+                "shared_buffers",
+                unit="8kB",
+                min_value=16,
+                max_value=1073741823,
+                apply="restart",
+                default="16384",
+            ),
+            k("wal_buffers", unit="8kB", min_value=-1, max_value=262143, apply="restart", default="-1"),
+            k("work_mem", unit="kB", min_value=64, max_value=2147483647, default="4096"),
+            k("maintenance_work_mem", unit="kB", min_value=1024, max_value=2147483647, default="65536"),
+            k(
+                "autovacuum_work_mem",
+                unit="kB",
+                min_value=-1,
+                max_value=2147483647,
+                apply="reload",
+                default="-1",
+            ),
+            k("autovacuum_max_workers", min_value=1, max_value=262143, apply="restart", default="3"),
+            k("max_connections", min_value=1, max_value=262143, apply="restart", default="100"),
+            k("max_wal_size", unit="MB", min_value=2, max_value=2147483647, apply="reload", default="1024"),
+            k("min_wal_size", unit="MB", min_value=2, max_value=2147483647, apply="reload", default="80"),
+            k("max_parallel_workers_per_gather", min_value=0, max_value=1024, default="2"),
+            k("max_parallel_workers", min_value=0, max_value=1024, default="8"),
+            k("max_worker_processes", min_value=0, max_value=262143, apply="restart", default="8"),
+            k("random_page_cost", vartype="real", min_value=0, max_value=1.79e308, default="4"),
+            k("checkpoint_timeout", unit="s", min_value=30, max_value=86400, apply="reload", default="300"),
+            k(
+                "synchronous_commit",
+                vartype="enum",
+                enum_values=["local", "remote_write", "remote_apply", "on", "off"],
+                default="on",
+            ),
+            k("TimeZone", vartype="string", default="UTC"),
+        ]
+    },
+    excluded={"data_directory": "read-only: location of the data files"},
+    unsupported={"vacuum_buffer_usage_limit": "PostgreSQL 16+ only"},
+)
 
-MARIADB = Catalog(target="mariadb", version="10.11.19-MariaDB", knobs={s.name: s for s in [
-    k("innodb_buffer_pool_size", unit="B", min_value=2097152, max_value=1.8e19, block_size=1048576,
-      default="134217728"),
-    k("innodb_log_buffer_size", unit="B", min_value=262144, max_value=2**32, apply="restart", default="16777216"),
-    k("max_connections", min_value=10, max_value=100000, default="151"),
-    k("sort_buffer_size", unit="B", min_value=1024, max_value=2**64, default="2097152"),
-    k("innodb_flush_log_at_trx_commit", min_value=0, max_value=3, default="1"),
-    k("innodb_read_io_threads", min_value=1, max_value=64, apply="restart", default="4"),
-]})
+MARIADB = Catalog(
+    target="mariadb",
+    version="10.11.19-MariaDB",
+    knobs={
+        s.name: s
+        for s in [
+            k(
+                "innodb_buffer_pool_size",
+                unit="B",
+                min_value=2097152,
+                max_value=1.8e19,
+                block_size=1048576,
+                default="134217728",
+            ),
+            k(
+                "innodb_log_buffer_size",
+                unit="B",
+                min_value=262144,
+                max_value=2**32,
+                apply="restart",
+                default="16777216",
+            ),
+            k("max_connections", min_value=10, max_value=100000, default="151"),
+            k("sort_buffer_size", unit="B", min_value=1024, max_value=2**64, default="2097152"),
+            k("innodb_flush_log_at_trx_commit", min_value=0, max_value=3, default="1"),
+            k("innodb_read_io_threads", min_value=1, max_value=64, apply="restart", default="4"),
+        ]
+    },
+)
 
-LINUX = Catalog(target="linux", version="6.1.0", knobs={s.name: s for s in [
-    k("vm.dirty_ratio", layer=Layer.os, min_value=0, max_value=100, default="20"),
-    k("vm.dirty_bytes", layer=Layer.os, min_value=0, default="0"),
-    k("vm.dirty_background_ratio", layer=Layer.os, min_value=0, max_value=100, default="10"),
-    k("vm.dirty_background_bytes", layer=Layer.os, min_value=0, default="0"),
-    k("vm.swappiness", layer=Layer.os, min_value=0, max_value=200, default="60"),
-    k("vm.overcommit_memory", layer=Layer.os, min_value=0, max_value=2, default="0"),
-    k("vm.overcommit_ratio", layer=Layer.os, min_value=0, default="50"),
-    k("vm.overcommit_kbytes", layer=Layer.os, min_value=0, default="0"),
-    k("block.vda.scheduler", vartype="enum", layer=Layer.os, enum_values=["none", "mq-deadline", "kyber", "bfq"]),
-]})
+LINUX = Catalog(
+    target="linux",
+    version="6.1.0",
+    knobs={
+        s.name: s
+        for s in [
+            k("vm.dirty_ratio", layer=Layer.os, min_value=0, max_value=100, default="20"),
+            k("vm.dirty_bytes", layer=Layer.os, min_value=0, default="0"),
+            k("vm.dirty_background_ratio", layer=Layer.os, min_value=0, max_value=100, default="10"),
+            k("vm.dirty_background_bytes", layer=Layer.os, min_value=0, default="0"),
+            k("vm.swappiness", layer=Layer.os, min_value=0, max_value=200, default="60"),
+            k("vm.overcommit_memory", layer=Layer.os, min_value=0, max_value=2, default="0"),
+            k("vm.overcommit_ratio", layer=Layer.os, min_value=0, default="50"),
+            k("vm.overcommit_kbytes", layer=Layer.os, min_value=0, default="0"),
+            k(
+                "block.vda.scheduler",
+                vartype="enum",
+                layer=Layer.os,
+                enum_values=["none", "mq-deadline", "kyber", "bfq"],
+            ),
+        ]
+    },
+)
 
-HW = Hardware(cpu_count=2, memory_bytes=24 * GiB, memory_limit_bytes=24 * GiB, disk_free_bytes=80 * GiB,
-              disk_total_bytes=250 * GiB, data_device="vda", committed_as_bytes=6 * GiB, swap_bytes=0)
+HW = Hardware(
+    cpu_count=2,
+    memory_bytes=24 * GiB,
+    memory_limit_bytes=24 * GiB,
+    disk_free_bytes=80 * GiB,
+    disk_total_bytes=250 * GiB,
+    data_device="vda",
+    committed_as_bytes=6 * GiB,
+    swap_bytes=0,
+)
 WIDE = PolicyConfig(max_step_factor=1000, max_changes=20)
 
 
-def check(catalog: Catalog, changes: dict[str, object], *, policy: PolicyConfig = WIDE, hw: Hardware = HW,
-          stage: Layer | None = None, claim: str = "dynamic", current: dict[str, str] | None = None,
-          **kw: object) -> Verdict:
+def check(
+    catalog: Catalog,
+    changes: dict[str, object],
+    *,
+    policy: PolicyConfig = WIDE,
+    hw: Hardware = HW,
+    stage: Layer | None = None,
+    claim: str = "dynamic",
+    current: dict[str, str] | None = None,
+    **kw: object,
+) -> Verdict:
     stage = stage or (Layer.os if catalog.target == "linux" else Layer.dbms)
-    proposal = Proposal(bottleneck="unknown", layer=stage, apply_requirement=ApplyMode(claim),
-                        changes=[Change(name=n, value=v) for n, v in changes.items()])  # type: ignore[arg-type]
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown,
+        layer=stage,
+        apply_requirement=ApplyMode(claim),
+        changes=[Change(name=n, value=v) for n, v in changes.items()],  # type: ignore[arg-type]
+    )  # type: ignore[arg-type]
     return validate(proposal, catalog, current or {}, hw, policy, stage, **kw)  # type: ignore[arg-type]
 
 
@@ -86,7 +174,9 @@ def test_accepts_and_normalises_with_previous_values() -> None:
     v = check(PG, {"work_mem": "64MB", "random_page_cost": 1.1}, current={"work_mem": "4MB"})
     assert v.ok and not v.failed
     assert [(c.name, c.value, c.base_value, c.previous) for c in v.changes] == [
-        ("work_mem", "64MB", 65536.0, "4MB"), ("random_page_cost", "1.1", 1.1, "4")]
+        ("work_mem", "64MB", 65536.0, "4MB"),
+        ("random_page_cost", "1.1", 1.1, "4"),
+    ]
 
 
 def test_names_are_case_insensitive_on_dbms_and_returned_in_server_spelling() -> None:
@@ -97,7 +187,11 @@ def test_names_are_case_insensitive_on_dbms_and_returned_in_server_spelling() ->
 def test_unknown_excluded_unsupported_messages() -> None:
     v = check(PG, {"work_memory": "8MB", "data_directory": "/tmp", "vacuum_buffer_usage_limit": "1MB"})
     msgs = {f.parameter: f.message for f in v.failed}
-    assert kinds(v) == {"work_memory": "unknown", "data_directory": "unknown", "vacuum_buffer_usage_limit": "unknown"}
+    assert kinds(v) == {
+        "work_memory": "unknown",
+        "data_directory": "unknown",
+        "vacuum_buffer_usage_limit": "unknown",
+    }
     assert "did you mean work_mem" in msgs["work_memory"]
     assert "excluded: read-only" in msgs["data_directory"]
     assert "unsupported on this server/kernel: PostgreSQL 16+ only" in msgs["vacuum_buffer_usage_limit"]
@@ -107,16 +201,30 @@ def test_stage_checks() -> None:
     assert kinds(check(PG, {"vm.swappiness": 10})) == {"vm.swappiness": "stage"}
     assert kinds(check(LINUX, {"vm.swappiness": 10}, stage=Layer.dbms)) == {"vm.swappiness": "stage"}
     assert kinds(check(PG, {"work_mem": "8MB"}, stage=Layer.os)) == {"work_mem": "stage"}
-    proposal = Proposal(bottleneck="unknown", layer=Layer.os, changes=[Change(name="work_mem", value="8MB")])
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown, layer=Layer.os, changes=[Change(name="work_mem", value="8MB")]
+    )
     v = validate(proposal, PG, {}, HW, WIDE, Layer.dbms)
     assert kinds(v) == {"work_mem": "stage"} and "layer os" in v.failed[0].message
 
 
 def test_all_failures_reported_and_no_partial_set() -> None:
-    v = check(PG, {"work_mem": "8 apples", "synchronous_commit": "maybe", "checkpoint_timeout": "1s",
-                   "TimeZone": "UTC", "random_page_cost": 2})
-    assert kinds(v) == {"work_mem": "unit", "synchronous_commit": "enum", "checkpoint_timeout": "range",
-                        "TimeZone": "protected"}
+    v = check(
+        PG,
+        {
+            "work_mem": "8 apples",
+            "synchronous_commit": "maybe",
+            "checkpoint_timeout": "1s",
+            "TimeZone": "UTC",
+            "random_page_cost": 2,
+        },
+    )
+    assert kinds(v) == {
+        "work_mem": "unit",
+        "synchronous_commit": "enum",
+        "checkpoint_timeout": "range",
+        "TimeZone": "protected",
+    }
     assert not v.ok
     rng = next(f for f in v.failed if f.check == "range")
     assert "30s .. 1d" in rng.message and "checkpoint_timeout" in rng.message
@@ -151,15 +259,23 @@ def test_memory_budget_terms() -> None:
     # wal_buffers -1 = shared_buffers/32 capped at 16MB; autovacuum_work_mem -1 → maintenance_work_mem
     cfg = ResultingConfig("postgresql", PG, {}, [], {n.lower(): n for n in PG.knobs})
     from agenticdb.validation.host import memory_estimate
+
     total, parts = memory_estimate(cfg, load_ruleset("postgresql"), PolicyConfig())
     assert parts["shared_buffers"] == 128 * 1024**2
     assert parts["wal_buffers"] == 4 * 1024**2
     assert parts["work_mem"] == 100 * 4 * 1024**2
     assert parts["maintenance_work_mem"] == 3 * 64 * 1024**2
     assert total == sum(parts.values())
-    cfg = ResultingConfig("postgresql", PG, {"autovacuum_work_mem": "1GB", "shared_buffers": "8GB"}, [],
-                          {n.lower(): n for n in PG.knobs})
-    _, parts = memory_estimate(cfg, load_ruleset("postgresql"), PolicyConfig(per_connection_work_mem_factor=2))
+    cfg = ResultingConfig(
+        "postgresql",
+        PG,
+        {"autovacuum_work_mem": "1GB", "shared_buffers": "8GB"},
+        [],
+        {n.lower(): n for n in PG.knobs},
+    )
+    _, parts = memory_estimate(
+        cfg, load_ruleset("postgresql"), PolicyConfig(per_connection_work_mem_factor=2)
+    )
     assert parts["maintenance_work_mem"] == 3 * GiB and parts["wal_buffers"] == 16 * 1024**2
     assert parts["work_mem"] == 2 * 100 * 4 * 1024**2
 
@@ -189,8 +305,12 @@ def test_conflicts_only_blame_changes_and_use_resulting_values() -> None:
 
 def test_step_bounds() -> None:
     pol = PolicyConfig(max_changes=2, max_step_factor=4)
-    v = check(PG, {"work_mem": "32MB", "random_page_cost": 1.1, "checkpoint_timeout": "10min"}, policy=pol,
-              current={"work_mem": "4MB", "random_page_cost": "4", "checkpoint_timeout": "5min"})
+    v = check(
+        PG,
+        {"work_mem": "32MB", "random_page_cost": 1.1, "checkpoint_timeout": "10min"},
+        policy=pol,
+        current={"work_mem": "4MB", "random_page_cost": "4", "checkpoint_timeout": "5min"},
+    )
     assert kinds(v) == {"(proposal)": "step", "work_mem": "step"}
     msg = {f.parameter: f.message for f in v.failed}["work_mem"]
     assert "8×" in msg and "1MB .. 16MB" in msg
@@ -198,20 +318,41 @@ def test_step_bounds() -> None:
 
 def test_apply_requirement_corrected_and_restart_permissions() -> None:
     v = check(PG, {"shared_buffers": "256MB"}, claim="reload")
-    assert v.ok and v.apply_requirement == ApplyMode.restart and "corrected from reload to restart" in v.warnings[0]
-    for kw in ({"policy": WIDE.model_copy(update={"allow_restart": False})}, {"can_restart": False},
-               {"policy": WIDE.model_copy(update={"restart_window": "01:00-03:00"}),
-                "now": datetime(2024, 1, 1, 12, 0)}):
+    assert (
+        v.ok
+        and v.apply_requirement == ApplyMode.restart
+        and "corrected from reload to restart" in v.warnings[0]
+    )
+    for kw in (
+        {"policy": WIDE.model_copy(update={"allow_restart": False})},
+        {"can_restart": False},
+        {
+            "policy": WIDE.model_copy(update={"restart_window": "01:00-03:00"}),
+            "now": datetime(2024, 1, 1, 12, 0),
+        },
+    ):
         v = check(PG, {"shared_buffers": "256MB", "work_mem": "8MB"}, **kw)  # type: ignore[arg-type]
         assert kinds(v) == {"shared_buffers": "apply"}, kw
-    v = check(PG, {"shared_buffers": "256MB"}, policy=WIDE.model_copy(update={"restart_window": "23:00-02:00"}),
-              now=datetime(2024, 1, 1, 1, 30))
+    v = check(
+        PG,
+        {"shared_buffers": "256MB"},
+        policy=WIDE.model_copy(update={"restart_window": "23:00-02:00"}),
+        now=datetime(2024, 1, 1, 1, 30),
+    )
     assert v.ok
 
 
-@pytest.mark.parametrize(("window", "hhmm", "inside"), [
-    (None, "12:00", True), ("01:00-03:00", "02:59", True), ("01:00-03:00", "03:00", False),
-    ("22:00-02:00", "23:30", True), ("22:00-02:00", "01:59", True), ("22:00-02:00", "12:00", False)])
+@pytest.mark.parametrize(
+    ("window", "hhmm", "inside"),
+    [
+        (None, "12:00", True),
+        ("01:00-03:00", "02:59", True),
+        ("01:00-03:00", "03:00", False),
+        ("22:00-02:00", "23:30", True),
+        ("22:00-02:00", "01:59", True),
+        ("22:00-02:00", "12:00", False),
+    ],
+)
 def test_restart_window(window: str | None, hhmm: str, inside: bool) -> None:
     h, m = map(int, hhmm.split(":"))
     assert in_window(window, datetime(2024, 5, 1, h, m)) is inside
@@ -247,7 +388,9 @@ def _tree(tmp_path: Path, cgroup: str, mountinfo: str, files: dict[str, str]) ->
     (proc / "self").mkdir(parents=True)
     (proc / "self" / "cgroup").write_text(cgroup)
     (proc / "self" / "mountinfo").write_text(mountinfo)
-    (proc / "meminfo").write_text("MemTotal:       24000000 kB\nSwapTotal:  1024 kB\nCommitted_AS:  6000 kB\n")
+    (proc / "meminfo").write_text(
+        "MemTotal:       24000000 kB\nSwapTotal:  1024 kB\nCommitted_AS:  6000 kB\n"
+    )
     for rel, text in files.items():
         p = tmp_path / rel.replace("<tmp>", "")
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -258,15 +401,21 @@ def _tree(tmp_path: Path, cgroup: str, mountinfo: str, files: dict[str, str]) ->
 def test_cgroup_v2_limit_is_the_tightest_on_the_path(tmp_path: Path) -> None:
     cg = tmp_path / "cg"
     mi = f"30 1 0:26 / {cg} rw - cgroup2 cgroup2 rw\n"
-    proc, _ = _tree(tmp_path, "0::/app/db\n", mi, {
-        "cg/app/db/memory.max": "max\n", "cg/app/memory.max": str(2 * GiB) + "\n"})
+    proc, _ = _tree(
+        tmp_path,
+        "0::/app/db\n",
+        mi,
+        {"cg/app/db/memory.max": "max\n", "cg/app/memory.max": str(2 * GiB) + "\n"},
+    )
     assert cgroup_memory_limit(proc=proc) == 2 * GiB
 
 
 def test_cgroup_v1_limit_and_unlimited(tmp_path: Path) -> None:
     cg = tmp_path / "mem"
     mi = f"35 31 0:32 / {cg} rw,relatime - cgroup cgroup rw,memory\n"
-    proc, _ = _tree(tmp_path, "4:memory:/box\n", mi, {"mem/box/memory.limit_in_bytes": "9223372036854771712\n"})
+    proc, _ = _tree(
+        tmp_path, "4:memory:/box\n", mi, {"mem/box/memory.limit_in_bytes": "9223372036854771712\n"}
+    )
     assert cgroup_memory_limit(proc=proc) is None
     (cg / "box" / "memory.limit_in_bytes").write_text(str(3 * GiB))
     assert cgroup_memory_limit(proc=proc) == 3 * GiB

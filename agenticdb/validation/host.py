@@ -28,7 +28,9 @@ def _limit_text(hw: Hardware) -> str:
     return f"RAM {_gib(hw.memory_bytes)}, cgroup limit {cg}"
 
 
-def memory_estimate(cfg: ResultingConfig, rules: RuleSet, policy: PolicyConfig) -> tuple[float, dict[str, float]]:
+def memory_estimate(
+    cfg: ResultingConfig, rules: RuleSet, policy: PolicyConfig
+) -> tuple[float, dict[str, float]]:
     """Estimated server memory in bytes and the contribution of each term (by knob name)."""
     budget = rules.memory_budget
     parts: dict[str, float] = {}
@@ -57,8 +59,15 @@ def memory_estimate(cfg: ResultingConfig, rules: RuleSet, policy: PolicyConfig) 
     return sum(parts.values()), parts
 
 
-def check_host(cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw: Hardware,
-               policy: PolicyConfig, flavor: str, version: str) -> tuple[list[FailedCheck], list[str]]:
+def check_host(
+    cfg: ResultingConfig,
+    before: ResultingConfig,
+    rules: RuleSet,
+    hw: Hardware,
+    policy: PolicyConfig,
+    flavor: str,
+    version: str,
+) -> tuple[list[FailedCheck], list[str]]:
     """Failed ``hardware`` checks and warnings for the changed parameters.
 
     Only budgets that a changed parameter takes part in are evaluated, so a host that was already over
@@ -74,16 +83,25 @@ def check_host(cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw
         n, ch = cfg.number(lim.parameter), cfg.changed[cfg.key(lim.parameter)]
         cap = lim.per_core * hw.cpu_count + lim.plus
         if n is not None and n > cap:
-            failed.append(FailedCheck(
-                check="hardware", parameter=ch.name, value=ch.value, rule_id=lim.id, source=lim.source,
-                message=f"{ch.name}={ch.value} exceeds {lim.per_core:g} × {hw.cpu_count} cores"
-                        f"{f' + {lim.plus:g}' if lim.plus else ''} = {cap:g} (rule {lim.id}: {lim.reason})"))
+            failed.append(
+                FailedCheck(
+                    check="hardware",
+                    parameter=ch.name,
+                    value=ch.value,
+                    rule_id=lim.id,
+                    source=lim.source,
+                    message=f"{ch.name}={ch.value} exceeds {lim.per_core:g} × {hw.cpu_count} cores"
+                    f"{f' + {lim.plus:g}' if lim.plus else ''} = {cap:g} (rule {lim.id}: {lim.reason})",
+                )
+            )
     if cfg.family == "linux":
         failed += _overcommit(cfg, hw)
         if cfg.is_changed("vm.swappiness") and cfg.number("vm.swappiness") == 0:
-            warnings.append("vm.swappiness=0: the kernel avoids swap until the very last moment, so memory "
-                            "pressure ends in the OOM killer instead of swapping (kernel "
-                            "Documentation/admin-guide/sysctl/vm.rst swappiness)")
+            warnings.append(
+                "vm.swappiness=0: the kernel avoids swap until the very last moment, so memory "
+                "pressure ends in the OOM killer instead of swapping (kernel "
+                "Documentation/admin-guide/sysctl/vm.rst swappiness)"
+            )
     return failed, warnings
 
 
@@ -102,15 +120,25 @@ def _memory(cfg: ResultingConfig, rules: RuleSet, hw: Hardware, policy: PolicyCo
     culprit = max(changed, key=lambda p: parts.get(p, 0.0))
     ch = cfg.changed[cfg.key(culprit)]
     terms = ", ".join(f"{k} {_gib(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v > 0)
-    return [FailedCheck(
-        check="hardware", parameter=ch.name, value=ch.value, rule_id="memory_budget", source=budget.source,
-        message=f"{ch.name}={ch.value} (rule memory_budget): estimated server memory {_gib(total)} ({terms}) exceeds memory_fraction "
-                f"{policy.memory_fraction:g} × memory limit {_gib(hw.memory_limit_bytes)} = {_gib(allowed)} "
-                f"({_limit_text(hw)}; the lower of the two counts) — {budget.reason}")]
+    return [
+        FailedCheck(
+            check="hardware",
+            parameter=ch.name,
+            value=ch.value,
+            rule_id="memory_budget",
+            source=budget.source,
+            message=f"{ch.name}={ch.value} (rule memory_budget): estimated server memory {_gib(total)} "
+            f"({terms}) "
+            f"exceeds memory_fraction "
+            f"{policy.memory_fraction:g} × memory limit {_gib(hw.memory_limit_bytes)} = {_gib(allowed)} "
+            f"({_limit_text(hw)}; the lower of the two counts) — {budget.reason}",
+        )
+    ]
 
 
-def _disk(cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw: Hardware,
-          policy: PolicyConfig) -> list[FailedCheck]:
+def _disk(
+    cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw: Hardware, policy: PolicyConfig
+) -> list[FailedCheck]:
     budget = rules.disk_budget
     if budget is None or hw.disk_free_bytes <= 0:
         return []
@@ -123,11 +151,19 @@ def _disk(cfg: ResultingConfig, before: ResultingConfig, rules: RuleSet, hw: Har
     if new <= allowed:
         return []
     ch = cfg.changed[cfg.key(changed[0])]
-    return [FailedCheck(
-        check="hardware", parameter=ch.name, value=ch.value, rule_id="disk_budget", source=budget.source,
-        message=f"{ch.name}={ch.value} (rule disk_budget): {' + '.join(budget.parameters)} would reserve {_gib(new)} on "
-                f"{hw.data_device or 'the data disk'}, more than disk_fraction {policy.disk_fraction:g} × "
-                f"(free {_gib(hw.disk_free_bytes)} + current {_gib(old)}) = {_gib(allowed)} — {budget.reason}")]
+    return [
+        FailedCheck(
+            check="hardware",
+            parameter=ch.name,
+            value=ch.value,
+            rule_id="disk_budget",
+            source=budget.source,
+            message=f"{ch.name}={ch.value} (rule disk_budget): {' + '.join(budget.parameters)} would reserve "
+            f"{_gib(new)} on "
+            f"{hw.data_device or 'the data disk'}, more than disk_fraction {policy.disk_fraction:g} × "
+            f"(free {_gib(hw.disk_free_bytes)} + current {_gib(old)}) = {_gib(allowed)} — {budget.reason}",
+        )
+    ]
 
 
 def _overcommit(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
@@ -138,17 +174,34 @@ def _overcommit(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
     ch = cfg.changed[cfg.key("vm.overcommit_memory")]
     src = "kernel Documentation/mm/overcommit-accounting.rst"
     if hw.committed_as_bytes is None:
-        return [FailedCheck(check="hardware", parameter=ch.name, value=ch.value, rule_id="linux.overcommit_strict",
-                            source=src, message=f"{ch.name}=2 (rule linux.overcommit_strict) needs the host's Committed_AS to check the commit "
-                                                "limit, and /proc/meminfo was not read")]
+        return [
+            FailedCheck(
+                check="hardware",
+                parameter=ch.name,
+                value=ch.value,
+                rule_id="linux.overcommit_strict",
+                source=src,
+                message=f"{ch.name}=2 (rule linux.overcommit_strict) needs the host's Committed_AS to check "
+                f"the commit "
+                "limit, and /proc/meminfo was not read",
+            )
+        ]
     kbytes = cfg.number("vm.overcommit_kbytes") or 0.0
     ratio = cfg.number("vm.overcommit_ratio")
     ratio = 50.0 if ratio is None else ratio
     limit = kbytes * 1024 + hw.swap_bytes if kbytes > 0 else hw.swap_bytes + hw.memory_bytes * ratio / 100
     if limit > hw.committed_as_bytes:
         return []
-    return [FailedCheck(
-        check="hardware", parameter=ch.name, value=ch.value, rule_id="linux.overcommit_strict", source=src,
-        message=f"{ch.name}=2 (rule linux.overcommit_strict): commit limit swap {_gib(hw.swap_bytes)} + RAM {_gib(hw.memory_bytes)} × "
-                f"overcommit_ratio {ratio:g}% = {_gib(limit)} is not above the memory already committed "
-                f"(Committed_AS {_gib(hw.committed_as_bytes)}); every new allocation would fail")]
+    return [
+        FailedCheck(
+            check="hardware",
+            parameter=ch.name,
+            value=ch.value,
+            rule_id="linux.overcommit_strict",
+            source=src,
+            message=f"{ch.name}=2 (rule linux.overcommit_strict): commit limit swap {_gib(hw.swap_bytes)} + "
+            f"RAM {_gib(hw.memory_bytes)} × "
+            f"overcommit_ratio {ratio:g}% = {_gib(limit)} is not above the memory already committed "
+            f"(Committed_AS {_gib(hw.committed_as_bytes)}); every new allocation would fail",
+        )
+    ]

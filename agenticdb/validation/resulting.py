@@ -21,8 +21,14 @@ class ResultingConfig:
     are case-insensitive) and exactly for Linux.
     """
 
-    def __init__(self, family: str, catalog: Catalog, current: dict[str, str],
-                 changes: Iterable[NormalizedChange], index: dict[str, str]) -> None:
+    def __init__(
+        self,
+        family: str,
+        catalog: Catalog,
+        current: dict[str, str],
+        changes: Iterable[NormalizedChange],
+        index: dict[str, str],
+    ) -> None:
         self.family = family
         self.catalog = catalog
         self.index = index
@@ -128,8 +134,9 @@ def _eq(a: object, b: object) -> bool:
     return str(a).lower() == str(b).lower()
 
 
-def check_conflicts(cfg: ResultingConfig, rules: Iterable[ConflictRule], flavor: str,
-                    version: str) -> list[FailedCheck]:
+def check_conflicts(
+    cfg: ResultingConfig, rules: Iterable[ConflictRule], flavor: str, version: str
+) -> list[FailedCheck]:
     """Failed ``conflict`` checks of the rules that name at least one changed parameter.
 
     A rule whose parameters do not all exist on this server is skipped (existence is the ``unknown``
@@ -147,11 +154,17 @@ def check_conflicts(cfg: ResultingConfig, rules: Iterable[ConflictRule], flavor:
         if rule.exclusive:
             both = [p for p in rule.exclusive if cfg.is_changed(p)]
             if len(both) > 1:
-                failed.append(FailedCheck(
-                    check="conflict", parameter=culprit.name, value=culprit.value, rule_id=rule.id,
-                    source=rule.source,
-                    message=f"{' and '.join(both)} set together: they are mutually exclusive "
-                            f"(rule {rule.id}: {rule.reason})"))
+                failed.append(
+                    FailedCheck(
+                        check="conflict",
+                        parameter=culprit.name,
+                        value=culprit.value,
+                        rule_id=rule.id,
+                        source=rule.source,
+                        message=f"{' and '.join(both)} set together: they are mutually exclusive "
+                        f"(rule {rule.id}: {rule.reason})",
+                    )
+                )
             if not rule.require:
                 continue
         whens = [holds(cfg, c) for c in rule.when]
@@ -163,8 +176,15 @@ def check_conflicts(cfg: ResultingConfig, rules: Iterable[ConflictRule], flavor:
         shown = ", ".join(f"{p}={cfg.raw(p)}" for p in dict.fromkeys(rule.params()) if cfg.raw(p) is not None)
         cond = "; ".join(c.describe() for c in broken)
         pre = " when " + " and ".join(c.describe() for c in rule.when) if rule.when else ""
-        failed.append(FailedCheck(
-            check="conflict", parameter=culprit.name, value=culprit.value, rule_id=rule.id, source=rule.source,
-            message=f"{culprit.name}={culprit.value} makes the resulting configuration ({shown}) violate "
-                    f"rule {rule.id}: requires {cond}{pre} — {rule.reason}"))
+        failed.append(
+            FailedCheck(
+                check="conflict",
+                parameter=culprit.name,
+                value=culprit.value,
+                rule_id=rule.id,
+                source=rule.source,
+                message=f"{culprit.name}={culprit.value} makes the resulting configuration ({shown}) violate "
+                f"rule {rule.id}: requires {cond}{pre} — {rule.reason}",
+            )
+        )
     return failed

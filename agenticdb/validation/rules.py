@@ -200,7 +200,9 @@ class MemoryBudget(_Strict):
     workers: list[dict[str, str]] = Field(default_factory=list)
 
     def params(self) -> list[str]:
-        out = list(self.global_) + list(self.per_connection) + ([self.connections] if self.connections else [])
+        out = (
+            list(self.global_) + list(self.per_connection) + ([self.connections] if self.connections else [])
+        )
         for w in self.workers:
             out.extend(w.values())
         return out
