@@ -139,3 +139,9 @@ def test_one_waiting_backend_is_not_the_whole_server() -> None:
 def test_unknown_family_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="family='oracle'"):
         diagnose(StateDelta(), _profile(), "oracle", Layer.dbms)
+
+
+def test_family_spellings_are_normalised() -> None:
+    raw, delta = _load(STATES / "mariadb_wal_fsync.json")
+    hyps = diagnose(delta, _profile(), "MariaDB-10.11", Layer.dbms)
+    assert hyps[0].bottleneck == Bottleneck.wal_fsync

@@ -673,6 +673,15 @@ def diagnose(
         }
         order: tuple[Bottleneck, ...] = OS_HYPOTHESES
     else:
+        low = family.lower()  # accept spellings like "postgresql-15" or "MariaDB"
+        family = next(
+            (
+                f
+                for f, k in (("postgresql", "postgres"), ("mariadb", "mariadb"), ("mysql", "mysql"))
+                if k in low
+            ),
+            family,
+        )
         tx = _transactions(v, family, measurement)
         if family == "postgresql":
             signals = _pg(v, profile, tx)
