@@ -38,7 +38,7 @@ def _plausible(m, min_tx: int = 10) -> None:  # type: ignore[no-untyped-def]
     assert m.transactions >= min_tx
     assert m.latency_mean_ms and m.latency_mean_ms > 0
     assert m.latency_p95_ms is not None and m.latency_p99_ms is not None
-    assert m.latency_p99_ms >= m.latency_p95_ms
+    assert m.latency_p99_ms >= m.latency_p95_ms >= m.latency_mean_ms
     assert m.objective == pytest.approx(m.tps / m.latency_p95_ms)
     assert m.higher_is_better and m.objective_name == "tps_per_p95"
     assert 1.5 <= m.duration_s <= 4
@@ -127,7 +127,8 @@ def test_ycsb_a_to_f(request: pytest.FixtureRequest, dbms: str) -> None:
         w.prepare()
         m = w.run(1 if letter in "bc" else RUN_S)
         assert m.tps and m.tps > 0 and m.transactions > 10, letter
-        assert m.latency_p95_ms and m.latency_p99_ms and m.latency_p99_ms >= m.latency_p95_ms
+        assert m.latency_p95_ms and m.latency_p99_ms
+        assert m.latency_p99_ms >= m.latency_p95_ms >= (m.latency_mean_ms or 0), letter
         assert m.errors == 0
         if letter == "a":
             loaded_rows = _count(conn)
@@ -206,6 +207,10 @@ def test_command_workload(request: pytest.FixtureRequest, dbms: str) -> None:
     m = w.run(RUN_S)
     assert (m.tps, m.latency_p95_ms, m.errors, m.transactions) == (200, 8, 1, 400)  # last line wins
     assert m.objective == pytest.approx(25.0) and "running run" in m.raw_tail
+    # objective override "p95": lower is better; progress bar on (rich writes to the captured stdout)
+    p95 = build_workload(WorkloadConfig(kind="command", command=script, objective="p95"), conn, progress=True)
+    m = p95.run(0.5)
+    assert (m.objective, m.objective_name, m.higher_is_better) == (8, "p95", False)
 
     for bad, message in (
         ("echo oops; exit 7", "status 7"),
