@@ -144,6 +144,13 @@ EXTRA: dict[str, dict[str, Any]] = {
         "rule_kind": "hardware",
         "propose": {"max_wal_size": "<free disk>"},
     },
+    "mariadb-redo-vs-disk": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "propose": {"innodb_log_file_size": "<free disk>"},
+    },
     "mariadb-flush-log-relaxed": {
         "target": "mariadb-10.11",
         "stage": "dbms",
@@ -272,7 +279,7 @@ def pg_world(pg_sandbox) -> Iterator[World]:  # type: ignore[no-untyped-def]
 def mariadb_world(mariadb_sandbox) -> Iterator[World]:  # type: ignore[no-untyped-def]
     t = MySQLTarget.from_config(mariadb_sandbox.target_config())
     try:
-        yield World(t.catalog(), t.current_values(), detect_hardware(None), None)
+        yield World(t.catalog(), t.current_values(), detect_hardware(mariadb_sandbox.data_dir), None)
     finally:
         t.close()
 
@@ -290,7 +297,8 @@ def _subst(value: Any, world: World) -> Any:
         if value == "1.5 x host RAM":
             return str(int(1.5 * psutil.virtual_memory().total))
         if value == "<free disk>":
-            return f"{max(world.hardware.disk_free_bytes // 1024**4 + 1, 1)}TB"
+            unit = "TB" if world.catalog.target.startswith("postgres") else "T"
+            return f"{max(world.hardware.disk_free_bytes // 1024**4 + 1, 1)}{unit}"
         return value.replace("<data device>", world.device or "vda")
     return value
 

@@ -1,0 +1,2 @@
+"""Parts of the validator (entry point: ``agenticdb.validator.validate``): rule files, the resulting
+configuration with its conflict rules, and the host (memory/disk/CPU) checks."""
