@@ -17,8 +17,8 @@
 --
 -- The zipfian generator is the rejection-free method of Gray et al., "Quickly Generating
 -- Billion-Record Synthetic Databases" (SIGMOD 1994), with YCSB's default constant 0.99; the rank is
--- scrambled over the key space by a multiplicative permutation so the hot keys are spread out (YCSB
--- uses a hash for the same purpose). "latest" picks newest keys first: max_key - zipfian rank.
+-- scrambled over the key space by Fibonacci hashing so the hot keys are spread out (YCSB uses
+-- an FNV hash for the same purpose). "latest" picks newest keys first: max_key - zipfian rank.
 --
 -- Usage: sysbench ycsb.lua --db-driver=pgsql|mysql <connection options> --workload=a
 --        [--recordcount=N --fieldcount=10 --fieldlength=100 --distribution=zipfian|uniform|latest]
@@ -129,15 +129,17 @@ local function zipf_init(n, theta)
    zipf.alpha = 1 / (1 - theta)
    zipf.eta = (1 - (2 / n) ^ (1 - theta)) / (1 - zeta2 / zetan)
    zipf.half_pow = 0.5 ^ theta
-   -- a prime multiplier coprime with n makes (rank * p) mod n a permutation of 0..n-1
-   local primes = {1000003, 999983, 999979}
-   zipf.mult = primes[1]
-   for _, p in ipairs(primes) do
-      if n % p ~= 0 then
-         zipf.mult = p
-         break
-      end
-   end
+end
+
+-- Spread popularity ranks over the key space (YCSB's ScrambledZipfianGenerator hashes the rank for the
+-- same reason): Fibonacci hashing, the rank times 2^64/phi modulo 2^64, top 53 bits, modulo n. Like
+-- YCSB's hash it is not a permutation; a few keys share ranks.
+local ffi = require("ffi")
+local GOLDEN = 11400714819323198485ULL
+
+local function scramble(rank, n)
+   local h = ffi.cast("uint64_t", rank + 1) * GOLDEN
+   return tonumber(bit.rshift(h, 11)) % n + 1
 end
 
 -- rank in 0..n-1, rank 0 the most popular
@@ -171,7 +173,7 @@ local function existing_key()
       end
       return k
    end
-   return (zipf_rank() * zipf.mult) % n + 1
+   return scramble(zipf_rank(), n)
 end
 
 -- ---------------------------------------------------------------- run
