@@ -66,7 +66,8 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
         if parts.scheme not in ("mysql", "mariadb"):
             raise ValueError(f"target.dsn={dsn!r}: expected mysql://user:pass@host:port/db")
         query = parse_qs(parts.query)
-        socket = (query.get("unix_socket") or query.get("socket") or [None])[0]
+        sockets = query.get("unix_socket") or query.get("socket") or []
+        socket: str | None = sockets[0] if sockets else None
         try:
             port = parts.port or 3306
         except ValueError:
