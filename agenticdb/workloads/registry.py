@@ -48,7 +48,7 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
         user = str(params.pop("user", "") or "postgres")
         password = str(params.pop("password", "") or "")
         params.pop("dbname", None)
-        socket = host if host.startswith("/") else None
+        pg_socket = host if host.startswith("/") else None
         extra = {k: str(v) for k, v in params.items() if v is not None}
         return Connection(
             kind="postgresql",
@@ -57,7 +57,7 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
             user=user,
             password=password,
             database=database,
-            socket=socket,
+            socket=pg_socket,
             admin_dsn=dsn,
             extra=extra,
         )
@@ -67,7 +67,7 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
             raise ValueError(f"target.dsn={dsn!r}: expected mysql://user:pass@host:port/db")
         query = parse_qs(parts.query)
         sockets = query.get("unix_socket") or query.get("socket") or []
-        socket: str | None = sockets[0] if sockets else None
+        socket = sockets[0] if sockets else None
         try:
             port = parts.port or 3306
         except ValueError:
