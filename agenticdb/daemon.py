@@ -258,8 +258,8 @@ class Daemon:
                     self.notifier.status(summary[:200])
                     log.info("daemon.session_done", summary=summary)
                     continue
-                self.notifier.status(f"idle; next session in "
-                                     f"{self._next_in():.0f}s" if self.last_run else "idle; waiting for a window")
+                self.notifier.status(f"idle; next session in {self._next_in() / 60:.0f} min"
+                                     if self.last_run else "idle; waiting for a maintenance window")
                 time.sleep(0.5)
             return 0
         finally:

@@ -19,6 +19,7 @@ class Notifier:
         self.address = address if address is not None else os.environ.get("NOTIFY_SOCKET")
         usec = os.environ.get("WATCHDOG_USEC")
         self.watchdog_usec = int(usec) if usec and usec.isdigit() else None
+        self._last_status: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -34,6 +35,8 @@ class Notifier:
         msg = "\n".join(f"{k}={v}" for k, v in fields.items()).encode()
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                # Never block the daemon on a slow reader: a full socket queue drops the message.
+                s.setblocking(False)
                 s.sendto(msg, addr)
             return True
         except OSError:
@@ -46,7 +49,12 @@ class Notifier:
         return self.send(WATCHDOG=1)
 
     def status(self, text: str) -> bool:
-        return self.send(STATUS=text.replace("\n", " ")[:200])
+        """Send STATUS= only when the text changed (systemctl shows the latest one)."""
+        text = text.replace("\n", " ")[:200]
+        if text == self._last_status:
+            return True
+        self._last_status = text
+        return self.send(STATUS=text)
 
     def stopping(self) -> bool:
         return self.send(STOPPING=1)

@@ -95,10 +95,12 @@ class NotifySocket:
 
 
 def start_daemon(config: Path, notify: Path) -> subprocess.Popen[str]:
+    """The daemon as systemd would run it; its log goes to a file beside the config (a pipe nobody
+    reads would fill up and block the daemon)."""
     env = {**os.environ, "NOTIFY_SOCKET": str(notify)}
+    log = open(config.with_suffix(".log"), "a")  # noqa: SIM115 - closed with the process
     return subprocess.Popen([sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+                            env=env, stdout=log, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
 
 
 def wait_event(journal_path: Path, event: str, timeout: float) -> bool:
@@ -154,7 +156,7 @@ def test_daemon_ready_session_and_sigterm(pg: PostgresSandboxInfo, tmp_path: Pat
         assert ns.wait_for("WATCHDOG=1", 10)
         assert ns.wait_for("STATUS=", 5)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+        assert proc.wait(60) == 0, cfg.with_suffix(".log").read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
