@@ -67,10 +67,20 @@ class StageState:
     snapshot: Snapshot
     samples: list[float]
     changes: dict[str, str] = field(default_factory=dict)
+    rivals: dict[str, str] = field(default_factory=dict)
 
     @property
     def objective(self) -> float:
         return statistics.median(self.samples)
+
+    @property
+    def tunable(self) -> Catalog:
+        """The catalog minus knobs someone else changed during the session (left alone from then on)."""
+        if not self.rivals:
+            return self.catalog
+        return self.catalog.model_copy(update={
+            "knobs": {k: v for k, v in self.catalog.knobs.items() if k not in self.rivals},
+            "excluded": {**self.catalog.excluded, **self.rivals}})
 
 
 @dataclass
@@ -147,7 +157,7 @@ class TuningSession:
                   layer: Layer) -> Verdict:
         current = stage.target.current_values(list(stage.catalog.knobs))
         can_restart = getattr(getattr(stage.target, "service", None), "can_restart", lambda: True)()
-        return validate(proposal, stage.catalog, current, hardware_profile.hardware, self.cfg.policy, layer,
+        return validate(proposal, stage.tunable, current, hardware_profile.hardware, self.cfg.policy, layer,
                         can_restart=can_restart)
 
     # ------------------------------------------------------------------ main loop
@@ -273,8 +283,9 @@ class TuningSession:
                experience: list[Experience], last_delta, higher: bool, cv: float):
         cfg = self.cfg
         current = stage.target.current_values(list(stage.catalog.knobs))
+        self._detect_rivals(stage, current, round_no)
         ctx = PlanningContext(
-            profile=profile, fingerprint=fp, catalog=stage.catalog, stage=layer, rounds=list(self.rounds),
+            profile=profile, fingerprint=fp, catalog=stage.tunable, stage=layer, rounds=list(self.rounds),
             experience=experience, best_config=dict(stage.changes), current_config=current,
             last_delta=last_delta, max_changes=cfg.policy.max_changes, max_step_factor=cfg.policy.max_step_factor,
             allow_restart=cfg.policy.allow_restart, durability=cfg.policy.durability,
@@ -355,6 +366,26 @@ class TuningSession:
                                           attempted=verdict.changes)
                 outcome.recovery = self._recover(stage, outcome.failure, safe, round_no)
         return outcome, execution.state_delta or last_delta, False
+
+    def _detect_rivals(self, stage: StageState, current: dict[str, str], round_no: int) -> None:
+        """Compare the live values with what agenticdb last left in effect (the stage snapshot). A value
+        that differs was changed by someone else (a DBA's ALTER SYSTEM, config management, tuned): it is
+        left alone, journaled, and excluded for the rest of the session. The safe snapshot is retaken so
+        later reverts and the final apply keep the other owner's value."""
+        changed = {name: (expected, current[name]) for name, expected in stage.snapshot.values.items()
+                   if name in current and name not in stage.rivals
+                   and current[name].strip().lower() != expected.strip().lower()}
+        if not changed:
+            return
+        for name, (expected, actual) in changed.items():
+            stage.rivals[name] = f"changed outside agenticdb during the session ({expected} → {actual}): left alone"
+            self._event("rival.detected", {"parameter": name, "agenticdb_value": expected, "live_value": actual,
+                                           "action": "excluded for this session"}, round_no)
+            log.warning("rival.detected", parameter=name, expected=expected, actual=actual,
+                        reason="another owner changed it; excluded for this session")
+            stage.changes.pop(name, None)
+        stage.snapshot = stage.target.snapshot(list(stage.catalog.knobs),
+                                               label=f"after outside change of {', '.join(sorted(changed))}")
 
     def _confirm(self, stage: StageState, verdict: Verdict, safe: Snapshot, round_no: int, higher: bool, cv: float,
                  measurements: list[Measurement]) -> tuple[auditor.Judgement, list[Measurement]]:
