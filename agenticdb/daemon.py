@@ -29,7 +29,7 @@ from agenticdb.journal import Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
-from agenticdb.models import RoundOutcome, Snapshot
+from agenticdb.models import RoundOutcome, RuntimeState, Snapshot, StateDelta
 from agenticdb.notify import Notifier
 from agenticdb.recovery import values_match
 
@@ -123,6 +123,23 @@ def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
     return actions
 
 
+def workload_mix(delta: StateDelta) -> tuple[float, float] | None:
+    """(operations per second, read fraction) of the live workload from a runtime-state delta, or None
+    when the target exposes no usable counters or nothing ran.
+
+    PostgreSQL: rows fetched vs rows inserted/updated/deleted (pg_stat_database); MySQL/MariaDB:
+    Com_select vs Com_insert/update/delete/replace (SHOW GLOBAL STATUS).
+    """
+    t = delta.totals
+    reads = t.get("pg_stat_database.tup_fetched", 0.0) + t.get("global_status.Com_select", 0.0)
+    writes = sum(t.get(f"pg_stat_database.tup_{k}", 0.0) for k in ("inserted", "updated", "deleted")) + sum(
+        t.get(f"global_status.Com_{k}", 0.0) for k in ("insert", "update", "delete", "replace"))
+    total = reads + writes
+    if total <= 0 or delta.seconds <= 0:
+        return None
+    return total / delta.seconds, reads / total
+
+
 class Daemon:
     """Owns the schedule and the process lifecycle; each tuning run is a ``TuningSession``."""
 
@@ -134,6 +151,11 @@ class Daemon:
         self.notifier = notifier or Notifier()
         self.flags = Flags()
         self.last_run: float | None = None
+        self.drift_due = False
+        self._monitor_target: Any = None
+        self._last_sample: RuntimeState | None = None
+        self._last_sample_at = 0.0
+        self._reference_mix: float | None = None
         self._busy = threading.Event()
         self._alive = threading.Event()
 
@@ -190,8 +212,46 @@ class Daemon:
             except psutil.Error:
                 pass
 
+    def _monitor(self, journal: Journal) -> None:
+        """Cheap periodic sample of runtime state (no benchmark): when the live read/write mix moves by more
+        than ``daemon.drift_threshold`` from the mix seen after the last session, a re-tune is due."""
+        now = time.monotonic()
+        if now - self._last_sample_at < self.cfg.daemon.monitor_interval_s:
+            return
+        self._last_sample_at = now
+        try:
+            if self._monitor_target is None:
+                from agenticdb.app import build_target
+
+                self._monitor_target = build_target(self.cfg)
+            sample = self._monitor_target.runtime_state()
+        except Exception as exc:  # noqa: BLE001 - monitoring is best effort; the next sample retries
+            log.info("daemon.monitor_failed", reason=str(exc))
+            return
+        previous, self._last_sample = self._last_sample, sample
+        if previous is None:
+            return
+        mix = workload_mix(StateDelta.between(previous, sample))
+        if mix is None:
+            return
+        rate, read_fraction = mix
+        if self._reference_mix is None:
+            self._reference_mix = read_fraction
+            log.info("daemon.monitor_reference", read_fraction=round(read_fraction, 3), ops_per_s=round(rate, 1))
+            return
+        moved = abs(read_fraction - self._reference_mix)
+        if moved > self.cfg.daemon.drift_threshold and not self.drift_due:
+            self.drift_due = True
+            journal.append("daemon", "drift.detected", {"reference_read_fraction": self._reference_mix,
+                                                        "read_fraction": read_fraction, "ops_per_s": rate,
+                                                        "threshold": self.cfg.daemon.drift_threshold})
+            log.warning("daemon.drift", reference=round(self._reference_mix, 3), now=round(read_fraction, 3),
+                        reason="workload read/write mix drifted beyond the threshold: re-tune when a window allows")
+
     def _due(self) -> bool:
         d = self.cfg.daemon
+        if self.drift_due and in_window(d.windows):
+            return True
         if self.last_run is None:
             return d.run_on_start and in_window(d.windows)
         return time.monotonic() - self.last_run >= d.interval_hours * 3600 and in_window(d.windows)
@@ -248,6 +308,8 @@ class Daemon:
                     self._reload(journal)
                 if self._due():
                     self.last_run = time.monotonic()
+                    self.drift_due = False
+                    self._reference_mix = None  # re-learn the mix the new configuration serves
                     try:
                         summary = self._run_session(journal, memory)
                     except LockError as exc:
@@ -258,11 +320,14 @@ class Daemon:
                     self.notifier.status(summary[:200])
                     log.info("daemon.session_done", summary=summary)
                     continue
+                self._monitor(journal)
                 self.notifier.status(f"idle; next session in {self._next_in() / 60:.0f} min"
                                      if self.last_run else "idle; waiting for a maintenance window")
                 time.sleep(0.5)
             return 0
         finally:
+            if self._monitor_target is not None:
+                self._monitor_target.close()
             self.notifier.stopping()
             self._alive.clear()
             journal.append("daemon", "daemon.stop", {"signals": self.flags.signals})

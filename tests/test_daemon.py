@@ -233,3 +233,52 @@ def test_sighup_with_invalid_config_keeps_running(pg: PostgresSandboxInfo, tmp_p
     j = Journal(home / "journal.db")
     reloads = [e for e in j.tail(100) if e.event == "config.reload"]
     assert reloads and reloads[-1].data["ok"] is False
+
+
+def test_workload_mix_from_counters() -> None:
+    from agenticdb.daemon import workload_mix
+    from agenticdb.models import StateDelta
+
+    pg = StateDelta(totals={"pg_stat_database.tup_fetched": 900, "pg_stat_database.tup_inserted": 100}, seconds=10)
+    assert workload_mix(pg) == (100.0, 0.9)
+    my = StateDelta(totals={"global_status.Com_select": 50, "global_status.Com_update": 150}, seconds=2)
+    assert workload_mix(my) == (100.0, 0.25)
+    assert workload_mix(StateDelta(totals={}, seconds=5)) is None
+
+
+@pytest.mark.slow
+def test_monitoring_detects_drift_and_retunes(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cfg = tmp_path / "agenticdb.toml"
+    write_config(cfg, pg, home, run_on_start=False)
+    cfg.write_text(cfg.read_text().replace("watchdog_s = 3", "watchdog_s = 3\nmonitor_interval_s = 1\n"
+                                           "drift_threshold = 0.3"))
+    with psycopg.connect(pg.dsn, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS drift_probe")
+        c.execute("CREATE TABLE drift_probe (id int primary key, v text)")
+        c.execute("INSERT INTO drift_probe SELECT g, 'x' FROM generate_series(1, 1000) g")
+    ns = NotifySocket(tmp_path / "notify.sock")
+    proc = start_daemon(cfg, ns.path)
+    try:
+        assert ns.wait_for("READY=1", 30)
+        with psycopg.connect(pg.dsn, autocommit=True) as c:
+            deadline = time.monotonic() + 4  # read-only phase: the reference mix
+            i = 0
+            while time.monotonic() < deadline:
+                c.execute("SELECT v FROM drift_probe WHERE id = %s", (i % 1000 + 1,))
+                i += 1
+            deadline = time.monotonic() + 6  # write-only phase: the mix drifts
+            try:
+                while time.monotonic() < deadline:
+                    c.execute("INSERT INTO drift_probe VALUES (%s, 'y')", (100000 + i,))
+                    i += 1
+            except psycopg.OperationalError:
+                pass  # the re-tune the drift triggered restarted the server under this load: expected
+        assert wait_event(home / "journal.db", "drift.detected", 20), "no drift detected"
+        assert wait_event(home / "journal.db", "session.start", 30), "drift did not start a session"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ns.close()
