@@ -82,7 +82,6 @@ WorkloadKind = Literal[
     "ycsb-f",
     "tpch",
     "command",
-    "observe",
 ]
 
 

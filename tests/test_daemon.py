@@ -282,3 +282,34 @@ def test_monitoring_detects_drift_and_retunes(pg: PostgresSandboxInfo, tmp_path:
         if proc.poll() is None:
             proc.kill()
         ns.close()
+
+
+@pytest.mark.slow
+def test_second_sigterm_stops_waiting_for_the_benchmark(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cfg = tmp_path / "agenticdb.toml"
+    write_config(cfg, pg, home, duration=60, rounds=2)
+    with psycopg.connect(pg.dsn, autocommit=True) as c:
+        before = c.execute("SELECT name, setting FROM pg_settings ORDER BY name").fetchall()
+    ns = NotifySocket(tmp_path / "notify.sock")
+    proc = start_daemon(cfg, ns.path)
+    try:
+        assert ns.wait_for("READY=1", 30)
+        # The baseline alone runs 60 s: interrupt inside it, then insist.
+        assert wait_event(home / "journal.db", "session.start", 60)
+        time.sleep(3)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(45) == 0, cfg.with_suffix(".log").read_text()[-3000:]
+        assert time.monotonic() - started < 45, "waited for the 60 s benchmark"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ns.close()
+    j = Journal(home / "journal.db")
+    assert not j.open_intents()
+    with psycopg.connect(pg.dsn, autocommit=True) as c:
+        after = c.execute("SELECT name, setting FROM pg_settings ORDER BY name").fetchall()
+    assert after == before, "configuration changed by an interrupted session"
