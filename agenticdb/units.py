@@ -351,8 +351,6 @@ def linux_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
         return Parsed(_enum(spec, raw), None)
     if spec.vartype == "string":
         return Parsed(" ".join(str(raw).split()), None)
-    if isinstance(raw, bool):
-        return Parsed("1" if raw else "0", 1.0 if raw else 0.0)
     accepted = "an integer" + (f" in {spec.unit}" if spec.unit else "")
     number, unit = _split_number(spec, raw, accepted)
     if unit:

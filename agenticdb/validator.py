@@ -220,6 +220,29 @@ def validate(
                 fail("unknown", missing, _SRC_CATALOG, "exists")
             continue
 
+        # 5a. protected, dangerous: never tuned whatever the value or its spelling, so they are decided
+        # before parsing ("serialisable" for a protected knob is a semantic change, not a typo).
+        if protected:
+            fail(
+                "protected",
+                f"{spec.name}={shown}: protected (rule {protected.id}): {protected.reason}; a "
+                "tuner never changes application or benchmark semantics",
+                protected.source,
+                protected.id,
+                _n=spec.name,
+            )
+            continue
+        if dangerous:
+            fail(
+                "dangerous",
+                f"{spec.name}={shown}: dangerous (rule {dangerous.id}): {dangerous.reason}; never "
+                "changed by the tuner",
+                dangerous.source,
+                dangerous.id,
+                _n=spec.name,
+            )
+            continue
+
         # 3./4. type, unit, enum
         try:
             parsed = normalize(family, spec, raw)
@@ -243,27 +266,7 @@ def validate(
             )
             continue
 
-        # 5. protected, dangerous, durability
-        if protected:
-            fail(
-                "protected",
-                f"{spec.name}={shown}: protected (rule {protected.id}): {protected.reason}; a "
-                "tuner never changes application or benchmark semantics",
-                protected.source,
-                protected.id,
-                _n=spec.name,
-            )
-            continue
-        if dangerous:
-            fail(
-                "dangerous",
-                f"{spec.name}={shown}: dangerous (rule {dangerous.id}): {dangerous.reason}; never "
-                "changed by the tuner",
-                dangerous.source,
-                dangerous.id,
-                _n=spec.name,
-            )
-            continue
+        # 5. durability (protected and dangerous are decided before the value is parsed, below)
         blocked = False
         for rule in durability:
             if not rule.risky(value):

@@ -94,6 +94,26 @@ def check_host(
                     f"{f' + {lim.plus:g}' if lim.plus else ''} = {cap:g} (rule {lim.id}: {lim.reason})",
                 )
             )
+    for ram in rules.ram_limit:
+        if not ram.applies(flavor, version) or not cfg.is_changed(ram.parameter):
+            continue
+        n, ch = cfg.number(ram.parameter), cfg.changed[cfg.key(ram.parameter)]
+        cap = ram.fraction * hw.memory_limit_bytes
+        if n is not None and n * ram.unit_bytes > cap:
+            failed.append(
+                FailedCheck(
+                    check="hardware",
+                    parameter=ch.name,
+                    value=ch.value,
+                    rule_id=ram.id,
+                    source=ram.source,
+                    message=f"{ch.name}={ch.value} reserves {_gib(n * ram.unit_bytes)}, more than "
+                    f"{ram.fraction:g} × memory limit {_gib(hw.memory_limit_bytes)} (RAM "
+                    f"{_gib(hw.memory_bytes)}, cgroup limit "
+                    f"{_gib(hw.cgroup_memory_limit_bytes) if hw.cgroup_memory_limit_bytes else 'none'})"
+                    f" = {_gib(cap)} (rule {ram.id}: {ram.reason})",
+                )
+            )
     if cfg.family == "linux":
         failed += _overcommit(cfg, hw)
         if cfg.is_changed("vm.swappiness") and cfg.number("vm.swappiness") == 0:

@@ -186,6 +186,15 @@ class CpuLimit(Versioned):
     plus: float = 0.0
 
 
+class RamLimit(Versioned):
+    """``parameter`` × ``unit_bytes`` may be at most ``fraction`` × the host's memory limit
+    (min(RAM, cgroup limit)); for reserves the kernel takes from everybody (vm.min_free_kbytes)."""
+
+    parameter: str
+    fraction: float = Field(gt=0, le=1)
+    unit_bytes: int = 1
+
+
 class MemoryBudget(_Strict):
     """Terms of the memory estimate (names of size knobs; absent knobs are skipped).
 
@@ -232,6 +241,7 @@ class RuleSet(_Strict):
     durability: list[DurabilityRule] = Field(default_factory=list)
     conflict: list[ConflictRule] = Field(default_factory=list)
     cpu_limit: list[CpuLimit] = Field(default_factory=list)
+    ram_limit: list[RamLimit] = Field(default_factory=list)
     memory_budget: MemoryBudget | None = None
     disk_budget: DiskBudget | None = None
     enum_hint: list[EnumHint] = Field(default_factory=list)
@@ -239,7 +249,8 @@ class RuleSet(_Strict):
     @model_validator(mode="after")
     def _unique_ids(self) -> RuleSet:
         seen: set[str] = set()
-        for r in (*self.protected, *self.dangerous, *self.durability, *self.conflict, *self.cpu_limit):
+        for r in (*self.protected, *self.dangerous, *self.durability, *self.conflict, *self.cpu_limit,
+                  *self.ram_limit):
             if r.id in seen:
                 raise ValueError(f"duplicate rule id {r.id!r}")
             seen.add(r.id)

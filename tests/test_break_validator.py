@@ -1,0 +1,172 @@
+"""Attempts to break the validator's safety promises, against real catalogs.
+
+Each test here failed before its fix (see the report of the "break" helper): semantic knobs that were
+accepted, a start-stopping combination that was not a conflict, a no-fsync flush method, a protected
+knob reported as a spelling problem instead of as protected, a host-killing kernel value, and booleans
+taken for kernel integers. Catalogs and current values come from the private PostgreSQL 15 and
+MariaDB 10.11 of conftest and from this host's /proc/sys; hardware is the real host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenticdb.config import PolicyConfig
+from agenticdb.hardware import detect_hardware
+from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Proposal, Verdict
+from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.targets.linux import LinuxTarget
+from agenticdb.targets.mysql import MySQLTarget
+from agenticdb.targets.postgres import PostgresTarget
+from agenticdb.validator import validate
+
+
+@dataclass
+class World:
+    catalog: Catalog
+    current: dict[str, str]
+    hardware: Hardware
+
+
+@pytest.fixture(scope="module")
+def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[World]:
+    t = PostgresTarget.from_config(pg_sandbox.target_config())
+    try:
+        yield World(t.catalog(), t.current_values(), detect_hardware(pg_sandbox.data_dir))
+    finally:
+        t.close()
+
+
+@pytest.fixture(scope="module")
+def maria(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[World]:
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    try:
+        yield World(t.catalog(), t.current_values(), detect_hardware(mariadb_sandbox.data_dir))
+    finally:
+        t.close()
+
+
+@pytest.fixture(scope="module")
+def linux() -> World:
+    t = LinuxTarget(root=Path("/"), data_dir="/var/tmp")
+    return World(t.catalog(), t.current_values(), detect_hardware("/var/tmp"))
+
+
+def check(world: World, changes: dict[str, Any], stage: Layer = Layer.dbms, **policy: Any) -> Verdict:
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown,
+        layer=stage,
+        apply_requirement=ApplyMode.dynamic,
+        changes=[Change(name=k, value=v) for k, v in changes.items()],
+    )
+    pol = PolicyConfig(**{"max_step_factor": 1000.0, **policy})
+    return validate(proposal, world.catalog, world.current, world.hardware, pol, stage)
+
+
+def rejected_by(verdict: Verdict, check_kind: str, name: str) -> str:
+    """The message of the failed check ``check_kind`` for ``name``; asserts parameter, value and rule."""
+    assert not verdict.ok, f"{name} accepted: {verdict.changes}"
+    hits = [f for f in verdict.failed if f.check == check_kind and f.parameter.lower() == name.lower()]
+    assert hits, f"{name}: expected a {check_kind} failure, got {verdict.feedback()}"
+    msg = hits[0].message
+    assert name.lower() in msg.lower() and (check_kind in msg or hits[0].rule_id in msg), msg
+    return msg
+
+
+# ------------------------------------------------------------------ semantics: PostgreSQL
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("old_snapshot_threshold", "1min"),  # long queries fail with "snapshot too old"
+        ("idle_session_timeout", "1s"),  # the server closes idle application sessions
+        ("gin_fuzzy_search_limit", "10"),  # GIN searches return a random subset of rows
+        ("xmloption", "document"),  # XML parsing/serialising of the application
+        ("xmlbinary", "hex"),  # text of binary values in XML
+        ("array_nulls", "off"),  # '{NULL}' becomes the string "NULL"
+        ("quote_all_identifiers", "on"),  # SQL text the server generates
+    ],
+)
+def test_pg_semantic_knobs_are_protected(pg: World, name: str, value: str) -> None:
+    rejected_by(check(pg, {name: value}), "protected", name)
+
+
+def test_pg_large_object_privileges_are_dangerous(pg: World) -> None:
+    rejected_by(check(pg, {"lo_compat_privileges": "on"}), "dangerous", "lo_compat_privileges")
+
+
+def test_pg_superuser_reserved_not_below_max_connections_is_a_conflict(pg: World) -> None:
+    """PG 15 postmaster exits: 'superuser_reserved_connections (60) must be less than max_connections'."""
+    v = check(pg, {"superuser_reserved_connections": 60})
+    msg = rejected_by(v, "conflict", "superuser_reserved_connections")
+    assert "max_connections" in msg
+    assert check(pg, {"superuser_reserved_connections": 5}).ok
+
+
+def test_pg_protected_knob_with_a_bad_spelling_is_reported_as_protected(pg: World) -> None:
+    """A protected knob is protected whatever the value: 'serialisable' is not a spelling problem."""
+    v = check(pg, {"default_transaction_isolation": "serialisable", "DateStyle": ""})
+    rejected_by(v, "protected", "default_transaction_isolation")
+    assert {f.check for f in v.failed} == {"protected"}, v.feedback()
+
+
+# ------------------------------------------------------------------ MariaDB
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("lc_time_names", "de_DE"),  # DATE_FORMAT()/DAYNAME() results
+        ("default_week_format", "1"),  # WEEK() results
+        ("sql_auto_is_null", "ON"),  # WHERE id IS NULL returns the last insert id
+        ("updatable_views_with_limit", "NO"),  # UPDATE ... LIMIT on views fails
+        ("sql_big_selects", "OFF"),  # big SELECTs fail
+        ("sql_select_limit", "1"),  # every SELECT returns one row
+        ("max_join_size", "1"),  # joins fail
+        ("innodb_rollback_on_timeout", "ON"),  # a lock wait timeout rolls back the whole transaction
+        ("sql_mode", ""),  # protected even when the value does not parse as the enum
+    ],
+)
+def test_mariadb_semantic_knobs_are_protected(maria: World, name: str, value: str) -> None:
+    rejected_by(check(maria, {name: value}), "protected", name)
+
+
+@pytest.mark.parametrize("method", ["littlesync", "LITTLESYNC", "nosync"])
+def test_mariadb_flush_methods_without_fsync_are_durability(maria: World, method: str) -> None:
+    msg = rejected_by(check(maria, {"innodb_flush_method": method}), "durability", "innodb_flush_method")
+    assert "relaxed" in msg
+    rejected_by(
+        check(maria, {"innodb_flush_method": method}, durability="relaxed"), "durability", "innodb_flush_method"
+    )
+
+
+def test_mariadb_io_capacity_above_its_max_is_a_conflict(maria: World) -> None:
+    """MariaDB 10.11 silently raises innodb_io_capacity_max or lowers innodb_io_capacity (warning 1210)."""
+    v = check(maria, {"innodb_io_capacity": "1000", "innodb_io_capacity_max": "500"})
+    msg = rejected_by(v, "conflict", "innodb_io_capacity")
+    assert "innodb_io_capacity_max" in msg
+    assert check(maria, {"innodb_io_capacity": "1000", "innodb_io_capacity_max": "2000"}).ok
+
+
+# ------------------------------------------------------------------ Linux
+
+
+def test_linux_min_free_kbytes_beyond_a_fraction_of_ram_is_refused(linux: World) -> None:
+    """kernel Documentation/admin-guide/sysctl/vm.rst: too high a min_free_kbytes OOMs the host at once."""
+    huge = int(linux.hardware.memory_limit_bytes * 0.75 / 1024)
+    msg = rejected_by(check(linux, {"vm.min_free_kbytes": huge}, Layer.os), "hardware", "vm.min_free_kbytes")
+    assert "GiB" in msg and "RAM" in msg
+    assert check(linux, {"vm.min_free_kbytes": 131072}, Layer.os).ok
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_linux_boolean_is_not_an_integer(linux: World, value: bool) -> None:
+    v = check(linux, {"vm.swappiness": value}, Layer.os)
+    rejected_by(v, "type", "vm.swappiness")
