@@ -217,8 +217,7 @@ def rollback(
     session: Annotated[Optional[str], typer.Option(help="session id (default: the latest)")] = None,
     to: Annotated[str, typer.Option(help="baseline | last-safe")] = "baseline",
 ) -> None:
-    """Put back what agenticdb changed: the DBMS config of a session's baseline (or the last safe one
-    before the latest change), and/or the original OS values saved before the first write."""
+    """Put back what agenticdb changed: a session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write."""
     from agenticdb.cli.tune_cmd import run_rollback
 
     if not dbms and not os_:
@@ -265,5 +264,5 @@ _add_subapps()
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(prog_name="agenticdb")
 

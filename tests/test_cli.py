@@ -1,0 +1,63 @@
+"""CLI surface: golden help output, exit codes and one-line errors (real processes).
+
+Regenerate the golden files after an intended change with ``UPDATE_GOLDEN=1 pytest tests/test_cli.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+ENV = {**os.environ, "COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
+
+
+def run(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(ENV)
+    if home is not None:
+        env["AGENTICDB_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "agenticdb.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("args", [[], ["tune"], ["sandbox"], ["journal"], ["rollback"]],
+                         ids=lambda a: "-".join(a) or "root")
+def test_help_matches_golden(args: list[str]) -> None:
+    r = run(*args, "--help")
+    assert r.returncode == 0, r.stderr
+    name = ("help-" + "-".join(args) if args else "help-root") + ".txt"
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
+        path.write_text(r.stdout)
+    assert r.stdout == path.read_text()
+
+
+def test_unreachable_target_is_one_line_error(tmp_path: Path) -> None:
+    r = run("tune", "--target", "postgresql://postgres@127.0.0.1:1/postgres", "--rounds", "1", home=tmp_path)
+    assert r.returncode == 1
+    assert "not accepting connections" in r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_missing_sandbox_says_how_to_create_it(tmp_path: Path) -> None:
+    r = run("tune", "--sandbox", "postgres", home=tmp_path)
+    assert r.returncode == 2
+    assert "agenticdb sandbox up postgres" in r.stdout + r.stderr
+
+
+def test_bad_config_exit_2_names_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[loop]\nmax_round = 3\n")
+    r = run("validate-config", str(bad))
+    assert r.returncode == 2 and "loop.max_round" in r.stdout + r.stderr
+    r = run("tune", "--config", str(bad), home=tmp_path)
+    assert r.returncode == 2 and "loop.max_round" in r.stdout + r.stderr
+
+
+def test_rollback_needs_a_stage(tmp_path: Path) -> None:
+    r = run("rollback", home=tmp_path)
+    assert r.returncode == 2 and "--dbms" in r.stdout + r.stderr
