@@ -7,6 +7,7 @@ the run-to-run noise of this host before it judges any change (MEASUREMENT.md).
 from __future__ import annotations
 
 import statistics
+from typing import Literal
 
 import structlog
 
@@ -19,6 +20,9 @@ from agenticdb.targets.base import Target
 from agenticdb.workloads.base import Workload
 
 log = structlog.get_logger(__name__)
+
+
+WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {"oltp": "oltp", "olap": "olap", "mixed": "mixed"}
 
 
 def data_dir_of(target: Target) -> str | None:
@@ -34,7 +38,7 @@ def fingerprint(target: Target, version: str, workload: Workload, hardware: Hard
         dbms=target.kind,
         version_major=major,
         benchmark=t.benchmark,
-        workload_class=t.workload_class if t.workload_class in ("oltp", "olap", "mixed") else "oltp",
+        workload_class=WORKLOAD_CLASSES.get(t.workload_class, "oltp"),
         read_fraction=t.read_fraction,
         access_pattern=t.access_pattern,
         scale=t.scale,

@@ -14,8 +14,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import structlog
+from pydantic import BaseModel
 
 from agenticdb import auditor
 from agenticdb.config import Settings
@@ -138,8 +140,8 @@ class TuningSession:
         self.started = time.monotonic()
 
     # ------------------------------------------------------------------ helpers
-    def _event(self, event: str, data: object, round_no: int | None = None) -> None:
-        payload = data.model_dump(mode="json") if hasattr(data, "model_dump") else data
+    def _event(self, event: str, data: BaseModel | dict[str, Any], round_no: int | None = None) -> None:
+        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         self.journal.append(self.session_id, event, payload, round_no)
 
     def _executor(self, target: Target) -> Executor:

@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from agenticdb.config import Settings
+from agenticdb.targets.base import Target
 from agenticdb.models import ApplyMode, Change, Bottleneck, Layer, Proposal, RoundOutcome
 
 log = structlog.get_logger(__name__)
@@ -41,10 +42,15 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
-    from agenticdb.app import SetupError, build_session, build_target, build_workload, open_stores
+    from agenticdb.app import SetupError, build_session, build_target, build_workload, check_planner, open_stores
     from agenticdb.lock import TargetLock, LockError
     from agenticdb.session import SessionError
 
+    try:
+        check_planner(cfg)  # before anything connects to the database
+    except SetupError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return 2
     journal, memory = open_stores(cfg)
     try:
         target = build_target(cfg)
@@ -106,6 +112,16 @@ def _safe_dsn(dsn: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
 
 
+def llm_usage_line(t: dict[str, Any]) -> str:
+    """One summary line from ``LLMPlanner.totals`` (tokens as the endpoint reported them in ``usage``,
+    cost in USD from the planner.price_* table, latency summed over calls in ms)."""
+    return (f"LLM usage: {int(t.get('calls', 0))} calls ({int(t.get('failed_calls', 0))} failed), "
+            f"{int(t.get('prompt_tokens', 0)):,} prompt tokens ({int(t.get('cached_tokens', 0)):,} cached), "
+            f"{int(t.get('completion_tokens', 0)):,} completion tokens, cost ${float(t.get('cost_usd', 0)):.6f}, "
+            f"latency {float(t.get('latency_ms', 0)):,.0f} ms, "
+            f"{int(t.get('fallbacks', 0))} rounds planned by the fallback planner")
+
+
 def _summary(console: Console, cfg: Settings, result: Any) -> None:
     direction = "higher is better" if result.higher_is_better else "lower is better"
     gain = None
@@ -114,7 +130,8 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
 
         gain = relative_gain(result.best_objective, result.baseline_objective, result.higher_is_better)
     console.print()
-    console.print(f"[bold]session {result.session_id}[/]: {result.status} — {result.reason}", highlight=False)
+    console.print(f"[bold]session {result.session_id}[/]: {result.status} — {result.reason}", highlight=False,
+                  soft_wrap=True)  # one line however long the reason (it may be the planner's error)
     console.print(f"objective {result.objective_name} ({direction}); measured noise CV {result.noise_cv:.1%}")
     console.print(f"baseline {_fmt_obj(result.baseline_objective)} → best {_fmt_obj(result.best_objective)}"
                   + (f" ({gain:+.1%})" if gain is not None else ""))
@@ -125,7 +142,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     else:
         console.print("best configuration: the starting configuration (no change beat it beyond noise)")
     if result.llm_totals:
-        console.print(f"LLM usage: {json.dumps(result.llm_totals)}")
+        console.print(llm_usage_line(result.llm_totals), highlight=False, soft_wrap=True)
     console.print(f"journal: {cfg.storage.journal_db}   (agenticdb journal show {result.session_id})")
     console.print(f"memory:  {cfg.storage.memory_db}")
 
@@ -139,6 +156,7 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
     from agenticdb.validator import validate
 
     layer = Layer(stage)
+    target: Target
     if layer == Layer.os:
         from agenticdb.targets.linux import LinuxTarget
 
@@ -178,15 +196,21 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
 
 # ------------------------------------------------------------------------------------- catalog
 def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None, console: Console) -> int:
-    """Print the action catalog (or its exclusions with reasons)."""
+    """Print the action catalog (or its exclusions with reasons): name, type, unit, range, allowed
+    values, the value in effect now and how a change takes effect. Byte-sized limits are also shown
+    in KiB/MiB/GiB so a DBA can read them at a glance."""
     from agenticdb.app import build_target
 
+    target: Target
     if os_stage:
         from agenticdb.targets.linux import LinuxTarget
 
         target = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
     else:
         target = build_target(cfg)
+        if not target.available():
+            console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn)} is not accepting connections")
+            return 1
     cat = target.catalog()
     if excluded:
         t = Table(title=f"{cat.target} {cat.version}: excluded / unsupported")
@@ -196,32 +220,65 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
             if like is None or like in name:
                 t.add_row(name, reason)
     else:
-        t = Table(title=f"{cat.target} {cat.version}: {len(cat.knobs)} tunable parameters")
-        for col in ("name", "type", "unit", "min", "max", "values", "apply"):
+        names = sorted(n for n in cat.knobs if like is None or like in n)
+        current = target.current_values(names) if names else {}
+        t = Table(title=f"{cat.target} {cat.version}: {len(cat.knobs)} tunable parameters"
+                  + (f" ({len(names)} matching {like!r})" if like is not None else ""))
+        for col in ("name", "type", "unit", "min", "max", "values", "current", "apply"):
             t.add_column(col, overflow="fold")
-        for name, k in sorted(cat.knobs.items()):
-            if like is not None and like not in name:
-                continue
-            t.add_row(name, k.vartype, k.unit or "", _num(k.min_value), _num(k.max_value),
-                      ",".join(k.enum_values or [])[:60], k.apply.value)
+        for name in names:
+            k = cat.knobs[name]
+            t.add_row(name, k.vartype, k.unit or "", _num(k.min_value, k.unit), _num(k.max_value, k.unit),
+                      ",".join(k.enum_values or [])[:60], _num_text(current.get(name, ""), k.unit), k.apply.value)
     console.print(t)
     target.close()
     return 0
 
 
-def _num(v: float | None) -> str:
+_SIZE_UNITS = {"B": 1, "kB": 1024, "8kB": 8192, "16kB": 16384, "32kB": 32768, "MB": 2**20}
+
+
+def _human_bytes(n: float) -> str:
+    for suffix, size in (("EiB", 2**60), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.4g} {suffix}"
+    return f"{n:g} B"
+
+
+def _num(v: float | None, unit: str | None = None) -> str:
     if v is None:
         return ""
-    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+    text = str(int(v)) if float(v).is_integer() else f"{v:g}"
+    per = _SIZE_UNITS.get(unit or "")
+    if per and abs(v) * per >= 1024:
+        text += f" ({_human_bytes(abs(v) * per)})"
+    return text
+
+
+def _num_text(value: str, unit: str | None) -> str:
+    """A current value with its human size when it is a bare number of a size unit."""
+    try:
+        return _num(float(value), unit) if value.strip().lstrip("-").replace(".", "", 1).isdigit() else value
+    except ValueError:
+        return value
 
 
 # ------------------------------------------------------------------------------------ rollback
 def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: str, console: Console) -> int:
-    """Restore the DBMS snapshot of a session (baseline or last safe) and/or the saved OS originals."""
+    """Restore the DBMS snapshot of a session (baseline or last safe) and/or the saved OS originals,
+    printing every value that changed (``name: now → restored``) and verifying the result.
+
+    OS originals come from the Memory Book (saved before agenticdb's first write of each parameter);
+    when several interrupted sessions saved one name, the oldest value is the host's own and wins.
+    """
     from agenticdb.app import build_target, open_stores
     from agenticdb.models import Snapshot
     from agenticdb.recovery import values_match
+    from agenticdb.targets.base import TargetError
 
+    if to not in ("baseline", "last-safe"):
+        console.print(f"[red]error:[/] --to {to!r}: expected 'baseline' or 'last-safe'")
+        return 2
     journal, memory = open_stores(cfg)
     sessions = journal.sessions()
     if session is None and sessions:
@@ -233,14 +290,27 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
             return 1
         snap = _find_snapshot(journal, session, to)
         if snap is None:
-            console.print(f"[red]error:[/] session {session} has no {to} snapshot in the journal")
+            console.print(f"[red]error:[/] session {session} has no {to} DBMS snapshot in the journal")
             return 1
         target = build_target(cfg)
-        target.restore(snap)
+        before = target.current_values(list(snap.values)) if target.available() else {}
+        try:
+            target.restore(snap)
+        except TargetError as exc:
+            console.print(f"[red]error:[/] DBMS restore to {to} of session {session} failed: {exc}")
+            target.close()
+            return 1
         ok, diff = values_match(target, snap)
-        journal.append(session, "rollback", {"stage": "dbms", "to": to, "snapshot": snap.label, "verified": ok})
-        console.print(f"DBMS restored to {to} of session {session}: "
-                      + ("[green]verified[/]" if ok else f"[red]differences {diff}[/]"))
+        changed = {k: (before[k], v) for k, v in snap.values.items()
+                   if k in before and before[k].strip().lower() != v.strip().lower()}
+        journal.append(session, "rollback", {"stage": "dbms", "to": to, "snapshot": snap.label, "verified": ok,
+                                             "changed": {k: list(v) for k, v in changed.items()}})
+        console.print(f"DBMS ({snap.target}) restored to {to} (snapshot '{snap.label}') of session {session}: "
+                      + ("[green]verified[/]" if ok else f"[red]differences {diff}[/]"), highlight=False)
+        for k, (was, now) in sorted(changed.items()):
+            console.print(f"  {k}: {was} → {now}", highlight=False)
+        if not changed and before:
+            console.print("  (every value was already at the snapshot)")
         code = 0 if ok else 1
         target.close()
     if os_:
@@ -249,17 +319,34 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         originals = memory.os_originals(session_id=None, unrestored_only=True)
         if not originals:
             console.print("OS: nothing to restore (no unrestored originals saved)")
-        else:
-            linux = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-            values = {_get(o, "name"): _get(o, "original") for o in originals}
+            return code
+        values: dict[str, str] = {}
+        for o in originals:  # oldest first
+            values.setdefault(_get(o, "name"), _get(o, "original"))
+        linux = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
+        known = [n for n in values if n in linux.catalog().knobs]
+        before = linux.current_values(known)
+        error = ""
+        try:
             linux.restore(Snapshot(target="linux", values=values, label="os originals"))
-            now = linux.current_values(list(values))
-            bad = {k: (v, now.get(k)) for k, v in values.items() if str(now.get(k, "")).strip() != str(v).strip()}
-            for o in originals:
+        except TargetError as exc:
+            error = str(exc)
+        now = linux.current_values(known)
+        bad = {k: (v, now.get(k, "<not on this host>")) for k, v in values.items()
+               if str(now.get(k, "")).strip() != str(v).strip()}
+        for o in originals:
+            if _get(o, "name") not in bad:
                 memory.mark_os_restored(_get(o, "session_id"), _get(o, "name"))
-            journal.append(session or "rollback", "rollback", {"stage": "os", "values": values, "verified": not bad})
-            console.print(f"OS: restored {len(values)} original values" + (f" [red]differences {bad}[/]" if bad else ""))
-            code = code or (1 if bad else 0)
+        journal.append(session or "rollback", "rollback", {"stage": "os", "values": values, "verified": not bad,
+                                                           "error": error or None})
+        console.print(f"OS: restored {len(values) - len(bad)} of {len(values)} original values"
+                      + (" [green]verified[/]" if not bad else ""), highlight=False)
+        for k, v in sorted(values.items()):
+            mark = f"  [red]NOT restored: now {bad[k][1]}[/]" if k in bad else ""
+            console.print(f"  {k}: {before.get(k, '?')} → {v}{mark}", highlight=False)
+        if error:
+            console.print(f"[red]error:[/] {error}", highlight=False)
+        code = code or (1 if bad else 0)
     return code
 
 
@@ -268,17 +355,24 @@ def _get(o: Any, key: str) -> Any:
 
 
 def _find_snapshot(journal: Any, session: str, to: str):  # type: ignore[no-untyped-def]
+    """The DBMS snapshot of the first (``baseline``) or last (``last-safe``) intent of ``session``;
+    intents of the OS stage (snapshot target ``linux``) are skipped."""
     from agenticdb.models import Snapshot
 
-    events = journal.events(session)
-    intents = [e for e in events if _get(e, "event") == "intent"]
-    if not intents:
+    snaps = []
+    for e in journal.events(session):
+        if _get(e, "event") != "intent":
+            continue
+        data = _get(e, "data")
+        if isinstance(data, str):
+            data = json.loads(data)
+        if isinstance(data, dict) and isinstance(data.get("snapshot"), dict):
+            snap = Snapshot.model_validate(data["snapshot"])
+            if snap.target != "linux":
+                snaps.append(snap)
+    if not snaps:
         return None
-    chosen = intents[0] if to == "baseline" else intents[-1]
-    data = _get(chosen, "data")
-    if isinstance(data, str):
-        data = json.loads(data)
-    return Snapshot.model_validate(data["snapshot"])
+    return snaps[0] if to == "baseline" else snaps[-1]
 
 
 # -------------------------------------------------------------------------------------- report
