@@ -16,7 +16,7 @@ from agenticdb.config import Settings, TargetConfig
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome
-from agenticdb.planner.base import Planner
+from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.targets.base import Target
 from agenticdb.workloads.base import Workload
 
@@ -116,7 +116,29 @@ def build_planner(cfg: Settings, memory: MemoryBook, journal: Journal, session_i
     def on_event(event: str, data: dict) -> None:
         journal.append(session_id, event, data, round_of())
 
-    return LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event)
+    try:
+        return LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event)
+    except PlannerError as exc:
+        raise SetupError(str(exc)) from None
+
+
+def check_planner(cfg: Settings) -> None:
+    """Fail fast on a planner that cannot work (``planner.kind = "llm"`` without a model or an API key),
+    before anything connects to the database. Makes no request to the endpoint.
+
+    Raises:
+        SetupError: the message names the missing setting and its environment variable
+            (AGENTICDB_LLM_MODEL, OPENAI_API_KEY).
+    """
+    if cfg.planner.kind != "llm":
+        return
+    from agenticdb.planner.heuristic import HeuristicPlanner
+    from agenticdb.planner.llm import LLMPlanner
+
+    try:
+        LLMPlanner(cfg.planner, fallback=HeuristicPlanner())
+    except PlannerError as exc:
+        raise SetupError(str(exc)) from None
 
 
 def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
