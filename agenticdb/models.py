@@ -132,6 +132,8 @@ class Hardware(Strict):
     swap_bytes: int = 0
     committed_as_bytes: int | None = None
     commit_limit_bytes: int | None = None
+    huge_pages_bytes: int | None = None
+    """HugePages_Total × Hugepagesize from /proc/meminfo (reserved huge pages); None when unknown."""
 
 
 class Measurement(Strict):

@@ -143,7 +143,9 @@ def test_mariadb_flush_methods_without_fsync_are_durability(maria: World, method
     msg = rejected_by(check(maria, {"innodb_flush_method": method}), "durability", "innodb_flush_method")
     assert "relaxed" in msg
     rejected_by(
-        check(maria, {"innodb_flush_method": method}, durability="relaxed"), "durability", "innodb_flush_method"
+        check(maria, {"innodb_flush_method": method}, durability="relaxed"),
+        "durability",
+        "innodb_flush_method",
     )
 
 
@@ -170,3 +172,17 @@ def test_linux_min_free_kbytes_beyond_a_fraction_of_ram_is_refused(linux: World)
 def test_linux_boolean_is_not_an_integer(linux: World, value: bool) -> None:
     v = check(linux, {"vm.swappiness": value}, Layer.os)
     rejected_by(v, "type", "vm.swappiness")
+
+
+def test_pg_huge_pages_on_needs_reserved_huge_pages(pg: World) -> None:
+    """huge_pages=on without enough reserved huge pages stops PostgreSQL at start (recovery test:
+    test_break_recovery.test_huge_pages_on_without_huge_pages_is_recovered)."""
+    none = World(pg.catalog, pg.current, pg.hardware.model_copy(update={"huge_pages_bytes": 0}))
+    msg = rejected_by(check(none, {"huge_pages": "on"}), "hardware", "huge_pages")
+    assert "HugePages_Total" in msg and "refuse to start" in msg
+    enough = World(pg.catalog, pg.current, pg.hardware.model_copy(update={"huge_pages_bytes": 2 * 1024**3}))
+    assert check(enough, {"huge_pages": "on"}).ok
+    assert check(none, {"huge_pages": "try"}).ok
+    # the real host: what /proc/meminfo says decides
+    assert pg.hardware.huge_pages_bytes is not None
+    assert check(pg, {"huge_pages": "on"}).ok == (pg.hardware.huge_pages_bytes >= 128 * 1024**2)

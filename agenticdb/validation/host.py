@@ -114,6 +114,8 @@ def check_host(
                     f" = {_gib(cap)} (rule {ram.id}: {ram.reason})",
                 )
             )
+    if cfg.family == "postgresql":
+        failed += _pg_huge_pages(cfg, hw)
     if cfg.family == "linux":
         failed += _overcommit(cfg, hw)
         if cfg.is_changed("vm.swappiness") and cfg.number("vm.swappiness") == 0:
@@ -182,6 +184,33 @@ def _disk(
             f"{_gib(new)} on "
             f"{hw.data_device or 'the data disk'}, more than disk_fraction {policy.disk_fraction:g} × "
             f"(free {_gib(hw.disk_free_bytes)} + current {_gib(old)}) = {_gib(allowed)} — {budget.reason}",
+        )
+    ]
+
+
+def _pg_huge_pages(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
+    """huge_pages=on needs reserved huge pages for the whole shared memory segment, else the postmaster
+    exits at start ("could not map anonymous shared memory ... huge pages"; PostgreSQL 15 manual 20.4.1
+    huge_pages and 19.4.5 Linux Huge Pages). shared_buffers is the lower bound of the segment."""
+    if not (cfg.is_changed("huge_pages") or cfg.is_changed("shared_buffers")) or hw.huge_pages_bytes is None:
+        return []
+    if (cfg.raw("huge_pages") or "").lower() != "on":
+        return []
+    need = cfg.number("shared_buffers") or 0.0
+    if hw.huge_pages_bytes >= need > 0:
+        return []
+    name = "huge_pages" if cfg.is_changed("huge_pages") else "shared_buffers"
+    ch = cfg.changed[cfg.key(name)]
+    return [
+        FailedCheck(
+            check="hardware",
+            parameter=ch.name,
+            value=ch.value,
+            rule_id="pg.huge_pages_reserved",
+            source="PostgreSQL 15 manual 20.4.1 (huge_pages), 19.4.5 Linux Huge Pages",
+            message=f"{ch.name}={ch.value} (rule pg.huge_pages_reserved): huge_pages=on needs at least "
+            f"shared_buffers {_gib(need)} of reserved huge pages, the host has {_gib(hw.huge_pages_bytes)} "
+            "(/proc/meminfo HugePages_Total × Hugepagesize); the server would refuse to start",
         )
     ]
 
