@@ -52,6 +52,8 @@ class Executor:
         workload: the benchmark; ``warmup_s`` and ``duration_s`` in seconds.
         journal: where intent/applied/verified/measured events go.
         dry_run: validate and journal the intent, but change nothing and measure nothing.
+        before_measure: called before every measured run (``loop.reset_data``: restore the pristine data
+            directory of a sandbox so results do not drift with table growth).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class Executor:
         warmup_s: float,
         duration_s: float,
         dry_run: bool = False,
+        before_measure: Callable[[], object] | None = None,
     ) -> None:
         self.target = target
         self.state_sources = state_sources
@@ -73,6 +76,7 @@ class Executor:
         self.warmup_s = warmup_s
         self.duration_s = duration_s
         self.dry_run = dry_run
+        self.before_measure = before_measure
 
     def sample_state(self) -> RuntimeState:
         """Merged runtime state from every source (a source that fails contributes nothing)."""
@@ -93,6 +97,9 @@ class Executor:
         Raises:
             WorkloadError: the run failed or produced no result.
         """
+        if self.before_measure is not None:
+            self.before_measure()  # e.g. a pristine data reset on a sandbox (restarts the server)
+            after_restart = True
         warmup = max(3.0, 2 * self.warmup_s) if after_restart else self.warmup_s
         if warmup > 0:
             self.workload.warmup(warmup)

@@ -45,6 +45,7 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.pristine import PG_CONFIG_FILES, PristineData
 from agenticdb.recovery import Recovery, values_match
 from agenticdb.targets.base import Target
 from agenticdb.validator import validate
@@ -137,6 +138,7 @@ class TuningSession:
         self.start_from = start_from
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
+        self.pristine: PristineData | None = None
         self.started = time.monotonic()
 
     # ------------------------------------------------------------------ helpers
@@ -150,7 +152,31 @@ class TuningSession:
             sources.append(self.target.runtime_state)
         sources += self.extra_state_sources  # type: ignore[arg-type]
         return Executor(target, sources, self.workload, self.journal, self.session_id,
-                        self.cfg.workload.warmup_s, self.cfg.workload.duration_s)
+                        self.cfg.workload.warmup_s, self.cfg.workload.duration_s,
+                        before_measure=self._reset_data if self.cfg.loop.reset_data else None)
+
+    def _reset_data(self) -> None:
+        if self.pristine is not None:
+            self.pristine.reset()
+
+    def _setup_pristine(self, executor: Executor) -> None:
+        """``loop.reset_data``: copy the loaded sandbox data dir once; every measured run starts from it.
+
+        Refused on anything but a sandbox: resetting a real server's data directory would lose data.
+        """
+        if self.cfg.target.sandbox is None:
+            raise SessionError("loop.reset_data = true restores an old copy of the data directory and discards "
+                               "every write since: it is allowed only on a sandbox (--sandbox postgres|mariadb)")
+        data_dir = getattr(self.target, "data_dir", None) or getattr(self.target, "_datadir", None)
+        service = getattr(self.target, "service", None)
+        if not data_dir or service is None:
+            raise SessionError("loop.reset_data needs the sandbox's data directory and service controller")
+        keep = PG_CONFIG_FILES if self.target.kind == "postgresql" else ()
+        self.pristine = PristineData(str(data_dir), service, keep=keep,
+                                     before_stop=getattr(self.target, "prepare_clean_shutdown", None))
+        took = self.pristine.capture()
+        self._event("pristine.captured", {"data_dir": str(data_dir), "seconds": round(took, 2),
+                                          "reason": "reset before every measured run (MEASUREMENT.md)"})
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -186,6 +212,9 @@ class TuningSession:
             self._event("session.end", {"status": "failed", "reason": f"workload prepare failed: {exc}",
                                         "output": exc.output[-2000:]})
             raise SessionError(f"workload {cfg.workload.kind} could not prepare: {exc}") from exc
+
+        if cfg.loop.reset_data:
+            self._setup_pristine(dbms_exec)
 
         if self.start_from:
             self._apply_start_from(catalog, hardware, current, dbms_exec)
@@ -259,6 +288,8 @@ class TuningSession:
             self._event("planner.error", {"error": str(exc)}, round_no)
         finally:
             final_reason = self._finish(stages, status)
+            if self.pristine is not None:
+                self.pristine.discard()
         if final_reason:
             status, reason = "failed", final_reason
         elif status == "completed" and not reason:

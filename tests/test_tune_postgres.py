@@ -175,3 +175,39 @@ def test_start_from_with_durability_violation_is_refused(home: Path, tmp_path: P
             "--warmup", "0", "--scale", "1", "--start-from", str(f))
     assert r.returncode != 0
     assert "synchronous_commit" in (r.stdout + r.stderr)
+
+
+@pytest.mark.slow
+def test_reset_data_restores_pristine_copy_before_each_run(home: Path, info: PostgresSandboxInfo) -> None:
+    bench_dsn = info.dsn.rsplit("/", 1)[0] + "/agenticdb_bench"
+
+    def history_rows() -> int:
+        try:
+            with psycopg.connect(bench_dsn, autocommit=True) as c:
+                row = c.execute("SELECT count(*) FROM pgbench_history").fetchone()
+                return int(row[0]) if row else 0
+        except psycopg.Error:
+            return 0
+
+    before = history_rows()
+    r = cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "1", "--duration", "2",
+            "--warmup", "0", "--scale", "1", "--baseline-runs", "2", "--confirm-runs", "0", "--reset-data")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    journal = Journal(home / "journal.db")
+    sid = journal.sessions()[0].id
+    kinds = [e.event for e in journal.events(sid)]
+    assert "pristine.captured" in kinds
+    assert not Path(info.data_dir + ".pristine").exists(), "pristine copy left behind"
+    # Every run started from the pristine copy: only the last warm-up's and run's history rows remain.
+    # Without resets the table would hold every run's rows (and every warm-up's): more than sum(runs).
+    runs = [e.data["measurement"]["transactions"] for e in journal.events(sid) if e.event == "measured"]
+    assert len(runs) >= 3
+    added = history_rows() - before
+    assert 0 < added < sum(runs), (added, runs)
+
+
+def test_reset_data_is_refused_outside_a_sandbox(home: Path, info: PostgresSandboxInfo) -> None:
+    r = cli(home, "tune", "--target", info.dsn, "--workload", "pgbench", "--rounds", "1", "--duration", "1",
+            "--scale", "1", "--reset-data")
+    assert r.returncode == 1
+    assert "allowed only on a sandbox" in r.stdout + r.stderr

@@ -96,13 +96,14 @@ def tune(
     confirm_runs: Annotated[Optional[int], typer.Option(help="interleaved re-measurements before keeping a gain")] = None,
     time_budget: Annotated[Optional[float], typer.Option(help="seconds for the whole session")] = None,
     allow_restart: Annotated[Optional[bool], typer.Option("--allow-restart/--no-restart")] = None,
+    reset_data: Annotated[Optional[bool], typer.Option("--reset-data", help="sandbox only: restore a pristine data copy before every run")] = None,
 ) -> None:
     """Run one closed-loop tuning session and print a live table of rounds."""
     cfg = settings(config, target, sandbox, home, {
         "workload": {"kind": workload, "duration_s": duration, "warmup_s": warmup, "scale": scale,
                      "clients": clients},
         "loop": {"max_rounds": rounds, "stage": stage, "baseline_runs": baseline_runs,
-                 "confirm_runs": confirm_runs, "time_budget_s": time_budget},
+                 "confirm_runs": confirm_runs, "time_budget_s": time_budget, "reset_data": reset_data},
         "planner": {"kind": planner},
         "policy": {"allow_restart": allow_restart},
     })
@@ -112,15 +113,32 @@ def tune(
     raise typer.Exit(run_tune(cfg, console, start))
 
 
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML dotted keys (``vm.dirty_ratio = 10``, ``block.vda.read_ahead_kb = 128``) parse as nested
+    tables; join them back into the parameter's dotted name."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            out.update(_flatten(value, name))
+        else:
+            out[name] = value
+    return out
+
+
 def read_change_file(path: Path) -> dict[str, Any]:
-    """A change file: TOML or JSON object of name = value (a `[changes]` table is also accepted)."""
+    """A change file: TOML or JSON object of name = value (a `[changes]` table is also accepted).
+    Dotted names may be written bare (``vm.swappiness = 10``) or quoted (``"vm.swappiness" = 10``)."""
     try:
         text = path.read_text()
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (OSError, ValueError) as exc:
         fail(f"cannot read change file {path}: {exc}", 2)
+    if not isinstance(data, dict):
+        fail(f"change file {path}: expected a table of name = value", 2)
     if isinstance(data.get("changes"), dict):
         data = data["changes"]
+    data = _flatten(data)
     bad = [k for k, v in data.items() if isinstance(v, (dict, list))]
     if bad:
         fail(f"change file {path}: {bad[0]} must be a single value (name = value)", 2)
