@@ -209,7 +209,8 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     else:
         target = build_target(cfg)
         if not target.available():
-            console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn)} is not accepting connections")
+            dsn = _safe_dsn(cfg.target.dsn)
+            console.print(f"[red]error:[/] target at {dsn} is not accepting connections")
             return 1
     cat = target.catalog()
     if excluded:
@@ -229,7 +230,8 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
         for name in names:
             k = cat.knobs[name]
             t.add_row(name, k.vartype, k.unit or "", _num(k.min_value, k.unit), _num(k.max_value, k.unit),
-                      ",".join(k.enum_values or [])[:60], _num_text(current.get(name, ""), k.unit), k.apply.value)
+                      ",".join(k.enum_values or [])[:60], _num_text(current.get(name, ""), k.unit),
+                      k.apply.value)
     console.print(t)
     target.close()
     return 0
@@ -303,10 +305,10 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         ok, diff = values_match(target, snap)
         changed = {k: (before[k], v) for k, v in snap.values.items()
                    if k in before and before[k].strip().lower() != v.strip().lower()}
-        journal.append(session, "rollback", {"stage": "dbms", "to": to, "snapshot": snap.label, "verified": ok,
-                                             "changed": {k: list(v) for k, v in changed.items()}})
-        console.print(f"DBMS ({snap.target}) restored to {to} (snapshot '{snap.label}') of session {session}: "
-                      + ("[green]verified[/]" if ok else f"[red]differences {diff}[/]"), highlight=False)
+        journal.append(session, "rollback", {"stage": "dbms", "to": to, "snapshot": snap.label,
+                                             "verified": ok, "changed": {k: list(v) for k, v in changed.items()}})
+        console.print(f"DBMS ({snap.target}) restored to {to} (snapshot '{snap.label}') of session "
+                      f"{session}: " + ("[green]verified[/]" if ok else f"[red]differences {diff}[/]"), highlight=False)
         for k, (was, now) in sorted(changed.items()):
             console.print(f"  {k}: {was} → {now}", highlight=False)
         if not changed and before:
@@ -337,8 +339,8 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         for o in originals:
             if _get(o, "name") not in bad:
                 memory.mark_os_restored(_get(o, "session_id"), _get(o, "name"))
-        journal.append(session or "rollback", "rollback", {"stage": "os", "values": values, "verified": not bad,
-                                                           "error": error or None})
+        journal.append(session or "rollback", "rollback",
+                       {"stage": "os", "values": values, "verified": not bad, "error": error or None})
         console.print(f"OS: restored {len(values) - len(bad)} of {len(values)} original values"
                       + (" [green]verified[/]" if not bad else ""), highlight=False)
         for k, v in sorted(values.items()):

@@ -9,7 +9,9 @@ prescribes moves from the playbook (:mod:`.playbook`) in this order:
 3. pushing further what the last round kept, with shrinking steps (×2, ×1.5, ×1.25), while the
    gain stays above ``min_gain``;
 4. the best-scored hypothesis that is not exhausted (two unkept rounds in a row, an auditor
-   ``redirect``, or nothing left to move).
+   ``redirect``, or nothing left to move);
+5. when no hypothesis scores, a ``[[probe]]`` of the playbook (e.g. the data device's read-ahead in
+   the OS stage) if the device it concerns is doing I/O — tried once, judged like any round.
 
 Nothing is ever proposed twice: every tried, rejected or failed (name, canonical value) is
 remembered, validator feedback bounds or bans the knob, and a direction that did not help is dead.
@@ -144,6 +146,14 @@ def _direction(name: str, value: str, spec: KnobSpec | None, current: dict[str, 
     return "up" if new > cur else "down" if new < cur else "same"
 
 
+def _device_iops(delta: StateDelta, device: str | None) -> float:
+    """Reads + writes per second of ``device`` (``/dev/`` prefix ignored) in ``delta``; 0 when unknown."""
+    if not device or delta.seconds <= 0:
+        return 0.0
+    p = f"diskstats.{device.removeprefix('/dev/')}."
+    return (delta.totals.get(p + "reads", 0.0) + delta.totals.get(p + "writes", 0.0)) / delta.seconds
+
+
 class HeuristicPlanner(Planner):
     """Rule-based planner over the shipped playbooks.
 
@@ -236,6 +246,14 @@ class HeuristicPlanner(Planner):
             skipped.append(
                 f"{h.bottleneck.value}: no playbook move left" + (f" ({' '.join(notes)})" if notes else "")
             )
+        probes = self._probes(ctx, book, delta, current, facts, family, hist)
+        if probes:
+            lead = (
+                f"no {ctx.stage.value} hypothesis reached score {self.min_score:.2f}"
+                + (f" ({'; '.join(skipped)})" if skipped else "")
+                + "; trying a low-risk probe before calling a plateau"
+            )
+            return self._proposal(ctx, probes[0].bottleneck, probes, hyps, hist, family, lead + ".")
         reason = "plateau: nothing promising left — " + (
             "; ".join(skipped) or f"no hypothesis above {self.min_score:.2f}"
         )
@@ -494,6 +512,37 @@ class HeuristicPlanner(Planner):
                     moves.append(mv)
             if len(moves) >= ctx.max_changes:
                 break
+        return moves[: ctx.max_changes]
+
+    def _probes(
+        self,
+        ctx: PlanningContext,
+        book: Playbook,
+        delta: StateDelta,
+        current: dict[str, str],
+        facts: HostFacts,
+        family: str,
+        hist: _History,
+    ) -> list[_Move]:
+        """First low-risk moves of the playbook's ``[[probe]]`` list, offered only while the data device
+        served at least ``min_device_iops`` in the last measured run (diskstats reads + writes)."""
+        moves: list[_Move] = []
+        for e in book.probe:
+            if e.bottleneck in hist.exhausted or (
+                e.workload_classes and ctx.fingerprint.workload_class not in e.workload_classes
+            ):
+                continue
+            for name in self._resolve(ctx, e.knob):
+                dev = name.split(".")[1] if name.startswith("block.") else None
+                iops = _device_iops(delta, dev or ctx.profile.hardware.data_device)
+                spec = self._usable(ctx, name, hist)
+                if spec is None or iops < e.min_device_iops or any(m.name == name for m in moves):
+                    log.debug("planner.probe_skipped", knob=name, iops=round(iops, 1), need=e.min_device_iops)
+                    continue
+                mv = self._entry_move(ctx, e, name, spec, current, facts, family, hist)
+                if mv is not None:
+                    mv.effect = f"{mv.effect} (probe: the device served {iops:,.0f} IOPS)"
+                    moves.append(mv)
         return moves[: ctx.max_changes]
 
     def _floors(

@@ -133,6 +133,17 @@ class PlaybookEntry(_Strict):
         return self
 
 
+class ProbeEntry(PlaybookEntry):
+    """A first, low-risk move for a stage in which no hypothesis reached the action threshold.
+
+    Offered once per session (a probe that did not help is a dead direction like any other), only
+    while the data device served at least ``min_device_iops`` I/Os per second in the last measured
+    run: a setting of a device the workload does not use cannot change the objective.
+    """
+
+    min_device_iops: float = Field(default=20.0, ge=0)
+
+
 class FloorRule(_Strict):
     """A bad-start rule: raise ``knob`` to ``floor`` when below it, or set it to ``value`` when above
     ``revert_above`` (a known trap). Checked before any diagnosis-driven move."""
@@ -164,7 +175,8 @@ class ReportNote(_Strict):
 
 
 class Playbook(_Strict):
-    """One playbook file: the families it serves, its layer, entries, floors and report notes."""
+    """One playbook file: the families it serves, its layer, entries, floors, report notes and probes
+    (first low-risk moves when nothing scores as a bottleneck)."""
 
     families: list[str]
     layer: Layer
@@ -172,6 +184,7 @@ class Playbook(_Strict):
     entry: list[PlaybookEntry] = Field(default_factory=list)
     floor: list[FloorRule] = Field(default_factory=list)
     report: list[ReportNote] = Field(default_factory=list)
+    probe: list[ProbeEntry] = Field(default_factory=list)
 
     def entries_for(self, bottleneck: Bottleneck) -> list[PlaybookEntry]:
         return [e for e in self.entry if e.bottleneck == bottleneck]
