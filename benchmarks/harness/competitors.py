@@ -1,0 +1,509 @@
+"""The five competitors. Each starts from the same pristine data and starting configuration, gets the
+same workload object and the same wall-clock budget, and ends with a configuration snapshot that the
+runner re-measures (interleaved) for the final comparison.
+
+Every configuration any competitor applies goes through agenticdb's validator (durability strict,
+hardware budget, rules) and executor/target apply + verify; only the per-round step bounds
+(``max_changes``, ``max_step_factor``) are lifted for the one-shot competitors (static, TPE trials),
+which by design jump to a whole configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import structlog
+
+from agenticdb.app import host_state_source
+from agenticdb.config import LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.executor import Executor
+from agenticdb.journal import Journal
+from agenticdb.memory import MemoryBook
+from agenticdb.models import (
+    Bottleneck,
+    Catalog,
+    Change,
+    Hardware,
+    Layer,
+    Measurement,
+    PlanningContext,
+    Proposal,
+    Snapshot,
+    Verdict,
+)
+from agenticdb.planner.base import Planner
+from agenticdb.planner.heuristic import HeuristicPlanner
+from agenticdb.recovery import Recovery
+from agenticdb.session import TuningSession  # imported before fork: parent and child run the same code
+from agenticdb.targets.base import Target
+from agenticdb.validator import validate
+from agenticdb.workloads import build_workload, connection_from_dsn
+from agenticdb.workloads.base import Workload, WorkloadTraits
+from benchmarks.harness import static_rules
+from benchmarks.harness.cgroup import MemoryCgroup
+from benchmarks.harness.instance import Instance
+from benchmarks.harness.scenarios import Scenario
+
+log = structlog.get_logger(__name__)
+
+NAMES = ["default", "static", "tpe", "agenticdb", "agenticdb+experience"]
+
+
+class ResettingWorkload(Workload):
+    """Wraps a workload so every warm-up starts from the pristine data directory (configuration kept).
+
+    The agenticdb executor calls ``warmup`` right before each measured run, so each baseline, trial and
+    confirmation run of every competitor sees the same data (MEASUREMENT.md: CV 12-19 % → 5-11 %).
+    """
+
+    def __init__(self, inner: Workload, instance: Instance, base_warmup_s: float) -> None:
+        self.inner = inner
+        self.instance = instance
+        self.base_warmup_s = base_warmup_s
+        self.name = inner.name
+        self.resets = 0
+
+    def traits(self) -> WorkloadTraits:
+        return self.inner.traits()
+
+    def prepare(self) -> None:
+        self.inner.prepare()
+
+    def warmup(self, seconds: float) -> None:
+        self.instance.reset_data(keep_config=True)
+        self.resets += 1
+        # The reset restarted the server: caches are cold, so warm up as after any restart (the
+        # executor's rule, max(3 s, 2 × warmup_s)); the final re-measurement uses the same.
+        self.inner.warmup(max(seconds, 3.0, 2 * self.base_warmup_s))
+
+    def run(self, seconds: float) -> Measurement:
+        return self.inner.run(seconds)
+
+
+@dataclass
+class Bench:
+    """Everything shared by the competitors of one scenario."""
+
+    scenario: Scenario
+    instance: Instance
+    settings: Settings
+    target: Target
+    workload: Workload
+    catalog: Catalog
+    hardware: Hardware
+    start: Snapshot
+    out: Path
+    budget_s: float
+    agent_cgroup: MemoryCgroup | None = None
+
+    def resetting(self) -> ResettingWorkload:
+        return ResettingWorkload(self.workload, self.instance, self.settings.workload.warmup_s)
+
+
+@dataclass
+class Result:
+    """What a competitor hands back to the runner."""
+
+    name: str
+    final: Snapshot
+    changes: dict[str, str] = field(default_factory=dict)
+    trace: list[dict[str, float]] = field(default_factory=list)  # {"t_s", "objective", "best"}
+    rounds: int = 0
+    failed: int = 0
+    recovered: int = 0
+    rejected: int = 0
+    left_down: int = 0
+    time_to_best_s: float = 0.0
+    elapsed_s: float = 0.0
+    validator_ms: list[float] = field(default_factory=list)
+    planner_ms: list[float] = field(default_factory=list)
+    overhead: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def better(a: float, b: float, higher: bool) -> bool:
+    return a > b if higher else a < b
+
+
+def whole_config_policy(settings: Settings, n: int) -> PolicyConfig:
+    """The session's policy with the per-round step bounds lifted (one-shot competitors)."""
+    return settings.policy.model_copy(update={"max_changes": max(n, 1), "max_step_factor": 1e12})
+
+
+def validate_config(bench: Bench, config: dict[str, str], planner: str) -> tuple[Verdict, float]:
+    """Validator verdict for applying ``config`` on top of the current values; returns (verdict, ms)."""
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown,
+        planner=planner,
+        rationale=f"{planner} configuration",
+        changes=[Change(name=k, value=v) for k, v in config.items()],
+    )  # type: ignore[arg-type]
+    current = bench.target.current_values(list(bench.catalog.knobs))
+    t0 = time.perf_counter()
+    verdict = validate(
+        proposal,
+        bench.catalog,
+        current,
+        bench.hardware,
+        whole_config_policy(bench.settings, len(config)),
+        Layer.dbms,
+    )
+    return verdict, (time.perf_counter() - t0) * 1000
+
+
+def set_config(bench: Bench, snap: Snapshot) -> None:
+    """Pristine data + the configuration ``snap`` (written back as files, then started)."""
+    bench.instance.stop()
+    bench.instance._rsync(str(bench.instance.pristine), bench.instance.data_dir, keep_config=True)
+    bench.target.restore(snap)
+
+
+def executor(bench: Bench, journal: Journal, session_id: str, workload: Workload | None = None) -> Executor:
+    return Executor(
+        bench.target,
+        [bench.target.runtime_state],
+        workload or bench.resetting(),
+        journal,
+        session_id,
+        bench.settings.workload.warmup_s,
+        bench.settings.workload.duration_s,
+    )
+
+
+# ---- 1. default ----------------------------------------------------------------------------------------
+def run_default(bench: Bench, journal: Journal) -> Result:
+    """The starting configuration unchanged."""
+    return Result("default", bench.start)
+
+
+# ---- 2. static -----------------------------------------------------------------------------------------
+def static_recommendation(bench: Bench) -> dict[str, str]:
+    mem = bench.hardware.memory_limit_bytes
+    if bench.scenario.dbms == "postgres":
+        maxconn = int(bench.target.current_values(["max_connections"]).get("max_connections", "100"))
+        return static_rules.pgtune(
+            mem,
+            bench.hardware.cpu_count,
+            maxconn,
+            olap=bench.scenario.workload_class == "olap",
+            disk_free_bytes=bench.hardware.disk_free_bytes or None,
+        )
+    data = 0
+    for p in Path(bench.instance.data_dir).rglob("*.ibd"):
+        data += p.stat().st_size
+    return static_rules.mysqltuner(mem, data)
+
+
+def run_static(bench: Bench, journal: Journal) -> Result:
+    """PGTune / MySQLTuner-style values from the hardware alone, validated and applied once."""
+    t0 = time.monotonic()
+    res = Result("static", bench.start)
+    rec = static_recommendation(bench)
+    verdict, ms = validate_config(bench, rec, "static")
+    res.validator_ms.append(ms)
+    if not verdict.ok:
+        dropped = sorted({f.parameter for f in verdict.failed if f.parameter})
+        res.notes.append(
+            f"validator refused {dropped}: " + "; ".join(f.message for f in verdict.failed)[:300]
+        )
+        res.rejected += 1
+        rec = {k: v for k, v in rec.items() if k not in dropped}
+        verdict, ms = validate_config(bench, rec, "static")
+        res.validator_ms.append(ms)
+    if verdict.ok and verdict.changes:
+        ex = executor(bench, journal, "bench-static")
+        try:
+            ex.apply(verdict.changes, verdict.apply_requirement, 0, bench.start, purpose="static")
+            res.changes = {c.name: c.value for c in verdict.changes}
+        except Exception as exc:  # noqa: BLE001 - a failure is counted and recovered like any trial
+            res.failed += 1
+            rr = Recovery(bench.target).recover(None, bench.start)
+            res.recovered += int(rr.service_available)
+            res.notes.append(f"apply failed: {exc}")
+    res.final = bench.target.snapshot(list(bench.catalog.knobs), label="static")
+    res.elapsed_s = time.monotonic() - t0
+    return res
+
+
+# ---- 3. Optuna TPE -------------------------------------------------------------------------------------
+def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
+    """Optuna TPE over the static_rules space; each trial validated and applied through agenticdb."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    higher = bench.workload.traits().objective != "total_time"
+    study = optuna.create_study(
+        direction="maximize" if higher else "minimize",
+        sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4),
+    )
+    mem = bench.hardware.memory_limit_bytes
+    if bench.scenario.dbms == "postgres":
+        maxconn = int(bench.target.current_values(["max_connections"]).get("max_connections", "100"))
+        space = static_rules.pg_space(mem, maxconn)
+    else:
+        space = static_rules.mariadb_space(mem)
+    res = Result("tpe", bench.start)
+    ex = executor(bench, journal, "bench-tpe")
+    t0 = time.monotonic()
+    best: float | None = None
+    best_snap = bench.start
+    n = 0
+    while time.monotonic() - t0 < bench.budget_s:
+        n += 1
+        trial = study.ask()
+        config: dict[str, str] = {}
+        for name, spec in space.items():
+            kind = spec[0]
+            if kind == "int_bytes":
+                raw: Any = trial.suggest_int(name, spec[1], spec[2], log=True)
+            elif kind == "int":
+                raw = trial.suggest_int(name, spec[1], spec[2])
+            elif kind == "float":
+                raw = trial.suggest_float(name, spec[1], spec[2])
+            else:
+                raw = trial.suggest_categorical(name, spec[1])
+            config[name] = static_rules.render(name, kind, raw, bench.scenario.dbms)
+        verdict, ms = validate_config(bench, config, "tpe")
+        res.validator_ms.append(ms)
+        if not verdict.ok:
+            res.rejected += 1
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            log.info("tpe.rejected", trial=n, feedback=verdict.feedback()[:200])
+            continue
+        execution = ex.trial(verdict, bench.start, n)
+        if execution.failure is not None:
+            res.failed += 1
+            rr = Recovery(bench.target).recover(execution.failure, bench.start)
+            res.recovered += int(rr.service_available)
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            assert execution.measurement is not None
+            obj = execution.measurement.objective
+            study.tell(trial, obj)
+            if best is None or better(obj, best, higher):
+                best = obj
+                best_snap = bench.target.snapshot(list(bench.catalog.knobs), label=f"tpe trial {n}")
+                res.changes = {c.name: c.value for c in verdict.changes}
+                res.time_to_best_s = time.monotonic() - t0
+            res.trace.append({"t_s": time.monotonic() - t0, "objective": obj, "best": best})
+        if not bench.instance.available():
+            res.left_down += 1
+            bench.instance.service().start()
+    res.rounds = n
+    res.final = best_snap
+    bench.target.restore(best_snap)
+    res.elapsed_s = time.monotonic() - t0
+    return res
+
+
+# ---- 4/5. agenticdb ------------------------------------------------------------------------------------
+class TimedPlanner(Planner):
+    """Delegates to the real planner and records its latency, and the validator's latency on the very
+    proposal and inputs the session will validate (composition, not patching)."""
+
+    def __init__(self, inner: Planner, policy: PolicyConfig) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.policy = policy
+        self.planner_ms: list[float] = []
+        self.validator_ms: list[float] = []
+        self.first_call: float | None = None
+
+    @property
+    def totals(self) -> dict[str, float]:
+        return dict(getattr(self.inner, "totals", {}) or {})
+
+    def propose(self, ctx: PlanningContext) -> Proposal:
+        if self.first_call is None:
+            self.first_call = time.time()
+        t0 = time.perf_counter()
+        proposal = self.inner.propose(ctx)
+        self.planner_ms.append((time.perf_counter() - t0) * 1000)
+        if proposal.changes:
+            t1 = time.perf_counter()
+            validate(proposal, ctx.catalog, ctx.current_config, ctx.profile.hardware, self.policy, ctx.stage)
+            self.validator_ms.append((time.perf_counter() - t1) * 1000)
+        return proposal
+
+
+def _session_child(bench: Bench, memory_db: str, journal_db: str, out_json: str) -> None:
+    """Runs in a forked child inside the agent cgroup (so agenticdb's hardware detection sees the same
+    memory limit as the server has); writes its Result as JSON."""
+    if bench.agent_cgroup is not None:
+        bench.agent_cgroup.join_self()
+    cfg = bench.settings.model_copy(
+        update={
+            "loop": bench.settings.loop.model_copy(
+                update={"time_budget_s": bench.budget_s, "max_rounds": 1000}
+            ),
+            "storage": StorageConfig(
+                home=Path(memory_db).parent, memory_db=Path(memory_db), journal_db=Path(journal_db)
+            ),
+        }
+    )
+    target = bench.instance.target()
+    workload = bench.resetting()
+    planner = TimedPlanner(HeuristicPlanner(min_gain=cfg.loop.min_gain), cfg.policy)
+    trace: list[dict[str, float]] = []
+    t_start = time.time()
+    state = {"best": None, "ttb": 0.0}
+    deadline = time.monotonic() + bench.budget_s
+
+    def on_round(outcome) -> None:  # type: ignore[no-untyped-def]
+        if outcome.kept and outcome.objective is not None:
+            state["best"] = outcome.objective
+            state["ttb"] = (outcome.finished_at or time.time()) - t_start
+        if outcome.objective is not None:
+            trace.append(
+                {
+                    "t_s": (outcome.finished_at or time.time()) - t_start,
+                    "objective": outcome.objective,
+                    "best": state["best"] if state["best"] is not None else outcome.objective,
+                }
+            )
+
+    src = host_state_source(cfg, target)
+    session = TuningSession(
+        cfg,
+        target,
+        workload,
+        planner,
+        Journal(journal_db),
+        MemoryBook(memory_db),
+        state_sources=[src] if src else None,
+        on_round=on_round,
+        should_stop=lambda: time.monotonic() > deadline,
+    )
+    result = session.run()
+    base_t = (planner.first_call or t_start) - t_start
+    trace.insert(
+        0,
+        {
+            "t_s": base_t,
+            "objective": result.baseline_objective or 0.0,
+            "best": result.baseline_objective or 0.0,
+        },
+    )
+    for p in trace:
+        if p["best"] is None:
+            p["best"] = result.baseline_objective or 0.0
+    final = target.snapshot(list(bench.catalog.knobs), label="agenticdb final")
+    failed = sum(1 for r in result.rounds if r.failure is not None)
+    recovered = sum(1 for r in result.rounds if r.recovery is not None and r.recovery.service_available)
+    rejected = sum(1 for r in result.rounds if r.changes and not r.verdict_ok)
+    payload = {
+        "final": final.model_dump(mode="json"),
+        "changes": result.best_changes,
+        "trace": trace,
+        "rounds": len(result.rounds),
+        "failed": failed,
+        "recovered": recovered,
+        "rejected": rejected,
+        "time_to_best_s": state["ttb"],
+        "elapsed_s": time.time() - t_start,
+        "validator_ms": planner.validator_ms,
+        "planner_ms": planner.planner_ms,
+        "notes": [
+            f"session {result.session_id}: {result.status} — {result.reason}; baseline "
+            f"{result.baseline_objective} → best {result.best_objective} (session's own judgement)"
+        ],
+        "session_id": result.session_id,
+    }
+    Path(out_json).write_text(json.dumps(payload))
+
+
+def run_agenticdb(bench: Bench, name: str, memory_db: Path) -> Result:
+    """A TuningSession (heuristic planner) in a child process; psutil samples its CPU and RSS."""
+    out_json = bench.out / f"{name}.session.json"
+    out_json.unlink(missing_ok=True)
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(
+        target=_session_child,
+        args=(bench, str(memory_db), str(bench.out / "journal.db"), str(out_json)),
+        daemon=False,
+    )
+    t0 = time.monotonic()
+    proc.start()
+    peak_rss = [0]
+    cpu = [0.0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        try:
+            p = psutil.Process(proc.pid)
+            while not stop.is_set():
+                with p.oneshot():
+                    peak_rss[0] = max(peak_rss[0], p.memory_info().rss)
+                    t = p.cpu_times()
+                    cpu[0] = t.user + t.system
+                stop.wait(0.5)
+        except psutil.Error:
+            pass
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    proc.join()
+    stop.set()
+    th.join(timeout=2)
+    wall = time.monotonic() - t0
+    if proc.exitcode != 0 or not out_json.exists():
+        res = Result(name, bench.start, notes=[f"session process exited {proc.exitcode}"], failed=1)
+        if not bench.instance.available():
+            res.left_down += 1
+            bench.instance.service().start()
+        res.final = bench.target.snapshot(list(bench.catalog.knobs), label=f"{name} after crash")
+        return res
+    d = json.loads(out_json.read_text())
+    res = Result(
+        name,
+        Snapshot.model_validate(d["final"]),
+        d["changes"],
+        d["trace"],
+        d["rounds"],
+        d["failed"],
+        d["recovered"],
+        d["rejected"],
+        0,
+        d["time_to_best_s"],
+        d["elapsed_s"],
+        d["validator_ms"],
+        d["planner_ms"],
+        notes=d["notes"],
+    )
+    res.overhead = {
+        "agent_cpu_s": round(cpu[0], 2),
+        "wall_s": round(wall, 1),
+        "agent_cpu_pct_of_one_core": round(100 * cpu[0] / wall, 2) if wall else 0.0,
+        "agent_peak_rss_mib": round(peak_rss[0] / 2**20, 1),
+    }
+    if not bench.instance.available():
+        res.left_down += 1
+        bench.instance.service().start()
+    return res
+
+
+def median_or_none(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def build_workload_for(settings: Settings, target: Target) -> Workload:
+    family = "postgresql" if target.kind == "postgresql" else "mysql"
+    conn = connection_from_dsn(family, settings.target.dsn, settings.target.database)
+    return build_workload(settings.workload, conn, progress=False)
+
+
+def settings_for(scenario: Scenario, tcfg, out: Path, duration_s: float, warmup_s: float) -> Settings:  # type: ignore[no-untyped-def]
+    """Settings of one scenario (workload from the scenario, durability strict, defaults elsewhere)."""
+    wl = dict(scenario.workload)
+    wl.update({"duration_s": max(duration_s, 1.0), "warmup_s": warmup_s})
+    return Settings(
+        target=tcfg, workload=WorkloadConfig(**wl), loop=LoopConfig(), storage=StorageConfig(home=out)
+    )
