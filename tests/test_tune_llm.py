@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -51,6 +52,7 @@ def home() -> Iterator[Path]:
         yield base
     finally:
         run_cli(base, {}, "sandbox", "down", "postgres")
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
