@@ -17,6 +17,11 @@ from dataclasses import dataclass
 
 from agenticdb.models import Decision, Layer, Measurement, RoundOutcome
 
+# Share of paired runs that must agree in direction with the median before a difference counts: all of
+# 2 or 3 pairs, 3 of 4, 4 of 5 — a sign-test flavour on top of the noise band (MEASUREMENT.md saw single
+# runs swing by 2× when other jobs share the two cores).
+_PAIR_AGREEMENT = 0.75
+
 
 @dataclass(frozen=True)
 class Judgement:
@@ -82,19 +87,32 @@ def judge(
         noise_factor: gains must exceed ``noise_factor × cv`` (MEASUREMENT.md suggests ~2.5× CV).
 
     Returns:
-        Judgement with the median gain and the verdict.
+        Judgement with the median gain and the verdict. With ``paired``, a gain or loss beyond the band
+        also has to point the same way in at least 75 % of the pairs (all of two or three), else it is a
+        tie: the median of two ratios is their mean, which one disturbed run can carry.
     """
     if not candidate or not best:
         raise ValueError("judge needs at least one candidate and one best sample")
+    agree = 1.0
     if paired and len(candidate) == len(best):
         gains = [relative_gain(c, b, higher_is_better) for c, b in zip(candidate, best, strict=True)]
         gain = statistics.median(gains)
         how = f"median of {len(gains)} paired ratios"
+        # With two pairs the median is the mean, so one lucky pair (a neighbour's load burst during a best
+        # run) can carry it: a gain also has to show in the same direction in most pairs (all of 2 or 3).
+        agree = sum(1 for g in gains if (g > 0) == (gain > 0) and g != 0) / len(gains)
+        if agree < _PAIR_AGREEMENT:
+            listed = ", ".join(f"{g:+.0%}" for g in gains)
+            how += f", only {agree:.0%} of the pairs agree in direction ({listed})"
     else:
         gain = relative_gain(statistics.median(candidate), statistics.median(best), higher_is_better)
         how = f"median of {len(candidate)} vs {len(best)} runs"
     threshold = max(min_gain, noise_factor * cv)
-    if gain > threshold:
+    if abs(gain) > threshold and agree < _PAIR_AGREEMENT:
+        verdict = "tie"
+        reason = (f"change {gain:+.1%} ({how}) is not consistent across the paired runs: "
+                  "a tie keeps the simpler config")
+    elif gain > threshold:
         verdict = "better"
         reason = f"gain {gain:+.1%} ({how}) beats the noise band ±{threshold:.1%}"
     elif gain < -threshold:

@@ -103,3 +103,11 @@ def test_planner_plateau_in_os_stage_terminates() -> None:
 def test_os_rounds_do_not_count_towards_dbms_plateau() -> None:
     hist = [outcome(1, True), outcome(2, False, stage=Layer.os), outcome(3, False, stage=Layer.os)]
     assert decide(hist, state(rounds_done=3))[0] == Decision.continue_
+
+
+def test_paired_gain_carried_by_one_lucky_pair_is_a_tie() -> None:
+    # Two pairs: the median (= mean) says +410 %, but the second pair says -10 %: not consistent.
+    j = judge([152.9, 25.0], [6.6, 27.9], True, 0.2, 0.03, 2.0, paired=True)
+    assert j.verdict == "tie" and "consistent" in j.reason
+    assert judge([30.0, 25.0], [10.0, 11.0], True, 0.2, 0.03, 2.0, paired=True).better
+    assert judge([5.0, 6.0], [10.0, 11.0], True, 0.2, 0.03, 2.0, paired=True).verdict == "worse"
