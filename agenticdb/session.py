@@ -369,7 +369,9 @@ class TuningSession:
         best_samples = list(stage.samples)
         judgement = auditor.judge(candidate, best_samples, higher, cv, cfg.loop.min_gain, cfg.loop.noise_factor)
         measurements = [execution.measurement]
-        if judgement.better and cfg.loop.confirm_runs > 0:
+        # A single unpaired run is only a screen: a gain or a loss beyond the band is re-measured interleaved
+        # (a placebo's one run lands outside a band estimated from 2-3 baseline runs ~10% of the time).
+        if judgement.verdict != "tie" and cfg.loop.confirm_runs > 0:
             judgement, measurements = self._confirm(stage, verdict, safe, round_no, higher, cv, measurements)
         outcome.measurement = measurements[-1]
         outcome.objective = statistics.median(m.objective for m in measurements)

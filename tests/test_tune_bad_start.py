@@ -124,7 +124,7 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
     start = tmp_path / "bad.toml"
     start.write_text("".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in BAD_START.items()))
     r = _cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "2",
-             "--duration", "4", "--warmup", "1", "--scale", "1", "--clients", "8",
+             "--duration", "3", "--warmup", "1", "--scale", "1", "--clients", "8",
              "--baseline-runs", "2", "--confirm-runs", "2", "--start-from", str(start))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     sid, events = _events(home)
