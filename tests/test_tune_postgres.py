@@ -194,7 +194,7 @@ def test_reset_data_restores_pristine_copy_before_each_run(home: Path, info: Pos
             "--warmup", "0", "--scale", "1", "--baseline-runs", "2", "--confirm-runs", "0", "--reset-data")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     journal = Journal(home / "journal.db")
-    sid = journal.sessions()[0].id
+    sid = journal.sessions()[-1].id  # oldest first: the newest is this test's
     kinds = [e.event for e in journal.events(sid)]
     assert "pristine.captured" in kinds
     assert not Path(info.data_dir + ".pristine").exists(), "pristine copy left behind"
