@@ -558,3 +558,24 @@ def test_commit_delay_trap_goes_first_and_alone_on_a_bad_start() -> None:
     p = PLANNER.propose(_ctx("pg_wal_fsync", config=bad))
     assert [(c.name, str(c.value)) for c in p.changes] == [("commit_delay", "0")]
     assert "worst offender" in p.rationale and "shared_buffers" in p.rationale
+
+
+def test_trap_fix_is_retried_although_experience_called_it_ineffective() -> None:
+    # An earlier session's noisy tie on a bundle must not leave commit_delay=1000 in place for good.
+    old = Fingerprint(dbms="postgresql", version_major="15", benchmark="sysbench", workload_class="oltp",
+                      read_fraction=0.7)
+    exp = Experience(
+        fingerprint=old,
+        session_id="s-tie",
+        ineffective=[{"changes": {"commit_delay": "0", "shared_buffers": "64MB"}}],
+        failed=[{"changes": {"wal_buffers": "64MB"}}],
+    )
+    p = PLANNER.propose(_ctx("pg_wal_fsync", config={"commit_delay": "1000"}, experience=[exp]))
+    assert [(c.name, str(c.value)) for c in p.changes] == [("commit_delay", "0")]
+    assert "retrying a known trap's fix despite retrieved ineffective commit_delay=0 (session s-tie)" \
+        in p.rationale
+    assert "avoiding retrieved failed wal_buffers=64MB" in p.rationale
+    # this session's own tie does rule it out
+    r1 = _round(1, Bottleneck.wal_fsync, {"commit_delay": "0"}, kept=False)
+    p = PLANNER.propose(_ctx("pg_wal_fsync", config={"commit_delay": "1000"}, experience=[exp], rounds=[r1]))
+    assert ("commit_delay", "0") not in [(c.name, str(c.value)) for c in p.changes]

@@ -137,6 +137,9 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
     assert i_start < kinds.index("verified") < i_base
     verified = events[kinds.index("verified")].data
     assert "commit_delay" in str(verified), verified
+    # ... so the baseline measured the bad start (the profile reads the server after applying it).
+    current = _first(events, "profile").data["profile"]["current_config"]
+    assert (current["commit_delay"], current["commit_siblings"]) == ("1000", "2"), current
     first_measured = events[kinds.index("measured")].data
     assert "baseline" in str(first_measured.get("label", "")), first_measured
 

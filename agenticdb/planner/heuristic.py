@@ -91,6 +91,9 @@ class _History:
     exhausted: dict[Bottleneck, str] = field(default_factory=dict)
     push_from: RoundOutcome | None = None
     notes: list[str] = field(default_factory=list)
+    # values only retrieved experience called ineffective (not tried in this session) → their note
+    retrieved_ineffective: dict[tuple[str, str], str] = field(default_factory=dict)
+    retried: list[str] = field(default_factory=list)
 
 
 def _family(ctx: PlanningContext) -> str:
@@ -210,6 +213,8 @@ class HeuristicPlanner(Planner):
         if floors:
             moves += floors
             why.append("bad start: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
+            if hist.retried:
+                why.append("retrying a known trap's fix despite retrieved " + "; ".join(hist.retried))
         if first_round and ctx.experience:
             seeds = self._seeds(ctx, current, family, hist, by_b, taken={m.name for m in moves})
             if seeds:
@@ -382,13 +387,17 @@ class HeuristicPlanner(Planner):
                     )
                     for name, value in changes.items():
                         spec = ctx.catalog.get(name)
-                        hist.forbidden.add(canonical(name, str(value), spec))
+                        key = canonical(name, str(value), spec)
+                        note = f"{kind} {name}={value} (session {exp.session_id})"
+                        if kind == "ineffective" and key not in hist.forbidden:
+                            hist.retrieved_ineffective.setdefault(key, note)
+                        hist.forbidden.add(key)
                         d = _direction(name, str(value), spec, current)
                         if kind == "ineffective" and d != "same":
                             hist.dead.add((name, d))
                         elif kind == "failed":
                             self._bound(hist, None, name, str(value), spec, current)
-                        hist.notes.append(f"{kind} {name}={value} (session {exp.session_id})")
+                        hist.notes.append(note)
 
     # --------------------------------------------------------------------------------- moves
 
@@ -610,8 +619,17 @@ class HeuristicPlanner(Planner):
             if target <= cur:
                 return None
             value = format_value(target, spec, family)
-        if canonical(rule.knob, value, spec) in hist.forbidden:
+        key = canonical(rule.knob, value, spec)
+        # A known trap's fix is retried although another session called it ineffective: one noisy tie
+        # (or a bundle it was part of) must not leave commit_delay=1000 in place for good. Failures and
+        # this session's own tries still rule it out.
+        retry = rule.revert_above is not None and key in hist.retrieved_ineffective
+        if key in hist.forbidden and not retry:
             return None
+        if retry:
+            note = hist.retrieved_ineffective[key]
+            hist.notes = [n for n in hist.notes if n != note]
+            hist.retried.append(note)
         return _Move(
             rule.knob, value, spec, rule.bottleneck, raw, rule.effect, "", rule.reason, rule.source,
             trap=rule.revert_above is not None,
