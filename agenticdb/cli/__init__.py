@@ -15,7 +15,6 @@ from typing import Annotated, Any, Optional
 import structlog
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.logs import configure_logging
@@ -194,7 +193,7 @@ def validate(
     apply_claim: Annotated[Optional[str], typer.Option("--apply", help="planner's claim: dynamic|reload|restart")] = None,
 ) -> None:
     """Check a proposed change set against a live target; exit 0 only when it would be applied."""
-    from agenticdb.cli.tune_cmd import run_validate
+    from agenticdb.cli.inspect_cmd import run_validate
 
     cfg = settings(config, target, sandbox, home)
     raise typer.Exit(run_validate(cfg, read_change_file(file), stage, apply_claim, console))
@@ -220,7 +219,7 @@ def catalog(
     like: Annotated[Optional[str], typer.Option(help="only names containing this text")] = None,
 ) -> None:
     """Show the action catalog: tunable knobs with type, unit, range and apply requirement."""
-    from agenticdb.cli.tune_cmd import run_catalog
+    from agenticdb.cli.inspect_cmd import run_catalog
 
     cfg = settings(config, target, sandbox, home)
     raise typer.Exit(run_catalog(cfg, excluded, os_stage, like, console))
@@ -251,7 +250,7 @@ def report(
     config: ConfigOpt = None, home: HomeOpt = None,
 ) -> None:
     """A Markdown report of one session: baseline, rounds, best configuration, every change's reason."""
-    from agenticdb.cli.tune_cmd import run_report
+    from agenticdb.cli.inspect_cmd import run_report
 
     cfg = settings(config, None, None, home)
     raise typer.Exit(run_report(cfg, session, console))
