@@ -256,6 +256,7 @@ def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
     best: float | None = None
     best_snap = bench.start
     n = 0
+    consecutive = 0
     while time.monotonic() - t0 < bench.budget_s:
         n += 1
         trial = study.ask()
@@ -275,9 +276,17 @@ def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
         res.validator_ms.append(ms)
         if not verdict.ok:
             res.rejected += 1
+            consecutive += 1
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if consecutive >= 200:
+                res.notes.append(
+                    f"stopped: 200 consecutive trials refused by the validator; last: "
+                    f"{verdict.feedback()[:200]}"
+                )
+                break
             log.info("tpe.rejected", trial=n, feedback=verdict.feedback()[:200])
             continue
+        consecutive = 0
         execution = ex.trial(verdict, bench.start, n)
         if execution.failure is not None:
             res.failed += 1

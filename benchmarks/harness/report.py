@@ -104,7 +104,7 @@ def plot(summary: dict, path: Path) -> Path:
                 linestyle="--",
                 linewidth=1,
                 label=f"{name} (re-measured median)",
-                color="grey" if name == "default" else None,
+                color={"default": "grey", "static": "black"}.get(name),
             )
     ax.set_xlabel("wall-clock time of the competitor (min)")
     ax.set_ylabel(

@@ -180,6 +180,10 @@ def judge(cand: list[float], ref: list[float], higher: bool, noise_cv: float) ->
     ratios = [c / r for c, r in zip(cand, ref, strict=False) if r]
     if not ratios:
         return "tie", 0.0
+    if len(ratios) < 2 or noise_cv <= 0:
+        # One pair (or no noise estimate) cannot separate an effect from noise.
+        g1 = statistics.median((r - 1) if higher else (1 / r - 1) for r in ratios)
+        return "tie", g1
     gains = [(r - 1) if higher else (1 / r - 1) for r in ratios]
     g = statistics.median(gains)
     band = NOISE_FACTOR * noise_cv

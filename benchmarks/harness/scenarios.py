@@ -148,6 +148,16 @@ SCENARIOS: dict[str, Scenario] = {
     ]
 }
 
+SCENARIOS["smoke-mariadb"] = Scenario(
+    "smoke-mariadb",
+    "mariadb",
+    {"kind": "sysbench-oltp-write-only", "scale": 2000, "tables": 2, "clients": 2, "threads": 2},
+    memory_limit_bytes=512 * MiB,
+    duration_s=2,
+    warmup_s=1,
+    about="tiny MariaDB sysbench write-only for checking the MariaDB path (not a benchmark)",
+)
+
 MAIN = [
     "pg-tpch",
     "pg-pgbench-oom",

@@ -14,7 +14,9 @@ into PGTune for a container).
 MariaDB — MySQLTuner-style (major/MySQLTuner-perl recommendations): InnoDB buffer pool large enough for
 the data but at most 75 % of the memory on a dedicated server; innodb_log_file_size = 25 % of the buffer
 pool; one buffer pool instance under 1 GB; innodb_log_buffer_size 16 MB; tmp_table_size =
-max_heap_table_size = 32 MB.
+max_heap_table_size = 32 MB; key_buffer_size and aria_pagecache_buffer_size cut to 8 MB when no
+MyISAM/Aria tables are used. Under 4 GiB the pool is capped at 40 % and sort_buffer_size cut to 256K so the
+per-connection buffers × max_connections still fit (MySQLTuner's maximum-possible-memory check).
 """
 
 from __future__ import annotations
@@ -87,15 +89,27 @@ def mysqltuner(memory_bytes: int, data_bytes: int) -> dict[str, str]:
         memory_bytes: memory the server may use, bytes.
         data_bytes: InnoDB data + index size, bytes.
     """
-    pool = min(memory_bytes * 0.75, max(data_bytes * 1.1, 128 * MiB))
+    # 75 % of memory is MySQLTuner's ceiling on a dedicated server; the per-connection buffers
+    # (sort/join/read × max_connections) must fit beside it, so stay at 50 % of a small cgroup.
+    small = memory_bytes < 4 * GiB
+    pool = min(memory_bytes * (0.4 if small else 0.75), max(data_bytes * 1.1, 128 * MiB))
     pool = max(pool, 32 * MiB)
-    return {
+    rec = {
+        # MySQLTuner sizes the MyISAM key cache to the MyISAM indexes and flags Aria page cache left at
+        # its default when no Aria tables are used: both are ~0 here (InnoDB only), so shrink them.
+        "key_buffer_size": "8M",
+        "aria_pagecache_buffer_size": "8M",
         "innodb_buffer_pool_size": f"{int(pool // MiB)}M",
         "innodb_log_file_size": f"{max(48, int(pool * 0.25 // MiB))}M",
         "innodb_log_buffer_size": "16M",
         "tmp_table_size": "32M",
         "max_heap_table_size": "32M",
     }
+    if small:
+        # MySQLTuner's "maximum possible memory usage" (global + per-thread buffers × max_connections)
+        # must stay below RAM; its advice is to reduce per-thread buffers: sort_buffer_size 2M → 256K.
+        rec["sort_buffer_size"] = "256K"
+    return rec
 
 
 # ---- TPE search space (same knob families the heuristic planner's playbooks touch) --------------------
@@ -126,14 +140,16 @@ def pg_space(memory_bytes: int, max_connections: int = 100) -> dict[str, tuple]:
 def mariadb_space(memory_bytes: int) -> dict[str, tuple]:
     """MariaDB knob space for TPE."""
     return {
-        "innodb_buffer_pool_size": ("int_bytes", 32 * MiB, int(memory_bytes * 0.7)),
+        "innodb_buffer_pool_size": ("int_bytes", 32 * MiB, int(memory_bytes * 0.6)),
+        "key_buffer_size": ("int_bytes", 8 * MiB, 128 * MiB),
+        "aria_pagecache_buffer_size": ("int_bytes", 8 * MiB, 128 * MiB),
         "innodb_log_file_size": ("int_bytes", 48 * MiB, 1 * GiB),
         "innodb_log_buffer_size": ("int_bytes", 2 * MiB, 64 * MiB),
         "innodb_io_capacity": ("int", 100, 4000),
         "innodb_flush_neighbors": ("cat", ["0", "1"]),
         "innodb_adaptive_hash_index": ("cat", ["ON", "OFF"]),
         "table_open_cache": ("int", 400, 4000),
-        "sort_buffer_size": ("int_bytes", 256 * 1024, 8 * MiB),
+        "sort_buffer_size": ("int_bytes", 256 * 1024, 2 * MiB),
     }
 
 
