@@ -51,8 +51,24 @@ def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
     return info.target_config()
 
 
+NO_TARGET = ("no target given: pass --target DSN, --sandbox postgres|mariadb, or set [target] dsn in the "
+             "--config file (agenticdb never picks a server on its own)")
+
+
+def require_dsn(cfg: Settings) -> str:
+    """The target DSN, or SetupError: there is no default server to tune."""
+    if not cfg.target.dsn:
+        raise SetupError(NO_TARGET)
+    return cfg.target.dsn
+
+
 def build_target(cfg: Settings) -> Target:
-    """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL)."""
+    """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL).
+
+    Raises:
+        SetupError: no DSN configured.
+    """
+    require_dsn(cfg)
     if cfg.target.kind == "postgresql":
         from agenticdb.targets.postgres import PostgresTarget
 
@@ -68,7 +84,7 @@ def build_workload(cfg: Settings, target: Target) -> Workload:
     from agenticdb.workloads import connection_from_dsn
 
     family = "postgresql" if target.kind == "postgresql" else "mysql"
-    conn = connection_from_dsn(family, cfg.target.dsn, cfg.target.database)
+    conn = connection_from_dsn(family, require_dsn(cfg), cfg.target.database)
     return _build(cfg.workload, conn)
 
 

@@ -7,6 +7,7 @@ Unknown keys are errors. ``load_config`` raises ``ConfigError`` with the file, k
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -54,19 +55,47 @@ class ServiceConfig(Section):
     start_timeout_s: float = 60.0
     log_file: str | None = None
 
+    @model_validator(mode="after")
+    def _needs(self) -> ServiceConfig:
+        need = {"systemd": ("unit",), "pg_ctl": ("data_dir", "bindir"), "command": ("start", "stop")}
+        missing = [k for k in need.get(self.kind, ()) if not getattr(self, k)]
+        if missing:
+            raise ValueError(f"service kind {self.kind!r} needs "
+                             + " and ".join(f"target.service.{k}" for k in missing))
+        return self
+
 
 class TargetConfig(Section):
     """The database to tune. ``dsn`` is a libpq URI/keyword string for PostgreSQL or
     ``mysql://user:pass@host:port/db?unix_socket=...`` for MySQL/MariaDB."""
 
     kind: Literal["postgresql", "mariadb", "mysql"] = "postgresql"
-    dsn: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    dsn: str | None = None  # no implicit target: a tool that restarts servers must be told which one
     database: str = "agenticdb_bench"
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     option_file: str | None = Field(
         default=None, description="MySQL/MariaDB: the managed option file agenticdb writes ([mysqld])."
     )
     sandbox: Literal["postgres", "mariadb"] | None = None
+
+    @model_validator(mode="after")
+    def _dsn_matches_kind(self) -> TargetConfig:
+        # None = no target chosen yet (given later by --target/--sandbox); a DSN must fit the kind.
+        if self.dsn is None:
+            return self
+        dsn = self.dsn.strip()
+        if self.kind == "postgresql":
+            uri = dsn.startswith(("postgresql://", "postgres://"))
+            keywords = "://" not in dsn and "=" in dsn  # libpq "host=... dbname=..." string
+            if not (uri or keywords):
+                raise ValueError(
+                    f"target.dsn = {_safe(dsn)!r} does not fit target.kind = 'postgresql': expected a "
+                    "postgresql:// URI or a libpq keyword string (host=... dbname=...)")
+        elif not dsn.startswith("mysql://"):
+            raise ValueError(
+                f"target.dsn = {_safe(dsn)!r} does not fit target.kind = {self.kind!r}: expected "
+                "mysql://user:pass@host:port/db[?unix_socket=...]")
+        return self
 
 
 WorkloadKind = Literal[
@@ -90,12 +119,12 @@ class WorkloadConfig(Section):
     pgbench scale, sysbench/YCSB rows per table, or TPC-H scale factor."""
 
     kind: WorkloadKind = "pgbench"
-    scale: float = 10
+    scale: float = 10  # > 0, checked with the whole Settings (see check_settings)
     tables: int = 4
-    clients: int = 4
-    threads: int = 2
-    duration_s: float = 15.0
-    warmup_s: float = 3.0
+    clients: int = Field(default=4, ge=1, description="client connections (at least 1)")
+    threads: int = Field(default=2, ge=1)
+    duration_s: float = Field(default=15.0, gt=0, description="seconds per measured run (> 0)")
+    warmup_s: float = Field(default=3.0, ge=0, description="warm-up seconds (0 = none)")
     command: str | None = None
     timeout_s: float = 600.0
     query_timeout_s: float = 120.0
@@ -136,17 +165,7 @@ class PolicyConfig(Section):
     @field_validator("restart_window")
     @classmethod
     def _window(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        try:
-            start, end = v.split("-")
-            for part in (start, end):
-                hh, mm = part.strip().split(":")
-                if not (0 <= int(hh) < 24 and 0 <= int(mm) < 60):
-                    raise ValueError
-        except ValueError:
-            raise ValueError(f"restart_window={v!r}: expected 'HH:MM-HH:MM'") from None
-        return v
+        return None if v is None else check_window("policy.restart_window", v)
 
 
 class PlannerConfig(Section):
@@ -195,11 +214,16 @@ class DaemonConfig(Section):
 
     run_on_start: bool = True
     interval_hours: float = Field(default=24.0, gt=0)
-    windows: list[str] = Field(default_factory=list)
+    windows: list[str] = Field(default_factory=list, description="'HH:MM-HH:MM' local times for sessions")
     monitor_interval_s: float = Field(default=60.0, gt=0)
     drift_threshold: float = Field(default=0.2, gt=0)
     watchdog_s: float = Field(default=30.0, gt=0)
     lock_dir: Path | None = None
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, v: list[str]) -> list[str]:
+        return [check_window(f"daemon.windows[{i}]", w) for i, w in enumerate(v)]
 
 
 class Settings(BaseSettings):
@@ -230,6 +254,64 @@ class Settings(BaseSettings):
         # The TOML file arrives as init kwargs; the environment must override it, so env goes first.
         return (env_settings, init_settings)
 
+    @model_validator(mode="after")
+    def _cross(self) -> Settings:
+        check_settings(self)
+        return self
+
+
+def _safe(dsn: str) -> str:
+    """A DSN without its password (for messages)."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", re.sub(r"(password=)\S+", r"\1***", dsn))
+
+
+def check_window(key: str, v: str) -> str:
+    """Check a time window ``'HH:MM-HH:MM'`` (local time, may wrap midnight).
+
+    Raises:
+        ValueError: naming ``key``, the value and the broken part ("hour 25 is not 00-23").
+    """
+    parts = v.split("-")
+    if len(parts) != 2:
+        raise ValueError(f"{key} = {v!r}: expected 'HH:MM-HH:MM' (e.g. '01:00-05:00')")
+    for part in parts:
+        hm = part.strip().split(":")
+        if len(hm) != 2 or not all(x.isdigit() for x in hm):
+            raise ValueError(f"{key} = {v!r}: {part.strip()!r} is not HH:MM (expected 'HH:MM-HH:MM')")
+        hh, mm = int(hm[0]), int(hm[1])
+        if not 0 <= hh <= 23:
+            raise ValueError(f"{key} = {v!r}: hour {hh} is not 00-23")
+        if not 0 <= mm <= 59:
+            raise ValueError(f"{key} = {v!r}: minute {mm} is not 00-59")
+    return v
+
+
+def check_settings(s: Settings) -> None:
+    """Rules across sections that a single section cannot check.
+
+    Raises:
+        ValueError: the message names the keys (workload.kind needs workload.command; pgbench only on
+            target.kind postgresql — pgbench speaks only the PostgreSQL protocol; scale > 0).
+    """
+    w = s.workload
+    if w.kind == "command" and not (w.command or "").strip():
+        raise ValueError("workload.kind = 'command' needs workload.command (the shell command to run)")
+    if w.kind == "pgbench" and s.target.kind != "postgresql":
+        raise ValueError(f"workload.kind = 'pgbench' runs only on PostgreSQL, but target.kind = "
+                         f"{s.target.kind!r} (use sysbench-oltp-*, ycsb-*, tpch or command)")
+    if not w.scale > 0:
+        raise ValueError(f"workload.scale = {w.scale:g}: must be > 0 (pgbench scale, rows per table or "
+                         "TPC-H scale factor)")
+
+
+def config_warnings(s: Settings) -> list[str]:
+    """Things that are legal but will likely fail at run time unless the environment supplies them."""
+    out: list[str] = []
+    if s.planner.kind == "llm" and not (s.planner.model or os.environ.get("AGENTICDB_LLM_MODEL")):
+        out.append("planner.kind = 'llm' but no planner.model and AGENTICDB_LLM_MODEL is not set here; "
+                   "the environment at run time must supply the model name")
+    return out
+
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
@@ -253,9 +335,16 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     if path is not None:
         where = str(path)
         try:
-            data = tomllib.loads(Path(path).read_text())
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist") from None
+        except IsADirectoryError:
+            raise ConfigError(f"config file {path} is a directory, not a TOML file") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                              "TOML files must be UTF-8") from None
+        except OSError as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: TOML syntax error: {exc}") from None
     try:
@@ -270,18 +359,58 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
                 try:
                     updates[section] = type(current).model_validate(merged)
                 except ValidationError as exc:
-                    raise ConfigError(_format_validation(f"command-line option for [{section}]", exc)) from None
+                    raise ConfigError(_format_validation(f"command-line option for [{section}]", exc,
+                                                         prefix=(section,))) from None
             settings = settings.model_copy(update=updates)
+            try:
+                check_settings(settings)
+            except ValueError as exc:
+                raise ConfigError(f"invalid configuration (command-line options): {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(_format_validation(where, exc)) from None
+        raise ConfigError(_format_validation(where, exc, env=_env_values())) from None
     return settings
 
 
-def _format_validation(where: str, exc: ValidationError) -> str:
+def _env_values() -> dict[str, Any]:
+    """The nested values the ``AGENTICDB_*`` environment supplies (to tell which source a bad key came from)."""
+    from pydantic_settings import EnvSettingsSource
+
+    try:
+        return EnvSettingsSource(Settings)()
+    except Exception:  # noqa: BLE001 - only used to attribute errors; never fail on it
+        return {}
+
+
+def _from_env(env: dict[str, Any], loc: tuple[Any, ...]) -> bool:
+    node: Any = env
+    for part in loc:
+        if not isinstance(node, dict) or str(part) not in node:
+            return False
+        node = node[str(part)]
+    return True
+
+
+def _format_validation(where: str, exc: ValidationError, env: dict[str, Any] | None = None,
+                       prefix: tuple[str, ...] = ()) -> str:
+    """One line per error: the dotted key, the value, and the rule in words (the source is named:
+    the file, ``environment variable AGENTICDB_X__Y`` or the command-line option)."""
     lines = [f"invalid configuration ({where}):"]
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"])
+        loc = tuple(str(p) for p in err["loc"])
+        key = ".".join(prefix + loc)
         value = err.get("input")
         shown = "" if isinstance(value, dict) else f" = {value!r}"
-        lines.append(f"  {key}{shown}: {err['msg']}")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            section = ".".join((prefix + loc)[:-1])
+            msg = f"unknown key (not a setting of [{section}])" if section else "unknown section"
+        elif err["type"] == "missing":
+            msg = "required"
+        source = ""
+        if env and loc and not isinstance(value, dict) and _from_env(env, loc):
+            source = f" (from environment variable AGENTICDB_{'__'.join(loc).upper()})"
+        if err["type"] == "value_error" and re.match(r"[a-z_]+\.[\w.\[\]]+ ", msg):
+            lines.append(f"  {msg}{source}")  # our own validators already name the dotted key
+        else:
+            lines.append(f"  {key}{shown}: {msg}{source}")
     return "\n".join(lines)

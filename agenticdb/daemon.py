@@ -262,7 +262,7 @@ class Daemon:
         cfg = self.cfg
         target = build_target(cfg)
         workload = build_workload(cfg, target)
-        lock = TargetLock(cfg.storage.home, cfg.target.dsn)
+        lock = TargetLock(cfg.storage.home, cfg.target.dsn or '')
         lock.acquire()
         self._busy.set()
         try:

@@ -360,6 +360,7 @@ class RoundOutcome(Strict):
     measurement: Measurement | None = None
     objective: float | None = None
     gain_vs_best: float | None = None
+    judged: Literal["better", "worse", "tie"] | None = None
     kept: bool = False
     failure: Failure | None = None
     recovery: RecoveryResult | None = None
@@ -373,6 +374,8 @@ class Experience(Strict):
     """What a finished session learned, stored under its fingerprint for later sessions.
 
     ``beneficial`` entries: {"changes": {name: value}, "gain": relative gain, "bottleneck": ...}.
+    ``ineffective`` holds changes measured worse beyond the noise band; ``inconclusive`` those that tied
+    (inside the noise: no evidence either way, so later sessions may try them again).
     ``best_config_relative`` expresses byte sizes as a fraction of host memory so they scale to another
     host (key -> {"fraction_of_memory": f} or {"value": v}).
     """
@@ -382,6 +385,7 @@ class Experience(Strict):
     recurring_bottlenecks: list[str] = Field(default_factory=list)
     beneficial: list[dict[str, Any]] = Field(default_factory=list)
     ineffective: list[dict[str, Any]] = Field(default_factory=list)
+    inconclusive: list[dict[str, Any]] = Field(default_factory=list)
     failed: list[dict[str, Any]] = Field(default_factory=list)
     best_config: dict[str, str] = Field(default_factory=dict)
     best_config_relative: dict[str, dict[str, float | str]] = Field(default_factory=dict)

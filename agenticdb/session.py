@@ -53,6 +53,10 @@ from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
 
+#: Above this baseline CV the session warns that only large effects can be told from noise
+#: (MEASUREMENT.md: 5–11 % is reachable on this kind of host with data resets; 19 % without).
+NOISE_WARN_CV = 0.15
+
 BYTES_PER_UNIT = {"B": 1, "kB": 1024, "8kB": 8192, "16kB": 16384, "32kB": 32768, "MB": 2**20, "GB": 2**30}
 
 
@@ -101,6 +105,8 @@ class SessionResult:
     rounds: list[RoundOutcome] = field(default_factory=list)
     noise_cv: float = 0.0
     llm_totals: dict[str, float] = field(default_factory=dict)
+    start_from: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 RoundCallback = Callable[[RoundOutcome], None]
@@ -138,6 +144,7 @@ class TuningSession:
         self.start_from = start_from
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
+        self.warnings: list[str] = []
         self.pristine: PristineData | None = None
         self.started = time.monotonic()
 
@@ -201,45 +208,58 @@ class TuningSession:
             self._event("policy.relaxed", {"reason": "durability = relaxed chosen explicitly in configuration"})
         log.info("session.start", session=self.session_id, target=self.target.kind, workload=cfg.workload.kind)
         try:
-            catalog, hardware, version, current = profile_target(self.target)
-        except Exception as exc:
-            self._event("session.end", {"status": "failed", "reason": f"initialization failed: {exc}"})
-            raise SessionError(f"cannot profile the target: {exc}") from exc
-        dbms_exec = self._executor(self.target)
-        try:
-            self.workload.prepare()
-        except WorkloadError as exc:
-            self._event("session.end", {"status": "failed", "reason": f"workload prepare failed: {exc}",
-                                        "output": exc.output[-2000:]})
-            raise SessionError(f"workload {cfg.workload.kind} could not prepare: {exc}") from exc
+            try:
+                catalog, hardware, version, current = profile_target(self.target)
+            except Exception as exc:
+                self._event("session.end", {"status": "failed", "reason": f"initialization failed: {exc}"})
+                raise SessionError(f"cannot profile the target: {exc}") from exc
+            dbms_exec = self._executor(self.target)
+            try:
+                self.workload.prepare()
+            except WorkloadError as exc:
+                self._event("session.end", {"status": "failed", "reason": f"workload prepare failed: {exc}",
+                                            "output": exc.output[-2000:]})
+                raise SessionError(f"workload {cfg.workload.kind} could not prepare: {exc}") from exc
 
-        if cfg.loop.reset_data:
-            self._setup_pristine(dbms_exec)
+            if cfg.loop.reset_data:
+                self._setup_pristine(dbms_exec)
 
-        if self.start_from:
-            self._apply_start_from(catalog, hardware, current, dbms_exec)
-            current = self.target.current_values(list(catalog.knobs))
+            if self.start_from:
+                self._apply_start_from(catalog, hardware, current, dbms_exec)
+                current = self.target.current_values(list(catalog.knobs))
 
-        baseline_snapshot = self.target.snapshot(list(catalog.knobs), label="baseline")
-        try:
-            baseline, delta, cv = measure_baseline(dbms_exec, cfg.loop.baseline_runs)
-        except WorkloadError as exc:
-            self._event("session.end", {"status": "failed", "reason": f"baseline run failed: {exc}",
-                                        "output": exc.output[-2000:]})
-            raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc
-        profile = build_profile(self.target, version, hardware, current, baseline, delta, cv, cfg)
-        fp = fingerprint(self.target, version, self.workload, hardware)
-        self._event("profile", {"profile": profile.model_dump(mode="json"), "fingerprint": fp.model_dump(mode="json"),
-                                "catalog": {"knobs": len(catalog.knobs), "excluded": catalog.excluded}})
-        self._event("baseline", {"objectives": [m.objective for m in baseline], "noise_cv": cv,
-                                 "objective_name": baseline[0].objective_name,
-                                 "higher_is_better": baseline[0].higher_is_better})
-        self.memory.start_session(self.session_id, target=self.target.kind, fingerprint=fp,
-                                  workload=cfg.workload.kind)
-        experience = [e for _, e in self.memory.retrieve(fp)]
-        if experience:
-            self._event("experience.retrieved", {"sessions": [e.session_id for e in experience]})
+            baseline_snapshot = self.target.snapshot(list(catalog.knobs), label="baseline")
+            try:
+                baseline, delta, cv = measure_baseline(dbms_exec, cfg.loop.baseline_runs)
+            except WorkloadError as exc:
+                self._event("session.end", {"status": "failed", "reason": f"baseline run failed: {exc}",
+                                            "output": exc.output[-2000:]})
+                raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc
+            profile = build_profile(self.target, version, hardware, current, baseline, delta, cv, cfg)
+            fp = fingerprint(self.target, version, self.workload, hardware)
+            self._event("profile", {"profile": profile.model_dump(mode="json"), "fingerprint": fp.model_dump(mode="json"),
+                                    "catalog": {"knobs": len(catalog.knobs), "excluded": catalog.excluded}})
+            self._event("baseline", {"objectives": [m.objective for m in baseline], "noise_cv": cv,
+                                     "objective_name": baseline[0].objective_name,
+                                     "higher_is_better": baseline[0].higher_is_better})
+            self.memory.start_session(self.session_id, target=self.target.kind, fingerprint=fp,
+                                      workload=cfg.workload.kind)
+            experience = [e for _, e in self.memory.retrieve(fp)]
+            if experience:
+                self._event("experience.retrieved", {"sessions": [e.session_id for e in experience]})
 
+        except KeyboardInterrupt:
+            note = ("the --start-from configuration remains in effect (agenticdb rollback --dbms undoes it)"
+                    if self.start_from else "nothing was changed")
+            self._event("session.end", {"status": "interrupted", "reason": f"interrupted before the first round; {note}"})
+            raise SessionError(f"interrupted before the first round; {note}") from None
+        if cv > NOISE_WARN_CV:
+            advice = (f"measured noise CV {cv:.0%}: only changes beyond ±{max(cfg.loop.min_gain, cfg.loop.noise_factor * cv):.0%} "
+                      "count; lengthen --duration, add --baseline-runs, use --reset-data on a sandbox, or stop other "
+                      "load on this host")
+            self.warnings.append(advice)
+            self._event("noise.high", {"noise_cv": cv, "advice": advice})
+            log.warning("baseline.noisy", cv=round(cv, 3), reason=advice)
         higher = baseline[0].higher_is_better
         baseline_obj = statistics.median(m.objective for m in baseline)
         stages = {Layer.dbms: StageState(self.target, dbms_exec, catalog, baseline_snapshot,
@@ -282,6 +302,9 @@ class TuningSession:
                 if decision == Decision.switch_to_os:
                     layer = Layer.os
                     stages[Layer.os] = self._enter_os_stage(stages[Layer.dbms].samples)
+        except KeyboardInterrupt:
+            status, reason = "interrupted", "interrupted (Ctrl-C); the best configuration so far is put back"
+            self._event("interrupted", {"round": round_no}, round_no)
         except PlannerError as exc:
             # e.g. the LLM endpoint refused our key: stop, but still put the best configuration back.
             status, reason = "failed", f"planner error: {exc}"
@@ -309,7 +332,8 @@ class TuningSession:
         log.info("session.end", session=self.session_id, status=status, reason=reason,
                  baseline=round(baseline_obj, 3), best=round(best_obj, 3))
         return SessionResult(self.session_id, status, reason, baseline_obj, best_obj,
-                             baseline[0].objective_name, higher, best_changes, list(self.rounds), cv, llm_totals)
+                             baseline[0].objective_name, higher, best_changes, list(self.rounds), cv, llm_totals,
+                             {k: str(v) for k, v in (self.start_from or {}).items()}, list(self.warnings))
 
     # ------------------------------------------------------------------ one round
     def _round(self, round_no: int, layer: Layer, stage: StageState, profile: RuntimeProfile, fp: Fingerprint,
@@ -376,6 +400,7 @@ class TuningSession:
         outcome.measurement = measurements[-1]
         outcome.objective = statistics.median(m.objective for m in measurements)
         outcome.gain_vs_best = judgement.gain
+        outcome.judged = judgement.verdict  # type: ignore[assignment]
         self._event("judged", {"verdict": judgement.verdict, "gain": judgement.gain,
                                "threshold": judgement.threshold, "reason": judgement.reason,
                                "candidate": [m.objective for m in measurements], "best": best_samples}, round_no)
@@ -504,7 +529,8 @@ class TuningSession:
                 if not ok:
                     raise RuntimeError(f"differences {diff}")
                 self._event("final", {"stage": layer.value, "snapshot": st.snapshot.label, "changes": st.changes,
-                                      "verified": True})
+                                      "start_from": {k: str(v) for k, v in (self.start_from or {}).items()}
+                                      if layer == Layer.dbms else {}, "verified": True})
                 log.info("session.final_applied", stage=layer.value, changes=st.changes)
                 self.journal.close_intent(self.session_id, None, f"final {layer.value} configuration verified")
                 if layer == Layer.os:
@@ -520,6 +546,12 @@ class TuningSession:
                     self.journal.close_intent(self.session_id, None, f"final {layer.value} configuration recovered")
                 if not result.verified:
                     problems.append(f"{layer.value}: best configuration not verified ({exc}); {result.details}")
+        if not problems:
+            # A trial interrupted mid-round (Ctrl-C, stop signal) left its intent open; the verified final
+            # apply above superseded it.
+            for intent in self.journal.open_intents():
+                if intent.session_id == self.session_id:
+                    self.journal.close_intent(self.session_id, intent.round_no, "superseded by the verified final apply")
         return "; ".join(problems)
 
     def _relative(self, best: dict[str, str], hardware) -> dict[str, dict[str, float | str]]:
@@ -547,7 +579,7 @@ class TuningSession:
 
     def _experience(self, fp: Fingerprint, best: dict[str, str], hardware, baseline: float, best_obj: float,
                     higher: bool) -> Experience:
-        beneficial, ineffective, failed = [], [], []
+        beneficial, ineffective, inconclusive, failed = [], [], [], []
         for r in self.rounds:
             item = {"changes": r.changes, "bottleneck": r.bottleneck.value, "stage": r.stage.value,
                     "gain": r.gain_vs_best}
@@ -555,8 +587,10 @@ class TuningSession:
                 failed.append({**item, "why": r.failure.message if r.failure else "rejected"})
             elif r.kept:
                 beneficial.append(item)
-            elif r.measurement is not None:
+            elif r.judged == "worse":
                 ineffective.append(item)
+            elif r.measurement is not None:
+                inconclusive.append(item)
         relative = self._relative(best, hardware)
         counts: dict[str, int] = {}
         for r in self.rounds:
@@ -564,6 +598,7 @@ class TuningSession:
         return Experience(
             fingerprint=fp, session_id=self.session_id,
             recurring_bottlenecks=[b for b, n in sorted(counts.items(), key=lambda kv: -kv[1]) if b != "unknown"],
-            beneficial=beneficial, ineffective=ineffective, failed=failed, best_config=best,
+            beneficial=beneficial, ineffective=ineffective, inconclusive=inconclusive, failed=failed,
+            best_config=best,
             best_config_relative=relative, best_gain=auditor.relative_gain(best_obj, baseline, higher),
         )

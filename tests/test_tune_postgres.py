@@ -191,7 +191,7 @@ def test_reset_data_restores_pristine_copy_before_each_run(home: Path, info: Pos
 
     before = history_rows()
     r = cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "1", "--duration", "2",
-            "--warmup", "0", "--scale", "1", "--baseline-runs", "2", "--confirm-runs", "0", "--reset-data")
+            "--warmup", "0", "--scale", "1", "--baseline-runs", "4", "--confirm-runs", "0", "--reset-data")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     journal = Journal(home / "journal.db")
     sid = journal.sessions()[-1].id  # oldest first: the newest is this test's
@@ -201,7 +201,7 @@ def test_reset_data_restores_pristine_copy_before_each_run(home: Path, info: Pos
     # Every run started from the pristine copy: only the last warm-up's and run's history rows remain.
     # Without resets the table would hold every run's rows (and every warm-up's): more than sum(runs).
     runs = [e.data["measurement"]["transactions"] for e in journal.events(sid) if e.event == "measured"]
-    assert len(runs) >= 3
+    assert len(runs) >= 4
     added = history_rows() - before
     assert 0 < added < sum(runs), (added, runs)
 
@@ -211,3 +211,46 @@ def test_reset_data_is_refused_outside_a_sandbox(home: Path, info: PostgresSandb
             "--scale", "1", "--reset-data")
     assert r.returncode == 1
     assert "allowed only on a sandbox" in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_twice_mid_trial_restores_and_journals(home: Path, info: PostgresSandboxInfo) -> None:
+    import signal
+    import time
+
+    with psycopg.connect(info.dsn, autocommit=True) as c:
+        before = c.execute("SELECT name, setting FROM pg_settings ORDER BY name").fetchall()
+    env = {**os.environ, "AGENTICDB_HOME": str(home)}
+    proc = subprocess.Popen([*CLI, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "3",
+                             "--duration", "20", "--warmup", "0", "--scale", "1", "--baseline-runs", "1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    journal = Journal(home / "journal.db")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            newest = journal.sessions()[-1] if journal.sessions() else None
+            if newest is not None and newest.status == "unfinished" and any(
+                    e.event == "applied" for e in journal.events(newest.id)):
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail("no trial was applied")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out[-2000:]
+    assert "Traceback" not in out
+    sid = journal.sessions()[-1].id
+    kinds = [e.event for e in journal.events(sid)]
+    assert "interrupted" in kinds
+    end = [e for e in journal.events(sid) if e.event == "session.end"][-1]
+    assert end.data["status"] == "interrupted"
+    assert not journal.open_intents()
+    with psycopg.connect(info.dsn, autocommit=True) as c:
+        after = c.execute("SELECT name, setting FROM pg_settings ORDER BY name").fetchall()
+    assert after == before

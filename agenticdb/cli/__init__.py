@@ -8,13 +8,16 @@ stderr), 2 bad usage or configuration.
 from __future__ import annotations
 
 import json
+import re
 import tomllib
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import structlog
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.logs import configure_logging
@@ -34,8 +37,12 @@ HomeOpt = Annotated[Optional[Path], typer.Option("--home", help="agenticdb data 
 
 
 def fail(message: str, code: int = 1) -> None:
-    """Print a one-line reason and exit."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print a one-line reason and exit with ``code``.
+
+    The message is printed verbatim (no Rich markup: "[workload]" in a message stays visible) and is
+    not wrapped, so it can be grepped and copied.
+    """
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -125,14 +132,37 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_UNQUOTED_UNIT = re.compile(r"^\s*([\w.\"']+)\s*=\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*(?:#.*)?$", re.M)
+
+
+def _toml_hint(text: str) -> str:
+    """A hint for the commonest TOML trap in change files: a number with a unit left unquoted."""
+    m = _UNQUOTED_UNIT.search(text)
+    if m is None or m.group(3).lower() in ("true", "false", "inf", "nan"):
+        return ""
+    name, num, unit = m.groups()
+    return f"; hint: values with units must be quoted: {name} = \"{num}{unit}\""
+
+
 def read_change_file(path: Path) -> dict[str, Any]:
     """A change file: TOML or JSON object of name = value (a `[changes]` table is also accepted).
-    Dotted names may be written bare (``vm.swappiness = 10``) or quoted (``"vm.swappiness" = 10``)."""
+    Dotted names may be written bare (``vm.swappiness = 10``) or quoted (``"vm.swappiness" = 10``).
+
+    Exits with code 2 and a one-line reason when the file is missing, not UTF-8, a directory, not
+    valid TOML/JSON (with a hint for unquoted sizes such as ``work_mem = 16MB``) or not name = value.
+    """
+    text = ""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except FileNotFoundError:
+        fail(f"change file {path} does not exist", 2)
+    except IsADirectoryError:
+        fail(f"change file {path} is a directory, not a TOML/JSON file", 2)
+    except UnicodeDecodeError as exc:
+        fail(f"change file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})", 2)
     except (OSError, ValueError) as exc:
-        fail(f"cannot read change file {path}: {exc}", 2)
+        fail(f"cannot read change file {path}: {exc}{_toml_hint(text)}", 2)
     if not isinstance(data, dict):
         fail(f"change file {path}: expected a table of name = value", 2)
     if isinstance(data.get("changes"), dict):
@@ -145,7 +175,21 @@ def read_change_file(path: Path) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------- sandbox
+SANDBOX_ALIASES = {"postgres": "postgres", "postgresql": "postgres", "pg": "postgres",
+                   "mariadb": "mariadb", "mysql": "mariadb"}
+"""Names accepted by the sandbox commands → the sandbox kind (the sandbox of MySQL is a MariaDB server)."""
+
+
+def _sandbox_kind(kind: str) -> str:
+    canon = SANDBOX_ALIASES.get(kind.strip().lower())
+    if canon is None:
+        fail(f"sandbox kind {kind!r}: expected 'postgres' (or 'postgresql') or 'mariadb' (or 'mysql')", 2)
+    assert canon is not None
+    return canon
+
+
 def _sandbox(kind: str, home: Path | None):  # type: ignore[no-untyped-def]
+    kind = _sandbox_kind(kind)
     cfg = settings(None, None, None, home)
     if kind == "postgres":
         from agenticdb.sandbox.postgres import PostgresSandbox
@@ -161,6 +205,7 @@ def _sandbox(kind: str, home: Path | None):  # type: ignore[no-untyped-def]
 @sandbox_app.command("up")
 def sandbox_up(kind: str, home: HomeOpt = None) -> None:
     """Create (if needed) and start a private instance: own data dir, port and socket dir."""
+    kind = _sandbox_kind(kind)
     try:
         info = _sandbox(kind, home).up()
     except Exception as exc:  # noqa: BLE001 - initdb/start errors are shown as one line
@@ -171,43 +216,69 @@ def sandbox_up(kind: str, home: HomeOpt = None) -> None:
 @sandbox_app.command("down")
 def sandbox_down(kind: str, home: HomeOpt = None) -> None:
     """Stop the private instance and delete its folder."""
-    _sandbox(kind, home).down()
-    console.print(f"{kind} sandbox removed")
+    kind = _sandbox_kind(kind)
+    sb = _sandbox(kind, home)
+    if sb.info() is None and not sb.root.exists():
+        console.print(f"no {kind} sandbox here ({sb.root} does not exist); nothing to remove", highlight=False)
+        return
+    sb.down()
+    console.print(f"{kind} sandbox removed ({sb.root})", highlight=False)
 
 
 @sandbox_app.command("status")
 def sandbox_status(kind: str, home: HomeOpt = None) -> None:
-    """Show whether the private instance exists and accepts connections."""
-    st = _sandbox(kind, home).status()
+    """Show whether the private instance exists and accepts connections (exit 1 when it does not run)."""
+    st = _sandbox(_sandbox_kind(kind), home).status()
     console.print_json(data={k: str(v) if isinstance(v, Path) else v for k, v in st.items()})
     if not st.get("running"):
         raise typer.Exit(1)
 
 
 # ------------------------------------------------------------------------------------ validate
+class ApplyClaim(str, Enum):
+    """Apply modes a change set may claim (agenticdb.models.ApplyMode)."""
+
+    dynamic = "dynamic"
+    reload = "reload"
+    restart = "restart"
+
+
+class ValidateStage(str, Enum):
+    """Which catalog ``validate`` checks against."""
+
+    dbms = "dbms"
+    os = "os"
+
+
 @app.command()
 def validate(
     file: Annotated[Path, typer.Argument(help="TOML/JSON file of name = value")],
     config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None,
-    stage: Annotated[str, typer.Option(help="dbms | os")] = "dbms",
-    apply_claim: Annotated[Optional[str], typer.Option("--apply", help="planner's claim: dynamic|reload|restart")] = None,
+    stage: Annotated[ValidateStage, typer.Option(help="which catalog: the DBMS or the Linux host")] = "dbms",  # type: ignore[assignment]
+    apply_claim: Annotated[Optional[ApplyClaim], typer.Option("--apply", help="the apply mode you claim the set needs (checked against server metadata)")] = None,
 ) -> None:
     """Check a proposed change set against a live target; exit 0 only when it would be applied."""
     from agenticdb.cli.inspect_cmd import run_validate
 
+    changes = read_change_file(file)
     cfg = settings(config, target, sandbox, home)
-    raise typer.Exit(run_validate(cfg, read_change_file(file), stage, apply_claim, console))
+    raise typer.Exit(run_validate(cfg, changes, ValidateStage(stage).value,
+                                  apply_claim.value if apply_claim else None, console))
 
 
 @app.command("validate-config")
 def validate_config(config: Annotated[Path, typer.Argument(help="agenticdb.toml")]) -> None:
     """Check a configuration file (unknown keys and invalid values are errors)."""
+    from agenticdb.config import config_warnings
+
     try:
         cfg = load_config(config)
     except ConfigError as exc:
         fail(str(exc), 2)
-    console.print(f"[green]ok[/]: {config} (target {cfg.target.kind}, workload {cfg.workload.kind}, "
-                  f"durability {cfg.policy.durability})")
+    for w in config_warnings(cfg):
+        err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+    console.print(f"[green]ok[/]: {escape(str(config))} (target {cfg.target.kind}, workload {cfg.workload.kind}, "
+                  f"durability {cfg.policy.durability})", highlight=False, soft_wrap=True)
 
 
 # ------------------------------------------------------------------------------------- catalog
@@ -233,14 +304,15 @@ def rollback(
     os_: Annotated[bool, typer.Option("--os", help="restore saved original OS values")] = False,
     session: Annotated[Optional[str], typer.Option(help="session id (default: the latest)")] = None,
     to: Annotated[str, typer.Option(help="baseline | last-safe")] = "baseline",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
 ) -> None:
-    """Put back what agenticdb changed: a session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write."""
+    """Put back what agenticdb changed: the newest session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write. Every value is restored, including ones changed by others since: preview with --dry-run."""
     from agenticdb.cli.tune_cmd import run_rollback
 
     if not dbms and not os_:
         fail("say what to roll back: --dbms, --os or both", 2)
     cfg = settings(config, target, sandbox, home)
-    raise typer.Exit(run_rollback(cfg, dbms, os_, session, to, console))
+    raise typer.Exit(run_rollback(cfg, dbms, os_, session, to, console, dry_run=dry_run))
 
 
 # -------------------------------------------------------------------------------------- report
@@ -280,6 +352,12 @@ _add_subapps()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="agenticdb")
+    """Console-script entry point: set-up and configuration errors end as one line, exit 2."""
+    from agenticdb.app import SetupError
+
+    try:
+        app(prog_name="agenticdb")
+    except (SetupError, ConfigError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None
 

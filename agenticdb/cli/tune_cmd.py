@@ -4,6 +4,7 @@ parsing in ``agenticdb.cli``). Each returns the process exit code."""
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 import structlog
@@ -53,7 +54,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
     try:
         target = build_target(cfg)
         if not target.available():
-            console.print(f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn)} is not "
+            console.print(f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
                           "accepting connections")
             return 1
         workload = build_workload(cfg, target)
@@ -77,15 +78,28 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
                           highlight=False)
 
     try:
-        lock = TargetLock(cfg.storage.home, cfg.target.dsn)
+        lock = TargetLock(cfg.storage.home, cfg.target.dsn or '')
         lock.acquire()
     except LockError as exc:
         console.print(f"[red]error:[/] {exc}")
         return 1
+    stop = {"requested": 0}
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        # First Ctrl-C: finish this round safely. Second: interrupt now (the session still restores the
+        # best configuration in its finally block).
+        stop["requested"] += 1
+        if stop["requested"] >= 2:
+            raise KeyboardInterrupt
+        console.print("[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
+                      "is put back either way)")
+
+    previous_handler = signal.signal(signal.SIGINT, on_sigint)
     try:
-        session = build_session(cfg, target, workload, journal, memory, on_round=on_round, start_from=start_from)
+        session = build_session(cfg, target, workload, journal, memory, on_round=on_round, start_from=start_from,
+                                should_stop=lambda: stop["requested"] > 0)
         console.print(f"agenticdb session [bold]{session.session_id}[/]: {cfg.target.kind} at "
-                      f"{_safe_dsn(cfg.target.dsn)}, workload {cfg.workload.kind}, planner {session.planner.name}, "
+                      f"{_safe_dsn(cfg.target.dsn or '')}, workload {cfg.workload.kind}, planner {session.planner.name}, "
                       f"up to {cfg.loop.max_rounds} rounds, durability {cfg.policy.durability}", highlight=False)
         try:
             if live is not None:
@@ -97,10 +111,13 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             console.print(f"[red]error:[/] {exc}")
             return 1
     finally:
+        signal.signal(signal.SIGINT, previous_handler)
         lock.release()
         target.close()
     _summary(console, cfg, result)
-    return 0 if result.status == "completed" else 1
+    if result.status in ("completed", "stopped"):
+        return 0
+    return 130 if result.status == "interrupted" else 1
 
 
 def _safe_dsn(dsn: str) -> str:
@@ -120,6 +137,14 @@ def llm_usage_line(t: dict[str, Any]) -> str:
             f"{int(t.get('fallbacks', 0))} rounds planned by the fallback planner")
 
 
+OBJECTIVE_NAMES = {
+    "tps_per_p95": "TPS/p95 (transactions per second per ms of p95 latency)",
+    "tps": "TPS (transactions per second)",
+    "p95": "p95 latency (ms)",
+    "total_time": "total execution time (s)",
+}
+
+
 def _summary(console: Console, cfg: Settings, result: Any) -> None:
     direction = "higher is better" if result.higher_is_better else "lower is better"
     gain = None
@@ -130,15 +155,23 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     console.print()
     console.print(f"[bold]session {result.session_id}[/]: {result.status} — {result.reason}", highlight=False,
                   soft_wrap=True)  # one line however long the reason (it may be the planner's error)
-    console.print(f"objective {result.objective_name} ({direction}); measured noise CV {result.noise_cv:.1%}")
+    console.print(f"objective {OBJECTIVE_NAMES.get(result.objective_name, result.objective_name)} ({direction}); "
+                  f"measured noise CV {result.noise_cv:.1%}", highlight=False)
     console.print(f"baseline {_fmt_obj(result.baseline_objective)} → best {_fmt_obj(result.best_objective)}"
                   + (f" ({gain:+.1%})" if gain is not None else ""))
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+    if result.start_from:
+        console.print("starting configuration from --start-from (applied before the baseline, still in effect "
+                      "unless changed below; `agenticdb rollback --dbms` undoes it):", highlight=False)
+        for k, v in result.start_from.items():
+            console.print(f"  {k} = {v}", highlight=False)
     if result.best_changes:
         console.print("best configuration (in effect and verified):")
         for k, v in result.best_changes.items():
             console.print(f"  {k} = {v}", highlight=False)
     else:
-        console.print("best configuration: the starting configuration (no change beat it beyond noise)")
+        console.print("best configuration: the starting configuration, unchanged (no change beat it beyond noise)")
     if result.llm_totals:
         console.print(llm_usage_line(result.llm_totals), highlight=False, soft_wrap=True)
     console.print(f"journal: {cfg.storage.journal_db}   (agenticdb journal show {result.session_id})")
@@ -146,7 +179,17 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
 
 
 # ------------------------------------------------------------------------------------ validate
-def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: str, console: Console) -> int:
+def _latest_session(journal: Any, kind: str) -> str | None:
+    """Newest session that tuned a target of ``kind`` (the journal lists sessions oldest first)."""
+    family = {"mariadb", "mysql"} if kind in ("mariadb", "mysql") else {kind}
+    for s in reversed(journal.sessions()):
+        if _get(s, "target") in family:
+            return str(_get(s, "id"))
+    return None
+
+
+def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: str, console: Console,
+                 dry_run: bool = False) -> int:
     """Restore the DBMS snapshot of a session (baseline or last safe) and/or the saved OS originals,
     printing every value that changed (``name: now → restored``) and verifying the result.
 
@@ -162,20 +205,38 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         console.print(f"[red]error:[/] --to {to!r}: expected 'baseline' or 'last-safe'")
         return 2
     journal, memory = open_stores(cfg)
-    sessions = journal.sessions()
-    if session is None and sessions:
-        session = sessions[0]["id"] if isinstance(sessions[0], dict) else sessions[0].id
+    if session is not None:
+        try:
+            session = journal.find_session(session)
+        except Exception as exc:  # noqa: BLE001 - unknown or ambiguous prefix: say which
+            console.print(f"[red]error:[/] --session {session}: {exc}")
+            return 2
+    elif dbms:
+        session = _latest_session(journal, cfg.target.kind)
     code = 0
     if dbms:
         if session is None:
-            console.print("[red]error:[/] no session in the journal to roll back")
+            console.print(f"[red]error:[/] no {cfg.target.kind} session with a snapshot in the journal to roll back")
             return 1
         snap = _find_snapshot(journal, session, to)
         if snap is None:
             console.print(f"[red]error:[/] session {session} has no {to} DBMS snapshot in the journal")
             return 1
         target = build_target(cfg)
+        if target.kind != snap.target and not {target.kind, snap.target} <= {"mariadb", "mysql"}:
+            console.print(f"[red]error:[/] session {session} snapshot is of {snap.target}, the target is {target.kind}")
+            target.close()
+            return 2
         before = target.current_values(list(snap.values)) if target.available() else {}
+        if dry_run:
+            pending = {k: (before[k], v) for k, v in snap.values.items()
+                       if k in before and before[k].strip().lower() != v.strip().lower()}
+            console.print(f"dry run: restoring {to} of session {session} would change {len(pending)} value(s):",
+                          highlight=False)
+            for k, (was, now) in sorted(pending.items()):
+                console.print(f"  {k}: {was} → {now}", highlight=False)
+            target.close()
+            return 0
         try:
             target.restore(snap)
         except TargetError as exc:
@@ -201,6 +262,12 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         originals = memory.os_originals(session_id=None, unrestored_only=True)
         if not originals:
             console.print("OS: nothing to restore (no unrestored originals saved)")
+            return code
+        if dry_run:
+            console.print("dry run: OS originals that would be restored:")
+            for o in originals:
+                console.print(f"  {_get(o, 'name')} → {_get(o, 'original')} (saved by session {_get(o, 'session_id')})",
+                              highlight=False)
             return code
         values: dict[str, str] = {}
         for o in originals:  # oldest first

@@ -151,6 +151,8 @@ class MySQLTarget(Target):
     def from_config(cls, target_cfg: TargetConfig) -> MySQLTarget:
         """Build from ``[target]``: DSN, managed option file, service (pid file from the defaults file or
         ``SELECT @@pid_file``). Raises ValueError for a bad DSN or service section."""
+        if not target_cfg.dsn:
+            raise ValueError("target.dsn is not set: there is no default server to tune")
         kwargs = parse_mysql_dsn(target_cfg.dsn)
 
         def ready() -> bool:

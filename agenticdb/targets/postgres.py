@@ -630,6 +630,8 @@ def from_config(target_cfg: TargetConfig) -> PostgresTarget:
     """
     if target_cfg.kind != "postgresql":
         raise ValueError(f"target.kind = {target_cfg.kind!r}: from_config builds PostgreSQL targets only")
+    if not target_cfg.dsn:
+        raise ValueError("target.dsn is not set: there is no default server to tune")
     dsn = target_cfg.dsn
 
     def ready() -> bool:
