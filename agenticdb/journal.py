@@ -205,12 +205,21 @@ class Journal:
 
     Args:
         path: the SQLite file, usually ``Settings.storage.journal_db``.
+        read_only: open with SQLite ``mode=ro`` (no schema creation, no trigger repair, no writes);
+            for ``journal verify`` and other inspection.
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self.read_only = read_only
+        if read_only:
+            # Inspection (``journal verify``) must not change the evidence: no schema, no trigger repair.
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                         timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(
             self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
@@ -228,6 +237,13 @@ class Journal:
         if has_table and not {"journal_no_update", "journal_no_delete"} <= names:
             log.warning("journal.triggers_missing", path=str(self.path), reason="recreating; run verify")
         self._conn.executescript(data_file("memory", "journal.sql").read_text())
+
+    def missing_triggers(self) -> list[str]:
+        """Names of the append-only triggers (``journal_no_update``, ``journal_no_delete``) that are gone
+        (a sign of tampering: they forbid UPDATE and DELETE)."""
+        with self._lock:
+            names = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+        return sorted({"journal_no_update", "journal_no_delete"} - names)
 
     def close(self) -> None:
         """Close the connection."""

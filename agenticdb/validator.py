@@ -439,10 +439,12 @@ def _apply(
     failed: list[FailedCheck] = []
     claim = proposal.apply_requirement
     if changes and claim.rank < mode.rank:
-        needing = [c.name for c in changes if c.apply.rank > claim.rank]
+        # Name only the knobs that force the stronger mode (work_mem needs a reload, not the restart
+        # that shared_buffers forces).
+        needing = [c.name for c in changes if c.apply == mode]
         warnings.append(
             f"apply requirement corrected from {claim.value} to {mode.value}: "
-            f"{', '.join(needing)} need {mode.value} (server metadata)"
+            f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''} {mode.value} (server metadata)"
         )
     elif changes and claim.rank > mode.rank:
         warnings.append(f"apply requirement {claim.value} claimed, metadata says {mode.value} is enough")

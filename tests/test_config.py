@@ -60,3 +60,39 @@ def test_storage_paths_follow_home(tmp_path: Path) -> None:
     cfg = load_config(None, {"storage": {"home": tmp_path, "memory_db": None, "journal_db": None}})
     assert cfg.storage.memory_db == tmp_path / "memory.db"
     assert cfg.storage.journal_db == tmp_path / "journal.db"
+
+
+def test_unreadable_files_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    f = tmp_path / "latin1.toml"
+    f.write_bytes(b"# caf\xe9\n")
+    with pytest.raises(ConfigError, match="latin1.toml is not UTF-8"):
+        load_config(f)
+
+
+def test_environment_errors_name_the_variable(tmp_path: Path) -> None:
+    f = tmp_path / "a.toml"
+    f.write_text("[loop]\nmax_rounds = 5\n")
+    os.environ["AGENTICDB_LOOP__MAX_ROUNDS"] = "abc"
+    try:
+        with pytest.raises(ConfigError, match="environment variable AGENTICDB_LOOP__MAX_ROUNDS"):
+            load_config(f)
+    finally:
+        del os.environ["AGENTICDB_LOOP__MAX_ROUNDS"]
+
+
+def test_dsn_may_be_absent_but_must_fit_the_kind(tmp_path: Path) -> None:
+    f = tmp_path / "a.toml"
+    f.write_text('[target]\nkind = "mariadb"\n[workload]\nkind = "tpch"\n')
+    assert load_config(f).target.dsn is None
+    f.write_text('[target]\nkind = "mariadb"\ndsn = "postgresql://u@h/d"\n[workload]\nkind = "tpch"\n')
+    with pytest.raises(ConfigError, match="target.dsn .* does not fit target.kind = 'mariadb'"):
+        load_config(f)
+
+
+def test_cli_overrides_are_checked_across_sections() -> None:
+    with pytest.raises(ConfigError, match=r"(?s)\[workload\].*duration_s"):
+        load_config(None, {"workload": {"duration_s": -5}})
+    with pytest.raises(ConfigError, match="workload.command"):
+        load_config(None, {"workload": {"kind": "command"}})

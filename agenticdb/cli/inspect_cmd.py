@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from agenticdb.cli.tune_cmd import _fmt_obj, _get, _safe_dsn
+from agenticdb.cli.labels import higher_is_better, objective_label, objective_unit
+from agenticdb.cli.tune_cmd import _fmt_obj, _safe_dsn
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Proposal
 from agenticdb.targets.base import Target
+from agenticdb.units import family_of
 
 
 def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim: str | None,
@@ -31,7 +33,7 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
     else:
         target = build_target(cfg)
         if not target.available():
-            console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn)} is not accepting connections")
+            console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
             return 1
     catalog = target.catalog()
     proposal = Proposal(bottleneck=Bottleneck.unknown, layer=layer,
@@ -42,31 +44,118 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
     can_restart = getattr(getattr(target, "service", None), "can_restart", lambda: True)()
     verdict = validate(proposal, catalog, current, detect_hardware(getattr(target, "data_dir", None)),
                        cfg.policy, layer, can_restart=can_restart)
-    t = Table(title=f"verdict: {'ACCEPT' if verdict.ok else 'REJECT'} (apply: {verdict.apply_requirement.value})")
-    for col in ("parameter", "value", "result", "rule", "message", "source"):
-        t.add_column(col, overflow="fold")
+    target.close()
+    family = family_of(catalog.target)
+    cur = {k.lower(): v for k, v in current.items()}
+    # A durability rejection of the value already in effect is a no-op: agenticdb would write nothing.
+    # It is reported as "already in effect" (exit 0 if nothing else fails) with a warning that the value
+    # in effect is itself durability-risking: agenticdb never *sets* it, but it does not undo a choice
+    # the DBA made either.
+    noops = [f for f in verdict.failed if f.check == "durability"
+             and _same(family, catalog, f.parameter, f.value, cur.get(f.parameter.lower()))]
+    failed = [f for f in verdict.failed if f not in noops]
+    ok = not failed
+    warnings = list(verdict.warnings)
+    if apply_claim is None:  # no claim was made, so nothing was "corrected"
+        warnings = [w for w in warnings if not w.startswith("apply requirement")]
+    out = wide(console)
+    if ok and not verdict.changes and noops:
+        title = "verdict: NO-OP (every value is already in effect; nothing to apply)"
+    elif ok:
+        title = f"verdict: ACCEPT (apply: {verdict.apply_requirement.value})"
+    else:
+        title = "verdict: REJECT (nothing of this set would be applied)"
+    t = Table(title=title)
+    t.add_column("parameter", no_wrap=True)
+    t.add_column("value", no_wrap=True)
+    t.add_column("result", no_wrap=True)
+    t.add_column("rule")
+    t.add_column("message", overflow="fold")
+    t.add_column("source", overflow="fold")
     failed_names = {f.parameter for f in verdict.failed}
     for c in verdict.changes:
-        if c.name not in failed_names:
-            t.add_row(c.name, c.value, "[green]ok[/]", "", f"was {c.previous}; apply {c.apply.value}", "")
-    for f in verdict.failed:
-        t.add_row(f.parameter, f.value, "[red]rejected[/]", f.check + (f" ({f.rule_id})" if f.rule_id else ""),
-                  f.message, f.source)
-    console.print(t)
-    for w in verdict.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        if c.name in failed_names:
+            continue
+        unit = catalog.knobs[c.name].unit if c.name in catalog.knobs else None
+        same = _same(family, catalog, c.name, c.value, c.previous)
+        t.add_row(escape(c.name), escape(_num_text(c.value, unit)),
+                  "[green]already in effect[/]" if same else "[green]ok[/]", "",
+                  escape(f"was {_num_text(str(c.previous), unit)}; apply {c.apply.value}"
+                         + ("; no change" if same else "")), "")
+    for f in noops:
+        t.add_row(escape(f.parameter), escape(f.value), "[yellow]already in effect[/]", escape(f.rule_id),
+                  escape(f"{f.parameter} is already {f.value}: nothing to apply. The value in effect is itself "
+                         f"durability-risking ({f.message.split(': ', 1)[-1]}); agenticdb never sets it, "
+                         "but leaves the DBA's choice alone"), escape(f.source))
+    for f in failed:
+        t.add_row(escape(f.parameter), escape(f.value), "[red]rejected[/]",
+                  escape(f.check + (f" ({f.rule_id})" if f.rule_id else "")), escape(f.message), escape(f.source))
+    out.print(t)
+    for f in noops:
+        warnings.append(f"{f.parameter}={f.value} is already in effect and is durability-risking "
+                        f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it")
+    for w in warnings:
+        out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     for r in verdict.accepted_risks:
-        console.print(f"[yellow]accepted risk:[/] {r}", highlight=False)
-    target.close()
-    return 0 if verdict.ok else 1
+        out.print(f"[yellow]accepted risk:[/] {escape(r)}", highlight=False)
+    return 0 if ok else 1
+
+
+def wide(console: Console) -> Console:
+    """``console`` on a terminal; otherwise a console on the same file wide enough that tables are
+    never squeezed (names and ids stay whole when piped or captured)."""
+    if console.is_terminal:
+        return console
+    return Console(file=console.file, width=400, highlight=False, no_color=console.no_color)
+
+
+def _same(family: str, catalog: Any, name: str, value: str, current: str | None) -> bool:
+    """True when ``value`` is the value in effect (compared in canonical spelling)."""
+    from agenticdb.units import UnitError, normalize
+
+    spec = catalog.knobs.get(name)
+    if spec is None or current is None:
+        return False
+    try:
+        a, b = normalize(family, spec, value), normalize(family, spec, current)
+    except UnitError:
+        return False
+    if a.base_value is not None and b.base_value is not None:
+        return a.base_value == b.base_value
+    return a.canonical.strip().lower() == b.canonical.strip().lower()
 
 
 # ------------------------------------------------------------------------------------- catalog
+def policy_of(rules: Any, flavor: str, version: str, name: str, durability: str) -> tuple[str, str]:
+    """(policy, reason) of a catalog name under the validator's rule set: protected/dangerous names are
+    never tuned; durability rules reject some values (always, or unless ``policy.durability = relaxed``
+    and the rule allows it). ``("", "")`` for an ordinary knob."""
+    for kind, group in (("protected", rules.protected), ("dangerous", rules.dangerous)):
+        r = next((r for r in group if r.matches(name)), None)
+        if r is not None:
+            return f"{kind}: never tuned", f"{r.reason} (rule {r.id}; {r.source})"
+    dur = [r for r in rules.durability if r.matches(name) and r.applies(flavor, version)]
+    if not dur:
+        return "", ""
+    parts, reasons = [], []
+    for r in dur:
+        vals = (", ".join(map(str, r.unsafe)) if r.unsafe is not None
+                else "anything but " + ", ".join(map(str, r.safe or [])))
+        when = ("never set (any durability policy)" if not r.allowed_when_relaxed
+                else "rejected under strict" if durability == "strict" else "accepted as a risk (relaxed)")
+        parts.append(f"{vals} {when}")
+        reasons.append(f"{r.reason} (rule {r.id}; {r.source})")
+    return "durability: " + "; ".join(parts), " / ".join(reasons)
+
+
 def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None, console: Console) -> int:
     """Print the action catalog (or its exclusions with reasons): name, type, unit, range, allowed
-    values, the value in effect now and how a change takes effect. Byte-sized limits are also shown
-    in KiB/MiB/GiB so a DBA can read them at a glance."""
+    values, the value in effect now, how a change takes effect and the validator's policy for it
+    (protected / dangerous / durability, from ``validators/<family>.toml``). Byte-sized limits are
+    also shown in KiB/MiB/GiB so a DBA can read them at a glance. Read-only."""
     from agenticdb.app import build_target
+    from agenticdb.validation.rules import load_ruleset
+    from agenticdb.validator import flavor_of
 
     target: Target
     if os_stage:
@@ -76,30 +165,44 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     else:
         target = build_target(cfg)
         if not target.available():
-            dsn = _safe_dsn(cfg.target.dsn)
+            dsn = _safe_dsn(cfg.target.dsn or '')
             console.print(f"[red]error:[/] target at {dsn} is not accepting connections")
             return 1
     cat = target.catalog()
+    rules = load_ruleset(family_of(cat.target))
+    flavor = flavor_of(cat)
+    dur = cfg.policy.durability
+    policy = {n: policy_of(rules, flavor, cat.version, n, dur) for n in cat.knobs}
     if excluded:
-        t = Table(title=f"{cat.target} {cat.version}: excluded / unsupported")
-        t.add_column("name")
+        t = Table(title=f"{cat.target} {cat.version}: excluded, unsupported and restricted by policy")
+        t.add_column("name", no_wrap=True)
+        t.add_column("status", no_wrap=True)
         t.add_column("reason", overflow="fold")
-        for name, reason in sorted({**cat.excluded, **cat.unsupported}.items()):
+        rows = [(n, "excluded", r) for n, r in cat.excluded.items()]
+        rows += [(n, "unsupported", r) for n, r in cat.unsupported.items()]
+        rows += [(n, pol, reason) for n, (pol, reason) in policy.items() if pol]
+        for name, status, reason in sorted(rows, key=lambda x: x[0].lower()):
             if like is None or like in name:
-                t.add_row(name, reason)
+                t.add_row(escape(name), escape(status), escape(reason))
     else:
         names = sorted(n for n in cat.knobs if like is None or like in n)
         current = target.current_values(names) if names else {}
-        t = Table(title=f"{cat.target} {cat.version}: {len(cat.knobs)} tunable parameters"
+        t = Table(title=f"{cat.target} {cat.version}: {len(cat.knobs)} parameters "
+                  f"({sum(1 for p in policy.values() if p[0])} restricted by policy = see --excluded)"
                   + (f" ({len(names)} matching {like!r})" if like is not None else ""))
-        for col in ("name", "type", "unit", "min", "max", "values", "current", "apply"):
-            t.add_column(col, overflow="fold")
+        t.add_column("name", no_wrap=True)
+        for col in ("type", "unit", "min", "max"):
+            t.add_column(col, no_wrap=True)
+        t.add_column("values", overflow="fold")
+        t.add_column("current", no_wrap=True)
+        t.add_column("apply", no_wrap=True)
+        t.add_column("policy", overflow="fold")
         for name in names:
             k = cat.knobs[name]
-            t.add_row(name, k.vartype, k.unit or "", _num(k.min_value, k.unit), _num(k.max_value, k.unit),
-                      ",".join(k.enum_values or [])[:60], _num_text(current.get(name, ""), k.unit),
-                      k.apply.value)
-    console.print(t)
+            t.add_row(escape(name), k.vartype, k.unit or "", _num(k.min_value, k.unit), _num(k.max_value, k.unit),
+                      escape(",".join(k.enum_values or [])[:60]), escape(_num_text(current.get(name, ""), k.unit)),
+                      k.apply.value, escape(policy[name][0] or "tunable"))
+    wide(console).print(t)
     target.close()
     return 0
 
@@ -132,33 +235,100 @@ def _num_text(value: str, unit: str | None) -> str:
         return value
 
 
-# ------------------------------------------------------------------------------------ rollback
+# -------------------------------------------------------------------------------------- report
 def run_report(cfg: Settings, session: str | None, console: Console) -> int:
-    """Print a Markdown report of a session from the Memory Book and journal."""
-    from agenticdb.app import open_stores
+    """Print a Markdown report of a session (default: the latest) from the journal and the Memory Book.
 
-    journal, memory = open_stores(cfg)
-    sessions = journal.sessions()
-    if not sessions:
-        console.print("no sessions yet")
+    ``session`` may be a unique id prefix. The text is written as is (never hard-wrapped, so Markdown
+    tables survive a pipe). Returns 1 with a one-line reason on stderr when there is no such session.
+    """
+    from agenticdb.journal import Journal, JournalError
+    from agenticdb.memory import MemoryBook
+
+    jpath, mpath = cfg.storage.journal_db, cfg.storage.memory_db
+    assert jpath is not None and mpath is not None
+    errc = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not jpath.exists():
+        errc.print(f"[red]error:[/] no sessions yet: {escape(str(jpath))} does not exist")
         return 1
-    if session is None:
-        session = _get(sessions[0], "id")
-    rounds = memory.rounds(session)
-    lines = [f"# agenticdb session {session}", ""]
-    meta = next((s for s in sessions if _get(s, "id") == session), None)
-    if meta is not None:
-        lines.append("```")
-        lines.append(json.dumps(meta if isinstance(meta, dict) else meta.model_dump(mode="json"), indent=2,
-                                default=str))
-        lines.append("```")
-    lines += ["", "| round | stage | bottleneck | changes | objective | gain vs best | kept | decision | reason |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    with Journal(jpath, read_only=True) as journal:
+        sessions = journal.sessions()
+        if not sessions:
+            errc.print("[red]error:[/] no sessions yet")
+            return 1
+        try:
+            sid = sessions[-1].id if session is None else journal.find_session(session)
+        except JournalError as exc:
+            errc.print(f"[red]error:[/] {escape(str(exc))}")
+            return 1
+        events = journal.events(sid)
+        meta = next(s for s in sessions if s.id == sid)
+    rounds = []
+    if mpath.exists():
+        with MemoryBook(mpath) as memory:
+            rounds = memory.rounds(sid)
+    text = "\n".join(report_lines(sid, meta, events, rounds)) + "\n"
+    console.file.write(text)
+    console.file.flush()
+    return 0
+
+
+def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> list[str]:
+    """The Markdown report: readable summary, best configuration, start-from changes, rounds, reasons."""
+    by = {}
+    for e in events:
+        by.setdefault(e.event, e.data)
+    start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
+    obj = base.get("objective_name") or (rounds[0].objective_name if rounds and hasattr(rounds[0], "objective_name")
+                                         else None)
+    higher = base.get("higher_is_better", higher_is_better(obj))
+    unit = objective_unit(obj)
+    b, best = end.get("baseline_objective", meta.baseline_objective), end.get("best_objective", meta.best_objective)
+    lines = [f"# agenticdb session {sid}", ""]
+    lines.append(f"- **target:** {start.get('target', meta.target or '?')}")
+    lines.append(f"- **workload:** {start.get('workload', meta.workload or '?')}")
+    status = end.get("status", meta.status)
+    lines.append(f"- **status:** {status}" + (f" — {end['reason']}" if end.get("reason") else ""))
+    lines.append(f"- **objective:** {objective_label(obj)}, {'higher' if higher else 'lower'} is better")
+    if b is not None and best is not None:
+        gain = ((best - b) / b if higher else (b - best) / b) if b else 0.0
+        lines.append(f"- **baseline → best:** {b:,.3f} → {best:,.3f} {unit} ({gain:+.1%})")
+    elif b is not None:
+        lines.append(f"- **baseline:** {b:,.3f} {unit}")
+    if base.get("noise_cv") is not None:
+        runs = ", ".join(f"{r:,.3f}" for r in base.get("objectives", []) if isinstance(r, (int, float)))
+        lines.append(f"- **noise CV:** {base['noise_cv'] * 100:.1f}% (baseline runs: {runs or '-'})")
+    if start.get("planner"):
+        lines.append(f"- **planner:** {start['planner']}; durability {start.get('durability', '?')}; "
+                     f"rounds {end.get('rounds', meta.rounds)}")
+    lines += ["", "## Best configuration", ""]
+    best_changes = end.get("best_changes") or end.get("best_config")
+    if best_changes:
+        lines += [f"- `{k} = {v}`" for k, v in best_changes.items()]
+    elif end:
+        lines.append("the starting configuration (no change beat it beyond the noise)")
+    else:
+        lines.append("unknown: the session has not ended (still running, or the process died)")
+    sf = by.get("start_from")
+    if sf:
+        lines += ["", "## Starting configuration (--start-from)", ""]
+        vch = (sf.get("verdict") or {}).get("changes") or []
+        if vch:
+            lines += [f"- `{c.get('name')} = {c.get('value')}` (was {c.get('previous')})" for c in vch]
+        else:
+            lines += [f"- `{c.get('name')} = {c.get('value')}`" for c in (sf.get("proposal") or {}).get("changes", [])]
+        if not (sf.get("verdict") or {}).get("ok", True):
+            lines.append("- refused by the validator: " + "; ".join(
+                f.get("message", "") for f in sf["verdict"].get("failed", [])))
+    lines += ["", "## Rounds", "",
+              f"| round | stage | bottleneck | changes | objective ({unit or '-'}) | gain vs best | kept | decision "
+              "| reason |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rounds:
         ch = ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—"
         gain = "—" if r.gain_vs_best is None else f"{r.gain_vs_best:+.1%}"
+        reason = str(r.reason).replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {r.round_no} | {r.stage.value} | {r.bottleneck.value} | {ch} | {_fmt_obj(r.objective)} | "
-                     f"{gain} | {'yes' if r.kept else 'no'} | {r.decision.value} | {r.reason} |")
+                     f"{gain} | {'yes' if r.kept else 'no'} | {r.decision.value} | {reason} |")
     lines.append("")
     for r in rounds:
         if r.proposal is None:
@@ -176,5 +346,4 @@ def run_report(cfg: Settings, session: str | None, console: Console) -> int:
         if r.recovery:
             lines.append(f"- recovery: {r.recovery.action} — {r.recovery.details}")
         lines.append("")
-    console.print("\n".join(lines), markup=False, highlight=False)
-    return 0
+    return lines

@@ -9,9 +9,9 @@ Exit codes: 0 success, 1 the operation failed (broken chain, unknown session, mi
 from __future__ import annotations
 
 import json
+import sqlite3
 import statistics
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -32,8 +32,8 @@ HomeOpt = Annotated[
 ]
 
 
-class ExportFormat(StrEnum):
-    jsonl = "jsonl"
+EXPORT_FORMATS = ("jsonl",)
+"""Formats of ``journal export`` (JSON lines: one event per line, for log pipelines)."""
 
 
 def load_settings(config: Path | None, home: Path | None) -> Settings:
@@ -52,22 +52,29 @@ def load_settings(config: Path | None, home: Path | None) -> Settings:
 
 
 def _fail(message: str, code: int = 1) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
-def _open(config: Path | None, home: Path | None, must_exist: bool = True) -> Journal | None:
+def _open(config: Path | None, home: Path | None, must_exist: bool = True,
+          read_only: bool = False) -> Journal | None:
     path = load_settings(config, home).storage.journal_db
     assert path is not None  # filled in by StorageConfig
     if not path.exists():
         if must_exist:
             _fail(f"journal file {path} does not exist (set --home or storage.home in --config)")
         return None
-    return Journal(path)
+    try:
+        return Journal(path, read_only=read_only)
+    except sqlite3.DatabaseError as exc:
+        _fail(f"journal file {path} cannot be opened: {exc}")
+        raise  # unreachable: _fail raises
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True, highlight=False)
+    """Stdout console; when stdout is not a terminal, wide enough that tables are never squeezed
+    (ids must stay whole so people can copy them)."""
+    return Console(soft_wrap=True, highlight=False, width=None if sys.stdout.isatty() else 400)
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -86,8 +93,8 @@ def list_sessions(config: ConfigOpt = None, home: HomeOpt = None) -> None:
         table = Table(title=f"sessions in {journal.path}")
         table.add_column("session", no_wrap=True)
         table.add_column("started (UTC)", no_wrap=True)
-        table.add_column("target", min_width=8)
-        table.add_column("workload", min_width=8)
+        table.add_column("target", min_width=8, overflow="fold")
+        table.add_column("workload", min_width=8, overflow="fold")
         for col in ("rounds", "baseline", "best"):
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("status", no_wrap=True)
@@ -146,26 +153,32 @@ def tail(
 @journal_app.command("verify")
 def verify(config: ConfigOpt = None, home: HomeOpt = None) -> None:
     """Check the hash chain; exit 1 naming the first broken row."""
-    journal = _open(config, home)
+    journal = _open(config, home, read_only=True)
     assert journal is not None
     with journal:
         result = journal.verify()
+        missing = journal.missing_triggers()
     if not result.ok:
         _fail(f"journal {journal.path} is broken at row {result.first_bad_id}: {result.reason} "
               f"({result.rows_checked} rows checked)")
+    if missing:
+        _fail(f"journal {journal.path}: the append-only trigger(s) {', '.join(missing)} were dropped (the "
+              f"file was tampered with; the chain of {result.rows_checked} rows still verifies)")
     _console().print(f"journal {journal.path}: chain intact, {result.rows_checked} rows verified")
 
 
 @journal_app.command("export")
 def export(
-    fmt: Annotated[ExportFormat, typer.Option("--format", help="output format")] = ExportFormat.jsonl,
+    fmt: Annotated[str, typer.Option("--format", help="output format (only jsonl)")] = "jsonl",
     session: Annotated[Optional[str], typer.Option("--session", help="only this session")] = None,  # noqa: UP045
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="file (default stdout)")] = None,  # noqa: UP045
     config: ConfigOpt = None,
     home: HomeOpt = None,
 ) -> None:
     """Write events as JSON lines for log pipelines."""
-    journal = _open(config, home)
+    if fmt not in EXPORT_FORMATS:
+        _fail(f"--format {fmt}: only jsonl is supported (one JSON event per line)", code=2)
+    journal = _open(config, home, read_only=True)
     assert journal is not None
     with journal:
         sid = None

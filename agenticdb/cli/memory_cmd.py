@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 the operation failed, 2 bad usage or configuration.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,13 +16,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.journal_cmd import ConfigOpt, HomeOpt, _fail, load_settings
+from agenticdb.cli.labels import objective_label
 from agenticdb.memory import MemoryBook, MemoryBookError
 
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the experience memory.")
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True, highlight=False)
+    """Stdout console; when stdout is not a terminal it is wide enough that no column is squeezed to
+    one character per line and ids stay whole."""
+    return Console(soft_wrap=True, highlight=False, width=None if sys.stdout.isatty() else 400)
 
 
 def _open(config: Path | None, home: Path | None, must_exist: bool = True) -> MemoryBook | None:
@@ -67,7 +71,7 @@ def list_experience(
                 fp = item.experience.fingerprint
                 table.add_row(str(item.id), item.experience.session_id, f"{fp.dbms} {fp.version_major}",
                               fp.benchmark, fp.workload_class, f"{fp.read_fraction:.2f}", f"{fp.scale:g}",
-                              str(fp.concurrency), fp.objective, f"{item.experience.best_gain * 100:+.1f}%",
+                              str(fp.concurrency), objective_label(fp.objective), f"{item.experience.best_gain * 100:+.1f}%",
                               item.created_at[:19])
         console.print(table)
 
