@@ -7,6 +7,7 @@ exception becomes a ``Failure`` with its phase and server log lines; the session
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -40,6 +41,37 @@ def merge_states(*states: RuntimeState) -> RuntimeState:
         out.gauges.update(s.gauges)
         out.wait_events.update(s.wait_events)
     return out
+
+
+class _DuringRun:
+    """Samples runtime state a few times while the workload runs: gauges from the middle sample, wait
+    events summed over all samples (a wait seen in several samples is a wait that lasts)."""
+
+    def __init__(self, sample: Callable[[], RuntimeState], duration_s: float, samples: int = 4) -> None:
+        self.sample = sample
+        self.interval = max(duration_s / (samples + 1), 0.5)
+        self.samples: list[RuntimeState] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="state-sampler", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(self.sample())
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> RuntimeState | None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if not self.samples:
+            return None
+        mid = self.samples[len(self.samples) // 2]
+        waits: dict[str, int] = {}
+        for s in self.samples:
+            for k, v in s.wait_events.items():
+                waits[k] = waits.get(k, 0) + v
+        return RuntimeState(gauges=dict(mid.gauges), wait_events=waits, taken_at=mid.taken_at)
 
 
 class Executor:
@@ -104,9 +136,18 @@ class Executor:
         if warmup > 0:
             self.workload.warmup(warmup)
         before = self.sample_state()
-        measurement = self.workload.run(self.duration_s)
+        sampler = _DuringRun(self.sample_state, self.duration_s)
+        sampler.start()
+        try:
+            measurement = self.workload.run(self.duration_s)
+        finally:
+            during = sampler.finish()
         after = self.sample_state()
         delta = StateDelta.between(before, after)
+        if during is not None:
+            # Gauges and wait events describe the load only while it runs (after it, every client is gone).
+            delta.gauges.update(during.gauges)
+            delta.wait_events = dict(during.wait_events)
         self.journal.append(self.session_id, "measured",
                             {"label": label, "measurement": measurement.model_dump(mode="json")}, round_no)
         log.info("trial.measured", label=label, objective=round(measurement.objective, 3),

@@ -174,7 +174,7 @@ class TuningSession:
         if self.cfg.target.sandbox is None:
             raise SessionError("loop.reset_data = true restores an old copy of the data directory and discards "
                                "every write since: it is allowed only on a sandbox (--sandbox postgres|mariadb)")
-        data_dir = getattr(self.target, "data_dir", None) or getattr(self.target, "_datadir", None)
+        data_dir = getattr(self.target, "data_dir", None)
         service = getattr(self.target, "service", None)
         if not data_dir or service is None:
             raise SessionError("loop.reset_data needs the sandbox's data directory and service controller")

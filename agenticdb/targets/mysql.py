@@ -181,6 +181,19 @@ class MySQLTarget(Target):
             target._detect()
         return target
 
+    @property
+    def data_dir(self) -> str | None:
+        """The server's data directory (``@@datadir``), known once the server answered ``version()``.
+
+        Used for disk budgets, the data device of the OS stage and sandbox data resets.
+        """
+        if self._datadir is None:
+            try:
+                self.version()
+            except Exception:  # noqa: BLE001 - unknown while the server is down
+                return None
+        return self._datadir
+
     def prepare_clean_shutdown(self) -> None:
         """``SET GLOBAL innodb_fast_shutdown = 0`` before a shutdown whose data files are copied: a slow
         shutdown leaves no redo to apply, so a copy starts without crash recovery (MEASUREMENT.md)."""
