@@ -220,3 +220,10 @@ def test_sandbox_aliases_and_down_when_absent(tmp_path: Path) -> None:
     assert r.returncode == 0 and "no mariadb sandbox here" in r.stdout
     out = one_line_error(run("sandbox", "status", "oracle", "--home", str(tmp_path)))
     assert "'postgres'" in out
+
+
+def test_journal_show_names_the_objective(tmp_path: Path) -> None:
+    _journal(tmp_path)
+    r = run("journal", "show", SID[:8], "--home", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "TPS/p95 (transactions per s per ms of p95 latency)" in r.stdout

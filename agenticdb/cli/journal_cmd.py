@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
+from agenticdb.cli.labels import objective_label, objective_unit
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.journal import Journal, JournalError, JournalEvent
 
@@ -119,7 +120,9 @@ def show(
         except JournalError as exc:
             _fail(str(exc))
             return
-        render_story(_console(), sid, journal.events(sid))
+        # soft_wrap keeps lines whole; 100 columns only sizes the round separators when piped
+        story = Console(soft_wrap=True, highlight=False, width=None if sys.stdout.isatty() else 100)
+        render_story(story, sid, journal.events(sid))
 
 
 @journal_app.command("tail")
@@ -232,8 +235,10 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
             runs = [r for r in runs if isinstance(r, (int, float))]
             median = d.get("objective") or (statistics.median(runs) if runs else None)
             cv = _num((d.get("noise_cv") or 0) * 100, 1)
-            _line(console, "Baseline", f"objective {_num(median)} (runs: "
-                  f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%")
+            unit = objective_unit(d.get("objective_name"))
+            _line(console, "Baseline", f"objective {_num(median)}{' ' + unit if unit else ''} (runs: "
+                  f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%; objective = "
+                  f"{objective_label(d.get('objective_name'))}")
         case "profile":
             f = d.get("fingerprint") or {}
             if f:
