@@ -311,8 +311,11 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
             _line(console, "Reverted", f"back to {d.get('to')}: {d.get('reason', '')}", "bold yellow")
         case "final":
             changes = d.get("changes") or {}
-            _line(console, "Final", f"{d.get('stage', '')} best configuration "
-                  + (", ".join(f"{k}={v}" for k, v in changes.items()) or "(defaults)")
+            start = d.get("start_from") or {}
+            unchanged = "the starting configuration, unchanged" + (
+                " (from --start-from: " + ", ".join(f"{k}={v}" for k, v in start.items()) + ")" if start else "")
+            _line(console, "Final", f"{d.get('stage', '')} best configuration: "
+                  + (", ".join(f"{k}={v}" for k, v in changes.items()) or unchanged)
                   + ("" if d.get("verified", True) else f" NOT verified: {d.get('error', '')}"))
         case "intent.closed":
             _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
