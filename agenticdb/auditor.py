@@ -12,6 +12,7 @@ Two questions, each answered with a one-line reason:
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -66,6 +67,11 @@ def relative_gain(candidate: float, best: float, higher_is_better: bool) -> floa
     return best / candidate - 1.0 if candidate else 0.0
 
 
+#: Smallest per-pair noise assumed in the paired-ratio test: 5 % is the lowest TPS CV MEASUREMENT.md saw
+#: for PostgreSQL on this kind of host even with pristine data resets.
+PAIR_NOISE_FLOOR = 0.05
+
+
 def judge(
     candidate: list[float],
     best: list[float],
@@ -89,7 +95,8 @@ def judge(
     Returns:
         Judgement with the median gain and the verdict. With ``paired``, a gain or loss beyond the band
         also has to point the same way in at least 75 % of the pairs (all of two or three), else it is a
-        tie: the median of two ratios is their mean, which one disturbed run can carry.
+        tie: the median of two ratios is their mean, which one disturbed run can carry. With three or more
+        pairs the band is ``noise_factor × max(stdev of the paired gains, 5 %) / sqrt(pairs)``.
     """
     if not candidate or not best:
         raise ValueError("judge needs at least one candidate and one best sample")
@@ -108,6 +115,13 @@ def judge(
         gain = relative_gain(statistics.median(candidate), statistics.median(best), higher_is_better)
         how = f"median of {len(candidate)} vs {len(best)} runs"
     threshold = max(min_gain, noise_factor * cv)
+    if paired and len(candidate) == len(best) and len(candidate) >= 3:
+        # A paired-ratio test (MEASUREMENT.md): drift between configurations cancels within a pair, so
+        # the band comes from the spread of the paired gains themselves (standard error of their mean,
+        # with a per-pair floor), not from the baseline's run-to-run CV, which drift inflates.
+        spread = max(statistics.stdev(gains), PAIR_NOISE_FLOOR)
+        threshold = max(min_gain, noise_factor * spread / math.sqrt(len(gains)))
+        how += f", paired band from their spread {spread:.1%}"
     if abs(gain) > threshold and agree < _PAIR_AGREEMENT:
         verdict = "tie"
         reason = (f"change {gain:+.1%} ({how}) is not consistent across the paired runs: "

@@ -140,7 +140,7 @@ class LoopConfig(Section):
     min_gain: float = Field(default=0.03, ge=0)
     noise_factor: float = Field(default=2.0, ge=0, description="gain must exceed noise_factor × CV")
     baseline_runs: int = Field(default=2, ge=1)
-    confirm_runs: int = Field(default=2, ge=0, description="interleaved best/candidate re-measurements")
+    confirm_runs: int = Field(default=3, ge=0, description="interleaved best/candidate re-measurements (3+ enables the paired-ratio test)")
     plateau_rounds: int = Field(default=3, ge=1)
     max_planner_retries: int = Field(default=2, ge=0)
     stage: Literal["dbms", "os", "both"] = "dbms"

@@ -393,9 +393,10 @@ class TuningSession:
         best_samples = list(stage.samples)
         judgement = auditor.judge(candidate, best_samples, higher, cv, cfg.loop.min_gain, cfg.loop.noise_factor)
         measurements = [execution.measurement]
-        # A single unpaired run is only a screen: a gain or a loss beyond the band is re-measured interleaved
-        # (a placebo's one run lands outside a band estimated from 2-3 baseline runs ~10% of the time).
-        if judgement.verdict != "tie" and cfg.loop.confirm_runs > 0:
+        # A single unpaired run is only a screen: any change beyond the minimum gain is re-measured
+        # interleaved, and the paired runs decide (a placebo's one run lands outside a band estimated from
+        # 2-3 baseline runs ~10% of the time; a real gain on a drifting, noisy host may land inside it).
+        if abs(judgement.gain) > cfg.loop.min_gain and cfg.loop.confirm_runs > 0:
             judgement, measurements = self._confirm(stage, verdict, safe, round_no, higher, cv, measurements)
         outcome.measurement = measurements[-1]
         outcome.objective = statistics.median(m.objective for m in measurements)

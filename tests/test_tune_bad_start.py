@@ -118,7 +118,7 @@ def _settings(home: Path, info: PostgresSandboxInfo, **loop: Any) -> Settings:
     return Settings(
         target=info.target_config(),
         workload=WorkloadConfig(kind="pgbench", scale=1, clients=8, threads=2, duration_s=3, warmup_s=1),
-        loop=LoopConfig(**{"max_rounds": 2, "baseline_runs": 3, "confirm_runs": 2, **loop}),
+        loop=LoopConfig(**{"max_rounds": 2, "baseline_runs": 3, "confirm_runs": 3, **loop}),
         storage=StorageConfig(home=home),
     )
 
