@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 ADB=.venv/bin/agenticdb
 $ADB sandbox up postgres
-$ADB tune --sandbox postgres --workload pgbench --rounds "${ROUNDS:-6}" --duration "${DURATION:-15}" || true
+$ADB tune --sandbox postgres --workload pgbench --rounds "${ROUNDS:-4}" --duration "${DURATION:-10}" --reset-data || true
 $ADB journal list
 echo
 echo "Read the story of the session:  $ADB journal show <session-id>"
