@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 ADB=.venv/bin/agenticdb
 $ADB sandbox up postgres
-$ADB tune --sandbox postgres --workload pgbench --rounds "${ROUNDS:-4}" --duration "${DURATION:-10}" --reset-data || true
+rc=0
+$ADB tune --sandbox postgres --workload pgbench --rounds "${ROUNDS:-4}" --duration "${DURATION:-10}" --reset-data || rc=$?
 $ADB journal list
 echo
 echo "Read the story of the session:  $ADB journal show <session-id>"
 echo "Remove the sandbox:             $ADB sandbox down postgres"
+exit $rc
