@@ -115,7 +115,8 @@ def tune(
     })
     from agenticdb.cli.tune_cmd import run_tune
 
-    start = read_change_file(start_from) if start_from else None
+    start_file = start_from or (Path(cfg.loop.start_from) if cfg.loop.start_from else None)
+    start = read_change_file(start_file) if start_file else None
     raise typer.Exit(run_tune(cfg, console, start))
 
 
