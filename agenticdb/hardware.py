@@ -20,19 +20,22 @@ log = structlog.get_logger(__name__)
 _UNLIMITED = 1 << 60
 
 
-def detect_hardware(data_dir: str | None, *, proc: str = "/proc", sys: str = "/sys") -> Hardware:
-    """Describe this host: CPU count, RAM, our cgroup's memory limit and the data dir's disk.
+def detect_hardware(data_dir: str | None, *, proc: str = "/proc", sys: str = "/sys",
+                    pid: int | None = None) -> Hardware:
+    """Describe this host: CPU count, RAM, the server's cgroup memory limit and the data dir's disk.
 
     Args:
         data_dir: the DBMS data directory (None: disk fields stay 0, device None).
         proc, sys: roots of procfs and sysfs (tests point them at a copied tree).
+        pid: the database server's process id; its cgroup's limit is what the server may use (a server
+            in a container or a memory-limited unit). None: our own cgroup.
 
     Returns:
         Hardware with sizes in bytes; ``memory_limit_bytes = min(RAM, cgroup limit)``;
         ``committed_as_bytes``/``swap_bytes``/``commit_limit_bytes`` from /proc/meminfo.
     """
     ram = int(psutil.virtual_memory().total)
-    cgroup = cgroup_memory_limit(proc=proc)
+    cgroup = cgroup_memory_limit(proc=proc, pid=pid)
     meminfo = read_meminfo(f"{proc}/meminfo")
     disk_total = disk_free = 0
     device = None
@@ -89,17 +92,20 @@ def _mounts(proc: str) -> list[tuple[str, str, str, str, str, str]]:
     return rows
 
 
-def cgroup_memory_limit(*, proc: str = "/proc") -> int | None:
-    """Memory limit in bytes of our cgroup (the tightest along the path to the hierarchy root).
+def cgroup_memory_limit(*, proc: str = "/proc", pid: int | None = None) -> int | None:
+    """Memory limit in bytes of the cgroup of ``pid`` (default: ours), the tightest along the path to the
+    hierarchy root. A ``pid`` that cannot be read falls back to our own cgroup.
 
     cgroup v2: ``memory.max`` ("max" = none); v1: ``memory.limit_in_bytes`` (kernel
     Documentation/admin-guide/cgroup-v2.rst and cgroup-v1/memory.rst). Returns None when unlimited or
     unreadable.
     """
     try:
-        lines = Path(f"{proc}/self/cgroup").read_text().splitlines()
+        lines = Path(f"{proc}/{pid if pid else 'self'}/cgroup").read_text().splitlines()
     except OSError:
-        return None
+        if pid is None:
+            return None
+        return cgroup_memory_limit(proc=proc)
     mounts = _mounts(proc)
     limits: list[int] = []
     for line in lines:

@@ -49,11 +49,31 @@ def fingerprint(target: Target, version: str, workload: Workload, hardware: Hard
     )
 
 
+def server_pid(target: Target) -> int | None:
+    """The DBMS server's process id from its pid file (PostgreSQL ``postmaster.pid`` first line in the data
+    dir; MySQL/MariaDB ``@@pid_file``), so memory budgets use the server's cgroup, not agenticdb's."""
+    from pathlib import Path
+
+    candidates = []
+    data_dir = data_dir_of(target)
+    if target.kind == "postgresql" and data_dir:
+        candidates.append(Path(data_dir) / "postmaster.pid")
+    pid_file = getattr(target, "pid_file", None)
+    if pid_file:
+        candidates.append(Path(pid_file))
+    for path in candidates:
+        try:
+            return int(path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
 def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, str]]:
     """Catalog, hardware, version and current values of every catalog knob."""
     catalog = target.catalog()
     version = target.version()
-    hardware = detect_hardware(data_dir_of(target))
+    hardware = detect_hardware(data_dir_of(target), pid=server_pid(target))
     current = target.current_values(list(catalog.knobs))
     log.info("init.profiled", target=target.kind, version=version, knobs=len(catalog.knobs),
              excluded=len(catalog.excluded), cpus=hardware.cpu_count,

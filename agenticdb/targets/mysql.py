@@ -194,6 +194,23 @@ class MySQLTarget(Target):
                 return None
         return self._datadir
 
+    @property
+    def pid_file(self) -> str | None:
+        """``@@pid_file`` (absolute, or relative to the data dir), None while the server is down."""
+        try:
+            conn = self._connect()
+        except Exception:  # noqa: BLE001 - unknown while the server is down
+            return None
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@pid_file, @@datadir")
+                row = cur.fetchone()
+        finally:
+            conn.close()
+        if not row or not row[0]:
+            return None
+        return str(Path(str(row[1])) / str(row[0]))
+
     def prepare_clean_shutdown(self) -> None:
         """``SET GLOBAL innodb_fast_shutdown = 0`` before a shutdown whose data files are copied: a slow
         shutdown leaves no redo to apply, so a copy starts without crash recovery (MEASUREMENT.md)."""
