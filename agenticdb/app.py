@@ -51,8 +51,10 @@ def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
     return info.target_config()
 
 
-NO_TARGET = ("no target given: pass --target DSN, --sandbox postgres|mariadb, or set [target] dsn in the "
-             "--config file (agenticdb never picks a server on its own)")
+NO_TARGET = (
+    "no target given: pass --target DSN, --sandbox postgres|mariadb, or set [target] dsn in the "
+    "--config file (agenticdb never picks a server on its own)"
+)
 
 
 def require_dsn(cfg: Settings) -> str:
@@ -94,8 +96,12 @@ def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, s
         return None
     from agenticdb.targets.linux import LinuxTarget
 
-    return LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None,
-                       data_dir=getattr(target, "data_dir", None), state_store=state_store)
+    return LinuxTarget(
+        root=cfg.os.root,
+        devices=cfg.os.devices or None,
+        data_dir=getattr(target, "data_dir", None),
+        state_store=state_store,
+    )
 
 
 def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | None:
@@ -110,8 +116,13 @@ def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | N
     return lambda: host_state(cfg.os.root, devices)
 
 
-def build_planner(cfg: Settings, memory: MemoryBook, journal: Journal, session_id: str,
-                  round_of: Callable[[], int] = lambda: 0) -> Planner:
+def build_planner(
+    cfg: Settings,
+    memory: MemoryBook,
+    journal: Journal,
+    session_id: str,
+    round_of: Callable[[], int] = lambda: 0,
+) -> Planner:
     """The configured planner; ``llm`` wraps the heuristic planner as its fallback.
 
     ``round_of`` tells which round an LLM call belongs to (for the accounting rows).
@@ -124,9 +135,18 @@ def build_planner(cfg: Settings, memory: MemoryBook, journal: Journal, session_i
     from agenticdb.planner.llm import LLMPlanner
 
     def on_call(record) -> None:  # type: ignore[no-untyped-def]
-        memory.record_llm_call(session_id, round_of(), record.model, record.prompt_tokens,
-                               record.completion_tokens, record.cached_tokens, record.latency_ms,
-                               record.cost_usd, record.ok, record.error)
+        memory.record_llm_call(
+            session_id,
+            round_of(),
+            record.model,
+            record.prompt_tokens,
+            record.completion_tokens,
+            record.cached_tokens,
+            record.latency_ms,
+            record.cost_usd,
+            record.ok,
+            record.error,
+        )
         journal.append(session_id, "llm.call", record.model_dump(mode="json"), round_of())
 
     def on_event(event: str, data: dict) -> None:
@@ -164,22 +184,36 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
     return Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)
 
 
-def build_session(cfg: Settings, target: Target, workload: Workload, journal: Journal, memory: MemoryBook,
-                  on_round: Callable[[RoundOutcome], None] | None = None,
-                  should_stop: Callable[[], bool] | None = None,
-                  start_from: dict[str, object] | None = None) -> TuningSession:
+def build_session(
+    cfg: Settings,
+    target: Target,
+    workload: Workload,
+    journal: Journal,
+    memory: MemoryBook,
+    on_round: Callable[[RoundOutcome], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    start_from: dict[str, object] | None = None,
+) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
     from agenticdb.session import TuningSession
 
-    session = TuningSession(cfg, target, workload, planner=None, journal=journal, memory=memory,  # type: ignore[arg-type]
-                            on_round=on_round, should_stop=should_stop, start_from=start_from)
+    session = TuningSession(
+        cfg,
+        target,
+        workload,
+        planner=None,  # type: ignore[arg-type]  # set right below: it needs the session id
+        journal=journal,
+        memory=memory,
+        on_round=on_round,
+        should_stop=should_stop,
+        start_from=start_from,
+    )
     session.planner = build_planner(cfg, memory, journal, session.session_id, lambda: session.current_round)
 
     def store_original(name: str, value: str) -> None:
         memory.save_os_original(session.session_id, name, value)
-        journal.append(session.session_id, "os.original", {"name": name, "value": value},
-                       session.current_round)
+        journal.append(session.session_id, "os.original", {"name": name, "value": value}, session.current_round)
 
     session.os_target = build_os_target(cfg, target, store_original)
     src = host_state_source(cfg, target)

@@ -71,6 +71,9 @@ def relative_gain(candidate: float, best: float, higher_is_better: bool) -> floa
 #: for PostgreSQL on this kind of host even with pristine data resets.
 PAIR_NOISE_FLOOR = 0.05
 
+#: Paired gains within this of zero count as neutral in the direction-agreement rule.
+PAIR_NEUTRAL = 0.01
+
 
 def judge(
     candidate: list[float],
@@ -107,7 +110,8 @@ def judge(
         how = f"median of {len(gains)} paired ratios"
         # With two pairs the median is the mean, so one lucky pair (a neighbour's load burst during a best
         # run) can carry it: a gain also has to show in the same direction in most pairs (all of 2 or 3).
-        agree = sum(1 for g in gains if (g > 0) == (gain > 0) and g != 0) / len(gains)
+        # A pair within ±1 % of zero is neutral: it neither supports nor contradicts the direction.
+        agree = sum(1 for g in gains if not ((g > 0) != (gain > 0) and abs(g) > PAIR_NEUTRAL)) / len(gains)
         if agree < _PAIR_AGREEMENT:
             listed = ", ".join(f"{g:+.0%}" for g in gains)
             how += f", only {agree:.0%} of the pairs agree in direction ({listed})"
@@ -124,8 +128,7 @@ def judge(
         how += f", paired band from their spread {spread:.1%}"
     if abs(gain) > threshold and agree < _PAIR_AGREEMENT:
         verdict = "tie"
-        reason = (f"change {gain:+.1%} ({how}) is not consistent across the paired runs: "
-                  "a tie keeps the simpler config")
+        reason = f"change {gain:+.1%} ({how}) is not consistent across the paired runs: a tie keeps the simpler config"
     elif gain > threshold:
         verdict = "better"
         reason = f"gain {gain:+.1%} ({how}) beats the noise band ±{threshold:.1%}"
@@ -181,7 +184,7 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     if state.planner_plateau:
         return plateau_exit(f"no promising {state.stage.value} change left")
     stage_rounds = [r for r in history if r.stage == state.stage]
-    recent = stage_rounds[-state.plateau_rounds:]
+    recent = stage_rounds[-state.plateau_rounds :]
     if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
         return plateau_exit(f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds")
     if not stage_rounds:
@@ -191,7 +194,10 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
         gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
         return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
     if last.failure is not None:
-        return Decision.redirect, f"round failed in {last.failure.phase}: never repeat it, try another direction"
+        return (
+            Decision.redirect,
+            f"round failed in {last.failure.phase}: never repeat it, try another direction",
+        )
     if not last.verdict_ok:
         return Decision.redirect, "proposal rejected by the validator: try another direction"
     return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"

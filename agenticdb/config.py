@@ -60,8 +60,9 @@ class ServiceConfig(Section):
         need = {"systemd": ("unit",), "pg_ctl": ("data_dir", "bindir"), "command": ("start", "stop")}
         missing = [k for k in need.get(self.kind, ()) if not getattr(self, k)]
         if missing:
-            raise ValueError(f"service kind {self.kind!r} needs "
-                             + " and ".join(f"target.service.{k}" for k in missing))
+            raise ValueError(
+                f"service kind {self.kind!r} needs " + " and ".join(f"target.service.{k}" for k in missing)
+            )
         return self
 
 
@@ -90,11 +91,13 @@ class TargetConfig(Section):
             if not (uri or keywords):
                 raise ValueError(
                     f"target.dsn = {_safe(dsn)!r} does not fit target.kind = 'postgresql': expected a "
-                    "postgresql:// URI or a libpq keyword string (host=... dbname=...)")
+                    "postgresql:// URI or a libpq keyword string (host=... dbname=...)"
+                )
         elif not dsn.startswith("mysql://"):
             raise ValueError(
                 f"target.dsn = {_safe(dsn)!r} does not fit target.kind = {self.kind!r}: expected "
-                "mysql://user:pass@host:port/db[?unix_socket=...]")
+                "mysql://user:pass@host:port/db[?unix_socket=...]"
+            )
         return self
 
 
@@ -140,7 +143,11 @@ class LoopConfig(Section):
     min_gain: float = Field(default=0.03, ge=0)
     noise_factor: float = Field(default=2.0, ge=0, description="gain must exceed noise_factor × CV")
     baseline_runs: int = Field(default=2, ge=1)
-    confirm_runs: int = Field(default=3, ge=0, description="interleaved best/candidate re-measurements (3+ enables the paired-ratio test)")
+    confirm_runs: int = Field(
+        default=3,
+        ge=0,
+        description="interleaved best/candidate re-measurements (3+ enables the paired-ratio test)",
+    )
     plateau_rounds: int = Field(default=3, ge=1)
     max_planner_retries: int = Field(default=2, ge=0)
     stage: Literal["dbms", "os", "both"] = "dbms"
@@ -297,19 +304,24 @@ def check_settings(s: Settings) -> None:
     if w.kind == "command" and not (w.command or "").strip():
         raise ValueError("workload.kind = 'command' needs workload.command (the shell command to run)")
     if w.kind == "pgbench" and s.target.kind != "postgresql":
-        raise ValueError(f"workload.kind = 'pgbench' runs only on PostgreSQL, but target.kind = "
-                         f"{s.target.kind!r} (use sysbench-oltp-*, ycsb-*, tpch or command)")
+        raise ValueError(
+            f"workload.kind = 'pgbench' runs only on PostgreSQL, but target.kind = "
+            f"{s.target.kind!r} (use sysbench-oltp-*, ycsb-*, tpch or command)"
+        )
     if not w.scale > 0:
-        raise ValueError(f"workload.scale = {w.scale:g}: must be > 0 (pgbench scale, rows per table or "
-                         "TPC-H scale factor)")
+        raise ValueError(
+            f"workload.scale = {w.scale:g}: must be > 0 (pgbench scale, rows per table or TPC-H scale factor)"
+        )
 
 
 def config_warnings(s: Settings) -> list[str]:
     """Things that are legal but will likely fail at run time unless the environment supplies them."""
     out: list[str] = []
     if s.planner.kind == "llm" and not (s.planner.model or os.environ.get("AGENTICDB_LLM_MODEL")):
-        out.append("planner.kind = 'llm' but no planner.model and AGENTICDB_LLM_MODEL is not set here; "
-                   "the environment at run time must supply the model name")
+        out.append(
+            "planner.kind = 'llm' but no planner.model and AGENTICDB_LLM_MODEL is not set here; "
+            "the environment at run time must supply the model name"
+        )
     return out
 
 
@@ -341,8 +353,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         except IsADirectoryError:
             raise ConfigError(f"config file {path} is a directory, not a TOML file") from None
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
-                              "TOML files must be UTF-8") from None
+            raise ConfigError(
+                f"config file {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files must be UTF-8"
+            ) from None
         except OSError as exc:
             raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
         except tomllib.TOMLDecodeError as exc:
@@ -359,8 +372,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
                 try:
                     updates[section] = type(current).model_validate(merged)
                 except ValidationError as exc:
-                    raise ConfigError(_format_validation(f"command-line option for [{section}]", exc,
-                                                         prefix=(section,))) from None
+                    raise ConfigError(
+                        _format_validation(f"command-line option for [{section}]", exc, prefix=(section,))
+                    ) from None
             settings = settings.model_copy(update=updates)
             try:
                 check_settings(settings)
@@ -390,8 +404,9 @@ def _from_env(env: dict[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
-def _format_validation(where: str, exc: ValidationError, env: dict[str, Any] | None = None,
-                       prefix: tuple[str, ...] = ()) -> str:
+def _format_validation(
+    where: str, exc: ValidationError, env: dict[str, Any] | None = None, prefix: tuple[str, ...] = ()
+) -> str:
     """One line per error: the dotted key, the value, and the rule in words (the source is named:
     the file, ``environment variable AGENTICDB_X__Y`` or the command-line option)."""
     lines = [f"invalid configuration ({where}):"]

@@ -96,9 +96,12 @@ def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
         if not ok:
             raise RuntimeError(f"reconcile of intent {intent.id}: values still differ after restore: {diff}")
         line = f"restored {kind} to '{intent.snapshot.label}' of session {session_id} (open intent {intent.id})"
-        journal.append(session_id, "reconcile", {"intent_id": intent.id, "target": kind,
-                                                 "snapshot": intent.snapshot.label, "verified": ok},
-                       intent.round_no)
+        journal.append(
+            session_id,
+            "reconcile",
+            {"intent_id": intent.id, "target": kind, "snapshot": intent.snapshot.label, "verified": ok},
+            intent.round_no,
+        )
         for other in intents:
             if other.session_id == session_id:
                 journal.close_intent(session_id, other.round_no, "reconciled after crash")
@@ -133,7 +136,8 @@ def workload_mix(delta: StateDelta) -> tuple[float, float] | None:
     t = delta.totals
     reads = t.get("pg_stat_database.tup_fetched", 0.0) + t.get("global_status.Com_select", 0.0)
     writes = sum(t.get(f"pg_stat_database.tup_{k}", 0.0) for k in ("inserted", "updated", "deleted")) + sum(
-        t.get(f"global_status.Com_{k}", 0.0) for k in ("insert", "update", "delete", "replace"))
+        t.get(f"global_status.Com_{k}", 0.0) for k in ("insert", "update", "delete", "replace")
+    )
     total = reads + writes
     if total <= 0 or delta.seconds <= 0:
         return None
@@ -143,8 +147,13 @@ def workload_mix(delta: StateDelta) -> tuple[float, float] | None:
 class Daemon:
     """Owns the schedule and the process lifecycle; each tuning run is a ``TuningSession``."""
 
-    def __init__(self, cfg: Settings, config_path: Path | None, overrides: dict[str, Any] | None = None,
-                 notifier: Notifier | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Settings,
+        config_path: Path | None,
+        overrides: dict[str, Any] | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
         self.cfg = cfg
         self.config_path = config_path
         self.overrides = overrides or {}
@@ -242,11 +251,22 @@ class Daemon:
         moved = abs(read_fraction - self._reference_mix)
         if moved > self.cfg.daemon.drift_threshold and not self.drift_due:
             self.drift_due = True
-            journal.append("daemon", "drift.detected", {"reference_read_fraction": self._reference_mix,
-                                                        "read_fraction": read_fraction, "ops_per_s": rate,
-                                                        "threshold": self.cfg.daemon.drift_threshold})
-            log.warning("daemon.drift", reference=round(self._reference_mix, 3), now=round(read_fraction, 3),
-                        reason="workload read/write mix drifted beyond the threshold: re-tune when a window allows")
+            journal.append(
+                "daemon",
+                "drift.detected",
+                {
+                    "reference_read_fraction": self._reference_mix,
+                    "read_fraction": read_fraction,
+                    "ops_per_s": rate,
+                    "threshold": self.cfg.daemon.drift_threshold,
+                },
+            )
+            log.warning(
+                "daemon.drift",
+                reference=round(self._reference_mix, 3),
+                now=round(read_fraction, 3),
+                reason="workload read/write mix drifted beyond the threshold: re-tune when a window allows",
+            )
 
     def _due(self) -> bool:
         d = self.cfg.daemon
@@ -262,17 +282,27 @@ class Daemon:
         cfg = self.cfg
         target = build_target(cfg)
         workload = build_workload(cfg, target)
-        lock = TargetLock(cfg.storage.home, cfg.target.dsn or '')
+        lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
         lock.acquire()
         self._busy.set()
         try:
+
             def on_round(o: RoundOutcome) -> None:
                 ch = ", ".join(f"{k}={v}" for k, v in o.changes.items()) or "no change"
-                self.notifier.status(f"round {o.round_no}/{cfg.loop.max_rounds}: {o.bottleneck.value} pressure, "
-                                     f"tried {ch}: {o.decision.value}")
+                self.notifier.status(
+                    f"round {o.round_no}/{cfg.loop.max_rounds}: {o.bottleneck.value} pressure, "
+                    f"tried {ch}: {o.decision.value}"
+                )
 
-            session = build_session(cfg, target, workload, journal, memory, on_round=on_round,
-                                    should_stop=lambda: self.flags.stop > 0)
+            session = build_session(
+                cfg,
+                target,
+                workload,
+                journal,
+                memory,
+                on_round=on_round,
+                should_stop=lambda: self.flags.stop > 0,
+            )
             self.notifier.status(f"tuning session {session.session_id} started")
             result = session.run()
             return f"session {result.session_id} {result.status}: {result.reason}"
@@ -321,8 +351,11 @@ class Daemon:
                     log.info("daemon.session_done", summary=summary)
                     continue
                 self._monitor(journal)
-                self.notifier.status(f"idle; next session in {self._next_in() / 60:.0f} min"
-                                     if self.last_run else "idle; waiting for a maintenance window")
+                self.notifier.status(
+                    f"idle; next session in {self._next_in() / 60:.0f} min"
+                    if self.last_run
+                    else "idle; waiting for a maintenance window"
+                )
                 time.sleep(0.5)
             return 0
         finally:

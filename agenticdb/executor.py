@@ -148,30 +148,60 @@ class Executor:
             # Gauges and wait events describe the load only while it runs (after it, every client is gone).
             delta.gauges.update(during.gauges)
             delta.wait_events = dict(during.wait_events)
-        self.journal.append(self.session_id, "measured",
-                            {"label": label, "measurement": measurement.model_dump(mode="json")}, round_no)
-        log.info("trial.measured", label=label, objective=round(measurement.objective, 3),
-                 tps=measurement.tps, p95_ms=measurement.latency_p95_ms)
+        self.journal.append(
+            self.session_id,
+            "measured",
+            {"label": label, "measurement": measurement.model_dump(mode="json")},
+            round_no,
+        )
+        log.info(
+            "trial.measured",
+            label=label,
+            objective=round(measurement.objective, 3),
+            tps=measurement.tps,
+            p95_ms=measurement.latency_p95_ms,
+        )
         return measurement, delta
 
-    def apply(self, changes: list[NormalizedChange], mode: ApplyMode, round_no: int | None,
-              safe: Snapshot, purpose: str = "trial") -> tuple[bool, dict[str, str]]:
+    def apply(
+        self,
+        changes: list[NormalizedChange],
+        mode: ApplyMode,
+        round_no: int | None,
+        safe: Snapshot,
+        purpose: str = "trial",
+    ) -> tuple[bool, dict[str, str]]:
         """Journal the intent (holding ``safe``), apply, verify. Returns (restarted, effective values).
 
         Raises:
             TargetError / ServiceError: the apply or verification failed (caller turns it into a Failure).
         """
-        self.journal.append(self.session_id, "intent", {
-            "purpose": purpose, "target": self.target.kind, "mode": mode.value,
-            "changes": [c.model_dump(mode="json") for c in changes],
-            "snapshot": safe.model_dump(mode="json"),
-        }, round_no)
+        self.journal.append(
+            self.session_id,
+            "intent",
+            {
+                "purpose": purpose,
+                "target": self.target.kind,
+                "mode": mode.value,
+                "changes": [c.model_dump(mode="json") for c in changes],
+                "snapshot": safe.model_dump(mode="json"),
+            },
+            round_no,
+        )
         if self.dry_run:
             return False, {}
         restarted = self.target.apply(changes, mode)
-        self.journal.append(self.session_id, "applied", {
-            "purpose": purpose, "mode": mode.value, "restarted": restarted,
-            "changes": {c.name: c.value for c in changes}}, round_no)
+        self.journal.append(
+            self.session_id,
+            "applied",
+            {
+                "purpose": purpose,
+                "mode": mode.value,
+                "restarted": restarted,
+                "changes": {c.name: c.value for c in changes},
+            },
+            round_no,
+        )
         effective = self.target.verify(changes)
         self.journal.append(self.session_id, "verified", {"purpose": purpose, "effective": effective}, round_no)
         log.info("apply.verified", purpose=purpose, mode=mode.value, restarted=restarted, values=effective)
@@ -191,8 +221,13 @@ class Executor:
                 return Execution(applied=False, effective={})
             phase = "workload"
             measurement, delta = self.measure(round_no, "candidate", after_restart=restarted)
-            return Execution(applied=True, effective=effective, measurement=measurement, state_delta=delta,
-                             restarted=restarted)
+            return Execution(
+                applied=True,
+                effective=effective,
+                measurement=measurement,
+                state_delta=delta,
+                restarted=restarted,
+            )
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             logs = list(getattr(exc, "logs", []) or [])
             output = getattr(exc, "output", "")

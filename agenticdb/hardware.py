@@ -20,8 +20,9 @@ log = structlog.get_logger(__name__)
 _UNLIMITED = 1 << 60
 
 
-def detect_hardware(data_dir: str | None, *, proc: str = "/proc", sys: str = "/sys",
-                    pid: int | None = None) -> Hardware:
+def detect_hardware(
+    data_dir: str | None, *, proc: str = "/proc", sys: str = "/sys", pid: int | None = None
+) -> Hardware:
     """Describe this host: CPU count, RAM, the server's cgroup memory limit and the data dir's disk.
 
     Args:
@@ -55,8 +56,9 @@ def detect_hardware(data_dir: str | None, *, proc: str = "/proc", sys: str = "/s
         swap_bytes=meminfo.get("SwapTotal", 0),
         committed_as_bytes=meminfo.get("Committed_AS"),
         commit_limit_bytes=meminfo.get("CommitLimit"),
-        huge_pages_bytes=(meminfo["HugePages_Total"] * meminfo.get("Hugepagesize", 0)
-                          if "HugePages_Total" in meminfo else None),
+        huge_pages_bytes=(
+            meminfo["HugePages_Total"] * meminfo.get("Hugepagesize", 0) if "HugePages_Total" in meminfo else None
+        ),
     )
     log.info("hardware.detected", cpus=hw.cpu_count, ram=ram, cgroup_limit=cgroup, device=device)
     return hw

@@ -46,9 +46,7 @@ _DISK_FIELDS = (
 
 # nr_* entries of /proc/vmstat are current page counts (gauges) except these cumulative ones
 # (mm/vmstat.c: nr_dirtied / nr_written count events since boot).
-_VMSTAT_CUMULATIVE_NR = frozenset(
-    {"nr_dirtied", "nr_written", "nr_foll_pin_acquired", "nr_foll_pin_released"}
-)
+_VMSTAT_CUMULATIVE_NR = frozenset({"nr_dirtied", "nr_written", "nr_foll_pin_acquired", "nr_foll_pin_released"})
 
 # /proc/meminfo keys (kB) reported as gauges in bytes.
 _MEMINFO_GAUGES = {
@@ -109,9 +107,7 @@ def _vmstat(root: Path, counters: dict[str, float], gauges: dict[str, float]) ->
             counters[f"vmstat.{name}"] = value
 
 
-def _diskstats(
-    root: Path, devices: list[str] | None, counters: dict[str, float], gauges: dict[str, float]
-) -> None:
+def _diskstats(root: Path, devices: list[str] | None, counters: dict[str, float], gauges: dict[str, float]) -> None:
     text = _read(root / "proc/diskstats")
     if text is None:
         return

@@ -22,7 +22,11 @@ from agenticdb.workloads.base import Workload
 log = structlog.get_logger(__name__)
 
 
-WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {"oltp": "oltp", "olap": "olap", "mixed": "mixed"}
+WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {
+    "oltp": "oltp",
+    "olap": "olap",
+    "mixed": "mixed",
+}
 
 
 def data_dir_of(target: Target) -> str | None:
@@ -75,9 +79,15 @@ def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, st
     version = target.version()
     hardware = detect_hardware(data_dir_of(target), pid=server_pid(target))
     current = target.current_values(list(catalog.knobs))
-    log.info("init.profiled", target=target.kind, version=version, knobs=len(catalog.knobs),
-             excluded=len(catalog.excluded), cpus=hardware.cpu_count,
-             memory_limit_gib=round(hardware.memory_limit_bytes / 2**30, 1))
+    log.info(
+        "init.profiled",
+        target=target.kind,
+        version=version,
+        knobs=len(catalog.knobs),
+        excluded=len(catalog.excluded),
+        cpus=hardware.cpu_count,
+        memory_limit_gib=round(hardware.memory_limit_bytes / 2**30, 1),
+    )
     return catalog, hardware, version, current
 
 
@@ -89,13 +99,25 @@ def measure_baseline(executor: Executor, runs: int) -> tuple[list[Measurement], 
         m, delta = executor.measure(0, f"baseline {i + 1}/{runs}")
         measurements.append(m)
     cv = noise_cv([m.objective for m in measurements])
-    log.info("init.baseline", runs=runs, median=round(statistics.median(m.objective for m in measurements), 3),
-             cv=round(cv, 3))
+    log.info(
+        "init.baseline",
+        runs=runs,
+        median=round(statistics.median(m.objective for m in measurements), 3),
+        cv=round(cv, 3),
+    )
     return measurements, delta, cv
 
 
-def build_profile(target: Target, version: str, hardware: Hardware, current: dict[str, str],
-                  baseline: list[Measurement], delta: StateDelta, cv: float, cfg: Settings) -> RuntimeProfile:
+def build_profile(
+    target: Target,
+    version: str,
+    hardware: Hardware,
+    current: dict[str, str],
+    baseline: list[Measurement],
+    delta: StateDelta,
+    cv: float,
+    cfg: Settings,
+) -> RuntimeProfile:
     """Assemble the RuntimeProfile the planners read."""
     return RuntimeProfile(
         target=target.kind,

@@ -156,16 +156,17 @@ def canonical_json(value: Any) -> str:
     """
     try:
         return json.dumps(
-            to_jsonable_python(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+            to_jsonable_python(value),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
             allow_nan=False,
         )
     except (TypeError, ValueError) as exc:
         raise JournalError(f"journal data is not canonical JSON: {exc}") from None
 
 
-def row_hash(
-    prev_hash: str, row_id: int, ts: str, session_id: str, round_no: int | None, event: str, data: str
-) -> str:
+def row_hash(prev_hash: str, row_id: int, ts: str, session_id: str, round_no: int | None, event: str, data: str) -> str:
     """``sha256(prev_hash + canonical JSON of [id, ts, session_id, round_no, event, data])`` as hex.
 
     ``data`` is the stored canonical JSON text. The row id is part of the hash so a row cannot be moved.
@@ -215,14 +216,17 @@ class Journal:
         self.read_only = read_only
         if read_only:
             # Inspection (``journal verify``) must not change the evidence: no schema, no trigger repair.
-            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                         timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            self._conn = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro",
+                uri=True,
+                timeout=_BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
             self._conn.row_factory = sqlite3.Row
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(
-            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
+        self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
         # FULL: an appended audit row survives a power loss (SQLite "PRAGMA synchronous" docs).
@@ -231,9 +235,7 @@ class Journal:
 
     def _ensure_schema(self) -> None:
         names = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
-        has_table = self._conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='journal'"
-        ).fetchone()
+        has_table = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='journal'").fetchone()
         if has_table and not {"journal_no_update", "journal_no_delete"} <= names:
             log.warning("journal.triggers_missing", path=str(self.path), reason="recreating; run verify")
         self._conn.executescript(data_file("memory", "journal.sql").read_text())
@@ -327,17 +329,21 @@ class Journal:
         if not isinstance(data, dict):
             data = {"_value": data}
         return JournalEvent(
-            id=r["id"], ts=r["ts"], session_id=r["session_id"], round_no=r["round_no"], event=r["event"],
-            data=data, prev_hash=r["prev_hash"], hash=r["hash"],
+            id=r["id"],
+            ts=r["ts"],
+            session_id=r["session_id"],
+            round_no=r["round_no"],
+            event=r["event"],
+            data=data,
+            prev_hash=r["prev_hash"],
+            hash=r["hash"],
         )
 
     def events(self, session_id: str | None = None, after_id: int = 0) -> list[JournalEvent]:
         """Events in append order, of one session or all, with ``id > after_id``."""
         if session_id is None:
             return self._rows("SELECT * FROM journal WHERE id > ? ORDER BY id", (after_id,))
-        return self._rows(
-            "SELECT * FROM journal WHERE session_id = ? AND id > ? ORDER BY id", (session_id, after_id)
-        )
+        return self._rows("SELECT * FROM journal WHERE session_id = ? AND id > ? ORDER BY id", (session_id, after_id))
 
     def tail(self, n: int = 20) -> list[JournalEvent]:
         """The last ``n`` events, oldest first.
@@ -387,8 +393,7 @@ class Journal:
         """
         with self._lock:
             rows = self._conn.execute(
-                "SELECT DISTINCT session_id FROM journal"
-                " WHERE session_id = ? OR substr(session_id, 1, ?) = ?",
+                "SELECT DISTINCT session_id FROM journal WHERE session_id = ? OR substr(session_id, 1, ?) = ?",
                 (prefix, len(prefix), prefix),
             ).fetchall()
         ids = [r[0] for r in rows]
@@ -423,11 +428,15 @@ class Journal:
             rows = self._conn.execute(sql).fetchall()
         return [
             SessionSummary(
-                id=r["session_id"], started=r["started"], ended=r["ended"],
+                id=r["session_id"],
+                started=r["started"],
+                ended=r["ended"],
                 target=None if r["target"] is None else str(r["target"]),
                 workload=None if r["workload"] is None else str(r["workload"]),
-                rounds=r["rounds"], baseline_objective=_baseline(r["baseline_objective"], r["baseline_runs"]),
-                best_objective=r["best_objective"], status=r["status"] or "unfinished",
+                rounds=r["rounds"],
+                baseline_objective=_baseline(r["baseline_objective"], r["baseline_runs"]),
+                best_objective=r["best_objective"],
+                status=r["status"] or "unfinished",
             )
             for r in rows
         ]
@@ -449,23 +458,27 @@ class Journal:
             for r in cursor:
                 checked += 1
                 if r["prev_hash"] != prev:
-                    why = "first row does not start the chain" if prev_id == 0 else (
-                        f"prev_hash does not match the hash of row {prev_id} (a row was removed or inserted)"
+                    why = (
+                        "first row does not start the chain"
+                        if prev_id == 0
+                        else (f"prev_hash does not match the hash of row {prev_id} (a row was removed or inserted)")
                     )
                     return VerifyResult(ok=False, rows_checked=checked, first_bad_id=r["id"], reason=why)
-                expected = row_hash(
-                    prev, r["id"], r["ts"], r["session_id"], r["round_no"], r["event"], r["data"]
-                )
+                expected = row_hash(prev, r["id"], r["ts"], r["session_id"], r["round_no"], r["event"], r["data"])
                 if r["hash"] != expected:
                     return VerifyResult(
-                        ok=False, rows_checked=checked, first_bad_id=r["id"],
+                        ok=False,
+                        rows_checked=checked,
+                        first_bad_id=r["id"],
                         reason="hash does not match the row's content (the row was modified)",
                     )
                 prev, prev_id = r["hash"], r["id"]
             seq = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name='journal'").fetchone()
         if seq is not None and seq[0] > prev_id:
             return VerifyResult(
-                ok=False, rows_checked=checked, first_bad_id=prev_id + 1,
+                ok=False,
+                rows_checked=checked,
+                first_bad_id=prev_id + 1,
                 reason=f"rows {prev_id + 1}..{seq[0]} were handed out but are missing (tail deleted)",
             )
         return VerifyResult(ok=True, rows_checked=checked)
@@ -501,9 +514,14 @@ class Journal:
             changes = ev.data.get("changes", [])
             out.append(
                 Intent(
-                    id=ev.id, ts=ev.ts, session_id=ev.session_id, round_no=ev.round_no,
-                    target=ev.data.get("target"), snapshot=snapshot,
-                    changes=changes if isinstance(changes, list) else [changes], data=ev.data,
+                    id=ev.id,
+                    ts=ev.ts,
+                    session_id=ev.session_id,
+                    round_no=ev.round_no,
+                    target=ev.data.get("target"),
+                    snapshot=snapshot,
+                    changes=changes if isinstance(changes, list) else [changes],
+                    data=ev.data,
                 )
             )
         return out

@@ -34,8 +34,9 @@ class TargetLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise LockError(f"another agenticdb process (pid {holder}) is tuning this target; "
-                            f"lock {self.path}") from None
+            raise LockError(
+                f"another agenticdb process (pid {holder}) is tuning this target; lock {self.path}"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd

@@ -56,8 +56,13 @@ WEIGHTS: dict[str, float] = {
 }
 """Similarity weights per fingerprint component (sum 1.0), see the module docstring."""
 
-_FAMILY = {"postgresql": "postgresql", "postgres": "postgresql", "pg": "postgresql",
-           "mysql": "mysql", "mariadb": "mysql"}
+_FAMILY = {
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "pg": "postgresql",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+}
 _EXPORT_FORMAT = "agenticdb-memory"
 _EXPORT_VERSION = 1
 
@@ -187,7 +192,11 @@ class MemoryBook:
     # -- sessions and rounds -------------------------------------------------------------------
 
     def start_session(
-        self, session_id: str, target: str, fingerprint: Fingerprint, workload: str | None = None,
+        self,
+        session_id: str,
+        target: str,
+        fingerprint: Fingerprint,
+        workload: str | None = None,
         started_at: str | None = None,
     ) -> None:
         """Record a new session (status ``running``); DBMS and version come from ``fingerprint``.
@@ -199,16 +208,30 @@ class MemoryBook:
             raise MemoryBookError(f"session_id={session_id!r}: must be a non-empty string")
         if self._session_row(session_id) is not None:
             raise MemoryBookError(f"session_id={session_id!r}: a session with this id already exists")
-        self._t("sessions").insert({
-            "id": session_id, "target": target, "dbms": fingerprint.dbms,
-            "version": fingerprint.version_major, "workload": workload or fingerprint.benchmark,
-            "fingerprint": _dumps(fingerprint), "started_at": started_at or _now(), "ended_at": None,
-            "status": "running", "baseline_objective": None, "best_objective": None, "best_config": None,
-        })
+        self._t("sessions").insert(
+            {
+                "id": session_id,
+                "target": target,
+                "dbms": fingerprint.dbms,
+                "version": fingerprint.version_major,
+                "workload": workload or fingerprint.benchmark,
+                "fingerprint": _dumps(fingerprint),
+                "started_at": started_at or _now(),
+                "ended_at": None,
+                "status": "running",
+                "baseline_objective": None,
+                "best_objective": None,
+                "best_config": None,
+            }
+        )
 
     def end_session(
-        self, session_id: str, status: str, baseline_objective: float | None = None,
-        best_objective: float | None = None, best_config: dict[str, str] | None = None,
+        self,
+        session_id: str,
+        status: str,
+        baseline_objective: float | None = None,
+        best_objective: float | None = None,
+        best_config: dict[str, str] | None = None,
     ) -> None:
         """Close a session with its final ``status`` (completed, failed, aborted, ...) and results.
 
@@ -216,11 +239,16 @@ class MemoryBook:
             MemoryBookError: the session was never started.
         """
         self._require_session(session_id)
-        self._t("sessions").update(session_id, {
-            "ended_at": _now(), "status": status, "baseline_objective": baseline_objective,
-            "best_objective": best_objective,
-            "best_config": None if best_config is None else _dumps(best_config),
-        })
+        self._t("sessions").update(
+            session_id,
+            {
+                "ended_at": _now(),
+                "status": status,
+                "baseline_objective": baseline_objective,
+                "best_objective": best_objective,
+                "best_config": None if best_config is None else _dumps(best_config),
+            },
+        )
 
     def _session_row(self, session_id: str) -> dict[str, Any] | None:
         rows = list(self._t("sessions").rows_where("id = ?", [session_id]))
@@ -235,8 +263,11 @@ class MemoryBook:
     @staticmethod
     def _session_record(row: dict[str, Any]) -> SessionRecord:
         return SessionRecord(
-            **{**row, "fingerprint": Fingerprint.model_validate_json(row["fingerprint"]),
-               "best_config": json.loads(row["best_config"]) if row["best_config"] else {}}
+            **{
+                **row,
+                "fingerprint": Fingerprint.model_validate_json(row["fingerprint"]),
+                "best_config": json.loads(row["best_config"]) if row["best_config"] else {},
+            }
         )
 
     def session(self, session_id: str) -> SessionRecord:
@@ -254,11 +285,19 @@ class MemoryBook:
             MemoryBookError: the outcome's session was never started.
         """
         self._require_session(outcome.session_id)
-        self._t("rounds").insert({
-            "session_id": outcome.session_id, "round_no": outcome.round_no, "stage": outcome.stage.value,
-            "bottleneck": outcome.bottleneck.value, "decision": outcome.decision.value,
-            "objective": outcome.objective, "kept": int(outcome.kept), "outcome": _dumps(outcome),
-        }, replace=True)
+        self._t("rounds").insert(
+            {
+                "session_id": outcome.session_id,
+                "round_no": outcome.round_no,
+                "stage": outcome.stage.value,
+                "bottleneck": outcome.bottleneck.value,
+                "decision": outcome.decision.value,
+                "objective": outcome.objective,
+                "kept": int(outcome.kept),
+                "outcome": _dumps(outcome),
+            },
+            replace=True,
+        )
 
     def rounds(self, session_id: str) -> list[RoundOutcome]:
         """Round outcomes of a session in round order."""
@@ -273,14 +312,22 @@ class MemoryBook:
         """Store an Experience under its fingerprint; returns its id."""
         fp = exp.fingerprint
         row = {
-            "session_id": exp.session_id, **fp.model_dump(mode="json"), "fingerprint": _dumps(fp),
+            "session_id": exp.session_id,
+            **fp.model_dump(mode="json"),
+            "fingerprint": _dumps(fp),
             "experience": _dumps(exp),
             "created_at": datetime.fromtimestamp(exp.created_at, UTC).isoformat(timespec="microseconds"),
         }
         table = self._t("experience").insert(row)
         exp_id = int(table.last_pk or 0)
-        log.info("memory.experience_written", id=exp_id, session_id=exp.session_id, dbms=fp.dbms,
-                 workload_class=fp.workload_class, benchmark=fp.benchmark)
+        log.info(
+            "memory.experience_written",
+            id=exp_id,
+            session_id=exp.session_id,
+            dbms=fp.dbms,
+            workload_class=fp.workload_class,
+            benchmark=fp.benchmark,
+        )
         return exp_id
 
     def list_experience(self) -> list[StoredExperience]:
@@ -297,13 +344,12 @@ class MemoryBook:
     @staticmethod
     def _stored(row: dict[str, Any]) -> StoredExperience:
         return StoredExperience(
-            id=row["id"], created_at=row["created_at"],
+            id=row["id"],
+            created_at=row["created_at"],
             experience=Experience.model_validate_json(row["experience"]),
         )
 
-    def retrieve(
-        self, fp: Fingerprint, limit: int = 3, threshold: float = 0.6
-    ) -> list[tuple[float, Experience]]:
+    def retrieve(self, fp: Fingerprint, limit: int = 3, threshold: float = 0.6) -> list[tuple[float, Experience]]:
         """Experience of similar problems, best first: ``(similarity, Experience)`` with
         ``similarity >= threshold`` (and > 0, so another DBMS family is never returned); ties go to
         the newer experience.
@@ -324,8 +370,14 @@ class MemoryBook:
         return [(score, exp) for score, _, exp in scored[:limit]]
 
     def forget(
-        self, experience_id: int | None = None, *, session_id: str | None = None, dbms: str | None = None,
-        version_major: str | None = None, benchmark: str | None = None, workload_class: str | None = None,
+        self,
+        experience_id: int | None = None,
+        *,
+        session_id: str | None = None,
+        dbms: str | None = None,
+        version_major: str | None = None,
+        benchmark: str | None = None,
+        workload_class: str | None = None,
     ) -> int:
         """Delete experience by id or by fingerprint fields (all given filters must match).
 
@@ -335,8 +387,14 @@ class MemoryBook:
         Raises:
             MemoryBookError: no id and no filter given (forgetting everything must be explicit).
         """
-        filters = {"id": experience_id, "session_id": session_id, "dbms": dbms,
-                   "version_major": version_major, "benchmark": benchmark, "workload_class": workload_class}
+        filters = {
+            "id": experience_id,
+            "session_id": session_id,
+            "dbms": dbms,
+            "version_major": version_major,
+            "benchmark": benchmark,
+            "workload_class": workload_class,
+        }
         given = {k: v for k, v in filters.items() if v is not None}
         if not given:
             raise MemoryBookError("forget: give an experience id or at least one fingerprint filter")
@@ -350,8 +408,16 @@ class MemoryBook:
     # -- LLM accounting ------------------------------------------------------------------------
 
     def record_llm_call(
-        self, session_id: str, round_no: int | None, model: str, prompt_tokens: int,
-        completion_tokens: int, cached_tokens: int, latency_ms: float, cost_usd: float, ok: bool,
+        self,
+        session_id: str,
+        round_no: int | None,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int,
+        latency_ms: float,
+        cost_usd: float,
+        ok: bool,
         error: str | None = None,
     ) -> int:
         """Record one LLM call (tokens as reported by the endpoint, latency in ms, cost in USD).
@@ -359,16 +425,29 @@ class MemoryBook:
         Raises:
             MemoryBookError: a negative count, latency or cost.
         """
-        for name, value in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens),
-                            ("cached_tokens", cached_tokens), ("latency_ms", latency_ms),
-                            ("cost_usd", cost_usd)):
+        for name, value in (
+            ("prompt_tokens", prompt_tokens),
+            ("completion_tokens", completion_tokens),
+            ("cached_tokens", cached_tokens),
+            ("latency_ms", latency_ms),
+            ("cost_usd", cost_usd),
+        ):
             _nonneg(name, value)
-        table = self._t("llm_calls").insert({
-            "session_id": session_id, "round_no": round_no, "model": model,
-            "prompt_tokens": int(prompt_tokens), "completion_tokens": int(completion_tokens),
-            "cached_tokens": int(cached_tokens), "latency_ms": float(latency_ms),
-            "cost_usd": float(cost_usd), "ok": int(bool(ok)), "error": error, "ts": _now(),
-        })
+        table = self._t("llm_calls").insert(
+            {
+                "session_id": session_id,
+                "round_no": round_no,
+                "model": model,
+                "prompt_tokens": int(prompt_tokens),
+                "completion_tokens": int(completion_tokens),
+                "cached_tokens": int(cached_tokens),
+                "latency_ms": float(latency_ms),
+                "cost_usd": float(cost_usd),
+                "ok": int(bool(ok)),
+                "error": error,
+                "ts": _now(),
+            }
+        )
         return int(table.last_pk or 0)
 
     def llm_totals(self, session_id: str | None = None) -> dict[str, float | int]:
@@ -379,14 +458,17 @@ class MemoryBook:
             "cached_tokens", "latency_ms", "cost_usd"}`` (zeros when there were no calls).
         """
         where, params = ("WHERE session_id = ?", [session_id]) if session_id is not None else ("", [])
-        row = next(self.db.query(
-            "SELECT COUNT(*) AS calls, COALESCE(SUM(ok), 0) AS ok_calls,"
-            " COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,"
-            " COALESCE(SUM(completion_tokens), 0) AS completion_tokens,"
-            " COALESCE(SUM(cached_tokens), 0) AS cached_tokens,"
-            " COALESCE(SUM(latency_ms), 0.0) AS latency_ms, COALESCE(SUM(cost_usd), 0.0) AS cost_usd"
-            f" FROM llm_calls {where}", params,
-        ))
+        row = next(
+            self.db.query(
+                "SELECT COUNT(*) AS calls, COALESCE(SUM(ok), 0) AS ok_calls,"
+                " COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,"
+                " COALESCE(SUM(completion_tokens), 0) AS completion_tokens,"
+                " COALESCE(SUM(cached_tokens), 0) AS cached_tokens,"
+                " COALESCE(SUM(latency_ms), 0.0) AS latency_ms, COALESCE(SUM(cost_usd), 0.0) AS cost_usd"
+                f" FROM llm_calls {where}",
+                params,
+            )
+        )
         row["failed_calls"] = row["calls"] - row["ok_calls"]
         return row
 
@@ -402,7 +484,8 @@ class MemoryBook:
         """
         cursor = self.db.execute(
             "INSERT OR IGNORE INTO os_originals (session_id, name, original, saved_at, restored_at)"
-            " VALUES (?, ?, ?, ?, NULL)", [session_id, name, str(value), _now()],
+            " VALUES (?, ?, ?, ?, NULL)",
+            [session_id, name, str(value), _now()],
         )
         self.db.conn.commit()
         saved = cursor.rowcount == 1
@@ -472,14 +555,9 @@ class MemoryBook:
             raise MemoryBookError(f"import file {path}: format must be {_EXPORT_FORMAT!r}")
         if doc.get("version") != _EXPORT_VERSION:
             raise MemoryBookError(f"import file {path}: version={doc.get('version')!r}, expected 1")
-        sessions = self._validated(
-            path, doc, "sessions", lambda r: Fingerprint.model_validate_json(r["fingerprint"])
-        )
-        rounds = self._validated(
-            path, doc, "rounds", lambda r: RoundOutcome.model_validate_json(r["outcome"])
-        )
-        exps = self._validated(path, doc, "experience",
-                               lambda r: Experience.model_validate_json(r["experience"]))
+        sessions = self._validated(path, doc, "sessions", lambda r: Fingerprint.model_validate_json(r["fingerprint"]))
+        rounds = self._validated(path, doc, "rounds", lambda r: RoundOutcome.model_validate_json(r["outcome"]))
+        exps = self._validated(path, doc, "experience", lambda r: Experience.model_validate_json(r["experience"]))
         calls = self._validated(path, doc, "llm_calls", lambda r: r["session_id"])
         added = {"sessions": 0, "rounds": 0, "experience": 0, "llm_calls": 0}
         try:
@@ -490,8 +568,12 @@ class MemoryBook:
         return added
 
     def _merge(
-        self, sessions: list[dict[str, Any]], rounds: list[dict[str, Any]], exps: list[dict[str, Any]],
-        calls: list[dict[str, Any]], added: dict[str, int],
+        self,
+        sessions: list[dict[str, Any]],
+        rounds: list[dict[str, Any]],
+        exps: list[dict[str, Any]],
+        calls: list[dict[str, Any]],
+        added: dict[str, int],
     ) -> None:
         with self.db.atomic():
             new_sessions = set()
@@ -501,8 +583,10 @@ class MemoryBook:
                     new_sessions.add(r["id"])
                     added["sessions"] += 1
             for r in rounds:
-                if self._t("rounds").count_where("session_id = ? AND round_no = ?",
-                                                 [r["session_id"], r["round_no"]]) == 0:
+                if (
+                    self._t("rounds").count_where("session_id = ? AND round_no = ?", [r["session_id"], r["round_no"]])
+                    == 0
+                ):
                     self._t("rounds").insert(r)
                     added["rounds"] += 1
             for r in exps:
@@ -514,9 +598,7 @@ class MemoryBook:
                     self._t("llm_calls").insert({k: v for k, v in r.items() if k != "id"})
                     added["llm_calls"] += 1
 
-    def _validated(
-        self, path: Path | str, doc: dict[str, Any], table: str, check: Any
-    ) -> list[dict[str, Any]]:
+    def _validated(self, path: Path | str, doc: dict[str, Any], table: str, check: Any) -> list[dict[str, Any]]:
         rows = doc.get(table, [])
         if not isinstance(rows, list):
             raise MemoryBookError(f"import file {path}: {table} must be a list")

@@ -26,8 +26,14 @@ from agenticdb.services import Service, ServiceError
 log = structlog.get_logger(__name__)
 
 #: Files inside a PostgreSQL data directory that hold configuration, never data: not reset.
-PG_CONFIG_FILES = ("postgresql.auto.conf", "postgresql.conf", "pg_hba.conf", "pg_ident.conf", "postmaster.opts",
-                   "postmaster.pid")
+PG_CONFIG_FILES = (
+    "postgresql.auto.conf",
+    "postgresql.conf",
+    "pg_hba.conf",
+    "pg_ident.conf",
+    "postmaster.opts",
+    "postmaster.pid",
+)
 
 
 class PristineError(RuntimeError):
@@ -45,8 +51,13 @@ class PristineData:
             copy needs no crash recovery, per MEASUREMENT.md).
     """
 
-    def __init__(self, data_dir: str, service: Service, keep: tuple[str, ...] = PG_CONFIG_FILES,
-                 before_stop: object = None) -> None:
+    def __init__(
+        self,
+        data_dir: str,
+        service: Service,
+        keep: tuple[str, ...] = PG_CONFIG_FILES,
+        before_stop: object = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.copy_dir = self.data_dir.parent / (self.data_dir.name + ".pristine")
         self.service = service
@@ -56,8 +67,13 @@ class PristineData:
     def _rsync(self, src: Path, dst: Path) -> None:
         excludes = [f"--exclude=/{name}" for name in self.keep]
         try:
-            subprocess.run(["rsync", "-a", "--delete", *excludes, f"{src}/", f"{dst}/"], check=True,
-                           capture_output=True, text=True, timeout=600)
+            subprocess.run(
+                ["rsync", "-a", "--delete", *excludes, f"{src}/", f"{dst}/"],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise PristineError(f"copying {src} to {dst} failed: {exc}") from exc
         os.sync()

@@ -35,8 +35,9 @@ def values_match(target: Target, snapshot: Snapshot) -> tuple[bool, dict[str, tu
     if not snapshot.values:
         return True, {}
     actual = target.current_values(list(snapshot.values))
-    diff = {k: (v, actual.get(k, "<missing>")) for k, v in snapshot.values.items()
-            if _norm(actual.get(k, "")) != _norm(v)}
+    diff = {
+        k: (v, actual.get(k, "<missing>")) for k, v in snapshot.values.items() if _norm(actual.get(k, "")) != _norm(v)
+    }
     return not diff, diff
 
 
@@ -54,9 +55,13 @@ class Recovery:
             if self.target.available():
                 same, diff = values_match(self.target, safe)
                 if same and failure is not None and failure.phase == "workload":
-                    return RecoveryResult(action="repaired", service_available=True, verified=True,
-                                          details="server up with the safe values; the workload failed, not the config",
-                                          log_excerpt=excerpt)
+                    return RecoveryResult(
+                        action="repaired",
+                        service_available=True,
+                        verified=True,
+                        details="server up with the safe values; the workload failed, not the config",
+                        log_excerpt=excerpt,
+                    )
         except Exception as exc:  # noqa: BLE001
             log.info("recovery.check_failed", error=str(exc))
         last_error = ""
@@ -66,11 +71,18 @@ class Recovery:
                 available = self.target.available()
                 same, diff = values_match(self.target, safe) if available else (False, {})
                 if available and same:
-                    details = f"restored the last safe snapshot ({safe.label or 'safe'}) and verified " \
-                              f"{len(safe.values)} values" + (f" on attempt {attempt}" if attempt > 1 else "")
+                    details = (
+                        f"restored the last safe snapshot ({safe.label or 'safe'}) and verified "
+                        f"{len(safe.values)} values" + (f" on attempt {attempt}" if attempt > 1 else "")
+                    )
                     log.info("recovery.restored", attempt=attempt, values=len(safe.values))
-                    return RecoveryResult(action="restored", service_available=True, verified=True,
-                                          details=details, log_excerpt=excerpt)
+                    return RecoveryResult(
+                        action="restored",
+                        service_available=True,
+                        verified=True,
+                        details=details,
+                        log_excerpt=excerpt,
+                    )
                 last_error = f"after restore: available={available}, differing values={diff}"
             except Exception as exc:  # noqa: BLE001 - every error is a reason to try again, then report
                 last_error = str(exc)
@@ -82,6 +94,10 @@ class Recovery:
             available = self.target.available()
         except Exception:  # noqa: BLE001
             pass
-        return RecoveryResult(action="failed", service_available=available, verified=False,
-                              details=f"could not restore the safe snapshot: {last_error}",
-                              log_excerpt=excerpt[-40:])
+        return RecoveryResult(
+            action="failed",
+            service_available=available,
+            verified=False,
+            details=f"could not restore the safe snapshot: {last_error}",
+            log_excerpt=excerpt[-40:],
+        )

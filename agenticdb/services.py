@@ -132,8 +132,17 @@ class PgCtlService(Service):
     def _start(self) -> None:
         if self.running():
             return
-        argv = [self.pg_ctl, "start", "-w", "-t", str(int(self.start_timeout_s)), "-D", self.data_dir,
-                "-l", self.log_file]
+        argv = [
+            self.pg_ctl,
+            "start",
+            "-w",
+            "-t",
+            str(int(self.start_timeout_s)),
+            "-D",
+            self.data_dir,
+            "-l",
+            self.log_file,
+        ]
         if self.options:
             argv += ["-o", self.options]
         try:
@@ -217,8 +226,14 @@ class MariadbdService(Service):
         # stderr goes to an unlinked temp file, not a pipe: a pipe nobody drains would block the server
         # once full, and stderr is where mariadbd complains when it cannot open its error log.
         stderr_file = tempfile.TemporaryFile()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=stderr_file, start_new_session=True, cwd="/")
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr_file,
+            start_new_session=True,
+            cwd="/",
+        )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.is_ready():
@@ -227,11 +242,15 @@ class MariadbdService(Service):
             if code is not None:
                 stderr_file.seek(0)
                 stderr = stderr_file.read().decode(errors="replace")
-                raise ServiceError(f"mariadbd exited with code {code} before accepting connections",
-                                   stderr + self._log_since(log_offset))
+                raise ServiceError(
+                    f"mariadbd exited with code {code} before accepting connections",
+                    stderr + self._log_since(log_offset),
+                )
             time.sleep(0.1)
-        raise ServiceError(f"mariadbd not accepting connections after {self.start_timeout_s:.0f}s",
-                           self._log_since(log_offset))
+        raise ServiceError(
+            f"mariadbd not accepting connections after {self.start_timeout_s:.0f}s",
+            self._log_since(log_offset),
+        )
 
     def _stop(self) -> None:
         pid = self._pid()
@@ -243,8 +262,7 @@ class MariadbdService(Service):
             if not self._alive(pid):
                 return
             time.sleep(0.1)
-        raise ServiceError(f"mariadbd pid {pid} did not stop within {self.stop_timeout_s:.0f}s",
-                           self._log_tail())
+        raise ServiceError(f"mariadbd pid {pid} did not stop within {self.stop_timeout_s:.0f}s", self._log_tail())
 
     def _log_size(self) -> int:
         try:
@@ -318,8 +336,9 @@ class NoService(Service):
         raise ServiceError("no service controller configured (target.service.kind = 'none')")
 
 
-def build_service(cfg: ServiceConfig, ready_check: Callable[[], bool], options: str = "",
-                  pid_file: str | None = None) -> Service:
+def build_service(
+    cfg: ServiceConfig, ready_check: Callable[[], bool], options: str = "", pid_file: str | None = None
+) -> Service:
     """Build the controller ``cfg`` describes.
 
     Raises:
@@ -328,13 +347,20 @@ def build_service(cfg: ServiceConfig, ready_check: Callable[[], bool], options: 
     if cfg.kind == "pg_ctl":
         if not cfg.data_dir or not cfg.bindir:
             raise ValueError("target.service.kind = 'pg_ctl' needs target.service.data_dir and .bindir")
-        return PgCtlService(ready_check, cfg.data_dir, cfg.bindir, cfg.os_user, options, cfg.log_file,
-                            cfg.start_timeout_s)
+        return PgCtlService(
+            ready_check, cfg.data_dir, cfg.bindir, cfg.os_user, options, cfg.log_file, cfg.start_timeout_s
+        )
     if cfg.kind == "mariadbd":
         if not cfg.defaults_file or not pid_file:
             raise ValueError("target.service.kind = 'mariadbd' needs target.service.defaults_file")
-        return MariadbdService(ready_check, cfg.defaults_file, pid_file, cfg.os_user or "mysql",
-                               log_file=cfg.log_file, start_timeout_s=cfg.start_timeout_s)
+        return MariadbdService(
+            ready_check,
+            cfg.defaults_file,
+            pid_file,
+            cfg.os_user or "mysql",
+            log_file=cfg.log_file,
+            start_timeout_s=cfg.start_timeout_s,
+        )
     if cfg.kind == "systemd":
         if not cfg.unit:
             raise ValueError("target.service.kind = 'systemd' needs target.service.unit")

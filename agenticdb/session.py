@@ -63,6 +63,20 @@ BYTES_PER_UNIT = {"B": 1, "kB": 1024, "8kB": 8192, "16kB": 16384, "32kB": 32768,
 class SessionError(RuntimeError):
     """The session could not continue (initialization failed, or recovery could not restore service)."""
 
+    exit_code = 1
+
+
+class SessionUsageError(SessionError):
+    """The session was asked for something it refuses (e.g. ``reset_data`` on a real server); nothing ran."""
+
+    exit_code = 2
+
+
+class SessionInterrupted(SessionError):
+    """Ctrl-C before the first round."""
+
+    exit_code = 130
+
 
 @dataclass
 class StageState:
@@ -85,9 +99,12 @@ class StageState:
         """The catalog minus knobs someone else changed during the session (left alone from then on)."""
         if not self.rivals:
             return self.catalog
-        return self.catalog.model_copy(update={
-            "knobs": {k: v for k, v in self.catalog.knobs.items() if k not in self.rivals},
-            "excluded": {**self.catalog.excluded, **self.rivals}})
+        return self.catalog.model_copy(
+            update={
+                "knobs": {k: v for k, v in self.catalog.knobs.items() if k not in self.rivals},
+                "excluded": {**self.catalog.excluded, **self.rivals},
+            }
+        )
 
 
 @dataclass
@@ -158,9 +175,16 @@ class TuningSession:
         if target is not self.target:
             sources.append(self.target.runtime_state)
         sources += self.extra_state_sources  # type: ignore[arg-type]
-        return Executor(target, sources, self.workload, self.journal, self.session_id,
-                        self.cfg.workload.warmup_s, self.cfg.workload.duration_s,
-                        before_measure=self._reset_data if self.cfg.loop.reset_data else None)
+        return Executor(
+            target,
+            sources,
+            self.workload,
+            self.journal,
+            self.session_id,
+            self.cfg.workload.warmup_s,
+            self.cfg.workload.duration_s,
+            before_measure=self._reset_data if self.cfg.loop.reset_data else None,
+        )
 
     def _reset_data(self) -> None:
         if self.pristine is not None:
@@ -172,38 +196,70 @@ class TuningSession:
         Refused on anything but a sandbox: resetting a real server's data directory would lose data.
         """
         if self.cfg.target.sandbox is None:
-            raise SessionError("loop.reset_data = true restores an old copy of the data directory and discards "
-                               "every write since: it is allowed only on a sandbox (--sandbox postgres|mariadb)")
+            raise SessionError(
+                "loop.reset_data = true restores an old copy of the data directory and discards "
+                "every write since: it is allowed only on a sandbox (--sandbox postgres|mariadb)"
+            )
         data_dir = getattr(self.target, "data_dir", None)
         service = getattr(self.target, "service", None)
         if not data_dir or service is None:
             raise SessionError("loop.reset_data needs the sandbox's data directory and service controller")
         keep = PG_CONFIG_FILES if self.target.kind == "postgresql" else ()
-        self.pristine = PristineData(str(data_dir), service, keep=keep,
-                                     before_stop=getattr(self.target, "prepare_clean_shutdown", None))
+        self.pristine = PristineData(
+            str(data_dir),
+            service,
+            keep=keep,
+            before_stop=getattr(self.target, "prepare_clean_shutdown", None),
+        )
         took = self.pristine.capture()
-        self._event("pristine.captured", {"data_dir": str(data_dir), "seconds": round(took, 2),
-                                          "reason": "reset before every measured run (MEASUREMENT.md)"})
+        self._event(
+            "pristine.captured",
+            {
+                "data_dir": str(data_dir),
+                "seconds": round(took, 2),
+                "reason": "reset before every measured run (MEASUREMENT.md)",
+            },
+        )
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def _validate(self, proposal: Proposal, stage: StageState, hardware_profile: RuntimeProfile,
-                  layer: Layer) -> Verdict:
+    def _validate(
+        self, proposal: Proposal, stage: StageState, hardware_profile: RuntimeProfile, layer: Layer
+    ) -> Verdict:
         current = stage.target.current_values(list(stage.catalog.knobs))
         can_restart = getattr(getattr(stage.target, "service", None), "can_restart", lambda: True)()
-        return validate(proposal, stage.tunable, current, hardware_profile.hardware, self.cfg.policy, layer,
-                        can_restart=can_restart)
+        return validate(
+            proposal,
+            stage.tunable,
+            current,
+            hardware_profile.hardware,
+            self.cfg.policy,
+            layer,
+            can_restart=can_restart,
+        )
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SessionResult:
         """Run the session. Raises SessionError when the target cannot be profiled or brought back."""
         cfg = self.cfg
-        self._event("session.start", {
-            "target": self.target.kind, "workload": cfg.workload.kind, "planner": self.planner.name,
-            "durability": cfg.policy.durability, "allow_restart": cfg.policy.allow_restart,
-            "loop": cfg.loop.model_dump(mode="json"), "policy": cfg.policy.model_dump(mode="json"),
-        })
+        if cfg.loop.reset_data and cfg.target.sandbox is None:
+            raise SessionUsageError(
+                "loop.reset_data = true restores an old copy of the data directory and discards every write "
+                "since: it is allowed only on a sandbox (--sandbox postgres|mariadb)"
+            )
+        self._event(
+            "session.start",
+            {
+                "target": self.target.kind,
+                "workload": cfg.workload.kind,
+                "planner": self.planner.name,
+                "durability": cfg.policy.durability,
+                "allow_restart": cfg.policy.allow_restart,
+                "loop": cfg.loop.model_dump(mode="json"),
+                "policy": cfg.policy.model_dump(mode="json"),
+            },
+        )
         if cfg.policy.durability == "relaxed":
             self._event("policy.relaxed", {"reason": "durability = relaxed chosen explicitly in configuration"})
         log.info("session.start", session=self.session_id, target=self.target.kind, workload=cfg.workload.kind)
@@ -217,8 +273,14 @@ class TuningSession:
             try:
                 self.workload.prepare()
             except WorkloadError as exc:
-                self._event("session.end", {"status": "failed", "reason": f"workload prepare failed: {exc}",
-                                            "output": exc.output[-2000:]})
+                self._event(
+                    "session.end",
+                    {
+                        "status": "failed",
+                        "reason": f"workload prepare failed: {exc}",
+                        "output": exc.output[-2000:],
+                    },
+                )
                 raise SessionError(f"workload {cfg.workload.kind} could not prepare: {exc}") from exc
 
             if cfg.loop.reset_data:
@@ -232,38 +294,67 @@ class TuningSession:
             try:
                 baseline, delta, cv = measure_baseline(dbms_exec, cfg.loop.baseline_runs)
             except WorkloadError as exc:
-                self._event("session.end", {"status": "failed", "reason": f"baseline run failed: {exc}",
-                                            "output": exc.output[-2000:]})
+                self._event(
+                    "session.end",
+                    {
+                        "status": "failed",
+                        "reason": f"baseline run failed: {exc}",
+                        "output": exc.output[-2000:],
+                    },
+                )
                 raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc
             profile = build_profile(self.target, version, hardware, current, baseline, delta, cv, cfg)
             fp = fingerprint(self.target, version, self.workload, hardware)
-            self._event("profile", {"profile": profile.model_dump(mode="json"), "fingerprint": fp.model_dump(mode="json"),
-                                    "catalog": {"knobs": len(catalog.knobs), "excluded": catalog.excluded}})
-            self._event("baseline", {"objectives": [m.objective for m in baseline], "noise_cv": cv,
-                                     "objective_name": baseline[0].objective_name,
-                                     "higher_is_better": baseline[0].higher_is_better})
-            self.memory.start_session(self.session_id, target=self.target.kind, fingerprint=fp,
-                                      workload=cfg.workload.kind)
+            self._event(
+                "profile",
+                {
+                    "profile": profile.model_dump(mode="json"),
+                    "fingerprint": fp.model_dump(mode="json"),
+                    "catalog": {"knobs": len(catalog.knobs), "excluded": catalog.excluded},
+                },
+            )
+            self._event(
+                "baseline",
+                {
+                    "objectives": [m.objective for m in baseline],
+                    "noise_cv": cv,
+                    "objective_name": baseline[0].objective_name,
+                    "higher_is_better": baseline[0].higher_is_better,
+                },
+            )
+            self.memory.start_session(
+                self.session_id, target=self.target.kind, fingerprint=fp, workload=cfg.workload.kind
+            )
             experience = [e for _, e in self.memory.retrieve(fp)]
             if experience:
                 self._event("experience.retrieved", {"sessions": [e.session_id for e in experience]})
 
         except KeyboardInterrupt:
-            note = ("the --start-from configuration remains in effect (agenticdb rollback --dbms undoes it)"
-                    if self.start_from else "nothing was changed")
-            self._event("session.end", {"status": "interrupted", "reason": f"interrupted before the first round; {note}"})
-            raise SessionError(f"interrupted before the first round; {note}") from None
+            note = (
+                "the --start-from configuration remains in effect (agenticdb rollback --dbms undoes it)"
+                if self.start_from
+                else "nothing was changed"
+            )
+            self._event(
+                "session.end",
+                {"status": "interrupted", "reason": f"interrupted before the first round; {note}"},
+            )
+            raise SessionInterrupted(f"interrupted before the first round; {note}") from None
         if cv > NOISE_WARN_CV:
-            advice = (f"measured noise CV {cv:.0%}: only changes beyond ±{max(cfg.loop.min_gain, cfg.loop.noise_factor * cv):.0%} "
-                      "count; lengthen --duration, add --baseline-runs, use --reset-data on a sandbox, or stop other "
-                      "load on this host")
+            band = max(cfg.loop.min_gain, cfg.loop.noise_factor * cv)
+            advice = (
+                f"measured noise CV {cv:.0%}: only changes beyond ±{band:.0%} "
+                "count; lengthen --duration, add --baseline-runs, use --reset-data on a sandbox, or stop other "
+                "load on this host"
+            )
             self.warnings.append(advice)
             self._event("noise.high", {"noise_cv": cv, "advice": advice})
             log.warning("baseline.noisy", cv=round(cv, 3), reason=advice)
         higher = baseline[0].higher_is_better
         baseline_obj = statistics.median(m.objective for m in baseline)
-        stages = {Layer.dbms: StageState(self.target, dbms_exec, catalog, baseline_snapshot,
-                                         [m.objective for m in baseline])}
+        stages = {
+            Layer.dbms: StageState(self.target, dbms_exec, catalog, baseline_snapshot, [m.objective for m in baseline])
+        }
         layer = Layer.os if cfg.loop.stage == "os" else Layer.dbms
         if layer == Layer.os:
             stages[Layer.os] = self._enter_os_stage(stages[Layer.dbms].samples)
@@ -273,19 +364,28 @@ class TuningSession:
         try:
             while True:
                 if self.should_stop():
-                    status, reason = "stopped", "stop requested (signal)"
+                    status, reason = "stopped", "stop requested (signal): ended after the last full round"
+                    self._event("stop.requested", {"after_round": round_no}, round_no)
                     break
                 round_no += 1
                 self.current_round = round_no
                 stage = stages[layer]
-                outcome, last_delta, planner_plateau = self._round(round_no, layer, stage, profile, fp, experience,
-                                                                  last_delta, higher, cv)
-                decision, why = auditor.decide(self.rounds, auditor.LoopState(
-                    stage=layer, rounds_done=round_no, max_rounds=cfg.loop.max_rounds,
-                    elapsed_s=self._elapsed(), time_budget_s=cfg.loop.time_budget_s,
-                    plateau_rounds=cfg.loop.plateau_rounds,
-                    os_stage_enabled=cfg.loop.stage == "both" and self.os_target is not None,
-                    planner_plateau=planner_plateau))
+                outcome, last_delta, planner_plateau = self._round(
+                    round_no, layer, stage, profile, fp, experience, last_delta, higher, cv
+                )
+                decision, why = auditor.decide(
+                    self.rounds,
+                    auditor.LoopState(
+                        stage=layer,
+                        rounds_done=round_no,
+                        max_rounds=cfg.loop.max_rounds,
+                        elapsed_s=self._elapsed(),
+                        time_budget_s=cfg.loop.time_budget_s,
+                        plateau_rounds=cfg.loop.plateau_rounds,
+                        os_stage_enabled=cfg.loop.stage == "both" and self.os_target is not None,
+                        planner_plateau=planner_plateau,
+                    ),
+                )
                 outcome.decision, outcome.reason = decision, why
                 outcome.finished_at = time.time()
                 self.rounds[-1] = outcome
@@ -294,7 +394,10 @@ class TuningSession:
                 log.info("round.decided", round=round_no, decision=decision.value, reason=why)
                 self.on_round(outcome)
                 if outcome.recovery is not None and not outcome.recovery.service_available:
-                    status, reason = "failed", f"recovery could not restore service: {outcome.recovery.details}"
+                    status, reason = (
+                        "failed",
+                        f"recovery could not restore service: {outcome.recovery.details}",
+                    )
                     break
                 if decision == Decision.terminate:
                     reason = why
@@ -321,31 +424,84 @@ class TuningSession:
         for st in stages.values():
             best_changes.update(st.changes)
         best_obj = stages[layer].objective
-        exp = self._experience(fp, best_changes, hardware, baseline_obj, best_obj, higher)
-        self.memory.write_experience(exp)
-        self.memory.end_session(self.session_id, status=status, baseline_objective=baseline_obj,
-                                best_objective=best_obj, best_config=best_changes)
+        if any(r.proposal is not None and r.changes for r in self.rounds):
+            # A session that tried nothing (stopped at once, planner had nothing) teaches nothing.
+            exp = self._experience(fp, best_changes, hardware, baseline_obj, best_obj, higher)
+            self.memory.write_experience(exp)
+        self.memory.end_session(
+            self.session_id,
+            status=status,
+            baseline_objective=baseline_obj,
+            best_objective=best_obj,
+            best_config=best_changes,
+        )
         llm_totals = dict(getattr(self.planner, "totals", {}) or {})
-        self._event("session.end", {"status": status, "reason": reason, "baseline_objective": baseline_obj,
-                                    "best_objective": best_obj, "best_changes": best_changes,
-                                    "rounds": len(self.rounds), "llm": llm_totals})
-        log.info("session.end", session=self.session_id, status=status, reason=reason,
-                 baseline=round(baseline_obj, 3), best=round(best_obj, 3))
-        return SessionResult(self.session_id, status, reason, baseline_obj, best_obj,
-                             baseline[0].objective_name, higher, best_changes, list(self.rounds), cv, llm_totals,
-                             {k: str(v) for k, v in (self.start_from or {}).items()}, list(self.warnings))
+        self._event(
+            "session.end",
+            {
+                "status": status,
+                "reason": reason,
+                "baseline_objective": baseline_obj,
+                "best_objective": best_obj,
+                "best_changes": best_changes,
+                "rounds": len(self.rounds),
+                "llm": llm_totals,
+            },
+        )
+        log.info(
+            "session.end",
+            session=self.session_id,
+            status=status,
+            reason=reason,
+            baseline=round(baseline_obj, 3),
+            best=round(best_obj, 3),
+        )
+        return SessionResult(
+            self.session_id,
+            status,
+            reason,
+            baseline_obj,
+            best_obj,
+            baseline[0].objective_name,
+            higher,
+            best_changes,
+            list(self.rounds),
+            cv,
+            llm_totals,
+            {k: str(v) for k, v in (self.start_from or {}).items()},
+            list(self.warnings),
+        )
 
     # ------------------------------------------------------------------ one round
-    def _round(self, round_no: int, layer: Layer, stage: StageState, profile: RuntimeProfile, fp: Fingerprint,
-               experience: list[Experience], last_delta, higher: bool, cv: float):
+    def _round(
+        self,
+        round_no: int,
+        layer: Layer,
+        stage: StageState,
+        profile: RuntimeProfile,
+        fp: Fingerprint,
+        experience: list[Experience],
+        last_delta,
+        higher: bool,
+        cv: float,
+    ):
         cfg = self.cfg
         current = stage.target.current_values(list(stage.catalog.knobs))
         self._detect_rivals(stage, current, round_no)
         ctx = PlanningContext(
-            profile=profile, fingerprint=fp, catalog=stage.tunable, stage=layer, rounds=list(self.rounds),
-            experience=experience, best_config=dict(stage.changes), current_config=current,
-            last_delta=last_delta, max_changes=cfg.policy.max_changes, max_step_factor=cfg.policy.max_step_factor,
-            allow_restart=cfg.policy.allow_restart, durability=cfg.policy.durability,
+            profile=profile,
+            fingerprint=fp,
+            catalog=stage.tunable,
+            stage=layer,
+            rounds=list(self.rounds),
+            experience=experience,
+            best_config=dict(stage.changes),
+            current_config=current,
+            last_delta=last_delta,
+            max_changes=cfg.policy.max_changes,
+            max_step_factor=cfg.policy.max_step_factor,
+            allow_restart=cfg.policy.allow_restart,
+            durability=cfg.policy.durability,
             untrusted_text=stage.target.log_tail(10),
         )
         proposal: Proposal | None = None
@@ -354,13 +510,26 @@ class TuningSession:
         for attempt in range(cfg.loop.max_planner_retries + 1):
             proposal = self.planner.propose(ctx)
             self._event("proposal", proposal, round_no)
-            log.info("round.proposed", round=round_no, attempt=attempt + 1, bottleneck=proposal.bottleneck.value,
-                     changes={c.name: c.value for c in proposal.changes}, plateau=proposal.plateau)
+            log.info(
+                "round.proposed",
+                round=round_no,
+                attempt=attempt + 1,
+                bottleneck=proposal.bottleneck.value,
+                changes={c.name: c.value for c in proposal.changes},
+                plateau=proposal.plateau,
+            )
             if proposal.plateau or not proposal.changes:
-                outcome = RoundOutcome(session_id=self.session_id, round_no=round_no, stage=layer,
-                                       bottleneck=proposal.bottleneck, proposal=proposal, verdict_ok=False,
-                                       failed_checks=rejected, decision=Decision.terminate,
-                                       reason=proposal.rationale or "planner has nothing left")
+                outcome = RoundOutcome(
+                    session_id=self.session_id,
+                    round_no=round_no,
+                    stage=layer,
+                    bottleneck=proposal.bottleneck,
+                    proposal=proposal,
+                    verdict_ok=False,
+                    failed_checks=rejected,
+                    decision=Decision.terminate,
+                    reason=proposal.rationale or "planner has nothing left",
+                )
                 self.rounds.append(outcome)
                 return outcome, last_delta, True
             verdict = self._validate(proposal, stage, profile, layer)
@@ -371,11 +540,18 @@ class TuningSession:
             rejected += verdict.failed
             ctx = ctx.model_copy(update={"validator_feedback": list(verdict.failed)})
         assert proposal is not None and verdict is not None
-        outcome = RoundOutcome(session_id=self.session_id, round_no=round_no, stage=layer,
-                               bottleneck=proposal.bottleneck, proposal=proposal, verdict_ok=verdict.ok,
-                               failed_checks=rejected if not verdict.ok else verdict.failed,
-                               changes={c.name: c.value for c in verdict.changes},
-                               decision=Decision.continue_, reason="")
+        outcome = RoundOutcome(
+            session_id=self.session_id,
+            round_no=round_no,
+            stage=layer,
+            bottleneck=proposal.bottleneck,
+            proposal=proposal,
+            verdict_ok=verdict.ok,
+            failed_checks=rejected if not verdict.ok else verdict.failed,
+            changes={c.name: c.value for c in verdict.changes},
+            decision=Decision.continue_,
+            reason="",
+        )
         self.rounds.append(outcome)
         if not verdict.ok:
             outcome.changes = {c.name: str(c.value) for c in proposal.changes}
@@ -402,9 +578,18 @@ class TuningSession:
         outcome.objective = statistics.median(m.objective for m in measurements)
         outcome.gain_vs_best = judgement.gain
         outcome.judged = judgement.verdict  # type: ignore[assignment]
-        self._event("judged", {"verdict": judgement.verdict, "gain": judgement.gain,
-                               "threshold": judgement.threshold, "reason": judgement.reason,
-                               "candidate": [m.objective for m in measurements], "best": best_samples}, round_no)
+        self._event(
+            "judged",
+            {
+                "verdict": judgement.verdict,
+                "gain": judgement.gain,
+                "threshold": judgement.threshold,
+                "reason": judgement.reason,
+                "candidate": [m.objective for m in measurements],
+                "best": best_samples,
+            },
+            round_no,
+        )
         log.info("round.judged", round=round_no, verdict=judgement.verdict, reason=judgement.reason)
         if judgement.better:
             outcome.kept = True
@@ -423,8 +608,8 @@ class TuningSession:
                 self._close_intent(round_no, "reverted")
             except Exception as exc:  # noqa: BLE001
                 from agenticdb.models import Failure
-                outcome.failure = Failure(phase="apply", message=f"revert failed: {exc}",
-                                          attempted=verdict.changes)
+
+                outcome.failure = Failure(phase="apply", message=f"revert failed: {exc}", attempted=verdict.changes)
                 outcome.recovery = self._recover(stage, outcome.failure, safe, round_no)
         return outcome, execution.state_delta or last_delta, False
 
@@ -433,23 +618,49 @@ class TuningSession:
         that differs was changed by someone else (a DBA's ALTER SYSTEM, config management, tuned): it is
         left alone, journaled, and excluded for the rest of the session. The safe snapshot is retaken so
         later reverts and the final apply keep the other owner's value."""
-        changed = {name: (expected, current[name]) for name, expected in stage.snapshot.values.items()
-                   if name in current and name not in stage.rivals
-                   and current[name].strip().lower() != expected.strip().lower()}
+        changed = {
+            name: (expected, current[name])
+            for name, expected in stage.snapshot.values.items()
+            if name in current
+            and name not in stage.rivals
+            and current[name].strip().lower() != expected.strip().lower()
+        }
         if not changed:
             return
         for name, (expected, actual) in changed.items():
             stage.rivals[name] = f"changed outside agenticdb during the session ({expected} → {actual}): left alone"
-            self._event("rival.detected", {"parameter": name, "agenticdb_value": expected, "live_value": actual,
-                                           "action": "excluded for this session"}, round_no)
-            log.warning("rival.detected", parameter=name, expected=expected, actual=actual,
-                        reason="another owner changed it; excluded for this session")
+            self._event(
+                "rival.detected",
+                {
+                    "parameter": name,
+                    "agenticdb_value": expected,
+                    "live_value": actual,
+                    "action": "excluded for this session",
+                },
+                round_no,
+            )
+            log.warning(
+                "rival.detected",
+                parameter=name,
+                expected=expected,
+                actual=actual,
+                reason="another owner changed it; excluded for this session",
+            )
             stage.changes.pop(name, None)
-        stage.snapshot = stage.target.snapshot(list(stage.catalog.knobs),
-                                               label=f"after outside change of {', '.join(sorted(changed))}")
+        stage.snapshot = stage.target.snapshot(
+            list(stage.catalog.knobs), label=f"after outside change of {', '.join(sorted(changed))}"
+        )
 
-    def _confirm(self, stage: StageState, verdict: Verdict, safe: Snapshot, round_no: int, higher: bool, cv: float,
-                 measurements: list[Measurement]) -> tuple[auditor.Judgement, list[Measurement]]:
+    def _confirm(
+        self,
+        stage: StageState,
+        verdict: Verdict,
+        safe: Snapshot,
+        round_no: int,
+        higher: bool,
+        cv: float,
+        measurements: list[Measurement],
+    ) -> tuple[auditor.Judgement, list[Measurement]]:
         """Re-measure best and candidate interleaved (best, candidate, best, candidate …) and judge the
         median of paired ratios (MEASUREMENT.md: interleaving cut the effect of drift)."""
         candidate_snapshot = stage.target.snapshot(list(stage.catalog.knobs), label=f"candidate {round_no}")
@@ -466,8 +677,9 @@ class TuningSession:
             best_vals.append(b.objective)
             cand_vals.append(c.objective)
             confirmed.append(c)
-        j = auditor.judge(cand_vals, best_vals, higher, cv, self.cfg.loop.min_gain, self.cfg.loop.noise_factor,
-                          paired=True)
+        j = auditor.judge(
+            cand_vals, best_vals, higher, cv, self.cfg.loop.min_gain, self.cfg.loop.noise_factor, paired=True
+        )
         # The decision rests on the paired runs only; the first (unpaired) run just made us look closer.
         return j, confirmed
 
@@ -475,8 +687,13 @@ class TuningSession:
         result = Recovery(stage.target).recover(failure, safe)
         self._event("recovery", result, round_no)
         self._close_intent(round_no, f"recovery:{result.action}")
-        log.warning("round.recovered", round=round_no, action=result.action, available=result.service_available,
-                    details=result.details)
+        log.warning(
+            "round.recovered",
+            round=round_no,
+            action=result.action,
+            available=result.service_available,
+            details=result.details,
+        )
         return result
 
     def _close_intent(self, round_no: int, how: str) -> None:
@@ -488,23 +705,41 @@ class TuningSession:
             raise SessionError("OS stage requested but no Linux target is configured")
         catalog = self.os_target.catalog()
         snap = self.os_target.snapshot(list(catalog.knobs), label="os originals")
-        self._event("stage.os", {"parameters": len(catalog.knobs), "unsupported": catalog.unsupported,
-                                 "originals": snap.values})
+        self._event(
+            "stage.os",
+            {"parameters": len(catalog.knobs), "unsupported": catalog.unsupported, "originals": snap.values},
+        )
         log.info("stage.switched", stage="os", parameters=len(catalog.knobs))
         return StageState(self.os_target, self._executor(self.os_target), catalog, snap, list(dbms_samples))
 
     def _apply_start_from(self, catalog: Catalog, hardware, current: dict[str, str], executor: Executor) -> None:
         """``tune --start-from FILE``: apply a starting configuration through validator and executor."""
         assert self.start_from is not None
-        proposal = Proposal(bottleneck=Bottleneck.unknown, changes=[Change(name=k, value=v)  # type: ignore[arg-type]
-                                                                    for k, v in self.start_from.items()],
-                            rationale="starting configuration from --start-from", planner="start-from")
-        policy = self.cfg.policy.model_copy(update={"max_changes": max(len(proposal.changes), 1),
-                                                    "max_step_factor": 1e12})
-        verdict = validate(proposal, catalog, current, hardware, policy, Layer.dbms,
-                           can_restart=getattr(getattr(self.target, "service", None), "can_restart", lambda: True)())
-        self._event("start_from", {"proposal": proposal.model_dump(mode="json"),
-                                   "verdict": verdict.model_dump(mode="json")})
+        proposal = Proposal(
+            bottleneck=Bottleneck.unknown,
+            changes=[
+                Change(name=k, value=v)  # type: ignore[arg-type]
+                for k, v in self.start_from.items()
+            ],
+            rationale="starting configuration from --start-from",
+            planner="start-from",
+        )
+        policy = self.cfg.policy.model_copy(
+            update={"max_changes": max(len(proposal.changes), 1), "max_step_factor": 1e12}
+        )
+        verdict = validate(
+            proposal,
+            catalog,
+            current,
+            hardware,
+            policy,
+            Layer.dbms,
+            can_restart=getattr(getattr(self.target, "service", None), "can_restart", lambda: True)(),
+        )
+        self._event(
+            "start_from",
+            {"proposal": proposal.model_dump(mode="json"), "verdict": verdict.model_dump(mode="json")},
+        )
         if not verdict.ok:
             raise SessionError("--start-from refused by the validator:\n" + verdict.feedback())
         safe = self.target.snapshot(list(catalog.knobs), label="before start-from")
@@ -520,18 +755,35 @@ class TuningSession:
         problems = []
         for layer, st in stages.items():
             # An intent for the final apply too: a crash in the middle is reconciled to the best snapshot.
-            self.journal.append(self.session_id, "intent", {
-                "purpose": "final", "target": st.target.kind, "mode": "restore",
-                "changes": [{"name": k, "value": v} for k, v in st.changes.items()],
-                "snapshot": st.snapshot.model_dump(mode="json")}, None)
+            self.journal.append(
+                self.session_id,
+                "intent",
+                {
+                    "purpose": "final",
+                    "target": st.target.kind,
+                    "mode": "restore",
+                    "changes": [{"name": k, "value": v} for k, v in st.changes.items()],
+                    "snapshot": st.snapshot.model_dump(mode="json"),
+                },
+                None,
+            )
             try:
                 st.target.restore(st.snapshot)
                 ok, diff = values_match(st.target, st.snapshot)
                 if not ok:
                     raise RuntimeError(f"differences {diff}")
-                self._event("final", {"stage": layer.value, "snapshot": st.snapshot.label, "changes": st.changes,
-                                      "start_from": {k: str(v) for k, v in (self.start_from or {}).items()}
-                                      if layer == Layer.dbms else {}, "verified": True})
+                self._event(
+                    "final",
+                    {
+                        "stage": layer.value,
+                        "snapshot": st.snapshot.label,
+                        "changes": st.changes,
+                        "start_from": {k: str(v) for k, v in (self.start_from or {}).items()}
+                        if layer == Layer.dbms
+                        else {},
+                        "verified": True,
+                    },
+                )
                 log.info("session.final_applied", stage=layer.value, changes=st.changes)
                 self.journal.close_intent(self.session_id, None, f"final {layer.value} configuration verified")
                 if layer == Layer.os:
@@ -541,8 +793,15 @@ class TuningSession:
                             self.memory.mark_os_restored(self.session_id, name)
             except Exception as exc:  # noqa: BLE001
                 result = Recovery(st.target).recover(None, st.snapshot)
-                self._event("final", {"stage": layer.value, "verified": False, "error": str(exc),
-                                      "recovery": result.model_dump(mode="json")})
+                self._event(
+                    "final",
+                    {
+                        "stage": layer.value,
+                        "verified": False,
+                        "error": str(exc),
+                        "recovery": result.model_dump(mode="json"),
+                    },
+                )
                 if result.verified:
                     self.journal.close_intent(self.session_id, None, f"final {layer.value} configuration recovered")
                 if not result.verified:
@@ -552,7 +811,9 @@ class TuningSession:
             # apply above superseded it.
             for intent in self.journal.open_intents():
                 if intent.session_id == self.session_id:
-                    self.journal.close_intent(self.session_id, intent.round_no, "superseded by the verified final apply")
+                    self.journal.close_intent(
+                        self.session_id, intent.round_no, "superseded by the verified final apply"
+                    )
         return "; ".join(problems)
 
     def _relative(self, best: dict[str, str], hardware) -> dict[str, dict[str, float | str]]:
@@ -578,12 +839,17 @@ class TuningSession:
                 break
         return out
 
-    def _experience(self, fp: Fingerprint, best: dict[str, str], hardware, baseline: float, best_obj: float,
-                    higher: bool) -> Experience:
+    def _experience(
+        self, fp: Fingerprint, best: dict[str, str], hardware, baseline: float, best_obj: float, higher: bool
+    ) -> Experience:
         beneficial, ineffective, inconclusive, failed = [], [], [], []
         for r in self.rounds:
-            item = {"changes": r.changes, "bottleneck": r.bottleneck.value, "stage": r.stage.value,
-                    "gain": r.gain_vs_best}
+            item = {
+                "changes": r.changes,
+                "bottleneck": r.bottleneck.value,
+                "stage": r.stage.value,
+                "gain": r.gain_vs_best,
+            }
             if r.failure is not None or (r.proposal is not None and r.changes and not r.verdict_ok):
                 failed.append({**item, "why": r.failure.message if r.failure else "rejected"})
             elif r.kept:
@@ -597,9 +863,14 @@ class TuningSession:
         for r in self.rounds:
             counts[r.bottleneck.value] = counts.get(r.bottleneck.value, 0) + 1
         return Experience(
-            fingerprint=fp, session_id=self.session_id,
+            fingerprint=fp,
+            session_id=self.session_id,
             recurring_bottlenecks=[b for b, n in sorted(counts.items(), key=lambda kv: -kv[1]) if b != "unknown"],
-            beneficial=beneficial, ineffective=ineffective, inconclusive=inconclusive, failed=failed,
+            beneficial=beneficial,
+            ineffective=ineffective,
+            inconclusive=inconclusive,
+            failed=failed,
             best_config=best,
-            best_config_relative=relative, best_gain=auditor.relative_gain(best_obj, baseline, higher),
+            best_config_relative=relative,
+            best_gain=auditor.relative_gain(best_obj, baseline, higher),
         )

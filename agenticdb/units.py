@@ -139,9 +139,7 @@ def _split_number(spec: KnobSpec, raw: str | int | float | bool, accepted: str) 
         return float(raw), ""
     m = _NUMBER.match(str(raw))
     if not m:
-        raise UnitError(
-            f"{spec.name}={raw!r}: not a number with an optional unit; expected {accepted}", "type"
-        )
+        raise UnitError(f"{spec.name}={raw!r}: not a number with an optional unit; expected {accepted}", "type")
     number = float(m.group(1))
     if not math.isfinite(number):
         raise UnitError(f"{spec.name}={raw!r}: not a finite number; expected {accepted}", "type")
@@ -230,9 +228,7 @@ def _pg_bool(spec: KnobSpec, raw: str | int | float | bool) -> str:
         return "on"
     if s in _PG_FALSE:
         return "off"
-    raise UnitError(
-        f"{spec.name}={raw!r}: not a boolean; expected on/off (also true/false, yes/no, 1/0)", "type"
-    )
+    raise UnitError(f"{spec.name}={raw!r}: not a boolean; expected on/off (also true/false, yes/no, 1/0)", "type")
 
 
 def _enum(spec: KnobSpec, raw: str | int | float | bool, *, pg_bools: bool = False) -> str:
@@ -249,9 +245,7 @@ def _enum(spec: KnobSpec, raw: str | int | float | bool, *, pg_bools: bool = Fal
             return lowered["on"]
         if s in _PG_FALSE:
             return lowered["off"]
-    raise UnitError(
-        f"{spec.name}={raw!r}: not one of the values the server accepts: {', '.join(values)}", "enum"
-    )
+    raise UnitError(f"{spec.name}={raw!r}: not one of the values the server accepts: {', '.join(values)}", "enum")
 
 
 def parse_pg_value(spec: KnobSpec, raw: str | int | float | bool) -> tuple[str, float | None]:
@@ -289,9 +283,7 @@ def mysql_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
             return Parsed("ON", None)
         if s in _MYSQL_FALSE:
             return Parsed("OFF", None)
-        raise UnitError(
-            f"{spec.name}={raw!r}: not a boolean; expected ON or OFF (also 1/0, TRUE/FALSE)", "type"
-        )
+        raise UnitError(f"{spec.name}={raw!r}: not a boolean; expected ON or OFF (also 1/0, TRUE/FALSE)", "type")
     if spec.vartype == "enum":
         return Parsed(_enum(spec, raw), None)
     if spec.vartype == "string":
@@ -307,9 +299,7 @@ def mysql_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
             raise UnitError(f"{spec.name}={raw!r}: a decimal parameter takes no suffix; expected {accepted}")
         return Parsed(_plain(number), number)
     if number != int(number):
-        raise UnitError(
-            f"{spec.name}={raw!r}: the server accepts only whole numbers here; expected {accepted}", "type"
-        )
+        raise UnitError(f"{spec.name}={raw!r}: the server accepts only whole numbers here; expected {accepted}", "type")
     value = int(number) * _MYSQL_SUFFIX[suffix.lower()]
     warnings: tuple[str, ...] = ()
     if spec.block_size and spec.block_size > 1 and value % spec.block_size:
@@ -355,8 +345,7 @@ def linux_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
     number, unit = _split_number(spec, raw, accepted)
     if unit:
         raise UnitError(
-            f"{spec.name}={raw!r}: kernel parameters take plain numbers, not unit {unit!r}; "
-            f"expected {accepted}"
+            f"{spec.name}={raw!r}: kernel parameters take plain numbers, not unit {unit!r}; expected {accepted}"
         )
     if spec.vartype != "real" and number != int(number):
         raise UnitError(f"{spec.name}={raw!r}: not a whole number; expected {accepted}", "type")

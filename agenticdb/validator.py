@@ -149,9 +149,7 @@ def validate(
             check: str, message: str, source: str = "", rule_id: str = "", *, _n: str = name, _v: str = shown
         ) -> None:
             failed.append(
-                FailedCheck(
-                    check=check, parameter=_n, value=_v, message=message, source=source, rule_id=rule_id
-                )
+                FailedCheck(check=check, parameter=_n, value=_v, message=message, source=source, rule_id=rule_id)
             )
 
         # 1. stage
@@ -186,8 +184,7 @@ def validate(
         if spec is not None and spec.layer != stage:
             fail(
                 "stage",
-                f"{name}={shown}: a {spec.layer.value} parameter cannot change in the {stage.value} "
-                "stage (rule stage)",
+                f"{name}={shown}: a {spec.layer.value} parameter cannot change in the {stage.value} stage (rule stage)",
             )
             continue
         display = spec.name if spec else name
@@ -235,8 +232,7 @@ def validate(
         if dangerous:
             fail(
                 "dangerous",
-                f"{spec.name}={shown}: dangerous (rule {dangerous.id}): {dangerous.reason}; never "
-                "changed by the tuner",
+                f"{spec.name}={shown}: dangerous (rule {dangerous.id}): {dangerous.reason}; never changed by the tuner",
                 dangerous.source,
                 dangerous.id,
                 _n=spec.name,
@@ -344,8 +340,7 @@ def _match(rules: list[NameRule], name: str) -> NameRule | None:
 
 def _in_range(spec: KnobSpec, b: float) -> bool:
     return not (
-        (spec.min_value is not None and b < spec.min_value)
-        or (spec.max_value is not None and b > spec.max_value)
+        (spec.min_value is not None and b < spec.min_value) or (spec.max_value is not None and b > spec.max_value)
     )
 
 

@@ -146,9 +146,7 @@ def first_round_ctx(
 
     hw = detect_hardware(None)
     baseline = [
-        Measurement(
-            workload="sysbench-oltp-read-write", tps=1450.0 + i, latency_p95_ms=4.1, objective=353.7 + i
-        )
+        Measurement(workload="sysbench-oltp-read-write", tps=1450.0 + i, latency_p95_ms=4.1, objective=353.7 + i)
         for i in range(2)
     ]
     profile = RuntimeProfile(
@@ -202,11 +200,7 @@ def full_ctx(ctx: PlanningContext) -> PlanningContext:
                 decision=Decision.continue_,
                 failed_checks=[]
                 if i % 3
-                else [
-                    FailedCheck(
-                        check="range", parameter=names[i * 4], value="x", message="value above the maximum"
-                    )
-                ],
+                else [FailedCheck(check="range", parameter=names[i * 4], value="x", message="value above the maximum")],
                 failure=Failure(phase="restart", message="server did not come back", logs=["FATAL: x" * 20])
                 if i == 5
                 else None,
@@ -243,9 +237,7 @@ def full_ctx(ctx: PlanningContext) -> PlanningContext:
     )
 
 
-def measure(
-    ctx: PlanningContext, count: Callable[[str], int] | None, dump: Path | None = None
-) -> dict[str, Any]:
+def measure(ctx: PlanningContext, count: Callable[[str], int] | None, dump: Path | None = None) -> dict[str, Any]:
     planner = LLMPlanner(
         PlannerConfig(kind="llm", model="bench", api_key="unused", base_url="http://127.0.0.1:9/v1"),
         _Unused(),
@@ -288,9 +280,7 @@ def main() -> None:
         for family, inputs in (("postgresql", postgres_inputs), ("mariadb", mariadb_inputs)):
             catalog, current, delta, version = inputs(base / family)
             first = first_round_ctx(family, version, catalog, current, delta)
-            dumps = {
-                case: args.dump / f"{family}-{case}.txt" if args.dump else None for case in ("first", "full")
-            }
+            dumps = {case: args.dump / f"{family}-{case}.txt" if args.dump else None for case in ("first", "full")}
             if args.dump:
                 args.dump.mkdir(parents=True, exist_ok=True)
             results[family] = {
@@ -302,8 +292,7 @@ def main() -> None:
         shutil.rmtree(base, ignore_errors=True)
     print(f"token counter: {encoding}; estimate: characters / 4; window {CONTEXT_WINDOW}")
     print(
-        f"{'target':<22}{'case':<7}{'knobs':>6}{'catalog tok':>12}{'request tok':>12}{'request est':>12}"
-        f"{'of 32k':>8}"
+        f"{'target':<22}{'case':<7}{'knobs':>6}{'catalog tok':>12}{'request tok':>12}{'request est':>12}{'of 32k':>8}"
     )
     for family in ("postgresql", "mariadb"):
         r = results[family]

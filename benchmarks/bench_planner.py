@@ -48,9 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_llm_context import _Unused, first_round_ctx, full_ctx  # noqa: E402
 
 
-def live_inputs(
-    dsn: str, data_dir: Path | None, load_s: float
-) -> tuple[Catalog, dict[str, str], StateDelta, str]:
+def live_inputs(dsn: str, data_dir: Path | None, load_s: float) -> tuple[Catalog, dict[str, str], StateDelta, str]:
     """Catalog, current values, version and the runtime-state delta over ``load_s`` seconds of pgbench
     (scale 1, 2 clients) against the server at ``dsn``."""
     target = PostgresTarget(dsn, None, data_dir=data_dir)
@@ -128,14 +126,15 @@ def main() -> None:
     ctx = first_round_ctx("postgresql", version, catalog, current, delta)
     proposal = HeuristicPlanner().propose(ctx)
     results = run_cases(ctx, args.reps)
-    print(f"postgresql {version}: {len(catalog.knobs)} tunable parameters; heuristic round-1 proposal: "
-          f"{proposal.bottleneck.value} {({c.name: c.value for c in proposal.changes})}")
+    print(
+        f"postgresql {version}: {len(catalog.knobs)} tunable parameters; heuristic round-1 proposal: "
+        f"{proposal.bottleneck.value} { ({c.name: c.value for c in proposal.changes}) }"
+    )
     print(f"{'case':<22}{'median ms':>11}{'p95 ms':>10}{'max ms':>10}")
     for case, r in results.items():
         print(f"{case:<22}{r['median_ms']:>11.2f}{r['p95_ms']:>10.2f}{r['max_ms']:>10.2f}")
     if args.json:
-        args.json.write_text(json.dumps({"version": version, "knobs": len(catalog.knobs), "cases": results},
-                                        indent=2))
+        args.json.write_text(json.dumps({"version": version, "knobs": len(catalog.knobs), "cases": results}, indent=2))
 
 
 if __name__ == "__main__":

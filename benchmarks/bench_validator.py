@@ -104,9 +104,7 @@ def main() -> None:
         catalog, current = target.catalog(), target.current_values()
         target.close()
     proposal = _proposal()
-    hw = Hardware(
-        cpu_count=2, memory_bytes=24 * 1024**3, memory_limit_bytes=24 * 1024**3, disk_free_bytes=80 * 1024**3
-    )
+    hw = Hardware(cpu_count=2, memory_bytes=24 * 1024**3, memory_limit_bytes=24 * 1024**3, disk_free_bytes=80 * 1024**3)
     policy = PolicyConfig(max_changes=20, max_step_factor=100)
     import structlog
 

@@ -10,16 +10,38 @@ from agenticdb.auditor import LoopState, decide, judge, noise_cv, relative_gain
 from agenticdb.models import Bottleneck, Decision, Failure, Layer, RoundOutcome
 
 
-def outcome(n: int, kept: bool, stage: Layer = Layer.dbms, verdict_ok: bool = True, failure: bool = False,
-            gain: float | None = 0.0) -> RoundOutcome:
-    return RoundOutcome(session_id="s", round_no=n, stage=stage, bottleneck=Bottleneck.checkpoint,
-                        verdict_ok=verdict_ok, kept=kept, gain_vs_best=gain, decision=Decision.continue_,
-                        reason="", failure=Failure(phase="restart", message="x") if failure else None)
+def outcome(
+    n: int,
+    kept: bool,
+    stage: Layer = Layer.dbms,
+    verdict_ok: bool = True,
+    failure: bool = False,
+    gain: float | None = 0.0,
+) -> RoundOutcome:
+    return RoundOutcome(
+        session_id="s",
+        round_no=n,
+        stage=stage,
+        bottleneck=Bottleneck.checkpoint,
+        verdict_ok=verdict_ok,
+        kept=kept,
+        gain_vs_best=gain,
+        decision=Decision.continue_,
+        reason="",
+        failure=Failure(phase="restart", message="x") if failure else None,
+    )
 
 
 def state(**kw) -> LoopState:
-    base = dict(stage=Layer.dbms, rounds_done=1, max_rounds=10, elapsed_s=10, time_budget_s=1000,
-                plateau_rounds=3, os_stage_enabled=False)
+    base = dict(
+        stage=Layer.dbms,
+        rounds_done=1,
+        max_rounds=10,
+        elapsed_s=10,
+        time_budget_s=1000,
+        plateau_rounds=3,
+        os_stage_enabled=False,
+    )
     base.update(kw)
     return LoopState(**base)
 
@@ -95,8 +117,10 @@ def test_decide_continue_after_kept_gain_and_redirect_otherwise() -> None:
 
 
 def test_planner_plateau_in_os_stage_terminates() -> None:
-    d, _ = decide([outcome(1, False, stage=Layer.os)], state(stage=Layer.os, os_stage_enabled=True,
-                                                             planner_plateau=True))
+    d, _ = decide(
+        [outcome(1, False, stage=Layer.os)],
+        state(stage=Layer.os, os_stage_enabled=True, planner_plateau=True),
+    )
     assert d == Decision.terminate
 
 
@@ -111,3 +135,12 @@ def test_paired_gain_carried_by_one_lucky_pair_is_a_tie() -> None:
     assert j.verdict == "tie" and "consistent" in j.reason
     assert judge([30.0, 25.0], [10.0, 11.0], True, 0.2, 0.03, 2.0, paired=True).better
     assert judge([5.0, 6.0], [10.0, 11.0], True, 0.2, 0.03, 2.0, paired=True).verdict == "worse"
+
+
+def test_a_pair_near_zero_is_neutral_not_a_contradiction() -> None:
+    # Seen on MariaDB: (+14 %, +11 %, -0.09 %) — the third pair says nothing either way.
+    j = judge([114.0, 111.0, 99.91], [100.0, 100.0, 100.0], True, 0.05, 0.03, 2.0, paired=True)
+    assert j.verdict == "better", j.reason
+    # A real contradiction still makes it a tie.
+    j = judge([114.0, 111.0, 90.0], [100.0, 100.0, 100.0], True, 0.05, 0.03, 2.0, paired=True)
+    assert j.verdict == "tie"

@@ -58,15 +58,11 @@ def server_values(info: PostgresSandboxInfo, names: list[str]) -> dict[str, str]
     return dict(rows)
 
 
-def ch(
-    name: str, value: str, mode: ApplyMode, base: float | None = None, unit: str | None = None
-) -> NormalizedChange:
+def ch(name: str, value: str, mode: ApplyMode, base: float | None = None, unit: str | None = None) -> NormalizedChange:
     return NormalizedChange(name=name, value=value, base_value=base, unit=unit, apply=mode)
 
 
-def forced_restart_is_recovered(
-    pg: PostgresTarget, info: PostgresSandboxInfo, changes: list[NormalizedChange]
-) -> None:
+def forced_restart_is_recovered(pg: PostgresTarget, info: PostgresSandboxInfo, changes: list[NormalizedChange]) -> None:
     before = server_values(info, WATCHED)
     safe = pg.snapshot(WATCHED, label="safe")
     with pytest.raises(ApplyError) as err:
@@ -79,9 +75,7 @@ def forced_restart_is_recovered(
     assert pg.pending_restart() == []
 
 
-def test_shared_buffers_larger_than_ram_is_recovered(
-    pg: PostgresTarget, pg_info: PostgresSandboxInfo
-) -> None:
+def test_shared_buffers_larger_than_ram_is_recovered(pg: PostgresTarget, pg_info: PostgresSandboxInfo) -> None:
     """'could not map anonymous shared memory: Cannot allocate memory' at start."""
     ram = psutil.virtual_memory().total + psutil.swap_memory().total
     gb = int(ram * 3 // 1024**3) + 1
@@ -92,16 +86,12 @@ def test_shared_buffers_larger_than_ram_is_recovered(
     "HugePages_Total:       0" not in Path("/proc/meminfo").read_text(),
     reason="the host has huge pages configured",
 )
-def test_huge_pages_on_without_huge_pages_is_recovered(
-    pg: PostgresTarget, pg_info: PostgresSandboxInfo
-) -> None:
+def test_huge_pages_on_without_huge_pages_is_recovered(pg: PostgresTarget, pg_info: PostgresSandboxInfo) -> None:
     """huge_pages=on on a host without reserved huge pages: the server refuses to start."""
     forced_restart_is_recovered(pg, pg_info, [ch("huge_pages", "on", ApplyMode.restart)])
 
 
-def test_bad_unit_written_into_auto_conf_is_recovered(
-    pg: PostgresTarget, pg_info: PostgresSandboxInfo
-) -> None:
+def test_bad_unit_written_into_auto_conf_is_recovered(pg: PostgresTarget, pg_info: PostgresSandboxInfo) -> None:
     """'128M' (not MB) in postgresql.auto.conf stops the server at start (sclorg/postgresql-container 109)."""
     before = server_values(pg_info, WATCHED)
     safe = pg.snapshot(WATCHED, label="safe")
@@ -118,9 +108,7 @@ def test_bad_unit_written_into_auto_conf_is_recovered(
     assert "256M'" not in pg.auto_conf.read_text()
 
 
-def test_third_change_failing_at_apply_leaves_nothing(
-    pg: PostgresTarget, pg_info: PostgresSandboxInfo
-) -> None:
+def test_third_change_failing_at_apply_leaves_nothing(pg: PostgresTarget, pg_info: PostgresSandboxInfo) -> None:
     """max_stack_depth above the stack rlimit is refused by ALTER SYSTEM; the two changes before it,
     one of them a postmaster knob, must not remain in postgresql.auto.conf nor in effect."""
     before = server_values(pg_info, WATCHED)
@@ -173,9 +161,7 @@ def maria_values(info: MariaDBSandboxInfo, names: list[str]) -> dict[str, str]:
         conn.close()
 
 
-def test_mariadb_third_change_failing_leaves_nothing(
-    maria: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo
-) -> None:
+def test_mariadb_third_change_failing_leaves_nothing(maria: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo) -> None:
     names = ["sort_buffer_size", "innodb_io_capacity", "innodb_change_buffering"]
     before = maria_values(mariadb_sandbox, names)
     file_before = Path(mariadb_sandbox.option_file).read_text()

@@ -265,9 +265,7 @@ DECIDABLE = {k: v for k, v in ALL.items() if v.get("expect") in ("accept", "reje
 class World:
     """A real target's catalog, current values and hardware."""
 
-    def __init__(
-        self, catalog: Catalog, current: dict[str, str], hardware: Hardware, device: str | None
-    ) -> None:
+    def __init__(self, catalog: Catalog, current: dict[str, str], hardware: Hardware, device: str | None) -> None:
         self.catalog, self.current, self.hardware, self.device = catalog, current, hardware, device
 
 

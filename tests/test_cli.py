@@ -20,12 +20,19 @@ def run(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str
     env = dict(ENV)
     if home is not None:
         env["AGENTICDB_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "agenticdb.cli", *args], capture_output=True, text=True,
-                          timeout=120, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-@pytest.mark.parametrize("args", [[], ["tune"], ["sandbox"], ["journal"], ["rollback"]],
-                         ids=lambda a: "-".join(a) or "root")
+@pytest.mark.parametrize(
+    "args", [[], ["tune"], ["sandbox"], ["journal"], ["rollback"]], ids=lambda a: "-".join(a) or "root"
+)
 def test_help_matches_golden(args: list[str]) -> None:
     r = run(*args, "--help")
     assert r.returncode == 0, r.stderr
@@ -61,3 +68,13 @@ def test_bad_config_exit_2_names_key(tmp_path: Path) -> None:
 def test_rollback_needs_a_stage(tmp_path: Path) -> None:
     r = run("rollback", home=tmp_path)
     assert r.returncode == 2 and "--dbms" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"), [("fsync = off\n", 'fsync = "off"'), ("work_mem = 16MB\n", 'work_mem = "16MB"')]
+)
+def test_change_file_hints_for_postgresql_conf_habits(tmp_path: Path, text: str, hint: str) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    r = run("validate", str(f), "--target", "postgresql://x@127.0.0.1:1/x", home=tmp_path)
+    assert r.returncode == 2 and hint in r.stdout + r.stderr

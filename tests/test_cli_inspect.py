@@ -22,8 +22,14 @@ def run(*args: str, home: Path | None = None, env: dict[str, str] | None = None)
     e = dict(ENV, **(env or {}))
     if home is not None:
         e["AGENTICDB_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "agenticdb.cli", *args], capture_output=True, text=True,
-                          timeout=120, env=e, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=e,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], code: int = 2) -> str:
@@ -43,22 +49,33 @@ def test_config_directory_and_non_utf8_are_config_errors(tmp_path: Path) -> None
     assert "not UTF-8" in out and "latin1.toml" in out
 
 
-@pytest.mark.parametrize(("text", "expect"), [
-    ('[target]\nkind = "mariadb"\ndsn = "postgresql://u@h/db"\n[workload]\nkind = "sysbench-oltp-read-only"\n',
-     "target.dsn"),
-    ('[target]\nkind = "postgresql"\ndsn = "mysql://u@h/db"\n', "does not fit target.kind = 'postgresql'"),
-    ('[target]\nkind = "mariadb"\ndsn = "mysql://u@h/db"\n', "workload.kind = 'pgbench' runs only on PostgreSQL"),
-    ('[workload]\nkind = "command"\n', "workload.command"),
-    ('[target.service]\nkind = "systemd"\n', "target.service.unit"),
-    ('[target.service]\nkind = "pg_ctl"\ndata_dir = "/d"\n', "target.service.bindir"),
-    ('[target.service]\nkind = "command"\nstart = "x"\n', "target.service.stop"),
-    ('[daemon]\nwindows = ["01:00"]\n', "daemon.windows[0]"),
-    ('[policy]\nrestart_window = "25:00-02:00"\n', "hour 25 is not 00-23"),
-    ('[workload]\nduration_s = -5\n', "workload.duration_s"),
-    ('[workload]\nscale = 0\n', "workload.scale = 0: must be > 0"),
-    ('[workload]\nclients = 0\n', "workload.clients"),
-    ('[loop]\nmax_round = 3\n', "loop.max_round = 3: unknown key (not a setting of [loop])"),
-])
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        (
+            '[target]\nkind = "mariadb"\ndsn = "postgresql://u@h/db"\n[workload]\nkind = "sysbench-oltp-read-only"\n',
+            "target.dsn",
+        ),
+        (
+            '[target]\nkind = "postgresql"\ndsn = "mysql://u@h/db"\n',
+            "does not fit target.kind = 'postgresql'",
+        ),
+        (
+            '[target]\nkind = "mariadb"\ndsn = "mysql://u@h/db"\n',
+            "workload.kind = 'pgbench' runs only on PostgreSQL",
+        ),
+        ('[workload]\nkind = "command"\n', "workload.command"),
+        ('[target.service]\nkind = "systemd"\n', "target.service.unit"),
+        ('[target.service]\nkind = "pg_ctl"\ndata_dir = "/d"\n', "target.service.bindir"),
+        ('[target.service]\nkind = "command"\nstart = "x"\n', "target.service.stop"),
+        ('[daemon]\nwindows = ["01:00"]\n', "daemon.windows[0]"),
+        ('[policy]\nrestart_window = "25:00-02:00"\n', "hour 25 is not 00-23"),
+        ("[workload]\nduration_s = -5\n", "workload.duration_s"),
+        ("[workload]\nscale = 0\n", "workload.scale = 0: must be > 0"),
+        ("[workload]\nclients = 0\n", "workload.clients"),
+        ("[loop]\nmax_round = 3\n", "loop.max_round = 3: unknown key (not a setting of [loop])"),
+    ],
+)
 def test_configs_that_cannot_work_are_refused(tmp_path: Path, text: str, expect: str) -> None:
     f = tmp_path / "a.toml"
     f.write_text(text)
@@ -68,8 +85,10 @@ def test_configs_that_cannot_work_are_refused(tmp_path: Path, text: str, expect:
 
 def test_good_configs_pass_and_llm_without_model_is_a_warning(tmp_path: Path) -> None:
     f = tmp_path / "a.toml"
-    f.write_text('[target]\nkind = "mariadb"\ndsn = "mysql://root@127.0.0.1:3306/x"\n'
-                 '[workload]\nkind = "tpch"\n[planner]\nkind = "llm"\n[daemon]\nwindows = ["22:00-02:00"]\n')
+    f.write_text(
+        '[target]\nkind = "mariadb"\ndsn = "mysql://root@127.0.0.1:3306/x"\n'
+        '[workload]\nkind = "tpch"\n[planner]\nkind = "llm"\n[daemon]\nwindows = ["22:00-02:00"]\n'
+    )
     r = run("validate-config", str(f))
     assert r.returncode == 0, r.stderr
     assert "warning:" in r.stderr and "AGENTICDB_LLM_MODEL" in r.stderr
@@ -87,8 +106,7 @@ def test_environment_error_names_the_variable(tmp_path: Path) -> None:
 
 
 def test_negative_duration_flag_is_refused_with_section_visible(tmp_path: Path) -> None:
-    out = one_line_error(run("tune", "--duration", "-5", "--target", "postgresql://u@127.0.0.1:1/x",
-                             home=tmp_path))
+    out = one_line_error(run("tune", "--duration", "-5", "--target", "postgresql://u@127.0.0.1:1/x", home=tmp_path))
     assert "[workload]" in out and "duration_s" in out and "greater than 0" in out
 
 
@@ -100,20 +118,38 @@ def _changes(tmp_path: Path, text: str) -> str:
 
 
 def test_bad_apply_claim_and_unquoted_unit(tmp_path: Path) -> None:
-    out = one_line_error(run("validate", _changes(tmp_path, 'work_mem = "8MB"\n'), "--target",
-                             "postgresql://u@127.0.0.1:1/x", "--apply", "bogus", home=tmp_path))
+    out = one_line_error(
+        run(
+            "validate",
+            _changes(tmp_path, 'work_mem = "8MB"\n'),
+            "--target",
+            "postgresql://u@127.0.0.1:1/x",
+            "--apply",
+            "bogus",
+            home=tmp_path,
+        )
+    )
     assert "--apply" in out and "bogus" in out
-    out = one_line_error(run("validate", _changes(tmp_path, "work_mem = 16MB\n"), "--target",
-                             "postgresql://u@127.0.0.1:1/x", home=tmp_path))
+    out = one_line_error(
+        run(
+            "validate",
+            _changes(tmp_path, "work_mem = 16MB\n"),
+            "--target",
+            "postgresql://u@127.0.0.1:1/x",
+            home=tmp_path,
+        )
+    )
     assert 'values with units must be quoted: work_mem = "16MB"' in out
 
 
 def test_validate_messages(tmp_path: Path, pg_sandbox) -> None:  # type: ignore[no-untyped-def]
     dsn = pg_sandbox.dsn
     cfg = tmp_path / "agenticdb.toml"  # a restartable service, so the verdict is about the apply claim
-    cfg.write_text(f'[target]\ndsn = "{dsn}"\n[target.service]\nkind = "pg_ctl"\n'
-                   f'data_dir = "{pg_sandbox.data_dir}"\nbindir = "{pg_sandbox.bindir}"\n'
-                   f'os_user = "{pg_sandbox.os_user}"\n')
+    cfg.write_text(
+        f'[target]\ndsn = "{dsn}"\n[target.service]\nkind = "pg_ctl"\n'
+        f'data_dir = "{pg_sandbox.data_dir}"\nbindir = "{pg_sandbox.bindir}"\n'
+        f'os_user = "{pg_sandbox.os_user}"\n'
+    )
     f = _changes(tmp_path, 'shared_buffers = "256MB"\nwork_mem = "8MB"\n')
     r = run("validate", f, "--config", str(cfg), "--apply", "dynamic", home=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -122,8 +158,13 @@ def test_validate_messages(tmp_path: Path, pg_sandbox) -> None:  # type: ignore[
     assert "ACCEPT (apply: restart)" in r.stdout
     r = run("validate", f, "--config", str(cfg), home=tmp_path)  # no claim made: nothing to "correct"
     assert r.returncode == 0 and "corrected" not in r.stdout
-    r = run("validate", _changes(tmp_path, 'full_page_writes = "off"\nsearch_path = "x"\n'), "--target", dsn,
-            home=tmp_path)
+    r = run(
+        "validate",
+        _changes(tmp_path, 'full_page_writes = "off"\nsearch_path = "x"\n'),
+        "--target",
+        dsn,
+        home=tmp_path,
+    )
     assert r.returncode == 1
     assert "REJECT" in r.stdout and "(apply:" not in r.stdout
     assert "search_path" in r.stdout and "full_page_writes" in r.stdout  # names never split when piped
@@ -153,16 +194,48 @@ def _journal(home: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     path = home / "journal.db"
     with Journal(path) as j:
-        j.append(SID, "session.start", {"target": "postgresql", "workload": "sysbench-oltp-read-write-long-name",
-                                        "planner": "heuristic", "durability": "strict"})
-        j.append(SID, "start_from", {"proposal": {"changes": [{"name": "work_mem", "value": "8MB"}]},
-                                     "verdict": {"ok": True, "changes": [{"name": "work_mem", "value": "8MB",
-                                                                          "previous": "4MB"}]}}, 0)
-        j.append(SID, "baseline", {"objective_name": "tps_per_p95", "higher_is_better": True,
-                                   "noise_cv": 0.05, "objectives": [100.0, 110.0]}, 0)
-        j.append(SID, "session.end", {"status": "completed", "reason": "reached max rounds (1)",
-                                      "baseline_objective": 105.0, "best_objective": 126.0, "rounds": 1,
-                                      "best_changes": {"shared_buffers": "256MB"}})
+        j.append(
+            SID,
+            "session.start",
+            {
+                "target": "postgresql",
+                "workload": "sysbench-oltp-read-write-long-name",
+                "planner": "heuristic",
+                "durability": "strict",
+            },
+        )
+        j.append(
+            SID,
+            "start_from",
+            {
+                "proposal": {"changes": [{"name": "work_mem", "value": "8MB"}]},
+                "verdict": {"ok": True, "changes": [{"name": "work_mem", "value": "8MB", "previous": "4MB"}]},
+            },
+            0,
+        )
+        j.append(
+            SID,
+            "baseline",
+            {
+                "objective_name": "tps_per_p95",
+                "higher_is_better": True,
+                "noise_cv": 0.05,
+                "objectives": [100.0, 110.0],
+            },
+            0,
+        )
+        j.append(
+            SID,
+            "session.end",
+            {
+                "status": "completed",
+                "reason": "reached max rounds (1)",
+                "baseline_objective": 105.0,
+                "best_objective": 126.0,
+                "rounds": 1,
+                "best_changes": {"shared_buffers": "256MB"},
+            },
+        )
     return path
 
 

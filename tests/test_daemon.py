@@ -36,8 +36,14 @@ def pg() -> Iterator[PostgresSandboxInfo]:
         sb.down()
 
 
-def write_config(path: Path, info: PostgresSandboxInfo, home: Path, duration: float = 2, rounds: int = 1,
-                 run_on_start: bool = True) -> None:
+def write_config(
+    path: Path,
+    info: PostgresSandboxInfo,
+    home: Path,
+    duration: float = 2,
+    rounds: int = 1,
+    run_on_start: bool = True,
+) -> None:
     path.write_text(f"""
 [target]
 kind = "postgresql"
@@ -47,7 +53,7 @@ database = "agenticdb_bench"
 kind = "pg_ctl"
 data_dir = "{info.data_dir}"
 bindir = "{info.bindir}"
-os_user = "{info.os_user or ''}"
+os_user = "{info.os_user or ""}"
 log_file = "{info.log_file}"
 [workload]
 kind = "pgbench"
@@ -99,8 +105,14 @@ def start_daemon(config: Path, notify: Path) -> subprocess.Popen[str]:
     reads would fill up and block the daemon)."""
     env = {**os.environ, "NOTIFY_SOCKET": str(notify)}
     log = open(config.with_suffix(".log"), "a")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen([sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def wait_event(journal_path: Path, event: str, timeout: float) -> bool:
@@ -251,8 +263,9 @@ def test_monitoring_detects_drift_and_retunes(pg: PostgresSandboxInfo, tmp_path:
     home = tmp_path / "home"
     cfg = tmp_path / "agenticdb.toml"
     write_config(cfg, pg, home, run_on_start=False)
-    cfg.write_text(cfg.read_text().replace("watchdog_s = 3", "watchdog_s = 3\nmonitor_interval_s = 1\n"
-                                           "drift_threshold = 0.3"))
+    cfg.write_text(
+        cfg.read_text().replace("watchdog_s = 3", "watchdog_s = 3\nmonitor_interval_s = 1\ndrift_threshold = 0.3")
+    )
     with psycopg.connect(pg.dsn, autocommit=True) as c:
         c.execute("DROP TABLE IF EXISTS drift_probe")
         c.execute("CREATE TABLE drift_probe (id int primary key, v text)")

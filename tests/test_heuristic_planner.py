@@ -339,9 +339,7 @@ def test_linux_moves_use_catalog_names_and_integers() -> None:
         "block.vda.scheduler": "mq-deadline",
     }
     # swappiness is never pushed to 0: at the floor of 1 nothing is left for it
-    ctx = _ctx(
-        "os_memory_reclaim", stage=Layer.os, config={"vm.swappiness": "1", "vm.vfs_cache_pressure": "50"}
-    )
+    ctx = _ctx("os_memory_reclaim", stage=Layer.os, config={"vm.swappiness": "1", "vm.vfs_cache_pressure": "50"})
     p = PLANNER.propose(ctx)
     assert {c.name for c in p.changes} == {"vm.min_free_kbytes"}
     assert p.changes[0].value == 67584 * 4 or p.changes[0].value <= 67584 * 4
@@ -362,9 +360,7 @@ def test_kept_direction_is_pushed_with_shrinking_steps() -> None:
 
 
 def test_unkept_change_is_not_repeated_and_its_direction_is_dropped() -> None:
-    r1 = _round(
-        1, Bottleneck.buffer_cache, {"shared_buffers": "512MB", "effective_cache_size": "2GB"}, kept=False
-    )
+    r1 = _round(1, Bottleneck.buffer_cache, {"shared_buffers": "512MB", "effective_cache_size": "2GB"}, kept=False)
     p = PLANNER.propose(_ctx("pg_buffer_cache", rounds=[r1]))
     assert p.bottleneck != Bottleneck.buffer_cache or not (
         {"shared_buffers", "effective_cache_size"} & {c.name for c in p.changes}
@@ -562,8 +558,9 @@ def test_commit_delay_trap_goes_first_and_alone_on_a_bad_start() -> None:
 
 def test_trap_fix_is_retried_although_experience_called_it_ineffective() -> None:
     # An earlier session's noisy tie on a bundle must not leave commit_delay=1000 in place for good.
-    old = Fingerprint(dbms="postgresql", version_major="15", benchmark="sysbench", workload_class="oltp",
-                      read_fraction=0.7)
+    old = Fingerprint(
+        dbms="postgresql", version_major="15", benchmark="sysbench", workload_class="oltp", read_fraction=0.7
+    )
     exp = Experience(
         fingerprint=old,
         session_id="s-tie",
@@ -572,8 +569,7 @@ def test_trap_fix_is_retried_although_experience_called_it_ineffective() -> None
     )
     p = PLANNER.propose(_ctx("pg_wal_fsync", config={"commit_delay": "1000"}, experience=[exp]))
     assert [(c.name, str(c.value)) for c in p.changes] == [("commit_delay", "0")]
-    assert "retrying a known trap's fix despite retrieved ineffective commit_delay=0 (session s-tie)" \
-        in p.rationale
+    assert "retrying a known trap's fix despite retrieved ineffective commit_delay=0 (session s-tie)" in p.rationale
     assert "avoiding retrieved failed wal_buffers=64MB" in p.rationale
     # this session's own tie does rule it out
     r1 = _round(1, Bottleneck.wal_fsync, {"commit_delay": "0"}, kept=False)

@@ -15,9 +15,7 @@ HZ = os.sysconf("SC_CLK_TCK")
 def write_proc(root: Path, cpu: list[int], disk: list[int], vm: dict[str, int], psi_io: int) -> None:
     proc = root / "proc"
     (proc / "pressure").mkdir(parents=True, exist_ok=True)
-    (proc / "stat").write_text(
-        "cpu  " + " ".join(str(v) for v in cpu) + " 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1 2 3\n"
-    )
+    (proc / "stat").write_text("cpu  " + " ".join(str(v) for v in cpu) + " 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1 2 3\n")
     (proc / "meminfo").write_text(
         "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\nDirty:              1024 kB\n"
         "Writeback:             0 kB\nCommitLimit:    12000000 kB\nCommitted_AS:    3000000 kB\n"

@@ -36,8 +36,12 @@ N_ROWS = 17  # rows written by _write_session
 
 
 def _snapshot() -> Snapshot:
-    return Snapshot(target="postgresql", values={"shared_buffers": "128MB"},
-                    files={"/data/postgresql.auto.conf": "# empty\n"}, label="round 1 safe")
+    return Snapshot(
+        target="postgresql",
+        values={"shared_buffers": "128MB"},
+        files={"/data/postgresql.auto.conf": "# empty\n"},
+        label="round 1 safe",
+    )
 
 
 def _write_session(j: Journal, sid: str = "sess-0001") -> None:
@@ -45,46 +49,122 @@ def _write_session(j: Journal, sid: str = "sess-0001") -> None:
     j.append(sid, "session.start", {"target": "postgresql 15 @ sandbox", "workload": "pgbench"})
     j.append(sid, "baseline", {"objectives": [98.0, 100.0, 103.0], "noise_cv": 0.05}, round_no=0)
     proposal = Proposal(
-        bottleneck=Bottleneck.buffer_cache, changes=[Change(name="shared_buffers", value="512MB",
-                                                            rationale="hit ratio 0.81 below 0.99")],
-        evidence=["blks_read/s=1200, hit ratio 0.81"], ruled_out=["wal_fsync: wal_sync 0.1 ms/tx"],
-        rationale="reads miss the buffer cache", apply_requirement=ApplyMode.restart,
+        bottleneck=Bottleneck.buffer_cache,
+        changes=[Change(name="shared_buffers", value="512MB", rationale="hit ratio 0.81 below 0.99")],
+        evidence=["blks_read/s=1200, hit ratio 0.81"],
+        ruled_out=["wal_fsync: wal_sync 0.1 ms/tx"],
+        rationale="reads miss the buffer cache",
+        apply_requirement=ApplyMode.restart,
     )
     j.append(sid, "proposal", proposal, round_no=1)
-    verdict = Verdict(ok=True, apply_requirement=ApplyMode.restart, changes=[NormalizedChange(
-        name="shared_buffers", value="512MB", base_value=65536, unit="8kB", apply=ApplyMode.restart,
-        previous="128MB")])
+    verdict = Verdict(
+        ok=True,
+        apply_requirement=ApplyMode.restart,
+        changes=[
+            NormalizedChange(
+                name="shared_buffers",
+                value="512MB",
+                base_value=65536,
+                unit="8kB",
+                apply=ApplyMode.restart,
+                previous="128MB",
+            )
+        ],
+    )
     j.append(sid, "verdict", verdict, round_no=1)
-    j.append(sid, "intent", {"snapshot": _snapshot().model_dump(mode="json"),
-                             "changes": [c.model_dump(mode="json") for c in verdict.changes],
-                             "target": "postgresql"}, round_no=1)
+    j.append(
+        sid,
+        "intent",
+        {
+            "snapshot": _snapshot().model_dump(mode="json"),
+            "changes": [c.model_dump(mode="json") for c in verdict.changes],
+            "target": "postgresql",
+        },
+        round_no=1,
+    )
     j.append(sid, "applied", {"effective": {"shared_buffers": "512MB"}, "restarted": True}, round_no=1)
     m = Measurement(workload="pgbench", tps=820.0, latency_p95_ms=6.5, objective=126.2, duration_s=5)
     j.append(sid, "measured", m, round_no=1)
-    j.append(sid, "decision", RoundOutcome(
-        session_id=sid, round_no=1, stage=Layer.dbms, bottleneck=Bottleneck.buffer_cache,
-        proposal=proposal, verdict_ok=True, changes={"shared_buffers": "512MB"}, measurement=m,
-        objective=126.2, gain_vs_best=0.262, kept=True, decision=Decision.continue_,
-        reason="gain 26.2% beats noise 10%"), round_no=1)
-    rejected = Verdict(ok=False, failed=[FailedCheck(
-        check="durability", parameter="fsync", value="off", message="can lose committed data",
-        source="PostgreSQL docs 20.5.1")])
+    j.append(
+        sid,
+        "decision",
+        RoundOutcome(
+            session_id=sid,
+            round_no=1,
+            stage=Layer.dbms,
+            bottleneck=Bottleneck.buffer_cache,
+            proposal=proposal,
+            verdict_ok=True,
+            changes={"shared_buffers": "512MB"},
+            measurement=m,
+            objective=126.2,
+            gain_vs_best=0.262,
+            kept=True,
+            decision=Decision.continue_,
+            reason="gain 26.2% beats noise 10%",
+        ),
+        round_no=1,
+    )
+    rejected = Verdict(
+        ok=False,
+        failed=[
+            FailedCheck(
+                check="durability",
+                parameter="fsync",
+                value="off",
+                message="can lose committed data",
+                source="PostgreSQL docs 20.5.1",
+            )
+        ],
+    )
     j.append(sid, "verdict", rejected, round_no=2)
     # round 3 as the executor and session journal it: a candidate judged as noise and reverted
-    j.append(sid, "intent", {"purpose": "trial", "mode": "reload", "target": "postgresql",
-                             "changes": [{"name": "work_mem", "value": "64MB"}],
-                             "snapshot": _snapshot().model_dump(mode="json")}, round_no=3)
-    j.append(sid, "applied", {"purpose": "trial", "mode": "reload", "restarted": False,
-                              "changes": {"work_mem": "64MB"}}, round_no=3)
+    j.append(
+        sid,
+        "intent",
+        {
+            "purpose": "trial",
+            "mode": "reload",
+            "target": "postgresql",
+            "changes": [{"name": "work_mem", "value": "64MB"}],
+            "snapshot": _snapshot().model_dump(mode="json"),
+        },
+        round_no=3,
+    )
+    j.append(
+        sid,
+        "applied",
+        {"purpose": "trial", "mode": "reload", "restarted": False, "changes": {"work_mem": "64MB"}},
+        round_no=3,
+    )
     j.append(sid, "verified", {"purpose": "trial", "effective": {"work_mem": "64MB"}}, round_no=3)
-    j.append(sid, "measured", {"label": "candidate", "measurement": m.model_copy(
-        update={"tps": 790.0, "objective": 121.5}).model_dump(mode="json")}, round_no=3)
-    j.append(sid, "judged", {"verdict": "tie", "gain": -0.037, "threshold": 0.1,
-                             "reason": "inside the noise band"}, round_no=3)
+    j.append(
+        sid,
+        "measured",
+        {
+            "label": "candidate",
+            "measurement": m.model_copy(update={"tps": 790.0, "objective": 121.5}).model_dump(mode="json"),
+        },
+        round_no=3,
+    )
+    j.append(
+        sid,
+        "judged",
+        {"verdict": "tie", "gain": -0.037, "threshold": 0.1, "reason": "inside the noise band"},
+        round_no=3,
+    )
     j.append(sid, "reverted", {"to": "round 1", "reason": "inside the noise band"}, round_no=3)
     j.close_intent(sid, 3, "reverted")
-    j.append(sid, "session.end", {"status": "completed", "baseline_objective": 100.0,
-                                  "best_objective": 126.2, "best_changes": {"shared_buffers": "512MB"}})
+    j.append(
+        sid,
+        "session.end",
+        {
+            "status": "completed",
+            "baseline_objective": 100.0,
+            "best_objective": 126.2,
+            "best_changes": {"shared_buffers": "512MB"},
+        },
+    )
 
 
 def test_chain_verifies_and_links(tmp_path: Path) -> None:
@@ -96,9 +176,11 @@ def test_chain_verifies_and_links(tmp_path: Path) -> None:
     assert events[0].prev_hash == GENESIS_HASH
     for before, after in zip(events, events[1:], strict=False):
         assert after.prev_hash == before.hash
-    raw = sqlite3.connect(tmp_path / "journal.db").execute(
-        "SELECT id, ts, session_id, round_no, event, data, prev_hash, hash FROM journal WHERE id = 3"
-    ).fetchone()
+    raw = (
+        sqlite3.connect(tmp_path / "journal.db")
+        .execute("SELECT id, ts, session_id, round_no, event, data, prev_hash, hash FROM journal WHERE id = 3")
+        .fetchone()
+    )
     assert row_hash(raw[6], raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]) == raw[7]
     # canonical JSON: sorted keys, no spaces
     assert raw[5] == json.dumps(json.loads(raw[5]), sort_keys=True, separators=(",", ":"))
@@ -173,8 +255,7 @@ def test_open_and_closed_intents(tmp_path: Path) -> None:
     j.append("a", "measured", {"objective": 1.0}, round_no=1)
     j.close_intent("a", 1, "reverted")
     # round 2: intent, applied, crash before measurement -> open
-    j.append("a", "intent", {"snapshot": snap, "changes": [{"name": "work_mem"}], "target": "pg"},
-             round_no=2)
+    j.append("a", "intent", {"snapshot": snap, "changes": [{"name": "work_mem"}], "target": "pg"}, round_no=2)
     j.append("a", "applied", {}, round_no=2)
     # round 3: intent then recovery -> closed
     j.append("a", "intent", {"snapshot": snap}, round_no=3)
@@ -201,9 +282,16 @@ def test_open_and_closed_intents(tmp_path: Path) -> None:
 
 def test_open_intent_after_crash_carries_snapshot(tmp_path: Path) -> None:
     j = Journal(tmp_path / "j.db")
-    j.append("s", "intent", {"snapshot": _snapshot().model_dump(mode="json"),
-                             "changes": [{"name": "shared_buffers", "value": "1GB"}],
-                             "target": "postgresql"}, round_no=4)
+    j.append(
+        "s",
+        "intent",
+        {
+            "snapshot": _snapshot().model_dump(mode="json"),
+            "changes": [{"name": "shared_buffers", "value": "1GB"}],
+            "target": "postgresql",
+        },
+        round_no=4,
+    )
     j.append("s", "applied", {"effective": {"shared_buffers": "1GB"}}, round_no=4)
     # a reader process opening the file after the crash
     (intent,) = Journal(tmp_path / "j.db").open_intents()
@@ -219,7 +307,12 @@ def test_sessions_tail_export(tmp_path: Path) -> None:
     j.append("sess-B", "session.start", {"target": "mariadb", "workload": "sysbench"})
     (a, b) = j.sessions()
     assert (a.id, a.status, a.rounds, a.baseline_objective, a.best_objective) == (
-        "sess-A", "completed", 3, 100.0, 126.2)
+        "sess-A",
+        "completed",
+        3,
+        100.0,
+        126.2,
+    )
     assert a.target == "postgresql 15 @ sandbox" and a.ended is not None
     assert (b.id, b.status, b.workload, b.ended) == ("sess-B", "unfinished", "sysbench", None)
     assert [e.event for e in j.tail(2)] == ["session.end", "session.start"]
@@ -302,12 +395,43 @@ def test_cli_list_show_tail_export(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     out = res.output
     # the story, in order, per round
-    order = ["Round 1", "Evidence", "blks_read/s=1200", "Diagnosis", "buffer_cache", "Proposal",
-             "shared_buffers = 512MB", "Verdict", "Intent", "Applied", "server restarted",
-             "Measurement", "820", "Decision", "continue", "gain 26.2%", "Round 2", "rejected",
-             "fsync=off", "can lose committed data", "Round 3", "Intent", "trial apply reload",
-             "Applied", "work_mem=64MB", "Measurement", "[candidate]", "790", "Judged", "tie",
-             "Reverted", "back to round 1", "Session end", "Best config", "shared_buffers=512MB"]
+    order = [
+        "Round 1",
+        "Evidence",
+        "blks_read/s=1200",
+        "Diagnosis",
+        "buffer_cache",
+        "Proposal",
+        "shared_buffers = 512MB",
+        "Verdict",
+        "Intent",
+        "Applied",
+        "server restarted",
+        "Measurement",
+        "820",
+        "Decision",
+        "continue",
+        "gain 26.2%",
+        "Round 2",
+        "rejected",
+        "fsync=off",
+        "can lose committed data",
+        "Round 3",
+        "Intent",
+        "trial apply reload",
+        "Applied",
+        "work_mem=64MB",
+        "Measurement",
+        "[candidate]",
+        "790",
+        "Judged",
+        "tie",
+        "Reverted",
+        "back to round 1",
+        "Session end",
+        "Best config",
+        "shared_buffers=512MB",
+    ]
     at = 0
     for word in order:  # each piece appears after the one before it
         found = out.find(word, at)
@@ -321,8 +445,9 @@ def test_cli_list_show_tail_export(tmp_path: Path) -> None:
     assert res.exit_code == 0 and f"{N_ROWS} rows" in res.output
 
     out_file = tmp_path / "out.jsonl"
-    res = runner.invoke(journal_app, ["export", "--format", "jsonl", "--session", "sess-0001",
-                                      "-o", str(out_file), *home])
+    res = runner.invoke(
+        journal_app, ["export", "--format", "jsonl", "--session", "sess-0001", "-o", str(out_file), *home]
+    )
     assert res.exit_code == 0, res.output
     assert len(out_file.read_text().splitlines()) == N_ROWS
 

@@ -116,9 +116,7 @@ class Recorder:
         self.events.append((name, details))
 
 
-def make_planner(
-    server: HTTPServer, fallback: Planner | None = None, **cfg: Any
-) -> tuple[LLMPlanner, Recorder]:
+def make_planner(server: HTTPServer, fallback: Planner | None = None, **cfg: Any) -> tuple[LLMPlanner, Recorder]:
     rec = Recorder()
     planner = LLMPlanner(
         make_cfg(server, **cfg),
@@ -233,9 +231,7 @@ def completion(
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-        ],
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion_tokens,
@@ -278,9 +274,7 @@ def untrusted_block(text: str) -> str:
 
 
 def test_valid_structured_reply_becomes_proposal(llm: HTTPServer) -> None:
-    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
-        completion(reply_json({"work_mem": "16MB"}))
-    )
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(reply_json({"work_mem": "16MB"})))
     planner, rec = make_planner(llm)
 
     proposal = planner.propose(make_ctx())
@@ -315,9 +309,7 @@ def test_reply_wrapped_in_prose_and_fence_is_extracted() -> None:
 def test_malformed_json_then_valid_reply_sends_error_back(llm: HTTPServer) -> None:
     bad = '{"bottleneck": "temp_spill", "changes": [{"name": "work_mem", "value": '
     llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(bad))
-    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
-        completion(reply_json({"work_mem": "8MB"}))
-    )
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(reply_json({"work_mem": "8MB"})))
     planner, rec = make_planner(llm)
 
     proposal = planner.propose(make_ctx())
@@ -350,9 +342,7 @@ def test_schema_violation_twice_falls_back_for_the_round(llm: HTTPServer) -> Non
 def test_validator_feedback_is_sent_in_the_next_request(llm: HTTPServer) -> None:
     turbo = reply_json({"innodb_turbo_mode": "ON"}, bottleneck="cpu")
     llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(turbo))
-    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
-        completion(reply_json({"work_mem": "8MB"}))
-    )
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(reply_json({"work_mem": "8MB"})))
     planner, _ = make_planner(llm)
     ctx = make_ctx()
 
@@ -390,9 +380,7 @@ def test_429_with_retry_after_then_success(llm: HTTPServer) -> None:
         status=429,
         headers={"Retry-After": "1"},
     )
-    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
-        completion(reply_json({"work_mem": "8MB"}))
-    )
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(reply_json({"work_mem": "8MB"})))
     planner, rec = make_planner(llm)
 
     started = time.monotonic()
@@ -441,9 +429,7 @@ def test_401_raises_auth_error_naming_the_variable_without_retry(llm: HTTPServer
 def test_round_deadline_falls_back(llm: HTTPServer) -> None:
     def slow(request: Request) -> Response:
         time.sleep(1.5)
-        return Response(
-            json.dumps(completion(reply_json({"work_mem": "8MB"}))), content_type="application/json"
-        )
+        return Response(json.dumps(completion(reply_json({"work_mem": "8MB"}))), content_type="application/json")
 
     llm.expect_request(CHAT, method="POST").respond_with_handler(slow)
     planner, rec = make_planner(llm, round_deadline_s=0.6, timeout_s=5.0)
@@ -462,9 +448,7 @@ def test_response_format_400_downgrades_to_json_mode_for_the_planner_lifetime(ll
         status=400,
     )
     for _ in range(2):
-        llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
-            completion(reply_json({"work_mem": "8MB"}))
-        )
+        llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(reply_json({"work_mem": "8MB"})))
     planner, rec = make_planner(llm)
 
     planner.propose(make_ctx())
@@ -525,9 +509,7 @@ def test_token_and_cost_totals_match_server_usage(llm: HTTPServer) -> None:
 
 
 def test_log_line_that_instructs_the_model_stays_inside_the_data_block(llm: HTTPServer) -> None:
-    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
-        completion(reply_json({"work_mem": "8MB"}))
-    )
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(reply_json({"work_mem": "8MB"})))
     planner, _ = make_planner(llm)
     failed_round = RoundOutcome(
         session_id="s1",
@@ -596,9 +578,7 @@ def test_missing_model_or_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, 
 
 def test_bottleneck_hypotheses_from_diagnosis_are_in_the_prompt(llm: HTTPServer) -> None:
     pytest.importorskip("agenticdb.planner.diagnosis")
-    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(
-        completion(reply_json({"work_mem": "8MB"}))
-    )
+    llm.expect_ordered_request(CHAT, method="POST").respond_with_json(completion(reply_json({"work_mem": "8MB"})))
     planner, _ = make_planner(llm)
     totals = {
         "pg_stat_database.temp_bytes": 600 * 2**20,

@@ -20,20 +20,31 @@ runner = CliRunner()
 
 
 def fp(**kw: object) -> Fingerprint:
-    base: dict[str, object] = dict(dbms="postgresql", version_major="15", benchmark="pgbench",
-                                   workload_class="oltp", read_fraction=0.7, access_pattern="uniform",
-                                   scale=10, concurrency=4, objective="tps_per_p95")
+    base: dict[str, object] = dict(
+        dbms="postgresql",
+        version_major="15",
+        benchmark="pgbench",
+        workload_class="oltp",
+        read_fraction=0.7,
+        access_pattern="uniform",
+        scale=10,
+        concurrency=4,
+        objective="tps_per_p95",
+    )
     base.update(kw)
     return Fingerprint.model_validate(base)
 
 
 def exp(session_id: str, f: Fingerprint, gain: float = 0.1) -> Experience:
     return Experience(
-        fingerprint=f, session_id=session_id, recurring_bottlenecks=["buffer_cache"],
+        fingerprint=f,
+        session_id=session_id,
+        recurring_bottlenecks=["buffer_cache"],
         beneficial=[{"changes": {"shared_buffers": "1GB"}, "gain": gain, "bottleneck": "buffer_cache"}],
         failed=[{"changes": {"wal_level": "minimal"}, "reason": "server did not start"}],
         best_config={"shared_buffers": "1GB"},
-        best_config_relative={"shared_buffers": {"fraction_of_memory": 0.25}}, best_gain=gain,
+        best_config_relative={"shared_buffers": {"fraction_of_memory": 0.25}},
+        best_gain=gain,
     )
 
 
@@ -57,8 +68,12 @@ def test_similarity_orders_by_closeness() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    rf_a=st.floats(0, 1), rf_b=st.floats(0, 1), scale=st.floats(0.01, 1e7), clients=st.integers(1, 4096),
-    cls=st.sampled_from(["oltp", "olap", "mixed"]), pattern=st.sampled_from(["uniform", "zipfian"]),
+    rf_a=st.floats(0, 1),
+    rf_b=st.floats(0, 1),
+    scale=st.floats(0.01, 1e7),
+    clients=st.integers(1, 4096),
+    cls=st.sampled_from(["oltp", "olap", "mixed"]),
+    pattern=st.sampled_from(["uniform", "zipfian"]),
 )
 def test_similarity_is_symmetric_and_bounded(
     rf_a: float, rf_b: float, scale: float, clients: int, cls: str, pattern: str
@@ -97,26 +112,38 @@ def test_sessions_and_rounds_roundtrip(tmp_path: Path) -> None:
     with pytest.raises(MemoryBookError, match="already exists"):
         book.start_session("s1", "x", fp())
     outcome = RoundOutcome(
-        session_id="s1", round_no=1, stage=Layer.dbms, bottleneck=Bottleneck.checkpoint,
-        measurement=Measurement(workload="pgbench", tps=500, objective=80.0), objective=80.0,
-        kept=True, decision=Decision.continue_, reason="gain 6% beats noise",
+        session_id="s1",
+        round_no=1,
+        stage=Layer.dbms,
+        bottleneck=Bottleneck.checkpoint,
+        measurement=Measurement(workload="pgbench", tps=500, objective=80.0),
+        objective=80.0,
+        kept=True,
+        decision=Decision.continue_,
+        reason="gain 6% beats noise",
     )
     book.record_round(outcome)
-    book.record_round(
-        outcome.model_copy(update={"round_no": 2, "kept": False, "decision": Decision.terminate})
-    )
+    book.record_round(outcome.model_copy(update={"round_no": 2, "kept": False, "decision": Decision.terminate}))
     assert book.rounds("s1")[0] == outcome
     assert [r.decision for r in book.rounds("s1")] == [Decision.continue_, Decision.terminate]
     with pytest.raises(MemoryBookError, match="session_id='nope'"):
         book.record_round(outcome.model_copy(update={"session_id": "nope"}))
-    book.end_session("s1", "completed", baseline_objective=75.0, best_objective=80.0,
-                     best_config={"max_wal_size": "2GB"})
+    book.end_session(
+        "s1", "completed", baseline_objective=75.0, best_objective=80.0, best_config={"max_wal_size": "2GB"}
+    )
     s = book.session("s1")
     assert (s.status, s.best_objective, s.best_config, s.ended_at is not None) == (
-        "completed", 80.0, {"max_wal_size": "2GB"}, True)
+        "completed",
+        80.0,
+        {"max_wal_size": "2GB"},
+        True,
+    )
     # indexed columns are filled for SQL queries
-    row = sqlite3.connect(tmp_path / "memory.db").execute(
-        "SELECT stage, bottleneck, decision, objective, kept FROM rounds WHERE round_no = 1").fetchone()
+    row = (
+        sqlite3.connect(tmp_path / "memory.db")
+        .execute("SELECT stage, bottleneck, decision, objective, kept FROM rounds WHERE round_no = 1")
+        .fetchone()
+    )
     assert row == ("dbms", "checkpoint", "continue", 80.0, 1)
 
 
@@ -126,9 +153,16 @@ def test_llm_totals_sum(tmp_path: Path) -> None:
     book.record_llm_call("s1", 2, "m", 1200, 300, 0, 900.5, 0.003, False, error="timeout")
     book.record_llm_call("s2", 1, "m", 5, 5, 5, 5.0, 5.0, True)
     totals = book.llm_totals("s1")
-    assert totals == {"calls": 2, "ok_calls": 1, "failed_calls": 1, "prompt_tokens": 2200,
-                      "completion_tokens": 500, "cached_tokens": 100,
-                      "latency_ms": pytest.approx(2400.5), "cost_usd": pytest.approx(0.005)}
+    assert totals == {
+        "calls": 2,
+        "ok_calls": 1,
+        "failed_calls": 1,
+        "prompt_tokens": 2200,
+        "completion_tokens": 500,
+        "cached_tokens": 100,
+        "latency_ms": pytest.approx(2400.5),
+        "cost_usd": pytest.approx(0.005),
+    }
     assert book.llm_totals()["calls"] == 3
     assert book.llm_totals("none")["calls"] == 0
     with pytest.raises(MemoryBookError, match="prompt_tokens=-1"):
@@ -142,8 +176,11 @@ def test_os_originals_first_write_wins(tmp_path: Path) -> None:
     assert book.save_os_original("s1", "sda/queue/read_ahead_kb", "128") is True
     assert book.save_os_original("s2", "vm.swappiness", "10") is True  # another session
     got = {(o.session_id, o.name): o.original for o in book.os_originals()}
-    assert got == {("s1", "vm.swappiness"): "60", ("s1", "sda/queue/read_ahead_kb"): "128",
-                   ("s2", "vm.swappiness"): "10"}
+    assert got == {
+        ("s1", "vm.swappiness"): "60",
+        ("s1", "sda/queue/read_ahead_kb"): "128",
+        ("s2", "vm.swappiness"): "10",
+    }
     assert book.mark_os_restored("s1", "vm.swappiness") == 1
     assert [o.name for o in book.os_originals("s1")] == ["sda/queue/read_ahead_kb"]
     assert len(book.os_originals("s1", unrestored_only=False)) == 2
@@ -154,8 +191,16 @@ def test_os_originals_first_write_wins(tmp_path: Path) -> None:
 def test_forget_and_export_import(tmp_path: Path) -> None:
     book = MemoryBook(tmp_path / "a.db")
     book.start_session("s1", "pg", fp())
-    book.record_round(RoundOutcome(session_id="s1", round_no=1, stage=Layer.dbms,
-                                   bottleneck=Bottleneck.cpu, decision=Decision.terminate, reason="done"))
+    book.record_round(
+        RoundOutcome(
+            session_id="s1",
+            round_no=1,
+            stage=Layer.dbms,
+            bottleneck=Bottleneck.cpu,
+            decision=Decision.terminate,
+            reason="done",
+        )
+    )
     book.record_llm_call("s1", 1, "m", 10, 10, 0, 1.0, 0.1, True)
     book.save_os_original("s1", "vm.swappiness", "60")
     id1 = book.write_experience(exp("s1", fp()))

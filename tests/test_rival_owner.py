@@ -30,12 +30,22 @@ def pg() -> Iterator[PostgresSandboxInfo]:
 
 @pytest.mark.slow
 def test_knob_changed_by_a_dba_mid_session_is_left_alone(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
-    cfg = load_config(None, {
-        "target": pg.target_config().model_dump(),
-        "workload": {"kind": "pgbench", "scale": 1, "clients": 2, "threads": 1, "duration_s": 2, "warmup_s": 0},
-        "loop": {"max_rounds": 3, "baseline_runs": 1, "confirm_runs": 0, "plateau_rounds": 5},
-        "storage": {"home": tmp_path, "memory_db": None, "journal_db": None},
-    })
+    cfg = load_config(
+        None,
+        {
+            "target": pg.target_config().model_dump(),
+            "workload": {
+                "kind": "pgbench",
+                "scale": 1,
+                "clients": 2,
+                "threads": 1,
+                "duration_s": 2,
+                "warmup_s": 0,
+            },
+            "loop": {"max_rounds": 3, "baseline_runs": 1, "confirm_runs": 0, "plateau_rounds": 5},
+            "storage": {"home": tmp_path, "memory_db": None, "journal_db": None},
+        },
+    )
     journal, memory = open_stores(cfg)
     target = build_target(cfg)
     workload = build_workload(cfg, target)

@@ -143,9 +143,7 @@ def test_mariadb_rule_names_exist_in_real_system_variables(mariadb_catalog: Cata
             missing.append((rule.id, name))
     assert checked > 50
     assert missing == [], f"rule parameters absent from MariaDB {mariadb_catalog.version}: {missing}"
-    budget_terms = (
-        [p for p in rules.memory_budget.params() if p.lower() in real] if rules.memory_budget else []
-    )
+    budget_terms = [p for p in rules.memory_budget.params() if p.lower() in real] if rules.memory_budget else []
     assert len(budget_terms) >= 10
 
 

@@ -418,8 +418,6 @@ def test_real_host_catalog_reflects_this_kernel() -> None:
     dev = target.devices[0]
     sched = cat.knobs.get(f"block.{dev}.scheduler")
     if sched is not None:
-        listed = (
-            Path(f"/sys/block/{dev}/queue/scheduler").read_text().replace("[", "").replace("]", "").split()
-        )
+        listed = Path(f"/sys/block/{dev}/queue/scheduler").read_text().replace("[", "").replace("]", "").split()
         assert sched.enum_values == listed
         assert target.current_values([sched.name])[sched.name] in listed

@@ -22,15 +22,21 @@ MiB = 1024 * 1024
 @pytest.fixture(scope="module")
 def target(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[MySQLTarget]:
     t = MySQLTarget.from_config(mariadb_sandbox.target_config())
-    snap = t.snapshot(["innodb_io_capacity", "innodb_log_buffer_size", "innodb_buffer_pool_size",
-                       "innodb_change_buffering"], label="module start")
+    snap = t.snapshot(
+        [
+            "innodb_io_capacity",
+            "innodb_log_buffer_size",
+            "innodb_buffer_pool_size",
+            "innodb_change_buffering",
+        ],
+        label="module start",
+    )
     yield t
     t.restore(snap)  # leave the shared sandbox as we found it
     t.close()
 
 
-def change(name: str, value: str, apply: ApplyMode = ApplyMode.dynamic, base: float | None = None
-           ) -> NormalizedChange:
+def change(name: str, value: str, apply: ApplyMode = ApplyMode.dynamic, base: float | None = None) -> NormalizedChange:
     return NormalizedChange(name=name, value=value, base_value=base, apply=apply)
 
 
@@ -50,16 +56,29 @@ def test_flavour_and_catalog_facts(target: MySQLTarget) -> None:
     # durability / semantics stay in the catalog: the validator rejects them by rule
     assert "innodb_flush_log_at_trx_commit" in cat.knobs
     assert cat.knobs["transaction_isolation"].enum_values == cat.knobs["tx_isolation"].enum_values
-    for name in ("datadir", "socket", "port", "log_error", "tmpdir", "plugin_dir", "bind_address",
-                 "server_id", "wsrep_on", "gtid_slave_pos", "read_only", "ssl_cert"):
+    for name in (
+        "datadir",
+        "socket",
+        "port",
+        "log_error",
+        "tmpdir",
+        "plugin_dir",
+        "bind_address",
+        "server_id",
+        "wsrep_on",
+        "gtid_slave_pos",
+        "read_only",
+        "ssl_cert",
+    ):
         assert name in cat.excluded and "(" in cat.excluded[name], name  # reason (source)
     assert "session-only" in cat.excluded["insert_id"]
     assert "informational" in cat.excluded["version"]
     assert "innodb_redo_log_capacity" not in cat.knobs  # MySQL 8.0.30+ only: the validator says "unknown"
 
 
-def test_dynamic_change_applied_verified_and_persisted(target: MySQLTarget,
-                                                       mariadb_sandbox: MariaDBSandboxInfo) -> None:
+def test_dynamic_change_applied_verified_and_persisted(
+    target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo
+) -> None:
     snap = target.snapshot(["innodb_io_capacity"])
     new = str(int(snap.values["innodb_io_capacity"]) * 2)
     restarted = target.apply([change("innodb_io_capacity", new)], ApplyMode.dynamic)
@@ -71,8 +90,7 @@ def test_dynamic_change_applied_verified_and_persisted(target: MySQLTarget,
     assert "innodb_io_capacity" not in Path(mariadb_sandbox.option_file).read_text()
 
 
-def test_restart_only_change_through_option_file(target: MySQLTarget,
-                                                 mariadb_sandbox: MariaDBSandboxInfo) -> None:
+def test_restart_only_change_through_option_file(target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo) -> None:
     snap = target.snapshot(["innodb_log_buffer_size"])
     new = int(snap.values["innodb_log_buffer_size"]) + 16 * MiB
     ch = change("innodb_log_buffer_size", str(new), ApplyMode.restart, base=new)
@@ -96,21 +114,21 @@ def test_buffer_pool_rounding_is_predicted_and_accepted(target: MySQLTarget) -> 
     target.restore(snap)
 
 
-def test_failed_statement_rolls_back_the_whole_set(target: MySQLTarget,
-                                                   mariadb_sandbox: MariaDBSandboxInfo) -> None:
+def test_failed_statement_rolls_back_the_whole_set(target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo) -> None:
     before = target.current_values(["innodb_io_capacity", "innodb_change_buffering"])
     file_before = Path(mariadb_sandbox.option_file).read_text()
     with pytest.raises(ApplyError, match=r"innodb_change_buffering=bogus: server refused"):
-        target.apply([change("innodb_io_capacity", "1234"), change("innodb_change_buffering", "bogus")],
-                     ApplyMode.dynamic)
+        target.apply(
+            [change("innodb_io_capacity", "1234"), change("innodb_change_buffering", "bogus")],
+            ApplyMode.dynamic,
+        )
     assert target.current_values(["innodb_io_capacity", "innodb_change_buffering"]) == before
     assert Path(mariadb_sandbox.option_file).read_text() == file_before
     with pytest.raises(ApplyError, match="not a tunable variable"):
         target.apply([change("datadir", "/tmp")], ApplyMode.restart)
 
 
-def test_server_that_cannot_start_is_restored(target: MySQLTarget,
-                                              mariadb_sandbox: MariaDBSandboxInfo) -> None:
+def test_server_that_cannot_start_is_restored(target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo) -> None:
     snap = target.snapshot(["innodb_log_buffer_size", "innodb_io_capacity"], label="safe")
     opt = Path(mariadb_sandbox.option_file)
     opt.write_text(opt.read_text() + "innodb_flush_method = no_such_method\n")
@@ -128,14 +146,24 @@ def test_server_that_cannot_start_is_restored(target: MySQLTarget,
 
 def test_runtime_state_counters_rise(target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo) -> None:
     before = target.runtime_state()
-    for key in ("global_status.Questions", "global_status.Innodb_buffer_pool_read_requests",
-                "global_status.Innodb_log_writes", "global_status.Handler_read_rnd_next",
-                "innodb_metrics.buffer_pool_reads"):
+    for key in (
+        "global_status.Questions",
+        "global_status.Innodb_buffer_pool_read_requests",
+        "global_status.Innodb_log_writes",
+        "global_status.Handler_read_rnd_next",
+        "innodb_metrics.buffer_pool_reads",
+    ):
         assert key in before.counters, key
-    for key in ("global_status.Threads_connected", "global_status.Innodb_buffer_pool_pages_total",
-                "global_status.Innodb_buffer_pool_pages_free", "innodb.checkpoint_age_bytes",
-                "innodb.log_sequence_number", "variables.max_connections",
-                "variables.innodb_buffer_pool_size", "variables.innodb_redo_log_capacity"):
+    for key in (
+        "global_status.Threads_connected",
+        "global_status.Innodb_buffer_pool_pages_total",
+        "global_status.Innodb_buffer_pool_pages_free",
+        "innodb.checkpoint_age_bytes",
+        "innodb.log_sequence_number",
+        "variables.max_connections",
+        "variables.innodb_buffer_pool_size",
+        "variables.innodb_redo_log_capacity",
+    ):
         assert key in before.gauges, key
     with mariadb_sandbox.connect() as conn, conn.cursor() as cur:
         cur.execute("CREATE DATABASE IF NOT EXISTS agx_rs")
@@ -154,8 +182,14 @@ def test_runtime_state_counters_rise(target: MySQLTarget, mariadb_sandbox: Maria
 
 def test_dsn_and_size_parsing() -> None:
     kw = parse_mysql_dsn("mysql://app:p%40ss@db.example:3307/shop?unix_socket=/run/mysqld/mysqld.sock")
-    assert kw == {"host": "db.example", "port": 3307, "user": "app", "password": "p@ss", "database": "shop",
-                  "unix_socket": "/run/mysqld/mysqld.sock"}
+    assert kw == {
+        "host": "db.example",
+        "port": 3307,
+        "user": "app",
+        "password": "p@ss",
+        "database": "shop",
+        "unix_socket": "/run/mysqld/mysqld.sock",
+    }
     with pytest.raises(ValueError, match="target.dsn = 'postgresql://x'"):
         parse_mysql_dsn("postgresql://x")
     assert parse_size("512M") == 512 * MiB and parse_size("4G") == 4096 * MiB and parse_size(7) == 7
@@ -176,9 +210,14 @@ def test_mysql8_catalog_merges_server_rows_with_data_file() -> None:
         row("some_new_variable", "0", "10"),
         row("pseudo_thread_id", "0", "1"),
     ]
-    values = {"innodb_buffer_pool_size": "134217728", "innodb_log_file_size": "50331648",
-              "innodb_flush_method": "fsync", "datadir": "/var/lib/mysql/", "mysqlx_port": "33060",
-              "some_new_variable": "3"}
+    values = {
+        "innodb_buffer_pool_size": "134217728",
+        "innodb_log_file_size": "50331648",
+        "innodb_flush_method": "fsync",
+        "datadir": "/var/lib/mysql/",
+        "mysqlx_port": "33060",
+        "some_new_variable": "3",
+    }
     cat = mysql8_catalog(info_rows, values, "8.0.29")
     bp = cat.knobs["innodb_buffer_pool_size"]
     assert bp.apply == ApplyMode.dynamic and bp.unit == "B" and bp.min_value == 5242880
@@ -204,7 +243,8 @@ def test_data_files_load_with_reason_and_source() -> None:
 
 
 def test_restart_that_fails_raises_apply_error_with_log_and_is_recoverable(
-        target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo) -> None:
+    target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo
+) -> None:
     snap = target.snapshot(["innodb_flush_method", "innodb_io_capacity"], label="safe")
     bad = change("innodb_flush_method", "no_such_method", ApplyMode.restart)
     with pytest.raises(ApplyError, match="restart after writing") as err:

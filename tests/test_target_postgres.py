@@ -40,12 +40,12 @@ def safe(pg: PostgresTarget) -> Iterator[PostgresTarget]:
         assert pg.current_values(list(snap.values)) == snap.values
 
 
-def change(name: str, value: str, base: float | None, mode: ApplyMode,
-           unit: str | None = None) -> NormalizedChange:
+def change(name: str, value: str, base: float | None, mode: ApplyMode, unit: str | None = None) -> NormalizedChange:
     return NormalizedChange(name=name, value=value, base_value=base, unit=unit, apply=mode)
 
 
 # ---- catalog ---------------------------------------------------------------------------------------
+
 
 def test_catalog_from_pg_settings(pg: PostgresTarget) -> None:
     cat = pg.catalog()
@@ -59,15 +59,33 @@ def test_catalog_from_pg_settings(pg: PostgresTarget) -> None:
     assert cat.knobs["wal_level"].enum_values == ["minimal", "replica", "logical"]
     assert cat.knobs["random_page_cost"].vartype == "real"
     # Not tunables at all: excluded, each with a reason that cites its source.
-    for name in ("data_directory", "port", "ssl", "log_min_messages", "primary_conninfo",
-                 "zero_damaged_pages", "lc_messages", "DateStyle", "block_size", "archive_command",
-                 "shared_preload_libraries"):
+    for name in (
+        "data_directory",
+        "port",
+        "ssl",
+        "log_min_messages",
+        "primary_conninfo",
+        "zero_damaged_pages",
+        "lc_messages",
+        "DateStyle",
+        "block_size",
+        "archive_command",
+        "shared_preload_libraries",
+    ):
         assert name in cat.excluded and name not in cat.knobs, name
         assert "source:" in cat.excluded[name]
     assert "initdb" in cat.excluded["block_size"]
     # Semantic and durability knobs stay in: the validator rejects them with a named rule.
-    for name in ("fsync", "synchronous_commit", "full_page_writes", "default_transaction_isolation",
-                 "search_path", "TimeZone", "max_wal_senders", "archive_mode"):
+    for name in (
+        "fsync",
+        "synchronous_commit",
+        "full_page_writes",
+        "default_transaction_isolation",
+        "search_path",
+        "TimeZone",
+        "max_wal_senders",
+        "archive_mode",
+    ):
         assert name in cat.knobs, name
     assert pg.catalog() is cat  # cached
 
@@ -100,6 +118,7 @@ def _bytes(pretty: str) -> int:
 
 # ---- apply / verify ----------------------------------------------------------------------------------
 
+
 def test_apply_reload_and_verify(safe: PostgresTarget) -> None:
     restarted = safe.apply([change("work_mem", "6MB", 6144, ApplyMode.reload, "kB")], ApplyMode.reload)
     assert restarted is False
@@ -130,8 +149,10 @@ def test_reload_mode_for_postmaster_knob_is_refused(safe: PostgresTarget) -> Non
 def test_failing_alter_leaves_auto_conf_identical(safe: PostgresTarget) -> None:
     path = safe.auto_conf
     before, st = path.read_bytes(), path.stat()
-    bad = [change("work_mem", "7MB", 7168, ApplyMode.reload, "kB"),
-           change("random_page_cost", "-3", -3.0, ApplyMode.reload)]
+    bad = [
+        change("work_mem", "7MB", 7168, ApplyMode.reload, "kB"),
+        change("random_page_cost", "-3", -3.0, ApplyMode.reload),
+    ]
     with pytest.raises(ApplyError, match=r"random_page_cost = '-3'.*outside the valid range") as err:
         safe.apply(bad, ApplyMode.reload)
     assert "ALTER SYSTEM SET random_page_cost" in str(err.value)
@@ -147,6 +168,7 @@ def test_unknown_parameter_is_refused(safe: PostgresTarget) -> None:
 
 
 # ---- failure and restore -----------------------------------------------------------------------------
+
 
 def test_wal_level_minimal_restart_failure_then_restore(safe: PostgresTarget) -> None:
     snap = safe.snapshot(["wal_level", "max_wal_senders"], label="before-wal-level")
@@ -203,20 +225,65 @@ def test_restore_deletes_file_absent_in_snapshot(safe: PostgresTarget) -> None:
 
 # ---- runtime state -------------------------------------------------------------------------------
 
-DOCUMENTED_COUNTERS = [f"pg_stat_database.{c}" for c in (
-    "xact_commit", "xact_rollback", "blks_read", "blks_hit", "tup_returned", "tup_fetched",
-    "tup_inserted", "tup_updated", "tup_deleted", "temp_files", "temp_bytes", "deadlocks",
-    "blk_read_time", "blk_write_time")] + [
-    f"pg_stat_bgwriter.{c}" for c in (
-        "checkpoints_timed", "checkpoints_req", "checkpoint_write_time", "checkpoint_sync_time",
-        "buffers_checkpoint", "buffers_clean", "maxwritten_clean", "buffers_backend",
-        "buffers_backend_fsync", "buffers_alloc")] + [
-    f"pg_stat_wal.{c}" for c in (
-        "wal_records", "wal_fpi", "wal_bytes", "wal_buffers_full", "wal_write", "wal_sync",
-        "wal_write_time", "wal_sync_time")]
-DOCUMENTED_GAUGES = ["pg_stat_activity.total", "pg_stat_activity.active",
-                     "pg_stat_activity.idle_in_transaction", "settings.max_connections", "pg_locks.waiting",
-                     "pg_locks.total", "pg_database.size_bytes", "settings.shared_buffers_bytes"]
+DOCUMENTED_COUNTERS = (
+    [
+        f"pg_stat_database.{c}"
+        for c in (
+            "xact_commit",
+            "xact_rollback",
+            "blks_read",
+            "blks_hit",
+            "tup_returned",
+            "tup_fetched",
+            "tup_inserted",
+            "tup_updated",
+            "tup_deleted",
+            "temp_files",
+            "temp_bytes",
+            "deadlocks",
+            "blk_read_time",
+            "blk_write_time",
+        )
+    ]
+    + [
+        f"pg_stat_bgwriter.{c}"
+        for c in (
+            "checkpoints_timed",
+            "checkpoints_req",
+            "checkpoint_write_time",
+            "checkpoint_sync_time",
+            "buffers_checkpoint",
+            "buffers_clean",
+            "maxwritten_clean",
+            "buffers_backend",
+            "buffers_backend_fsync",
+            "buffers_alloc",
+        )
+    ]
+    + [
+        f"pg_stat_wal.{c}"
+        for c in (
+            "wal_records",
+            "wal_fpi",
+            "wal_bytes",
+            "wal_buffers_full",
+            "wal_write",
+            "wal_sync",
+            "wal_write_time",
+            "wal_sync_time",
+        )
+    ]
+)
+DOCUMENTED_GAUGES = [
+    "pg_stat_activity.total",
+    "pg_stat_activity.active",
+    "pg_stat_activity.idle_in_transaction",
+    "settings.max_connections",
+    "pg_locks.waiting",
+    "pg_locks.total",
+    "pg_database.size_bytes",
+    "settings.shared_buffers_bytes",
+]
 
 
 def test_runtime_state_keys_and_counters_rise(pg: PostgresTarget) -> None:
@@ -238,8 +305,13 @@ def test_runtime_state_keys_and_counters_rise(pg: PostgresTarget) -> None:
     assert during.gauges["pg_stat_activity.total"] >= 2
     assert during.gauges["pg_stat_activity.idle_in_transaction"] >= 1
     after = pg.runtime_state()
-    for key in ("pg_stat_database.xact_commit", "pg_stat_database.tup_inserted",
-                "pg_stat_database.tup_updated", "pg_stat_wal.wal_records", "pg_stat_wal.wal_bytes"):
+    for key in (
+        "pg_stat_database.xact_commit",
+        "pg_stat_database.tup_inserted",
+        "pg_stat_database.tup_updated",
+        "pg_stat_wal.wal_records",
+        "pg_stat_wal.wal_bytes",
+    ):
         assert after.counters[key] > before.counters[key], key
     assert all(":" in k and v > 0 for k, v in after.wait_events.items())
 
@@ -253,13 +325,17 @@ def test_available_and_log_tail(pg: PostgresTarget) -> None:
 
 
 def test_verify_compares_bool_real_and_enum_spellings(safe: PostgresTarget) -> None:
-    changes = [change("jit", "off", None, ApplyMode.reload),
-               change("random_page_cost", "1.1", 1.1, ApplyMode.reload),
-               change("wal_compression", "pglz", None, ApplyMode.reload)]
+    changes = [
+        change("jit", "off", None, ApplyMode.reload),
+        change("random_page_cost", "1.1", 1.1, ApplyMode.reload),
+        change("wal_compression", "pglz", None, ApplyMode.reload),
+    ]
     safe.apply(changes, ApplyMode.reload)
-    spelled = [change("jit", "false", None, ApplyMode.reload),
-               change("random_page_cost", "1.1000000001", 1.1000000001, ApplyMode.reload),
-               change("wal_compression", "PGLZ", None, ApplyMode.reload)]
+    spelled = [
+        change("jit", "false", None, ApplyMode.reload),
+        change("random_page_cost", "1.1000000001", 1.1000000001, ApplyMode.reload),
+        change("wal_compression", "PGLZ", None, ApplyMode.reload),
+    ]
     assert safe.verify(spelled) == {"jit": "off", "random_page_cost": "1.1", "wal_compression": "pglz"}
     with pytest.raises(VerifyError, match="random_page_cost: expected '1.2'"):
         safe.verify([change("random_page_cost", "1.2", 1.2, ApplyMode.reload)])
@@ -269,8 +345,7 @@ def test_restart_without_service_is_refused(pg: PostgresTarget) -> None:
     no_service = PostgresTarget(pg.dsn, None)
     before = no_service.auto_conf.read_bytes()
     with pytest.raises(ApplyError, match="no service controller"):
-        no_service.apply([change("shared_buffers", "64MB", 8192, ApplyMode.restart, "8kB")],
-                         ApplyMode.restart)
+        no_service.apply([change("shared_buffers", "64MB", 8192, ApplyMode.restart, "8kB")], ApplyMode.restart)
     assert no_service.auto_conf.read_bytes() == before
     assert no_service.data_dir == pg.data_dir  # discovered with SHOW data_directory
 

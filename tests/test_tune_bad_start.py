@@ -51,8 +51,9 @@ BAD_START = {
 
 def _cli(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AGENTICDB_HOME": str(home)}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+    )
 
 
 _HOMES: list[Path] = []  # session homes (journal + memory only), removed with the module's sandbox
@@ -99,8 +100,7 @@ def _reset(info: PostgresSandboxInfo) -> None:
     with psycopg.connect(info.dsn, autocommit=True) as c:
         c.execute("ALTER SYSTEM RESET ALL")
     pg_ctl = [f"{info.bindir}/pg_ctl", "-D", str(info.data_dir), "-w", "-l", str(info.log_file), "restart"]
-    r = subprocess.run(["runuser", "-u", info.os_user, "--", *pg_ctl],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["runuser", "-u", info.os_user, "--", *pg_ctl], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -131,9 +131,30 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
     _reset(info)
     start = tmp_path / "bad.toml"
     start.write_text("".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in BAD_START.items()))
-    r = _cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "1",
-             "--duration", "4", "--warmup", "1", "--scale", "1", "--clients", "8",
-             "--baseline-runs", "3", "--confirm-runs", "3", "--start-from", str(start))
+    r = _cli(
+        home,
+        "tune",
+        "--sandbox",
+        "postgres",
+        "--workload",
+        "pgbench",
+        "--rounds",
+        "1",
+        "--duration",
+        "4",
+        "--warmup",
+        "1",
+        "--scale",
+        "1",
+        "--clients",
+        "8",
+        "--baseline-runs",
+        "3",
+        "--confirm-runs",
+        "3",
+        "--start-from",
+        str(start),
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     sid, events = _events(home)
     kinds = [e.event for e in events]
@@ -175,9 +196,11 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
     assert end["best_objective"] > end["baseline_objective"] * (1 + round1["threshold"]), (end, baseline_ev)
     # The bad setting is undone on the server.
     assert _setting(info, "commit_delay") == "0"
-    print(f"\nbad start: baseline {end['baseline_objective']:.2f} -> best {end['best_objective']:.2f} "
-          f"(cv {baseline_ev['noise_cv']:.1%}); round 1 gain {round1['gain']:+.1%} "
-          f"vs band {round1['threshold']:.1%}; pairs {round1['candidate']} vs {round1['best']}")
+    print(
+        f"\nbad start: baseline {end['baseline_objective']:.2f} -> best {end['best_objective']:.2f} "
+        f"(cv {baseline_ev['noise_cv']:.1%}); round 1 gain {round1['gain']:+.1%} "
+        f"vs band {round1['threshold']:.1%}; pairs {round1['candidate']} vs {round1['best']}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ tie
@@ -191,10 +214,19 @@ class PlaceboPlanner(Planner):
 
     def propose(self, ctx: PlanningContext) -> Proposal:
         if ctx.rounds:
-            return Proposal(bottleneck=Bottleneck.unknown, changes=[], plateau=True, planner=self.name,
-                            rationale="placebo tried")
-        return Proposal(bottleneck=Bottleneck.io_queue, changes=[self.change], planner=self.name,
-                        rationale="a change pgbench cannot feel")
+            return Proposal(
+                bottleneck=Bottleneck.unknown,
+                changes=[],
+                plateau=True,
+                planner=self.name,
+                rationale="placebo tried",
+            )
+        return Proposal(
+            bottleneck=Bottleneck.io_queue,
+            changes=[self.change],
+            planner=self.name,
+            rationale="a change pgbench cannot feel",
+        )
 
 
 def test_placebo_candidate_is_a_tie_and_is_reverted(home: Path, info: PostgresSandboxInfo) -> None:
@@ -207,8 +239,14 @@ def test_placebo_candidate_is_a_tie_and_is_reverted(home: Path, info: PostgresSa
     cfg = _settings(sess_home, info, max_rounds=1)
     journal, memory = open_stores(cfg)
     target = build_target(cfg)
-    session = TuningSession(cfg, target, build_workload(cfg, target),
-                            PlaceboPlanner(Change(name="vacuum_cost_delay", value="10ms")), journal, memory)
+    session = TuningSession(
+        cfg,
+        target,
+        build_workload(cfg, target),
+        PlaceboPlanner(Change(name="vacuum_cost_delay", value="10ms")),
+        journal,
+        memory,
+    )
     result = session.run()
 
     assert result.status == "completed", result.reason
@@ -227,8 +265,10 @@ def test_placebo_candidate_is_a_tie_and_is_reverted(home: Path, info: PostgresSa
     # a tie is stored as inconclusive: neither a direction to repeat nor one to avoid
     assert exp[0][1].inconclusive and not exp[0][1].beneficial and not exp[0][1].ineffective
     assert exp[0][1].best_config == {}
-    print(f"\nplacebo: gain {judged['gain']:+.1%} inside band {judged['threshold']:.1%}; "
-          f"candidate {judged['candidate']} best {judged['best']}")
+    print(
+        f"\nplacebo: gain {judged['gain']:+.1%} inside band {judged['threshold']:.1%}; "
+        f"candidate {judged['candidate']} best {judged['best']}"
+    )
 
 
 def _fp(journal: Journal, session_id: str) -> Any:
@@ -248,8 +288,14 @@ def test_second_session_retrieves_the_first_ones_experience(home: Path, info: Po
     cfg.workload.duration_s, cfg.workload.warmup_s = 2, 0.5  # only the retrieval is under test here
     journal, memory = open_stores(cfg)
     target = build_target(cfg)
-    first = TuningSession(cfg, target, build_workload(cfg, target),
-                          PlaceboPlanner(Change(name="shared_buffers", value="64TB")), journal, memory)
+    first = TuningSession(
+        cfg,
+        target,
+        build_workload(cfg, target),
+        PlaceboPlanner(Change(name="shared_buffers", value="64TB")),
+        journal,
+        memory,
+    )
     a = first.run()
     assert a.status == "completed" and a.best_changes == {}, a.reason
     assert a.rounds[0].verdict_ok is False
@@ -263,11 +309,15 @@ def test_second_session_retrieves_the_first_ones_experience(home: Path, info: Po
     assert first.session_id in retrieved["sessions"], retrieved
     assert kinds.index("experience.retrieved") < kinds.index("proposal")
     proposal = _first(events, "proposal").data
-    assert f"avoiding retrieved failed shared_buffers=64TB (session {first.session_id})" \
-        in proposal["rationale"], proposal["rationale"]
+    assert f"avoiding retrieved failed shared_buffers=64TB (session {first.session_id})" in proposal["rationale"], (
+        proposal["rationale"]
+    )
     assert {"name": "shared_buffers", "value": "64TB"} not in [
-        {"name": c["name"], "value": str(c["value"])} for c in proposal["changes"]]
+        {"name": c["name"], "value": str(c["value"])} for c in proposal["changes"]
+    ]
     # Both sessions' Experience is now stored; a third would retrieve the newer first among equals.
     assert {e.session_id for _, e in memory.retrieve(_fp(journal, second.session_id))} >= {
-        first.session_id, second.session_id}
+        first.session_id,
+        second.session_id,
+    }
     print(f"\nmemory: B's first proposal: {proposal['rationale']}")

@@ -25,8 +25,9 @@ CLI = [sys.executable, "-m", "agenticdb.cli"]
 
 def cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AGENTICDB_HOME": str(home), "COLUMNS": "200"}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,11 @@ def variables(info: MariaDBSandboxInfo, names: list[str]) -> dict[str, str]:
     conn = info.connect()
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT LOWER(VARIABLE_NAME), GLOBAL_VALUE FROM information_schema.SYSTEM_VARIABLES "
-                        "WHERE LOWER(VARIABLE_NAME) IN %s", ([n.lower() for n in names],))
+            cur.execute(
+                "SELECT LOWER(VARIABLE_NAME), GLOBAL_VALUE FROM information_schema.SYSTEM_VARIABLES "
+                "WHERE LOWER(VARIABLE_NAME) IN %s",
+                ([n.lower() for n in names],),
+            )
             return {str(k): str(v) for k, v in cur.fetchall()}
     finally:
         conn.close()
@@ -61,9 +65,28 @@ def variables(info: MariaDBSandboxInfo, names: list[str]) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_full_tune_session_via_cli(home: Path, info: MariaDBSandboxInfo) -> None:
-    r = cli(home, "tune", "--sandbox", "mariadb", "--workload", "sysbench-oltp-read-write", "--rounds", "3",
-            "--duration", "4", "--warmup", "1", "--scale", "5000", "--clients", "2", "--baseline-runs", "2",
-            "--confirm-runs", "1")
+    r = cli(
+        home,
+        "tune",
+        "--sandbox",
+        "mariadb",
+        "--workload",
+        "sysbench-oltp-read-write",
+        "--rounds",
+        "3",
+        "--duration",
+        "4",
+        "--warmup",
+        "1",
+        "--scale",
+        "5000",
+        "--clients",
+        "2",
+        "--baseline-runs",
+        "2",
+        "--confirm-runs",
+        "1",
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "baseline" in r.stdout and "best" in r.stdout
     print(r.stdout)
@@ -118,8 +141,10 @@ def test_full_tune_session_via_cli(home: Path, info: MariaDBSandboxInfo) -> None
 
 def test_validate_rejects_protected_durability_and_unknown(home: Path, tmp_path: Path) -> None:
     f = tmp_path / "changes.toml"
-    f.write_text('transaction_isolation = "READ-COMMITTED"\ninnodb_flush_log_at_trx_commit = 2\n'
-                 'innodb_no_such_knob = 5\ninnodb_io_capacity = 400\n')
+    f.write_text(
+        'transaction_isolation = "READ-COMMITTED"\ninnodb_flush_log_at_trx_commit = 2\n'
+        "innodb_no_such_knob = 5\ninnodb_io_capacity = 400\n"
+    )
     r = cli(home, "validate", "--sandbox", "mariadb", str(f))
     assert r.returncode == 1, r.stdout + r.stderr
     rows = {line.split("│")[1].strip(): line for line in r.stdout.splitlines() if line.count("│") > 3}

@@ -34,11 +34,13 @@ CLI = [sys.executable, "-m", "agenticdb.cli"]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="writes /proc/sys and /sys/block: needs root")
 
 
-def cli(home: Path, *args: str, env: dict[str, str] | None = None,
-        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def cli(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "AGENTICDB_HOME": str(home), "COLUMNS": "200", **(env or {})}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=full,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=full, stdin=subprocess.DEVNULL
+    )
 
 
 def read_raw(path: Path) -> str:
@@ -90,9 +92,31 @@ def test_session_switches_to_os_stage_and_restores_what_was_not_kept(pg_home: Pa
     linux = LinuxTarget(data_dir=info.data_dir)
     before = host_values(linux)
     try:
-        r = cli(pg_home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--stage", "both",
-                "--rounds", "4", "--duration", "3", "--warmup", "1", "--scale", "1", "--clients", "2",
-                "--baseline-runs", "2", "--confirm-runs", "1", env={"AGENTICDB_LOOP__PLATEAU_ROUNDS": "1"})
+        r = cli(
+            pg_home,
+            "tune",
+            "--sandbox",
+            "postgres",
+            "--workload",
+            "pgbench",
+            "--stage",
+            "both",
+            "--rounds",
+            "4",
+            "--duration",
+            "3",
+            "--warmup",
+            "1",
+            "--scale",
+            "1",
+            "--clients",
+            "2",
+            "--baseline-runs",
+            "2",
+            "--confirm-runs",
+            "1",
+            env={"AGENTICDB_LOOP__PLATEAU_ROUNDS": "1"},
+        )
         print(r.stdout)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
@@ -152,8 +176,13 @@ def test_rollback_os_restores_originals_of_interrupted_sessions(tmp_path: Path) 
 
         # Session A changes two values and is "killed" (its target object is simply dropped) ...
         a = LinuxTarget(data_dir=str(tmp_path), state_store=lambda n, v: memory.save_os_original("A", n, v))
-        a.apply([NormalizedChange(name=ratio, value=first, apply=ApplyMode.dynamic),
-                 NormalizedChange(name=ra, value=new_ra, apply=ApplyMode.dynamic)], ApplyMode.dynamic)
+        a.apply(
+            [
+                NormalizedChange(name=ratio, value=first, apply=ApplyMode.dynamic),
+                NormalizedChange(name=ra, value=new_ra, apply=ApplyMode.dynamic),
+            ],
+            ApplyMode.dynamic,
+        )
         # ... then session B saves A's trial value as its "original" and is killed too.
         b = LinuxTarget(data_dir=str(tmp_path), state_store=lambda n, v: memory.save_os_original("B", n, v))
         b.apply([NormalizedChange(name=ratio, value=second, apply=ApplyMode.dynamic)], ApplyMode.dynamic)
@@ -186,8 +215,7 @@ def test_os_catalog_and_validate_cli(tmp_path: Path) -> None:
     assert read_raw(Path("/proc/sys/vm/dirty_background_ratio")) in line and "percent" in line
 
     f = tmp_path / "os.toml"  # bare dotted keys, as a sysadmin writes sysctl names
-    f.write_text(f"vm.dirty_background_ratio = 5\nvm.no_such_sysctl = 1\n"
-                 f"block.{dev}.scheduler = \"no-such\"\n")
+    f.write_text(f'vm.dirty_background_ratio = 5\nvm.no_such_sysctl = 1\nblock.{dev}.scheduler = "no-such"\n')
     r = cli(tmp_path, "validate", "--stage", "os", str(f))
     assert r.returncode == 1, r.stdout + r.stderr
     rows = {x.split("│")[1].strip(): x for x in r.stdout.splitlines() if x.count("│") > 3}

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config import PolicyConfig, WorkloadConfig
 from agenticdb.executor import Executor
 from agenticdb.hardware import detect_hardware
 from agenticdb.journal import Journal
@@ -27,8 +27,6 @@ from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validator import validate
 from agenticdb.workloads import build_workload, connection_from_dsn
-from agenticdb.config import WorkloadConfig
-
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
@@ -44,8 +42,9 @@ def _shared_tmp(prefix: str) -> Path:
 
 def cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AGENTICDB_HOME": str(home)}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +74,28 @@ def setting(info: PostgresSandboxInfo, name: str) -> str:
 
 @pytest.mark.slow
 def test_full_tune_session_via_cli(home: Path, info: PostgresSandboxInfo) -> None:
-    r = cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "3", "--duration", "5",
-            "--warmup", "1", "--scale", "1", "--clients", "2", "--baseline-runs", "2", "--confirm-runs", "1")
+    r = cli(
+        home,
+        "tune",
+        "--sandbox",
+        "postgres",
+        "--workload",
+        "pgbench",
+        "--rounds",
+        "3",
+        "--duration",
+        "5",
+        "--warmup",
+        "1",
+        "--scale",
+        "1",
+        "--clients",
+        "2",
+        "--baseline-runs",
+        "2",
+        "--confirm-runs",
+        "1",
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "baseline" in r.stdout and "best" in r.stdout
 
@@ -109,8 +128,10 @@ def test_full_tune_session_via_cli(home: Path, info: PostgresSandboxInfo) -> Non
 
 
 def _executor(target: PostgresTarget, info: PostgresSandboxInfo, journal: Journal) -> Executor:
-    wl = build_workload(WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2),
-                        connection_from_dsn("postgresql", info.dsn, "agenticdb_bench"))
+    wl = build_workload(
+        WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2),
+        connection_from_dsn("postgresql", info.dsn, "agenticdb_bench"),
+    )
     return Executor(target, [target.runtime_state], wl, journal, "test", warmup_s=0, duration_s=2)
 
 
@@ -120,8 +141,11 @@ def test_forced_wal_level_minimal_is_recovered(home: Path, info: PostgresSandbox
     target = PostgresTarget.from_config(info.target_config())
     journal = Journal(tmp_path / "j.db")
     safe = target.snapshot(["wal_level", "max_wal_senders"], label="safe")
-    forced = Verdict(ok=True, apply_requirement=ApplyMode.restart, changes=[
-        NormalizedChange(name="wal_level", value="minimal", apply=ApplyMode.restart)])
+    forced = Verdict(
+        ok=True,
+        apply_requirement=ApplyMode.restart,
+        changes=[NormalizedChange(name="wal_level", value="minimal", apply=ApplyMode.restart)],
+    )
     execution = _executor(target, info, journal).trial(forced, safe, round_no=1)
     assert execution.failure is not None and execution.failure.phase in ("restart", "apply")
     assert not target.available()
@@ -136,8 +160,11 @@ def test_postmaster_knob_claimed_as_reload_is_applied_by_restart(info: PostgresS
     catalog = target.catalog()
     current = target.current_values(list(catalog.knobs))
     target_value = "256MB" if setting(info, "shared_buffers") != "256MB" else "192MB"
-    proposal = Proposal(bottleneck=Bottleneck.buffer_cache, changes=[Change(name="shared_buffers", value=target_value)],
-                        apply_requirement=ApplyMode.reload)
+    proposal = Proposal(
+        bottleneck=Bottleneck.buffer_cache,
+        changes=[Change(name="shared_buffers", value=target_value)],
+        apply_requirement=ApplyMode.reload,
+    )
     verdict = validate(proposal, catalog, current, detect_hardware(info.data_dir), PolicyConfig(), Layer.dbms)
     assert verdict.ok, verdict.feedback()
     assert verdict.apply_requirement == ApplyMode.restart
@@ -173,8 +200,24 @@ def test_validate_cli_rejects_durability_knob(home: Path, tmp_path: Path) -> Non
 def test_start_from_with_durability_violation_is_refused(home: Path, tmp_path: Path) -> None:
     f = tmp_path / "start.toml"
     f.write_text('synchronous_commit = "off"\n')
-    r = cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "1", "--duration", "2",
-            "--warmup", "0", "--scale", "1", "--start-from", str(f))
+    r = cli(
+        home,
+        "tune",
+        "--sandbox",
+        "postgres",
+        "--workload",
+        "pgbench",
+        "--rounds",
+        "1",
+        "--duration",
+        "2",
+        "--warmup",
+        "0",
+        "--scale",
+        "1",
+        "--start-from",
+        str(f),
+    )
     assert r.returncode != 0
     assert "synchronous_commit" in (r.stdout + r.stderr)
 
@@ -192,8 +235,27 @@ def test_reset_data_restores_pristine_copy_before_each_run(home: Path, info: Pos
             return 0
 
     before = history_rows()
-    r = cli(home, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "1", "--duration", "2",
-            "--warmup", "0", "--scale", "1", "--baseline-runs", "4", "--confirm-runs", "0", "--reset-data")
+    r = cli(
+        home,
+        "tune",
+        "--sandbox",
+        "postgres",
+        "--workload",
+        "pgbench",
+        "--rounds",
+        "1",
+        "--duration",
+        "2",
+        "--warmup",
+        "0",
+        "--scale",
+        "1",
+        "--baseline-runs",
+        "4",
+        "--confirm-runs",
+        "0",
+        "--reset-data",
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     journal = Journal(home / "journal.db")
     sid = journal.sessions()[-1].id  # oldest first: the newest is this test's
@@ -209,10 +271,25 @@ def test_reset_data_restores_pristine_copy_before_each_run(home: Path, info: Pos
 
 
 def test_reset_data_is_refused_outside_a_sandbox(home: Path, info: PostgresSandboxInfo) -> None:
-    r = cli(home, "tune", "--target", info.dsn, "--workload", "pgbench", "--rounds", "1", "--duration", "1",
-            "--scale", "1", "--reset-data")
-    assert r.returncode == 1
+    sessions_before = len(Journal(home / "journal.db").sessions())
+    r = cli(
+        home,
+        "tune",
+        "--target",
+        info.dsn,
+        "--workload",
+        "pgbench",
+        "--rounds",
+        "1",
+        "--duration",
+        "1",
+        "--scale",
+        "1",
+        "--reset-data",
+    )
+    assert r.returncode == 2  # a usage error: nothing ran
     assert "allowed only on a sandbox" in r.stdout + r.stderr
+    assert len(Journal(home / "journal.db").sessions()) == sessions_before  # no half-journaled session
 
 
 @pytest.mark.slow
@@ -223,17 +300,41 @@ def test_ctrl_c_twice_mid_trial_restores_and_journals(home: Path, info: Postgres
     with psycopg.connect(info.dsn, autocommit=True) as c:
         before = c.execute("SELECT name, setting FROM pg_settings ORDER BY name").fetchall()
     env = {**os.environ, "AGENTICDB_HOME": str(home)}
-    proc = subprocess.Popen([*CLI, "tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "3",
-                             "--duration", "20", "--warmup", "0", "--scale", "1", "--baseline-runs", "1"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "tune",
+            "--sandbox",
+            "postgres",
+            "--workload",
+            "pgbench",
+            "--rounds",
+            "3",
+            "--duration",
+            "20",
+            "--warmup",
+            "0",
+            "--scale",
+            "1",
+            "--baseline-runs",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     journal = Journal(home / "journal.db")
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             newest = journal.sessions()[-1] if journal.sessions() else None
-            if newest is not None and newest.status == "unfinished" and any(
-                    e.event == "applied" for e in journal.events(newest.id)):
+            if (
+                newest is not None
+                and newest.status == "unfinished"
+                and any(e.event == "applied" for e in journal.events(newest.id))
+            ):
                 break
             time.sleep(0.3)
         else:

@@ -92,9 +92,7 @@ def test_pg_spellings(spec: KnobSpec, raw: object, canonical: str, base: float |
         (WORK_MEM, float("nan"), "type", ["work_mem"]),
     ],
 )
-def test_pg_rejects_with_parameter_value_and_rule(
-    spec: KnobSpec, raw: object, check: str, words: list[str]
-) -> None:
+def test_pg_rejects_with_parameter_value_and_rule(spec: KnobSpec, raw: object, check: str, words: list[str]) -> None:
     with pytest.raises(UnitError) as info:
         parse_pg_value(spec, raw)  # type: ignore[arg-type]
     assert info.value.check == check
@@ -110,9 +108,7 @@ def test_pg_integer_rounds_like_the_server_and_warns() -> None:
     assert p.base_value == 125.0 and p.canonical == "1000kB" and "rounded" in p.warnings[0]
 
 
-@given(
-    st.integers(min_value=1, max_value=2**31 - 1), st.sampled_from(["8kB", "kB", "MB", "B", "s", "ms", "min"])
-)
+@given(st.integers(min_value=1, max_value=2**31 - 1), st.sampled_from(["8kB", "kB", "MB", "B", "s", "ms", "min"]))
 def test_pg_round_trip(base: int, unit: str) -> None:
     """format → parse gives the same base value, and the spelling is a fixed point."""
     spec = pg("x", unit=unit)

@@ -201,9 +201,7 @@ def test_stage_checks() -> None:
     assert kinds(check(PG, {"vm.swappiness": 10})) == {"vm.swappiness": "stage"}
     assert kinds(check(LINUX, {"vm.swappiness": 10}, stage=Layer.dbms)) == {"vm.swappiness": "stage"}
     assert kinds(check(PG, {"work_mem": "8MB"}, stage=Layer.os)) == {"work_mem": "stage"}
-    proposal = Proposal(
-        bottleneck=Bottleneck.unknown, layer=Layer.os, changes=[Change(name="work_mem", value="8MB")]
-    )
+    proposal = Proposal(bottleneck=Bottleneck.unknown, layer=Layer.os, changes=[Change(name="work_mem", value="8MB")])
     v = validate(proposal, PG, {}, HW, WIDE, Layer.dbms)
     assert kinds(v) == {"work_mem": "stage"} and "layer os" in v.failed[0].message
 
@@ -273,9 +271,7 @@ def test_memory_budget_terms() -> None:
         [],
         {n.lower(): n for n in PG.knobs},
     )
-    _, parts = memory_estimate(
-        cfg, load_ruleset("postgresql"), PolicyConfig(per_connection_work_mem_factor=2)
-    )
+    _, parts = memory_estimate(cfg, load_ruleset("postgresql"), PolicyConfig(per_connection_work_mem_factor=2))
     assert parts["maintenance_work_mem"] == 3 * GiB and parts["wal_buffers"] == 16 * 1024**2
     assert parts["work_mem"] == 2 * 100 * 4 * 1024**2
 
@@ -318,11 +314,7 @@ def test_step_bounds() -> None:
 
 def test_apply_requirement_corrected_and_restart_permissions() -> None:
     v = check(PG, {"shared_buffers": "256MB"}, claim="reload")
-    assert (
-        v.ok
-        and v.apply_requirement == ApplyMode.restart
-        and "corrected from reload to restart" in v.warnings[0]
-    )
+    assert v.ok and v.apply_requirement == ApplyMode.restart and "corrected from reload to restart" in v.warnings[0]
     for kw in (
         {"policy": WIDE.model_copy(update={"allow_restart": False})},
         {"can_restart": False},
@@ -388,9 +380,7 @@ def _tree(tmp_path: Path, cgroup: str, mountinfo: str, files: dict[str, str]) ->
     (proc / "self").mkdir(parents=True)
     (proc / "self" / "cgroup").write_text(cgroup)
     (proc / "self" / "mountinfo").write_text(mountinfo)
-    (proc / "meminfo").write_text(
-        "MemTotal:       24000000 kB\nSwapTotal:  1024 kB\nCommitted_AS:  6000 kB\n"
-    )
+    (proc / "meminfo").write_text("MemTotal:       24000000 kB\nSwapTotal:  1024 kB\nCommitted_AS:  6000 kB\n")
     for rel, text in files.items():
         p = tmp_path / rel.replace("<tmp>", "")
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -413,9 +403,7 @@ def test_cgroup_v2_limit_is_the_tightest_on_the_path(tmp_path: Path) -> None:
 def test_cgroup_v1_limit_and_unlimited(tmp_path: Path) -> None:
     cg = tmp_path / "mem"
     mi = f"35 31 0:32 / {cg} rw,relatime - cgroup cgroup rw,memory\n"
-    proc, _ = _tree(
-        tmp_path, "4:memory:/box\n", mi, {"mem/box/memory.limit_in_bytes": "9223372036854771712\n"}
-    )
+    proc, _ = _tree(tmp_path, "4:memory:/box\n", mi, {"mem/box/memory.limit_in_bytes": "9223372036854771712\n"})
     assert cgroup_memory_limit(proc=proc) is None
     (cg / "box" / "memory.limit_in_bytes").write_text(str(3 * GiB))
     assert cgroup_memory_limit(proc=proc) == 3 * GiB

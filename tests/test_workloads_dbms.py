@@ -169,9 +169,7 @@ def test_tpch_sf001_all_queries_return_rows(request: pytest.FixtureRequest, dbms
     assert w.traits().workload_class == "olap"
 
     # a per-query timeout far below the query times: every slow query is an error
-    strict = build_workload(
-        WorkloadConfig(kind="tpch", scale=0.01, query_timeout_s=0.001), conn, progress=False
-    )
+    strict = build_workload(WorkloadConfig(kind="tpch", scale=0.01, query_timeout_s=0.001), conn, progress=False)
     with pytest.raises(WorkloadError, match="timed out"):
         strict.run(0)
     tolerant = build_workload(
@@ -222,9 +220,9 @@ def test_command_workload(request: pytest.FixtureRequest, dbms: str) -> None:
         if bad.startswith("echo oops"):
             assert "oops" in exc.value.output
     with pytest.raises(WorkloadError, match="timeout_s=0.5"):
-        build_workload(
-            WorkloadConfig(kind="command", command="sleep 5", timeout_s=0.5), conn, progress=False
-        ).run(RUN_S)
+        build_workload(WorkloadConfig(kind="command", command="sleep 5", timeout_s=0.5), conn, progress=False).run(
+            RUN_S
+        )
 
 
 def _databases(conn: Connection) -> set[str]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from agenticdb.config import WorkloadConfig
 from agenticdb.resources import data_dir
@@ -22,9 +22,7 @@ MY = connection_from_dsn("mariadb", "mysql://root@127.0.0.1:3306/", "bench")
 
 
 def test_connection_from_dsn_postgres_uri_and_keywords() -> None:
-    c = connection_from_dsn(
-        "postgresql", "postgresql://alice:s3cret@db.example:6543/app?sslmode=require", "b"
-    )
+    c = connection_from_dsn("postgresql", "postgresql://alice:s3cret@db.example:6543/app?sslmode=require", "b")
     assert (c.kind, c.host, c.port, c.user, c.password, c.database) == (
         "postgresql",
         "db.example",
@@ -80,9 +78,7 @@ def test_factory_builds_every_load_generating_kind() -> None:
         "command": ("command", "oltp", "unknown", 0.5),
     }
     for kind, (bench, cls, pattern, rf) in expected.items():
-        w = build_workload(
-            WorkloadConfig(kind=kind, scale=100, clients=3, command="true"), PG, progress=False
-        )
+        w = build_workload(WorkloadConfig(kind=kind, scale=100, clients=3, command="true"), PG, progress=False)
         t = w.traits()
         assert (t.benchmark, t.workload_class, t.access_pattern, t.read_fraction) == (bench, cls, pattern, rf)
         assert (t.concurrency, t.scale, t.objective) == (3, 100.0, "tps_per_p95")

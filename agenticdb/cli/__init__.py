@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -22,18 +22,21 @@ from rich.markup import escape
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.logs import configure_logging
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="Closed-loop tuning agent for PostgreSQL, MySQL/MariaDB and Linux.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Closed-loop tuning agent for PostgreSQL, MySQL/MariaDB and Linux.",
+)
 sandbox_app = typer.Typer(no_args_is_help=True, help="Private database instances for trying agenticdb.")
 app.add_typer(sandbox_app, name="sandbox")
 console = Console()
 err = Console(stderr=True)
 log = structlog.get_logger(__name__)
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="agenticdb.toml")]
-TargetOpt = Annotated[Optional[str], typer.Option("--target", help="DSN of the database to tune")]
-SandboxOpt = Annotated[Optional[str], typer.Option("--sandbox", help="postgres | mariadb (private instance)")]
-HomeOpt = Annotated[Optional[Path], typer.Option("--home", help="agenticdb data dir (SQLite files, sandboxes)")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="agenticdb.toml")]
+TargetOpt = Annotated[str | None, typer.Option("--target", help="DSN of the database to tune")]
+SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="postgres | mariadb (private instance)")]
+HomeOpt = Annotated[Path | None, typer.Option("--home", help="agenticdb data dir (SQLite files, sandboxes)")]
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -46,8 +49,13 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def settings(config: Path | None, target: str | None, sandbox: str | None, home: Path | None,
-             extra: dict[str, Any] | None = None) -> Settings:
+def settings(
+    config: Path | None,
+    target: str | None,
+    sandbox: str | None,
+    home: Path | None,
+    extra: dict[str, Any] | None = None,
+) -> Settings:
     """Load configuration with CLI overrides (flags > environment > file > defaults)."""
     overrides: dict[str, Any] = {}
     if home is not None:
@@ -77,8 +85,10 @@ def settings(config: Path | None, target: str | None, sandbox: str | None, home:
 
 
 @app.callback()
-def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False,
-          json_logs: Annotated[bool, typer.Option("--json-logs", help="log as JSON lines")] = False) -> None:
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="log as JSON lines")] = False,
+) -> None:
     configure_logging(verbose=verbose, json_logs=json_logs)
 
 
@@ -89,30 +99,53 @@ def tune(
     target: TargetOpt = None,
     sandbox: SandboxOpt = None,
     home: HomeOpt = None,
-    workload: Annotated[Optional[str], typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command")] = None,
-    rounds: Annotated[Optional[int], typer.Option(help="max rounds")] = None,
-    duration: Annotated[Optional[float], typer.Option(help="seconds per measured run")] = None,
-    warmup: Annotated[Optional[float], typer.Option(help="warm-up seconds before each run")] = None,
-    scale: Annotated[Optional[float], typer.Option(help="benchmark scale")] = None,
-    clients: Annotated[Optional[int], typer.Option(help="client connections")] = None,
-    planner: Annotated[Optional[str], typer.Option(help="heuristic | llm")] = None,
-    stage: Annotated[Optional[str], typer.Option(help="dbms | os | both")] = None,
-    start_from: Annotated[Optional[Path], typer.Option("--start-from", help="TOML/JSON of name = value applied before the baseline")] = None,
-    baseline_runs: Annotated[Optional[int], typer.Option(help="baseline repetitions (noise estimate)")] = None,
-    confirm_runs: Annotated[Optional[int], typer.Option(help="interleaved re-measurements before keeping a gain")] = None,
-    time_budget: Annotated[Optional[float], typer.Option(help="seconds for the whole session")] = None,
-    allow_restart: Annotated[Optional[bool], typer.Option("--allow-restart/--no-restart")] = None,
-    reset_data: Annotated[Optional[bool], typer.Option("--reset-data", help="sandbox only: restore a pristine data copy before every run")] = None,
+    workload: Annotated[str | None, typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command")] = None,
+    rounds: Annotated[int | None, typer.Option(help="max rounds")] = None,
+    duration: Annotated[float | None, typer.Option(help="seconds per measured run")] = None,
+    warmup: Annotated[float | None, typer.Option(help="warm-up seconds before each run")] = None,
+    scale: Annotated[float | None, typer.Option(help="benchmark scale")] = None,
+    clients: Annotated[int | None, typer.Option(help="client connections")] = None,
+    planner: Annotated[str | None, typer.Option(help="heuristic | llm")] = None,
+    stage: Annotated[str | None, typer.Option(help="dbms | os | both")] = None,
+    start_from: Annotated[
+        Path | None,
+        typer.Option("--start-from", help="TOML/JSON of name = value applied before the baseline"),
+    ] = None,
+    baseline_runs: Annotated[int | None, typer.Option(help="baseline repetitions (noise estimate)")] = None,
+    confirm_runs: Annotated[int | None, typer.Option(help="interleaved re-measurements before keeping a gain")] = None,
+    time_budget: Annotated[float | None, typer.Option(help="seconds for the whole session")] = None,
+    allow_restart: Annotated[bool | None, typer.Option("--allow-restart/--no-restart")] = None,
+    reset_data: Annotated[
+        bool | None,
+        typer.Option("--reset-data", help="sandbox only: restore a pristine data copy before every run"),
+    ] = None,
 ) -> None:
     """Run one closed-loop tuning session and print a live table of rounds."""
-    cfg = settings(config, target, sandbox, home, {
-        "workload": {"kind": workload, "duration_s": duration, "warmup_s": warmup, "scale": scale,
-                     "clients": clients},
-        "loop": {"max_rounds": rounds, "stage": stage, "baseline_runs": baseline_runs,
-                 "confirm_runs": confirm_runs, "time_budget_s": time_budget, "reset_data": reset_data},
-        "planner": {"kind": planner},
-        "policy": {"allow_restart": allow_restart},
-    })
+    cfg = settings(
+        config,
+        target,
+        sandbox,
+        home,
+        {
+            "workload": {
+                "kind": workload,
+                "duration_s": duration,
+                "warmup_s": warmup,
+                "scale": scale,
+                "clients": clients,
+            },
+            "loop": {
+                "max_rounds": rounds,
+                "stage": stage,
+                "baseline_runs": baseline_runs,
+                "confirm_runs": confirm_runs,
+                "time_budget_s": time_budget,
+                "reset_data": reset_data,
+            },
+            "planner": {"kind": planner},
+            "policy": {"allow_restart": allow_restart},
+        },
+    )
     from agenticdb.cli.tune_cmd import run_tune
 
     start_file = start_from or (Path(cfg.loop.start_from) if cfg.loop.start_from else None)
@@ -136,13 +169,21 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 _UNQUOTED_UNIT = re.compile(r"^\s*([\w.\"']+)\s*=\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*(?:#.*)?$", re.M)
 
 
+_UNQUOTED_WORD = re.compile(r"^\s*([\w.\"']+)\s*=\s*([A-Za-z_][\w,\-$ ]*?)\s*(?:#.*)?$", re.M)
+
+
 def _toml_hint(text: str) -> str:
-    """A hint for the commonest TOML trap in change files: a number with a unit left unquoted."""
+    """A hint for the commonest TOML traps in change files (postgresql.conf habits): a number with a unit
+    or a word value left unquoted."""
     m = _UNQUOTED_UNIT.search(text)
-    if m is None or m.group(3).lower() in ("true", "false", "inf", "nan"):
-        return ""
-    name, num, unit = m.groups()
-    return f"; hint: values with units must be quoted: {name} = \"{num}{unit}\""
+    if m is not None and m.group(3).lower() not in ("true", "false", "inf", "nan"):
+        name, num, unit = m.groups()
+        return f'; hint: values with units must be quoted: {name} = "{num}{unit}"'
+    w = _UNQUOTED_WORD.search(text)
+    if w is not None and w.group(2).lower() not in ("true", "false", "inf", "nan"):
+        name, word = w.groups()
+        return f'; hint: words must be quoted (this is TOML, not postgresql.conf): {name} = "{word}"'
+    return ""
 
 
 def read_change_file(path: Path) -> dict[str, Any]:
@@ -176,8 +217,13 @@ def read_change_file(path: Path) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------- sandbox
-SANDBOX_ALIASES = {"postgres": "postgres", "postgresql": "postgres", "pg": "postgres",
-                   "mariadb": "mariadb", "mysql": "mariadb"}
+SANDBOX_ALIASES = {
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "pg": "postgres",
+    "mariadb": "mariadb",
+    "mysql": "mariadb",
+}
 """Names accepted by the sandbox commands → the sandbox kind (the sandbox of MySQL is a MariaDB server)."""
 
 
@@ -236,7 +282,7 @@ def sandbox_status(kind: str, home: HomeOpt = None) -> None:
 
 
 # ------------------------------------------------------------------------------------ validate
-class ApplyClaim(str, Enum):
+class ApplyClaim(StrEnum):
     """Apply modes a change set may claim (agenticdb.models.ApplyMode)."""
 
     dynamic = "dynamic"
@@ -244,7 +290,7 @@ class ApplyClaim(str, Enum):
     restart = "restart"
 
 
-class ValidateStage(str, Enum):
+class ValidateStage(StrEnum):
     """Which catalog ``validate`` checks against."""
 
     dbms = "dbms"
@@ -254,17 +300,24 @@ class ValidateStage(str, Enum):
 @app.command()
 def validate(
     file: Annotated[Path, typer.Argument(help="TOML/JSON file of name = value")],
-    config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None,
+    config: ConfigOpt = None,
+    target: TargetOpt = None,
+    sandbox: SandboxOpt = None,
+    home: HomeOpt = None,
     stage: Annotated[ValidateStage, typer.Option(help="which catalog: the DBMS or the Linux host")] = "dbms",  # type: ignore[assignment]
-    apply_claim: Annotated[Optional[ApplyClaim], typer.Option("--apply", help="the apply mode you claim the set needs (checked against server metadata)")] = None,
+    apply_claim: Annotated[
+        ApplyClaim | None,
+        typer.Option("--apply", help="the apply mode you claim the set needs (checked against server metadata)"),
+    ] = None,
 ) -> None:
     """Check a proposed change set against a live target; exit 0 only when it would be applied."""
     from agenticdb.cli.inspect_cmd import run_validate
 
     changes = read_change_file(file)
     cfg = settings(config, target, sandbox, home)
-    raise typer.Exit(run_validate(cfg, changes, ValidateStage(stage).value,
-                                  apply_claim.value if apply_claim else None, console))
+    raise typer.Exit(
+        run_validate(cfg, changes, ValidateStage(stage).value, apply_claim.value if apply_claim else None, console)
+    )
 
 
 @app.command("validate-config")
@@ -278,17 +331,24 @@ def validate_config(config: Annotated[Path, typer.Argument(help="agenticdb.toml"
         fail(str(exc), 2)
     for w in config_warnings(cfg):
         err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
-    console.print(f"[green]ok[/]: {escape(str(config))} (target {cfg.target.kind}, workload {cfg.workload.kind}, "
-                  f"durability {cfg.policy.durability})", highlight=False, soft_wrap=True)
+    console.print(
+        f"[green]ok[/]: {escape(str(config))} (target {cfg.target.kind}, workload {cfg.workload.kind}, "
+        f"durability {cfg.policy.durability})",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 # ------------------------------------------------------------------------------------- catalog
 @app.command()
 def catalog(
-    config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None,
+    config: ConfigOpt = None,
+    target: TargetOpt = None,
+    sandbox: SandboxOpt = None,
+    home: HomeOpt = None,
     excluded: Annotated[bool, typer.Option("--excluded", help="list exclusions with their reasons")] = False,
     os_stage: Annotated[bool, typer.Option("--os", help="the Linux catalog of this host")] = False,
-    like: Annotated[Optional[str], typer.Option(help="only names containing this text")] = None,
+    like: Annotated[str | None, typer.Option(help="only names containing this text")] = None,
 ) -> None:
     """Show the action catalog: tunable knobs with type, unit, range and apply requirement."""
     from agenticdb.cli.inspect_cmd import run_catalog
@@ -300,14 +360,17 @@ def catalog(
 # ------------------------------------------------------------------------------------ rollback
 @app.command()
 def rollback(
-    config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None,
+    config: ConfigOpt = None,
+    target: TargetOpt = None,
+    sandbox: SandboxOpt = None,
+    home: HomeOpt = None,
     dbms: Annotated[bool, typer.Option("--dbms", help="restore the DBMS configuration")] = False,
     os_: Annotated[bool, typer.Option("--os", help="restore saved original OS values")] = False,
-    session: Annotated[Optional[str], typer.Option(help="session id (default: the latest)")] = None,
+    session: Annotated[str | None, typer.Option(help="session id (default: the latest)")] = None,
     to: Annotated[str, typer.Option(help="baseline | last-safe")] = "baseline",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
 ) -> None:
-    """Put back what agenticdb changed: the newest session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write. Every value is restored, including ones changed by others since: preview with --dry-run."""
+    """Put back what agenticdb changed: the newest session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write. Every value is restored, including ones changed by others since: preview with --dry-run."""  # noqa: E501 - typer shows the docstring as one help paragraph
     from agenticdb.cli.tune_cmd import run_rollback
 
     if not dbms and not os_:
@@ -319,8 +382,9 @@ def rollback(
 # -------------------------------------------------------------------------------------- report
 @app.command()
 def report(
-    session: Annotated[Optional[str], typer.Argument(help="session id (default: the latest)")] = None,
-    config: ConfigOpt = None, home: HomeOpt = None,
+    session: Annotated[str | None, typer.Argument(help="session id (default: the latest)")] = None,
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
 ) -> None:
     """A Markdown report of one session: baseline, rounds, best configuration, every change's reason."""
     from agenticdb.cli.inspect_cmd import run_report
@@ -331,14 +395,16 @@ def report(
 
 # -------------------------------------------------------------------------------------- daemon
 @app.command()
-def daemon(config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None,
-           home: HomeOpt = None) -> None:
+def daemon(
+    config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None
+) -> None:
     """Run as a long-lived service: scheduled sessions, crash reconciliation, sd_notify."""
     from agenticdb.daemon import run_daemon
 
     cfg = settings(config, target, sandbox, home)
-    raise typer.Exit(run_daemon(cfg, config_path=config, overrides={"target": target, "sandbox": sandbox,
-                                                                    "home": home}))
+    raise typer.Exit(
+        run_daemon(cfg, config_path=config, overrides={"target": target, "sandbox": sandbox, "home": home})
+    )
 
 
 def _add_subapps() -> None:
@@ -361,4 +427,3 @@ def main() -> None:
     except (SetupError, ConfigError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
-

@@ -17,8 +17,7 @@ from agenticdb.targets.base import Target
 from agenticdb.units import family_of
 
 
-def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim: str | None,
-                 console: Console) -> int:
+def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim: str | None, console: Console) -> int:
     """Validate a change file against the live target (or the Linux host for ``stage = os``)."""
     from agenticdb.app import build_target
     from agenticdb.hardware import detect_hardware
@@ -36,14 +35,24 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
             console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
             return 1
     catalog = target.catalog()
-    proposal = Proposal(bottleneck=Bottleneck.unknown, layer=layer,
-                        changes=[Change(name=k, value=v) for k, v in changes.items()],
-                        apply_requirement=ApplyMode(apply_claim) if apply_claim else ApplyMode.dynamic,
-                        planner="file")
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown,
+        layer=layer,
+        changes=[Change(name=k, value=v) for k, v in changes.items()],
+        apply_requirement=ApplyMode(apply_claim) if apply_claim else ApplyMode.dynamic,
+        planner="file",
+    )
     current = target.current_values(list(catalog.knobs))
     can_restart = getattr(getattr(target, "service", None), "can_restart", lambda: True)()
-    verdict = validate(proposal, catalog, current, detect_hardware(getattr(target, "data_dir", None)),
-                       cfg.policy, layer, can_restart=can_restart)
+    verdict = validate(
+        proposal,
+        catalog,
+        current,
+        detect_hardware(getattr(target, "data_dir", None)),
+        cfg.policy,
+        layer,
+        can_restart=can_restart,
+    )
     target.close()
     family = family_of(catalog.target)
     cur = {k.lower(): v for k, v in current.items()}
@@ -51,8 +60,11 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
     # It is reported as "already in effect" (exit 0 if nothing else fails) with a warning that the value
     # in effect is itself durability-risking: agenticdb never *sets* it, but it does not undo a choice
     # the DBA made either.
-    noops = [f for f in verdict.failed if f.check == "durability"
-             and _same(family, catalog, f.parameter, f.value, cur.get(f.parameter.lower()))]
+    noops = [
+        f
+        for f in verdict.failed
+        if f.check == "durability" and _same(family, catalog, f.parameter, f.value, cur.get(f.parameter.lower()))
+    ]
     failed = [f for f in verdict.failed if f not in noops]
     ok = not failed
     warnings = list(verdict.warnings)
@@ -78,22 +90,42 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
             continue
         unit = catalog.knobs[c.name].unit if c.name in catalog.knobs else None
         same = _same(family, catalog, c.name, c.value, c.previous)
-        t.add_row(escape(c.name), escape(_num_text(c.value, unit)),
-                  "[green]already in effect[/]" if same else "[green]ok[/]", "",
-                  escape(f"was {_num_text(str(c.previous), unit)}; apply {c.apply.value}"
-                         + ("; no change" if same else "")), "")
+        t.add_row(
+            escape(c.name),
+            escape(_num_text(c.value, unit)),
+            "[green]already in effect[/]" if same else "[green]ok[/]",
+            "",
+            escape(f"was {_num_text(str(c.previous), unit)}; apply {c.apply.value}" + ("; no change" if same else "")),
+            "",
+        )
     for f in noops:
-        t.add_row(escape(f.parameter), escape(f.value), "[yellow]already in effect[/]", escape(f.rule_id),
-                  escape(f"{f.parameter} is already {f.value}: nothing to apply. The value in effect is itself "
-                         f"durability-risking ({f.message.split(': ', 1)[-1]}); agenticdb never sets it, "
-                         "but leaves the DBA's choice alone"), escape(f.source))
+        t.add_row(
+            escape(f.parameter),
+            escape(f.value),
+            "[yellow]already in effect[/]",
+            escape(f.rule_id),
+            escape(
+                f"{f.parameter} is already {f.value}: nothing to apply. The value in effect is itself "
+                f"durability-risking ({f.message.split(': ', 1)[-1]}); agenticdb never sets it, "
+                "but leaves the DBA's choice alone"
+            ),
+            escape(f.source),
+        )
     for f in failed:
-        t.add_row(escape(f.parameter), escape(f.value), "[red]rejected[/]",
-                  escape(f.check + (f" ({f.rule_id})" if f.rule_id else "")), escape(f.message), escape(f.source))
+        t.add_row(
+            escape(f.parameter),
+            escape(f.value),
+            "[red]rejected[/]",
+            escape(f.check + (f" ({f.rule_id})" if f.rule_id else "")),
+            escape(f.message),
+            escape(f.source),
+        )
     out.print(t)
     for f in noops:
-        warnings.append(f"{f.parameter}={f.value} is already in effect and is durability-risking "
-                        f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it")
+        warnings.append(
+            f"{f.parameter}={f.value} is already in effect and is durability-risking "
+            f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it"
+        )
     for w in warnings:
         out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     for r in verdict.accepted_risks:
@@ -139,10 +171,18 @@ def policy_of(rules: Any, flavor: str, version: str, name: str, durability: str)
         return "", ""
     parts, reasons = [], []
     for r in dur:
-        vals = (", ".join(map(str, r.unsafe)) if r.unsafe is not None
-                else "anything but " + ", ".join(map(str, r.safe or [])))
-        when = ("never set (any durability policy)" if not r.allowed_when_relaxed
-                else "rejected under strict" if durability == "strict" else "accepted as a risk (relaxed)")
+        vals = (
+            ", ".join(map(str, r.unsafe))
+            if r.unsafe is not None
+            else "anything but " + ", ".join(map(str, r.safe or []))
+        )
+        when = (
+            "never set (any durability policy)"
+            if not r.allowed_when_relaxed
+            else "rejected under strict"
+            if durability == "strict"
+            else "accepted as a risk (relaxed)"
+        )
         parts.append(f"{vals} {when}")
         reasons.append(f"{r.reason} (rule {r.id}; {r.source})")
     return "durability: " + "; ".join(parts), " / ".join(reasons)
@@ -165,7 +205,7 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     else:
         target = build_target(cfg)
         if not target.available():
-            dsn = _safe_dsn(cfg.target.dsn or '')
+            dsn = _safe_dsn(cfg.target.dsn or "")
             console.print(f"[red]error:[/] target at {dsn} is not accepting connections")
             return 1
     cat = target.catalog()
@@ -187,9 +227,11 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     else:
         names = sorted(n for n in cat.knobs if like is None or like in n)
         current = target.current_values(names) if names else {}
-        t = Table(title=f"{cat.target} {cat.version}: {len(cat.knobs)} parameters "
-                  f"({sum(1 for p in policy.values() if p[0])} restricted by policy = see --excluded)"
-                  + (f" ({len(names)} matching {like!r})" if like is not None else ""))
+        t = Table(
+            title=f"{cat.target} {cat.version}: {len(cat.knobs)} parameters "
+            f"({sum(1 for p in policy.values() if p[0])} restricted by policy = see --excluded)"
+            + (f" ({len(names)} matching {like!r})" if like is not None else "")
+        )
         t.add_column("name", no_wrap=True)
         for col in ("type", "unit", "min", "max"):
             t.add_column(col, no_wrap=True)
@@ -199,9 +241,17 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
         t.add_column("policy", overflow="fold")
         for name in names:
             k = cat.knobs[name]
-            t.add_row(escape(name), k.vartype, k.unit or "", _num(k.min_value, k.unit), _num(k.max_value, k.unit),
-                      escape(",".join(k.enum_values or [])[:60]), escape(_num_text(current.get(name, ""), k.unit)),
-                      k.apply.value, escape(policy[name][0] or "tunable"))
+            t.add_row(
+                escape(name),
+                k.vartype,
+                k.unit or "",
+                _num(k.min_value, k.unit),
+                _num(k.max_value, k.unit),
+                escape(",".join(k.enum_values or [])[:60]),
+                escape(_num_text(current.get(name, ""), k.unit)),
+                k.apply.value,
+                escape(policy[name][0] or "tunable"),
+            )
     wide(console).print(t)
     target.close()
     return 0
@@ -275,15 +325,19 @@ def run_report(cfg: Settings, session: str | None, console: Console) -> int:
 
 def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> list[str]:
     """The Markdown report: readable summary, best configuration, start-from changes, rounds, reasons."""
-    by = {}
+    by: dict[str, Any] = {}
     for e in events:
         by.setdefault(e.event, e.data)
     start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
-    obj = base.get("objective_name") or (rounds[0].objective_name if rounds and hasattr(rounds[0], "objective_name")
-                                         else None)
+    obj = base.get("objective_name") or (
+        rounds[0].objective_name if rounds and hasattr(rounds[0], "objective_name") else None
+    )
     higher = base.get("higher_is_better", higher_is_better(obj))
     unit = objective_unit(obj)
-    b, best = end.get("baseline_objective", meta.baseline_objective), end.get("best_objective", meta.best_objective)
+    b, best = (
+        end.get("baseline_objective", meta.baseline_objective),
+        end.get("best_objective", meta.best_objective),
+    )
     lines = [f"# agenticdb session {sid}", ""]
     lines.append(f"- **target:** {start.get('target', meta.target or '?')}")
     lines.append(f"- **workload:** {start.get('workload', meta.workload or '?')}")
@@ -299,8 +353,10 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
         runs = ", ".join(f"{r:,.3f}" for r in base.get("objectives", []) if isinstance(r, (int, float)))
         lines.append(f"- **noise CV:** {base['noise_cv'] * 100:.1f}% (baseline runs: {runs or '-'})")
     if start.get("planner"):
-        lines.append(f"- **planner:** {start['planner']}; durability {start.get('durability', '?')}; "
-                     f"rounds {end.get('rounds', meta.rounds)}")
+        lines.append(
+            f"- **planner:** {start['planner']}; durability {start.get('durability', '?')}; "
+            f"rounds {end.get('rounds', meta.rounds)}"
+        )
     lines += ["", "## Best configuration", ""]
     best_changes = end.get("best_changes") or end.get("best_config")
     if best_changes:
@@ -318,17 +374,26 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
         else:
             lines += [f"- `{c.get('name')} = {c.get('value')}`" for c in (sf.get("proposal") or {}).get("changes", [])]
         if not (sf.get("verdict") or {}).get("ok", True):
-            lines.append("- refused by the validator: " + "; ".join(
-                f.get("message", "") for f in sf["verdict"].get("failed", [])))
-    lines += ["", "## Rounds", "",
-              f"| round | stage | bottleneck | changes | objective ({unit or '-'}) | gain vs best | kept | decision "
-              "| reason |", "|---|---|---|---|---|---|---|---|---|"]
+            lines.append(
+                "- refused by the validator: "
+                + "; ".join(f.get("message", "") for f in sf["verdict"].get("failed", []))
+            )
+    lines += [
+        "",
+        "## Rounds",
+        "",
+        f"| round | stage | bottleneck | changes | objective ({unit or '-'}) | gain vs best | kept | decision "
+        "| reason |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rounds:
         ch = ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—"
         gain = "—" if r.gain_vs_best is None else f"{r.gain_vs_best:+.1%}"
         reason = str(r.reason).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {r.round_no} | {r.stage.value} | {r.bottleneck.value} | {ch} | {_fmt_obj(r.objective)} | "
-                     f"{gain} | {'yes' if r.kept else 'no'} | {r.decision.value} | {reason} |")
+        lines.append(
+            f"| {r.round_no} | {r.stage.value} | {r.bottleneck.value} | {ch} | {_fmt_obj(r.objective)} | "
+            f"{gain} | {'yes' if r.kept else 'no'} | {r.decision.value} | {reason} |"
+        )
     lines.append("")
     for r in rounds:
         if r.proposal is None:

@@ -57,8 +57,7 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _open(config: Path | None, home: Path | None, must_exist: bool = True,
-          read_only: bool = False) -> Journal | None:
+def _open(config: Path | None, home: Path | None, must_exist: bool = True, read_only: bool = False) -> Journal | None:
     path = load_settings(config, home).storage.journal_db
     assert path is not None  # filled in by StorageConfig
     if not path.exists():
@@ -100,8 +99,16 @@ def list_sessions(config: ConfigOpt = None, home: HomeOpt = None) -> None:
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("status", no_wrap=True)
         for s in journal.sessions():
-            table.add_row(s.id, s.started[:16].replace("T", " "), s.target or "-", s.workload or "-",
-                          str(s.rounds), _num(s.baseline_objective), _num(s.best_objective), s.status)
+            table.add_row(
+                s.id,
+                s.started[:16].replace("T", " "),
+                s.target or "-",
+                s.workload or "-",
+                str(s.rounds),
+                _num(s.baseline_objective),
+                _num(s.best_objective),
+                s.status,
+            )
         console.print(table)
 
 
@@ -162,11 +169,15 @@ def verify(config: ConfigOpt = None, home: HomeOpt = None) -> None:
         result = journal.verify()
         missing = journal.missing_triggers()
     if not result.ok:
-        _fail(f"journal {journal.path} is broken at row {result.first_bad_id}: {result.reason} "
-              f"({result.rows_checked} rows checked)")
+        _fail(
+            f"journal {journal.path} is broken at row {result.first_bad_id}: {result.reason} "
+            f"({result.rows_checked} rows checked)"
+        )
     if missing:
-        _fail(f"journal {journal.path}: the append-only trigger(s) {', '.join(missing)} were dropped (the "
-              f"file was tampered with; the chain of {result.rows_checked} rows still verifies)")
+        _fail(
+            f"journal {journal.path}: the append-only trigger(s) {', '.join(missing)} were dropped (the "
+            f"file was tampered with; the chain of {result.rows_checked} rows still verifies)"
+        )
     _console().print(f"journal {journal.path}: chain intact, {result.rows_checked} rows verified")
 
 
@@ -236,24 +247,39 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
             median = d.get("objective") or (statistics.median(runs) if runs else None)
             cv = _num((d.get("noise_cv") or 0) * 100, 1)
             unit = objective_unit(d.get("objective_name"))
-            _line(console, "Baseline", f"objective {_num(median)}{' ' + unit if unit else ''} (runs: "
-                  f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%; objective = "
-                  f"{objective_label(d.get('objective_name'))}")
+            _line(
+                console,
+                "Baseline",
+                f"objective {_num(median)}{' ' + unit if unit else ''} (runs: "
+                f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%; objective = "
+                f"{objective_label(d.get('objective_name'))}",
+            )
         case "profile":
             f = d.get("fingerprint") or {}
             if f:
-                _line(console, "Profile", f"{f.get('dbms')} {f.get('version_major')}, {f.get('benchmark')} "
-                      f"({f.get('workload_class')}, read {f.get('read_fraction')}), scale {f.get('scale')}, "
-                      f"{f.get('concurrency')} clients, {f.get('cpu_count')} CPUs, {f.get('memory_gib')} GiB")
+                _line(
+                    console,
+                    "Profile",
+                    f"{f.get('dbms')} {f.get('version_major')}, {f.get('benchmark')} "
+                    f"({f.get('workload_class')}, read {f.get('read_fraction')}), scale {f.get('scale')}, "
+                    f"{f.get('concurrency')} clients, {f.get('cpu_count')} CPUs, {f.get('memory_gib')} GiB",
+                )
         case "proposal":
             _line(console, "Evidence", "" if d.get("evidence") else "(none given)")
             _bullets(console, d.get("evidence", []))
-            _line(console, "Diagnosis", f"{d.get('bottleneck')} ({d.get('layer', 'dbms')}, planner "
-                  f"{d.get('planner', '?')}): {d.get('rationale', '')}")
+            _line(
+                console,
+                "Diagnosis",
+                f"{d.get('bottleneck')} ({d.get('layer', 'dbms')}, planner "
+                f"{d.get('planner', '?')}): {d.get('rationale', '')}",
+            )
             if d.get("ruled_out"):
                 _bullets(console, [f"ruled out: {r}" for r in d["ruled_out"]])
-            _line(console, "Proposal", f"{len(d.get('changes', []))} change(s), apply "
-                  f"{d.get('apply_requirement', '?')}")
+            _line(
+                console,
+                "Proposal",
+                f"{len(d.get('changes', []))} change(s), apply {d.get('apply_requirement', '?')}",
+            )
             _bullets(console, _changes_text(d.get("changes", [])))
             if d.get("risks"):
                 _bullets(console, [f"risk: {r}" for r in d["risks"]])
@@ -263,18 +289,27 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
                 _bullets(console, _changes_text(d.get("changes", [])))
             else:
                 _line(console, "Verdict", "rejected", "bold red")
-                _bullets(console, [f"[{f.get('check')}] {f.get('parameter')}={f.get('value')}: "
-                                   f"{f.get('message')}" + (f" (source: {f['source']})" if f.get("source")
-                                                            else "") for f in d.get("failed", [])])
+                _bullets(
+                    console,
+                    [
+                        f"[{f.get('check')}] {f.get('parameter')}={f.get('value')}: "
+                        f"{f.get('message')}" + (f" (source: {f['source']})" if f.get("source") else "")
+                        for f in d.get("failed", [])
+                    ],
+                )
             _bullets(console, [f"warning: {w}" for w in d.get("warnings", [])])
         case "intent":
             snap = d.get("snapshot") or {}
             purpose = f"{d['purpose']} " if d.get("purpose") else ""
             label = f" {snap['label']!r}" if snap.get("label") else ""
             mode = f" {d['mode']}" if d.get("mode") else ""
-            _line(console, "Intent", f"{purpose}apply{mode}: safe snapshot{label} of "
-                  f"{snap.get('target', d.get('target', '?'))} saved "
-                  f"({len(snap.get('values', {}))} values, {len(snap.get('files', {}))} files)")
+            _line(
+                console,
+                "Intent",
+                f"{purpose}apply{mode}: safe snapshot{label} of "
+                f"{snap.get('target', d.get('target', '?'))} saved "
+                f"({len(snap.get('values', {}))} values, {len(snap.get('files', {}))} files)",
+            )
         case "applied":
             changes = d.get("effective") or d.get("changes") or {}
             if isinstance(changes, list):
@@ -282,41 +317,66 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
             how = " (server restarted)" if d.get("restarted") else ""
             _line(console, "Applied", ", ".join(f"{k}={v}" for k, v in changes.items()) + how)
         case "verified":
-            _line(console, "Verified", ", ".join(f"{k}={v}" for k, v in d.get("effective", {}).items())
-                  or "effective values match")
+            _line(
+                console,
+                "Verified",
+                ", ".join(f"{k}={v}" for k, v in d.get("effective", {}).items()) or "effective values match",
+            )
         case "measured":
             m = d.get("measurement", d)
             role = d.get("label") or d.get("role")
             role = f" [{role}]" if role else ""
-            _line(console, "Measurement", f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 "
-                  f"{_num(m.get('latency_p95_ms'))} ms, objective {_num(m.get('objective'))}, errors "
-                  f"{m.get('errors', 0)}")
+            _line(
+                console,
+                "Measurement",
+                f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 "
+                f"{_num(m.get('latency_p95_ms'))} ms, objective {_num(m.get('objective'))}, errors "
+                f"{m.get('errors', 0)}",
+            )
         case "failure":
             _line(console, "Failure", f"{d.get('phase')}: {d.get('message')}", "bold red")
             _bullets(console, d.get("logs", [])[-3:])
         case "recovery":
-            _line(console, "Recovery", f"{d.get('action')}: {d.get('details')} (service available: "
-                  f"{d.get('service_available')}, verified: {d.get('verified')})", "bold yellow")
+            _line(
+                console,
+                "Recovery",
+                f"{d.get('action')}: {d.get('details')} (service available: "
+                f"{d.get('service_available')}, verified: {d.get('verified')})",
+                "bold yellow",
+            )
         case "decision":
             gain = d.get("gain_vs_best")
             gain_text = "" if gain is None else f", gain vs best {gain * 100:+.1f}%"
-            _line(console, "Decision", f"{d.get('decision')}{' (kept)' if d.get('kept') else ''}"
-                  f"{gain_text}: {d.get('reason', '')}", "bold cyan")
+            _line(
+                console,
+                "Decision",
+                f"{d.get('decision')}{' (kept)' if d.get('kept') else ''}{gain_text}: {d.get('reason', '')}",
+                "bold cyan",
+            )
         case "judged":
             gain = d.get("gain")
-            _line(console, "Judged", f"{d.get('verdict')}"
-                  + ("" if gain is None else f", gain {gain * 100:+.1f}%")
-                  + f": {d.get('reason', '')}")
+            _line(
+                console,
+                "Judged",
+                f"{d.get('verdict')}"
+                + ("" if gain is None else f", gain {gain * 100:+.1f}%")
+                + f": {d.get('reason', '')}",
+            )
         case "reverted":
             _line(console, "Reverted", f"back to {d.get('to')}: {d.get('reason', '')}", "bold yellow")
         case "final":
             changes = d.get("changes") or {}
             start = d.get("start_from") or {}
             unchanged = "the starting configuration, unchanged" + (
-                " (from --start-from: " + ", ".join(f"{k}={v}" for k, v in start.items()) + ")" if start else "")
-            _line(console, "Final", f"{d.get('stage', '')} best configuration: "
-                  + (", ".join(f"{k}={v}" for k, v in changes.items()) or unchanged)
-                  + ("" if d.get("verified", True) else f" NOT verified: {d.get('error', '')}"))
+                " (from --start-from: " + ", ".join(f"{k}={v}" for k, v in start.items()) + ")" if start else ""
+            )
+            _line(
+                console,
+                "Final",
+                f"{d.get('stage', '')} best configuration: "
+                + (", ".join(f"{k}={v}" for k, v in changes.items()) or unchanged)
+                + ("" if d.get("verified", True) else f" NOT verified: {d.get('error', '')}"),
+            )
         case "intent.closed":
             _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
         case _:
@@ -341,8 +401,11 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
             d = ev.data
             console.print(Rule("Session end"))
             _line(console, "Status", f"{d.get('status', '?')}: {d.get('reason', '')}".rstrip(": "))
-            _line(console, "Objective", f"baseline {_num(d.get('baseline_objective'))} → best "
-                  f"{_num(d.get('best_objective'))}")
+            _line(
+                console,
+                "Objective",
+                f"baseline {_num(d.get('baseline_objective'))} → best {_num(d.get('best_objective'))}",
+            )
             best = d.get("best_config") or d.get("best_changes")
             if best:
                 _line(console, "Best config", ", ".join(f"{k}={v}" for k, v in best.items()))

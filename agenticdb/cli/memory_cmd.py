@@ -54,25 +54,50 @@ def list_experience(
         if sessions:
             table = Table(title=f"sessions in {book.path}")
             table.add_column("session", no_wrap=True)
-            for col in ("target", "dbms", "workload", "started (UTC)", "status", "baseline",
-                        "best"):
+            for col in ("target", "dbms", "workload", "started (UTC)", "status", "baseline", "best"):
                 table.add_column(col, overflow="fold")
             for s in book.sessions():
-                table.add_row(s.id, s.target, f"{s.dbms} {s.version}", s.workload, s.started_at[:19],
-                              s.status, _num(s.baseline_objective), _num(s.best_objective))
+                table.add_row(
+                    s.id,
+                    s.target,
+                    f"{s.dbms} {s.version}",
+                    s.workload,
+                    s.started_at[:19],
+                    s.status,
+                    _num(s.baseline_objective),
+                    _num(s.best_objective),
+                )
         else:
             table = Table(title=f"experience in {book.path}")
             table.add_column("id", no_wrap=True)
             table.add_column("session", no_wrap=True)
-            for col in ("dbms", "benchmark", "class", "read", "scale", "clients",
-                        "objective", "best gain", "created (UTC)"):
+            for col in (
+                "dbms",
+                "benchmark",
+                "class",
+                "read",
+                "scale",
+                "clients",
+                "objective",
+                "best gain",
+                "created (UTC)",
+            ):
                 table.add_column(col, overflow="fold")
             for item in book.list_experience():
                 fp = item.experience.fingerprint
-                table.add_row(str(item.id), item.experience.session_id, f"{fp.dbms} {fp.version_major}",
-                              fp.benchmark, fp.workload_class, f"{fp.read_fraction:.2f}", f"{fp.scale:g}",
-                              str(fp.concurrency), objective_label(fp.objective), f"{item.experience.best_gain * 100:+.1f}%",
-                              item.created_at[:19])
+                table.add_row(
+                    str(item.id),
+                    item.experience.session_id,
+                    f"{fp.dbms} {fp.version_major}",
+                    fp.benchmark,
+                    fp.workload_class,
+                    f"{fp.read_fraction:.2f}",
+                    f"{fp.scale:g}",
+                    str(fp.concurrency),
+                    objective_label(fp.objective),
+                    f"{item.experience.best_gain * 100:+.1f}%",
+                    item.created_at[:19],
+                )
         console.print(table)
 
 
@@ -99,21 +124,25 @@ def show(
     exp = item.experience
     fp = exp.fingerprint
     console.print(f"[bold]Experience {item.id}[/] from session {escape(exp.session_id)} ({item.created_at})")
-    console.print(escape(
-        f"  fingerprint: {fp.dbms} {fp.version_major}, {fp.benchmark} ({fp.workload_class}), read "
-        f"{fp.read_fraction:.2f}, {fp.access_pattern}, scale {fp.scale:g}, {fp.concurrency} clients, "
-        f"objective {fp.objective}, {fp.memory_gib:g} GiB, {fp.cpu_count} CPUs"
-    ))
+    console.print(
+        escape(
+            f"  fingerprint: {fp.dbms} {fp.version_major}, {fp.benchmark} ({fp.workload_class}), read "
+            f"{fp.read_fraction:.2f}, {fp.access_pattern}, scale {fp.scale:g}, {fp.concurrency} clients, "
+            f"objective {fp.objective}, {fp.memory_gib:g} GiB, {fp.cpu_count} CPUs"
+        )
+    )
     console.print(f"  best gain: {exp.best_gain * 100:+.1f}%")
     if exp.recurring_bottlenecks:
         console.print(f"  recurring bottlenecks: {escape(', '.join(exp.recurring_bottlenecks))}")
-    for title, entries in (("beneficial", exp.beneficial), ("ineffective", exp.ineffective),
-                           ("failed", exp.failed)):
+    for title, entries in (
+        ("beneficial", exp.beneficial),
+        ("ineffective", exp.ineffective),
+        ("failed", exp.failed),
+    ):
         console.print(f"  [bold]{title}[/] ({len(entries)})")
         for entry in entries:
             changes = entry.get("changes", {})
-            text = ", ".join(f"{k}={v}" for k, v in changes.items()) if isinstance(changes, dict) else str(
-                changes)
+            text = ", ".join(f"{k}={v}" for k, v in changes.items()) if isinstance(changes, dict) else str(changes)
             extra = {k: v for k, v in entry.items() if k != "changes"}
             console.print("    • " + escape(text + (f"  {extra}" if extra else "")))
     if exp.best_config:

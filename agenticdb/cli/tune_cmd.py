@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 from rich.console import Console
+from rich.markup import escape
 from rich.live import Live
 from rich.table import Table
 
@@ -34,54 +35,76 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
         if r.failure:
             changes += f"  [red](failed: {r.failure.phase}; {r.recovery.action if r.recovery else 'no recovery'})[/]"
         gain = "—" if r.gain_vs_best is None else f"{r.gain_vs_best:+.1%}" + (" kept" if r.kept else "")
-        t.add_row(str(r.round_no), r.stage.value, r.bottleneck.value, changes, _fmt_obj(r.objective), gain,
-                  r.decision.value, r.reason)
+        t.add_row(
+            str(r.round_no),
+            r.stage.value,
+            r.bottleneck.value,
+            changes,
+            _fmt_obj(r.objective),
+            gain,
+            r.decision.value,
+            r.reason,
+        )
     return t
 
 
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
-    from agenticdb.app import SetupError, build_session, build_target, build_workload, check_planner, open_stores
-    from agenticdb.lock import TargetLock, LockError
+    from agenticdb.app import (
+        SetupError,
+        build_session,
+        build_target,
+        build_workload,
+        check_planner,
+        open_stores,
+    )
+    from agenticdb.lock import LockError, TargetLock
     from agenticdb.session import SessionError
 
     try:
         check_planner(cfg)  # before anything connects to the database
     except SetupError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     journal, memory = open_stores(cfg)
     try:
         target = build_target(cfg)
         if not target.available():
-            console.print(f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
-                          "accepting connections")
+            console.print(
+                f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
+                "accepting connections"
+            )
             return 1
         workload = build_workload(cfg, target)
     except (SetupError, ValueError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     rounds: list[RoundOutcome] = []
-    live = Live(rounds_table(rounds), console=console, refresh_per_second=2, transient=False) \
-        if console.is_terminal else None
+    live = (
+        Live(rounds_table(rounds), console=console, refresh_per_second=2, transient=False)
+        if console.is_terminal
+        else None
+    )
 
     def on_round(outcome: RoundOutcome) -> None:
         rounds.append(outcome)
         if live is not None:
             live.update(rounds_table(rounds))
         else:
-            console.print(f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
-                          f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-                          f"objective {_fmt_obj(outcome.objective)}, gain "
-                          f"{'—' if outcome.gain_vs_best is None else f'{outcome.gain_vs_best:+.1%}'}"
-                          f"{' kept' if outcome.kept else ''}; {outcome.decision.value}: {outcome.reason}",
-                          highlight=False)
+            console.print(
+                f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
+                f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
+                f"objective {_fmt_obj(outcome.objective)}, gain "
+                f"{'—' if outcome.gain_vs_best is None else f'{outcome.gain_vs_best:+.1%}'}"
+                f"{' kept' if outcome.kept else ''}; {outcome.decision.value}: {outcome.reason}",
+                highlight=False,
+            )
 
     try:
-        lock = TargetLock(cfg.storage.home, cfg.target.dsn or '')
+        lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
         lock.acquire()
     except LockError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 1
     stop = {"requested": 0}
 
@@ -91,16 +114,29 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         stop["requested"] += 1
         if stop["requested"] >= 2:
             raise KeyboardInterrupt
-        console.print("[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
-                      "is put back either way)")
+        console.print(
+            "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
+            "is put back either way)"
+        )
 
     previous_handler = signal.signal(signal.SIGINT, on_sigint)
     try:
-        session = build_session(cfg, target, workload, journal, memory, on_round=on_round, start_from=start_from,
-                                should_stop=lambda: stop["requested"] > 0)
-        console.print(f"agenticdb session [bold]{session.session_id}[/]: {cfg.target.kind} at "
-                      f"{_safe_dsn(cfg.target.dsn or '')}, workload {cfg.workload.kind}, planner {session.planner.name}, "
-                      f"up to {cfg.loop.max_rounds} rounds, durability {cfg.policy.durability}", highlight=False)
+        session = build_session(
+            cfg,
+            target,
+            workload,
+            journal,
+            memory,
+            on_round=on_round,
+            start_from=start_from,
+            should_stop=lambda: stop["requested"] > 0,
+        )
+        console.print(
+            f"agenticdb session [bold]{session.session_id}[/]: {cfg.target.kind} at "
+            f"{_safe_dsn(cfg.target.dsn or '')}, workload {cfg.workload.kind}, planner {session.planner.name}, "
+            f"up to {cfg.loop.max_rounds} rounds, durability {cfg.policy.durability}",
+            highlight=False,
+        )
         try:
             if live is not None:
                 with live:
@@ -108,16 +144,16 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             else:
                 result = session.run()
         except SessionError as exc:
-            console.print(f"[red]error:[/] {exc}")
-            return 1
+            console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            return exc.exit_code
     finally:
         signal.signal(signal.SIGINT, previous_handler)
         lock.release()
         target.close()
     _summary(console, cfg, result)
-    if result.status in ("completed", "stopped"):
+    if result.status == "completed":
         return 0
-    return 130 if result.status == "interrupted" else 1
+    return 130 if result.status in ("interrupted", "stopped") else 1
 
 
 def _safe_dsn(dsn: str) -> str:
@@ -130,11 +166,13 @@ def _safe_dsn(dsn: str) -> str:
 def llm_usage_line(t: dict[str, Any]) -> str:
     """One summary line from ``LLMPlanner.totals`` (tokens as the endpoint reported them in ``usage``,
     cost in USD from the planner.price_* table, latency summed over calls in ms)."""
-    return (f"LLM usage: {int(t.get('calls', 0))} calls ({int(t.get('failed_calls', 0))} failed), "
-            f"{int(t.get('prompt_tokens', 0)):,} prompt tokens ({int(t.get('cached_tokens', 0)):,} cached), "
-            f"{int(t.get('completion_tokens', 0)):,} completion tokens, cost ${float(t.get('cost_usd', 0)):.6f}, "
-            f"latency {float(t.get('latency_ms', 0)):,.0f} ms, "
-            f"{int(t.get('fallbacks', 0))} rounds planned by the fallback planner")
+    return (
+        f"LLM usage: {int(t.get('calls', 0))} calls ({int(t.get('failed_calls', 0))} failed), "
+        f"{int(t.get('prompt_tokens', 0)):,} prompt tokens ({int(t.get('cached_tokens', 0)):,} cached), "
+        f"{int(t.get('completion_tokens', 0)):,} completion tokens, cost ${float(t.get('cost_usd', 0)):.6f}, "
+        f"latency {float(t.get('latency_ms', 0)):,.0f} ms, "
+        f"{int(t.get('fallbacks', 0))} rounds planned by the fallback planner"
+    )
 
 
 OBJECTIVE_NAMES = {
@@ -153,17 +191,28 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
 
         gain = relative_gain(result.best_objective, result.baseline_objective, result.higher_is_better)
     console.print()
-    console.print(f"[bold]session {result.session_id}[/]: {result.status} — {result.reason}", highlight=False,
-                  soft_wrap=True)  # one line however long the reason (it may be the planner's error)
-    console.print(f"objective {OBJECTIVE_NAMES.get(result.objective_name, result.objective_name)} ({direction}); "
-                  f"measured noise CV {result.noise_cv:.1%}", highlight=False)
-    console.print(f"baseline {_fmt_obj(result.baseline_objective)} → best {_fmt_obj(result.best_objective)}"
-                  + (f" ({gain:+.1%})" if gain is not None else ""))
+    console.print(
+        f"[bold]session {result.session_id}[/]: {result.status} — {result.reason}",
+        highlight=False,
+        soft_wrap=True,
+    )  # one line however long the reason (it may be the planner's error)
+    console.print(
+        f"objective {OBJECTIVE_NAMES.get(result.objective_name, result.objective_name)} ({direction}); "
+        f"measured noise CV {result.noise_cv:.1%}",
+        highlight=False,
+    )
+    console.print(
+        f"baseline {_fmt_obj(result.baseline_objective)} → best {_fmt_obj(result.best_objective)}"
+        + (f" ({gain:+.1%})" if gain is not None else "")
+    )
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     if result.start_from:
-        console.print("starting configuration from --start-from (applied before the baseline, still in effect "
-                      "unless changed below; `agenticdb rollback --dbms` undoes it):", highlight=False)
+        console.print(
+            "starting configuration from --start-from (applied before the baseline, still in effect "
+            "unless changed below; `agenticdb rollback --dbms` undoes it):",
+            highlight=False,
+        )
         for k, v in result.start_from.items():
             console.print(f"  {k} = {v}", highlight=False)
     if result.best_changes:
@@ -180,16 +229,24 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
 
 # ------------------------------------------------------------------------------------ validate
 def _latest_session(journal: Any, kind: str) -> str | None:
-    """Newest session that tuned a target of ``kind`` (the journal lists sessions oldest first)."""
+    """Newest session that changed a target of ``kind`` (the journal lists sessions oldest first)."""
     family = {"mariadb", "mysql"} if kind in ("mariadb", "mysql") else {kind}
     for s in reversed(journal.sessions()):
-        if _get(s, "target") in family:
+        # Skip sessions that never changed anything (refused or interrupted before a snapshot was taken).
+        if _get(s, "target") in family and _find_snapshot(journal, str(_get(s, "id")), "baseline") is not None:
             return str(_get(s, "id"))
     return None
 
 
-def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: str, console: Console,
-                 dry_run: bool = False) -> int:
+def run_rollback(
+    cfg: Settings,
+    dbms: bool,
+    os_: bool,
+    session: str | None,
+    to: str,
+    console: Console,
+    dry_run: bool = False,
+) -> int:
     """Restore the DBMS snapshot of a session (baseline or last safe) and/or the saved OS originals,
     printing every value that changed (``name: now → restored``) and verifying the result.
 
@@ -222,6 +279,15 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         if snap is None:
             console.print(f"[red]error:[/] session {session} has no {to} DBMS snapshot in the journal")
             return 1
+        from agenticdb.lock import LockError, TargetLock
+
+        lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
+        try:
+            lock.acquire()
+        except LockError as exc:
+            console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            return 1
+        lock_held = lock
         target = build_target(cfg)
         if target.kind != snap.target and not {target.kind, snap.target} <= {"mariadb", "mysql"}:
             console.print(f"[red]error:[/] session {session} snapshot is of {snap.target}, the target is {target.kind}")
@@ -229,10 +295,15 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
             return 2
         before = target.current_values(list(snap.values)) if target.available() else {}
         if dry_run:
-            pending = {k: (before[k], v) for k, v in snap.values.items()
-                       if k in before and before[k].strip().lower() != v.strip().lower()}
-            console.print(f"dry run: restoring {to} of session {session} would change {len(pending)} value(s):",
-                          highlight=False)
+            pending = {
+                k: (before[k], v)
+                for k, v in snap.values.items()
+                if k in before and before[k].strip().lower() != v.strip().lower()
+            }
+            console.print(
+                f"dry run: restoring {to} of session {session} would change {len(pending)} value(s):",
+                highlight=False,
+            )
             for k, (was, now) in sorted(pending.items()):
                 console.print(f"  {k}: {was} → {now}", highlight=False)
             target.close()
@@ -244,18 +315,34 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
             target.close()
             return 1
         ok, diff = values_match(target, snap)
-        changed = {k: (before[k], v) for k, v in snap.values.items()
-                   if k in before and before[k].strip().lower() != v.strip().lower()}
-        journal.append(session, "rollback", {"stage": "dbms", "to": to, "snapshot": snap.label,
-                                             "verified": ok, "changed": {k: list(v) for k, v in changed.items()}})
-        console.print(f"DBMS ({snap.target}) restored to {to} (snapshot '{snap.label}') of session "
-                      f"{session}: " + ("[green]verified[/]" if ok else f"[red]differences {diff}[/]"), highlight=False)
+        changed = {
+            k: (before[k], v)
+            for k, v in snap.values.items()
+            if k in before and before[k].strip().lower() != v.strip().lower()
+        }
+        journal.append(
+            session,
+            "rollback",
+            {
+                "stage": "dbms",
+                "to": to,
+                "snapshot": snap.label,
+                "verified": ok,
+                "changed": {k: list(v) for k, v in changed.items()},
+            },
+        )
+        console.print(
+            f"DBMS ({snap.target}) restored to {to} (snapshot '{snap.label}') of session "
+            f"{session}: " + ("[green]verified[/]" if ok else f"[red]differences {diff}[/]"),
+            highlight=False,
+        )
         for k, (was, now) in sorted(changed.items()):
             console.print(f"  {k}: {was} → {now}", highlight=False)
         if not changed and before:
             console.print("  (every value was already at the snapshot)")
         code = 0 if ok else 1
         target.close()
+        lock_held.release()
     if os_:
         from agenticdb.targets.linux import LinuxTarget
 
@@ -266,8 +353,10 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         if dry_run:
             console.print("dry run: OS originals that would be restored:")
             for o in originals:
-                console.print(f"  {_get(o, 'name')} → {_get(o, 'original')} (saved by session {_get(o, 'session_id')})",
-                              highlight=False)
+                console.print(
+                    f"  {_get(o, 'name')} → {_get(o, 'original')} (saved by session {_get(o, 'session_id')})",
+                    highlight=False,
+                )
             return code
         values: dict[str, str] = {}
         for o in originals:  # oldest first
@@ -281,15 +370,24 @@ def run_rollback(cfg: Settings, dbms: bool, os_: bool, session: str | None, to: 
         except TargetError as exc:
             error = str(exc)
         now = linux.current_values(known)
-        bad = {k: (v, now.get(k, "<not on this host>")) for k, v in values.items()
-               if str(now.get(k, "")).strip() != str(v).strip()}
+        bad = {
+            k: (v, now.get(k, "<not on this host>"))
+            for k, v in values.items()
+            if str(now.get(k, "")).strip() != str(v).strip()
+        }
         for o in originals:
             if _get(o, "name") not in bad:
                 memory.mark_os_restored(_get(o, "session_id"), _get(o, "name"))
-        journal.append(session or "rollback", "rollback",
-                       {"stage": "os", "values": values, "verified": not bad, "error": error or None})
-        console.print(f"OS: restored {len(values) - len(bad)} of {len(values)} original values"
-                      + (" [green]verified[/]" if not bad else ""), highlight=False)
+        journal.append(
+            session or "rollback",
+            "rollback",
+            {"stage": "os", "values": values, "verified": not bad, "error": error or None},
+        )
+        console.print(
+            f"OS: restored {len(values) - len(bad)} of {len(values)} original values"
+            + (" [green]verified[/]" if not bad else ""),
+            highlight=False,
+        )
         for k, v in sorted(values.items()):
             mark = f"  [red]NOT restored: now {bad[k][1]}[/]" if k in bad else ""
             console.print(f"  {k}: {before.get(k, '?')} → {v}{mark}", highlight=False)

@@ -186,11 +186,7 @@ def render_catalog(catalog: Catalog, stage: Layer, current: dict[str, str]) -> s
     Excluded knobs are only counted, not listed: the model may propose only listed names, the validator
     rejects the rest, and listing them would cost ~1.5k (PostgreSQL 15) to ~2.8k (MariaDB 10.11) tokens.
     """
-    lines = [
-        knob_line(spec, current.get(name))
-        for name, spec in sorted(catalog.knobs.items())
-        if spec.layer == stage
-    ]
+    lines = [knob_line(spec, current.get(name)) for name, spec in sorted(catalog.knobs.items()) if spec.layer == stage]
     if not lines:
         lines.append(f"(no tunable parameters for stage {stage.value})")
     if catalog.excluded:
@@ -259,8 +255,7 @@ def render_profile(ctx: PlanningContext) -> str:
 def render_fingerprint(ctx: PlanningContext) -> str:
     """The workload fingerprint as ``key=value`` pairs."""
     return ", ".join(
-        f"{k}={_num(v) if isinstance(v, float) else v}"
-        for k, v in ctx.fingerprint.model_dump(mode="json").items()
+        f"{k}={_num(v) if isinstance(v, float) else v}" for k, v in ctx.fingerprint.model_dump(mode="json").items()
     )
 
 
@@ -310,9 +305,7 @@ def round_line(r: RoundOutcome) -> str:
     if not r.verdict_ok:
         parts.append(f"rejected by validator ({_checks_brief(r.failed_checks) or 'no details'})")
     if r.failure is not None:
-        parts.append(
-            f"failed in {r.failure.phase}" + (f", recovery {r.recovery.action}" if r.recovery else "")
-        )
+        parts.append(f"failed in {r.failure.phase}" + (f", recovery {r.recovery.action}" if r.recovery else ""))
     if r.objective is not None:
         gain = f", gain vs best {r.gain_vs_best:+.1%}" if r.gain_vs_best is not None else ""
         parts.append(f"objective {_num(r.objective)}{gain}")
@@ -436,10 +429,7 @@ def render_hypotheses(hypotheses: Sequence[Any]) -> str:
             lines.append(head + sanitize(body, 500))
         elif hasattr(h, "model_dump"):
             lines.append(
-                "- "
-                + sanitize(
-                    json.dumps(h.model_dump(mode="json", exclude_none=True), separators=(",", ":")), 600
-                )
+                "- " + sanitize(json.dumps(h.model_dump(mode="json", exclude_none=True), separators=(",", ":")), 600)
             )
         else:
             lines.append("- " + sanitize(h, 600))

@@ -207,9 +207,7 @@ def _host_io(v: _View, device: str | None) -> list[_Signal]:
             sigs.append(_Signal(f"{dev} utilisation io_ticks/elapsed = {util:.2f} {v.over}", util, 0.6, 0.95))
         if weighted is not None:
             aqu = weighted / ms
-            sigs.append(
-                _Signal(f"{dev} average queue depth weighted_ms/elapsed = {aqu:.2f} {v.over}", aqu, 2.0, 16.0)
-            )
+            sigs.append(_Signal(f"{dev} average queue depth weighted_ms/elapsed = {aqu:.2f} {v.over}", aqu, 2.0, 16.0))
         if ios and busy_ms is not None:
             await_ms = busy_ms / ios
             iops = ios / v.seconds
@@ -240,14 +238,10 @@ def _os_writeback(v: _View, profile: RuntimeProfile, device: str | None) -> list
     dirty, wb = v.gauge("vmstat.nr_dirty"), v.gauge("vmstat.nr_writeback")
     if dirty is not None and mem:
         frac = dirty * PAGE_BYTES / mem
-        sigs.append(
-            _Signal(f"vmstat.nr_dirty = {_fmt(dirty)} pages ({frac:.3f} of memory)", frac, 0.04, 0.12)
-        )
+        sigs.append(_Signal(f"vmstat.nr_dirty = {_fmt(dirty)} pages ({frac:.3f} of memory)", frac, 0.04, 0.12))
     if wb is not None and mem:
         frac = wb * PAGE_BYTES / mem
-        sigs.append(
-            _Signal(f"vmstat.nr_writeback = {_fmt(wb)} pages ({frac:.4f} of memory)", frac, 0.002, 0.02, 0.9)
-        )
+        sigs.append(_Signal(f"vmstat.nr_writeback = {_fmt(wb)} pages ({frac:.4f} of memory)", frac, 0.002, 0.02, 0.9))
     devs = _disk_devices(v)
     if device and device in devs:
         devs = [device]
@@ -427,9 +421,7 @@ def _pg(v: _View, profile: RuntimeProfile, tx: float | None) -> dict[Bottleneck,
         )
     bfs = v.total(bg + "buffers_backend_fsync")
     if bfs is not None:
-        out[Bottleneck.checkpoint].append(
-            _Signal(f"buffers_backend_fsync = {_fmt(bfs)} {v.over}", bfs, 0.0, 5.0, 0.8)
-        )
+        out[Bottleneck.checkpoint].append(_Signal(f"buffers_backend_fsync = {_fmt(bfs)} {v.over}", bfs, 0.0, 5.0, 0.8))
 
     # io_queue (DBMS view): read latency when track_io_timing is on.
     brt = v.total(db + "blk_read_time")
@@ -453,9 +445,7 @@ def _pg(v: _View, profile: RuntimeProfile, tx: float | None) -> dict[Bottleneck,
         out[Bottleneck.temp_spill].append(
             _Signal(f"temp_files = {per_ktx(tf):.2f} per 1000 transactions", per_ktx(tf), 1.0, 50.0)
         )
-    out[Bottleneck.temp_spill] += _wait_signal(
-        v, "IO:BufFile*", lambda k: k.startswith("IO:BufFile"), 0.1, 0.4
-    )
+    out[Bottleneck.temp_spill] += _wait_signal(v, "IO:BufFile*", lambda k: k.startswith("IO:BufFile"), 0.1, 0.4)
 
     # lock_contention — manual "Viewing Locks" (pg_locks.granted = false), deadlocks counter.
     out[Bottleneck.lock_contention] += _wait_signal(
@@ -503,8 +493,7 @@ def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
         miss = rd / req
         out[Bottleneck.buffer_cache].append(
             _Signal(
-                f"Innodb_buffer_pool_reads/read_requests = {miss:.4f} {v.over} "
-                f"({_fmt(rd / v.seconds)} reads/s)",
+                f"Innodb_buffer_pool_reads/read_requests = {miss:.4f} {v.over} ({_fmt(rd / v.seconds)} reads/s)",
                 miss,
                 0.005,
                 0.05,
@@ -513,17 +502,13 @@ def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
         )
     wf = v.rate(gs + "Innodb_buffer_pool_wait_free")
     if wf is not None:
-        out[Bottleneck.buffer_cache].append(
-            _Signal(f"Innodb_buffer_pool_wait_free = {wf:.2f}/s", wf, 0.1, 10.0)
-        )
+        out[Bottleneck.buffer_cache].append(_Signal(f"Innodb_buffer_pool_wait_free = {wf:.2f}/s", wf, 0.1, 10.0))
 
     # wal_fsync — MariaDB KB "InnoDB Status Variables": Innodb_log_waits (log buffer too small).
     lw = v.total(gs + "Innodb_log_waits")
     if lw is not None and tx:
         k = lw / tx * 1000.0
-        out[Bottleneck.wal_fsync].append(
-            _Signal(f"Innodb_log_waits = {k:.2f} per 1000 transactions", k, 0.5, 20)
-        )
+        out[Bottleneck.wal_fsync].append(_Signal(f"Innodb_log_waits = {k:.2f} per 1000 transactions", k, 0.5, 20))
     fs = v.rate(gs + "Innodb_os_log_fsyncs")
     if fs is not None:
         out[Bottleneck.wal_fsync].append(_Signal(f"Innodb_os_log_fsyncs = {_fmt(fs)}/s", fs, 300, 3000, 0.5))
@@ -535,8 +520,7 @@ def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
     if age is not None and cap:
         out[Bottleneck.checkpoint].append(
             _Signal(
-                f"checkpoint age/redo capacity = {_fmt(age / 2**20)} MiB/{_fmt(cap / 2**20)} MiB "
-                f"({age / cap:.2f})",
+                f"checkpoint age/redo capacity = {_fmt(age / 2**20)} MiB/{_fmt(cap / 2**20)} MiB ({age / cap:.2f})",
                 age / cap,
                 0.5,
                 0.85,
@@ -548,9 +532,7 @@ def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
     )
     if dirty is not None and pages:
         out[Bottleneck.checkpoint].append(
-            _Signal(
-                f"Innodb_buffer_pool_pages_dirty/total = {dirty / pages:.2f}", dirty / pages, 0.4, 0.8, 0.7
-            )
+            _Signal(f"Innodb_buffer_pool_pages_dirty/total = {dirty / pages:.2f}", dirty / pages, 0.4, 0.8, 0.7)
         )
 
     # lock_contention — Innodb_row_lock_waits and the average wait.
@@ -601,8 +583,7 @@ def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
     if created is not None and conns:
         out[Bottleneck.connections].append(
             _Signal(
-                f"Threads_created/Connections = {created / conns:.2f} "
-                f"({_fmt(conns / v.seconds)} connections/s)",
+                f"Threads_created/Connections = {created / conns:.2f} ({_fmt(conns / v.seconds)} connections/s)",
                 created / conns,
                 0.2,
                 0.8,
@@ -613,9 +594,7 @@ def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
     if tcm is None:
         tcm = v.rate(gs + "Opened_tables")
     if tcm is not None:
-        out[Bottleneck.connections].append(
-            _Signal(f"table open cache misses = {tcm:.2f}/s", tcm, 5.0, 100.0, 0.7)
-        )
+        out[Bottleneck.connections].append(_Signal(f"table open cache misses = {tcm:.2f}/s", tcm, 5.0, 100.0, 0.7))
     return out
 
 
@@ -675,11 +654,7 @@ def diagnose(
     else:
         low = family.lower()  # accept spellings like "postgresql-15" or "MariaDB"
         family = next(
-            (
-                f
-                for f, k in (("postgresql", "postgres"), ("mariadb", "mariadb"), ("mysql", "mysql"))
-                if k in low
-            ),
+            (f for f, k in (("postgresql", "postgres"), ("mariadb", "mariadb"), ("mysql", "mysql")) if k in low),
             family,
         )
         tx = _transactions(v, family, measurement)

@@ -266,9 +266,7 @@ class HeuristicPlanner(Planner):
                     lead += "; " + avoid
                 return self._proposal(ctx, h.bottleneck, moves, hyps, hist, family, lead + ".")
             notes = [n.message for n in book.notes_for(h.bottleneck)]
-            skipped.append(
-                f"{h.bottleneck.value}: no playbook move left" + (f" ({' '.join(notes)})" if notes else "")
-            )
+            skipped.append(f"{h.bottleneck.value}: no playbook move left" + (f" ({' '.join(notes)})" if notes else ""))
         probes = self._probes(ctx, book, delta, current, facts, family, hist)
         if probes:
             lead = (
@@ -382,9 +380,7 @@ class HeuristicPlanner(Planner):
         for exp in exps:
             for kind, items in (("failed", exp.failed), ("ineffective", exp.ineffective)):
                 for item in items:
-                    changes = item.get("changes") or (
-                        {item["name"]: item.get("value")} if "name" in item else {}
-                    )
+                    changes = item.get("changes") or ({item["name"]: item.get("value")} if "name" in item else {})
                     for name, value in changes.items():
                         spec = ctx.catalog.get(name)
                         key = canonical(name, str(value), spec)
@@ -631,7 +627,15 @@ class HeuristicPlanner(Planner):
             hist.notes = [n for n in hist.notes if n != note]
             hist.retried.append(note)
         return _Move(
-            rule.knob, value, spec, rule.bottleneck, raw, rule.effect, "", rule.reason, rule.source,
+            rule.knob,
+            value,
+            spec,
+            rule.bottleneck,
+            raw,
+            rule.effect,
+            "",
+            rule.reason,
+            rule.source,
             trap=rule.revert_above is not None,
         )
 
@@ -685,8 +689,7 @@ class HeuristicPlanner(Planner):
                         raw,
                         f"repeat a direction that gained {gain:+.1%}",
                         "",
-                        f"helped in session {exp.session_id} on a similar fingerprint "
-                        f"({name}={val}, gain {gain:+.1%})",
+                        f"helped in session {exp.session_id} on a similar fingerprint ({name}={val}, gain {gain:+.1%})",
                         f"experience memory, session {exp.session_id}",
                     )
                 )
@@ -732,9 +735,7 @@ class HeuristicPlanner(Planner):
             restarts = [m.name for m in moves if m.spec.apply == ApplyMode.restart]
             risks.append(f"restart required for {', '.join(restarts)} (brief unavailability)")
         rationale = (
-            f"{lead} Prescribing "
-            + ", ".join(f"{m.name}={m.value}" for m in moves)
-            + f" from the {family} playbook."
+            f"{lead} Prescribing " + ", ".join(f"{m.name}={m.value}" for m in moves) + f" from the {family} playbook."
         )
         log.info(
             "planner.proposed",

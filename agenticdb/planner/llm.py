@@ -275,9 +275,7 @@ class LLMPlanner(Planner):
                     "planner.kind=llm needs an API key: set OPENAI_API_KEY or planner.api_key "
                     "(servers without authentication such as Ollama accept any non-empty value)"
                 )
-            client = openai.OpenAI(
-                base_url=self.base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=0
-            )
+            client = openai.OpenAI(base_url=self.base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=0)
         else:
             self.base_url = str(client.base_url)
         self._client = client.with_options(max_retries=0)
@@ -383,9 +381,7 @@ class LLMPlanner(Planner):
     def _fall_back(self, ctx: PlanningContext, reason: str, detail: str) -> Proposal:
         self._totals.fallbacks += 1
         log.warning("planner.fallback", reason=reason, detail=detail, fallback=self.fallback.name)
-        self._event(
-            "planner.fallback", reason=reason, detail=detail, fallback=self.fallback.name, model=self.model
-        )
+        self._event("planner.fallback", reason=reason, detail=detail, fallback=self.fallback.name, model=self.model)
         return self.fallback.propose(ctx)
 
     # -- requests -----------------------------------------------------------------------------------

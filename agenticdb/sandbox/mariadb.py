@@ -59,8 +59,15 @@ class MariaDBSandboxInfo(BaseModel):
 
     def connect(self, database: str | None = None, timeout: int = 5) -> pymysql.connections.Connection:
         """A PyMySQL connection as root over TCP (autocommit on)."""
-        return pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="",
-                               database=database, connect_timeout=timeout, autocommit=True)
+        return pymysql.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user="root",
+            password="",
+            database=database,
+            connect_timeout=timeout,
+            autocommit=True,
+        )
 
     def target_config(self, database: str = "agenticdb_bench") -> TargetConfig:
         """A TargetConfig that points agenticdb at this sandbox (service kind mariadbd, managed option
@@ -71,8 +78,13 @@ class MariaDBSandboxInfo(BaseModel):
             database=database,
             sandbox="mariadb",
             option_file=self.option_file,
-            service=ServiceConfig(kind="mariadbd", defaults_file=self.defaults_file, data_dir=self.data_dir,
-                                  os_user=self.os_user, log_file=self.log_file),
+            service=ServiceConfig(
+                kind="mariadbd",
+                defaults_file=self.defaults_file,
+                data_dir=self.data_dir,
+                os_user=self.os_user,
+                log_file=self.log_file,
+            ),
         )
 
 
@@ -114,11 +126,20 @@ class MariaDBSandbox:
 
     def service(self, info: MariaDBSandboxInfo) -> MariadbdService:
         """The controller of this instance (ready = a real TCP login as root)."""
+
         def ready() -> bool:
             info.connect(timeout=2).close()
             return True
-        return MariadbdService(ready, info.defaults_file, info.pid_file, info.os_user or "mysql",
-                               binary=MARIADBD, log_file=info.log_file, start_timeout_s=60.0)
+
+        return MariadbdService(
+            ready,
+            info.defaults_file,
+            info.pid_file,
+            info.os_user or "mysql",
+            binary=MARIADBD,
+            log_file=info.log_file,
+            start_timeout_s=60.0,
+        )
 
     def up(self) -> MariaDBSandboxInfo:
         """Create (mariadb-install-db) when absent, then start; idempotent. Returns the instance info.
@@ -144,9 +165,14 @@ class MariaDBSandbox:
         run.mkdir(parents=True)
         data.mkdir(mode=0o750)
         info = MariaDBSandboxInfo(
-            root=str(self.root), data_dir=str(data), socket=str(run / "mariadb.sock"), port=free_port(),
-            pid_file=str(run / "mariadbd.pid"), defaults_file=str(self.root / "my.cnf"),
-            option_file=str(self.root / "agenticdb.cnf"), log_file=str(self.root / "mariadb.log"),
+            root=str(self.root),
+            data_dir=str(data),
+            socket=str(run / "mariadb.sock"),
+            port=free_port(),
+            pid_file=str(run / "mariadbd.pid"),
+            defaults_file=str(self.root / "my.cnf"),
+            option_file=str(self.root / "agenticdb.cnf"),
+            log_file=str(self.root / "mariadb.log"),
             os_user=os_user,
         )
         Path(info.option_file).write_text("# Managed by agenticdb.\n[mysqld]\n")
@@ -163,8 +189,14 @@ class MariaDBSandbox:
                 mode = parent.stat().st_mode
                 if not mode & 0o001:
                     os.chmod(parent, mode | 0o711)
-        argv = [INSTALL_DB, f"--defaults-file={info.defaults_file}", f"--datadir={data}",
-                "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"]
+        argv = [
+            INSTALL_DB,
+            f"--defaults-file={info.defaults_file}",
+            f"--datadir={data}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--skip-name-resolve",
+        ]
         if os_user:
             argv.append(f"--user={os_user}")
         run_as(argv, None, timeout=180)

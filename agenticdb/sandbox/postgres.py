@@ -61,8 +61,13 @@ class PostgresSandboxInfo(BaseModel):
             dsn=self.dsn,
             database=database,
             sandbox="postgres",
-            service=ServiceConfig(kind="pg_ctl", data_dir=self.data_dir, bindir=self.bindir,
-                                  os_user=self.os_user, log_file=self.log_file),
+            service=ServiceConfig(
+                kind="pg_ctl",
+                data_dir=self.data_dir,
+                bindir=self.bindir,
+                os_user=self.os_user,
+                log_file=self.log_file,
+            ),
         )
 
 
@@ -83,6 +88,7 @@ class PostgresSandbox:
         def ready() -> bool:
             with psycopg.connect(info.dsn, connect_timeout=2):
                 return True
+
         return PgCtlService(ready, info.data_dir, info.bindir, info.os_user, "", info.log_file)
 
     def up(self) -> PostgresSandboxInfo:
@@ -120,16 +126,35 @@ class PostgresSandbox:
                 mode = parent.stat().st_mode
                 if not mode & 0o001:
                     os.chmod(parent, mode | 0o711)
-        run_as([str(Path(bindir) / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                "--encoding=UTF8", "--no-instructions"], os_user, timeout=120)
+        run_as(
+            [
+                str(Path(bindir) / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ],
+            os_user,
+            timeout=120,
+        )
         info = PostgresSandboxInfo(
-            root=str(self.root), data_dir=str(data), socket_dir=str(sock), port=free_port(),
-            bindir=bindir, os_user=os_user, log_file=str(self.root / "postgresql.log"),
+            root=str(self.root),
+            data_dir=str(data),
+            socket_dir=str(sock),
+            port=free_port(),
+            bindir=bindir,
+            os_user=os_user,
+            log_file=str(self.root / "postgresql.log"),
         )
         # Port and socket go into postgresql.conf so a plain restart (ours or a DBA's) keeps them.
         with open(data / "postgresql.conf", "a") as f:
-            f.write(f"\n# agenticdb sandbox\nport = {info.port}\nunix_socket_directories = '{sock}'\n"
-                    "listen_addresses = '127.0.0.1'\nmax_connections = 50\n")
+            f.write(
+                f"\n# agenticdb sandbox\nport = {info.port}\nunix_socket_directories = '{sock}'\n"
+                "listen_addresses = '127.0.0.1'\nmax_connections = 50\n"
+            )
         if os_user:
             pw = pwd.getpwnam(os_user)
             Path(info.log_file).touch()
@@ -142,7 +167,11 @@ class PostgresSandbox:
         info = self.info()
         if info is None:
             return {"exists": False, "running": False}
-        return {"exists": True, "running": self.service(info).is_ready(), **json.loads(info.model_dump_json())}
+        return {
+            "exists": True,
+            "running": self.service(info).is_ready(),
+            **json.loads(info.model_dump_json()),
+        }
 
     def down(self) -> None:
         """Stop the server (if running) and remove the sandbox folder."""

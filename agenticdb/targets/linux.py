@@ -428,9 +428,7 @@ class LinuxTarget(Target):
             nonzero = [(m, v) for m, v in present if v != "0"]
             if len(nonzero) > 1:
                 (a, va), (b, vb) = nonzero
-                raise ApplyError(
-                    f"{a}={va} and {b}={vb}: mutually exclusive, only one may be non-zero ({pair.source})"
-                )
+                raise ApplyError(f"{a}={va} and {b}={vb}: mutually exclusive, only one may be non-zero ({pair.source})")
             if nonzero:
                 last += nonzero
             elif present and pair.members[0] in values:

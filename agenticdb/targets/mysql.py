@@ -111,8 +111,12 @@ def _defaults_value(defaults_file: str, key: str) -> str | None:
     """Value of ``--key`` as mariadbd would read it (my_print_defaults follows !include)."""
     for tool in ("my_print_defaults", "mariadb-print-defaults"):
         try:
-            out = subprocess.run([tool, f"--defaults-file={defaults_file}", "mysqld", "mariadbd", "server"],
-                                 capture_output=True, text=True, timeout=10).stdout
+            out = subprocess.run(
+                [tool, f"--defaults-file={defaults_file}", "mysqld", "mariadbd", "server"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
         except (OSError, subprocess.TimeoutExpired):
             continue
         found = None
@@ -134,8 +138,13 @@ class MySQLTarget(Target):
         log_file: server error log (default ``@@log_error``).
     """
 
-    def __init__(self, connect_kwargs: dict[str, Any], service: Service, option_file: str | None = None,
-                 log_file: str | None = None) -> None:
+    def __init__(
+        self,
+        connect_kwargs: dict[str, Any],
+        service: Service,
+        option_file: str | None = None,
+        log_file: str | None = None,
+    ) -> None:
         self.connect_kwargs = {k: v for k, v in connect_kwargs.items() if k != "database"}
         self.service = service
         self.option_file = Path(option_file) if option_file else None
@@ -165,16 +174,23 @@ class MySQLTarget(Target):
             if not svc_cfg.defaults_file:
                 raise ValueError("target.service.kind = 'mariadbd' needs target.service.defaults_file")
             pid_file = _defaults_value(svc_cfg.defaults_file, "pid-file") or _defaults_value(
-                svc_cfg.defaults_file, "pid_file")
+                svc_cfg.defaults_file, "pid_file"
+            )
             if pid_file is None:
                 try:
-                    with pymysql.connect(**{k: v for k, v in kwargs.items() if k != "database"},
-                                         connect_timeout=2) as conn, conn.cursor() as cur:
+                    with (
+                        pymysql.connect(
+                            **{k: v for k, v in kwargs.items() if k != "database"}, connect_timeout=2
+                        ) as conn,
+                        conn.cursor() as cur,
+                    ):
                         cur.execute("SELECT @@pid_file")
                         pid_file = str(cur.fetchone()[0])
                 except pymysql.MySQLError as exc:
-                    raise ValueError(f"target.service.defaults_file = {svc_cfg.defaults_file!r} has no "
-                                     f"pid-file and the server is unreachable: {exc}") from None
+                    raise ValueError(
+                        f"target.service.defaults_file = {svc_cfg.defaults_file!r} has no "
+                        f"pid-file and the server is unreachable: {exc}"
+                    ) from None
         service = build_service(svc_cfg, ready, pid_file=pid_file)
         target = cls(kwargs, service, target_cfg.option_file, svc_cfg.log_file)
         if service.is_ready():
@@ -228,8 +244,9 @@ class MySQLTarget(Target):
                 return self._conn
             except pymysql.MySQLError:
                 self._conn = None
-        self._conn = pymysql.connect(**self.connect_kwargs, connect_timeout=5, autocommit=True,
-                                     cursorclass=pymysql.cursors.Cursor)
+        self._conn = pymysql.connect(
+            **self.connect_kwargs, connect_timeout=5, autocommit=True, cursorclass=pymysql.cursors.Cursor
+        )
         return self._conn
 
     @contextmanager
@@ -280,13 +297,20 @@ class MySQLTarget(Target):
                 rows = self._rows("SELECT * FROM information_schema.SYSTEM_VARIABLES")
                 self._catalog = mariadb_catalog(rows, version)
             else:
-                info = self._rows("SELECT VARIABLE_NAME, MIN_VALUE, MAX_VALUE, VARIABLE_SOURCE "
-                                  "FROM performance_schema.variables_info")
-                values = {r["VARIABLE_NAME"]: r["VARIABLE_VALUE"] for r in self._rows(
-                    "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM performance_schema.global_variables")}
+                info = self._rows(
+                    "SELECT VARIABLE_NAME, MIN_VALUE, MAX_VALUE, VARIABLE_SOURCE FROM performance_schema.variables_info"
+                )
+                values = {
+                    r["VARIABLE_NAME"]: r["VARIABLE_VALUE"]
+                    for r in self._rows("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM performance_schema.global_variables")
+                }
                 self._catalog = mysql8_catalog(info, values, version)
-            log.info("catalog.loaded", target=self.kind, knobs=len(self._catalog.knobs),
-                     excluded=len(self._catalog.excluded))
+            log.info(
+                "catalog.loaded",
+                target=self.kind,
+                knobs=len(self._catalog.knobs),
+                excluded=len(self._catalog.excluded),
+            )
         return self._catalog
 
     def _variable(self, name: str) -> str:
@@ -316,7 +340,7 @@ class MySQLTarget(Target):
         names = list(cat.knobs) if names is None else names
         out: dict[str, str] = {}
         for i in range(0, len(names), 100):
-            chunk = names[i:i + 100]
+            chunk = names[i : i + 100]
             cols = ", ".join(f"@@GLOBAL.{self._variable(n)}" for n in chunk)
             with self._cursor() as cur:
                 cur.execute(f"SELECT {cols}")
@@ -326,8 +350,13 @@ class MySQLTarget(Target):
 
     # ---- option file ---------------------------------------------------------------------------------
     def _read_option_file(self) -> configparser.ConfigParser:
-        parser = configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None,
-                                           delimiters=("=",), comment_prefixes=("#", ";"))
+        parser = configparser.ConfigParser(
+            allow_no_value=True,
+            strict=False,
+            interpolation=None,
+            delimiters=("=",),
+            comment_prefixes=("#", ";"),
+        )
         parser.optionxform = _option_name  # type: ignore[method-assign,assignment]
         if self.option_file and self.option_file.exists():
             parser.read_string(self.option_file.read_text())
@@ -389,8 +418,10 @@ class MySQLTarget(Target):
         cat = self.catalog()
         for ch in changes:
             if cat.get(ch.name) is None:
-                raise ApplyError(f"{ch.name}={ch.value}: not a tunable variable of this server "
-                                 f"({cat.excluded.get(ch.name, 'unknown variable')})")
+                raise ApplyError(
+                    f"{ch.name}={ch.value}: not a tunable variable of this server "
+                    f"({cat.excluded.get(ch.name, 'unknown variable')})"
+                )
         restart = [c for c in changes if cat.knobs[c.name].apply == ApplyMode.restart]
         dynamic = [c for c in changes if c not in restart]
         previous = self.current_values([c.name for c in changes])
@@ -420,8 +451,10 @@ class MySQLTarget(Target):
             self.service.restart()
         except ServiceError as exc:
             log.warning("apply.restart_failed", error=str(exc))
-            raise ApplyError(f"restart after writing {[c.name for c in restart]} failed: {exc}",
-                             exc.output.splitlines()[-40:] or self.log_tail(40)) from None
+            raise ApplyError(
+                f"restart after writing {[c.name for c in restart]} failed: {exc}",
+                exc.output.splitlines()[-40:] or self.log_tail(40),
+            ) from None
         return True
 
     def _execute(self, sql: str, args: list[Any], ch: NormalizedChange) -> None:
@@ -429,11 +462,11 @@ class MySQLTarget(Target):
             with self._cursor() as cur:
                 cur.execute(sql, args or None)
         except pymysql.MySQLError as exc:
-            raise ApplyError(f"{ch.name}={ch.value}: server refused {sql.split('=')[0].strip()}: "
-                             f"{exc.args[-1] if exc.args else exc}") from None
+            raise ApplyError(
+                f"{ch.name}={ch.value}: server refused {sql.split('=')[0].strip()}: {exc.args[-1] if exc.args else exc}"
+            ) from None
 
-    def _undo(self, done: list[NormalizedChange], previous: dict[str, str], old_file: str | None,
-              mysql8: bool) -> None:
+    def _undo(self, done: list[NormalizedChange], previous: dict[str, str], old_file: str | None, mysql8: bool) -> None:
         for ch in reversed(done):
             try:
                 if mysql8:
@@ -518,12 +551,16 @@ class MySQLTarget(Target):
             else:
                 cat = self.catalog()
                 now = self.current_values(list(snapshot.values))
-                if any(now[n] != v for n, v in snapshot.values.items()
-                       if n in cat.knobs and cat.knobs[n].apply == ApplyMode.restart):
+                if any(
+                    now[n] != v
+                    for n, v in snapshot.values.items()
+                    if n in cat.knobs and cat.knobs[n].apply == ApplyMode.restart
+                ):
                     self.service.restart()
         except ServiceError as exc:
-            raise TargetError(f"server did not come back after restoring files: {exc}",
-                              exc.output.splitlines()[-40:]) from None
+            raise TargetError(
+                f"server did not come back after restoring files: {exc}", exc.output.splitlines()[-40:]
+            ) from None
         self.close()
         if not self.available():
             raise TargetError("server accepts no connection after restore", self.log_tail(40))
@@ -572,15 +609,19 @@ class MySQLTarget(Target):
             if ckpt:
                 state.gauges["innodb.checkpoint_age_bytes"] = float(int(lsn.group(1)) - int(ckpt.group(1)))
         names = ["max_connections", "innodb_buffer_pool_size", "innodb_log_file_size"]
-        extra: list[str] = [n for n in ("innodb_redo_log_capacity", "innodb_log_files_in_group")
-                 if n in self.catalog().knobs or n in self.catalog().excluded]
+        extra: list[str] = [
+            n
+            for n in ("innodb_redo_log_capacity", "innodb_log_files_in_group")
+            if n in self.catalog().knobs or n in self.catalog().excluded
+        ]
         with self._cursor() as cur:
             cur.execute("SELECT " + ", ".join(f"@@GLOBAL.{n}" for n in names + extra))
             values = dict(zip(names + extra, cur.fetchone(), strict=True))
         for n in names:
             state.gauges[f"variables.{n}"] = float(values[n])
         capacity = values.get("innodb_redo_log_capacity") or (
-            float(values["innodb_log_file_size"]) * float(values.get("innodb_log_files_in_group") or 1))
+            float(values["innodb_log_file_size"]) * float(values.get("innodb_log_files_in_group") or 1)
+        )
         state.gauges["variables.innodb_redo_log_capacity"] = float(capacity)
         return state
 

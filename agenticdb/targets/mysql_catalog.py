@@ -84,8 +84,7 @@ class MySQLData:
 
     def is_gauge(self, status_name: str) -> bool:
         """True when a SHOW GLOBAL STATUS value is point-in-time (not a monotonic counter)."""
-        return status_name in self.gauge_names or any(
-            fnmatch.fnmatchcase(status_name, p) for p in self.gauge_patterns)
+        return status_name in self.gauge_names or any(fnmatch.fnmatchcase(status_name, p) for p in self.gauge_patterns)
 
 
 def _exclusions(*docs: dict[str, Any]) -> Exclusions:
@@ -119,8 +118,10 @@ def load_data() -> MySQLData:
                     raise ValueError(f"catalogs/{fname}: [[{kind}]] entry {entry!r} lacks {missing}")
     for name, knob in mysql8.get("knobs", {}).items():
         if knob.get("type") not in ("bool", "integer", "real", "enum", "string"):
-            raise ValueError(f"catalogs/{MYSQL8_DATA}: knobs.{name}.type = {knob.get('type')!r}: "
-                             "expected bool|integer|real|enum|string")
+            raise ValueError(
+                f"catalogs/{MYSQL8_DATA}: knobs.{name}.type = {knob.get('type')!r}: "
+                "expected bool|integer|real|enum|string"
+            )
         if "dynamic" not in knob or not knob.get("source"):
             raise ValueError(f"catalogs/{MYSQL8_DATA}: knobs.{name} needs 'dynamic' and 'source'")
     sizes = maria.get("byte_sizes", {})
@@ -178,13 +179,14 @@ def mariadb_catalog(rows: list[dict[str, Any]], version: str, data: MySQLData | 
     for row in rows:
         name = str(row["VARIABLE_NAME"]).lower()
         if row["VARIABLE_SCOPE"] == "SESSION ONLY":
-            cat.excluded[name] = ("session-only variable: no global value to tune "
-                                  "(SYSTEM_VARIABLES.VARIABLE_SCOPE)")
+            cat.excluded[name] = "session-only variable: no global value to tune (SYSTEM_VARIABLES.VARIABLE_SCOPE)"
             continue
         read_only = row["READ_ONLY"] == "YES"
         if read_only and row.get("COMMAND_LINE_ARGUMENT") is None:
-            cat.excluded[name] = ("informational (version, build or state): read-only and no server option "
-                                  "(SYSTEM_VARIABLES.READ_ONLY, COMMAND_LINE_ARGUMENT)")
+            cat.excluded[name] = (
+                "informational (version, build or state): read-only and no server option "
+                "(SYSTEM_VARIABLES.READ_ONLY, COMMAND_LINE_ARGUMENT)"
+            )
             continue
         if why := data.exclusions.reason(name):
             cat.excluded[name] = why
@@ -202,7 +204,9 @@ def mariadb_catalog(rows: list[dict[str, Any]], version: str, data: MySQLData | 
         unit = "B" if vartype == "integer" and data.is_bytes(name) else None
         source = SYSVARS_SOURCE + (f"; unit: {data.byte_source}" if unit else "")
         cat.knobs[name] = KnobSpec(
-            name=name, vartype=vartype, unit=unit,
+            name=name,
+            vartype=vartype,
+            unit=unit,
             min_value=_num(row.get("NUMERIC_MIN_VALUE")) if vartype in ("integer", "real") else None,
             max_value=_num(row.get("NUMERIC_MAX_VALUE")) if vartype in ("integer", "real") else None,
             enum_values=enum_values,
@@ -224,8 +228,9 @@ def _add_aliases(cat: Catalog, data: MySQLData) -> None:
             cat.knobs[alias] = spec.model_copy(update={"name": alias, "source": source})
 
 
-def mysql8_catalog(info_rows: list[dict[str, Any]], values: dict[str, str], version: str,
-                   data: MySQLData | None = None) -> Catalog:
+def mysql8_catalog(
+    info_rows: list[dict[str, Any]], values: dict[str, str], version: str, data: MySQLData | None = None
+) -> Catalog:
     """MySQL 8 catalog from ``performance_schema.variables_info`` rows (VARIABLE_NAME, MIN_VALUE,
     MAX_VALUE, VARIABLE_SOURCE) and ``global_variables`` values (name → value).
 
@@ -249,8 +254,10 @@ def mysql8_catalog(info_rows: list[dict[str, Any]], values: dict[str, str], vers
             continue
         facts = data.mysql8_knobs.get(name)
         if facts is None:
-            cat.excluded[name] = (f"not described in catalogs/{MYSQL8_DATA}: type and dynamic-vs-restart "
-                                  f"unknown (see {data.mysql8_manual}, Server System Variables)")
+            cat.excluded[name] = (
+                f"not described in catalogs/{MYSQL8_DATA}: type and dynamic-vs-restart "
+                f"unknown (see {data.mysql8_manual}, Server System Variables)"
+            )
             continue
         vartype: VarType = facts["type"]
         min_v = _num(row.get("MIN_VALUE")) if vartype in ("integer", "real") else None
@@ -258,7 +265,9 @@ def mysql8_catalog(info_rows: list[dict[str, Any]], values: dict[str, str], vers
         if min_v is not None and max_v is not None and min_v == 0 and max_v == 0:
             min_v = max_v = None  # variables_info reports 0/0 for "no range"
         cat.knobs[name] = KnobSpec(
-            name=name, vartype=vartype, unit=facts.get("unit"),
+            name=name,
+            vartype=vartype,
+            unit=facts.get("unit"),
             min_value=min_v if min_v is not None else _num(facts.get("min")),
             max_value=max_v if max_v is not None else _num(facts.get("max")),
             enum_values=facts.get("enum_values"),
@@ -270,6 +279,5 @@ def mysql8_catalog(info_rows: list[dict[str, Any]], values: dict[str, str], vers
         )
     for name in data.mysql8_knobs:
         if name not in server_names:
-            cat.unsupported[name] = (f"described in catalogs/{MYSQL8_DATA} but this server ({version}) "
-                                     "does not have it")
+            cat.unsupported[name] = f"described in catalogs/{MYSQL8_DATA} but this server ({version}) does not have it"
     return cat

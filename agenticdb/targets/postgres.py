@@ -42,26 +42,65 @@ RELOAD_WAIT_S = 10.0
 # 'backend'/'superuser-backend' values apply to sessions started after the reload, which is what a
 # benchmark run (fresh connections) sees.
 _CONTEXT_APPLY: dict[str, ApplyMode] = {"postmaster": ApplyMode.restart} | {
-    ctx: ApplyMode.reload for ctx in ("sighup", "superuser-backend", "backend", "superuser", "user")}
+    ctx: ApplyMode.reload for ctx in ("sighup", "superuser-backend", "backend", "superuser", "user")
+}
 
-_DB_COUNTERS = ("xact_commit", "xact_rollback", "blks_read", "blks_hit", "tup_returned", "tup_fetched",
-                "tup_inserted", "tup_updated", "tup_deleted", "temp_files", "temp_bytes", "deadlocks",
-                "blk_read_time", "blk_write_time")
-_BGWRITER_COUNTERS = ("checkpoints_timed", "checkpoints_req", "checkpoint_write_time",
-                      "checkpoint_sync_time", "buffers_checkpoint", "buffers_clean", "maxwritten_clean",
-                      "buffers_backend", "buffers_backend_fsync", "buffers_alloc")
-_WAL_COUNTERS = ("wal_records", "wal_fpi", "wal_bytes", "wal_buffers_full", "wal_write", "wal_sync",
-                 "wal_write_time", "wal_sync_time")
+_DB_COUNTERS = (
+    "xact_commit",
+    "xact_rollback",
+    "blks_read",
+    "blks_hit",
+    "tup_returned",
+    "tup_fetched",
+    "tup_inserted",
+    "tup_updated",
+    "tup_deleted",
+    "temp_files",
+    "temp_bytes",
+    "deadlocks",
+    "blk_read_time",
+    "blk_write_time",
+)
+_BGWRITER_COUNTERS = (
+    "checkpoints_timed",
+    "checkpoints_req",
+    "checkpoint_write_time",
+    "checkpoint_sync_time",
+    "buffers_checkpoint",
+    "buffers_clean",
+    "maxwritten_clean",
+    "buffers_backend",
+    "buffers_backend_fsync",
+    "buffers_alloc",
+)
+_WAL_COUNTERS = (
+    "wal_records",
+    "wal_fpi",
+    "wal_bytes",
+    "wal_buffers_full",
+    "wal_write",
+    "wal_sync",
+    "wal_write_time",
+    "wal_sync_time",
+)
 # One-row statistics views: (view, first major that has it, counter prefix, {view column: counter}).
 # PostgreSQL 17 moved the checkpoint columns of pg_stat_bgwriter to pg_stat_checkpointer (17 release
 # notes); they keep their pg_stat_bgwriter.* names so deltas compare across versions. pg_stat_wal is
 # PG14+ (PostgreSQL 14 manual, 28.2.12 pg_stat_wal). Columns a version lacks are skipped.
 _STAT_VIEWS: tuple[tuple[str, int, str, dict[str, str]], ...] = (
     ("pg_stat_bgwriter", 0, "pg_stat_bgwriter", {c: c for c in _BGWRITER_COUNTERS}),
-    ("pg_stat_checkpointer", 17, "pg_stat_bgwriter", {
-        "num_timed": "checkpoints_timed", "num_requested": "checkpoints_req",
-        "write_time": "checkpoint_write_time", "sync_time": "checkpoint_sync_time",
-        "buffers_written": "buffers_checkpoint"}),
+    (
+        "pg_stat_checkpointer",
+        17,
+        "pg_stat_bgwriter",
+        {
+            "num_timed": "checkpoints_timed",
+            "num_requested": "checkpoints_req",
+            "write_time": "checkpoint_write_time",
+            "sync_time": "checkpoint_sync_time",
+            "buffers_written": "buffers_checkpoint",
+        },
+    ),
     ("pg_stat_wal", 14, "pg_stat_wal", {c: c for c in _WAL_COUNTERS}),
 )
 _PG_STAT_IO_SINCE = 16  # PostgreSQL 16 manual, 28.2.13 pg_stat_io
@@ -69,6 +108,7 @@ _IO_KEYS = ("backend_type", "object", "context", "op_bytes")
 
 
 # ---- exclusion rules (catalogs/postgresql.toml) -------------------------------------------------------
+
 
 class ExclusionRule(BaseModel):
     """One entry of ``catalogs/postgresql.toml``: exactly one matcher, a reason and a source."""
@@ -138,8 +178,16 @@ def _float(text: str | None) -> float | None:
 
 
 # Boolean spellings PostgreSQL accepts (manual 20.1.1 Parameter Names and Values; unique prefixes aside).
-_BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True,
-               "off": False, "false": False, "no": False, "0": False}
+_BOOL_WORDS = {
+    "on": True,
+    "true": True,
+    "yes": True,
+    "1": True,
+    "off": False,
+    "false": False,
+    "no": False,
+    "0": False,
+}
 
 
 def _same_bool(a: str, b: str) -> bool | None:
@@ -166,8 +214,9 @@ class PostgresTarget(Target):
 
     kind = "postgresql"
 
-    def __init__(self, dsn: str, service: Service | None, data_dir: str | None = None,
-                 log_file: str | None = None) -> None:
+    def __init__(
+        self, dsn: str, service: Service | None, data_dir: str | None = None, log_file: str | None = None
+    ) -> None:
         self.dsn = dsn
         self.service = service
         if isinstance(service, PgCtlService):
@@ -213,8 +262,7 @@ class PostgresTarget(Target):
     def version(self) -> str:
         """Server version number from ``SHOW server_version``, e.g. "15.14" (cached)."""
         if self._version is None:
-            row = self._rows("SELECT current_setting('server_version'), "
-                             "current_setting('server_version_num')")[0]
+            row = self._rows("SELECT current_setting('server_version'), current_setting('server_version_num')")[0]
             # Debian builds report "15.14 (Debian 15.14-1.pgdg120+1)": keep the number only.
             self._version, self._version_num = str(row[0]).split()[0], int(row[1])
         return self._version
@@ -260,7 +308,8 @@ class PostgresTarget(Target):
         rules = self.rules()
         rows = self._rows(
             "SELECT name, vartype, unit, min_val, max_val, enumvals, boot_val, short_desc, category, context "
-            "FROM pg_settings ORDER BY name")
+            "FROM pg_settings ORDER BY name"
+        )
         version = self.version()
         cat = Catalog(target=self.kind, version=version)
         for name, vartype, unit, min_val, max_val, enumvals, boot_val, desc, category, context in rows:
@@ -271,13 +320,25 @@ class PostgresTarget(Target):
                 cat.excluded[name] = reason
                 continue
             cat.knobs[name] = KnobSpec(
-                name=name, vartype=vartype, unit=unit, min_value=_float(min_val), max_value=_float(max_val),
-                enum_values=list(enumvals) if enumvals else None, apply=_CONTEXT_APPLY[context],
-                default=boot_val, description=desc or "", category=category or "",
+                name=name,
+                vartype=vartype,
+                unit=unit,
+                min_value=_float(min_val),
+                max_value=_float(max_val),
+                enum_values=list(enumvals) if enumvals else None,
+                apply=_CONTEXT_APPLY[context],
+                default=boot_val,
+                description=desc or "",
+                category=category or "",
                 source=f"pg_settings (PostgreSQL {version}), context {context}",
             )
-        log.info("catalog.built", target=self.kind, version=version, knobs=len(cat.knobs),
-                 excluded=len(cat.excluded))
+        log.info(
+            "catalog.built",
+            target=self.kind,
+            version=version,
+            knobs=len(cat.knobs),
+            excluded=len(cat.excluded),
+        )
         self._catalog = cat
         return cat
 
@@ -291,15 +352,19 @@ class PostgresTarget(Target):
                 Names the server does not know are left out.
         """
         wanted = list(self.catalog().knobs) if names is None else list(names)
-        rows = self._rows("SELECT name, current_setting(name) FROM pg_settings WHERE lower(name) = ANY(%s)",
-                          ([n.lower() for n in wanted],))
+        rows = self._rows(
+            "SELECT name, current_setting(name) FROM pg_settings WHERE lower(name) = ANY(%s)",
+            ([n.lower() for n in wanted],),
+        )
         return _keyed_as_asked(wanted, {name.lower(): value for name, value in rows})
 
     def raw_settings(self, names: list[str]) -> dict[str, tuple[str, str | None]]:
         """``{name: (pg_settings.setting, pg_settings.unit)}``: values in the base unit (e.g. shared_buffers
         ("16384", "8kB")). Keyed as given; unknown names are left out."""
-        rows = self._rows("SELECT name, setting, unit FROM pg_settings WHERE lower(name) = ANY(%s)",
-                          ([n.lower() for n in names],))
+        rows = self._rows(
+            "SELECT name, setting, unit FROM pg_settings WHERE lower(name) = ANY(%s)",
+            ([n.lower() for n in names],),
+        )
         return _keyed_as_asked(names, {name.lower(): (setting, unit) for name, setting, unit in rows})
 
     def pending_restart(self) -> list[str]:
@@ -307,8 +372,10 @@ class PostgresTarget(Target):
         return [r[0] for r in self._rows("SELECT name FROM pg_settings WHERE pending_restart ORDER BY name")]
 
     def _contexts(self, names: list[str]) -> dict[str, str]:
-        rows = self._rows("SELECT lower(name), context FROM pg_settings WHERE lower(name) = ANY(%s)",
-                          ([n.lower() for n in names],))
+        rows = self._rows(
+            "SELECT lower(name), context FROM pg_settings WHERE lower(name) = ANY(%s)",
+            ([n.lower() for n in names],),
+        )
         return dict(rows)
 
     # ---- snapshot / apply / verify / restore ------------------------------------------------------
@@ -352,8 +419,9 @@ class PostgresTarget(Target):
             values = self.current_values(names)
         except psycopg.Error as exc:
             log.warning("snapshot.values_unavailable", error=str(exc))
-        return Snapshot(target=self.kind, values=values, files={str(self.auto_conf): self._read_auto_conf()},
-                        label=label)
+        return Snapshot(
+            target=self.kind, values=values, files={str(self.auto_conf): self._read_auto_conf()}, label=label
+        )
 
     def _alter_system(self, conn: psycopg.Connection[Any], name: str, value: str) -> None:
         ident = sql.Identifier(*name.split("."))  # custom GUCs: "ext"."param"
@@ -414,11 +482,12 @@ class PostgresTarget(Target):
         if mode != ApplyMode.restart:
             needs_restart = [n for n in names if contexts[n.lower()] == "postmaster"]
             if needs_restart:
-                raise ApplyError(f"parameter(s) {needs_restart} have context postmaster and need a restart, "
-                                 f"but apply mode is {mode.value} (source: 54.24 pg_settings)")
+                raise ApplyError(
+                    f"parameter(s) {needs_restart} have context postmaster and need a restart, "
+                    f"but apply mode is {mode.value} (source: 54.24 pg_settings)"
+                )
         elif self.service is None or not self.service.can_restart():
-            raise ApplyError("apply mode restart but no service controller is configured "
-                             "(target.service.kind)")
+            raise ApplyError("apply mode restart but no service controller is configured (target.service.kind)")
 
         original = self._read_auto_conf()
         log.info("apply.start", mode=mode.value, changes={c.name: c.value for c in changes})
@@ -470,7 +539,9 @@ class PostgresTarget(Target):
         try:
             rows = self._rows(
                 "SELECT name, setting, vartype, pending_restart, current_setting(name) FROM pg_settings "
-                "WHERE lower(name) = ANY(%s)", (list(by_lower),))
+                "WHERE lower(name) = ANY(%s)",
+                (list(by_lower),),
+            )
         except psycopg.Error as exc:
             raise VerifyError(f"cannot read pg_settings to verify: {exc}", logs=self.log_tail(20)) from exc
         found = {r[0].lower(): r for r in rows}
@@ -483,11 +554,9 @@ class PostgresTarget(Target):
             _, setting, vartype, pending, pretty = found[low]
             effective[change.name] = pretty
             if pending:
-                problems.append(f"{change.name}: pending_restart (file has {change.value!r}, "
-                                f"running value {pretty!r})")
+                problems.append(f"{change.name}: pending_restart (file has {change.value!r}, running value {pretty!r})")
             elif not self._matches(vartype, setting, pretty, change):
-                problems.append(f"{change.name}: expected {change.value!r}, effective {pretty!r} "
-                                f"(setting {setting})")
+                problems.append(f"{change.name}: expected {change.value!r}, effective {pretty!r} (setting {setting})")
         if problems:
             log.warning("verify.failed", problems=problems)
             raise VerifyError("not in effect: " + "; ".join(problems), logs=self.log_tail(20))
@@ -532,12 +601,15 @@ class PostgresTarget(Target):
                 if pending or differs:
                     log.info("restore.restart", pending_restart=pending, postmaster_differs=differs)
                     if self.service is None or not self.service.can_restart():
-                        raise TargetError(f"restore needs a restart ({pending or differs}) but no service "
-                                          "controller is configured")
+                        raise TargetError(
+                            f"restore needs a restart ({pending or differs}) but no service controller is configured"
+                        )
                     self.service.restart()
         except ServiceError as exc:
-            raise TargetError(f"restore could not start PostgreSQL: {exc}",
-                              logs=self.log_tail(40) or exc.output.splitlines()[-40:]) from exc
+            raise TargetError(
+                f"restore could not start PostgreSQL: {exc}",
+                logs=self.log_tail(40) or exc.output.splitlines()[-40:],
+            ) from exc
         if not self.available():
             raise TargetError("PostgreSQL does not answer after restore", logs=self.log_tail(40))
         log.info("restore.done", label=snapshot.label)
@@ -555,10 +627,10 @@ class PostgresTarget(Target):
     def _state_query(self) -> tuple[str, list[tuple[str, dict[str, str]]]]:
         views = [(prefix, cols) for view, since, prefix, cols in _STAT_VIEWS if self.major() >= since]
         parts = [
-            "(SELECT to_jsonb(d) FROM (SELECT " + ", ".join(f"sum({c})::float8 AS {c}" for c in _DB_COUNTERS)
+            "(SELECT to_jsonb(d) FROM (SELECT "
+            + ", ".join(f"sum({c})::float8 AS {c}" for c in _DB_COUNTERS)
             + " FROM pg_stat_database) d)",
-            "(SELECT jsonb_agg(to_jsonb(i)) FROM pg_stat_io i)" if self.major() >= _PG_STAT_IO_SINCE
-            else "NULL::jsonb",
+            "(SELECT jsonb_agg(to_jsonb(i)) FROM pg_stat_io i)" if self.major() >= _PG_STAT_IO_SINCE else "NULL::jsonb",
             # Client sessions other than ours; idle_in_transaction includes "(aborted)".
             "(SELECT jsonb_build_object('total', count(*), "
             "'active', count(*) FILTER (WHERE state = 'active'), "
@@ -575,8 +647,7 @@ class PostgresTarget(Target):
             "(SELECT jsonb_object_agg(k, n) FROM (SELECT wait_event_type || ':' || wait_event AS k, "
             "count(*) AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event IS NOT NULL "
             "AND wait_event_type <> 'Activity' AND coalesce(state, '') <> 'idle' GROUP BY 1) x)",
-            *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS
-              if self.major() >= since),
+            *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS if self.major() >= since),
         ]
         return "SELECT " + ",\n  ".join(parts), views
 
@@ -597,18 +668,30 @@ class PostgresTarget(Target):
         db, io, act, locks, size, max_conn, sb, waits, *view_rows = row
         counters = {f"pg_stat_database.{c}": float((db or {}).get(c) or 0.0) for c in _DB_COUNTERS}
         for (prefix, cols), data in zip(views, view_rows, strict=True):
-            counters.update({f"{prefix}.{name}": float(data[col]) for col, name in cols.items()
-                             if data and data.get(col) is not None})
+            counters.update(
+                {
+                    f"{prefix}.{name}": float(data[col])
+                    for col, name in cols.items()
+                    if data and data.get(col) is not None
+                }
+            )
         for entry in io or []:
             key = ".".join(str(entry.get(k)) for k in _IO_KEYS[:3])
-            counters.update({f"pg_stat_io.{key}.{col}": float(val) for col, val in entry.items()
-                             if col not in _IO_KEYS and type(val) in (int, float)})
+            counters.update(
+                {
+                    f"pg_stat_io.{key}.{col}": float(val)
+                    for col, val in entry.items()
+                    if col not in _IO_KEYS and type(val) in (int, float)
+                }
+            )
         gauges = {f"pg_stat_activity.{k}": float(act[k]) for k in ("total", "active", "idle_in_transaction")}
         gauges |= {f"pg_locks.{k}": float(locks[k]) for k in ("waiting", "total")}
-        gauges |= {"settings.max_connections": float(max_conn), "pg_database.size_bytes": float(size or 0.0),
-                   "settings.shared_buffers_bytes": float(sb or 0.0)}
-        return RuntimeState(counters=counters, gauges=gauges,
-                            wait_events={k: int(v) for k, v in (waits or {}).items()})
+        gauges |= {
+            "settings.max_connections": float(max_conn),
+            "pg_database.size_bytes": float(size or 0.0),
+            "settings.shared_buffers_bytes": float(sb or 0.0),
+        }
+        return RuntimeState(counters=counters, gauges=gauges, wait_events={k: int(v) for k, v in (waits or {}).items()})
 
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last ``lines`` lines of the server log file (empty when no log file is known/readable)."""
@@ -640,5 +723,4 @@ def from_config(target_cfg: TargetConfig) -> PostgresTarget:
         return True
 
     service = build_service(target_cfg.service, ready)
-    return PostgresTarget(dsn, service, data_dir=target_cfg.service.data_dir,
-                          log_file=target_cfg.service.log_file)
+    return PostgresTarget(dsn, service, data_dir=target_cfg.service.data_dir, log_file=target_cfg.service.log_file)

@@ -28,9 +28,7 @@ def _limit_text(hw: Hardware) -> str:
     return f"RAM {_gib(hw.memory_bytes)}, cgroup limit {cg}"
 
 
-def memory_estimate(
-    cfg: ResultingConfig, rules: RuleSet, policy: PolicyConfig
-) -> tuple[float, dict[str, float]]:
+def memory_estimate(cfg: ResultingConfig, rules: RuleSet, policy: PolicyConfig) -> tuple[float, dict[str, float]]:
     """Estimated server memory in bytes and the contribution of each term (by knob name)."""
     budget = rules.memory_budget
     parts: dict[str, float] = {}

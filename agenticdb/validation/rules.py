@@ -209,9 +209,7 @@ class MemoryBudget(_Strict):
     workers: list[dict[str, str]] = Field(default_factory=list)
 
     def params(self) -> list[str]:
-        out = (
-            list(self.global_) + list(self.per_connection) + ([self.connections] if self.connections else [])
-        )
+        out = list(self.global_) + list(self.per_connection) + ([self.connections] if self.connections else [])
         for w in self.workers:
             out.extend(w.values())
         return out
@@ -249,8 +247,14 @@ class RuleSet(_Strict):
     @model_validator(mode="after")
     def _unique_ids(self) -> RuleSet:
         seen: set[str] = set()
-        for r in (*self.protected, *self.dangerous, *self.durability, *self.conflict, *self.cpu_limit,
-                  *self.ram_limit):
+        for r in (
+            *self.protected,
+            *self.dangerous,
+            *self.durability,
+            *self.conflict,
+            *self.cpu_limit,
+            *self.ram_limit,
+        ):
             if r.id in seen:
                 raise ValueError(f"duplicate rule id {r.id!r}")
             seen.add(r.id)

@@ -90,9 +90,7 @@ def parse_result(output: str) -> CommandResult:
     except ValidationError as exc:
         raise WorkloadError(f"command result line is invalid: {exc}", tail(output)) from None
     if result.agenticdb != 1:
-        raise WorkloadError(
-            f"command result line: agenticdb={result.agenticdb}: expected format 1", tail(output)
-        )
+        raise WorkloadError(f"command result line: agenticdb={result.agenticdb}: expected format 1", tail(output))
     return result
 
 

@@ -166,9 +166,7 @@ def objective(
     """
     if name == "tps_per_p95":
         if tps is None or p95_ms is None or p95_ms <= 0:
-            raise WorkloadError(
-                f"objective tps_per_p95 needs tps and a positive p95 (tps={tps}, p95={p95_ms})"
-            )
+            raise WorkloadError(f"objective tps_per_p95 needs tps and a positive p95 (tps={tps}, p95={p95_ms})")
         return tps / p95_ms, True
     if name == "tps":
         if tps is None:
@@ -279,9 +277,7 @@ def ensure_database(conn: Connection) -> bool:
                     return False
                 cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(conn.database)))
             else:
-                cur.execute(
-                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (conn.database,)
-                )
+                cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (conn.database,))
                 if cur.fetchone():
                     return False
                 cur.execute(f"CREATE DATABASE `{conn.database.replace('`', '``')}`")

@@ -121,9 +121,7 @@ class PgbenchWorkload(Workload):
             progress=self.progress,
         )
         if result.returncode != 0:
-            raise WorkloadError(
-                f"pgbench -i -s {self.scale} failed (exit {result.returncode})", tail(result.output)
-            )
+            raise WorkloadError(f"pgbench -i -s {self.scale} failed (exit {result.returncode})", tail(result.output))
 
     def run(self, seconds: float) -> Measurement:
         """Run for ``seconds`` (rounded to whole seconds, at least 1; pgbench -T takes integers).
@@ -188,9 +186,7 @@ class PgbenchWorkload(Workload):
             higher_is_better=hib,
             raw_tail=tail(out),
         )
-        log.info(
-            "workload.measured", workload=self.name, tps=round(tps, 1), p95_ms=round(p95, 2), errors=errors
-        )
+        log.info("workload.measured", workload=self.name, tps=round(tps, 1), p95_ms=round(p95, 2), errors=errors)
         return m
 
     def cleanup(self) -> None:

@@ -229,9 +229,7 @@ class _SysbenchBase(Workload):
 class SysbenchWorkload(_SysbenchBase):
     """sysbench ``oltp_read_only`` / ``oltp_write_only`` / ``oltp_read_write`` (tables ``sbtest1..N``)."""
 
-    def __init__(
-        self, cfg: WorkloadConfig, conn: Connection, script: str, progress: bool | None = None
-    ) -> None:
+    def __init__(self, cfg: WorkloadConfig, conn: Connection, script: str, progress: bool | None = None) -> None:
         if script not in OLTP_READ_FRACTION:
             raise WorkloadError(f"sysbench script {script!r}: expected one of {sorted(OLTP_READ_FRACTION)}")
         if cfg.tables < 1:
@@ -284,9 +282,7 @@ class YcsbWorkload(_SysbenchBase):
     FIELD_LENGTH = 100
     ZIPFIAN_CONSTANT = 0.99  # YCSB ZipfianGenerator.ZIPFIAN_CONSTANT
 
-    def __init__(
-        self, cfg: WorkloadConfig, conn: Connection, letter: str, progress: bool | None = None
-    ) -> None:
+    def __init__(self, cfg: WorkloadConfig, conn: Connection, letter: str, progress: bool | None = None) -> None:
         if letter not in YCSB_MIX:
             raise WorkloadError(f"YCSB workload {letter!r}: expected one of a, b, c, d, e, f")
         super().__init__(cfg, conn, progress)

@@ -132,9 +132,7 @@ class TpchWorkload(Workload):
             cur = db.cursor()
             cur.execute(f"SELECT table_name, row_count, scale_factor FROM {META}")
             recorded = {str(t): (int(n), float(sf)) for t, n, sf in cur.fetchall()}
-            if set(recorded) != set(TABLES) or any(
-                abs(sf - self.scale) > 1e-9 for _, sf in recorded.values()
-            ):
+            if set(recorded) != set(TABLES) or any(abs(sf - self.scale) > 1e-9 for _, sf in recorded.values()):
                 return None
             counts = {}
             for t in TABLES:
@@ -169,9 +167,7 @@ class TpchWorkload(Workload):
                 progress=self.progress,
             )
             if gen.returncode != 0:
-                raise WorkloadError(
-                    f"tpchgen-cli -s {self.scale:g} failed (exit {gen.returncode})", tail(gen.output)
-                )
+                raise WorkloadError(f"tpchgen-cli -s {self.scale:g} failed (exit {gen.returncode})", tail(gen.output))
             files = {t: Path(tmp) / f"{t}.csv" for t in TABLES}
             missing = [str(p) for p in files.values() if not p.exists()]
             if missing:
@@ -313,9 +309,7 @@ class TpchWorkload(Workload):
         p95 = percentile(times_ms, 95)
         value, hib = objective(obj_name, tps=len(queries) / total, p95_ms=p95, total_time_s=total)
         output += f"\ntotal {total:.3f}s, {len(timeouts)} timeouts"
-        log.info(
-            "workload.measured", workload=self.name, total_time_s=round(total, 3), timeouts=len(timeouts)
-        )
+        log.info("workload.measured", workload=self.name, total_time_s=round(total, 3), timeouts=len(timeouts))
         return Measurement(
             workload=self.name,
             qps=len(queries) / total,

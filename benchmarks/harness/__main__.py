@@ -12,9 +12,7 @@ import typer
 from benchmarks.harness import report, runner, scenarios
 from benchmarks.harness.competitors import NAMES
 
-app = typer.Typer(
-    add_completion=False, help="agenticdb side-by-side tuning benchmarks (benchmarks/README.md)."
-)
+app = typer.Typer(add_completion=False, help="agenticdb side-by-side tuning benchmarks (benchmarks/README.md).")
 
 
 @app.command("list")
@@ -35,9 +33,7 @@ def run(
     repeats: int = typer.Option(3, min=1, help="interleaved re-measurements of each final configuration"),
     duration: float = typer.Option(None, help="seconds per measured run (default: the scenario's)"),
     warmup: float = typer.Option(None, help="warm-up seconds before each run (default: the scenario's)"),
-    seed_budget_min: float = typer.Option(
-        None, help="budget of the experience-seeding session (default: budget)"
-    ),
+    seed_budget_min: float = typer.Option(None, help="budget of the experience-seeding session (default: budget)"),
 ) -> None:
     """Run scenario(s) and write results.md, <scenario>.png and <scenario>/results.json under OUT."""
     comps = [c.strip() for c in competitors.split(",") if c.strip()]

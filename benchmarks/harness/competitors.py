@@ -211,9 +211,7 @@ def run_static(bench: Bench, journal: Journal) -> Result:
     res.validator_ms.append(ms)
     if not verdict.ok:
         dropped = sorted({f.parameter for f in verdict.failed if f.parameter})
-        res.notes.append(
-            f"validator refused {dropped}: " + "; ".join(f.message for f in verdict.failed)[:300]
-        )
+        res.notes.append(f"validator refused {dropped}: " + "; ".join(f.message for f in verdict.failed)[:300])
         res.rejected += 1
         rec = {k: v for k, v in rec.items() if k not in dropped}
         verdict, ms = validate_config(bench, rec, "static")
@@ -280,8 +278,7 @@ def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             if consecutive >= 200:
                 res.notes.append(
-                    f"stopped: 200 consecutive trials refused by the validator; last: "
-                    f"{verdict.feedback()[:200]}"
+                    f"stopped: 200 consecutive trials refused by the validator; last: {verdict.feedback()[:200]}"
                 )
                 break
             log.info("tpe.rejected", trial=n, feedback=verdict.feedback()[:200])
@@ -350,9 +347,7 @@ def _session_child(bench: Bench, memory_db: str, journal_db: str, out_json: str)
         bench.agent_cgroup.join_self()
     cfg = bench.settings.model_copy(
         update={
-            "loop": bench.settings.loop.model_copy(
-                update={"time_budget_s": bench.budget_s, "max_rounds": 1000}
-            ),
+            "loop": bench.settings.loop.model_copy(update={"time_budget_s": bench.budget_s, "max_rounds": 1000}),
             "storage": StorageConfig(
                 home=Path(memory_db).parent, memory_db=Path(memory_db), journal_db=Path(journal_db)
             ),
@@ -513,6 +508,4 @@ def settings_for(scenario: Scenario, tcfg, out: Path, duration_s: float, warmup_
     """Settings of one scenario (workload from the scenario, durability strict, defaults elsewhere)."""
     wl = dict(scenario.workload)
     wl.update({"duration_s": max(duration_s, 1.0), "warmup_s": warmup_s})
-    return Settings(
-        target=tcfg, workload=WorkloadConfig(**wl), loop=LoopConfig(), storage=StorageConfig(home=out)
-    )
+    return Settings(target=tcfg, workload=WorkloadConfig(**wl), loop=LoopConfig(), storage=StorageConfig(home=out))

@@ -46,9 +46,7 @@ def _run_in(cgroup: MemoryCgroup | None, argv: list[str], user: str | None, time
             preexec_fn=cgroup.join_self if cgroup else None,
         )
     except subprocess.TimeoutExpired as exc:
-        raise ServiceError(
-            f"{shlex.join(argv)} timed out after {timeout:.0f}s", str(exc.output or "")
-        ) from None
+        raise ServiceError(f"{shlex.join(argv)} timed out after {timeout:.0f}s", str(exc.output or "")) from None
     out = (proc.stdout or "") + (proc.stderr or "")
     if proc.returncode != 0:
         raise ServiceError(f"{shlex.join(argv)} exited {proc.returncode}", out)
@@ -175,9 +173,7 @@ class Instance:
                     conn.execute("SELECT 1")
                 return True
 
-            return ConfinedPgCtl(
-                self.cgroup, ready, info.data_dir, info.bindir, info.os_user, "", info.log_file, 120.0
-            )
+            return ConfinedPgCtl(self.cgroup, ready, info.data_dir, info.bindir, info.os_user, "", info.log_file, 120.0)
 
         def ready_m() -> bool:
             info.connect(timeout=2).close()

@@ -56,8 +56,7 @@ def markdown(summaries: list[dict]) -> str:
             bits = []
             if r["agenticdb_vs"]:
                 bits.append(
-                    "vs "
-                    + ", ".join(f"{k}: {v[0]} ({100 * v[1]:+.1f} %)" for k, v in r["agenticdb_vs"].items())
+                    "vs " + ", ".join(f"{k}: {v[0]} ({100 * v[1]:+.1f} %)" for k, v in r["agenticdb_vs"].items())
                 )
             if res["validator_ms"]:
                 bits.append(f"validator ms/proposal {_ms(res['validator_ms'])}")
@@ -71,13 +70,9 @@ def markdown(summaries: list[dict]) -> str:
                     f"peak RSS {o['agent_peak_rss_mib']} MiB"
                 )
             if res["changes"]:
-                bits.append(
-                    "final changes: " + ", ".join(f"{k}={v}" for k, v in sorted(res["changes"].items()))
-                )
+                bits.append("final changes: " + ", ".join(f"{k}={v}" for k, v in sorted(res["changes"].items())))
             bits += res["notes"]
-            out.append(
-                f"- **{r['competitor']}**: " + "; ".join(bits) if bits else f"- **{r['competitor']}**: —"
-            )
+            out.append(f"- **{r['competitor']}**: " + "; ".join(bits) if bits else f"- **{r['competitor']}**: —")
         if s.get("seed", {}).get("scenario"):
             out.append(
                 f"- experience seed: scenario {s['seed']['scenario']}, {s['seed'].get('rounds')} rounds, "
@@ -107,9 +102,7 @@ def plot(summary: dict, path: Path) -> Path:
                 color={"default": "grey", "static": "black"}.get(name),
             )
     ax.set_xlabel("wall-clock time of the competitor (min)")
-    ax.set_ylabel(
-        "objective" + (" (higher is better)" if summary["higher_is_better"] else " (s, lower is better)")
-    )
+    ax.set_ylabel("objective" + (" (higher is better)" if summary["higher_is_better"] else " (s, lower is better)"))
     ax.set_title(f"{summary['scenario']}: objective over time")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)

@@ -134,8 +134,7 @@ def _setup(
         verdict, _ = C.validate_config(bench, scenario.start_config, "start")
         if not verdict.ok:
             raise RuntimeError(
-                f"scenario {scenario.name}: starting configuration refused by the validator:\n"
-                + verdict.feedback()
+                f"scenario {scenario.name}: starting configuration refused by the validator:\n" + verdict.feedback()
             )
         target.apply(verdict.changes, ApplyMode.restart)
         target.verify(verdict.changes)

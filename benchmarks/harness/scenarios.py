@@ -174,6 +174,4 @@ def get(name: str) -> Scenario:
     try:
         return SCENARIOS[name]
     except KeyError:
-        raise ValueError(
-            f"--scenario {name!r}: unknown; expected one of {sorted(SCENARIOS)} or 'all'"
-        ) from None
+        raise ValueError(f"--scenario {name!r}: unknown; expected one of {sorted(SCENARIOS)} or 'all'") from None
