@@ -9,8 +9,8 @@ from typing import Any
 
 import structlog
 from rich.console import Console
-from rich.markup import escape
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.config import Settings
