@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from enum import Enum, StrEnum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import structlog
 import typer
