@@ -272,8 +272,9 @@ def _num(v: float | None, unit: str | None = None) -> str:
         return ""
     text = str(int(v)) if float(v).is_integer() else f"{v:g}"
     per = _SIZE_UNITS.get(unit or "")
-    if per and abs(v) * per >= 1024:
-        text += f" ({_human_bytes(abs(v) * per)})"
+    # Negative sizes are PostgreSQL's special values (-1: "use another setting" / "no limit"), not sizes.
+    if per and v > 0 and v * per >= 1024:
+        text += f" ({_human_bytes(v * per)})"
     return text
 
 
