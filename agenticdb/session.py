@@ -170,6 +170,10 @@ class TuningSession:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         self.journal.append(self.session_id, event, payload, round_no)
 
+    def _end_failed(self, reason: str, output: str = "") -> None:
+        """Journal the end of a session that failed before its first round (nothing was changed)."""
+        self._event("session.end", {"status": "failed", "reason": reason, "output": output[-2000:]})
+
     def _executor(self, target: Target) -> Executor:
         sources = [target.runtime_state]
         if target is not self.target:
@@ -273,14 +277,7 @@ class TuningSession:
             try:
                 self.workload.prepare()
             except WorkloadError as exc:
-                self._event(
-                    "session.end",
-                    {
-                        "status": "failed",
-                        "reason": f"workload prepare failed: {exc}",
-                        "output": exc.output[-2000:],
-                    },
-                )
+                self._end_failed(f"workload prepare failed: {exc}", exc.output)
                 raise SessionError(f"workload {cfg.workload.kind} could not prepare: {exc}") from exc
 
             if cfg.loop.reset_data:
@@ -294,14 +291,7 @@ class TuningSession:
             try:
                 baseline, delta, cv = measure_baseline(dbms_exec, cfg.loop.baseline_runs)
             except WorkloadError as exc:
-                self._event(
-                    "session.end",
-                    {
-                        "status": "failed",
-                        "reason": f"baseline run failed: {exc}",
-                        "output": exc.output[-2000:],
-                    },
-                )
+                self._end_failed(f"baseline run failed: {exc}", exc.output)
                 raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc
             profile = build_profile(self.target, version, hardware, current, baseline, delta, cv, cfg)
             fp = fingerprint(self.target, version, self.workload, hardware)
