@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install agenticdb and everything its tests and benchmarks need (Debian 12, run as root or with sudo).
 #   Debian packages: sysbench, pgbench (postgresql-contrib/client), PostgreSQL 15 and MariaDB server binaries.
-#   Python: a virtualenv in .venv with agenticdb (editable) and the test extras.
+#   Python: a virtualenv in .venv with agenticdb (editable), the test extras and the benchmark extras
+#   (optuna, matplotlib: the harness smoke test draws its PNG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -18,5 +19,5 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[test]'
+.venv/bin/pip install -q -e '.[test,bench]'
 echo "installed: $(.venv/bin/agenticdb --help >/dev/null && echo agenticdb CLI ok)"
