@@ -188,7 +188,9 @@ def test_kill_9_mid_trial_is_reconciled_on_next_start(pg: PostgresSandboxInfo, t
     orphans: list[psutil.Process] = []
     try:
         assert ns.wait_for("READY=1", 30)
-        assert wait_event(home / "journal.db", "applied", 240), "no trial was applied"
+        assert wait_event(home / "journal.db", "applied", 300), (
+            "no trial was applied; daemon log tail:\n" + cfg.with_suffix(".log").read_text()[-4000:]
+        )
         orphans = psutil.Process(proc.pid).children(recursive=True)
         proc.kill()  # SIGKILL: no handler runs, the trial configuration stays in effect
         proc.wait(10)
