@@ -14,6 +14,7 @@ histogram (``--histogram=on``), from which p99 is taken (nearest rank over the b
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 
 import structlog
 
@@ -113,15 +114,17 @@ class _SysbenchBase(Workload):
             args.append(f"--mysql-password={c.password}")
         return args
 
+    @abstractmethod
     def _script_args(self) -> list[str]:
-        raise NotImplementedError
+        """The Lua script's own options (tables and size for OLTP, record/field counts for YCSB)."""
 
     def _argv(self, command: str, extra: list[str]) -> list[str]:
         return ["sysbench", self.script, *self._db_args(), *self._script_args(), *extra, command]
 
     # -- prepare
+    @abstractmethod
     def is_loaded(self) -> bool:
-        raise NotImplementedError
+        """True when the script's tables are present at the configured size."""
 
     def prepare(self) -> None:
         """Create the database, then load the tables unless they are present at this size
