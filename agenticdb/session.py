@@ -197,13 +197,8 @@ class TuningSession:
     def _setup_pristine(self, executor: Executor) -> None:
         """``loop.reset_data``: copy the loaded sandbox data dir once; every measured run starts from it.
 
-        Refused on anything but a sandbox: resetting a real server's data directory would lose data.
+        ``run`` has already refused it on anything but a sandbox (it would lose a real server's data).
         """
-        if self.cfg.target.sandbox is None:
-            raise SessionError(
-                "loop.reset_data = true restores an old copy of the data directory and discards "
-                "every write since: it is allowed only on a sandbox (--sandbox postgres|mariadb)"
-            )
         data_dir = getattr(self.target, "data_dir", None)
         service = getattr(self.target, "service", None)
         if not data_dir or service is None:

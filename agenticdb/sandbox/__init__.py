@@ -6,7 +6,9 @@ and records them in ``sandbox.json`` so later commands (``tune --sandbox postgre
 
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -14,3 +16,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def make_traversable(path: Path) -> None:
+    """Add search (x) permission for others on every parent of ``path`` that lacks it, so the server's
+    OS user (postgres, mysql) can reach its data and socket directories below a root-created home."""
+    for parent in path.parents:
+        if parent == Path("/"):
+            break
+        mode = parent.stat().st_mode
+        if not mode & 0o001:
+            os.chmod(parent, mode | 0o711)

@@ -29,7 +29,7 @@ import structlog
 from pydantic import BaseModel
 
 from agenticdb.config import ServiceConfig, TargetConfig
-from agenticdb.sandbox import free_port
+from agenticdb.sandbox import free_port, make_traversable
 from agenticdb.services import MariadbdService, ServiceError, run_as
 
 log = structlog.get_logger(__name__)
@@ -182,13 +182,7 @@ class MariaDBSandbox:
             pw = pwd.getpwnam(os_user)
             for p in (self.root, run, data, Path(info.log_file)):
                 os.chown(p, pw.pw_uid, pw.pw_gid)
-            # mysql must traverse every parent of the sandbox (to reach the socket dir and datadir).
-            for parent in self.root.parents:
-                if parent == Path("/"):
-                    break
-                mode = parent.stat().st_mode
-                if not mode & 0o001:
-                    os.chmod(parent, mode | 0o711)
+            make_traversable(self.root)
         argv = [
             INSTALL_DB,
             f"--defaults-file={info.defaults_file}",

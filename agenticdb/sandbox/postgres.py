@@ -18,7 +18,7 @@ import structlog
 from pydantic import BaseModel
 
 from agenticdb.config import ServiceConfig, TargetConfig
-from agenticdb.sandbox import free_port
+from agenticdb.sandbox import free_port, make_traversable
 from agenticdb.services import PgCtlService, ServiceError, run_as
 
 log = structlog.get_logger(__name__)
@@ -119,13 +119,7 @@ class PostgresSandbox:
             pw = pwd.getpwnam(os_user)
             for p in (self.root, sock, data):
                 os.chown(p, pw.pw_uid, pw.pw_gid)
-            # The postgres user must be able to traverse every parent of the sandbox.
-            for parent in self.root.parents:
-                if parent == Path("/"):
-                    break
-                mode = parent.stat().st_mode
-                if not mode & 0o001:
-                    os.chmod(parent, mode | 0o711)
+            make_traversable(self.root)
         run_as(
             [
                 str(Path(bindir) / "initdb"),
