@@ -328,3 +328,33 @@ def test_second_sigterm_stops_waiting_for_the_benchmark(pg: PostgresSandboxInfo,
     with psycopg.connect(pg.dsn, autocommit=True) as c:
         after = c.execute("SELECT name, setting FROM pg_settings ORDER BY name").fetchall()
     assert after == before, "configuration changed by an interrupted session"
+
+
+def test_open_intent_of_a_live_tune_is_not_reconciled(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    """A `tune` holding the target lock owns its open intent: the daemon must not roll it back."""
+    from agenticdb.lock import TargetLock
+    from agenticdb.models import Snapshot
+
+    home = tmp_path / "home"
+    home.mkdir()
+    cfg = tmp_path / "agenticdb.toml"
+    write_config(cfg, pg, home, run_on_start=False)
+    live = Snapshot(target="postgresql", values={"work_mem": "64kB"}, label="live tune's safe snapshot")
+    j = Journal(home / "journal.db")
+    j.append("live-tune", "intent", {"target": "postgresql", "snapshot": live.model_dump(mode="json")}, 1)
+    j.close()
+    ns = NotifySocket(tmp_path / "notify.sock")
+    with TargetLock(home, pg.dsn):  # the live tune
+        proc = start_daemon(cfg, ns.path)
+        try:
+            assert ns.wait_for("READY=1", 30), cfg.with_suffix(".log").read_text()[-2000:]
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            ns.close()
+    j = Journal(home / "journal.db")
+    assert not any(e.event == "reconcile" for e in j.tail(100))
+    assert len(j.open_intents()) == 1
+    assert setting(pg, "work_mem") == "4MB"
