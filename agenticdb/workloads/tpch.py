@@ -22,6 +22,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -254,8 +255,12 @@ class TpchWorkload(Workload):
             return True
         return isinstance(exc, pymysql.MySQLError) and bool(exc.args) and exc.args[0] in _MYSQL_TIMEOUT_ERRNOS
 
-    def run(self, seconds: float = 0.0) -> Measurement:
-        """Run q01…q22 once (``seconds`` is ignored: an OLAP run is the whole query set).
+    def run(
+        self, seconds: float = 0.0, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
+        """Run q01…q22 once and keep each query's time (``seconds`` and ``warmup_max_s`` are ignored: an
+        OLAP run is the whole query set, with no steady state to find; no tool process is started, the
+        queries run from this process).
 
         Raises:
             WorkloadError: a query failed with an SQL error (missing table, syntax), or more than
