@@ -161,6 +161,11 @@ class LoopConfig(Section):
       mid-run moved it by 0.7-1 core. Half a core is a quarter of such a host: enough to change a
       CPU-bound benchmark's share of the CPUs by more than the 10-40 % effects being judged.
       A constant background load is not a disturbance: it is the same in both runs of a pair.
+    - ``disturbance_share_ratio = 1.5``: on a saturated host an outside load can only take CPU from ours,
+      so it shows less in other-CPU than in our CPU share (the part of their runnable time our threads
+      got a CPU). On the reference host two busy loops started mid-run cut that share by a factor of
+      2.3-2.8, while steady runs moved it by 1.1-1.4 (1.4 under a fluctuating load average of 6). A CPU-
+      bound benchmark's TPS follows the share, so a factor of 1.5 is far beyond the effects judged.
     - ``disturbance_steal_pct = 10``: a dedicated VM shows ~0 % steal; at 10 % a tenth of the CPU time
       went to other guests, as large as the effects being judged, and it comes and goes with them.
     - ``max_disturbed_repeats = 2``: each repeat costs a run; a host still disturbed after two repeats is
@@ -194,6 +199,12 @@ class LoopConfig(Section):
         description="a run is disturbed when the CPU used outside agenticdb, the DBMS and the benchmark "
         "moves by more than this many cores within the run (p90 - p10 of its 1-s samples), or differs by "
         "more from the run it is paired with",
+    )
+    disturbance_share_ratio: float = Field(
+        default=1.5,
+        gt=1,
+        description="a run is disturbed when our processes' CPU share (time on a CPU / time runnable) "
+        "before and after some point of the run differs by more than this factor",
     )
     disturbance_steal_pct: float = Field(
         default=10.0,

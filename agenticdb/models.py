@@ -160,9 +160,13 @@ class Disturbance(Strict):
 
     ``other_cpu_cores`` is the mean of the per-second values, ``other_cpu_spread`` their p90 − p10 (a
     load that started or stopped mid-run makes it large), ``other_cpu_series`` the values themselves.
-    ``steal_pct`` is the share of all CPU time the hypervisor gave to other guests (%), ``psi_cpu_some_pct``
-    the share of wall time some task waited for a CPU (/proc/pressure/cpu, %; None without PSI).
-    ``disturbed``/``reason`` come from ``agenticdb.disturbance.classify``.
+    ``ours_share_pct`` is our CPU share: the part (%) of their runnable time our threads spent on a CPU
+    rather than waiting for one (mean of ``ours_share_series``, one value per sample, None where they
+    were idle); ``ours_share_shift`` the largest factor by which its mean before and after some point of
+    the run differ (``series.level_shift``; 1.0 = no change). On a saturated host an outside load shows
+    there more than in other-CPU. ``steal_pct`` is the share of all CPU time the hypervisor gave to other guests (%),
+    ``psi_cpu_some_pct`` the share of wall time some task waited for a CPU (/proc/pressure/cpu, %; None
+    without PSI). ``disturbed``/``reason`` come from ``agenticdb.disturbance.classify``.
     """
 
     samples: int = Field(ge=0)
@@ -171,6 +175,9 @@ class Disturbance(Strict):
     other_cpu_spread: float = Field(ge=0)
     other_cpu_series: list[float] = Field(default_factory=list)
     ours_cpu_cores: float = 0.0
+    ours_share_pct: float | None = None
+    ours_share_shift: float | None = None
+    ours_share_series: list[float | None] = Field(default_factory=list)
     host_busy_cores: float = 0.0
     steal_pct: float = Field(default=0.0, ge=0)
     psi_cpu_some_pct: float | None = None

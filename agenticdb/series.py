@@ -11,6 +11,8 @@ Three pieces, all free of I/O so they are property-tested (tests/test_series.py)
   755-760). For a truncation of ``d`` batches it computes ``MSER(d) = Σ_{i>d} (Z_i − Z̄_d)² / (k − d)²`` over
   the k batch means ``Z`` and keeps the ``d`` with the smallest value: the cut that best trades the
   bias of a transient start against the precision lost by dropping data.
+- **Level shift**: the split of a series into a before and an after part whose means differ by the
+  largest factor (``level_shift``), to tell a load that started or stopped mid-run from jitter.
 - **Standard error under autocorrelation**: non-overlapping batch means (Law, A. M. (2015),
   *Simulation Modeling and Analysis*, 5th ed., §9.5.3). Successive seconds of a database benchmark are
   correlated (checkpoints, fsync stalls, cache warming last several seconds), so the naive
@@ -220,3 +222,38 @@ def cv(values: Sequence[float]) -> float | None:
     if mean == 0:
         return None
     return statistics.stdev(values) / abs(mean)
+
+
+# --------------------------------------------------------------------------- level shift
+
+SHIFT_CAP = 1000.0
+"""Largest factor ``level_shift`` reports (a part whose mean is 0 would make it infinite)."""
+
+
+def level_shift(values: Sequence[float], min_side: int = 3) -> tuple[int, float, float, float] | None:
+    """Where a series of non-negative values changed level the most.
+
+    Every split ``i`` (``min_side`` ≤ i ≤ n − ``min_side``) divides ``values`` into ``values[:i]`` and
+    ``values[i:]``; the split whose two means differ by the largest factor (larger mean / smaller mean)
+    wins. Averaging over whole parts keeps per-second jitter from looking like a shift.
+
+    Returns:
+        ``(split index, mean before, mean after, factor ≥ 1)``, the factor capped at ``SHIFT_CAP``; None
+        when the series is shorter than ``2 × min_side``.
+
+    Raises:
+        ValueError: ``min_side`` < 1 or a value is negative.
+    """
+    if min_side < 1:
+        raise ValueError(f"min_side={min_side}: must be ≥ 1")
+    if any(v < 0 for v in values):
+        raise ValueError("level_shift needs non-negative values")
+    n = len(values)
+    best: tuple[int, float, float, float] | None = None
+    for i in range(min_side, n - min_side + 1):
+        before, after = statistics.fmean(values[:i]), statistics.fmean(values[i:])
+        low, high = min(before, after), max(before, after)
+        factor = min(high / low, SHIFT_CAP) if low > 0 else (1.0 if high == 0 else SHIFT_CAP)
+        if best is None or factor > best[3]:
+            best = (i, before, after, factor)
+    return best

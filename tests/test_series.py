@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agenticdb.series import (
+    SHIFT_CAP,
     batch_means_se,
     batch_slices,
     bin_transactions,
     cv,
+    level_shift,
     mser_truncation,
     percentile,
     points_from_bins,
@@ -204,3 +206,34 @@ def test_cv_and_percentile() -> None:
     assert cv([1.0]) is None and cv([0.0, 0.0]) is None
     assert cv([9.0, 11.0]) == pytest.approx(statistics.stdev([9.0, 11.0]) / 10.0)
     assert percentile(list(range(1, 101)), 95) == 95
+
+
+# --------------------------------------------------------------------------- level shift
+
+
+def test_level_shift_finds_a_step() -> None:
+    assert level_shift([10.0] * 6 + [5.0] * 6) == (6, 10.0, 5.0, 2.0)
+    split, before, after, factor = level_shift([3.0, 2.9, 3.1, 3.0, 9.0, 9.2, 8.8, 9.1])  # type: ignore[misc]
+    assert split == 4 and before == pytest.approx(3.0) and after == pytest.approx(9.025)
+    assert factor == pytest.approx(9.025 / 3.0)
+    assert level_shift([0.0] * 3 + [4.0] * 3) == (3, 0.0, 4.0, SHIFT_CAP)
+    assert level_shift([1.0] * 5) is None  # too short for two parts of three
+    with pytest.raises(ValueError, match="non-negative"):
+        level_shift([1.0, -1.0] * 4)
+    with pytest.raises(ValueError, match="min_side"):
+        level_shift([1.0] * 8, min_side=0)
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False), min_size=6, max_size=60))
+def test_level_shift_is_a_factor_of_the_two_part_means(values: list[float]) -> None:
+    shift = level_shift(values)
+    assert shift is not None
+    split, before, after, factor = shift
+    assert 3 <= split <= len(values) - 3 and 1.0 <= factor <= SHIFT_CAP
+    assert before == pytest.approx(statistics.fmean(values[:split]))
+    assert after == pytest.approx(statistics.fmean(values[split:]))
+
+
+@given(st.floats(min_value=0, max_value=1e4, allow_nan=False), st.integers(min_value=6, max_value=40))
+def test_level_shift_of_a_constant_series_is_one(level: float, n: int) -> None:
+    assert level_shift([level] * n)[3] == pytest.approx(1.0)  # type: ignore[index]
