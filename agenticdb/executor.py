@@ -164,7 +164,7 @@ class Executor:
             self.workload.warmup(warmup)
         before = self.sample_state()
         sampler = _DuringRun(self.sample_state, self.duration_s + self.warmup_max_s)
-        watch = DisturbanceSampler(self.server_pid()) if self.watch_host else None
+        watch = DisturbanceSampler(self._server_pid()) if self.watch_host else None
         sampler.start()
         if watch is not None:
             watch.start()
@@ -196,8 +196,17 @@ class Executor:
             objective=round(measurement.objective, 3),
             tps=measurement.tps,
             p95_ms=measurement.latency_p95_ms,
+            objective_se=measurement.objective_se,
+            disturbed=measurement.disturbance.disturbed if measurement.disturbance else None,
         )
         return measurement, delta
+
+    def _server_pid(self) -> int | None:
+        try:
+            return self.server_pid()
+        except Exception as exc:  # noqa: BLE001 - a missing pid only makes the disturbance sample coarser
+            log.warning("disturbance.server_pid_failed", error=str(exc))
+            return None
 
     def _with_disturbance(
         self, m: Measurement, samples: list[HostSample], watch: DisturbanceSampler | None, label: str
