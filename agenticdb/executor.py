@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from agenticdb.disturbance import DisturbanceSampler, DisturbanceThresholds, HostSample, classified, summarize
 from agenticdb.journal import Journal
 from agenticdb.models import (
     ApplyMode,
@@ -31,6 +32,14 @@ from agenticdb.targets.base import Target, TargetError
 from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
+
+
+def _pid_of(target: Target) -> int | None:
+    """The DBMS server's pid from ``target``'s pid file (initializer.server_pid; imported here because
+    the initializer imports this module)."""
+    from agenticdb.initializer import server_pid
+
+    return server_pid(target)
 
 
 def merge_states(*states: RuntimeState) -> RuntimeState:
@@ -86,6 +95,13 @@ class Executor:
         dry_run: validate and journal the intent, but change nothing and measure nothing.
         before_measure: called before every measured run (``loop.reset_data``: restore the pristine data
             directory of a sandbox so results do not drift with table growth).
+        warmup_max_s: ``workload.warmup_max_s``: each measured run is this much longer and scored on its
+            steady window (docs/measurement.md).
+        server_pid: returns the DBMS server's process id at the start of each measured run, so its CPU
+            counts as ours in the disturbance sample; default: the pid file of ``target`` (None for the
+            Linux target: pass the DBMS target's in the OS stage).
+        disturbance: thresholds that classify each run's host disturbance (default: the config defaults).
+        watch_host: sample host disturbance during measured runs.
     """
 
     def __init__(
@@ -99,6 +115,10 @@ class Executor:
         duration_s: float,
         dry_run: bool = False,
         before_measure: Callable[[], object] | None = None,
+        warmup_max_s: float = 0.0,
+        server_pid: Callable[[], int | None] | None = None,
+        disturbance: DisturbanceThresholds | None = None,
+        watch_host: bool = True,
     ) -> None:
         self.target = target
         self.state_sources = state_sources
@@ -109,6 +129,10 @@ class Executor:
         self.duration_s = duration_s
         self.dry_run = dry_run
         self.before_measure = before_measure
+        self.warmup_max_s = warmup_max_s
+        self.server_pid = server_pid or (lambda: _pid_of(target))
+        self.disturbance = disturbance or DisturbanceThresholds()
+        self.watch_host = watch_host
 
     def sample_state(self) -> RuntimeState:
         """Merged runtime state from every source (a source that fails contributes nothing)."""
@@ -125,6 +149,9 @@ class Executor:
 
         After a restart the buffer cache is cold, so the warm-up is longer (``max(3 s, 2 × warmup_s)``):
         otherwise every restart-requiring change starts with a handicap that is not the knob's effect.
+        The measured run lasts ``warmup_max_s + duration_s`` and is scored on its steady window; the host
+        disturbance during that window is attached to the measurement, classified on its own (the
+        auditor classifies it again against the run it is paired with).
 
         Raises:
             WorkloadError: the run failed or produced no result.
@@ -136,12 +163,21 @@ class Executor:
         if warmup > 0:
             self.workload.warmup(warmup)
         before = self.sample_state()
-        sampler = _DuringRun(self.sample_state, self.duration_s)
+        sampler = _DuringRun(self.sample_state, self.duration_s + self.warmup_max_s)
+        watch = DisturbanceSampler(self._server_pid()) if self.watch_host else None
         sampler.start()
+        if watch is not None:
+            watch.start()
         try:
-            measurement = self.workload.run(self.duration_s)
+            measurement = self.workload.run(
+                self.duration_s,
+                warmup_max_s=self.warmup_max_s,
+                on_tool_start=watch.add_process if watch is not None else None,
+            )
         finally:
             during = sampler.finish()
+            samples = watch.stop() if watch is not None else []
+        measurement = self._with_disturbance(measurement, samples, watch, label)
         after = self.sample_state()
         delta = StateDelta.between(before, after)
         if during is not None:
@@ -160,8 +196,31 @@ class Executor:
             objective=round(measurement.objective, 3),
             tps=measurement.tps,
             p95_ms=measurement.latency_p95_ms,
+            objective_se=measurement.objective_se,
+            disturbed=measurement.disturbance.disturbed if measurement.disturbance else None,
         )
         return measurement, delta
+
+    def _server_pid(self) -> int | None:
+        try:
+            return self.server_pid()
+        except Exception as exc:  # noqa: BLE001 - a missing pid only makes the disturbance sample coarser
+            log.warning("disturbance.server_pid_failed", error=str(exc))
+            return None
+
+    def _with_disturbance(
+        self, m: Measurement, samples: list[HostSample], watch: DisturbanceSampler | None, label: str
+    ) -> Measurement:
+        """``m`` with the host disturbance of its scored window, classified without a reference."""
+        d = summarize(samples, from_s=m.steady_start_s or 0.0)
+        if d is None:
+            return m
+        d = classified(d, None, self.disturbance)
+        if watch is not None and watch.server_pid is None:
+            log.warning("disturbance.server_unknown", label=label, reason="no server pid: its CPU counts as outside")
+        if d.disturbed:
+            log.warning("run.disturbed", label=label, reason=d.reason)
+        return m.model_copy(update={"disturbance": d})
 
     def apply(
         self,

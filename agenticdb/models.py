@@ -136,11 +136,68 @@ class Hardware(Strict):
     """HugePages_Total × Hugepagesize from /proc/meminfo (reserved huge pages); None when unknown."""
 
 
+class SeriesPoint(Strict):
+    """One second of a measured run (docs/measurement.md).
+
+    ``t_s`` is when the 1-s interval starts, in seconds from the start of the run; ``tps`` the
+    transactions completed in it; ``latency_p95_ms``/``latency_p99_ms`` the percentiles of the
+    latencies in it (None when the tool does not report them per second, or nothing completed);
+    ``errors`` the failed transactions (and reconnects for sysbench) in it.
+    """
+
+    t_s: float = Field(ge=0)
+    tps: float = Field(ge=0)
+    latency_p95_ms: float | None = Field(default=None, ge=0)
+    latency_p99_ms: float | None = Field(default=None, ge=0)
+    errors: int = Field(default=0, ge=0)
+
+
+class Disturbance(Strict):
+    """CPU load on the host that was not ours during a measured run (docs/measurement.md).
+
+    "Ours" is the database server's process tree, the benchmark tool's process tree and agenticdb's own
+    process. Per 1-s sample: ``other = host busy CPU − ours`` in cores (1.0 = one CPU fully busy).
+
+    ``other_cpu_cores`` is the mean of the per-second values, ``other_cpu_spread`` their p90 − p10 (a
+    load that started or stopped mid-run makes it large), ``other_cpu_series`` the values themselves.
+    ``ours_share_pct`` is our CPU share: the part (%) of their runnable time our threads spent on a CPU
+    rather than waiting for one (mean of ``ours_share_series``, one value per sample, None where they
+    were idle); ``ours_share_shift`` the largest factor by which its mean before and after some point of
+    the run differ (``series.level_shift``; 1.0 = no change). On a saturated host an outside load shows
+    there more than in other-CPU. ``steal_pct`` is the share of all CPU time the hypervisor gave to other guests (%),
+    ``psi_cpu_some_pct`` the share of wall time some task waited for a CPU (/proc/pressure/cpu, %; None
+    without PSI). ``disturbed``/``reason`` come from ``agenticdb.disturbance.classify``.
+    """
+
+    samples: int = Field(ge=0)
+    seconds: float = Field(ge=0)
+    other_cpu_cores: float
+    other_cpu_spread: float = Field(ge=0)
+    other_cpu_series: list[float] = Field(default_factory=list)
+    ours_cpu_cores: float = 0.0
+    ours_share_pct: float | None = None
+    ours_share_shift: float | None = None
+    ours_share_series: list[float | None] = Field(default_factory=list)
+    host_busy_cores: float = 0.0
+    steal_pct: float = Field(default=0.0, ge=0)
+    psi_cpu_some_pct: float | None = None
+    disturbed: bool = False
+    reason: str = ""
+
+
 class Measurement(Strict):
     """Result of one workload run. Latencies in ms, durations in s.
 
     ``objective`` is the value the auditor compares: TPS/p95 (higher is better) for OLTP, total
     execution time in seconds (lower is better) for OLAP; ``higher_is_better`` says which.
+
+    OLTP runs carry a per-second ``series``. ``tps``, the latencies and ``objective`` are then computed
+    over the steady window only: it starts ``steady_start_s`` seconds into the run (found by MSER-5,
+    docs/measurement.md) and lasts ``steady_s`` seconds. ``series_cv`` is the coefficient of variation
+    of the per-second TPS inside the window, ``objective_se`` the batch-means standard error of
+    ``objective`` (None when the window is too short for two batches, or for OLAP).
+    ``transactions``, ``errors`` and ``duration_s`` cover the whole run, warm-up part included.
+    ``disturbance`` is the host's outside CPU load during the run (set by the executor).
     """
 
     workload: str
@@ -159,6 +216,12 @@ class Measurement(Strict):
     higher_is_better: bool = True
     taken_at: float = Field(default_factory=time.time)
     raw_tail: str = ""
+    series: list[SeriesPoint] = Field(default_factory=list)
+    steady_start_s: float | None = None
+    steady_s: float | None = None
+    series_cv: float | None = None
+    objective_se: float | None = None
+    disturbance: Disturbance | None = None
 
 
 class RuntimeState(Strict):

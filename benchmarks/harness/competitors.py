@@ -15,6 +15,7 @@ import multiprocessing
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,10 @@ class ResettingWorkload(Workload):
         # executor's rule, max(3 s, 2 × warmup_s)); the final re-measurement uses the same.
         self.inner.warmup(max(seconds, 3.0, 2 * self.base_warmup_s))
 
-    def run(self, seconds: float) -> Measurement:
-        return self.inner.run(seconds)
+    def run(
+        self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
+        return self.inner.run(seconds, warmup_max_s, on_tool_start)
 
 
 @dataclass
