@@ -17,14 +17,13 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 import structlog
 
-from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.config import ConfigError, Settings, in_window, load_config
 from agenticdb.journal import Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
@@ -45,25 +44,6 @@ class Flags:
     stop: int = 0
     reload: bool = False
     signals: list[str] = field(default_factory=list)
-
-
-def in_window(windows: list[str], now: datetime | None = None) -> bool:
-    """True when ``now`` (local time) is inside one of the 'HH:MM-HH:MM' windows (or none are set).
-
-    A window whose end is before its start spans midnight ("22:00-02:00").
-    """
-    if not windows:
-        return True
-    now = now or datetime.now()
-    minute = now.hour * 60 + now.minute
-    for w in windows:
-        start_s, end_s = (p.strip() for p in w.split("-"))
-        sh, sm = (int(x) for x in start_s.split(":"))
-        eh, em = (int(x) for x in end_s.split(":"))
-        start, end = sh * 60 + sm, eh * 60 + em
-        if (start <= minute < end) if start <= end else (minute >= start or minute < end):
-            return True
-    return False
 
 
 def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:

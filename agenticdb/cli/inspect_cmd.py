@@ -14,7 +14,7 @@ from agenticdb.cli.tune_cmd import _fmt_obj, _safe_dsn
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Proposal
 from agenticdb.targets.base import Target
-from agenticdb.units import family_of
+from agenticdb.units import family_of, unit_bytes
 
 
 def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim: str | None, console: Console) -> int:
@@ -257,9 +257,6 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     return 0
 
 
-_SIZE_UNITS = {"B": 1, "kB": 1024, "8kB": 8192, "16kB": 16384, "32kB": 32768, "MB": 2**20}
-
-
 def _human_bytes(n: float) -> str:
     for suffix, size in (("EiB", 2**60), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
@@ -271,7 +268,7 @@ def _num(v: float | None, unit: str | None = None) -> str:
     if v is None:
         return ""
     text = str(int(v)) if float(v).is_integer() else f"{v:g}"
-    per = _SIZE_UNITS.get(unit or "")
+    per = unit_bytes(unit)
     # Negative sizes are PostgreSQL's special values (-1: "use another setting" / "no limit"), not sizes.
     if per and v > 0 and v * per >= 1024:
         text += f" ({_human_bytes(v * per)})"

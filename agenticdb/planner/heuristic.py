@@ -48,14 +48,11 @@ from agenticdb.planner.playbook import (
     HostFacts,
     Playbook,
     PlaybookEntry,
-    canonical,
-    format_value,
     load_playbook,
-    parse_value,
     round_base,
     size,
-    unit_bytes,
 )
+from agenticdb.units import canonical, format_value, parse_value, unit_bytes
 
 log = structlog.get_logger(__name__)
 
