@@ -18,10 +18,12 @@ from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.targets.base import Target
+from agenticdb.units import family_of
 from agenticdb.workloads.base import Workload
 
 if TYPE_CHECKING:
     from agenticdb.session import TuningSession
+    from agenticdb.targets.linux import LinuxTarget
 
 log = structlog.get_logger(__name__)
 
@@ -65,13 +67,14 @@ def require_dsn(cfg: Settings) -> str:
 
 
 def build_target(cfg: Settings) -> Target:
-    """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL).
+    """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL), built by its kind's factory.
 
     Raises:
         SetupError: no DSN configured.
+        ValueError: the DSN or the service section is invalid (names the key).
     """
     require_dsn(cfg)
-    if cfg.target.kind == "postgresql":
+    if family_of(cfg.target.kind) == "postgresql":
         from agenticdb.targets.postgres import PostgresTarget
 
         return PostgresTarget.from_config(cfg.target)
@@ -80,13 +83,31 @@ def build_target(cfg: Settings) -> Target:
     return MySQLTarget.from_config(cfg.target)
 
 
+def linux_target(
+    cfg: Settings, data_dir: str | None = None, state_store: Callable[[str, str], None] | None = None
+) -> LinuxTarget:
+    """The Linux host as a target (``[os]`` root and devices; the data directory picks the data disks).
+
+    The one place a LinuxTarget is built: the OS stage, crash reconciliation and ``agenticdb rollback
+    --os`` all get theirs here, so they agree on the root and the devices.
+    """
+    from agenticdb.targets.linux import LinuxTarget
+
+    return LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None, data_dir=data_dir, state_store=state_store)
+
+
+def target_for_snapshot(cfg: Settings, snapshot_target: str) -> Target:
+    """The target a journaled snapshot of kind ``snapshot_target`` restores on: the Linux host for
+    "linux", else the configured DBMS."""
+    return linux_target(cfg) if family_of(snapshot_target) == "linux" else build_target(cfg)
+
+
 def build_workload(cfg: Settings, target: Target) -> Workload:
     """The benchmark of ``cfg.workload`` against the target's database."""
     from agenticdb.workloads import build_workload as _build
     from agenticdb.workloads import connection_from_dsn
 
-    family = "postgresql" if target.kind == "postgresql" else "mysql"
-    conn = connection_from_dsn(family, require_dsn(cfg), cfg.target.database)
+    conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
     return _build(cfg.workload, conn)
 
 
@@ -94,14 +115,7 @@ def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, s
     """The Linux target for the OS stage (None when the stage is not enabled)."""
     if cfg.loop.stage == "dbms":
         return None
-    from agenticdb.targets.linux import LinuxTarget
-
-    return LinuxTarget(
-        root=cfg.os.root,
-        devices=cfg.os.devices or None,
-        data_dir=getattr(target, "data_dir", None),
-        state_store=state_store,
-    )
+    return linux_target(cfg, data_dir=target.data_dir, state_store=state_store)
 
 
 def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | None:
@@ -111,7 +125,7 @@ def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | N
         from agenticdb.hoststats import host_state
     except ImportError:
         return None
-    device = detect_hardware(getattr(target, "data_dir", None)).data_device
+    device = detect_hardware(target.data_dir).data_device
     devices = cfg.os.devices or ([device] if device else None)
     return lambda: host_state(cfg.os.root, devices)
 

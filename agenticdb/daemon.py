@@ -24,13 +24,13 @@ import psutil
 import structlog
 
 from agenticdb.config import ConfigError, Settings, in_window, load_config
-from agenticdb.journal import Journal
+from agenticdb.journal import Intent, Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
-from agenticdb.models import RoundOutcome, RuntimeState, Snapshot, StateDelta
+from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
 from agenticdb.notify import Notifier
-from agenticdb.recovery import values_match
+from agenticdb.recovery import restore_os_originals, restore_verified
 
 log = structlog.get_logger(__name__)
 
@@ -50,55 +50,52 @@ def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
     """Restore the last safe configuration for every open intent (a crash mid-trial), and put back OS
     originals of sessions that never finished. Returns one line per action (journaled too).
 
+    Every restore goes through ``agenticdb.recovery.restore_verified``, the path the session's revert and
+    ``agenticdb rollback`` use.
+
     Raises:
-        RuntimeError: an open intent could not be restored (the daemon must not start tuning then).
+        RuntimeError: an open intent could not be restored and verified (the daemon must not start
+            tuning then).
     """
-    from agenticdb.app import build_target
+    from agenticdb.app import linux_target, target_for_snapshot
 
     actions: list[str] = []
     intents = journal.open_intents()
     # Oldest intent of a session holds its oldest safe snapshot; restore the newest per target, which
     # is the last configuration that was known safe before the crash.
-    latest: dict[tuple[str, str], Any] = {}
+    latest: dict[tuple[str, str], Intent] = {}
     for intent in intents:
         latest[(intent.session_id, intent.target or "")] = intent
     for (session_id, kind), intent in latest.items():
         if intent.snapshot is None:
             raise RuntimeError(f"open intent {intent.id} of session {session_id} holds no snapshot to restore")
-        if kind == "linux":
-            from agenticdb.targets.linux import LinuxTarget
-
-            target: Any = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-        else:
-            target = build_target(cfg)
-        target.restore(intent.snapshot)
-        ok, diff = values_match(target, intent.snapshot)
-        if not ok:
-            raise RuntimeError(f"reconcile of intent {intent.id}: values still differ after restore: {diff}")
-        line = f"restored {kind} to '{intent.snapshot.label}' of session {session_id} (open intent {intent.id})"
+        target = target_for_snapshot(cfg, kind or intent.snapshot.target)
+        try:
+            result = restore_verified(target, intent.snapshot)
+        finally:
+            target.close()
+        if not result.verified:
+            raise RuntimeError(f"reconcile of intent {intent.id}: {result.problem('restore')}")
         journal.append(
             session_id,
             "reconcile",
-            {"intent_id": intent.id, "target": kind, "snapshot": intent.snapshot.label, "verified": ok},
+            {"intent_id": intent.id, "target": kind, "snapshot": intent.snapshot.label, "verified": True},
             intent.round_no,
         )
         for other in intents:
             if other.session_id == session_id:
                 journal.close_intent(session_id, other.round_no, "reconciled after crash")
         log.warning("daemon.reconciled", intent=intent.id, session=session_id, target=kind)
-        actions.append(line)
-        target.close()
-    originals = memory.os_originals(session_id=None, unrestored_only=True)
+        actions.append(
+            f"restored {kind} to '{intent.snapshot.label}' of session {session_id} (open intent {intent.id})"
+        )
     unfinished = {s.id for s in memory.sessions() if s.status == "running"}
-    todo = [o for o in originals if o.session_id in unfinished]
+    todo = [o for o in memory.os_originals(session_id=None, unrestored_only=True) if o.session_id in unfinished]
     if todo:
-        from agenticdb.targets.linux import LinuxTarget
-
-        linux = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-        values = {o.name: o.original for o in todo}
-        linux.restore(Snapshot(target="linux", values=values, label="os originals (reconcile)"))
-        for o in todo:
-            memory.mark_os_restored(o.session_id, o.name)
+        result = restore_os_originals(linux_target(cfg), memory, todo, "os originals (reconcile)")
+        values = result.values
+        if not result.verified:
+            raise RuntimeError(f"reconcile of OS originals: {result.problem('restore')}")
         journal.append(todo[0].session_id, "reconcile", {"target": "linux", "values": values})
         actions.append(f"restored {len(values)} OS originals of unfinished sessions")
     for s in unfinished:

@@ -29,18 +29,12 @@ WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {
 }
 
 
-def data_dir_of(target: Target) -> str | None:
-    """The DBMS data directory when the target knows it (used for disk and device discovery)."""
-    return getattr(target, "data_dir", None)
-
-
 def fingerprint(target: Target, version: str, workload: Workload, hardware: Hardware) -> Fingerprint:
     """Fingerprint from the DBMS identity, the workload's traits and the host size."""
     t = workload.traits()
-    major = version.split(".")[0] if target.kind == "postgresql" else ".".join(version.split(".")[:2])
     return Fingerprint(
         dbms=target.kind,
-        version_major=major,
+        version_major=target.version_major(),
         benchmark=t.benchmark,
         workload_class=WORKLOAD_CLASSES.get(t.workload_class, "oltp"),
         read_fraction=t.read_fraction,
@@ -53,31 +47,11 @@ def fingerprint(target: Target, version: str, workload: Workload, hardware: Hard
     )
 
 
-def server_pid(target: Target) -> int | None:
-    """The DBMS server's process id from its pid file (PostgreSQL ``postmaster.pid`` first line in the data
-    dir; MySQL/MariaDB ``@@pid_file``), so memory budgets use the server's cgroup, not agenticdb's."""
-    from pathlib import Path
-
-    candidates = []
-    data_dir = data_dir_of(target)
-    if target.kind == "postgresql" and data_dir:
-        candidates.append(Path(data_dir) / "postmaster.pid")
-    pid_file = getattr(target, "pid_file", None)
-    if pid_file:
-        candidates.append(Path(pid_file))
-    for path in candidates:
-        try:
-            return int(path.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
-
-
 def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, str]]:
     """Catalog, hardware, version and current values of every catalog knob."""
     catalog = target.catalog()
     version = target.version()
-    hardware = detect_hardware(data_dir_of(target), pid=server_pid(target))
+    hardware = detect_hardware(target.data_dir, pid=target.server_pid())
     current = target.current_values(list(catalog.knobs))
     log.info(
         "init.profiled",

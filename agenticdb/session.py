@@ -46,7 +46,7 @@ from agenticdb.models import (
 )
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.pristine import PG_CONFIG_FILES, PristineData
-from agenticdb.recovery import Recovery, values_match
+from agenticdb.recovery import Recovery, restore_verified
 from agenticdb.targets.base import Target
 from agenticdb.validator import validate
 from agenticdb.workloads.base import Workload, WorkloadError
@@ -584,17 +584,15 @@ class TuningSession:
             self._close_intent(round_no, "kept")
         else:
             # Back to the best configuration; a revert that fails is a failure like any other.
-            try:
-                stage.target.restore(safe)
-                ok, diff = values_match(stage.target, safe)
-                if not ok:
-                    raise RuntimeError(f"values differ after revert: {diff}")
+            reverted = restore_verified(stage.target, safe)
+            if reverted.verified:
                 self._event("reverted", {"to": safe.label, "reason": judgement.reason}, round_no)
                 self._close_intent(round_no, "reverted")
-            except Exception as exc:  # noqa: BLE001
+            else:
                 from agenticdb.models import Failure
 
-                outcome.failure = Failure(phase="apply", message=f"revert failed: {exc}", attempted=verdict.changes)
+                message = f"revert failed: {reverted.problem('revert')}"
+                outcome.failure = Failure(phase="apply", message=message, attempted=verdict.changes)
                 outcome.recovery = self._recover(stage, outcome.failure, safe, round_no)
         return outcome, execution.state_delta or last_delta, False
 
@@ -752,11 +750,8 @@ class TuningSession:
                 },
                 None,
             )
-            try:
-                st.target.restore(st.snapshot)
-                ok, diff = values_match(st.target, st.snapshot)
-                if not ok:
-                    raise RuntimeError(f"differences {diff}")
+            restored = restore_verified(st.target, st.snapshot)
+            if restored.verified:
                 self._event(
                     "final",
                     {
@@ -776,21 +771,22 @@ class TuningSession:
                     for name in st.snapshot.values:
                         if name not in st.changes:
                             self.memory.mark_os_restored(self.session_id, name)
-            except Exception as exc:  # noqa: BLE001
+            else:
                 result = Recovery(st.target).recover(None, st.snapshot)
+                error = restored.error or f"differences {restored.differences}"
                 self._event(
                     "final",
                     {
                         "stage": layer.value,
                         "verified": False,
-                        "error": str(exc),
+                        "error": error,
                         "recovery": result.model_dump(mode="json"),
                     },
                 )
                 if result.verified:
                     self.journal.close_intent(self.session_id, None, f"final {layer.value} configuration recovered")
                 if not result.verified:
-                    problems.append(f"{layer.value}: best configuration not verified ({exc}); {result.details}")
+                    problems.append(f"{layer.value}: best configuration not verified ({error}); {result.details}")
         if not problems:
             # A trial interrupted mid-round (Ctrl-C, stop signal) left its intent open; the verified final
             # apply above superseded it.

@@ -19,16 +19,14 @@ from agenticdb.units import family_of, unit_bytes
 
 def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim: str | None, console: Console) -> int:
     """Validate a change file against the live target (or the Linux host for ``stage = os``)."""
-    from agenticdb.app import build_target
+    from agenticdb.app import build_target, linux_target
     from agenticdb.hardware import detect_hardware
     from agenticdb.validator import validate
 
     layer = Layer(stage)
     target: Target
     if layer == Layer.os:
-        from agenticdb.targets.linux import LinuxTarget
-
-        target = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
+        target = linux_target(cfg)
     else:
         target = build_target(cfg)
         if not target.available():
@@ -43,12 +41,12 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
         planner="file",
     )
     current = target.current_values(list(catalog.knobs))
-    can_restart = getattr(getattr(target, "service", None), "can_restart", lambda: True)()
+    can_restart = target.can_restart()
     verdict = validate(
         proposal,
         catalog,
         current,
-        detect_hardware(getattr(target, "data_dir", None)),
+        detect_hardware(target.data_dir),
         cfg.policy,
         layer,
         can_restart=can_restart,
@@ -193,15 +191,13 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     values, the value in effect now, how a change takes effect and the validator's policy for it
     (protected / dangerous / durability, from ``validators/<family>.toml``). Byte-sized limits are
     also shown in KiB/MiB/GiB so a DBA can read them at a glance. Read-only."""
-    from agenticdb.app import build_target
+    from agenticdb.app import build_target, linux_target
     from agenticdb.validation.rules import load_ruleset
     from agenticdb.validator import flavor_of
 
     target: Target
     if os_stage:
-        from agenticdb.targets.linux import LinuxTarget
-
-        target = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
+        target = linux_target(cfg)
     else:
         target = build_target(cfg)
         if not target.available():
