@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agenticdb.config import Settings, TargetConfig
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook
-from agenticdb.models import RoundOutcome
+from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
@@ -118,7 +118,7 @@ def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, s
     return linux_target(cfg, data_dir=target.data_dir, state_store=state_store)
 
 
-def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | None:
+def host_state_source(cfg: Settings, target: Target) -> Callable[[], RuntimeState] | None:
     """Host statistics sampler (CPU, vmstat, diskstats, PSI) for bottleneck evidence."""
     try:
         from agenticdb.hardware import detect_hardware
@@ -163,7 +163,7 @@ def build_planner(
         )
         journal.append(session_id, "llm.call", record.model_dump(mode="json"), round_of())
 
-    def on_event(event: str, data: dict) -> None:
+    def on_event(event: str, data: dict[str, Any]) -> None:
         journal.append(session_id, event, data, round_of())
 
     try:
@@ -207,6 +207,7 @@ def build_session(
     on_round: Callable[[RoundOutcome], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     start_from: dict[str, object] | None = None,
+    on_status: Callable[[str], object] | None = None,
 ) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
@@ -222,6 +223,7 @@ def build_session(
         on_round=on_round,
         should_stop=should_stop,
         start_from=start_from,
+        on_status=on_status,
     )
     session.planner = build_planner(cfg, memory, journal, session.session_id, lambda: session.current_round)
 

@@ -1,4 +1,4 @@
-"""Auditor: pure decisions over measurements and round history (DESIGN.md "Objective and noise").
+"""Auditor: pure decisions over measurements and round history (docs/measurement.md).
 
 Two questions, each answered with a one-line reason:
 
@@ -8,12 +8,17 @@ Two questions, each answered with a one-line reason:
   candidate/best ratios beats ``max(min_gain, noise_factor × CV)``. A difference inside that band is a
   tie, and a tie keeps the best (simpler, closer to default) configuration.
 * ``decide``: continue, redirect, switch_to_os or terminate after a round.
+* ``assess``: the screen-then-confirm protocol around ``judge``: one unpaired run is a screen; any change
+  beyond the minimum gain is re-measured interleaved with the best configuration (best, candidate,
+  best, candidate …) and the paired runs decide. It runs measurements only through the callables it is
+  given, so ``judge`` and ``decide`` stay pure (docs/measurement.md).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agenticdb.models import Decision, Layer, Measurement, RoundOutcome
@@ -201,3 +206,54 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     if not last.verdict_ok:
         return Decision.redirect, "proposal rejected by the validator: try another direction"
     return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The auditor's verdict on a candidate and the runs it rests on.
+
+    ``runs`` are the candidate's measurements the decision used: the screen run alone, or the paired
+    candidate runs of the confirmation (the unpaired screen only made the auditor look closer).
+    """
+
+    judgement: Judgement
+    runs: list[Measurement]
+
+
+def assess(
+    screen: Measurement,
+    best: list[float],
+    higher_is_better: bool,
+    cv: float,
+    min_gain: float,
+    noise_factor: float,
+    confirm_runs: int,
+    measure_best: Callable[[int], Measurement],
+    measure_candidate: Callable[[int], Measurement],
+) -> Assessment:
+    """Judge a candidate from its screen run, confirming interleaved when the screen moved.
+
+    A single unpaired run is only a screen: a placebo's one run lands outside a band estimated from 2–3
+    baseline runs about 10 % of the time, and a real gain on a drifting, noisy host may land inside it.
+    So any change beyond ``min_gain`` is re-measured ``confirm_runs`` times interleaved with the best
+    configuration (pair i: ``measure_best(i)`` then ``measure_candidate(i)``), and the paired-ratio test
+    of :func:`judge` decides (docs/measurement.md: interleaving cut the effect of drift).
+
+    Args:
+        screen: the candidate's first measurement.
+        best: objective samples of the best configuration so far.
+        higher_is_better, cv, min_gain, noise_factor: as for :func:`judge`.
+        confirm_runs: pairs to measure (0: the screen decides).
+        measure_best, measure_candidate: put that configuration in effect and measure it once; they raise
+            what the executor raises (WorkloadError, TargetError) and the caller handles it.
+    """
+    first = judge([screen.objective], best, higher_is_better, cv, min_gain, noise_factor)
+    if abs(first.gain) <= min_gain or confirm_runs <= 0:
+        return Assessment(first, [screen])
+    best_values: list[float] = []
+    runs: list[Measurement] = []
+    for i in range(confirm_runs):
+        best_values.append(measure_best(i).objective)
+        runs.append(measure_candidate(i))
+    paired = judge([m.objective for m in runs], best_values, higher_is_better, cv, min_gain, noise_factor, paired=True)
+    return Assessment(paired, runs)

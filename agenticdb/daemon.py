@@ -279,6 +279,7 @@ class Daemon:
                 memory,
                 on_round=on_round,
                 should_stop=lambda: self.flags.stop > 0,
+                on_status=self.notifier.status,
             )
             self.notifier.status(f"tuning session {session.session_id} started")
             result = session.run()

@@ -1,4 +1,4 @@
-"""Recovery: the one restore-and-verify path, and what to do when a trial fails.
+"""Recovery: the one restore-and-verify path, keep or revert, the final apply, and failed trials.
 
 Every caller that puts a saved configuration back — the session's revert of a tie or a loss, its final
 apply of the best configuration, recovery after a failed trial, the daemon's reconciliation of an open
@@ -7,6 +7,10 @@ writes the snapshot back (``Target.restore``: files, values, start or restart as
 the values are read back and compared with ``Target.values_equal``. Only a restore that is proven is
 ``verified`` (tuned's plugin ``unapply`` + verify, used by rollback, profile switch and crash recovery
 alike; docs/safety.md).
+
+It also owns the best known configuration of each stage (:class:`StageState`): a kept round retakes
+its safe snapshot, a tie or a loss reverts to it, a knob changed by someone else is left to them, and
+at the end :func:`apply_final` puts every stage's best configuration back and verifies it.
 
 Recovery after a failed trial (:class:`Recovery`), in order:
   1. server available and its values already equal the safe snapshot, and the workload failed (not the
@@ -19,14 +23,21 @@ Recovery after a failed trial (:class:`Recovery`), in order:
 
 from __future__ import annotations
 
+import statistics
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 from pydantic import BaseModel, Field
 
 from agenticdb.memory import MemoryBook, OsOriginal
-from agenticdb.models import Failure, RecoveryResult, Snapshot
+from agenticdb.models import Catalog, Failure, Layer, RecoveryResult, Snapshot
+from agenticdb.steps import SessionRecorder
 from agenticdb.targets.base import Target, TargetError
+
+if TYPE_CHECKING:
+    from agenticdb.executor import Executor
 
 log = structlog.get_logger(__name__)
 
@@ -128,7 +139,7 @@ def restore_verified(
     """
     before = _read_before(target, snapshot)
     error, logs = "", []
-    available, diff = False, {}
+    available, diff = False, dict[str, tuple[str, str]]()
     attempt = 0
     for attempt in range(1, max(attempts, 1) + 1):
         error = ""
@@ -231,3 +242,174 @@ class Recovery:
             details=f"could not restore the safe snapshot: {why}",
             log_excerpt=(excerpt + result.logs)[-40:],
         )
+
+
+def recover_round(
+    target: Target, failure: Failure, safe: Snapshot, recorder: SessionRecorder, round_no: int
+) -> RecoveryResult:
+    """Recovery after a failed trial, confirmation or revert of a round: journaled as ``recovery``, the
+    round's intent closed with how it ended."""
+    result = Recovery(target).recover(failure, safe)
+    recorder.event("recovery", result, round_no)
+    recorder.close_intent(round_no, f"recovery:{result.action}")
+    log.warning(
+        "round.recovered",
+        round=round_no,
+        action=result.action,
+        available=result.service_available,
+        details=result.details,
+    )
+    return result
+
+
+# ------------------------------------------------------------------ the best configuration of a stage
+
+
+@dataclass
+class StageState:
+    """The best known configuration of one stage (DBMS or OS): its safe snapshot and objective samples.
+
+    Attributes:
+        target, executor, catalog: the stage's target, the executor that measures it, its catalog.
+        snapshot: the last safe configuration (baseline, then each kept round); every revert and the
+            final apply restore it.
+        samples: objective values measured for that configuration.
+        changes: what agenticdb changed and kept, by name.
+        rivals: knobs another owner changed during the session, with the reason they are left alone.
+    """
+
+    target: Target
+    executor: Executor
+    catalog: Catalog
+    snapshot: Snapshot
+    samples: list[float]
+    changes: dict[str, str] = field(default_factory=dict)
+    rivals: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def objective(self) -> float:
+        """Median objective of the best configuration."""
+        return statistics.median(self.samples)
+
+    @property
+    def tunable(self) -> Catalog:
+        """The catalog minus knobs someone else changed during the session (left alone from then on)."""
+        if not self.rivals:
+            return self.catalog
+        return self.catalog.model_copy(
+            update={
+                "knobs": {k: v for k, v in self.catalog.knobs.items() if k not in self.rivals},
+                "excluded": {**self.catalog.excluded, **self.rivals},
+            }
+        )
+
+    def retake(self, label: str) -> None:
+        """Make the configuration in effect now the stage's safe snapshot."""
+        self.snapshot = self.target.snapshot(list(self.catalog.knobs), label=label)
+
+    def find_rivals(self, current: dict[str, str]) -> dict[str, tuple[str, str]]:
+        """Knobs whose live value differs from what agenticdb last left in effect (the safe snapshot):
+        ``{name: (agenticdb's value, live value)}``. Someone else changed them (a DBA's ALTER SYSTEM,
+        config management, tuned)."""
+        return {
+            name: (expected, current[name])
+            for name, expected in self.snapshot.values.items()
+            if name in current
+            and name not in self.rivals
+            and not self.target.values_equal(name, expected, current[name])
+        }
+
+    def leave_to_rivals(self, changed: dict[str, tuple[str, str]], recorder: SessionRecorder, round_no: int) -> None:
+        """Exclude ``changed`` knobs for the rest of the session (each journaled as ``rival.detected``) and
+        retake the safe snapshot, so later reverts and the final apply keep the other owner's values."""
+        for name, (expected, actual) in changed.items():
+            self.rivals[name] = f"changed outside agenticdb during the session ({expected} → {actual}): left alone"
+            self.changes.pop(name, None)
+            recorder.event(
+                "rival.detected",
+                {
+                    "parameter": name,
+                    "agenticdb_value": expected,
+                    "live_value": actual,
+                    "action": "excluded for this session",
+                },
+                round_no,
+            )
+            log.warning(
+                "rival.detected",
+                parameter=name,
+                expected=expected,
+                actual=actual,
+                reason="another owner changed it; excluded for this session",
+            )
+        self.retake(f"after outside change of {', '.join(sorted(changed))}")
+
+    def keep(self, changes: dict[str, str], samples: list[float], round_no: int) -> None:
+        """The round's changes beat the best: they become part of the best configuration."""
+        self.changes.update(changes)
+        self.samples = list(samples)
+        self.retake(f"round {round_no}")
+
+    def revert(self) -> RestoreResult:
+        """Back to the safe snapshot (a tie or a loss keeps the simpler configuration), verified."""
+        return restore_verified(self.target, self.snapshot)
+
+
+# ------------------------------------------------------------------ the final apply
+
+
+def apply_final(
+    stages: dict[Layer, StageState], recorder: SessionRecorder, memory: MemoryBook, start_from: dict[str, str]
+) -> str:
+    """Apply and verify the best configuration of every stage; returns an error text or "".
+
+    Each stage gets an intent first (a crash in the middle is reconciled to the best snapshot); a stage
+    that does not verify goes through :class:`Recovery`. When everything verified, intents a trial left
+    open (Ctrl-C, a stop signal mid-round) are closed as superseded.
+    """
+    problems = [p for layer, st in stages.items() if (p := _final_stage(layer, st, recorder, memory, start_from))]
+    if not problems:
+        for intent in recorder.open_intents():
+            recorder.close_intent(intent.round_no, "superseded by the verified final apply")
+    return "; ".join(problems)
+
+
+def _final_stage(
+    layer: Layer, st: StageState, recorder: SessionRecorder, memory: MemoryBook, start_from: dict[str, str]
+) -> str:
+    changes = [{"name": k, "value": v} for k, v in st.changes.items()]
+    snapshot = st.snapshot.model_dump(mode="json")
+    recorder.event(
+        "intent",
+        {"purpose": "final", "target": st.target.kind, "mode": "restore", "changes": changes, "snapshot": snapshot},
+    )
+    restored = restore_verified(st.target, st.snapshot)
+    if restored.verified:
+        recorder.event(
+            "final",
+            {
+                "stage": layer.value,
+                "snapshot": st.snapshot.label,
+                "changes": st.changes,
+                "start_from": start_from if layer == Layer.dbms else {},
+                "verified": True,
+            },
+        )
+        log.info("session.final_applied", stage=layer.value, changes=st.changes)
+        recorder.close_intent(None, f"final {layer.value} configuration verified")
+        if layer == Layer.os:
+            # Values not kept are back at their originals: reconciliation must not touch them again.
+            for name in st.snapshot.values:
+                if name not in st.changes:
+                    memory.mark_os_restored(recorder.session_id, name)
+        return ""
+    result = Recovery(st.target).recover(None, st.snapshot)
+    error = restored.error or f"differences {restored.differences}"
+    recorder.event(
+        "final",
+        {"stage": layer.value, "verified": False, "error": error, "recovery": result.model_dump(mode="json")},
+    )
+    if result.verified:
+        recorder.close_intent(None, f"final {layer.value} configuration recovered")
+        return ""
+    return f"{layer.value}: best configuration not verified ({error}); {result.details}"
