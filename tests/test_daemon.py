@@ -104,7 +104,7 @@ def start_daemon(config: Path, notify: Path) -> subprocess.Popen[str]:
     """The daemon as systemd would run it; its log goes to a file beside the config (a pipe nobody
     reads would fill up and block the daemon)."""
     env = {**os.environ, "NOTIFY_SOCKET": str(notify)}
-    log = open(config.with_suffix(".log"), "a")  # noqa: SIM115 - closed with the process
+    log = open(config.with_suffix(".log"), "a")
     return subprocess.Popen(
         [sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
         env=env,

@@ -44,7 +44,7 @@ from agenticdb.targets.mysql_files import (
     restore_file,
     write_option_file,
 )
-from agenticdb.targets.mysql_stats import read_state
+from agenticdb.targets.mysql_stats import fetch_one, read_state
 from agenticdb.units import bool_of, values_equal
 
 log = structlog.get_logger(__name__)
@@ -62,6 +62,8 @@ class MySQLTarget(Target):
             MariaDB (apply raises ApplyError).
         log_file: server error log (default ``@@log_error``).
     """
+
+    service: Service
 
     def __init__(
         self,
@@ -196,8 +198,7 @@ class MySQLTarget(Target):
 
     def _detect(self) -> None:
         with self._cursor() as cur:
-            cur.execute("SELECT VERSION(), @@datadir")
-            version, datadir = cur.fetchone()
+            version, datadir = fetch_one(cur, "SELECT VERSION(), @@datadir")
         self._version = str(version)
         self._datadir = str(datadir)
         self.kind = "mariadb" if "mariadb" in self._version.lower() else "mysql"
@@ -278,8 +279,7 @@ class MySQLTarget(Target):
             chunk = names[i : i + 100]
             cols = ", ".join(f"@@GLOBAL.{self._variable(n)}" for n in chunk)
             with self._cursor() as cur:
-                cur.execute(f"SELECT {cols}")
-                row = cur.fetchone()
+                row = fetch_one(cur, f"SELECT {cols}")
             out.update({n: self._canonical(n, v) for n, v in zip(chunk, row, strict=True)})
         return out
 
@@ -421,9 +421,8 @@ class MySQLTarget(Target):
             names.append("innodb_buffer_pool_instances")
         try:
             with self._cursor() as cur:
-                cur.execute("SELECT " + ", ".join(f"@@GLOBAL.{n}" for n in names))
-                row = cur.fetchone()
-        except pymysql.MySQLError:
+                row = fetch_one(cur, "SELECT " + ", ".join(f"@@GLOBAL.{n}" for n in names))
+        except (pymysql.MySQLError, TargetError):
             return 0, 1
         return int(row[0] or 0), int(row[1]) if len(row) > 1 and row[1] else 1
 
@@ -503,8 +502,7 @@ class MySQLTarget(Target):
         path = self.log_file
         if path is None and self.available():
             with self._cursor() as cur:
-                cur.execute("SELECT @@log_error, @@datadir")
-                err, datadir = cur.fetchone()
+                err, datadir = fetch_one(cur, "SELECT @@log_error, @@datadir")
             if err and str(err) != "stderr":
                 path = str(Path(str(datadir)) / str(err))  # an absolute err replaces datadir in the join
         if not path:

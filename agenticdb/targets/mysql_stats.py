@@ -25,11 +25,27 @@ INNODB STATUS"; MySQL 8.0 manual 5.1.10 "Server Status Variables".
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pymysql
 
 from agenticdb.models import RuntimeState
+from agenticdb.targets.base import TargetError
 from agenticdb.targets.mysql_catalog import load_data
+
+
+def fetch_one(cur: pymysql.cursors.Cursor, sql: str) -> tuple[Any, ...]:
+    """Run ``sql`` (a SELECT of server variables or a SHOW that answers one row) and return its row.
+
+    Raises:
+        TargetError: the server answered no row.
+    """
+    cur.execute(sql)
+    row = cur.fetchone()
+    if row is None:
+        raise TargetError(f"{sql!r} returned no row")
+    return tuple(row)
+
 
 _LSN_RE = re.compile(r"^Log sequence number\s+(\d+)", re.M)
 _CKPT_RE = re.compile(r"^Last checkpoint at\s+(\d+)", re.M)
@@ -57,18 +73,17 @@ def read_state(conn: pymysql.connections.Connection, kind: str, variables: set[s
         bucket = state.gauges if str(row["TYPE"]).lower() == "value" else state.counters
         bucket[f"innodb_metrics.{row['NAME']}"] = float(row["COUNT"] or 0)
     with conn.cursor() as cur:
-        cur.execute("SHOW ENGINE INNODB STATUS")
-        text = str(cur.fetchone()[2])
+        text = str(fetch_one(cur, "SHOW ENGINE INNODB STATUS")[2])
     lsn, ckpt = _LSN_RE.search(text), _CKPT_RE.search(text)
     if lsn:
         state.gauges["innodb.log_sequence_number"] = float(lsn.group(1))
         if ckpt:
             state.gauges["innodb.checkpoint_age_bytes"] = float(int(lsn.group(1)) - int(ckpt.group(1)))
     names = ["max_connections", "innodb_buffer_pool_size", "innodb_log_file_size"]
-    extra = [n for n in ("innodb_redo_log_capacity", "innodb_log_files_in_group") if n in variables]
+    extra: list[str] = [n for n in ("innodb_redo_log_capacity", "innodb_log_files_in_group") if n in variables]
     with conn.cursor() as cur:
-        cur.execute("SELECT " + ", ".join(f"@@GLOBAL.{n}" for n in names + extra))
-        values = dict(zip(names + extra, cur.fetchone(), strict=True))
+        answer = fetch_one(cur, "SELECT " + ", ".join(f"@@GLOBAL.{n}" for n in names + extra))
+        values = dict(zip(names + extra, answer, strict=True))
     for n in names:
         state.gauges[f"variables.{n}"] = float(values[n])
     capacity = values.get("innodb_redo_log_capacity") or (

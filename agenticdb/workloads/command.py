@@ -30,6 +30,7 @@ Failures (``WorkloadError`` with the output tail): the script exits non-zero, ru
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -72,7 +73,7 @@ def parse_result(output: str) -> CommandResult:
     Raises:
         WorkloadError: no such line, or the last one has a wrong version/field (message says which).
     """
-    found: dict | None = None
+    found: dict[str, Any] | None = None
     for line in output.splitlines():
         line = line.strip()
         if not (line.startswith("{") and line.endswith("}")):
