@@ -300,23 +300,9 @@ class Daemon:
         watchdog = threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True)
         try:
             journal.append("daemon", "daemon.start", {"config": str(self.config_path) if self.config_path else None})
-            # Reconcile only while holding the target lock: an open intent of a live `agenticdb tune` is
-            # that process's trial, not a crash, and must not be rolled back under it.
-            lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
-            try:
-                lock.acquire()
-            except LockError as exc:
-                log.warning("daemon.reconcile_skipped", reason=f"{exc}: its intents belong to a live process")
-                actions = []
-            else:
-                try:
-                    actions = reconcile(cfg, journal, memory)
-                except Exception as exc:  # noqa: BLE001 - refuse to tune on top of an unknown state
-                    log.error("daemon.reconcile_failed", reason=str(exc))
-                    journal.append("daemon", "daemon.stop", {"reason": f"reconcile failed: {exc}"})
-                    return 1
-                finally:
-                    lock.release()
+            actions = self._reconcile(journal, memory)
+            if actions is None:
+                return 1
             for a in actions:
                 log.warning("daemon.reconcile", action=a)
             self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
@@ -356,6 +342,25 @@ class Daemon:
             log.info("daemon.stopped", signals=self.flags.signals)
             journal.close()
             memory.close()
+
+    def _reconcile(self, journal: Journal, memory: MemoryBook) -> list[str] | None:
+        """Crash reconciliation before READY; None when it failed (the daemon must not tune then)."""
+        # Reconcile only while holding the target lock: an open intent of a live `agenticdb tune` is
+        # that process's trial, not a crash, and must not be rolled back under it.
+        lock = TargetLock(self.cfg.storage.home, self.cfg.target.dsn or "")
+        try:
+            lock.acquire()
+        except LockError as exc:
+            log.warning("daemon.reconcile_skipped", reason=f"{exc}: its intents belong to a live process")
+            return []
+        try:
+            return reconcile(self.cfg, journal, memory)
+        except Exception as exc:  # noqa: BLE001 - refuse to tune on top of an unknown state
+            log.error("daemon.reconcile_failed", reason=str(exc))
+            journal.append("daemon", "daemon.stop", {"reason": f"reconcile failed: {exc}"})
+            return None
+        finally:
+            lock.release()
 
     def _next_in(self) -> float:
         if self.last_run is None:

@@ -4,6 +4,7 @@ parsing in ``agenticdb.cli``). Each returns the process exit code."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -18,6 +19,7 @@ from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
+from agenticdb.workloads.base import Workload
 
 log = structlog.get_logger(__name__)
 
@@ -53,56 +55,20 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
-    from agenticdb.app import (
-        SetupError,
-        build_session,
-        build_target,
-        build_workload,
-        check_planner,
-        open_stores,
-    )
+    from agenticdb.app import build_session
     from agenticdb.lock import LockError, TargetLock
     from agenticdb.session import SessionError
 
-    try:
-        check_planner(cfg)  # before anything connects to the database
-    except SetupError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
-    journal, memory = open_stores(cfg)
-    try:
-        target = build_target(cfg)
-        if not target.available():
-            console.print(
-                f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
-                "accepting connections"
-            )
-            return 1
-        workload = build_workload(cfg, target)
-    except (SetupError, ValueError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+    parts = _tune_parts(cfg, console)
+    if isinstance(parts, int):
+        return parts
+    journal, memory, target, workload = parts
     rounds: list[RoundOutcome] = []
     live = (
         Live(rounds_table(rounds), console=console, refresh_per_second=2, transient=False)
         if console.is_terminal
         else None
     )
-
-    def on_round(outcome: RoundOutcome) -> None:
-        rounds.append(outcome)
-        if live is not None:
-            live.update(rounds_table(rounds))
-        else:
-            console.print(
-                f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
-                f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-                f"objective {_fmt_obj(outcome.objective)}, gain "
-                f"{'—' if outcome.gain_vs_best is None else f'{outcome.gain_vs_best:+.1%}'}"
-                f"{' kept' if outcome.kept else ''}; {outcome.decision.value}: {outcome.reason}",
-                highlight=False,
-            )
-
     try:
         lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
         lock.acquire()
@@ -110,19 +76,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 1
     stop = {"requested": 0}
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        # First Ctrl-C: finish this round safely. Second: interrupt now (the session still restores the
-        # best configuration in its finally block).
-        stop["requested"] += 1
-        if stop["requested"] >= 2:
-            raise KeyboardInterrupt
-        console.print(
-            "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
-            "is put back either way)"
-        )
-
-    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop))
     try:
         session = build_session(
             cfg,
@@ -130,7 +84,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             workload,
             journal,
             memory,
-            on_round=on_round,
+            on_round=_round_printer(console, rounds, live),
             start_from=start_from,
             should_stop=lambda: stop["requested"] > 0,
         )
@@ -157,6 +111,66 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
     if result.status == "completed":
         return 0
     return 130 if result.status in ("interrupted", "stopped") else 1
+
+
+def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, Target, Workload] | int:
+    """Journal, Memory Book, target and workload of a tune, or the exit code when one cannot be built."""
+    from agenticdb.app import SetupError, build_target, build_workload, check_planner, open_stores
+
+    try:
+        check_planner(cfg)  # before anything connects to the database
+    except SetupError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    journal, memory = open_stores(cfg)
+    try:
+        target = build_target(cfg)
+        if not target.available():
+            console.print(
+                f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
+                "accepting connections"
+            )
+            return 1
+        workload = build_workload(cfg, target)
+    except (SetupError, ValueError) as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    return journal, memory, target, workload
+
+
+def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | None) -> Callable[[RoundOutcome], None]:
+    """The per-round callback: the live table on a terminal, one line per round otherwise."""
+
+    def on_round(outcome: RoundOutcome) -> None:
+        rounds.append(outcome)
+        if live is not None:
+            live.update(rounds_table(rounds))
+            return
+        console.print(
+            f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
+            f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
+            f"objective {_fmt_obj(outcome.objective)}, gain "
+            f"{'—' if outcome.gain_vs_best is None else f'{outcome.gain_vs_best:+.1%}'}"
+            f"{' kept' if outcome.kept else ''}; {outcome.decision.value}: {outcome.reason}",
+            highlight=False,
+        )
+
+    return on_round
+
+
+def _on_sigint(console: Console, stop: dict[str, int]) -> Callable[[int, Any], None]:
+    def on_sigint(signum: int, frame: Any) -> None:
+        # First Ctrl-C: finish this round safely. Second: interrupt now (the session still restores the
+        # best configuration in its finally block).
+        stop["requested"] += 1
+        if stop["requested"] >= 2:
+            raise KeyboardInterrupt
+        console.print(
+            "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
+            "is put back either way)"
+        )
+
+    return on_sigint
 
 
 def _safe_dsn(dsn: str) -> str:
