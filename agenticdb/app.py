@@ -38,16 +38,12 @@ def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
     Raises:
         SetupError: the sandbox does not exist (tells the user the command that creates it).
     """
-    if kind == "postgres":
-        from agenticdb.sandbox.postgres import PostgresSandbox
+    from agenticdb.sandbox import sandbox_of
 
-        info = PostgresSandbox(home).info()
-    elif kind == "mariadb":
-        from agenticdb.sandbox.mariadb import MariaDBSandbox
-
-        info = MariaDBSandbox(home).info()  # type: ignore[assignment]
-    else:
-        raise SetupError(f"--sandbox {kind!r}: expected 'postgres' or 'mariadb'")
+    try:
+        info = sandbox_of(kind, home).info()
+    except ValueError as exc:
+        raise SetupError(f"--sandbox {kind!r}: expected 'postgres' or 'mariadb'") from exc
     if info is None:
         raise SetupError(f"no {kind} sandbox under {home}: run `agenticdb sandbox up {kind}` first")
     return info.target_config()
@@ -73,14 +69,10 @@ def build_target(cfg: Settings) -> Target:
         SetupError: no DSN configured.
         ValueError: the DSN or the service section is invalid (names the key).
     """
+    from agenticdb.targets import dbms_target
+
     require_dsn(cfg)
-    if family_of(cfg.target.kind) == "postgresql":
-        from agenticdb.targets.postgres import PostgresTarget
-
-        return PostgresTarget.from_config(cfg.target)
-    from agenticdb.targets.mysql import MySQLTarget
-
-    return MySQLTarget.from_config(cfg.target)
+    return dbms_target(cfg.target)
 
 
 def linux_target(
