@@ -3,7 +3,7 @@
 Two questions, each answered with a one-line reason:
 
 * ``judge``: is a candidate configuration better than the best one beyond the measured noise?
-  Measurements on a 2-core host vary by 5–20 % run to run (MEASUREMENT.md: TPS CV 11–19 % without data
+  Measurements on a 2-core host vary by 5–20 % run to run (docs/measurement.md: TPS CV 11–19 % without data
   resets, TPS/p95 about twice that), so a gain counts only when the median of paired
   candidate/best ratios beats ``max(min_gain, noise_factor × CV)``. A difference inside that band is a
   tie, and a tie keeps the best (simpler, closer to default) configuration.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from agenticdb.models import Decision, Layer, Measurement, RoundOutcome
 
 # Share of paired runs that must agree in direction with the median before a difference counts: all of
-# 2 or 3 pairs, 3 of 4, 4 of 5 — a sign-test flavour on top of the noise band (MEASUREMENT.md saw single
+# 2 or 3 pairs, 3 of 4, 4 of 5 — a sign-test flavour on top of the noise band (docs/measurement.md saw single
 # runs swing by 2× when other jobs share the two cores).
 _PAIR_AGREEMENT = 0.75
 
@@ -51,7 +51,7 @@ class Judgement:
 def noise_cv(values: list[float], floor: float = 0.03) -> float:
     """Coefficient of variation (stdev / mean) of repeated measurements of one configuration.
 
-    With fewer than two values the spread is unknown, so the conservative 0.10 is used (MEASUREMENT.md
+    With fewer than two values the spread is unknown, so the conservative 0.10 is used (docs/measurement.md
     saw 5–19 % on this kind of host). ``floor`` keeps a lucky quiet baseline from making every wiggle
     "significant".
     """
@@ -72,7 +72,7 @@ def relative_gain(candidate: float, best: float, higher_is_better: bool) -> floa
     return best / candidate - 1.0 if candidate else 0.0
 
 
-#: Smallest per-pair noise assumed in the paired-ratio test: 5 % is the lowest TPS CV MEASUREMENT.md saw
+#: Smallest per-pair noise assumed in the paired-ratio test: 5 % is the lowest TPS CV docs/measurement.md saw
 #: for PostgreSQL on this kind of host even with pristine data resets.
 PAIR_NOISE_FLOOR = 0.05
 
@@ -98,7 +98,7 @@ def judge(
         higher_is_better: objective direction (TPS/p95: True; OLAP total time: False).
         cv: measured coefficient of variation of the objective for one configuration.
         min_gain: minimum relative gain to count at all (policy), e.g. 0.03.
-        noise_factor: gains must exceed ``noise_factor × cv`` (MEASUREMENT.md suggests ~2.5× CV).
+        noise_factor: gains must exceed ``noise_factor × cv`` (docs/measurement.md suggests ~2.5× CV).
 
     Returns:
         Judgement with the median gain and the verdict. With ``paired``, a gain or loss beyond the band
@@ -125,7 +125,7 @@ def judge(
         how = f"median of {len(candidate)} vs {len(best)} runs"
     threshold = max(min_gain, noise_factor * cv)
     if paired and len(candidate) == len(best) and len(candidate) >= 3:
-        # A paired-ratio test (MEASUREMENT.md): drift between configurations cancels within a pair, so
+        # A paired-ratio test (docs/measurement.md): drift between configurations cancels within a pair, so
         # the band comes from the spread of the paired gains themselves (standard error of their mean,
         # with a per-pair floor), not from the baseline's run-to-run CV, which drift inflates.
         spread = max(statistics.stdev(gains), PAIR_NOISE_FLOOR)

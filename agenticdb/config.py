@@ -158,7 +158,7 @@ class LoopConfig(Section):
 
 
 class PolicyConfig(Section):
-    """Safety policy (DESIGN.md "Safety policy"); defaults are the safe choice."""
+    """Safety policy (docs/safety.md); defaults are the safe choice."""
 
     durability: Literal["strict", "relaxed"] = "strict"
     allow_restart: bool = True

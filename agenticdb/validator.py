@@ -365,7 +365,7 @@ def _steps(
     family: str,
     catalog: Catalog,
 ) -> list[FailedCheck]:
-    """Bounded steps (DESIGN.md "Safety policy"): count and factor per round."""
+    """Bounded steps (docs/safety.md): count and factor per round."""
     failed: list[FailedCheck] = []
     if len(proposal.changes) > policy.max_changes:
         failed.append(

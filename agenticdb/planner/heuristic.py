@@ -1,4 +1,4 @@
-"""The offline planner: a rule-based DBA (DESIGN.md "Planners", issue 6).
+"""The offline planner: a rule-based DBA (docs/architecture.md "Roles"; issue 6).
 
 Each call diagnoses the bottleneck from the last runtime-state delta (:mod:`.diagnosis`), then
 prescribes moves from the playbook (:mod:`.playbook`) in this order:

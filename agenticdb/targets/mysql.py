@@ -166,7 +166,7 @@ class MySQLTarget(Target):
 
     def prepare_clean_shutdown(self) -> None:
         """``SET GLOBAL innodb_fast_shutdown = 0`` before a shutdown whose data files are copied: a slow
-        shutdown leaves no redo to apply, so a copy starts without crash recovery (MEASUREMENT.md)."""
+        shutdown leaves no redo to apply, so a copy starts without crash recovery (docs/measurement.md)."""
         conn = self._connect()
         try:
             with conn.cursor() as cur:
