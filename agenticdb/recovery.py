@@ -166,7 +166,7 @@ def restore_verified(
         if (was := before.get(n)) is not None
         if not target.values_equal(n, v, was)
     }
-    log.info("restore.done", label=snapshot.label, verified=verified, changed=sorted(changed), attempts=attempt)
+    log.info("restore.result", label=snapshot.label, verified=verified, changed=sorted(changed), attempts=attempt)
     return RestoreResult(
         label=snapshot.label,
         verified=verified,
