@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -220,7 +222,7 @@ class LoopConfig(Section):
 
 
 class PolicyConfig(Section):
-    """Safety policy (DESIGN.md "Safety policy"); defaults are the safe choice."""
+    """Safety policy (docs/safety.md); defaults are the safe choice."""
 
     durability: Literal["strict", "relaxed"] = "strict"
     allow_restart: bool = True
@@ -355,6 +357,27 @@ def check_window(key: str, v: str) -> str:
         if not 0 <= mm <= 59:
             raise ValueError(f"{key} = {v!r}: minute {mm} is not 00-59")
     return v
+
+
+def in_window(windows: str | Sequence[str] | None, now: datetime | None = None) -> bool:
+    """True when ``now`` (local time, default: the current time) is inside one of ``windows``.
+
+    ``windows`` is one ``'HH:MM-HH:MM'`` (``policy.restart_window``) or a list of them
+    (``daemon.windows``); None or an empty list means always. A window whose end is before its start
+    spans midnight ("22:00-02:00"); the end minute is outside.
+    """
+    if not windows:
+        return True
+    now = now or datetime.now()
+    minute = now.hour * 60 + now.minute
+    for window in [windows] if isinstance(windows, str) else windows:
+        start_s, end_s = (p.strip() for p in window.split("-"))
+        sh, sm = (int(x) for x in start_s.split(":"))
+        eh, em = (int(x) for x in end_s.split(":"))
+        start, end = sh * 60 + sm, eh * 60 + em
+        if (start <= minute < end) if start <= end else (minute >= start or minute < end):
+            return True
+    return False
 
 
 def check_settings(s: Settings) -> None:

@@ -1,4 +1,4 @@
-"""Data types passed between the modules of the round (DESIGN.md, "Modules and their contracts").
+"""Data types passed between the modules of the round (docs/architecture.md "Roles and the data each owns").
 
 Every value that crosses a module boundary is one of these pydantic models. Units are stated per
 field: sizes in bytes, times in milliseconds or seconds as named, throughput per second.
@@ -48,7 +48,7 @@ class ApplyMode(StrEnum):
 
 
 class Bottleneck(StrEnum):
-    """Bottleneck hypotheses the planners attribute (DESIGN.md "Planners")."""
+    """Bottleneck hypotheses the planners attribute (docs/architecture.md "Roles")."""
 
     buffer_cache = "buffer_cache"
     wal_fsync = "wal_fsync"
@@ -275,7 +275,7 @@ class Snapshot(Strict):
 
 
 class Fingerprint(Strict):
-    """What makes two tuning problems alike: DBMS, workload and scale (DESIGN.md experience memory).
+    """What makes two tuning problems alike: DBMS, workload and scale (docs/architecture.md, "Memory Book").
 
     ``read_fraction`` in [0, 1]; ``scale`` is the benchmark's scale (pgbench scale, rows per table,
     TPC-H scale factor); ``concurrency`` the client count.
@@ -317,7 +317,7 @@ class Change(Strict):
 
 
 class Proposal(Strict):
-    """Diagnosis–action record produced by a planner (DESIGN.md "The round")."""
+    """Diagnosis–action record produced by a planner (docs/architecture.md "The loop")."""
 
     bottleneck: Bottleneck
     layer: Layer = Layer.dbms
@@ -457,7 +457,7 @@ class Experience(Strict):
 
 
 class PlanningContext(Strict):
-    """Everything a planner may read (DESIGN.md "Planners")."""
+    """Everything a planner may read (docs/architecture.md "Roles")."""
 
     profile: RuntimeProfile
     fingerprint: Fingerprint

@@ -20,11 +20,11 @@ Rules are data in ``validators/*.toml`` (agenticdb.validation.rules).
 from __future__ import annotations
 
 import difflib
-from datetime import datetime, time
+from datetime import datetime
 
 import structlog
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config import PolicyConfig, in_window
 from agenticdb.models import (
     ApplyMode,
     Catalog,
@@ -82,21 +82,6 @@ def _index(catalog: Catalog, fold: bool) -> dict[str, str]:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[id(catalog)] = (catalog, len(catalog.knobs), idx)
     return idx
-
-
-def in_window(window: str | None, now: datetime) -> bool:
-    """True when ``now`` (local time) is inside ``window`` "HH:MM-HH:MM".
-
-    The window may wrap midnight ("22:00-02:00"); None means always.
-    """
-    if window is None:
-        return True
-    start_s, end_s = (part.strip() for part in window.split("-"))
-    sh, sm = (int(x) for x in start_s.split(":"))
-    eh, em = (int(x) for x in end_s.split(":"))
-    start, end = time(sh, sm), time(eh, em)
-    t = now.time()
-    return start <= t < end if start <= end else (t >= start or t < end)
 
 
 def validate(
@@ -380,7 +365,7 @@ def _steps(
     family: str,
     catalog: Catalog,
 ) -> list[FailedCheck]:
-    """Bounded steps (DESIGN.md "Safety policy"): count and factor per round."""
+    """Bounded steps (docs/safety.md): count and factor per round."""
     failed: list[FailedCheck] = []
     if len(proposal.changes) > policy.max_changes:
         failed.append(
