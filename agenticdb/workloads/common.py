@@ -27,7 +27,7 @@ import structlog
 from psycopg import sql
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from agenticdb.series import percentile  # noqa: F401 - re-exported for the workload modules
+from agenticdb.series import percentile as percentile  # re-exported for callers of the old home
 from agenticdb.workloads.base import Connection, WorkloadError
 
 log = structlog.get_logger(__name__)
