@@ -164,7 +164,9 @@ class ScriptedWorkload(Workload):
     def warmup(self, seconds: float) -> None:
         return None
 
-    def run(self, seconds: float) -> Measurement:
+    def run(
+        self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
         self.runs += 1
         if self.runs in self.fail_runs:
             raise WorkloadError(f"scripted run {self.runs} failed", output="tool exited 1")
