@@ -17,6 +17,7 @@ from agenticdb.models import (
     Hardware,
     KnobSpec,
     Layer,
+    Observed,
     Proposal,
     Verdict,
 )
@@ -356,20 +357,60 @@ def test_linux_rules() -> None:
     assert kinds(check(LINUX, {"vm.dirty_background_ratio": 30})) == {"vm.dirty_background_ratio": "conflict"}
     # with dirty_bytes in use the ratios are not compared
     assert check(LINUX, {"vm.dirty_background_ratio": 30}, current={"vm.dirty_bytes": str(2**30)}).ok
+    # no swap on HW: swappiness cannot act (no_effect); with swap, 0 is known harm unless policy allows it
     v = check(LINUX, {"vm.swappiness": 0})
-    assert v.ok and any("swappiness=0" in w for w in v.warnings)
+    assert kinds(v) == {"vm.swappiness": "no_effect"} and "host.swap_bytes > 0" in v.failed[0].message
+    swap = HW.model_copy(update={"swap_bytes": 4 * GiB})
+    assert check(LINUX, {"vm.swappiness": 1}, hw=swap).ok
+    v = check(LINUX, {"vm.swappiness": 0}, hw=swap)
+    assert kinds(v) == {"vm.swappiness": "harmful"} and v.failed[0].rule_id == "linux.swappiness-zero-with-swap"
+    allow = WIDE.model_copy(update={"allow_harmful": ["linux.swappiness-zero-with-swap"]})
+    v = check(LINUX, {"vm.swappiness": 0}, hw=swap, policy=allow)
+    assert v.ok and v.accepted_risks[0].startswith("vm.swappiness=0") and "allow_harmful" in v.accepted_risks[0]
     v = check(LINUX, {"block.vda.scheduler": "noop"})
     assert kinds(v) == {"block.vda.scheduler": "enum"} and "'none'" in v.failed[0].message
     assert kinds(check(LINUX, {"vm.drop_caches": 3})) == {"vm.drop_caches": "dangerous"}
 
 
 def test_overcommit_strict_needs_commit_headroom() -> None:
-    # commit limit = swap + RAM × ratio: 24 GiB × 50 % = 12 GiB > Committed_AS 6 GiB → fine
-    assert check(LINUX, {"vm.overcommit_memory": 2}).ok
-    v = check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_ratio": 20})
-    assert kinds(v) == {"vm.overcommit_memory": "hardware"} and "Committed_AS 6.00 GiB" in v.failed[0].message
+    # commit limit = swap + RAM × ratio: 24 GiB × 50 % = 12 GiB; must exceed Committed_AS 6 GiB + the DBMS's
+    # planned memory + 5 % of RAM (1.2 GiB)
+    planned = Observed(dbms_memory_bytes=2 * GiB)
+    assert check(LINUX, {"vm.overcommit_memory": 2}, observed=planned).ok
+    v = check(LINUX, {"vm.overcommit_memory": 2}, observed=Observed(dbms_memory_bytes=5 * GiB))
+    assert kinds(v) == {"vm.overcommit_memory": "hardware"}
+    assert "Committed_AS 6.00 GiB + DBMS planned memory 5.00 GiB + headroom 1.20 GiB" in v.failed[0].message
+    # without a planned figure the DBMS's whole memory budget (0.75 × 24 GiB) counts
+    v = check(LINUX, {"vm.overcommit_memory": 2})
+    assert "DBMS memory budget" in v.failed[0].message and "18.00 GiB" in v.failed[0].message
+    v = check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_ratio": 20}, observed=planned)
+    assert kinds(v) == {"vm.overcommit_memory": "hardware", "vm.overcommit_ratio": "hardware"}
+    assert "overcommit_ratio 20%" in v.failed[0].message
     v = check(LINUX, {"vm.overcommit_memory": 2}, hw=HW.model_copy(update={"committed_as_bytes": None}))
     assert kinds(v) == {"vm.overcommit_memory": "hardware"}
+
+
+def test_overcommit_message_uses_the_formula_in_force() -> None:
+    planned = Observed(dbms_memory_bytes=2 * GiB)
+    # overcommit_kbytes replaces the ratio when set (mm/util.c vm_commit_limit)
+    v = check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_kbytes": 8 * 1024**2}, observed=planned)
+    assert "overcommit_kbytes 8388608 kB (8.00 GiB)" in v.failed[0].message and "ratio" not in v.failed[0].message
+    assert check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_kbytes": 20 * 1024**2}, observed=planned).ok
+    # writing the ratio zeroes kbytes: a ratio in the set is the formula in force
+    v = check(
+        LINUX,
+        {"vm.overcommit_memory": 2, "vm.overcommit_ratio": 30},
+        current={"vm.overcommit_kbytes": str(30 * 1024**2)},
+        observed=planned,
+    )
+    assert "overcommit_ratio 30%" in v.failed[0].message
+    # reserved huge pages are not committable
+    huge = HW.model_copy(update={"huge_pages_bytes": 8 * GiB})
+    v = check(LINUX, {"vm.overcommit_memory": 2}, hw=huge, observed=planned)
+    assert "huge pages 8.00 GiB" in v.failed[0].message
+    # ratio or kbytes alone while the mode stays heuristic: no effect, never measured
+    v = check(LINUX, {"vm.overcommit_ratio": 80})
+    assert kinds(v) == {"vm.overcommit_ratio": "no_effect"} and "vm.overcommit_memory == 2" in v.failed[0].message
 
 
 # ---------------------------------------------------------------- hardware detection on a copied tree

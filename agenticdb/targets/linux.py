@@ -311,6 +311,10 @@ class LinuxTarget(Target):
                 cat.excluded[name] = f"{name}: cannot read its choices/limits ({shown}): {exc}"
                 continue
             cat.knobs[name] = spec
+        for dev in self.devices:
+            depth = self._hw_queue_depth(dev)
+            if depth is not None:
+                cat.facts[f"block.{dev}.hw_queue_depth"] = float(depth)
         log.info(
             "linux.catalog",
             devices=self.devices,
@@ -320,6 +324,18 @@ class LinuxTarget(Target):
         )
         self._catalog = cat
         return cat
+
+    def _hw_queue_depth(self, dev: str) -> int | None:
+        """The device's hardware queue depth: the smallest ``nr_tags`` of its blk-mq hardware queues
+        (/sys/block/<dev>/mq/<n>/nr_tags); without an I/O scheduler nr_requests cannot exceed it
+        (kernel block/blk-mq.c blk_mq_update_nr_requests). None when the device is not blk-mq."""
+        depths = []
+        for tags in (self.root / "sys/block" / dev / "mq").glob("*/nr_tags"):
+            try:
+                depths.append(int(tags.read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return min(depths) if depths else None
 
     def _path_of(self, shown: str) -> Path:
         return self.root / shown.lstrip("/")
@@ -419,9 +435,14 @@ class LinuxTarget(Target):
                 self._state_store(member, original)
 
     def _plan(self, values: dict[str, str]) -> list[tuple[str, str]]:
-        """Order writes so each exclusive pair ends with its non-zero member and never writes the zero
-        member (the kernel zeroes it; a 0 write to a *_bytes member is EINVAL — vm.rst)."""
-        plain = [(n, v) for n, v in values.items() if self.data.pair_of(n) is None]
+        """Order writes: block schedulers first; each exclusive pair ends with its non-zero member and never
+        writes the zero member (the kernel zeroes it; a 0 write to a *_bytes member is EINVAL — vm.rst)."""
+        # A device's scheduler goes first: switching it resets nr_requests and the iosched files, so a
+        # value written before the switch would be lost (kernel block/elevator.c elevator_switch).
+        plain = sorted(
+            ((n, v) for n, v in values.items() if self.data.pair_of(n) is None),
+            key=lambda nv: not nv[0].endswith(".scheduler"),
+        )
         last: list[tuple[str, str]] = []
         for pair in self.data.exclusive_pairs:
             present = [(m, values[m]) for m in pair.members if m in values]

@@ -9,7 +9,11 @@ Apply (``apply``):
   ``[mysqld]`` (read by both MySQL and MariaDB servers; never a client section); MySQL 8 —
   ``SET PERSIST_ONLY``; then ``service.restart()``.
 - Choice: on MariaDB dynamic changes are *also* written to the managed option file, so a later restart
-  (ours, a DBA's, a crash) keeps what was measured instead of silently reverting to the old value.
+  (ours, a DBA's, a crash) keeps what was measured instead of silently reverting to the old value —
+  except variables without an option-file form on this server version (``KnobSpec.option_file`` False,
+  from ``mariadbd --help --verbose``: agenticdb.targets.mysql_options): they are set with ``SET GLOBAL``
+  only (written to the file they would stop the next start with "unknown variable"), logged as
+  ``apply.runtime_only``, and set again after every restart agenticdb makes.
 - A failing statement puts back every value already set and the option file, then raises ApplyError
   naming variable, value and server error (no half-applied change set). A failing restart raises
   ApplyError with the error-log tail; the file is left as written so recovery can restore the snapshot.
@@ -54,11 +58,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pymysql
 import structlog
 
-from agenticdb.config import TargetConfig
+from agenticdb.config import TargetConfig, default_data_home
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.services import Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
+from agenticdb.targets.mysql_options import find_binary, option_names
 
 log = structlog.get_logger(__name__)
 
@@ -136,6 +141,8 @@ class MySQLTarget(Target):
         option_file: the managed option file (restart-only knobs); None = restart knobs unavailable on
             MariaDB (apply raises ApplyError).
         log_file: server error log (default ``@@log_error``).
+        bindir: directory of the server binary (for ``--help --verbose``; default: PATH, /usr/sbin).
+        cache_dir: where the option names per server version are cached (default: <agenticdb home>/cache).
     """
 
     def __init__(
@@ -144,11 +151,16 @@ class MySQLTarget(Target):
         service: Service,
         option_file: str | None = None,
         log_file: str | None = None,
+        bindir: str | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         self.connect_kwargs = {k: v for k, v in connect_kwargs.items() if k != "database"}
         self.service = service
         self.option_file = Path(option_file) if option_file else None
         self.log_file = log_file
+        self.bindir = bindir
+        self.cache_dir = cache_dir if cache_dir is not None else default_data_home() / "cache"
+        self._runtime_touched: set[str] = set()
         self._conn: pymysql.connections.Connection | None = None
         self._catalog: Catalog | None = None
         self._version: str | None = None
@@ -192,7 +204,7 @@ class MySQLTarget(Target):
                         f"pid-file and the server is unreachable: {exc}"
                     ) from None
         service = build_service(svc_cfg, ready, pid_file=pid_file)
-        target = cls(kwargs, service, target_cfg.option_file, svc_cfg.log_file)
+        target = cls(kwargs, service, target_cfg.option_file, svc_cfg.log_file, bindir=svc_cfg.bindir)
         if service.is_ready():
             target._detect()
         return target
@@ -295,7 +307,8 @@ class MySQLTarget(Target):
             version = self.version()
             if self.kind == "mariadb":
                 rows = self._rows("SELECT * FROM information_schema.SYSTEM_VARIABLES")
-                self._catalog = mariadb_catalog(rows, version)
+                names = option_names(version, self.cache_dir, find_binary(self.bindir)) if self._local() else None
+                self._catalog = mariadb_catalog(rows, version, option_names=names)
             else:
                 info = self._rows(
                     "SELECT VARIABLE_NAME, MIN_VALUE, MAX_VALUE, VARIABLE_SOURCE FROM performance_schema.variables_info"
@@ -312,6 +325,12 @@ class MySQLTarget(Target):
                 excluded=len(self._catalog.excluded),
             )
         return self._catalog
+
+    def _local(self) -> bool:
+        """True when the server runs on this host (unix socket or a loopback address): only then is the
+        local server binary the one whose options count."""
+        host = str(self.connect_kwargs.get("host") or "localhost")
+        return bool(self.connect_kwargs.get("unix_socket")) or host in ("localhost", "127.0.0.1", "::1")
 
     def _variable(self, name: str) -> str:
         """Server variable behind catalog name ``name`` (aliases resolved), checked as an identifier."""
@@ -368,8 +387,10 @@ class MySQLTarget(Target):
         if self.option_file is None:
             raise ApplyError("restart-only change needs target.option_file (the managed option file)")
         parser = self._read_option_file()
+        aliases = load_data().option_aliases
         for name, value in settings.items():
-            parser.set("mysqld", self._variable(name), value)
+            var = self._variable(name)
+            parser.set("mysqld", aliases.get(var, var), value)
         buf = io.StringIO()
         parser.write(buf)
         _write_atomic(self.option_file, MANAGED_HEADER + buf.getvalue())
@@ -424,6 +445,12 @@ class MySQLTarget(Target):
                 )
         restart = [c for c in changes if cat.knobs[c.name].apply == ApplyMode.restart]
         dynamic = [c for c in changes if c not in restart]
+        # no option-file form on this version: SET GLOBAL only (the file would stop the next start)
+        runtime = [c for c in changes if cat.knobs[c.name].option_file is False]
+        in_file = [c for c in changes if c not in runtime]
+        if runtime:
+            log.info("apply.runtime_only", parameters=[c.name for c in runtime], reason="no option-file form")
+            self._runtime_touched.update(c.name for c in runtime)
         previous = self.current_values([c.name for c in changes])
         old_file = self.option_file.read_text() if self.option_file and self.option_file.exists() else None
         done: list[NormalizedChange] = []
@@ -437,8 +464,8 @@ class MySQLTarget(Target):
                 sql, args = self._set_sql(ch.name, self._file_value(ch), "PERSIST_ONLY")
                 self._execute(sql, args, ch)
                 done.append(ch)
-            if not mysql8 and (restart or self.option_file):
-                self._write_option_file({c.name: self._file_value(c) for c in changes})
+            if not mysql8 and (restart or self.option_file) and in_file:
+                self._write_option_file({c.name: self._file_value(c) for c in in_file})
         except (ApplyError, OSError) as exc:
             self._undo(done, previous, old_file, mysql8)
             log.warning("apply.failed", error=str(exc), rolled_back=[c.name for c in done])
@@ -446,6 +473,7 @@ class MySQLTarget(Target):
         log.info("apply.done", dynamic=[c.name for c in dynamic], restart=[c.name for c in restart])
         if not restart and mode != ApplyMode.restart:
             return False
+        keep = self._runtime_values()
         try:
             self.close()
             self.service.restart()
@@ -455,7 +483,26 @@ class MySQLTarget(Target):
                 f"restart after writing {[c.name for c in restart]} failed: {exc}",
                 exc.output.splitlines()[-40:] or self.log_tail(40),
             ) from None
+        self._set_runtime_values(keep)
         return True
+
+    def _runtime_values(self) -> dict[str, str]:
+        """Current values of the runtime-only variables agenticdb has set (a restart loses them)."""
+        names = sorted(self._runtime_touched)
+        return self.current_values(names) if names else {}
+
+    def _set_runtime_values(self, values: dict[str, str]) -> None:
+        """Set runtime-only values again after a restart agenticdb made.
+
+        Raises:
+            ApplyError: the server refused one (names variable, value and the server's error).
+        """
+        now = self.current_values(list(values)) if values else {}
+        for name, value in values.items():
+            if now.get(name) != value:
+                sql, args = self._set_sql(name, value, "GLOBAL")
+                self._execute(sql, args, NormalizedChange(name=name, value=value, apply=ApplyMode.dynamic))
+                log.info("apply.runtime_only_reset", parameter=name, value=value, reason="lost at the restart")
 
     def _execute(self, sql: str, args: list[Any], ch: NormalizedChange) -> None:
         try:

@@ -30,6 +30,7 @@ from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, Run
 from agenticdb.resources import data_file
 from agenticdb.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
+from agenticdb.units import quantity
 
 log = structlog.get_logger(__name__)
 
@@ -332,6 +333,7 @@ class PostgresTarget(Target):
                 category=category or "",
                 source=f"pg_settings (PostgreSQL {version}), context {context}",
             )
+        cat.facts.update(self._internal_facts())
         log.info(
             "catalog.built",
             target=self.kind,
@@ -341,6 +343,20 @@ class PostgresTarget(Target):
         )
         self._catalog = cat
         return cat
+
+    def _internal_facts(self) -> dict[str, float | str]:
+        """Values fixed at initdb or build time (pg_settings context 'internal': wal_segment_size,
+        block_size, …) that the server's own checks compare knobs with; sizes in bytes, times in ms."""
+        facts: dict[str, float | str] = {}
+        rows = self._rows("SELECT name, setting, unit, vartype FROM pg_settings WHERE context = 'internal'")
+        for name, setting, unit, vartype in rows:
+            number = _float(setting) if vartype in ("integer", "real") else None
+            if number is None:
+                facts[name] = setting
+                continue
+            spec = KnobSpec(name=name, vartype=vartype, unit=unit, apply=ApplyMode.restart)
+            facts[name] = quantity("postgresql", spec, number)
+        return facts
 
     # ---- reading values ---------------------------------------------------------------------------
 
@@ -647,6 +663,10 @@ class PostgresTarget(Target):
             "(SELECT jsonb_object_agg(k, n) FROM (SELECT wait_event_type || ':' || wait_event AS k, "
             "count(*) AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event IS NOT NULL "
             "AND wait_event_type <> 'Activity' AND coalesce(state, '') <> 'idle' GROUP BY 1) x)",
+            # what capacity settings must keep room for (validators/postgresql.toml [[capacity]])
+            "jsonb_build_object('pg_prepared_xacts', (SELECT count(*) FROM pg_prepared_xacts), "
+            "'pg_replication_slots', (SELECT count(*) FROM pg_replication_slots), "
+            "'pg_stat_replication', (SELECT count(*) FROM pg_stat_replication))",
             *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS if self.major() >= since),
         ]
         return "SELECT " + ",\n  ".join(parts), views
@@ -658,14 +678,16 @@ class PostgresTarget(Target):
         ``pg_stat_wal.<col>`` (PG14+), ``pg_stat_io.<backend_type>.<object>.<context>.<col>`` (PG16+).
         Gauges: ``pg_stat_activity.{total,active,idle_in_transaction}`` (client backends except ours),
         ``pg_locks.{waiting,total}``, ``pg_database.size_bytes`` (bytes), ``settings.max_connections``,
-        ``settings.shared_buffers_bytes`` (bytes). Times are ms, sizes bytes, others counts.
+        ``settings.shared_buffers_bytes`` (bytes), ``pg_prepared_xacts.total``, ``pg_replication_slots.total``,
+        ``pg_stat_replication.total`` (what capacity settings must keep room for). Times are ms, sizes bytes,
+        others counts.
         ``wait_events``: {"<type>:<event>": sessions waiting now}.
         """
         query, views = self._state_query()
         with self._connect() as conn:
             row = conn.execute(query).fetchone()
         assert row is not None
-        db, io, act, locks, size, max_conn, sb, waits, *view_rows = row
+        db, io, act, locks, size, max_conn, sb, waits, usage, *view_rows = row
         counters = {f"pg_stat_database.{c}": float((db or {}).get(c) or 0.0) for c in _DB_COUNTERS}
         for (prefix, cols), data in zip(views, view_rows, strict=True):
             counters.update(
@@ -691,6 +713,7 @@ class PostgresTarget(Target):
             "pg_database.size_bytes": float(size or 0.0),
             "settings.shared_buffers_bytes": float(sb or 0.0),
         }
+        gauges |= {f"{view}.total": float(n) for view, n in (usage or {}).items()}
         return RuntimeState(counters=counters, gauges=gauges, wait_events={k: int(v) for k, v in (waits or {}).items()})
 
     def log_tail(self, lines: int = 50) -> list[str]:
