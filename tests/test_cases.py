@@ -12,6 +12,7 @@ have cases of their own below.
 from __future__ import annotations
 
 import os
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from agenticdb.initializer import server_pid
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
+from agenticdb.targets.mysql_options import binary_version, find_binary, option_names, parse_help
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validator import validate
 
@@ -753,3 +755,63 @@ def test_pg_durability_strict_names_every_rule(pg_world: World) -> None:
         "full_page_writes": "pg.full_page_writes",
     }
     assert not verdict.changes  # nothing of a rejected set is half-applied
+
+
+def test_mariadb_runtime_only_variable_is_set_but_never_written(mariadb_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Kind 2 end to end on the real MariaDB: the shared case's set is applied with a restart; the option
+    file carries innodb_log_buffer_size but not sql_buffer_result (which would stop the next start with
+    "unknown variable"), and sql_buffer_result is in effect after the restart because agenticdb sets it
+    again. The snapshot puts everything back."""
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    t.cache_dir = tmp_path
+    try:
+        world = World(t.catalog(), t.current_values(), detect_hardware(mariadb_sandbox.data_dir), None, {})
+        verdict, _ = run_case(SHARED["mariadb-no-option-form"], world)
+        assert verdict.ok and verdict.apply_requirement == ApplyMode.restart, verdict.feedback()
+        option_file = Path(mariadb_sandbox.option_file)
+        before = option_file.read_text()
+        snap = t.snapshot(list(t.catalog().knobs))
+        try:
+            assert t.apply(verdict.changes, verdict.apply_requirement) is True
+            written = option_file.read_text()
+            assert "innodb_log_buffer_size" in written and "sql_buffer_result" not in written
+            assert t.verify(verdict.changes)["sql_buffer_result"] == "ON"
+        finally:
+            t.restore(snap)
+        assert option_file.read_text() == before
+        assert t.current_values(["sql_buffer_result"]) == {"sql_buffer_result": snap.values["sql_buffer_result"]}
+    finally:
+        t.close()
+
+
+def test_option_names_come_from_the_server_binary_once_per_version(tmp_path: Path) -> None:
+    """mariadbd --help --verbose is read once per server version and cached; a binary of another version
+    is not trusted (the shipped list decides then)."""
+    binary = find_binary()
+    if binary is None:
+        pytest.skip("no mariadbd/mysqld binary on this host")
+    version = binary_version(subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout)
+    assert version
+    names = option_names(version, tmp_path, binary)
+    assert names is not None and "innodb_buffer_pool_size" in names and "sql_buffer_result" not in names
+    cached = list((tmp_path / "mysqld-options").glob("*.txt"))
+    assert len(cached) == 1
+    assert option_names(version, tmp_path, None) == names  # from the cache, no binary needed
+    assert option_names("10.0.0-not-this-build", tmp_path, binary) is None
+
+
+def test_help_parser_reads_long_and_short_options_and_the_variables_table() -> None:
+    text = (
+        "  --allow-suspicious-udfs \n"
+        "  -b, --basedir=name  Path to installation directory.\n"
+        "  --innodb-io-capacity=# \n"
+        "                      Number of IOPs\n"
+        "Variables (--variable-name=value)\n"
+        "and boolean options {FALSE|TRUE}  Value (after reading options)\n"
+        "--------------------------------- -----\n"
+        "wsrep-certify-nonPK               TRUE\n"
+        "\n"
+    )
+    assert parse_help(text) == {"allow_suspicious_udfs", "basedir", "innodb_io_capacity", "wsrep_certify_nonpk"}
+    with pytest.raises(ValueError):
+        parse_help("no options here")
