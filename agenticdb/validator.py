@@ -51,7 +51,7 @@ from agenticdb.units import UnitError, family_of, normalize, readable
 from agenticdb.validation.effects import check_capacity, check_harmful, check_no_effect, check_server
 from agenticdb.validation.host import check_host
 from agenticdb.validation.resulting import ResultingConfig, check_conflicts
-from agenticdb.validation.rules import DurabilityRule, NameRule, RuleSet, load_ruleset
+from agenticdb.validation.rules import DurabilityRule, NameRule, RuleSet, load_ruleset, rules_for
 
 log = structlog.get_logger(__name__)
 
@@ -354,7 +354,7 @@ def _stage_and_name(r: _Round, proposal: Proposal, name: str, shown: str) -> Kno
 def _unknown(r: _Round, name: str, shown: str, never: tuple[NameRule | None, NameRule | None]) -> None:
     """Check 2 for a name the catalog lacks: say why, and name the rule kind that would refuse it anyway."""
     missing = _unknown_message(name, shown, r.catalog, r.fold)
-    durability = [d for d in r.rules.durability if d.matches(name)]
+    durability = rules_for(r.rules.durability, name)
     rule = never[0] or never[1]
     if rule is not None:
         kind = "protected" if never[0] else "dangerous"
@@ -383,7 +383,7 @@ def _unknown(r: _Round, name: str, shown: str, never: tuple[NameRule | None, Nam
 def _durability_blocks(r: _Round, spec: KnobSpec, shown: str, value: str) -> bool:
     """Check 5: durability rules; a relaxed policy accepts what the rule allows as a journaled risk."""
     blocked = False
-    for rule in (d for d in r.rules.durability if d.matches(spec.name)):
+    for rule in rules_for(r.rules.durability, spec.name):
         if not rule.risky(value):
             continue
         if r.policy.durability == "relaxed" and rule.allowed_when_relaxed:
@@ -412,7 +412,8 @@ def _durability_blocks(r: _Round, spec: KnobSpec, shown: str, value: str) -> boo
 def _match(rules: list[NameRule], name: str) -> NameRule | None:
     # Protection is about what a name means, so it holds on every version of the family (MariaDB 10.11
     # has no transaction_isolation, yet proposing it is still a semantic change and says so).
-    return next((r for r in rules if r.matches(name)), None)
+    found = rules_for(rules, name)
+    return found[0] if found else None
 
 
 def _in_range(spec: KnobSpec, b: float) -> bool:

@@ -12,7 +12,7 @@ from rich.table import Table
 from agenticdb.cli.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.cli.tune_cmd import _fmt_obj, _safe_dsn
 from agenticdb.config import Settings
-from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Proposal
+from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Observed, Proposal
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
 
@@ -21,6 +21,7 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
     """Validate a change file against the live target (or the Linux host for ``stage = os``)."""
     from agenticdb.app import build_target
     from agenticdb.hardware import detect_hardware
+    from agenticdb.initializer import server_pid
     from agenticdb.validator import validate
 
     layer = Layer(stage)
@@ -44,14 +45,17 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
     )
     current = target.current_values(list(catalog.knobs))
     can_restart = getattr(getattr(target, "service", None), "can_restart", lambda: True)()
+    # what capacity rules compare with: the server's usage now (peaks where the server keeps them)
+    observed = Observed(gauges=target.runtime_state().gauges)
     verdict = validate(
         proposal,
         catalog,
         current,
-        detect_hardware(getattr(target, "data_dir", None)),
+        detect_hardware(getattr(target, "data_dir", None), pid=server_pid(target)),
         cfg.policy,
         layer,
         can_restart=can_restart,
+        observed=observed,
     )
     target.close()
     family = family_of(catalog.target)

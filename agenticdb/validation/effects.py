@@ -28,6 +28,7 @@ from agenticdb.validation.rules import (
     HarmfulRule,
     NoEffectRule,
     ServerCheck,
+    rules_for,
 )
 
 
@@ -92,7 +93,7 @@ def check_server(cfg: ResultingConfig, rules: Iterable[ServerCheck], flavor: str
 
 
 def check_no_effect(
-    cfg: ResultingConfig, rules: Iterable[NoEffectRule], flavor: str, version: str
+    cfg: ResultingConfig, rules: list[NoEffectRule], flavor: str, version: str
 ) -> tuple[list[FailedCheck], set[str]]:
     """Failed ``no_effect`` checks, and the names of the changes they cover (harm is not judged for a
     change that cannot act). Besides the rules, a variable the server itself describes as ignored
@@ -116,8 +117,8 @@ def check_no_effect(
                 )
             )
             continue
-        for rule in rules:
-            if not rule.applies(flavor, version) or not rule.matches(ch.name):
+        for rule in rules_for(rules, ch.name):
+            if not rule.applies(flavor, version):
                 continue
             require = _instances(rule.require, device_of(ch.name))
             broken = [c for c in require if holds(cfg, c) is False]
@@ -143,7 +144,7 @@ def check_no_effect(
 
 def check_harmful(
     cfg: ResultingConfig,
-    rules: Iterable[HarmfulRule],
+    rules: list[HarmfulRule],
     flavor: str,
     version: str,
     policy: PolicyConfig,
@@ -155,8 +156,8 @@ def check_harmful(
     for ch in cfg.changed.values():
         if ch.name in skip:
             continue
-        for rule in rules:
-            if not rule.applies(flavor, version) or not rule.matches(ch.name):
+        for rule in rules_for(rules, ch.name):
+            if not rule.applies(flavor, version):
                 continue
             when = _instances(rule.when, device_of(ch.name))
             if not all(holds(cfg, c) is True for c in when):
@@ -186,7 +187,7 @@ def check_harmful(
 def check_capacity(
     cfg: ResultingConfig,
     before: ResultingConfig,
-    rules: Iterable[CapacityRule],
+    rules: list[CapacityRule],
     flavor: str,
     version: str,
     policy: PolicyConfig,
@@ -197,7 +198,7 @@ def check_capacity(
     failed: list[FailedCheck] = []
     gauges = observed.gauges if observed is not None else {}
     for ch in cfg.changed.values():
-        rule = next((r for r in rules if r.applies(flavor, version) and r.matches(ch.name)), None)
+        rule = next((r for r in rules_for(rules, ch.name) if r.applies(flavor, version)), None)
         if rule is None:
             continue
         new, old = cfg.number(ch.name), before.number(ch.name)

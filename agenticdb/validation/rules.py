@@ -26,7 +26,7 @@ import functools
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -45,6 +45,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+@functools.lru_cache(maxsize=1024)
 def split_flavor(spec: str) -> tuple[str | None, SpecifierSet]:
     """``"mariadb>=10.5"`` → ("mariadb", SpecifierSet(">=10.5")); ``">=10"`` → (None, …).
 
@@ -60,6 +61,7 @@ def split_flavor(spec: str) -> tuple[str | None, SpecifierSet]:
         raise ValueError(f"version specifier {spec!r}: expected e.g. '>=10' or 'mariadb>=10.5'") from None
 
 
+@functools.lru_cache(maxsize=256)
 def parse_version(text: str) -> Version | None:
     """Leading dotted number of a server/kernel version string ("10.11.19-MariaDB" → 10.11.19)."""
     m = re.search(r"\d+(?:\.\d+)*", text)
@@ -86,15 +88,21 @@ class Versioned(_Strict):
 
     def applies(self, flavor: str, version: str) -> bool:
         """True when one of ``versions`` matches this flavour ("postgresql", "mariadb", "mysql", "linux")
-        and version string (an unparsable version matches every specifier of the flavour)."""
-        parsed = parse_version(version)
-        for spec in self.versions:
-            fl, specset = split_flavor(spec)
-            if fl not in (None, flavor):
-                continue
-            if parsed is None or specset.contains(parsed, prereleases=True):
-                return True
-        return False
+        and version string (an unparsable version matches every specifier of the flavour). Cached: the
+        validator asks for every rule and change of every proposal."""
+        return _applies(tuple(self.versions), flavor, version)
+
+
+@functools.lru_cache(maxsize=4096)
+def _applies(versions: tuple[str, ...], flavor: str, version: str) -> bool:
+    parsed = parse_version(version)
+    for spec in versions:
+        fl, specset = split_flavor(spec)
+        if fl not in (None, flavor):
+            continue
+        if parsed is None or specset.contains(parsed, prereleases=True):
+            return True
+    return False
 
 
 class NameRule(Versioned):
@@ -106,6 +114,33 @@ class NameRule(Versioned):
         if any(c in self.parameter for c in "*?["):
             return fnmatch.fnmatchcase(name, self.parameter)
         return name.lower() == self.parameter.lower()
+
+
+_NameRuleT = TypeVar("_NameRuleT", bound=NameRule)
+_BY_NAME: dict[int, tuple[list[Any], dict[str, list[Any]], list[Any]]] = {}
+
+
+def rules_for(rules: list[_NameRuleT], name: str) -> list[_NameRuleT]:
+    """The rules of ``rules`` whose ``parameter`` is ``name`` (case-insensitive) or a pattern matching it,
+    in file order. Indexed once per rule list: the validator asks for every change of every proposal."""
+    hit = _BY_NAME.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        exact: dict[str, list[Any]] = {}
+        patterns: list[Any] = []
+        for r in rules:
+            if any(c in r.parameter for c in "*?["):
+                patterns.append(r)
+            else:
+                exact.setdefault(r.parameter.lower(), []).append(r)
+        hit = (rules, exact, patterns)
+        if len(_BY_NAME) > 64:
+            _BY_NAME.clear()
+        _BY_NAME[id(rules)] = hit
+    found = list(hit[1].get(name.lower(), []))
+    found += [r for r in hit[2] if fnmatch.fnmatchcase(name, r.parameter)]
+    if hit[2] and len(found) > 1:
+        found.sort(key=rules.index)
+    return found
 
 
 class DurabilityRule(NameRule):
