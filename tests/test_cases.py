@@ -384,6 +384,21 @@ EXTRA: dict[str, dict[str, Any]] = {
         "current": {"thp.enabled": "never"},
         "propose": {"thp.defrag": "defer"},
     },
+    "linux-inactive-scheduler-tunable": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"block.<data device>.scheduler": "mq-deadline"},
+        "propose": {"block.<data device>.iosched.read_lat_nsec": 1000000},
+        "message_has": ["scheduler == 'kyber'"],
+    },
+    "linux-scheduler-tunable-with-its-scheduler-ok": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "accept",
+        "propose": {"block.<data device>.scheduler": "kyber", "block.<data device>.iosched.read_lat_nsec": 1000000},
+    },
     "pg-commit-siblings-without-delay": {
         "target": "postgresql-15",
         "stage": "dbms",

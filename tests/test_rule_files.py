@@ -18,6 +18,7 @@ import pytest
 
 from agenticdb.models import Catalog, Hardware
 from agenticdb.resources import data_dir
+from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.rules import (
@@ -229,18 +230,21 @@ def test_mysql8_only_names_against_the_mysql8_catalog(rule_id: str, name: str) -
 
 
 def test_linux_rule_names_exist_on_this_kernel() -> None:
+    """Sysctl and THP names against /proc/sys and sysfs; block names (``block.*.x``, ``block.{dev}.x``)
+    against the catalog this kernel gives for its block devices (a scheduler's tunables exist only while it
+    is active, so the catalog knows them from the scheduler list; device facts such as hw_queue_depth are
+    catalog facts)."""
     rules = load_ruleset("linux")
     devices = [p.name for p in Path("/sys/block").iterdir() if (p / "queue" / "scheduler").exists()]
     assert devices
+    cat = LinuxTarget(devices=devices).catalog()
     missing = []
     for rule, name in named(rules):
-        if name.endswith(".hw_queue_depth"):  # a device fact: /sys/block/<dev>/mq/<n>/nr_tags
-            ok = any(Path("/sys/block", d, "mq").glob("*/nr_tags") for d in devices)
-        elif name.startswith("block."):
+        if name.startswith("block."):
             _, dev, fname = name.split(".", 2)
-            any_dev = dev in ("*", "{dev}")
-            paths = [Path("/sys/block") / d / "queue" / fname for d in (devices if any_dev else [dev])]
-            ok = any(p.exists() for p in paths)
+            names = [f"block.{d}.{fname}" for d in (devices if dev in ("*", "{dev}") else [dev])]
+            files = [Path("/sys/block", n.split(".")[1], "queue", *fname.split(".")) for n in names]
+            ok = any(n in cat.knobs or n in cat.facts for n in names) or any(f.exists() for f in files)
         elif name.startswith("thp."):
             ok = (Path("/sys/kernel/mm/transparent_hugepage") / name[4:]).exists()
         else:

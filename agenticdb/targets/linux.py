@@ -71,6 +71,7 @@ class ParamDef(_Entry):
     reason: str
     source: str
     unsupported_on: str | None = None
+    scheduler: str | None = None
 
 
 class ExclusivePair(_Entry):
@@ -278,13 +279,16 @@ class LinuxTarget(Target):
         if self._catalog is not None:
             return self._catalog
         cat = Catalog(target=self.kind, version=self.version())
-        for name, shown, pdef, _dev in self._expand():
+        for name, shown, pdef, dev in self._expand():
             path = self._path_of(shown)
-            if not path.exists():
+            inactive = not path.exists() and pdef.scheduler is not None and pdef.scheduler in self._offered(dev)
+            if not path.exists() and not inactive:
                 note = f"; {pdef.unsupported_on}" if pdef.unsupported_on else ""
+                if pdef.scheduler:
+                    note += f"; the {pdef.scheduler} I/O scheduler is not offered for {dev}"
                 cat.unsupported[name] = f"{name} does not exist on this kernel ({shown}){note}"
                 continue
-            mode = path.stat().st_mode
+            mode = path.stat().st_mode if not inactive else 0o644
             if not mode & 0o222:
                 cat.excluded[name] = f"{name} is read-only on this kernel ({shown}, mode {mode & 0o777:04o})"
                 continue
@@ -325,6 +329,15 @@ class LinuxTarget(Target):
         self._catalog = cat
         return cat
 
+    def _offered(self, dev: str | None) -> list[str]:
+        """I/O schedulers the device offers (its queue/scheduler file), [] when unknown."""
+        if dev is None:
+            return []
+        try:
+            return _bracketed((self.root / "sys/block" / dev / "queue/scheduler").read_text())[0]
+        except OSError:
+            return []
+
     def _hw_queue_depth(self, dev: str) -> int | None:
         """The device's hardware queue depth: the smallest ``nr_tags`` of its blk-mq hardware queues
         (/sys/block/<dev>/mq/<n>/nr_tags); without an I/O scheduler nr_requests cannot exceed it
@@ -364,8 +377,13 @@ class LinuxTarget(Target):
     def _read(self, name: str) -> str:
         """Canonical current value: integers as decimal, enum files as the bracketed choice."""
         spec = self._spec(name)
-        raw = Path(spec.path or "").read_text()
-        if self._pdef(name).enum_from_file:
+        pdef = self._pdef(name)
+        path = Path(spec.path or "")
+        if pdef.scheduler is not None and not path.exists() and pdef.default is not None:
+            # the scheduler is not active: switching to it starts an instance with the kernel's defaults
+            return pdef.default
+        raw = path.read_text()
+        if pdef.enum_from_file:
             current = _bracketed(raw)[1]
             return current if current is not None else " ".join(raw.split())
         text = " ".join(raw.split())
