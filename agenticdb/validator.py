@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from datetime import datetime, time
+from datetime import datetime
 
 import structlog
 
 from agenticdb.config import PolicyConfig
 from agenticdb.models import (
-    ApplyMode,
     Catalog,
     Change,
     FailedCheck,
@@ -52,6 +51,7 @@ from agenticdb.validation.effects import check_capacity, check_harmful, check_no
 from agenticdb.validation.host import check_host
 from agenticdb.validation.resulting import ResultingConfig, check_conflicts
 from agenticdb.validation.rules import DurabilityRule, NameRule, RuleSet, load_ruleset, rules_for
+from agenticdb.validation.steps import apply_requirement, in_window, step_bounds
 
 log = structlog.get_logger(__name__)
 
@@ -94,21 +94,6 @@ def _index(catalog: Catalog, fold: bool) -> dict[str, str]:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[id(catalog)] = (catalog, len(catalog.knobs), idx)
     return idx
-
-
-def in_window(window: str | None, now: datetime) -> bool:
-    """True when ``now`` (local time) is inside ``window`` "HH:MM-HH:MM".
-
-    The window may wrap midnight ("22:00-02:00"); None means always.
-    """
-    if window is None:
-        return True
-    start_s, end_s = (part.strip() for part in window.split("-"))
-    sh, sm = (int(x) for x in start_s.split(":"))
-    eh, em = (int(x) for x in end_s.split(":"))
-    start, end = time(sh, sm), time(eh, em)
-    t = now.time()
-    return start <= t < end if start <= end else (t >= start or t < end)
 
 
 @dataclass
@@ -186,7 +171,7 @@ def validate(
     for change in proposal.changes:
         _check_change(r, proposal, change)
     _check_configuration(r, proposal, current, hardware, observed)
-    mode, apply_failed, apply_warnings = _apply(proposal, r.normalized, policy, can_restart, now)
+    mode, apply_failed, apply_warnings = apply_requirement(proposal, r.normalized, policy, can_restart, now)
     r.failed += apply_failed
     r.warnings += apply_warnings
     verdict = Verdict(
@@ -229,7 +214,7 @@ def _check_configuration(
     r.risks += harm_risks
     r.warnings += [f"accepted risk: {risk}" for risk in harm_risks]
     r.failed += check_capacity(cfg, before, rules.capacity, flavor, version, r.policy, observed)
-    r.failed += _steps(proposal, r.normalized, before, r.policy, r.family, r.catalog)
+    r.failed += step_bounds(proposal, r.normalized, before, r.policy, r.family, r.catalog)
 
 
 def _check_change(r: _Round, proposal: Proposal, change: Change) -> None:
@@ -448,103 +433,6 @@ def _enum_hint(rules: RuleSet, name: str, shown: str) -> str:
         ):
             return f"; note: {h.hint} ({h.source})"
     return ""
-
-
-def _steps(
-    proposal: Proposal,
-    changes: list[NormalizedChange],
-    before: ResultingConfig,
-    policy: PolicyConfig,
-    family: str,
-    catalog: Catalog,
-) -> list[FailedCheck]:
-    """Bounded steps (DESIGN.md "Safety policy"): count and factor per round."""
-    failed: list[FailedCheck] = []
-    if len(proposal.changes) > policy.max_changes:
-        failed.append(
-            FailedCheck(
-                check="step",
-                parameter="(proposal)",
-                value=str(len(proposal.changes)),
-                rule_id="max_changes",
-                source="policy.max_changes",
-                message=f"{len(proposal.changes)} changes in one round (parameters: "
-                f"{', '.join(c.name for c in proposal.changes)}); rule max_changes allows "
-                f"{policy.max_changes}",
-            )
-        )
-    f = policy.max_step_factor
-    for ch in changes:
-        old = before.base(ch.name)
-        new = ch.base_value
-        if old is None or new is None or old <= 0 or new <= 0:
-            continue  # special values (0, -1 = auto) have no ratio; ranges and budgets bound them
-        ratio = new / old
-        if ratio > f or ratio < 1 / f:
-            spec = catalog.knobs[ch.name]
-            failed.append(
-                FailedCheck(
-                    check="step",
-                    parameter=ch.name,
-                    value=ch.value,
-                    rule_id="max_step_factor",
-                    source="policy.max_step_factor",
-                    message=f"{ch.name}={ch.value} moves {ratio:.3g}× from the current "
-                    f"{readable(family, spec, old)}; "
-                    f"rule max_step_factor allows ×/÷ {f:g} per round "
-                    f"({readable(family, spec, old / f)} .. {readable(family, spec, old * f)})",
-                )
-            )
-    return failed
-
-
-def _apply(
-    proposal: Proposal,
-    changes: list[NormalizedChange],
-    policy: PolicyConfig,
-    can_restart: bool,
-    now: datetime | None,
-) -> tuple[ApplyMode, list[FailedCheck], list[str]]:
-    """Verified apply requirement: the strongest metadata mode of the changes (pg_settings.context,
-    SYSTEM_VARIABLES.READ_ONLY); a restart needs permission, a restartable service and the window."""
-    mode = ApplyMode.strongest([c.apply for c in changes])
-    warnings: list[str] = []
-    failed: list[FailedCheck] = []
-    claim = proposal.apply_requirement
-    if changes and claim.rank < mode.rank:
-        # Name only the knobs that force the stronger mode (work_mem needs a reload, not the restart
-        # that shared_buffers forces).
-        needing = [c.name for c in changes if c.apply == mode]
-        warnings.append(
-            f"apply requirement corrected from {claim.value} to {mode.value}: "
-            f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''} {mode.value} (server metadata)"
-        )
-    elif changes and claim.rank > mode.rank:
-        warnings.append(f"apply requirement {claim.value} claimed, metadata says {mode.value} is enough")
-    if mode == ApplyMode.restart:
-        when = now or datetime.now()
-        reason = None
-        if not policy.allow_restart:
-            reason = "policy.allow_restart is false"
-        elif not can_restart:
-            reason = "the target's service cannot be restarted by agenticdb"
-        elif not in_window(policy.restart_window, when):
-            reason = f"{when:%H:%M} is outside policy.restart_window {policy.restart_window}"
-        if reason:
-            for c in changes:
-                if c.apply == ApplyMode.restart:
-                    failed.append(
-                        FailedCheck(
-                            check="apply",
-                            parameter=c.name,
-                            value=c.value,
-                            rule_id="restart_permission",
-                            source="policy.allow_restart / policy.restart_window",
-                            message=f"{c.name}={c.value} takes effect only after a restart and {reason} "
-                            "(rule apply: restarts only when allowed and inside the window)",
-                        )
-                    )
-    return mode, failed, warnings
 
 
 __all__ = ["validate", "in_window", "flavor_of", "OS_PREFIXES", "DurabilityRule"]

@@ -243,37 +243,41 @@ def mariadb_catalog(
         if why := data.exclusions.reason(name):
             cat.excluded[name] = why
             continue
-        vtype = str(row["VARIABLE_TYPE"])
-        vartype: VarType = _MARIADB_TYPES.get(vtype, "string")
-        enum_values = None
-        if vartype == "enum":
-            raw = row.get("ENUM_VALUE_LIST")
-            if raw:
-                enum_values = str(raw).split(",")
-            else:
-                vartype = "string"  # character sets/collations: ENUM without a list
-        block = _num(row.get("NUMERIC_BLOCK_SIZE"))
-        unit = "B" if vartype == "integer" and data.is_bytes(name) else None
-        source = SYSVARS_SOURCE + (f"; unit: {data.byte_source}" if unit else "")
-        cat.knobs[name] = KnobSpec(
-            name=name,
-            vartype=vartype,
-            unit=unit,
-            min_value=_num(row.get("NUMERIC_MIN_VALUE")) if vartype in ("integer", "real") else None,
-            max_value=_num(row.get("NUMERIC_MAX_VALUE")) if vartype in ("integer", "real") else None,
-            enum_values=enum_values,
-            apply=ApplyMode.restart if read_only else ApplyMode.dynamic,
-            default=_canonical_default(vartype, row.get("DEFAULT_VALUE")),
-            description=str(row.get("VARIABLE_COMMENT") or ""),
-            category=name.split("_", 1)[0] if name.startswith(("innodb_", "aria_", "myisam_")) else "server",
-            block_size=int(block) if block and block > 1 else None,
-            source=source,
-            option_file=has_option,
-        )
+        cat.knobs[name] = _mariadb_knob(row, name, read_only, has_option, data)
     for name in cat.knobs:
         cat.facts.pop(name, None)  # knobs are read from the current values, facts are the rest
     _add_aliases(cat, data)
     return cat
+
+
+def _mariadb_knob(row: dict[str, Any], name: str, read_only: bool, has_option: bool, data: MySQLData) -> KnobSpec:
+    """One SYSTEM_VARIABLES row as a KnobSpec (types per _MARIADB_TYPES, sizes in bytes per the data file)."""
+    vartype: VarType = _MARIADB_TYPES.get(str(row["VARIABLE_TYPE"]), "string")
+    enum_values = None
+    if vartype == "enum":
+        raw = row.get("ENUM_VALUE_LIST")
+        if raw:
+            enum_values = str(raw).split(",")
+        else:
+            vartype = "string"  # character sets/collations: ENUM without a list
+    block = _num(row.get("NUMERIC_BLOCK_SIZE"))
+    unit = "B" if vartype == "integer" and data.is_bytes(name) else None
+    numeric = vartype in ("integer", "real")
+    return KnobSpec(
+        name=name,
+        vartype=vartype,
+        unit=unit,
+        min_value=_num(row.get("NUMERIC_MIN_VALUE")) if numeric else None,
+        max_value=_num(row.get("NUMERIC_MAX_VALUE")) if numeric else None,
+        enum_values=enum_values,
+        apply=ApplyMode.restart if read_only else ApplyMode.dynamic,
+        default=_canonical_default(vartype, row.get("DEFAULT_VALUE")),
+        description=str(row.get("VARIABLE_COMMENT") or ""),
+        category=name.split("_", 1)[0] if name.startswith(("innodb_", "aria_", "myisam_")) else "server",
+        block_size=int(block) if block and block > 1 else None,
+        source=SYSVARS_SOURCE + (f"; unit: {data.byte_source}" if unit else ""),
+        option_file=has_option,
+    )
 
 
 def _add_aliases(cat: Catalog, data: MySQLData) -> None:
