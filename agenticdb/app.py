@@ -77,7 +77,7 @@ def build_target(cfg: Settings) -> Target:
         return PostgresTarget.from_config(cfg.target)
     from agenticdb.targets.mysql import MySQLTarget
 
-    return MySQLTarget.from_config(cfg.target)
+    return MySQLTarget.from_config(cfg.target, cache_dir=cfg.storage.home / "cache")
 
 
 def build_workload(cfg: Settings, target: Target) -> Workload:

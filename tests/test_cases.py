@@ -830,3 +830,17 @@ def test_help_parser_reads_long_and_short_options_and_the_variables_table() -> N
     assert parse_help(text) == {"allow_suspicious_udfs", "basedir", "innodb_io_capacity", "wsrep_certify_nonpk"}
     with pytest.raises(ValueError):
         parse_help("no options here")
+
+
+def test_the_app_caches_option_names_under_the_agenticdb_home(mariadb_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from agenticdb.app import build_target
+    from agenticdb.config import Settings, StorageConfig
+
+    cfg = Settings(target=mariadb_sandbox.target_config(), storage=StorageConfig(home=tmp_path))
+    target = build_target(cfg)
+    try:
+        spec = target.catalog().knobs["sql_buffer_result"]
+        assert spec.option_file is False
+        assert list((tmp_path / "cache" / "mysqld-options").glob("*.txt")), "option names not cached"
+    finally:
+        target.close()

@@ -58,7 +58,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pymysql
 import structlog
 
-from agenticdb.config import TargetConfig, default_data_home
+from agenticdb.config import TargetConfig
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.services import Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
@@ -142,7 +142,8 @@ class MySQLTarget(Target):
             MariaDB (apply raises ApplyError).
         log_file: server error log (default ``@@log_error``).
         bindir: directory of the server binary (for ``--help --verbose``; default: PATH, /usr/sbin).
-        cache_dir: where the option names per server version are cached (default: <agenticdb home>/cache).
+        cache_dir: where the option names per server version are cached (``app.build_target`` passes
+            ``<storage.home>/cache``); None = read them from the binary once per catalog, keep nothing.
     """
 
     def __init__(
@@ -159,7 +160,7 @@ class MySQLTarget(Target):
         self.option_file = Path(option_file) if option_file else None
         self.log_file = log_file
         self.bindir = bindir
-        self.cache_dir = cache_dir if cache_dir is not None else default_data_home() / "cache"
+        self.cache_dir = cache_dir
         self._runtime_touched: set[str] = set()
         self._conn: pymysql.connections.Connection | None = None
         self._catalog: Catalog | None = None
@@ -169,9 +170,10 @@ class MySQLTarget(Target):
 
     # ---- construction / connection -------------------------------------------------------------------
     @classmethod
-    def from_config(cls, target_cfg: TargetConfig) -> MySQLTarget:
+    def from_config(cls, target_cfg: TargetConfig, cache_dir: Path | None = None) -> MySQLTarget:
         """Build from ``[target]``: DSN, managed option file, service (pid file from the defaults file or
-        ``SELECT @@pid_file``). Raises ValueError for a bad DSN or service section."""
+        ``SELECT @@pid_file``); ``cache_dir`` as in the constructor. Raises ValueError for a bad DSN or
+        service section."""
         if not target_cfg.dsn:
             raise ValueError("target.dsn is not set: there is no default server to tune")
         kwargs = parse_mysql_dsn(target_cfg.dsn)
@@ -204,7 +206,7 @@ class MySQLTarget(Target):
                         f"pid-file and the server is unreachable: {exc}"
                     ) from None
         service = build_service(svc_cfg, ready, pid_file=pid_file)
-        target = cls(kwargs, service, target_cfg.option_file, svc_cfg.log_file, bindir=svc_cfg.bindir)
+        target = cls(kwargs, service, target_cfg.option_file, svc_cfg.log_file, svc_cfg.bindir, cache_dir)
         if service.is_ready():
             target._detect()
         return target
