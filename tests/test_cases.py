@@ -834,9 +834,13 @@ def test_help_parser_reads_long_and_short_options_and_the_variables_table() -> N
 
 def test_the_app_caches_option_names_under_the_agenticdb_home(mariadb_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from agenticdb.app import build_target
-    from agenticdb.config import Settings, StorageConfig
+    from agenticdb.config import Settings, StorageConfig, WorkloadConfig
 
-    cfg = Settings(target=mariadb_sandbox.target_config(), storage=StorageConfig(home=tmp_path))
+    cfg = Settings(
+        target=mariadb_sandbox.target_config(),
+        storage=StorageConfig(home=tmp_path),
+        workload=WorkloadConfig(kind="sysbench-oltp-read-write"),
+    )
     target = build_target(cfg)
     try:
         spec = target.catalog().knobs["sql_buffer_result"]
