@@ -72,7 +72,7 @@ def build_target(cfg: Settings) -> Target:
     from agenticdb.targets import dbms_target
 
     require_dsn(cfg)
-    return dbms_target(cfg.target)
+    return dbms_target(cfg.target, cache_dir=cfg.storage.home / "cache")
 
 
 def linux_target(

@@ -234,11 +234,42 @@ class PolicyConfig(Section):
     memory_fraction: float = Field(default=0.75, gt=0, le=1)
     disk_fraction: float = Field(default=0.5, gt=0, le=1)
     per_connection_work_mem_factor: float = Field(default=1.0, gt=0)
+    allow_harmful: list[str] = Field(
+        default_factory=list,
+        description="ids of [[harmful]] rules (validators/*.toml) accepted as journaled risks, e.g. "
+        "['linux.thp-always']; every other known-harmful value is refused",
+    )
+    capacity_headroom: float = Field(
+        default=0.25,
+        ge=0,
+        le=10,
+        description="capacity settings (max_connections, …) are never lowered below the observed peak × (1 + this)",
+    )
+    commit_headroom: float = Field(
+        default=0.05,
+        ge=0,
+        lt=1,
+        description="vm.overcommit_memory=2: CommitLimit must exceed Committed_AS + the DBMS's planned memory "
+        "+ this fraction of RAM",
+    )
 
     @field_validator("restart_window")
     @classmethod
     def _window(cls, v: str | None) -> str | None:
         return None if v is None else check_window("policy.restart_window", v)
+
+    @field_validator("allow_harmful")
+    @classmethod
+    def _known_harm(cls, v: list[str]) -> list[str]:
+        from agenticdb.validation.rules import harmful_rule_ids  # the rule files are data loaded on demand
+
+        known = harmful_rule_ids()
+        unknown = [x for x in v if x not in known]
+        if unknown:
+            raise ValueError(
+                f"policy.allow_harmful names {unknown}, which are not [[harmful]] rule ids; known: {sorted(known)}"
+            )
+        return v
 
 
 class PlannerConfig(Section):

@@ -23,6 +23,7 @@ from agenticdb.models import (
     FailedCheck,
     Fingerprint,
     Layer,
+    Observed,
     PlanningContext,
     Proposal,
     RoundOutcome,
@@ -129,10 +130,23 @@ def planning_context(
 
 
 def check(
-    proposal: Proposal, stage: StageState, profile: RuntimeProfile, layer: Layer, policy: PolicyConfig
+    proposal: Proposal,
+    stage: StageState,
+    profile: RuntimeProfile,
+    layer: Layer,
+    policy: PolicyConfig,
+    load: StateDelta | None = None,
 ) -> Verdict:
-    """The validator's verdict on ``proposal`` against the stage's live values and restart ability."""
+    """The validator's verdict on ``proposal`` against the stage's live values and restart ability.
+
+    ``load`` is the latest measured run's state (gauges sampled while the workload ran): capacity rules
+    never lower a setting such as max_connections below the peak seen there plus headroom.
+    """
     current = stage.target.current_values(list(stage.catalog.knobs))
+    gauges: dict[str, float] = {}
+    for seen in (profile.baseline_state, load):
+        for name, value in (seen.gauges if seen is not None else {}).items():
+            gauges[name] = max(value, gauges.get(name, value))
     return validate(
         proposal,
         stage.tunable,
@@ -141,6 +155,7 @@ def check(
         policy,
         layer,
         can_restart=stage.target.can_restart(),
+        observed=Observed(gauges=gauges),
     )
 
 

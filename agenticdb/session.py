@@ -252,7 +252,7 @@ class TuningSession:
         plan = plan_round(
             self.planner,
             ctx,
-            lambda p: check(p, r.stage, start.profile, r.layer, self.cfg.policy),
+            lambda p: check(p, r.stage, start.profile, r.layer, self.cfg.policy, r.delta),
             self.cfg.loop.max_planner_retries,
             lambda event, data: self.recorder.event(event, data, r.no),
             r.no,

@@ -12,7 +12,7 @@ from rich.table import Table
 from agenticdb.cli.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.cli.tune_cmd import _fmt_obj, _safe_dsn
 from agenticdb.config import Settings
-from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Proposal, Verdict
+from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of, unit_bytes, values_equal
 
@@ -35,8 +35,19 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
         planner="file",
     )
     current = target.current_values(list(catalog.knobs))
-    hardware = detect_hardware(target.data_dir)
-    verdict = validate(proposal, catalog, current, hardware, cfg.policy, layer, can_restart=target.can_restart())
+    hardware = detect_hardware(target.data_dir, pid=target.server_pid())
+    # what capacity rules compare with: the server's usage now (peaks where the server keeps them)
+    observed = Observed(gauges=target.runtime_state().gauges)
+    verdict = validate(
+        proposal,
+        catalog,
+        current,
+        hardware,
+        cfg.policy,
+        layer,
+        can_restart=target.can_restart(),
+        observed=observed,
+    )
     target.close()
     family = family_of(catalog.target)
     cur = {k.lower(): v for k, v in current.items()}

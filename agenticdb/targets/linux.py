@@ -129,13 +129,16 @@ class LinuxTarget(Target):
         if self._catalog is not None:
             return self._catalog
         cat = Catalog(target=self.kind, version=self.version())
-        for name, shown, pdef, _dev in self._expand():
+        for name, shown, pdef, dev in self._expand():
             path = self._path_of(shown)
-            if not path.exists():
+            inactive = not path.exists() and pdef.scheduler is not None and pdef.scheduler in self._offered(dev)
+            if not path.exists() and not inactive:
                 note = f"; {pdef.unsupported_on}" if pdef.unsupported_on else ""
+                if pdef.scheduler:
+                    note += f"; the {pdef.scheduler} I/O scheduler is not offered for {dev}"
                 cat.unsupported[name] = f"{name} does not exist on this kernel ({shown}){note}"
                 continue
-            mode = path.stat().st_mode
+            mode = path.stat().st_mode if not inactive else 0o644
             if not mode & 0o222:
                 cat.excluded[name] = f"{name} is read-only on this kernel ({shown}, mode {mode & 0o777:04o})"
                 continue
@@ -162,6 +165,10 @@ class LinuxTarget(Target):
                 cat.excluded[name] = f"{name}: cannot read its choices/limits ({shown}): {exc}"
                 continue
             cat.knobs[name] = spec
+        for dev in self.devices:
+            depth = self._hw_queue_depth(dev)
+            if depth is not None:
+                cat.facts[f"block.{dev}.hw_queue_depth"] = float(depth)
         log.info(
             "linux.catalog",
             devices=self.devices,
@@ -171,6 +178,27 @@ class LinuxTarget(Target):
         )
         self._catalog = cat
         return cat
+
+    def _offered(self, dev: str | None) -> list[str]:
+        """I/O schedulers the device offers (its queue/scheduler file), [] when unknown."""
+        if dev is None:
+            return []
+        try:
+            return _bracketed((self.root / "sys/block" / dev / "queue/scheduler").read_text())[0]
+        except OSError:
+            return []
+
+    def _hw_queue_depth(self, dev: str) -> int | None:
+        """The device's hardware queue depth: the smallest ``nr_tags`` of its blk-mq hardware queues
+        (/sys/block/<dev>/mq/<n>/nr_tags); without an I/O scheduler nr_requests cannot exceed it
+        (kernel block/blk-mq.c blk_mq_update_nr_requests). None when the device is not blk-mq."""
+        depths = []
+        for tags in (self.root / "sys/block" / dev / "mq").glob("*/nr_tags"):
+            try:
+                depths.append(int(tags.read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return min(depths) if depths else None
 
     def _path_of(self, shown: str) -> Path:
         return self.root / shown.lstrip("/")
@@ -199,8 +227,13 @@ class LinuxTarget(Target):
     def _read(self, name: str) -> str:
         """Canonical current value: integers as decimal, enum files as the bracketed choice."""
         spec = self._spec(name)
-        raw = Path(spec.path or "").read_text()
-        if self._pdef(name).enum_from_file:
+        pdef = self._pdef(name)
+        path = Path(spec.path or "")
+        if pdef.scheduler is not None and not path.exists() and pdef.default is not None:
+            # the scheduler is not active: switching to it starts an instance with the kernel's defaults
+            return pdef.default
+        raw = path.read_text()
+        if pdef.enum_from_file:
             current = _bracketed(raw)[1]
             return current if current is not None else " ".join(raw.split())
         text = " ".join(raw.split())
@@ -270,9 +303,14 @@ class LinuxTarget(Target):
                 self._state_store(member, original)
 
     def _plan(self, values: dict[str, str]) -> list[tuple[str, str]]:
-        """Order writes so each exclusive pair ends with its non-zero member and never writes the zero
-        member (the kernel zeroes it; a 0 write to a *_bytes member is EINVAL — vm.rst)."""
-        plain = [(n, v) for n, v in values.items() if self.data.pair_of(n) is None]
+        """Order writes: block schedulers first; each exclusive pair ends with its non-zero member and never
+        writes the zero member (the kernel zeroes it; a 0 write to a *_bytes member is EINVAL — vm.rst)."""
+        # A device's scheduler goes first: switching it resets nr_requests and the iosched files, so a
+        # value written before the switch would be lost (kernel block/elevator.c elevator_switch).
+        plain = sorted(
+            ((n, v) for n, v in values.items() if self.data.pair_of(n) is None),
+            key=lambda nv: not nv[0].endswith(".scheduler"),
+        )
         last: list[tuple[str, str]] = []
         for pair in self.data.exclusive_pairs:
             present = [(m, values[m]) for m in pair.members if m in values]

@@ -42,6 +42,7 @@ class ParamDef(_Entry):
     reason: str
     source: str
     unsupported_on: str | None = None
+    scheduler: str | None = None
 
 
 class ExclusivePair(_Entry):

@@ -9,7 +9,11 @@ Apply (``apply``):
   ``[mysqld]`` (read by both MySQL and MariaDB servers; never a client section); MySQL 8 —
   ``SET PERSIST_ONLY``; then ``service.restart()``.
 - Choice: on MariaDB dynamic changes are *also* written to the managed option file, so a later restart
-  (ours, a DBA's, a crash) keeps what was measured instead of silently reverting to the old value.
+  (ours, a DBA's, a crash) keeps what was measured instead of silently reverting to the old value —
+  except variables without an option-file form on this server version (``KnobSpec.option_file`` False,
+  from ``mariadbd --help --verbose``: agenticdb.targets.mysql_options): they are set with ``SET GLOBAL``
+  only (written to the file they would stop the next start with "unknown variable"), logged as
+  ``apply.runtime_only``, and set again after every restart agenticdb makes.
 - A failing statement puts back every value already set and the option file, then raises ApplyError
   naming variable, value and server error (no half-applied change set). A failing restart raises
   ApplyError with the error-log tail; the file is left as written so recovery can restore the snapshot.
@@ -44,6 +48,7 @@ from agenticdb.targets.mysql_files import (
     restore_file,
     write_option_file,
 )
+from agenticdb.targets.mysql_options import find_binary, option_names
 from agenticdb.targets.mysql_stats import fetch_one, read_state
 from agenticdb.units import bool_of, values_equal
 
@@ -61,6 +66,9 @@ class MySQLTarget(Target):
         option_file: the managed option file (restart-only knobs); None = restart knobs unavailable on
             MariaDB (apply raises ApplyError).
         log_file: server error log (default ``@@log_error``).
+        bindir: directory of the server binary (for ``--help --verbose``; default: PATH, /usr/sbin).
+        cache_dir: where the option names per server version are cached (``app.build_target`` passes
+            ``<storage.home>/cache``); None = read them from the binary once per catalog, keep nothing.
     """
 
     service: Service
@@ -71,11 +79,16 @@ class MySQLTarget(Target):
         service: Service,
         option_file: str | None = None,
         log_file: str | None = None,
+        bindir: str | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         self.connect_kwargs = {k: v for k, v in connect_kwargs.items() if k != "database"}
         self.service = service
         self.option_file = Path(option_file) if option_file else None
         self.log_file = log_file
+        self.bindir = bindir
+        self.cache_dir = cache_dir
+        self._runtime_touched: set[str] = set()
         self._conn: pymysql.connections.Connection | None = None
         self._catalog: Catalog | None = None
         self._version: str | None = None
@@ -84,9 +97,10 @@ class MySQLTarget(Target):
 
     # ---- construction / connection -------------------------------------------------------------------
     @classmethod
-    def from_config(cls, target_cfg: TargetConfig) -> MySQLTarget:
+    def from_config(cls, target_cfg: TargetConfig, cache_dir: Path | None = None) -> MySQLTarget:
         """Build from ``[target]``: DSN, managed option file, service (pid file from the defaults file or
-        ``SELECT @@pid_file``). Raises ValueError for a bad DSN or service section."""
+        ``SELECT @@pid_file``); ``cache_dir`` as in the constructor. Raises ValueError for a bad DSN or
+        service section."""
         if not target_cfg.dsn:
             raise ValueError("target.dsn is not set: there is no default server to tune")
         kwargs = parse_mysql_dsn(target_cfg.dsn)
@@ -119,7 +133,7 @@ class MySQLTarget(Target):
                         f"pid-file and the server is unreachable: {exc}"
                     ) from None
         service = build_service(svc_cfg, ready, pid_file=pid_file)
-        target = cls(kwargs, service, target_cfg.option_file, svc_cfg.log_file)
+        target = cls(kwargs, service, target_cfg.option_file, svc_cfg.log_file, svc_cfg.bindir, cache_dir)
         if service.is_ready():
             target._detect()
         return target
@@ -231,7 +245,8 @@ class MySQLTarget(Target):
             version = self.version()
             if self.kind == "mariadb":
                 rows = self._rows("SELECT * FROM information_schema.SYSTEM_VARIABLES")
-                self._catalog = mariadb_catalog(rows, version)
+                names = option_names(version, self.cache_dir, find_binary(self.bindir)) if self._local() else None
+                self._catalog = mariadb_catalog(rows, version, option_names=names)
             else:
                 info = self._rows(
                     "SELECT VARIABLE_NAME, MIN_VALUE, MAX_VALUE, VARIABLE_SOURCE FROM performance_schema.variables_info"
@@ -248,6 +263,12 @@ class MySQLTarget(Target):
                 excluded=len(self._catalog.excluded),
             )
         return self._catalog
+
+    def _local(self) -> bool:
+        """True when the server runs on this host (unix socket or a loopback address): only then is the
+        local server binary the one whose options count."""
+        host = str(self.connect_kwargs.get("host") or "localhost")
+        return bool(self.connect_kwargs.get("unix_socket")) or host in ("localhost", "127.0.0.1", "::1")
 
     def _variable(self, name: str) -> str:
         """Server variable behind catalog name ``name`` (aliases resolved), checked as an identifier."""
@@ -287,7 +308,12 @@ class MySQLTarget(Target):
     def _write_option_file(self, settings: dict[str, str]) -> None:
         if self.option_file is None:
             raise ApplyError("restart-only change needs target.option_file (the managed option file)")
-        write_option_file(self.option_file, {self._variable(n): v for n, v in settings.items()})
+        aliases = load_data().option_aliases
+        settings_by_option = {}
+        for name, value in settings.items():
+            var = self._variable(name)
+            settings_by_option[aliases.get(var, var)] = value
+        write_option_file(self.option_file, settings_by_option)
 
     def _file_value(self, change: NormalizedChange) -> str:
         spec = self.catalog().get(change.name)
@@ -339,6 +365,12 @@ class MySQLTarget(Target):
                 )
         restart = [c for c in changes if cat.knobs[c.name].apply == ApplyMode.restart]
         dynamic = [c for c in changes if c not in restart]
+        # no option-file form on this version: SET GLOBAL only (the file would stop the next start)
+        runtime = [c for c in changes if cat.knobs[c.name].option_file is False]
+        in_file = [c for c in changes if c not in runtime]
+        if runtime:
+            log.info("apply.runtime_only", parameters=[c.name for c in runtime], reason="no option-file form")
+            self._runtime_touched.update(c.name for c in runtime)
         previous = self.current_values([c.name for c in changes])
         old_file = self.option_file.read_text() if self.option_file and self.option_file.exists() else None
         done: list[NormalizedChange] = []
@@ -352,8 +384,8 @@ class MySQLTarget(Target):
                 sql, args = self._set_sql(ch.name, self._file_value(ch), "PERSIST_ONLY")
                 self._execute(sql, args, ch)
                 done.append(ch)
-            if not mysql8 and (restart or self.option_file):
-                self._write_option_file({c.name: self._file_value(c) for c in changes})
+            if not mysql8 and (restart or self.option_file) and in_file:
+                self._write_option_file({c.name: self._file_value(c) for c in in_file})
         except (ApplyError, OSError) as exc:
             self._undo(done, previous, old_file, mysql8)
             log.warning("apply.failed", error=str(exc), rolled_back=[c.name for c in done])
@@ -361,6 +393,7 @@ class MySQLTarget(Target):
         log.info("apply.done", dynamic=[c.name for c in dynamic], restart=[c.name for c in restart])
         if not restart and mode != ApplyMode.restart:
             return False
+        keep = self._runtime_values()
         try:
             self.close()
             self.service.restart()
@@ -370,7 +403,26 @@ class MySQLTarget(Target):
                 f"restart after writing {[c.name for c in restart]} failed: {exc}",
                 exc.output.splitlines()[-40:] or self.log_tail(40),
             ) from None
+        self._set_runtime_values(keep)
         return True
+
+    def _runtime_values(self) -> dict[str, str]:
+        """Current values of the runtime-only variables agenticdb has set (a restart loses them)."""
+        names = sorted(self._runtime_touched)
+        return self.current_values(names) if names else {}
+
+    def _set_runtime_values(self, values: dict[str, str]) -> None:
+        """Set runtime-only values again after a restart agenticdb made.
+
+        Raises:
+            ApplyError: the server refused one (names variable, value and the server's error).
+        """
+        now = self.current_values(list(values)) if values else {}
+        for name, value in values.items():
+            if now.get(name) != value:
+                sql, args = self._set_sql(name, value, "GLOBAL")
+                self._execute(sql, args, NormalizedChange(name=name, value=value, apply=ApplyMode.dynamic))
+                log.info("apply.runtime_only_reset", parameter=name, value=value, reason="lost at the restart")
 
     def _execute(self, sql: str, args: list[Any], ch: NormalizedChange) -> None:
         try:

@@ -24,12 +24,12 @@ import structlog
 from psycopg import sql
 
 from agenticdb.config import TargetConfig
-from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
+from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
-from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog
+from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
 from agenticdb.targets.postgres_stats import parse_state, state_query
-from agenticdb.units import numbers_equal, values_equal
+from agenticdb.units import numbers_equal, quantity, values_equal
 
 log = structlog.get_logger(__name__)
 
@@ -174,6 +174,7 @@ class PostgresTarget(Target):
         )
         version = self.version()
         cat = build_catalog(rows, self.rules(), self.kind, version)
+        cat.facts.update(self._internal_facts())
         log.info(
             "catalog.built",
             target=self.kind,
@@ -183,6 +184,20 @@ class PostgresTarget(Target):
         )
         self._catalog = cat
         return cat
+
+    def _internal_facts(self) -> dict[str, float | str]:
+        """Values fixed at initdb or build time (pg_settings context 'internal': wal_segment_size,
+        block_size, …) that the server's own checks compare knobs with; sizes in bytes, times in ms."""
+        facts: dict[str, float | str] = {}
+        rows = self._rows("SELECT name, setting, unit, vartype FROM pg_settings WHERE context = 'internal'")
+        for name, setting, unit, vartype in rows:
+            number = parse_float(setting) if vartype in ("integer", "real") else None
+            if number is None:
+                facts[name] = setting
+                continue
+            spec = KnobSpec(name=name, vartype=vartype, unit=unit, apply=ApplyMode.restart)
+            facts[name] = quantity("postgresql", spec, number)
+        return facts
 
     # ---- reading values ---------------------------------------------------------------------------
 
@@ -468,7 +483,9 @@ class PostgresTarget(Target):
         ``pg_stat_wal.<col>`` (PG14+), ``pg_stat_io.<backend_type>.<object>.<context>.<col>`` (PG16+).
         Gauges: ``pg_stat_activity.{total,active,idle_in_transaction}`` (client backends except ours),
         ``pg_locks.{waiting,total}``, ``pg_database.size_bytes`` (bytes), ``settings.max_connections``,
-        ``settings.shared_buffers_bytes`` (bytes). Times are ms, sizes bytes, others counts.
+        ``settings.shared_buffers_bytes`` (bytes), ``pg_prepared_xacts.total``, ``pg_replication_slots.total``,
+        ``pg_stat_replication.total`` (what capacity settings must keep room for). Times are ms, sizes bytes,
+        others counts.
         ``wait_events``: {"<type>:<event>": sessions waiting now}.
         """
         query, views = state_query(self.major())

@@ -88,7 +88,7 @@ class ExclusionRules(BaseModel):
         return None
 
 
-def _float(text: str | None) -> float | None:
+def parse_float(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
@@ -112,8 +112,8 @@ def build_catalog(rows: list[tuple[Any, ...]], rules: ExclusionRules, kind: str,
             name=name,
             vartype=vartype,
             unit=unit,
-            min_value=_float(min_val),
-            max_value=_float(max_val),
+            min_value=parse_float(min_val),
+            max_value=parse_float(max_val),
             enum_values=list(enumvals) if enumvals else None,
             apply=CONTEXT_APPLY[context],
             default=boot_val,

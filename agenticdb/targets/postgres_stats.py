@@ -98,6 +98,10 @@ def state_query(major: int) -> tuple[str, list[tuple[str, dict[str, str]]]]:
         "(SELECT jsonb_object_agg(k, n) FROM (SELECT wait_event_type || ':' || wait_event AS k, "
         "count(*) AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event IS NOT NULL "
         "AND wait_event_type <> 'Activity' AND coalesce(state, '') <> 'idle' GROUP BY 1) x)",
+        # what capacity settings must keep room for (validators/postgresql.toml [[capacity]])
+        "jsonb_build_object('pg_prepared_xacts', (SELECT count(*) FROM pg_prepared_xacts), "
+        "'pg_replication_slots', (SELECT count(*) FROM pg_replication_slots), "
+        "'pg_stat_replication', (SELECT count(*) FROM pg_stat_replication))",
         *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS if major >= since),
     ]
     return "SELECT " + ",\n  ".join(parts), views
@@ -105,7 +109,7 @@ def state_query(major: int) -> tuple[str, list[tuple[str, dict[str, str]]]]:
 
 def parse_state(row: tuple[Any, ...], views: list[tuple[str, dict[str, str]]]) -> RuntimeState:
     """RuntimeState from one row of :func:`state_query` (names as in ``PostgresTarget.runtime_state``)."""
-    db, io, act, locks, size, max_conn, sb, waits, *view_rows = row
+    db, io, act, locks, size, max_conn, sb, waits, usage, *view_rows = row
     counters = {f"pg_stat_database.{c}": float((db or {}).get(c) or 0.0) for c in _DB_COUNTERS}
     for (prefix, cols), data in zip(views, view_rows, strict=True):
         counters.update(
@@ -127,4 +131,5 @@ def parse_state(row: tuple[Any, ...], views: list[tuple[str, dict[str, str]]]) -
         "pg_database.size_bytes": float(size or 0.0),
         "settings.shared_buffers_bytes": float(sb or 0.0),
     }
+    gauges |= {f"{view}.total": float(n) for view, n in (usage or {}).items()}
     return RuntimeState(counters=counters, gauges=gauges, wait_events={k: int(v) for k, v in (waits or {}).items()})
