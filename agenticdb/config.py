@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -220,7 +222,7 @@ class LoopConfig(Section):
 
 
 class PolicyConfig(Section):
-    """Safety policy (DESIGN.md "Safety policy"); defaults are the safe choice."""
+    """Safety policy (docs/safety.md); defaults are the safe choice."""
 
     durability: Literal["strict", "relaxed"] = "strict"
     allow_restart: bool = True
@@ -232,11 +234,42 @@ class PolicyConfig(Section):
     memory_fraction: float = Field(default=0.75, gt=0, le=1)
     disk_fraction: float = Field(default=0.5, gt=0, le=1)
     per_connection_work_mem_factor: float = Field(default=1.0, gt=0)
+    allow_harmful: list[str] = Field(
+        default_factory=list,
+        description="ids of [[harmful]] rules (validators/*.toml) accepted as journaled risks, e.g. "
+        "['linux.thp-always']; every other known-harmful value is refused",
+    )
+    capacity_headroom: float = Field(
+        default=0.25,
+        ge=0,
+        le=10,
+        description="capacity settings (max_connections, …) are never lowered below the observed peak × (1 + this)",
+    )
+    commit_headroom: float = Field(
+        default=0.05,
+        ge=0,
+        lt=1,
+        description="vm.overcommit_memory=2: CommitLimit must exceed Committed_AS + the DBMS's planned memory "
+        "+ this fraction of RAM",
+    )
 
     @field_validator("restart_window")
     @classmethod
     def _window(cls, v: str | None) -> str | None:
         return None if v is None else check_window("policy.restart_window", v)
+
+    @field_validator("allow_harmful")
+    @classmethod
+    def _known_harm(cls, v: list[str]) -> list[str]:
+        from agenticdb.validation.rules import harmful_rule_ids  # the rule files are data loaded on demand
+
+        known = harmful_rule_ids()
+        unknown = [x for x in v if x not in known]
+        if unknown:
+            raise ValueError(
+                f"policy.allow_harmful names {unknown}, which are not [[harmful]] rule ids; known: {sorted(known)}"
+            )
+        return v
 
 
 class PlannerConfig(Section):
@@ -355,6 +388,27 @@ def check_window(key: str, v: str) -> str:
         if not 0 <= mm <= 59:
             raise ValueError(f"{key} = {v!r}: minute {mm} is not 00-59")
     return v
+
+
+def in_window(windows: str | Sequence[str] | None, now: datetime | None = None) -> bool:
+    """True when ``now`` (local time, default: the current time) is inside one of ``windows``.
+
+    ``windows`` is one ``'HH:MM-HH:MM'`` (``policy.restart_window``) or a list of them
+    (``daemon.windows``); None or an empty list means always. A window whose end is before its start
+    spans midnight ("22:00-02:00"); the end minute is outside.
+    """
+    if not windows:
+        return True
+    now = now or datetime.now()
+    minute = now.hour * 60 + now.minute
+    for window in [windows] if isinstance(windows, str) else windows:
+        start_s, end_s = (p.strip() for p in window.split("-"))
+        sh, sm = (int(x) for x in start_s.split(":"))
+        eh, em = (int(x) for x in end_s.split(":"))
+        start, end = sh * 60 + sm, eh * 60 + em
+        if (start <= minute < end) if start <= end else (minute >= start or minute < end):
+            return True
+    return False
 
 
 def check_settings(s: Settings) -> None:

@@ -27,19 +27,12 @@ from agenticdb.models import (
     StateDelta,
     Verdict,
 )
+from agenticdb.recovery import restore_verified
 from agenticdb.services import ServiceError
-from agenticdb.targets.base import Target, TargetError
+from agenticdb.targets.base import Target, TargetError, VerifyError
 from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
-
-
-def _pid_of(target: Target) -> int | None:
-    """The DBMS server's pid from ``target``'s pid file (initializer.server_pid; imported here because
-    the initializer imports this module)."""
-    from agenticdb.initializer import server_pid
-
-    return server_pid(target)
 
 
 def merge_states(*states: RuntimeState) -> RuntimeState:
@@ -130,7 +123,7 @@ class Executor:
         self.dry_run = dry_run
         self.before_measure = before_measure
         self.warmup_max_s = warmup_max_s
-        self.server_pid = server_pid or (lambda: _pid_of(target))
+        self.server_pid = server_pid or target.server_pid
         self.disturbance = disturbance or DisturbanceThresholds()
         self.watch_host = watch_host
 
@@ -222,6 +215,30 @@ class Executor:
             log.warning("run.disturbed", label=label, reason=d.reason)
         return m.model_copy(update={"disturbance": d})
 
+    def measure_at(
+        self,
+        snapshot: Snapshot,
+        changes: list[NormalizedChange],
+        round_no: int,
+        label: str,
+        after_restart: bool = False,
+    ) -> Measurement:
+        """Put ``snapshot`` in effect (``recovery.restore_verified``), check ``changes`` are in effect, and
+        measure once: one run of a paired comparison (the auditor's confirmation).
+
+        Raises:
+            TargetError: the snapshot could not be restored and verified, or a change is not in effect.
+            WorkloadError: the run failed.
+        """
+        restored = restore_verified(self.target, snapshot)
+        if not restored.verified:
+            raise TargetError(
+                f"cannot put '{snapshot.label}' in effect for {label}: {restored.problem()}", restored.logs
+            )
+        if changes:
+            self.target.verify(changes)
+        return self.measure(round_no, label, after_restart=after_restart)[0]
+
     def apply(
         self,
         changes: list[NormalizedChange],
@@ -288,18 +305,81 @@ class Executor:
                 restarted=restarted,
             )
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
-            logs = list(getattr(exc, "logs", []) or [])
-            output = getattr(exc, "output", "")
-            if output:
-                logs += str(output).splitlines()[-40:]
-            if not logs:
-                try:
-                    logs = self.target.log_tail(40)
-                except Exception:  # noqa: BLE001
-                    logs = []
-            if type(exc).__name__ == "VerifyError":
-                phase = "verify"
-            failure = Failure(phase=phase, message=str(exc), logs=logs[-60:], attempted=changes)
-            self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
-            log.warning("trial.failed", phase=phase, error=str(exc))
+            failure = self.failure(exc, phase, changes, round_no)
             return Execution(applied=False, effective=effective, restarted=restarted, failure=failure)
+
+    def failure(
+        self, exc: Exception, phase: FailurePhase, changes: list[NormalizedChange], round_no: int, what: str = ""
+    ) -> Failure:
+        """Turn an error of a trial or a paired run into a journaled ``Failure`` with the server's log
+        lines (the error's own, the tool's output, else the log tail); a VerifyError is phase "verify".
+
+        Args:
+            exc: the error (TargetError, ServiceError, WorkloadError, OSError).
+            phase: where it happened ("apply", "restart", "workload").
+            changes: the changes that were being tried.
+            round_no: the round, for the journal.
+            what: prefix for the message ("confirmation run failed").
+        """
+        logs = list(exc.logs) if isinstance(exc, TargetError) else []
+        output = exc.output if isinstance(exc, ServiceError | WorkloadError) else ""
+        if output:
+            logs += str(output).splitlines()[-40:]
+        if not logs:
+            try:
+                logs = self.target.log_tail(40)
+            except Exception:  # noqa: BLE001 - the log is evidence; its absence is not another failure
+                logs = []
+        if isinstance(exc, VerifyError):
+            phase = "verify"
+        message = f"{what}: {exc}" if what else str(exc)
+        failure = Failure(phase=phase, message=message, logs=logs[-60:], attempted=changes)
+        self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
+        log.warning("trial.failed", phase=phase, error=message)
+        return failure
+
+
+class PairedRuns:
+    """The runs of an interleaved comparison for the auditor: the best (safe) configuration and the
+    candidate, each put back through ``restore_verified`` before its run.
+
+    The candidate is in effect when this is created (right after its trial); its snapshot is taken
+    before the first best run restores the safe one.
+
+    Args:
+        executor: measures the stage's target.
+        names: the parameters a snapshot covers (the stage catalog's knobs).
+        safe: the best configuration's snapshot.
+        changes: the candidate's changes (verified in effect before each candidate run).
+        round_no: the round, for the journal.
+        after_restart: the changes need a restart (longer warm-up after each switch).
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        names: list[str],
+        safe: Snapshot,
+        changes: list[NormalizedChange],
+        round_no: int,
+        after_restart: bool,
+    ) -> None:
+        self.executor, self.names, self.safe, self.changes = executor, names, safe, changes
+        self.round_no, self.after_restart = round_no, after_restart
+        self.candidate: Snapshot | None = None
+
+    def _candidate(self) -> Snapshot:
+        if self.candidate is None:
+            self.candidate = self.executor.target.snapshot(self.names, label=f"candidate {self.round_no}")
+        return self.candidate
+
+    def best(self, i: int) -> Measurement:
+        """Pair ``i``'s run of the best configuration."""
+        self._candidate()
+        label = f"confirm best {i + 1}"
+        return self.executor.measure_at(self.safe, [], self.round_no, label, self.after_restart)
+
+    def candidate_run(self, i: int) -> Measurement:
+        """Pair ``i``'s run of the candidate."""
+        label = f"confirm candidate {i + 1}"
+        return self.executor.measure_at(self._candidate(), self.changes, self.round_no, label, self.after_restart)

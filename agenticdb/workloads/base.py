@@ -41,7 +41,7 @@ class Connection:
 
 @dataclass
 class WorkloadTraits:
-    """Fingerprint fields a workload fills (DESIGN.md experience memory)."""
+    """Fingerprint fields a workload fills (docs/architecture.md "The journal and the Memory Book")."""
 
     benchmark: str
     workload_class: str  # "oltp" | "olap" | "mixed"

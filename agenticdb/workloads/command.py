@@ -103,7 +103,7 @@ def parse_result(output: str) -> CommandResult:
     Raises:
         WorkloadError: no such line, or the last one has a wrong version/field (message says which).
     """
-    found: dict | None = None
+    found: dict[str, Any] | None = None
     for line in output.splitlines():
         line = line.strip()
         if not (line.startswith("{") and line.endswith("}")):

@@ -2,7 +2,7 @@
 objective, latency percentiles, and SQL connections (admin and benchmark database) for both DBMS
 families.
 
-The objective rule (DESIGN.md, AgenticDB paper): OLTP runs are compared on TPS divided by p95 latency
+The objective rule (docs/measurement.md, AgenticDB paper): OLTP runs are compared on TPS divided by p95 latency
 in ms (higher is better); OLAP runs on the total execution time in seconds (lower is better).
 ``WorkloadConfig.objective`` overrides the default: ``"tps"`` (higher is better), ``"p95"`` and
 ``"p99"`` (ms, lower is better), ``"total_time"`` (s, lower is better). ``percentile`` (nearest rank)
@@ -27,7 +27,7 @@ import structlog
 from psycopg import sql
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from agenticdb.series import percentile  # noqa: F401 - re-exported for the workload modules
+from agenticdb.series import percentile as percentile  # re-exported for callers of the old home
 from agenticdb.workloads.base import Connection, WorkloadError
 
 log = structlog.get_logger(__name__)

@@ -24,14 +24,13 @@ import structlog
 
 from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
-from agenticdb.series import SecondBin, bin_transactions, points_from_bins
+from agenticdb.series import SecondBin, bin_transactions, percentile, points_from_bins
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     ToolResult,
     check_error_rate,
     ensure_database,
     existing_tables,
-    percentile,
     progress_enabled,
     run_tool,
     scalar,

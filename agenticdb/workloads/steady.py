@@ -58,7 +58,9 @@ def stats_from_points(points: Sequence[SeriesPoint], a: int, b: int) -> WindowSt
 
 
 def _weighted(points: Sequence[SeriesPoint], field: str) -> float | None:
-    pairs = [(getattr(p, field), p.tps) for p in points if getattr(p, field) is not None]
+    pairs: list[tuple[float, float]] = [
+        (float(getattr(p, field)), p.tps) for p in points if getattr(p, field) is not None
+    ]
     if not pairs:
         return None
     weight = sum(w for _, w in pairs)

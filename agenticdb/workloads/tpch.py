@@ -34,6 +34,7 @@ from psycopg import sql
 from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
 from agenticdb.resources import data_dir
+from agenticdb.series import percentile
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     connect,
@@ -41,7 +42,6 @@ from agenticdb.workloads.common import (
     existing_tables,
     is_postgres,
     objective,
-    percentile,
     progress_bar,
     progress_enabled,
     run_tool,

@@ -62,7 +62,7 @@ class ResettingWorkload(Workload):
     """Wraps a workload so every warm-up starts from the pristine data directory (configuration kept).
 
     The agenticdb executor calls ``warmup`` right before each measured run, so each baseline, trial and
-    confirmation run of every competitor sees the same data (MEASUREMENT.md: CV 12-19 % → 5-11 %).
+    confirmation run of every competitor sees the same data (docs/measurement.md: CV 12-19 % → 5-11 %).
     """
 
     def __init__(self, inner: Workload, instance: Instance, base_warmup_s: float) -> None:
