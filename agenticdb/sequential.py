@@ -293,3 +293,16 @@ def _latency_guard(p95: tuple[Sequence[float], Sequence[float]], policy: Sequent
             f"{_pct(math.expm1(mean + half))}], beyond the latency guard of +{policy.latency_guard:.0%}"
         )
     return ""
+
+
+def detectable_gain(prior: Noise, policy: SequentialPolicy) -> float:
+    """The smallest relative gain a decision can settle as better within ``max_pairs`` pairs when the
+    noise is ``prior`` (its interval at the last look just clears zero); 0.25 = +25 %.
+
+    Used to tell the user, after the baseline, which effects this host's noise leaves visible.
+    """
+    n = max(policy.max_pairs, 1)
+    var = max(prior.var, PAIR_SD_FLOOR**2)
+    df = max(prior.df + n - 1, 1)
+    half = float(stats.t.ppf(1.0 - policy.alpha_per_look / 2.0, df)) * math.sqrt(var / n)
+    return max(math.expm1(half), policy.min_gain)

@@ -50,8 +50,8 @@ TUNE_ARGS = (
     "1",
     "--clients",
     "1",
-    "--confirm-runs",
-    "0",
+    "--max-pairs",
+    "1",
     "--no-restart",
 )
 
