@@ -23,7 +23,6 @@ import pytest
 
 from agenticdb.config import PolicyConfig
 from agenticdb.hardware import detect_hardware
-from agenticdb.initializer import server_pid
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
@@ -612,7 +611,7 @@ class World:
 def pg_world(pg_sandbox) -> Iterator[World]:  # type: ignore[no-untyped-def]
     t = PostgresTarget.from_config(pg_sandbox.target_config())
     try:
-        hw = detect_hardware(pg_sandbox.data_dir, pid=server_pid(t))
+        hw = detect_hardware(pg_sandbox.data_dir, pid=t.server_pid())
         yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
     finally:
         t.close()
@@ -623,7 +622,7 @@ def mariadb_world(mariadb_sandbox, tmp_path_factory) -> Iterator[World]:  # type
     t = MySQLTarget.from_config(mariadb_sandbox.target_config())
     t.cache_dir = tmp_path_factory.mktemp("agenticdb-cache")  # the server's option list is read, not a cache
     try:
-        hw = detect_hardware(mariadb_sandbox.data_dir, pid=server_pid(t))
+        hw = detect_hardware(mariadb_sandbox.data_dir, pid=t.server_pid())
         yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
     finally:
         t.close()
