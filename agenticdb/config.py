@@ -187,8 +187,9 @@ class LoopConfig(Section):
       bound benchmark's TPS follows the share, so a factor of 1.5 is far beyond the effects judged.
     - ``disturbance_steal_pct = 10``: a dedicated VM shows ~0 % steal; at 10 % a tenth of the CPU time
       went to other guests, as large as the effects being judged, and it comes and goes with them.
-    - ``max_disturbed_repeats = 2``: each repeat costs a run; a host still disturbed after two repeats is
-      unlikely to calm down within the round, and a bounded number keeps the round's time bounded.
+    - ``max_disturbed_repeats = 4``: each repeat costs a pair; ``decision_budget_s`` bounds the decision's
+      time anyway, and on a host where other jobs start and stop (the reference host under a load average
+      of 6-10 flagged about one run in three) two repeats ended too many decisions as "host too disturbed".
     """
 
     max_rounds: int = Field(default=10, ge=1)
@@ -204,7 +205,8 @@ class LoopConfig(Section):
     baseline_max_runs: int = Field(
         default=5,
         ge=1,
-        description="more baseline runs, up to this many, while their CV is above 15 % or a run was disturbed",
+        description="more baseline runs, up to this many, while their CV is above 15 % (default: 5, or exactly "
+        "baseline_runs when only that is set)",
     )
     min_pairs: int = Field(default=2, ge=1, description="interleaved best/candidate pairs before any verdict")
     max_pairs: int = Field(
@@ -238,6 +240,9 @@ class LoopConfig(Section):
 
     @model_validator(mode="after")
     def _pairs(self) -> LoopConfig:
+        # An explicit baseline_runs without baseline_max_runs means exactly that many runs.
+        if "baseline_runs" in self.model_fields_set and "baseline_max_runs" not in self.model_fields_set:
+            self.baseline_max_runs = self.baseline_runs
         # A bound left at its default follows the other one when that was set; two set bounds must agree.
         for low, high in (("min_pairs", "max_pairs"), ("baseline_runs", "baseline_max_runs")):
             lo, hi = getattr(self, low), getattr(self, high)
@@ -272,7 +277,7 @@ class LoopConfig(Section):
         description="a run is disturbed when the hypervisor stole more than this share (%) of CPU time",
     )
     max_disturbed_repeats: int = Field(
-        default=2,
+        default=4,
         ge=0,
         description="how often a disturbed run is repeated before the decision is a tie ('host too disturbed')",
     )
@@ -387,6 +392,22 @@ class DaemonConfig(Section):
         return [check_window(f"daemon.windows[{i}]", w) for i, w in enumerate(v)]
 
 
+class _SectionsAsDicts(PydanticBaseSettingsSource):
+    """The init kwargs with section models turned into dicts of the keys they set, so an environment
+    variable for one key (``AGENTICDB_WORKLOAD__DURATION_S``) is merged into a section given as a model
+    instead of replacing the whole section (pydantic-settings deep-merges dicts, not models)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.init = init
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v.model_dump(exclude_unset=True) if isinstance(v, BaseModel) else v for k, v in self.init().items()}
+
+
 class Settings(BaseSettings):
     """The whole configuration. Precedence: CLI flags > environment (AGENTICDB_*) > TOML file > defaults."""
 
@@ -413,7 +434,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The TOML file arrives as init kwargs; the environment must override it, so env goes first.
-        return (env_settings, init_settings)
+        return (env_settings, _SectionsAsDicts(settings_cls, init_settings))
 
     @model_validator(mode="after")
     def _cross(self) -> Settings:

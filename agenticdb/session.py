@@ -307,8 +307,8 @@ class TuningSession:
             return self._failed(r, "judge", failure)
         self.noise = self.noise.pool(Noise.from_pairs(a.log_ratios()))
         r.assessment, outcome = a, r.outcome
-        outcome.measurement = a.candidate[-1]
-        outcome.objective = statistics.median(m.objective for m in a.candidate)
+        outcome.measurement = a.candidate[-1] if a.candidate else r.screen
+        outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
         outcome.best_objective = statistics.median(m.objective for m in a.best) if a.best else None
         outcome.judged = a.verdict
         if a.estimate is not None:
