@@ -1,51 +1,34 @@
-"""Auditor: pure decisions over measurements and round history (docs/measurement.md).
+"""Auditor: keep-or-revert decisions and the loop's next move (docs/measurement.md "Decisions").
 
-Two questions, each answered with a one-line reason:
+* ``assess``: is a candidate better than the best configuration? The candidate's first run (the trial)
+  is a screen: a catastrophically worse, undisturbed screen is cut off at once (a bad trial costs one
+  run). Otherwise best and candidate are measured in interleaved pairs (candidate, best, best,
+  candidate, …: one switch per pair, and the order alternates so linear drift cancels) and the
+  sequential test of :mod:`agenticdb.sequential` decides after every pair, stopping as soon as the
+  decision is settled at the stated confidence, or as a tie after ``max_pairs`` pairs or the decision's
+  time cap. A pair with a run the host disturbed (``agenticdb.disturbance``) is measured again, at most
+  ``max_disturbed_repeats`` times; after that the decision is a tie, "host too disturbed": never a verdict
+  from disturbed runs. ``assess`` measures only through the :class:`RunSource` it is given.
+* ``decide``: continue, redirect, switch_to_os or terminate after a round (pure).
 
-* ``judge``: is a candidate configuration better than the best one beyond the measured noise?
-  Measurements on a 2-core host vary by 5–20 % run to run (docs/measurement.md: TPS CV 11–19 % without data
-  resets, TPS/p95 about twice that), so a gain counts only when the median of paired
-  candidate/best ratios beats ``max(min_gain, noise_factor × CV)``. A difference inside that band is a
-  tie, and a tie keeps the best (simpler, closer to default) configuration.
-* ``decide``: continue, redirect, switch_to_os or terminate after a round.
-* ``assess``: the screen-then-confirm protocol around ``judge``: one unpaired run is a screen; any change
-  beyond the minimum gain is re-measured interleaved with the best configuration (best, candidate,
-  best, candidate …) and the paired runs decide. It runs measurements only through the callables it is
-  given, so ``judge`` and ``decide`` stay pure (docs/measurement.md).
+Every decision carries its estimate and interval ("+24 % [+11 %, +38 %], 5 pairs, 95 %").
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
+from agenticdb.disturbance import DisturbanceThresholds, classified
 from agenticdb.models import Decision, Layer, Measurement, RoundOutcome
+from agenticdb.sequential import Estimate, Noise, SequentialPolicy, Verdict
+from agenticdb.sequential import decide as sequential_decide
 
-# Share of paired runs that must agree in direction with the median before a difference counts: all of
-# 2 or 3 pairs, 3 of 4, 4 of 5 — a sign-test flavour on top of the noise band (docs/measurement.md saw single
-# runs swing by 2× when other jobs share the two cores).
-_PAIR_AGREEMENT = 0.75
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """Outcome of comparing a candidate with the best configuration.
-
-    ``gain`` is the relative improvement of the candidate (0.10 = 10 % better, whatever the direction
-    of the objective); ``threshold`` the band a gain had to beat; ``verdict`` one of
-    "better", "worse", "tie".
-    """
-
-    gain: float
-    threshold: float
-    verdict: str
-    reason: str
-
-    @property
-    def better(self) -> bool:
-        return self.verdict == "better"
+Config = Literal["best", "candidate"]
 
 
 def noise_cv(values: list[float], floor: float = 0.03) -> float:
@@ -70,85 +53,6 @@ def relative_gain(candidate: float, best: float, higher_is_better: bool) -> floa
     if higher_is_better:
         return candidate / best - 1.0
     return best / candidate - 1.0 if candidate else 0.0
-
-
-#: Smallest per-pair noise assumed in the paired-ratio test: 5 % is the lowest TPS CV docs/measurement.md saw
-#: for PostgreSQL on this kind of host even with pristine data resets.
-PAIR_NOISE_FLOOR = 0.05
-
-#: Paired gains within this of zero count as neutral in the direction-agreement rule.
-PAIR_NEUTRAL = 0.01
-
-
-def judge(
-    candidate: list[float],
-    best: list[float],
-    higher_is_better: bool,
-    cv: float,
-    min_gain: float,
-    noise_factor: float,
-    paired: bool = False,
-) -> Judgement:
-    """Compare candidate and best objective samples.
-
-    Args:
-        candidate: objective values of the candidate (≥1).
-        best: objective values of the best configuration (≥1); with ``paired`` the i-th best sample was
-            measured right before/after the i-th candidate sample (interleaved A B A B).
-        higher_is_better: objective direction (TPS/p95: True; OLAP total time: False).
-        cv: measured coefficient of variation of the objective for one configuration.
-        min_gain: minimum relative gain to count at all (policy), e.g. 0.03.
-        noise_factor: gains must exceed ``noise_factor × cv`` (docs/measurement.md suggests ~2.5× CV).
-
-    Returns:
-        Judgement with the median gain and the verdict. With ``paired``, a gain or loss beyond the band
-        also has to point the same way in at least 75 % of the pairs (all of two or three), else it is a
-        tie: the median of two ratios is their mean, which one disturbed run can carry. With three or more
-        pairs the band is ``noise_factor × max(stdev of the paired gains, 5 %) / sqrt(pairs)``.
-    """
-    if not candidate or not best:
-        raise ValueError("judge needs at least one candidate and one best sample")
-    agree = 1.0
-    if paired and len(candidate) == len(best):
-        gains = [relative_gain(c, b, higher_is_better) for c, b in zip(candidate, best, strict=True)]
-        gain = statistics.median(gains)
-        how = f"median of {len(gains)} paired ratios"
-        # With two pairs the median is the mean, so one lucky pair (a neighbour's load burst during a best
-        # run) can carry it: a gain also has to show in the same direction in most pairs (all of 2 or 3).
-        # A pair within ±1 % of zero is neutral: it neither supports nor contradicts the direction.
-        agree = sum(1 for g in gains if not ((g > 0) != (gain > 0) and abs(g) > PAIR_NEUTRAL)) / len(gains)
-        if agree < _PAIR_AGREEMENT:
-            listed = ", ".join(f"{g:+.0%}" for g in gains)
-            how += f", only {agree:.0%} of the pairs agree in direction ({listed})"
-    else:
-        gain = relative_gain(statistics.median(candidate), statistics.median(best), higher_is_better)
-        how = f"median of {len(candidate)} vs {len(best)} runs"
-    threshold = max(min_gain, noise_factor * cv)
-    if paired and len(candidate) == len(best) and len(candidate) >= 3:
-        # A paired-ratio test (docs/measurement.md): drift between configurations cancels within a pair, so
-        # the band comes from the spread of the paired gains themselves (standard error of their mean,
-        # with a per-pair floor), not from the baseline's run-to-run CV, which drift inflates.
-        spread = max(statistics.stdev(gains), PAIR_NOISE_FLOOR)
-        threshold = max(min_gain, noise_factor * spread / math.sqrt(len(gains)))
-        how += f", paired band from their spread {spread:.1%}"
-    if abs(gain) > threshold and agree < _PAIR_AGREEMENT:
-        verdict = "tie"
-        reason = f"change {gain:+.1%} ({how}) is not consistent across the paired runs: a tie keeps the simpler config"
-    elif gain > threshold:
-        verdict = "better"
-        reason = f"gain {gain:+.1%} ({how}) beats the noise band ±{threshold:.1%}"
-    elif gain < -threshold:
-        verdict = "worse"
-        reason = f"loss {gain:+.1%} ({how}) is beyond the noise band ±{threshold:.1%}"
-    else:
-        verdict = "tie"
-        reason = f"change {gain:+.1%} ({how}) is inside the noise band ±{threshold:.1%}: a tie keeps the simpler config"
-    return Judgement(gain=gain, threshold=threshold, verdict=verdict, reason=reason)
-
-
-def objective_of(m: Measurement) -> float:
-    """The objective value of a measurement (kept as a function so the direction is never guessed)."""
-    return m.objective
 
 
 @dataclass(frozen=True)
@@ -208,52 +112,210 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"
 
 
-@dataclass(frozen=True)
+# ------------------------------------------------------------------ the keep-or-revert protocol
+
+#: A screen run this far below the best level (as a ratio) is cut off without pairs, when it is also
+#: beyond ``CUTOFF_SDS`` run-noise standard deviations and the host did not disturb it.
+CUTOFF_RATIO = 0.5
+CUTOFF_SDS = 5.0
+
+
+class RunSource(Protocol):
+    """Measures one configuration once, switching to it first when it is not in effect.
+
+    ``run`` raises what the executor raises (WorkloadError, TargetError); the session handles it.
+    """
+
+    def run(self, config: Config, label: str) -> Measurement: ...
+
+
+@dataclass
 class Assessment:
     """The auditor's verdict on a candidate and the runs it rests on.
 
-    ``runs`` are the candidate's measurements the decision used: the screen run alone, or the paired
-    candidate runs of the confirmation (the unpaired screen only made the auditor look closer).
+    Attributes:
+        verdict: "better", "worse" or "tie".
+        reason: one line, with the estimate and its interval.
+        estimate: the paired estimate (None when the screen was cut off before any pair).
+        candidate, best: the runs of the valid pairs, in pair order (the screen alone when cut off).
+        disturbed: one line per run discarded as disturbed.
+        seconds: wall time the decision took.
     """
 
-    judgement: Judgement
-    runs: list[Measurement]
+    verdict: Verdict
+    reason: str
+    estimate: Estimate | None
+    candidate: list[Measurement]
+    best: list[Measurement] = field(default_factory=list)
+    disturbed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def better(self) -> bool:
+        return self.verdict == "better"
+
+    def log_ratios(self) -> list[float]:
+        """The valid pairs' oriented log-ratios (positive = candidate better); for the noise estimate."""
+        out = []
+        for c, b in zip(self.candidate, self.best, strict=False):
+            if c.objective > 0 and b.objective > 0:
+                d = math.log(c.objective / b.objective)
+                out.append(d if c.higher_is_better else -d)
+        return out
+
+
+@dataclass(frozen=True)
+class DecisionRules:
+    """Everything ``assess`` needs beyond the runs: the test's policy, the noise known so far, how to
+    recognise a disturbed run and the caps. ``budget_s``: the decision's time cap (seconds)."""
+
+    policy: SequentialPolicy
+    prior: Noise
+    thresholds: DisturbanceThresholds
+    max_disturbed_repeats: int
+    budget_s: float
+    latency_guard: bool = False
+
+
+def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
+    """A reason to stop after the screen, or '': the candidate ran far below the best (a bad trial costs
+    one run). Only an undisturbed screen below ``CUTOFF_RATIO`` × the best level and beyond
+    ``CUTOFF_SDS`` standard deviations of the run noise (at least 10 % per run) is cut."""
+    if screen.disturbance is not None and screen.disturbance.disturbed:
+        return ""
+    if screen.objective <= 0 or best_level <= 0:
+        return ""
+    ratio = screen.objective / best_level if screen.higher_is_better else best_level / screen.objective
+    sd = max(prior.run_cv, 0.10)
+    if ratio < CUTOFF_RATIO and math.log(ratio) < -CUTOFF_SDS * sd:
+        return (
+            f"cut off after the screen: {ratio - 1:+.0%} against the best level, beyond {CUTOFF_SDS:g} × the run "
+            f"noise ({sd:.0%}) and the host was not disturbed"
+        )
+    return ""
+
+
+def _disturbed(first: Measurement, second: Measurement, thresholds: DisturbanceThresholds) -> str:
+    """Why the pair (first, second) cannot be used, or '' (the second run is also compared with the first's
+    outside load: a pair must see the same host)."""
+    reasons = []
+    if first.disturbance is not None and first.disturbance.disturbed:
+        reasons.append(first.disturbance.reason)
+    if second.disturbance is not None:
+        d = classified(second.disturbance, first.disturbance, thresholds)
+        if d.disturbed:
+            reasons.append(d.reason)
+    return "; ".join(r for r in reasons if r)
 
 
 def assess(
     screen: Measurement,
-    best: list[float],
-    higher_is_better: bool,
-    cv: float,
-    min_gain: float,
-    noise_factor: float,
-    confirm_runs: int,
-    measure_best: Callable[[int], Measurement],
-    measure_candidate: Callable[[int], Measurement],
+    best_level: float,
+    runs: RunSource,
+    protocol: DecisionRules,
+    on_disturbed: Callable[[str, Measurement, str], object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Assessment:
-    """Judge a candidate from its screen run, confirming interleaved when the screen moved.
-
-    A single unpaired run is only a screen: a placebo's one run lands outside a band estimated from 2–3
-    baseline runs about 10 % of the time, and a real gain on a drifting, noisy host may land inside it.
-    So any change beyond ``min_gain`` is re-measured ``confirm_runs`` times interleaved with the best
-    configuration (pair i: ``measure_best(i)`` then ``measure_candidate(i)``), and the paired-ratio test
-    of :func:`judge` decides (docs/measurement.md: interleaving cut the effect of drift).
+    """Decide whether the candidate (in effect, measured once as ``screen``) beats the best configuration.
 
     Args:
-        screen: the candidate's first measurement.
-        best: objective samples of the best configuration so far.
-        higher_is_better, cv, min_gain, noise_factor: as for :func:`judge`.
-        confirm_runs: pairs to measure (0: the screen decides).
-        measure_best, measure_candidate: put that configuration in effect and measure it once; they raise
-            what the executor raises (WorkloadError, TargetError) and the caller handles it.
+        screen: the candidate's first run (the trial's measurement): the first run of pair 1.
+        best_level: the best configuration's objective level so far (median of its runs), for the cut-off.
+        runs: measures best or candidate once (switching when needed).
+        protocol: the sequential test's policy and prior noise, disturbance thresholds, caps.
+        on_disturbed: called with (label, measurement, reason) for each discarded run (the journal).
+        clock: seconds, monotonic (the decision's time cap).
+
+    Returns:
+        The Assessment; ``verdict`` is "tie" when the test did not settle within the caps or the host
+        stayed too disturbed.
+
+    Raises:
+        WorkloadError, TargetError, ServiceError: from ``runs`` (the session turns them into a failure).
     """
-    first = judge([screen.objective], best, higher_is_better, cv, min_gain, noise_factor)
-    if abs(first.gain) <= min_gain or confirm_runs <= 0:
-        return Assessment(first, [screen])
-    best_values: list[float] = []
-    runs: list[Measurement] = []
-    for i in range(confirm_runs):
-        best_values.append(measure_best(i).objective)
-        runs.append(measure_candidate(i))
-    paired = judge([m.objective for m in runs], best_values, higher_is_better, cv, min_gain, noise_factor, paired=True)
-    return Assessment(paired, runs)
+    started = clock()
+    why = cut_off(screen, best_level, protocol.prior)
+    if why:
+        return Assessment("worse", why, None, [screen], seconds=clock() - started)
+    pairs: list[tuple[Measurement, Measurement]] = []  # (candidate, best)
+    disturbed: list[str] = []
+    first, first_config = screen, "candidate"
+    pair_s: list[float] = []
+    while True:
+        t0 = clock()
+        other: Config = "best" if first_config == "candidate" else "candidate"
+        second = runs.run(other, f"{other} {len(pairs) + 1}")
+        reason = _disturbed(first, second, protocol.thresholds)
+        if reason:
+            disturbed.append(f"pair {len(pairs) + 1}: {reason}")
+            if on_disturbed is not None:
+                on_disturbed(f"{other} {len(pairs) + 1}", second, reason)
+            if len(disturbed) > protocol.max_disturbed_repeats:
+                return _too_disturbed(pairs, disturbed, protocol, clock() - started)
+        else:
+            cand, best = (first, second) if first_config == "candidate" else (second, first)
+            pairs.append((cand, best))
+            pair_s.append(clock() - t0)
+            # The time cap applies once the minimum pairs are in: a decision never ends on fewer.
+            late = len(pairs) >= protocol.policy.min_pairs and _out_of_time(
+                clock() - started, pair_s, protocol.budget_s
+            )
+            decision = _look(pairs, protocol, final=late)
+            if decision is not None:
+                return Assessment(
+                    decision[0],
+                    decision[1],
+                    decision[2],
+                    [c for c, _ in pairs],
+                    [b for _, b in pairs],
+                    disturbed,
+                    clock() - started,
+                )
+        # The next pair starts with the configuration now in effect: one switch per pair.
+        first_config = other
+        first = runs.run(first_config, f"{first_config} {len(pairs) + 1}")
+
+
+def _out_of_time(elapsed: float, pair_s: list[float], budget_s: float) -> bool:
+    """True when another pair (as long as the slowest so far) would pass the decision's time cap."""
+    return elapsed + max(pair_s, default=0.0) > budget_s
+
+
+def _look(
+    pairs: list[tuple[Measurement, Measurement]], protocol: DecisionRules, final: bool
+) -> tuple[Verdict, str, Estimate] | None:
+    """One look of the sequential test over the valid pairs; None = measure another pair."""
+    cand = [c.objective for c, _ in pairs]
+    best = [b.objective for _, b in pairs]
+    higher = pairs[0][0].higher_is_better
+    within = [m.objective_se / m.objective for pair in pairs for m in pair if m.objective_se and m.objective > 0]
+    p95: tuple[list[float], list[float]] | None = None
+    if protocol.latency_guard and all(c.latency_p95_ms and b.latency_p95_ms for c, b in pairs):
+        p95 = ([float(c.latency_p95_ms or 0) for c, _ in pairs], [float(b.latency_p95_ms or 0) for _, b in pairs])
+    d = sequential_decide(cand, best, higher, protocol.policy, protocol.prior, within, p95, final=final)
+    if d.verdict is None:
+        return None
+    return d.verdict, d.reason, d.estimate
+
+
+def _too_disturbed(
+    pairs: list[tuple[Measurement, Measurement]], disturbed: list[str], protocol: DecisionRules, seconds: float
+) -> Assessment:
+    """The tie a decision ends in when the host disturbed more runs than the protocol repeats."""
+    estimate = None
+    if pairs:
+        look = sequential_decide(
+            [c.objective for c, _ in pairs],
+            [b.objective for _, b in pairs],
+            pairs[0][0].higher_is_better,
+            protocol.policy,
+            protocol.prior,
+            final=True,
+        )
+        estimate = look.estimate
+    seen = f" (so far {estimate.text()})" if estimate is not None else ""
+    reason = (
+        f"host too disturbed: {len(disturbed)} pairs discarded, more than loop.max_disturbed_repeats = "
+        f"{protocol.max_disturbed_repeats}{seen}; a tie keeps the simpler config. Last: {disturbed[-1]}"
+    )
+    return Assessment("tie", reason, estimate, [c for c, _ in pairs], [b for _, b in pairs], disturbed, seconds)

@@ -139,7 +139,12 @@ class WorkloadConfig(Section):
     clients: int = Field(default=4, ge=1, description="client connections (at least 1)")
     threads: int = Field(default=2, ge=1)
     duration_s: float = Field(default=15.0, gt=0, description="seconds per measured run (> 0)")
-    warmup_s: float = Field(default=3.0, ge=0, description="warm-up seconds (0 = none)")
+    warmup_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="seconds of an unmeasured run before each measured run (0 = none: steady-state detection "
+        "cuts the start-up transient; after a restart at least 3 s are run, caches being cold)",
+    )
     warmup_max_s: float = Field(
         default=10.0,
         ge=0,
@@ -153,8 +158,20 @@ class WorkloadConfig(Section):
     objective: Literal["tps_per_p95", "tps", "p95", "p99", "total_time"] | None = None
 
 
+#: Keys of earlier versions and what replaced them (a config file using one gets this in its error).
+_RENAMED_LOOP_KEYS = {
+    "confirm_runs": "use loop.max_pairs (interleaved pairs at most; the sequential test stops earlier when settled)",
+    "noise_factor": "use loop.confidence (the sequential test's confidence, e.g. 0.95)",
+}
+
+
 class LoopConfig(Section):
-    """Round loop bounds. ``min_gain`` is the minimum relative gain (0.02 = 2 %) on top of noise.
+    """Round loop bounds and the auditor's decision protocol (docs/measurement.md "Decisions").
+
+    A candidate is compared with the best configuration on interleaved pairs of runs, by a sequential
+    test (``agenticdb.sequential``) that stops as soon as the decision is settled at ``confidence``:
+    at least ``min_pairs``, at most ``max_pairs`` pairs or ``decision_budget_s`` seconds, after which an
+    unsettled decision is a tie. ``min_gain`` is the smallest gain that counts.
 
     Host disturbance (docs/measurement.md "Host disturbance"), why the defaults:
 
@@ -170,19 +187,35 @@ class LoopConfig(Section):
       bound benchmark's TPS follows the share, so a factor of 1.5 is far beyond the effects judged.
     - ``disturbance_steal_pct = 10``: a dedicated VM shows ~0 % steal; at 10 % a tenth of the CPU time
       went to other guests, as large as the effects being judged, and it comes and goes with them.
-    - ``max_disturbed_repeats = 2``: each repeat costs a run; a host still disturbed after two repeats is
-      unlikely to calm down within the round, and a bounded number keeps the round's time bounded.
+    - ``max_disturbed_repeats = 4``: each repeat costs a pair; ``decision_budget_s`` bounds the decision's
+      time anyway, and on a host where other jobs start and stop (the reference host under a load average
+      of 6-10 flagged about one run in three) two repeats ended too many decisions as "host too disturbed".
     """
 
     max_rounds: int = Field(default=10, ge=1)
     time_budget_s: float = Field(default=3600.0, gt=0)
-    min_gain: float = Field(default=0.03, ge=0)
-    noise_factor: float = Field(default=2.0, ge=0, description="gain must exceed noise_factor × CV")
-    baseline_runs: int = Field(default=2, ge=1)
-    confirm_runs: int = Field(
-        default=3,
-        ge=0,
-        description="interleaved best/candidate re-measurements (3+ enables the paired-ratio test)",
+    min_gain: float = Field(default=0.03, ge=0, description="smallest relative gain that counts (0.03 = 3 %)")
+    confidence: float = Field(
+        default=0.95,
+        gt=0.5,
+        lt=1,
+        description="confidence of every keep/revert decision, over all the looks of its sequential test",
+    )
+    baseline_runs: int = Field(default=3, ge=1, description="baseline runs measured at least (noise estimate)")
+    baseline_max_runs: int = Field(
+        default=5,
+        ge=1,
+        description="more baseline runs, up to this many, while their CV is above 15 % (default: 5, or exactly "
+        "baseline_runs when only that is set)",
+    )
+    min_pairs: int = Field(default=2, ge=1, description="interleaved best/candidate pairs before any verdict")
+    max_pairs: int = Field(
+        default=5, ge=1, description="pairs after which an unsettled decision is a tie (the simpler config stays)"
+    )
+    decision_budget_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="seconds one keep/revert decision may take; a decision not settled by then is a tie",
     )
     plateau_rounds: int = Field(default=3, ge=1)
     max_planner_retries: int = Field(default=2, ge=0)
@@ -195,6 +228,35 @@ class LoopConfig(Section):
         description="with any objective: a candidate whose p95 is worse than the best's by more than this "
         "fraction (0.25 = 25 %) is judged worse, whatever its TPS; None = no guard",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in _RENAMED_LOOP_KEYS.items():
+                if old in data:
+                    raise ValueError(f"loop.{old} was replaced: {new}")
+        return data
+
+    @model_validator(mode="after")
+    def _pairs(self) -> LoopConfig:
+        # An explicit baseline_runs without baseline_max_runs means exactly that many runs.
+        if "baseline_runs" in self.model_fields_set and "baseline_max_runs" not in self.model_fields_set:
+            self.baseline_max_runs = self.baseline_runs
+        # A bound left at its default follows the other one when that was set; two set bounds must agree.
+        for low, high in (("min_pairs", "max_pairs"), ("baseline_runs", "baseline_max_runs")):
+            lo, hi = getattr(self, low), getattr(self, high)
+            if hi >= lo:
+                continue
+            given = self.model_fields_set
+            if high not in given:
+                setattr(self, high, lo)
+            elif low not in given:
+                setattr(self, low, hi)
+            else:
+                raise ValueError(f"loop.{high} = {hi} is below loop.{low} = {lo} (rule: {high} >= {low})")
+        return self
+
     disturbance_cpu_cores: float = Field(
         default=0.5,
         gt=0,
@@ -215,7 +277,7 @@ class LoopConfig(Section):
         description="a run is disturbed when the hypervisor stole more than this share (%) of CPU time",
     )
     max_disturbed_repeats: int = Field(
-        default=2,
+        default=4,
         ge=0,
         description="how often a disturbed run is repeated before the decision is a tie ('host too disturbed')",
     )
@@ -330,6 +392,22 @@ class DaemonConfig(Section):
         return [check_window(f"daemon.windows[{i}]", w) for i, w in enumerate(v)]
 
 
+class _SectionsAsDicts(PydanticBaseSettingsSource):
+    """The init kwargs with section models turned into dicts of the keys they set, so an environment
+    variable for one key (``AGENTICDB_WORKLOAD__DURATION_S``) is merged into a section given as a model
+    instead of replacing the whole section (pydantic-settings deep-merges dicts, not models)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.init = init
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v.model_dump(exclude_unset=True) if isinstance(v, BaseModel) else v for k, v in self.init().items()}
+
+
 class Settings(BaseSettings):
     """The whole configuration. Precedence: CLI flags > environment (AGENTICDB_*) > TOML file > defaults."""
 
@@ -356,7 +434,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The TOML file arrives as init kwargs; the environment must override it, so env goes first.
-        return (env_settings, init_settings)
+        return (env_settings, _SectionsAsDicts(settings_cls, init_settings))
 
     @model_validator(mode="after")
     def _cross(self) -> Settings:
@@ -486,7 +564,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             updates: dict[str, Any] = {}
             for section, values in overrides.items():
                 current = getattr(settings, section)
-                merged = _deep_merge(current.model_dump(mode="python"), values)
+                # only what the file or environment set, so defaults still follow what the flags set
+                merged = _deep_merge(current.model_dump(mode="python", exclude_unset=True), values)
                 try:
                     updates[section] = type(current).model_validate(merged)
                 except ValidationError as exc:

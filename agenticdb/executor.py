@@ -340,11 +340,12 @@ class Executor:
 
 
 class PairedRuns:
-    """The runs of an interleaved comparison for the auditor: the best (safe) configuration and the
-    candidate, each put back through ``restore_verified`` before its run.
+    """The runs of an interleaved comparison for the auditor (``auditor.RunSource``): the best (safe)
+    configuration and the candidate. A run of the configuration already in effect is measured as it is;
+    a switch goes through ``restore_verified`` first (and the candidate's changes are verified in effect).
 
     The candidate is in effect when this is created (right after its trial); its snapshot is taken
-    before the first best run restores the safe one.
+    before the first switch to the best one.
 
     Args:
         executor: measures the stage's target.
@@ -367,19 +368,19 @@ class PairedRuns:
         self.executor, self.names, self.safe, self.changes = executor, names, safe, changes
         self.round_no, self.after_restart = round_no, after_restart
         self.candidate: Snapshot | None = None
+        self.active = "candidate"
 
-    def _candidate(self) -> Snapshot:
+    def run(self, config: str, label: str) -> Measurement:
+        """Measure ``config`` ("best" | "candidate") once, switching to it first when needed.
+
+        Raises:
+            TargetError: the switch could not be verified. WorkloadError: the run failed.
+        """
         if self.candidate is None:
             self.candidate = self.executor.target.snapshot(self.names, label=f"candidate {self.round_no}")
-        return self.candidate
-
-    def best(self, i: int) -> Measurement:
-        """Pair ``i``'s run of the best configuration."""
-        self._candidate()
-        label = f"confirm best {i + 1}"
-        return self.executor.measure_at(self.safe, [], self.round_no, label, self.after_restart)
-
-    def candidate_run(self, i: int) -> Measurement:
-        """Pair ``i``'s run of the candidate."""
-        label = f"confirm candidate {i + 1}"
-        return self.executor.measure_at(self._candidate(), self.changes, self.round_no, label, self.after_restart)
+        label = f"confirm {label}"
+        if config == self.active:
+            return self.executor.measure(self.round_no, label)[0]
+        snapshot, changes = (self.safe, []) if config == "best" else (self.candidate, self.changes)
+        self.active = config
+        return self.executor.measure_at(snapshot, changes, self.round_no, label, self.after_restart)

@@ -8,13 +8,14 @@ the run-to-run noise of this host before it judges any change (docs/measurement.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
 
 from agenticdb.auditor import noise_cv
-from agenticdb.config import Settings
+from agenticdb.config import LoopConfig, Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.executor import Executor
 from agenticdb.hardware import detect_hardware
@@ -35,6 +36,7 @@ from agenticdb.models import (
 )
 from agenticdb.pristine import PristineData, PristineError
 from agenticdb.recovery import Recovery
+from agenticdb.sequential import Noise, SequentialPolicy, detectable_gain
 from agenticdb.steps import SessionRecorder
 from agenticdb.targets.base import Target
 from agenticdb.validator import validate
@@ -86,19 +88,46 @@ def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, st
     return catalog, hardware, version, current
 
 
-def measure_baseline(executor: Executor, runs: int) -> tuple[list[Measurement], StateDelta, float]:
-    """Measure the unchanged configuration ``runs`` times; return the runs, the last state delta and the CV."""
+#: Above this baseline CV the session warns that only large effects can be told from noise
+#: (docs/measurement.md: 5–11 % is reachable on this kind of host with data resets; 19 % without).
+NOISE_WARN_CV = 0.15
+
+
+def measure_baseline(
+    executor: Executor, loop: LoopConfig, on_disturbed: Callable[[str, Measurement], object] | None = None
+) -> tuple[list[Measurement], StateDelta, float]:
+    """Measure the unchanged configuration: ``loop.baseline_runs`` runs, and more (up to
+    ``loop.baseline_max_runs``) while their CV is above ``NOISE_WARN_CV``: the baseline is the noise
+    estimate every later decision starts from, so a noisy host gets a better one. A run the host
+    disturbed is measured again (at most ``loop.max_disturbed_repeats`` times; ``on_disturbed`` is told).
+
+    Returns:
+        (the runs kept, the runtime-state delta of the last run, their CV).
+
+    Raises:
+        WorkloadError: a run failed.
+    """
     measurements: list[Measurement] = []
     delta = StateDelta()
-    for i in range(runs):
-        m, delta = executor.measure(0, f"baseline {i + 1}/{runs}")
+    repeats = 0
+    while len(measurements) < loop.baseline_max_runs:
+        enough = len(measurements) >= loop.baseline_runs
+        if enough and noise_cv([m.objective for m in measurements]) <= NOISE_WARN_CV:
+            break
+        m, delta = executor.measure(0, f"baseline {len(measurements) + 1}")
+        if m.disturbance is not None and m.disturbance.disturbed and repeats < loop.max_disturbed_repeats:
+            repeats += 1
+            if on_disturbed is not None:
+                on_disturbed(f"baseline {len(measurements) + 1}", m)
+            continue
         measurements.append(m)
     cv = noise_cv([m.objective for m in measurements])
     log.info(
         "init.baseline",
-        runs=runs,
+        runs=len(measurements),
         median=round(statistics.median(m.objective for m in measurements), 3),
         cv=round(cv, 3),
+        reason="more runs while the CV is above 15 %" if len(measurements) > loop.baseline_runs else "",
     )
     return measurements, delta, cv
 
@@ -127,10 +156,6 @@ def build_profile(
 
 
 # ------------------------------------------------------------------ the initialisation sequence
-
-#: Above this baseline CV the session warns that only large effects can be told from noise
-#: (docs/measurement.md: 5–11 % is reachable on this kind of host with data resets; 19 % without).
-NOISE_WARN_CV = 0.15
 
 
 @dataclass
@@ -161,6 +186,11 @@ class Start:
     def higher_is_better(self) -> bool:
         """Direction of the objective."""
         return self.baseline[0].higher_is_better
+
+    @property
+    def noise(self) -> Noise:
+        """The pair noise the baseline's repeated runs show: the sequential test's first prior."""
+        return Noise.from_repeats([m.objective for m in self.baseline])
 
     @property
     def objective(self) -> float:
@@ -266,7 +296,7 @@ class Initializer:
             )
             self._end("interrupted", f"interrupted before the first round; {note}")
             raise SessionInterrupted(f"interrupted before the first round; {note}") from None
-        start.warnings = self._noise_warning(cv)
+        start.warnings = self._noise_warning(cv, start.noise)
         return start
 
     def _end(self, status: str, reason: str, output: str | None = None) -> None:
@@ -339,8 +369,13 @@ class Initializer:
         self.rec.close_intent(0, "start-from applied")
 
     def _baseline(self, executor: Executor) -> tuple[list[Measurement], StateDelta, float]:
+        def disturbed(label: str, m: Measurement) -> None:
+            reason = m.disturbance.reason if m.disturbance else ""
+            self.rec.event("run.disturbed", {"label": label, "reason": reason, "objective": m.objective}, 0)
+            log.warning("run.disturbed", label=label, reason=reason)
+
         try:
-            return measure_baseline(executor, self.cfg.loop.baseline_runs)
+            return measure_baseline(executor, self.cfg.loop, disturbed)
         except WorkloadError as exc:
             self._end("failed", f"baseline run failed: {exc}", exc.output)
             raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc
@@ -374,17 +409,19 @@ class Initializer:
             self.rec.event("experience.retrieved", {"sessions": [e.session_id for e in experience]})
         return experience
 
-    def _noise_warning(self, cv: float) -> list[str]:
-        """A warning (journaled as ``noise.high``) when the baseline CV leaves only large effects visible."""
+    def _noise_warning(self, cv: float, noise: Noise) -> list[str]:
+        """A warning (journaled as ``noise.high``) when the baseline CV leaves only large effects visible:
+        it names the smallest gain a decision can settle within ``loop.max_pairs`` pairs."""
         if cv <= NOISE_WARN_CV:
             return []
         loop = self.cfg.loop
-        band = max(loop.min_gain, loop.noise_factor * cv)
+        policy = SequentialPolicy(min_gain=loop.min_gain, confidence=loop.confidence, max_pairs=loop.max_pairs)
+        smallest = detectable_gain(noise, policy)
         advice = (
-            f"measured noise CV {cv:.0%}: only changes beyond ±{band:.0%} "
-            "count; lengthen --duration, add --baseline-runs, use --reset-data on a sandbox, or stop other "
-            "load on this host"
+            f"measured noise CV {cv:.0%} per run: within {loop.max_pairs} pairs a decision can settle only "
+            f"effects beyond about ±{smallest:.0%}; lengthen --duration, add --baseline-runs, use --reset-data "
+            "on a sandbox, or stop other load on this host"
         )
-        self.rec.event("noise.high", {"noise_cv": cv, "advice": advice})
+        self.rec.event("noise.high", {"noise_cv": cv, "detectable_gain": smallest, "advice": advice})
         log.warning("baseline.noisy", cv=round(cv, 3), reason=advice)
         return [advice]

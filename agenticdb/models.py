@@ -452,8 +452,29 @@ class RecoveryResult(Strict):
     log_excerpt: list[str] = Field(default_factory=list)
 
 
+class GainEstimate(Strict):
+    """A keep/revert decision's estimate of the candidate's relative gain over the best configuration,
+    with its interval (positive = better, whatever the objective's direction; 0.24 = +24 %).
+
+    ``confidence`` is the overall confidence of the sequential test the interval belongs to; ``pairs``
+    the interleaved pairs it rests on; ``text`` the human form ("+24 % [+11 %, +38 %], 5 pairs, 95 %").
+    """
+
+    gain: float
+    low: float
+    high: float
+    pairs: int
+    confidence: float
+    text: str
+
+
 class RoundOutcome(Strict):
-    """Consolidated record of one round (AgenticDB paper Table 4): what was believed, tried, seen, decided."""
+    """Consolidated record of one round (AgenticDB paper Table 4): what was believed, tried, seen, decided.
+
+    ``objective`` is the median of the candidate's runs the decision rests on and ``best_objective`` the
+    median of the best configuration's runs in the same interleaved pairs; ``gain_vs_best`` and
+    ``estimate`` are the decision's paired estimate (not a ratio of those two medians).
+    """
 
     session_id: str
     round_no: int
@@ -466,6 +487,8 @@ class RoundOutcome(Strict):
     measurement: Measurement | None = None
     objective: float | None = None
     gain_vs_best: float | None = None
+    estimate: GainEstimate | None = None
+    best_objective: float | None = None
     judged: Literal["better", "worse", "tie"] | None = None
     kept: bool = False
     failure: Failure | None = None

@@ -30,6 +30,7 @@ import structlog
 
 from agenticdb import auditor
 from agenticdb.config import Settings
+from agenticdb.disturbance import DisturbanceThresholds
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.executor import Executor, PairedRuns
 from agenticdb.initializer import Initializer, Start
@@ -40,7 +41,9 @@ from agenticdb.models import (
     Decision,
     Failure,
     FailurePhase,
+    GainEstimate,
     Layer,
+    Measurement,
     RoundOutcome,
     RuntimeState,
     StateDelta,
@@ -48,6 +51,7 @@ from agenticdb.models import (
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planning import check, plan_round, planning_context
 from agenticdb.recovery import StageState, apply_final, recover_round
+from agenticdb.sequential import Noise, SequentialPolicy
 from agenticdb.services import ServiceError
 from agenticdb.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
 from agenticdb.targets.base import Target, TargetError
@@ -93,6 +97,7 @@ class TuningSession:
         self.current_round = 0
         self.warnings: list[str] = []
         self.started = time.monotonic()
+        self.noise = Noise()
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
         self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from)
 
@@ -108,6 +113,7 @@ class TuningSession:
         self.init.open_session(self.planner.name)
         dbms_exec = self._executor(self.target)
         start = self.init.run(dbms_exec)
+        self.noise = start.noise
         self.warnings += start.warnings
         baseline_samples = [m.objective for m in start.baseline]
         stages = {Layer.dbms: StageState(self.target, dbms_exec, start.catalog, start.snapshot, baseline_samples)}
@@ -138,6 +144,10 @@ class TuningSession:
             self.cfg.workload.warmup_s,
             self.cfg.workload.duration_s,
             before_measure=self.init.reset_data if self.cfg.loop.reset_data else None,
+            warmup_max_s=self.cfg.workload.warmup_max_s,
+            # the DBMS server's CPU is ours in every stage (the OS stage's target is the Linux host)
+            server_pid=self.target.server_pid,
+            disturbance=DisturbanceThresholds.from_config(self.cfg.loop),
         )
 
     def _enter_os_stage(self, dbms_samples: list[float]) -> StageState:
@@ -276,51 +286,98 @@ class TuningSession:
         return StepResult("trial", f"applied ({how}), verified, objective {r.screen.objective:,.3f}")
 
     def _judge(self, r: Round, start: Start) -> StepResult:
-        """The auditor's screen-then-confirm protocol (``auditor.assess``)."""
+        """The auditor's keep-or-revert protocol (``auditor.assess``): screen, then interleaved pairs until
+        the sequential test settles or its caps make it a tie."""
         assert r.screen is not None and r.plan is not None and r.plan.verdict is not None and r.outcome is not None
         assert r.safe is not None
-        loop, best, verdict = self.cfg.loop, list(r.stage.samples), r.plan.verdict
+        verdict = r.plan.verdict
         restarts = verdict.apply_requirement == ApplyMode.restart
         runs = PairedRuns(r.stage.executor, list(r.stage.catalog.knobs), r.safe, verdict.changes, r.no, restarts)
+
+        def disturbed(label: str, m: Measurement, reason: str) -> None:
+            data = {"label": label, "reason": reason, "objective": m.objective}
+            self.recorder.event("run.disturbed", data, r.no)
+            log.warning("run.disturbed", round=r.no, label=label, reason=reason)
+
         try:
-            a = auditor.assess(
-                r.screen,
-                best,
-                start.higher_is_better,
-                start.cv,
-                loop.min_gain,
-                loop.noise_factor,
-                loop.confirm_runs,
-                runs.best,
-                runs.candidate_run,
-            )
+            a = auditor.assess(r.screen, r.stage.objective, runs, self._rules(), disturbed)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
             failure = r.stage.executor.failure(exc, phase, verdict.changes, r.no, "confirmation run failed")
             return self._failed(r, "judge", failure)
-        r.assessment, j, outcome = a, a.judgement, r.outcome
-        outcome.measurement, outcome.objective = a.runs[-1], statistics.median(m.objective for m in a.runs)
-        outcome.gain_vs_best, outcome.judged = j.gain, j.verdict  # type: ignore[assignment]
-        candidate = [m.objective for m in a.runs]
-        judged = {"verdict": j.verdict, "gain": j.gain, "threshold": j.threshold, "reason": j.reason}
-        self.recorder.event("judged", {**judged, "candidate": candidate, "best": best}, r.no)
-        log.info("round.judged", round=r.no, verdict=j.verdict, reason=j.reason)
-        return StepResult("judge", j.reason)
+        self.noise = self.noise.pool(Noise.from_pairs(a.log_ratios()))
+        r.assessment, outcome = a, r.outcome
+        outcome.measurement = a.candidate[-1] if a.candidate else r.screen
+        outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
+        outcome.best_objective = statistics.median(m.objective for m in a.best) if a.best else None
+        outcome.judged = a.verdict
+        if a.estimate is not None:
+            e = a.estimate
+            outcome.gain_vs_best = e.gain
+            outcome.estimate = GainEstimate(
+                gain=e.gain, low=e.low, high=e.high, pairs=e.pairs, confidence=e.confidence, text=e.text()
+            )
+        else:
+            outcome.gain_vs_best = auditor.relative_gain(r.screen.objective, r.stage.objective, start.higher_is_better)
+        self.recorder.event("judged", self._judged(a, outcome), r.no)
+        log.info("round.judged", round=r.no, verdict=a.verdict, reason=a.reason)
+        return StepResult("judge", a.reason)
+
+    def _rules(self) -> auditor.DecisionRules:
+        """The decision protocol from ``[loop]``, with the noise learnt so far and the time left."""
+        loop = self.cfg.loop
+        left = loop.time_budget_s - (time.monotonic() - self.started)
+        policy = SequentialPolicy(
+            min_gain=loop.min_gain,
+            confidence=loop.confidence,
+            min_pairs=loop.min_pairs,
+            max_pairs=loop.max_pairs,
+            latency_guard=loop.latency_guard,
+        )
+        return auditor.DecisionRules(
+            policy,
+            self.noise,
+            DisturbanceThresholds.from_config(loop),
+            loop.max_disturbed_repeats,
+            max(min(loop.decision_budget_s, left), 0.0),
+            latency_guard=loop.latency_guard is not None,
+        )
+
+    @staticmethod
+    def _judged(a: auditor.Assessment, outcome: RoundOutcome) -> dict[str, object]:
+        """The ``judged`` event: the verdict, the estimate with its interval, and the runs it rests on."""
+        e = outcome.estimate
+        return {
+            "verdict": a.verdict,
+            "gain": outcome.gain_vs_best,
+            "low": e.low if e else None,
+            "high": e.high if e else None,
+            "pairs": e.pairs if e else 0,
+            "confidence": e.confidence if e else None,
+            "interval": e.text if e else None,
+            "reason": a.reason,
+            "candidate": [m.objective for m in a.candidate],
+            "best": [m.objective for m in a.best],
+            "candidate_median": outcome.objective,
+            "best_median": outcome.best_objective,
+            "disturbed": a.disturbed,
+            "seconds": round(a.seconds, 1),
+        }
 
     def _settle(self, r: Round, start: Start) -> StepResult:
         """Keep a change that beat the best; otherwise revert to the best configuration and verify it."""
         assert r.assessment is not None and r.plan is not None and r.plan.verdict is not None
         assert r.outcome is not None and r.safe is not None
-        judgement = r.assessment.judgement
-        if judgement.better:
+        a = r.assessment
+        if a.better:
             r.outcome.kept = True
             changes = {c.name: c.value for c in r.plan.verdict.changes}
-            r.stage.keep(changes, [m.objective for m in r.assessment.runs], r.no)
+            r.stage.keep(changes, [m.objective for m in a.candidate], r.no)
             self.recorder.close_intent(r.no, "kept")
             return StepResult("settle", f"kept; best configuration is now '{r.stage.snapshot.label}'")
         reverted = r.stage.revert()
         if reverted.verified:
-            self.recorder.event("reverted", {"to": r.safe.label, "reason": judgement.reason}, r.no)
+            self.recorder.event("reverted", {"to": r.safe.label, "reason": a.reason}, r.no)
             self.recorder.close_intent(r.no, "reverted")
             return StepResult("settle", f"reverted to '{r.safe.label}' and verified")
         message = f"revert failed: {reverted.problem('revert')}"

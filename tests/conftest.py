@@ -17,6 +17,11 @@ import pytest
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 
+# Test sessions score their whole (short) runs: steady-state detection would make every measured run
+# workload.warmup_max_s (default 10 s) longer. It is tested on its own (test_series.py,
+# test_workload_series.py, test_workloads_dbms.py); a test may still set it explicitly (CLI flags win).
+os.environ.setdefault("AGENTICDB_WORKLOAD__WARMUP_MAX_S", "0")
+
 
 def _shared_tmp(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenticdb.auditor import LoopState, decide, judge, noise_cv, relative_gain
-from agenticdb.models import Bottleneck, Decision, Failure, Layer, RoundOutcome
+from agenticdb.auditor import DecisionRules, LoopState, assess, decide, noise_cv, relative_gain
+from agenticdb.disturbance import DisturbanceThresholds
+from agenticdb.models import Bottleneck, Decision, Disturbance, Failure, Layer, Measurement, RoundOutcome
+from agenticdb.sequential import Noise, SequentialPolicy
 
 
 def outcome(
@@ -50,40 +52,6 @@ def test_noise_cv_uses_conservative_default_for_single_run() -> None:
     assert noise_cv([100.0]) == pytest.approx(0.10)
     assert noise_cv([100.0, 100.0]) == pytest.approx(0.03)  # floor
     assert noise_cv([90.0, 110.0]) == pytest.approx(0.1414, abs=1e-3)
-
-
-def test_gain_inside_noise_is_a_tie() -> None:
-    j = judge([108.0], [100.0, 101.0], higher_is_better=True, cv=0.05, min_gain=0.03, noise_factor=2.0)
-    assert j.verdict == "tie" and not j.better
-    assert "noise band" in j.reason
-
-
-def test_gain_beyond_noise_is_better_and_loss_is_worse() -> None:
-    assert judge([130.0], [100.0], True, 0.05, 0.03, 2.0).verdict == "better"
-    assert judge([70.0], [100.0], True, 0.05, 0.03, 2.0).verdict == "worse"
-
-
-def test_lower_is_better_objective_flips_direction() -> None:
-    # OLAP total time: 60 s against 100 s is a 67 % gain.
-    j = judge([60.0], [100.0], higher_is_better=False, cv=0.05, min_gain=0.03, noise_factor=2.0)
-    assert j.verdict == "better" and j.gain == pytest.approx(100 / 60 - 1)
-
-
-def test_paired_ratios_cancel_drift() -> None:
-    # Both configs drift down 30 % over time; the candidate is 20 % better within each pair.
-    # Best measured early (fast), candidate late (slow host): unpaired, the drift hides the gain.
-    best = [100.0, 80.0, 64.0]
-    cand = [120.0, 96.0, 76.8]
-    paired = judge(cand, best, True, 0.05, 0.03, 2.0, paired=True)
-    assert paired.gain == pytest.approx(0.20)
-    assert paired.better and "paired" in paired.reason
-    unpaired_late = judge([76.8], [100.0, 80.0], True, 0.05, 0.03, 2.0)
-    assert unpaired_late.verdict != "better"
-
-
-@given(st.lists(st.floats(min_value=1, max_value=1e6), min_size=1, max_size=5), st.floats(0.0, 0.5))
-def test_identical_samples_are_never_better(samples: list[float], cv: float) -> None:
-    assert judge(samples, samples, True, cv, 0.01, 2.0).verdict == "tie"
 
 
 @given(st.floats(1, 1e6), st.floats(1, 1e6))
@@ -129,18 +97,100 @@ def test_os_rounds_do_not_count_towards_dbms_plateau() -> None:
     assert decide(hist, state(rounds_done=3))[0] == Decision.continue_
 
 
-def test_paired_gain_carried_by_one_lucky_pair_is_a_tie() -> None:
-    # Two pairs: the median (= mean) says +410 %, but the second pair says -10 %: not consistent.
-    j = judge([152.9, 25.0], [6.6, 27.9], True, 0.2, 0.03, 2.0, paired=True)
-    assert j.verdict == "tie" and "consistent" in j.reason
-    assert judge([30.0, 25.0], [10.0, 11.0], True, 0.2, 0.03, 2.0, paired=True).better
-    assert judge([5.0, 6.0], [10.0, 11.0], True, 0.2, 0.03, 2.0, paired=True).verdict == "worse"
+# ------------------------------------------------------------------ the keep-or-revert protocol
 
 
-def test_a_pair_near_zero_is_neutral_not_a_contradiction() -> None:
-    # Seen on MariaDB: (+14 %, +11 %, -0.09 %) — the third pair says nothing either way.
-    j = judge([114.0, 111.0, 99.91], [100.0, 100.0, 100.0], True, 0.05, 0.03, 2.0, paired=True)
-    assert j.verdict == "better", j.reason
-    # A real contradiction still makes it a tie.
-    j = judge([114.0, 111.0, 90.0], [100.0, 100.0, 100.0], True, 0.05, 0.03, 2.0, paired=True)
-    assert j.verdict == "tie"
+def _m(obj: float, disturbed: str = "", p95: float | None = None, higher: bool = True) -> Measurement:
+    d = None
+    if disturbed:
+        d = Disturbance(
+            samples=10, seconds=10, other_cpu_cores=1.0, other_cpu_spread=1.0, disturbed=True, reason=disturbed
+        )
+    return Measurement(
+        workload="scripted", objective=obj, tps=obj, latency_p95_ms=p95, higher_is_better=higher, disturbance=d
+    )
+
+
+class Script:
+    """A RunSource of scripted measurements per configuration, recording the order it was asked for."""
+
+    def __init__(self, best: list[Measurement], candidate: list[Measurement], clock: list[float] | None = None):
+        self.queue = {"best": list(best), "candidate": list(candidate)}
+        self.asked: list[str] = []
+        self.clock = clock
+
+    def run(self, config: str, label: str) -> Measurement:
+        self.asked.append(label)
+        if self.clock is not None:
+            self.clock[0] += 30.0
+        return self.queue[config].pop(0)
+
+
+def _rules(max_pairs: int = 5, repeats: int = 2, budget: float = 1e9, guard: float | None = None) -> DecisionRules:
+    policy = SequentialPolicy(min_gain=0.03, max_pairs=max_pairs, latency_guard=guard)
+    prior = Noise.from_repeats([100, 97, 103, 99])
+    return DecisionRules(policy, prior, DisturbanceThresholds(), repeats, budget, latency_guard=guard is not None)
+
+
+def test_a_clear_gain_is_kept_after_two_pairs_measured_in_alternating_order() -> None:
+    runs = Script(best=[_m(100), _m(101)], candidate=[_m(158)])
+    a = assess(_m(160), 100.0, runs, _rules())
+    assert a.verdict == "better" and a.estimate is not None and a.estimate.pairs == 2
+    # pair 1: the screen (candidate) then best; pair 2 starts with best (in effect), then candidate
+    assert runs.asked == ["best 1", "best 2", "candidate 2"]
+    assert [m.objective for m in a.candidate] == [160, 158] and [m.objective for m in a.best] == [100, 101]
+    assert a.estimate.low > 0 and "2 pairs, 95 %" in a.reason
+
+
+def test_a_catastrophic_undisturbed_screen_is_cut_off_without_pairs() -> None:
+    runs = Script(best=[], candidate=[])
+    a = assess(_m(20), 100.0, runs, _rules())
+    assert a.verdict == "worse" and "cut off" in a.reason and runs.asked == [] and a.estimate is None
+
+
+def test_a_disturbed_screen_is_not_cut_off_and_its_pair_is_measured_again() -> None:
+    runs = Script(best=[_m(100), _m(100), _m(101)], candidate=[_m(150), _m(152)])
+    calls: list[str] = []
+    a = assess(_m(20, disturbed="a CPU hog started"), 100.0, runs, _rules(), lambda label, m, why: calls.append(why))
+    assert "cut off" not in a.reason
+    assert a.disturbed and "CPU hog" in a.disturbed[0] and calls
+    assert all(m.objective != 20 for m in a.candidate)  # never a verdict from a disturbed run
+    assert a.verdict == "better" and [m.objective for m in a.candidate] == [150, 152]
+
+
+def test_a_host_that_stays_disturbed_ends_in_a_tie() -> None:
+    hog = "outside CPU moved by 1.0 core"
+    runs = Script(best=[_m(100, hog)] * 5, candidate=[_m(150, hog)] * 5)
+    a = assess(_m(150, hog), 100.0, runs, _rules(repeats=2))
+    assert a.verdict == "tie" and "host too disturbed" in a.reason and len(a.disturbed) == 3
+
+
+def test_an_unsettled_decision_is_a_tie_at_the_pair_cap() -> None:
+    best = [_m(v) for v in (100, 100, 100, 100)]
+    cand = [_m(v) for v in (80, 125, 90)]
+    a = assess(_m(120), 100.0, Script(best, cand), _rules(max_pairs=3))
+    assert a.verdict == "tie" and "after 3 pairs" in a.reason and a.estimate is not None
+
+
+def test_the_time_cap_ends_the_decision_as_a_tie() -> None:
+    clock = [0.0]
+    best = [_m(v) for v in (100, 100, 100)]
+    cand = [_m(v) for v in (80, 125)]
+    runs = Script(best, cand, clock)
+    a = assess(_m(120), 100.0, runs, _rules(budget=100.0), clock=lambda: clock[0])
+    assert a.verdict == "tie" and "time cap" in a.reason
+    assert clock[0] <= 100.0 + 60.0  # it never starts a pair it cannot finish in the cap
+
+
+def test_the_latency_guard_turns_a_throughput_gain_with_worse_p95_into_worse() -> None:
+    best = [_m(100, p95=10.0), _m(101, p95=10.1), _m(99, p95=9.9)]
+    cand = [_m(119, p95=20.0), _m(121, p95=21.0)]
+    a = assess(_m(120, p95=20.5), 100.0, Script(best, cand), _rules(guard=0.25))
+    assert a.verdict == "worse" and "latency guard" in a.reason
+
+
+def test_lower_is_better_objectives_are_judged_the_right_way_round() -> None:
+    best = [_m(60, higher=False), _m(61, higher=False)]
+    cand = [_m(30, higher=False)]
+    a = assess(_m(31, higher=False), 60.0, Script(best, cand), _rules())
+    assert a.verdict == "better" and a.estimate is not None and a.estimate.gain > 0.8

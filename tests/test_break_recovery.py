@@ -228,7 +228,7 @@ def test_cli_rollback_after_a_session_returns_the_original_values(tmp_path: Path
             "1",
             "--baseline-runs",
             "2",
-            "--confirm-runs",
+            "--max-pairs",
             "1",
             "--start-from",
             str(start),

@@ -19,6 +19,8 @@ BAD_EXPECT = {
     "zero-rounds.toml": "loop.max_rounds",
     "toml-syntax.toml": "TOML syntax error",
     "share-ratio-one.toml": "loop.disturbance_share_ratio",
+    "renamed-confirm-runs.toml": "loop.confirm_runs was replaced: use loop.max_pairs",
+    "pairs-inverted.toml": "loop.max_pairs = 2 is below loop.min_pairs = 4",
 }
 
 

@@ -65,7 +65,8 @@ warmup_s = 0
 [loop]
 max_rounds = {rounds}
 baseline_runs = 1
-confirm_runs = 0
+min_pairs = 1
+max_pairs = 1
 [storage]
 home = "{home}"
 [daemon]

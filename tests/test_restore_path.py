@@ -100,7 +100,7 @@ def settings(info: PostgresSandboxInfo, home: Path) -> Settings:
             "target": info.target_config().model_dump(),
             "workload": {"kind": "pgbench", "scale": 1, "clients": 2, "threads": 1, "duration_s": 2, "warmup_s": 0},
             # Any change is a tie (min_gain 500 %): the trial is reverted whatever the noise.
-            "loop": {"max_rounds": 1, "baseline_runs": 1, "confirm_runs": 0, "min_gain": 5.0},
+            "loop": {"max_rounds": 1, "baseline_runs": 1, "min_pairs": 1, "max_pairs": 1, "min_gain": 5.0},
             "storage": {"home": home, "memory_db": None, "journal_db": None},
         },
     )

@@ -42,7 +42,7 @@ def test_knob_changed_by_a_dba_mid_session_is_left_alone(pg: PostgresSandboxInfo
                 "duration_s": 2,
                 "warmup_s": 0,
             },
-            "loop": {"max_rounds": 3, "baseline_runs": 1, "confirm_runs": 0, "plateau_rounds": 5},
+            "loop": {"max_rounds": 3, "baseline_runs": 1, "min_pairs": 1, "max_pairs": 1, "plateau_rounds": 5},
             "storage": {"home": tmp_path, "memory_db": None, "journal_db": None},
         },
     )

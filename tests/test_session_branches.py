@@ -24,7 +24,10 @@ from agenticdb.session import SessionResult, TuningSession
 
 
 def objective(values: dict[str, str]) -> float:
-    """work_mem 8MB is a large real gain; every other value changes nothing (a placebo)."""
+    """work_mem 8MB is a large real gain, autovacuum_naptime 4min a catastrophic loss (cut off after its
+    screen run); every other value changes nothing (a placebo)."""
+    if values.get("autovacuum_naptime") == "4min":
+        return 10.0
     return 150.0 if values.get("work_mem") == "8MB" else 100.0
 
 
@@ -45,7 +48,7 @@ class Run:
         self.journal = Journal(tmp_path / "journal.db")
         self.memory = MemoryBook(tmp_path / "memory.db")
         self.status: list[str] = []
-        loop_cfg = {"max_rounds": 3, "baseline_runs": 2, "confirm_runs": 2, "plateau_rounds": 5, **(loop or {})}
+        loop_cfg = {"max_rounds": 3, "baseline_runs": 2, "plateau_rounds": 5, **(loop or {})}
         cfg = Settings(
             workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
             loop=LoopConfig(**loop_cfg),
@@ -81,11 +84,14 @@ def test_a_real_gain_is_confirmed_interleaved_and_kept(tmp_path: Path) -> None:
     assert result.best_changes == {"work_mem": "8MB"}
     assert run.target.values["work_mem"] == "8MB"
     judged = run.events("judged")[0].data
-    assert judged["verdict"] == "better" and "paired" in judged["reason"]
-    # screen, then best/candidate interleaved: every switch restored through the one restore path
+    assert judged["verdict"] == "better" and judged["pairs"] == 2 and "2 pairs, 95 %" in judged["interval"]
+    assert judged["low"] > 0 and judged["candidate_median"] == 150 and judged["best_median"] == 100
+    # the screen is pair 1's candidate run; pair 2 starts with the configuration in effect (one switch a
+    # pair, the order alternating); every switch goes through the one restore path
     labels = [e.data["label"] for e in run.events("measured")]
-    assert labels[2:] == ["candidate", "confirm best 1", "confirm candidate 1", "confirm best 2", "confirm candidate 2"]
-    assert [s.label for s in run.target.restores[:4]] == ["baseline", "candidate 1", "baseline", "candidate 1"]
+    assert labels[2:] == ["candidate", "confirm best 1", "confirm best 2", "confirm candidate 2"]
+    assert [s.label for s in run.target.restores[:2]] == ["baseline", "candidate 1"]
+    assert result.rounds[0].estimate is not None and result.rounds[0].estimate.low > 0
     assert [e.data["how"] for e in run.events("intent.closed")][0] == "kept"
     assert run.events("final")[0].data["verified"] is True
     assert not run.open_intents()
@@ -113,9 +119,10 @@ def test_each_round_journals_its_steps_and_updates_the_status_line(tmp_path: Pat
 
 
 def test_a_revert_that_does_not_take_effect_goes_to_recovery(tmp_path: Path) -> None:
-    # random_page_cost does not go back on the first restore (a revert that silently fails) …
-    target = InMemoryTarget(sticky={"random_page_cost": 1})
-    run = Run(tmp_path, [{"random_page_cost": "1.1"}], target=target, loop={"max_rounds": 1})
+    # autovacuum_naptime does not go back on the first restore (a revert that silently fails) …; its
+    # catastrophic screen is cut off without pairs, so that first restore is the revert
+    target = InMemoryTarget(sticky={"autovacuum_naptime": 1})
+    run = Run(tmp_path, [{"autovacuum_naptime": "4min"}], target=target, loop={"max_rounds": 1})
     result = run.run()
     outcome = result.rounds[0]
     assert outcome.failure is not None and outcome.failure.message.startswith("revert failed: values differ")

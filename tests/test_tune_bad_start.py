@@ -37,20 +37,26 @@ from agenticdb.session import TuningSession
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
-# The bad start. Every value passes the validator (it is legal, just slow): commit_delay sleeps 1 ms before
-# each WAL flush whenever 2 other transactions are open, which 8 pgbench clients always are.
+# The bad start. Every value passes the validator (it is legal, just slow). commit_delay is at its maximum,
+# 100 ms (PostgreSQL 15 manual, 20.5.1): every commit sleeps that long before its WAL flush whenever 2 other
+# transactions are open, which 8 pgbench clients always are, so throughput falls by an order of magnitude:
+# a fault far beyond this host's run-to-run noise (docs/measurement.md), which is what a test of the
+# diagnosis needs (the -39 % of commit_delay = 1000 is inside what a loaded 2-core host can blur).
 BAD_START = {
     "shared_buffers": "16MB",
     "work_mem": "256kB",
     "max_wal_size": "32MB",
     "min_wal_size": "32MB",
-    "commit_delay": 1000,
+    "commit_delay": 100000,
     "commit_siblings": 2,
 }
 
 
-def _cli(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTICDB_HOME": str(home)}
+def _cli(home: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
+    # A pair with a run the host disturbed is measured again (never judged); on a host shared with other
+    # jobs that happens often, so these sessions may repeat up to 10 pairs per decision rather than end in
+    # "host too disturbed" (tests/test_disturbance.py and test_auditor.py test that ending).
+    env = {**os.environ, "AGENTICDB_HOME": str(home), "AGENTICDB_LOOP__MAX_DISTURBED_REPEATS": "10"}
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
     )
@@ -115,10 +121,13 @@ def _first(events: list[Any], kind: str) -> Any:
 
 
 def _settings(home: Path, info: PostgresSandboxInfo, **loop: Any) -> Settings:
+    loop = {"max_disturbed_repeats": 10, **loop}  # see _cli
     return Settings(
         target=info.target_config(),
-        workload=WorkloadConfig(kind="pgbench", scale=1, clients=8, threads=2, duration_s=3, warmup_s=1),
-        loop=LoopConfig(**{"max_rounds": 2, "baseline_runs": 3, "confirm_runs": 3, **loop}),
+        workload=WorkloadConfig(
+            kind="pgbench", scale=1, clients=8, threads=2, duration_s=3, warmup_s=1, warmup_max_s=0
+        ),
+        loop=LoopConfig(**{"max_rounds": 2, "baseline_runs": 3, "max_pairs": 3, **loop}),
         storage=StorageConfig(home=home),
     )
 
@@ -148,10 +157,12 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
         "1",
         "--clients",
         "8",
+        "--warmup-max",
+        "0",
         "--baseline-runs",
         "3",
-        "--confirm-runs",
-        "3",
+        "--max-pairs",
+        "4",
         "--start-from",
         str(start),
     )
@@ -168,7 +179,7 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
     assert "commit_delay" in str(verified), verified
     # ... so the baseline measured the bad start (the profile reads the server after applying it).
     current = _first(events, "profile").data["profile"]["current_config"]
-    assert (current["commit_delay"], current["commit_siblings"]) == ("1000", "2"), current
+    assert (current["commit_delay"], current["commit_siblings"]) == ("100000", "2"), current
     first_measured = events[kinds.index("measured")].data
     assert "baseline" in str(first_measured.get("label", "")), first_measured
 
@@ -177,29 +188,29 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
     assert {c["name"]: str(c["value"]) for c in proposal["changes"]} == {"commit_delay": "0"}, proposal
     assert proposal["bottleneck"] == Bottleneck.wal_fsync.value
     text = proposal["rationale"] + " ".join(c["rationale"] for c in proposal["changes"])
-    assert "commit_delay" in text and "worst offender" in text and "39%" in text, text
+    assert "commit_delay" in text and "worst offender" in text, text
     # ... and names the other bad-start floors that follow in the next round.
     assert "shared_buffers" in proposal["rationale"] and "max_wal_size" in proposal["rationale"]
 
-    # The judged event of that round: better, beyond the noise band, from interleaved paired runs.
+    # The judged event of that round: better, its interval above zero, from interleaved paired runs.
     judged = [e for e in events if e.event == "judged"]
     round1 = next(e for e in judged if e.round_no == 1).data
     assert round1["verdict"] == "better", round1
-    assert round1["gain"] > round1["threshold"] > 0, round1
-    assert "paired" in round1["reason"]
-    assert len(round1["candidate"]) == 3  # the three confirm runs the decision rests on
+    assert round1["low"] > 0 and round1["gain"] > round1["low"], round1
+    assert round1["pairs"] >= 2 and len(round1["candidate"]) == len(round1["best"]) == round1["pairs"], round1
+    assert "pairs, 95 %" in round1["interval"]
 
     end = _first(events, "session.end").data
     assert end["status"] == "completed", end
     assert str(end["best_changes"].get("commit_delay")) == "0", end
     baseline_ev = _first(events, "baseline").data
-    assert end["best_objective"] > end["baseline_objective"] * (1 + round1["threshold"]), (end, baseline_ev)
+    assert end["best_objective"] > end["baseline_objective"], (end, baseline_ev)
     # The bad setting is undone on the server.
     assert _setting(info, "commit_delay") == "0"
     print(
         f"\nbad start: baseline {end['baseline_objective']:.2f} -> best {end['best_objective']:.2f} "
-        f"(cv {baseline_ev['noise_cv']:.1%}); round 1 gain {round1['gain']:+.1%} "
-        f"vs band {round1['threshold']:.1%}; pairs {round1['candidate']} vs {round1['best']}"
+        f"(cv {baseline_ev['noise_cv']:.1%}); round 1 {round1['interval']}; "
+        f"pairs {round1['candidate']} vs {round1['best']}"
     )
 
 
@@ -236,7 +247,8 @@ def test_placebo_candidate_is_a_tie_and_is_reverted(home: Path, info: PostgresSa
     10-row pgbench_tellers it can flip seq scan / index scan plans over bloated pages.)"""
     _reset(info)
     sess_home = _new_home("agenticdb-tie-")
-    cfg = _settings(sess_home, info, max_rounds=1)
+    # 99.9 %: a placebo is called better by chance at most 0.1 % of the time, so the test cannot flake on it
+    cfg = _settings(sess_home, info, max_rounds=1, confidence=0.999)
     journal, memory = open_stores(cfg)
     target = build_target(cfg)
     session = TuningSession(
@@ -255,20 +267,18 @@ def test_placebo_candidate_is_a_tie_and_is_reverted(home: Path, info: PostgresSa
     assert outcome.changes == {"vacuum_cost_delay": "10ms"}
     assert outcome.kept is False
     judged = _first(journal.events(session.session_id), "judged").data
-    assert judged["verdict"] == "tie", judged
-    assert abs(judged["gain"]) <= judged["threshold"] or "consistent" in judged["reason"], judged
+    assert judged["verdict"] in ("tie", "worse"), judged  # never kept; "worse" would be noise read as a loss
     assert _first(journal.events(session.session_id), "reverted").data["to"] == "baseline"
     assert result.best_changes == {}
     assert _setting(info, "vacuum_cost_delay") == "0"
     exp = memory.retrieve(_fp(journal, session.session_id))
     assert exp and exp[0][1].session_id == session.session_id
     # a tie is stored as inconclusive: neither a direction to repeat nor one to avoid
-    assert exp[0][1].inconclusive and not exp[0][1].beneficial and not exp[0][1].ineffective
+    if judged["verdict"] == "tie":
+        assert exp[0][1].inconclusive and not exp[0][1].beneficial and not exp[0][1].ineffective
+    assert not exp[0][1].beneficial
     assert exp[0][1].best_config == {}
-    print(
-        f"\nplacebo: gain {judged['gain']:+.1%} inside band {judged['threshold']:.1%}; "
-        f"candidate {judged['candidate']} best {judged['best']}"
-    )
+    print(f"\nplacebo: {judged['verdict']} {judged['interval']}; candidate {judged['candidate']} best {judged['best']}")
 
 
 def _fp(journal: Journal, session_id: str) -> Any:
@@ -284,7 +294,7 @@ def test_second_session_retrieves_the_first_ones_experience(home: Path, info: Po
     retrieves it and its first proposal says it steers around it."""
     _reset(info)
     sess_home = _new_home("agenticdb-memory-")
-    cfg = _settings(sess_home, info, max_rounds=1, baseline_runs=2, confirm_runs=1)
+    cfg = _settings(sess_home, info, max_rounds=1, baseline_runs=2, min_pairs=1, max_pairs=1)
     cfg.workload.duration_s, cfg.workload.warmup_s = 2, 0.5  # only the retrieval is under test here
     journal, memory = open_stores(cfg)
     target = build_target(cfg)

@@ -50,8 +50,8 @@ TUNE_ARGS = (
     "1",
     "--clients",
     "1",
-    "--confirm-runs",
-    "0",
+    "--max-pairs",
+    "1",
     "--no-restart",
 )
 
@@ -93,7 +93,7 @@ def llm() -> Iterator[HTTPServer]:
 # -- helpers ------------------------------------------------------------------------------------------
 
 
-def run_cli(home: Path, env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(home: Path, env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTICDB_"))}
     return subprocess.run(
         [*CLI, *args],

@@ -84,7 +84,7 @@ def test_full_tune_session_via_cli(home: Path, info: MariaDBSandboxInfo) -> None
         "2",
         "--baseline-runs",
         "2",
-        "--confirm-runs",
+        "--max-pairs",
         "1",
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -116,7 +116,7 @@ def test_session_switches_to_os_stage_and_restores_what_was_not_kept(pg_home: Pa
             "2",
             "--baseline-runs",
             "2",
-            "--confirm-runs",
+            "--max-pairs",
             "1",
             env={"AGENTICDB_LOOP__PLATEAU_ROUNDS": "1"},
         )

@@ -93,7 +93,7 @@ def test_full_tune_session_via_cli(home: Path, info: PostgresSandboxInfo) -> Non
         "2",
         "--baseline-runs",
         "2",
-        "--confirm-runs",
+        "--max-pairs",
         "1",
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -257,8 +257,8 @@ def test_reset_data_restores_pristine_copy_before_each_run(home: Path, info: Pos
         "1",
         "--baseline-runs",
         "4",
-        "--confirm-runs",
-        "0",
+        "--max-pairs",
+        "1",
         "--reset-data",
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

@@ -105,7 +105,10 @@ def tune(
     workload: Annotated[str | None, typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command")] = None,
     rounds: Annotated[int | None, typer.Option(help="max rounds")] = None,
     duration: Annotated[float | None, typer.Option(help="seconds per measured run")] = None,
-    warmup: Annotated[float | None, typer.Option(help="warm-up seconds before each run")] = None,
+    warmup: Annotated[float | None, typer.Option(help="unmeasured warm-up seconds before each run")] = None,
+    warmup_max: Annotated[
+        float | None, typer.Option(help="longest start-up transient steady-state detection may cut (s)")
+    ] = None,
     scale: Annotated[float | None, typer.Option(help="benchmark scale")] = None,
     clients: Annotated[int | None, typer.Option(help="client connections")] = None,
     planner: Annotated[str | None, typer.Option(help="heuristic | llm")] = None,
@@ -115,7 +118,9 @@ def tune(
         typer.Option("--start-from", help="TOML/JSON of name = value applied before the baseline"),
     ] = None,
     baseline_runs: Annotated[int | None, typer.Option(help="baseline repetitions (noise estimate)")] = None,
-    confirm_runs: Annotated[int | None, typer.Option(help="interleaved re-measurements before keeping a gain")] = None,
+    max_pairs: Annotated[
+        int | None, typer.Option(help="interleaved best/candidate pairs at most per decision (it stops when settled)")
+    ] = None,
     time_budget: Annotated[float | None, typer.Option(help="seconds for the whole session")] = None,
     allow_restart: Annotated[bool | None, typer.Option("--allow-restart/--no-restart")] = None,
     reset_data: Annotated[
@@ -134,6 +139,7 @@ def tune(
                 "kind": workload,
                 "duration_s": duration,
                 "warmup_s": warmup,
+                "warmup_max_s": warmup_max,
                 "scale": scale,
                 "clients": clients,
             },
@@ -141,7 +147,7 @@ def tune(
                 "max_rounds": rounds,
                 "stage": stage,
                 "baseline_runs": baseline_runs,
-                "confirm_runs": confirm_runs,
+                "max_pairs": max_pairs,
                 "time_budget_s": time_budget,
                 "reset_data": reset_data,
             },

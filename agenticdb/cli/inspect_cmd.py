@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.labels import higher_is_better, objective_label, objective_unit
-from agenticdb.cli.tune_cmd import _fmt_obj, _safe_dsn
+from agenticdb.cli.tune_cmd import _safe_dsn, estimate_text, medians_text
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.base import Target
@@ -397,17 +397,16 @@ def _report_rounds(rounds: list[Any], unit: str) -> list[str]:
         "",
         "## Rounds",
         "",
-        f"| round | stage | bottleneck | changes | objective ({unit or '-'}) | gain vs best | kept | decision "
-        "| reason |",
+        f"| round | stage | bottleneck | changes | candidate vs best ({unit or '-'}, medians of the pairs) "
+        "| estimate [interval] | kept | decision | reason |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
         ch = ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—"
-        gain = "—" if r.gain_vs_best is None else f"{r.gain_vs_best:+.1%}"
         reason = str(r.reason).replace("|", "\\|").replace("\n", " ")
         lines.append(
-            f"| {r.round_no} | {r.stage.value} | {r.bottleneck.value} | {ch} | {_fmt_obj(r.objective)} | "
-            f"{gain} | {'yes' if r.kept else 'no'} | {r.decision.value} | {reason} |"
+            f"| {r.round_no} | {r.stage.value} | {r.bottleneck.value} | {ch} | {medians_text(r)} | "
+            f"{estimate_text(r)} | {'yes' if r.kept else 'no'} | {r.decision.value} | {reason} |"
         )
     lines.append("")
     for r in rounds:

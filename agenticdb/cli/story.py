@@ -166,8 +166,12 @@ def _recovery(console: Console, d: dict[str, Any]) -> None:
 
 
 def _decision(console: Console, d: dict[str, Any]) -> None:
+    estimate = d.get("estimate") or {}
     gain = d.get("gain_vs_best")
-    gain_text = "" if gain is None else f", gain vs best {gain * 100:+.1f}%"
+    if estimate.get("text"):
+        gain_text = f", estimate {estimate['text']}"
+    else:
+        gain_text = "" if gain is None else f", gain vs best {gain * 100:+.1f}%"
     _line(
         console,
         "Decision",
@@ -177,12 +181,19 @@ def _decision(console: Console, d: dict[str, Any]) -> None:
 
 
 def _judged(console: Console, d: dict[str, Any]) -> None:
-    gain = d.get("gain")
-    _line(
-        console,
-        "Judged",
-        f"{d.get('verdict')}" + ("" if gain is None else f", gain {gain * 100:+.1f}%") + f": {d.get('reason', '')}",
-    )
+    medians = ""
+    if d.get("candidate_median") is not None and d.get("best_median") is not None:
+        medians = f"candidate {_num(d['candidate_median'])} vs best {_num(d['best_median'])} (medians of the pairs); "
+    disturbed = f"; {len(d['disturbed'])} disturbed pair(s) measured again" if d.get("disturbed") else ""
+    _line(console, "Judged", f"{d.get('verdict')}: {medians}{d.get('reason', '')}{disturbed}")
+
+
+def _disturbed(console: Console, d: dict[str, Any]) -> None:
+    _line(console, "Disturbed", f"{d.get('label')}: {d.get('reason', '')} (run discarded)", "yellow")
+
+
+def _noise(console: Console, d: dict[str, Any]) -> None:
+    _line(console, "Noise", str(d.get("advice", "")), "yellow")
 
 
 def _reverted(console: Console, d: dict[str, Any]) -> None:
@@ -221,6 +232,8 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "recovery": _recovery,
     "decision": _decision,
     "judged": _judged,
+    "run.disturbed": _disturbed,
+    "noise.high": _noise,
     "reverted": _reverted,
     "final": _final,
     "intent.closed": _intent_closed,

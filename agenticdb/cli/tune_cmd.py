@@ -28,10 +28,29 @@ def _fmt_obj(v: float | None) -> str:
     return "—" if v is None else f"{v:,.3f}"
 
 
+def estimate_text(r: RoundOutcome) -> str:
+    """A round's decision in numbers: the paired estimate with its interval (or the screen's gain)."""
+    if r.estimate is not None:
+        return r.estimate.text + (" kept" if r.kept else "")
+    if r.gain_vs_best is None:
+        return "—"
+    return f"{r.gain_vs_best:+.1%} (screen only)" + (" kept" if r.kept else "")
+
+
+def medians_text(r: RoundOutcome) -> str:
+    """Candidate vs best medians of the runs the decision used."""
+    if r.objective is None:
+        return "—"
+    if r.best_objective is None:
+        return _fmt_obj(r.objective)
+    return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
+
+
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
-    """The live table of rounds: round, stage, bottleneck, changes, objective, gain vs best, decision, reason."""
+    """The live table of rounds: round, stage, bottleneck, changes, candidate vs best (medians of the
+    paired runs the decision used), the estimate with its interval, decision, reason."""
     t = Table(title="agenticdb rounds", expand=False, show_lines=False)
-    for col in ("round", "stage", "bottleneck", "changes", "objective", "gain vs best", "decision", "reason"):
+    for col in ("round", "stage", "bottleneck", "changes", "candidate vs best", "estimate", "decision", "reason"):
         t.add_column(col, overflow="fold")
     for r in rounds:
         changes = ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—"
@@ -39,14 +58,13 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
             changes += f"  [red](rejected: {r.failed_checks[0].check})[/]"
         if r.failure:
             changes += f"  [red](failed: {r.failure.phase}; {r.recovery.action if r.recovery else 'no recovery'})[/]"
-        gain = "—" if r.gain_vs_best is None else f"{r.gain_vs_best:+.1%}" + (" kept" if r.kept else "")
         t.add_row(
             str(r.round_no),
             r.stage.value,
             r.bottleneck.value,
             changes,
-            _fmt_obj(r.objective),
-            gain,
+            medians_text(r),
+            estimate_text(r),
             r.decision.value,
             r.reason,
         )
@@ -149,9 +167,7 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
         console.print(
             f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-            f"objective {_fmt_obj(outcome.objective)}, gain "
-            f"{'—' if outcome.gain_vs_best is None else f'{outcome.gain_vs_best:+.1%}'}"
-            f"{' kept' if outcome.kept else ''}; {outcome.decision.value}: {outcome.reason}",
+            f"{medians_text(outcome)}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}",
             highlight=False,
         )
 
@@ -215,7 +231,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     )  # one line however long the reason (it may be the planner's error)
     console.print(
         f"objective {OBJECTIVE_NAMES.get(result.objective_name, result.objective_name)} ({direction}); "
-        f"measured noise CV {result.noise_cv:.1%}",
+        f"measured noise CV {result.noise_cv:.1%} per run",
         highlight=False,
     )
     console.print(
@@ -232,6 +248,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         )
         for k, v in result.start_from.items():
             console.print(f"  {k} = {v}", highlight=False)
+    _verdicts(console, result.rounds)
     if result.best_changes:
         console.print("best configuration (in effect and verified):")
         for k, v in result.best_changes.items():
@@ -242,6 +259,29 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         console.print(llm_usage_line(result.llm_totals), highlight=False, soft_wrap=True)
     console.print(f"journal: {cfg.storage.journal_db}   (agenticdb journal show {result.session_id})")
     console.print(f"memory:  {cfg.storage.memory_db}")
+
+
+def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
+    """What the decisions showed: each kept change with its interval, or the largest effect seen."""
+    kept = [r for r in rounds if r.kept]
+    for r in kept:
+        changes = ", ".join(f"{k}={v}" for k, v in r.changes.items())
+        console.print(f"kept in round {r.round_no}: {changes}: {estimate_text(r)}", highlight=False, soft_wrap=True)
+    if kept:
+        return
+    measured = [r for r in rounds if r.estimate is not None]
+    if not measured:
+        console.print("no change was measured against the starting configuration", highlight=False)
+        return
+    top = max(measured, key=lambda r: r.estimate.gain if r.estimate else 0.0)
+    assert top.estimate is not None
+    changes = ", ".join(f"{k}={v}" for k, v in top.changes.items())
+    console.print(
+        f"nothing beat the starting configuration: largest effect seen {top.estimate.text} "
+        f"(round {top.round_no}: {changes})",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 # ------------------------------------------------------------------------------------ rollback
