@@ -239,3 +239,14 @@ def test_real_mysqltuner_against_private_mariadb(mariadb_sandbox) -> None:  # ty
         assert a.raw in section
     # With 512 MB told, 100 connections × MariaDB's default per-thread buffers exceed RAM by its formula.
     assert rep.max_memory is not None and "of installed RAM" in rep.max_memory
+
+
+def test_choose_a_refused_number_does_not_block_the_directions() -> None:
+    rep = _report("key_buffer_size=0", "innodb_buffer_pool_size (>= 95.5M) if possible.")
+
+    def fits(cfg: dict[str, str]) -> bool:  # stand-in validator that refuses key_buffer_size=0
+        return "key_buffer_size" not in cfg
+
+    ch = M.choose(rep, {"innodb_buffer_pool_size": str(64 * MiB)}, 512 * MiB, fits)
+    assert ch.values == {"innodb_buffer_pool_size": "96M"}  # 95.5M rounded up to whole MiB
+    assert ch.notes[0].startswith("not applied: key_buffer_size=0") and "refused" in ch.notes[0]

@@ -295,8 +295,7 @@ def choose(
         elif (m := re.search(r"equals (\d+)% of buffer pool size", a.raw)) and a.relation == "=":
             ratio_of_pool.append((a, int(m.group(1)) / 100))
         elif a.relation in ("=", "~", "<="):
-            out.values[a.name] = spell(num, a.value is not None and a.value[-1:].isalpha())
-            out.notes.append(f"{a.raw} → {a.name}={out.values[a.name]} (as printed)")
+            _take(a, spell(num, a.value is not None and a.value[-1:].isalpha()), "as printed", fits, out)
         else:
             directions.append(a)
     # The buffer pool first: it is MySQLTuner's main memory advice and the other directions share the rest.
@@ -308,9 +307,18 @@ def choose(
         if pool is None:
             out.notes.append(f"not applied (buffer pool unknown): {a.raw}")
             continue
-        out.values[a.name] = spell(math.floor(pool * ratio / MiB) * MiB, True)
-        out.notes.append(f"{a.raw} → {a.name}={out.values[a.name]} ({ratio:.0%} of the buffer pool set)")
+        _take(a, spell(math.floor(pool * ratio / MiB) * MiB, True), f"{ratio:.0%} of the buffer pool set", fits, out)
     return out
+
+
+def _take(a: Advice, value: str, why: str, fits: Callable[[dict[str, str]], bool], out: Choice) -> None:
+    """Keep ``a.name = value`` if the validator accepts it with everything kept so far (so a refused
+    value cannot block the later directions)."""
+    if fits({**out.values, a.name: value}):
+        out.values[a.name] = value
+        out.notes.append(f"{a.raw} → {a.name}={value} ({why})")
+    else:
+        out.notes.append(f"not applied: {a.raw} → {a.name}={value} ({why}) refused by agenticdb's validator")
 
 
 def _direction(
