@@ -250,3 +250,75 @@ def test_choose_a_refused_number_does_not_block_the_directions() -> None:
     ch = M.choose(rep, {"innodb_buffer_pool_size": str(64 * MiB)}, 512 * MiB, fits)
     assert ch.values == {"innodb_buffer_pool_size": "96M"}  # 95.5M rounded up to whole MiB
     assert ch.notes[0].startswith("not applied: key_buffer_size=0") and "refused" in ch.notes[0]
+
+
+# ---- share of oracle gain ------------------------------------------------------------------------------
+
+
+def _finals(**objs: list[float]) -> tuple[dict, dict]:
+    from benchmarks.harness.competitors import Result
+    from benchmarks.harness.runner import Remeasure
+
+    results = {k: Result(k, None) for k in objs}  # type: ignore[arg-type]
+    return results, {k: Remeasure(objective=v) for k, v in objs.items()}
+
+
+def test_share_of_oracle_gain_lower_is_better() -> None:
+    from benchmarks.harness.runner import oracle_reference, share_of_oracle
+
+    # TPC-H total time: default 100 s, oracle 50 s in every pair (far beyond a 2 % noise), agenticdb 75 s.
+    results, finals = _finals(default=[100.0, 100.0, 100.0], oracle=[50.0, 50.0, 50.0])
+    ref = oracle_reference(results, finals, higher=False, noise=0.02)
+    assert ref["shown"] and ref["verdict"] == "better"
+    assert share_of_oracle(75.0, ref) == 0.5
+    assert share_of_oracle(100.0, ref) == 0.0 and share_of_oracle(50.0, ref) == 1.0
+
+
+def test_share_is_not_shown_when_the_oracle_gain_is_noise() -> None:
+    from benchmarks.harness.runner import oracle_reference, share_of_oracle
+
+    results, finals = _finals(default=[100.0, 120.0, 90.0], oracle=[110.0, 115.0, 95.0])
+    ref = oracle_reference(results, finals, higher=True, noise=0.15)
+    assert ref["ran"] and not ref["shown"] and "no share is shown" in ref["reason"]
+    assert share_of_oracle(130.0, ref) is None
+    results, finals = _finals(default=[100.0])
+    assert oracle_reference(results, finals, higher=True, noise=0.1) == {
+        "ran": False,
+        "shown": False,
+        "reason": "oracle not run (add it with --competitors …,oracle)",
+    }
+
+
+def test_report_shows_labels_and_the_share_column() -> None:
+    from benchmarks.harness.report import markdown
+
+    def row(name: str, med: float, share: float | None, label: str = "") -> dict:
+        res = {"label": label, "time_to_best_s": 0.0, "rounds": 0, "failed": 0, "recovered": 0, "rejected": 0}
+        res |= {"left_down": 0, "validator_ms": [], "planner_ms": [], "overhead": {}, "changes": {}, "notes": []}
+        return {
+            "competitor": name,
+            "median": med,
+            "spread": [med, med],
+            "tps_median": None,
+            "p95_median_ms": None,
+            "gain_vs_default": 0.0,
+            "verdict_vs_default": "n/a",
+            "agenticdb_vs": {},
+            "share_of_oracle_gain": share,
+            "result": res,
+        }
+
+    summary = {
+        "scenario": "x",
+        "about": "",
+        "higher_is_better": False,
+        "noise_cv": 0.02,
+        "budget_min": 1,
+        "repeats": 3,
+        "oracle": {"ran": True, "shown": True, "reason": ""},
+        "rows": [row("default", 100, 0.0), row("static", 75, 0.5, P.LABEL), row("oracle", 50, 1.0, "Optuna TPE")],
+    }
+    md = markdown([summary])
+    assert f"| static — {P.LABEL} | 75.00 |" in md
+    assert "| 50 % |" in md and "| 100 % |" in md
+    assert next(x for x in md.splitlines() if x.startswith("| competitor")).endswith("| share of oracle gain |")
