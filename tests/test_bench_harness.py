@@ -54,6 +54,7 @@ def _run(tmp_path: Path, scenario: str, competitors: str, budget_min: str = "0.1
     return (out / "results.md").read_text(), summary
 
 
+@pytest.mark.slow
 def test_harness_runs_tiny_scenario_with_pgtune_rules(tmp_path: Path) -> None:
     md, summary = _run(tmp_path, "smoke", "default,static")
     assert "| competitor | objective median |" in md and "| default |" in md
