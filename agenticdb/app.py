@@ -8,20 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agenticdb.config import Settings, TargetConfig
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook
-from agenticdb.models import RoundOutcome
+from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.targets.base import Target
+from agenticdb.units import family_of
 from agenticdb.workloads.base import Workload
 
 if TYPE_CHECKING:
     from agenticdb.session import TuningSession
+    from agenticdb.targets.linux import LinuxTarget
 
 log = structlog.get_logger(__name__)
 
@@ -36,16 +38,12 @@ def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
     Raises:
         SetupError: the sandbox does not exist (tells the user the command that creates it).
     """
-    if kind == "postgres":
-        from agenticdb.sandbox.postgres import PostgresSandbox
+    from agenticdb.sandbox import sandbox_of
 
-        info = PostgresSandbox(home).info()
-    elif kind == "mariadb":
-        from agenticdb.sandbox.mariadb import MariaDBSandbox
-
-        info = MariaDBSandbox(home).info()  # type: ignore[assignment]
-    else:
-        raise SetupError(f"--sandbox {kind!r}: expected 'postgres' or 'mariadb'")
+    try:
+        info = sandbox_of(kind, home).info()
+    except ValueError as exc:
+        raise SetupError(f"--sandbox {kind!r}: expected 'postgres' or 'mariadb'") from exc
     if info is None:
         raise SetupError(f"no {kind} sandbox under {home}: run `agenticdb sandbox up {kind}` first")
     return info.target_config()
@@ -65,19 +63,35 @@ def require_dsn(cfg: Settings) -> str:
 
 
 def build_target(cfg: Settings) -> Target:
-    """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL).
+    """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL), built by its kind's factory.
 
     Raises:
         SetupError: no DSN configured.
+        ValueError: the DSN or the service section is invalid (names the key).
     """
+    from agenticdb.targets import dbms_target
+
     require_dsn(cfg)
-    if cfg.target.kind == "postgresql":
-        from agenticdb.targets.postgres import PostgresTarget
+    return dbms_target(cfg.target, cache_dir=cfg.storage.home / "cache")
 
-        return PostgresTarget.from_config(cfg.target)
-    from agenticdb.targets.mysql import MySQLTarget
 
-    return MySQLTarget.from_config(cfg.target)
+def linux_target(
+    cfg: Settings, data_dir: str | None = None, state_store: Callable[[str, str], None] | None = None
+) -> LinuxTarget:
+    """The Linux host as a target (``[os]`` root and devices; the data directory picks the data disks).
+
+    The one place a LinuxTarget is built: the OS stage, crash reconciliation and ``agenticdb rollback
+    --os`` all get theirs here, so they agree on the root and the devices.
+    """
+    from agenticdb.targets.linux import LinuxTarget
+
+    return LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None, data_dir=data_dir, state_store=state_store)
+
+
+def target_for_snapshot(cfg: Settings, snapshot_target: str) -> Target:
+    """The target a journaled snapshot of kind ``snapshot_target`` restores on: the Linux host for
+    "linux", else the configured DBMS."""
+    return linux_target(cfg) if family_of(snapshot_target) == "linux" else build_target(cfg)
 
 
 def build_workload(cfg: Settings, target: Target) -> Workload:
@@ -85,8 +99,7 @@ def build_workload(cfg: Settings, target: Target) -> Workload:
     from agenticdb.workloads import build_workload as _build
     from agenticdb.workloads import connection_from_dsn
 
-    family = "postgresql" if target.kind == "postgresql" else "mysql"
-    conn = connection_from_dsn(family, require_dsn(cfg), cfg.target.database)
+    conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
     return _build(cfg.workload, conn)
 
 
@@ -94,24 +107,17 @@ def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, s
     """The Linux target for the OS stage (None when the stage is not enabled)."""
     if cfg.loop.stage == "dbms":
         return None
-    from agenticdb.targets.linux import LinuxTarget
-
-    return LinuxTarget(
-        root=cfg.os.root,
-        devices=cfg.os.devices or None,
-        data_dir=getattr(target, "data_dir", None),
-        state_store=state_store,
-    )
+    return linux_target(cfg, data_dir=target.data_dir, state_store=state_store)
 
 
-def host_state_source(cfg: Settings, target: Target) -> Callable[[], object] | None:
+def host_state_source(cfg: Settings, target: Target) -> Callable[[], RuntimeState] | None:
     """Host statistics sampler (CPU, vmstat, diskstats, PSI) for bottleneck evidence."""
     try:
         from agenticdb.hardware import detect_hardware
         from agenticdb.hoststats import host_state
     except ImportError:
         return None
-    device = detect_hardware(getattr(target, "data_dir", None)).data_device
+    device = detect_hardware(target.data_dir).data_device
     devices = cfg.os.devices or ([device] if device else None)
     return lambda: host_state(cfg.os.root, devices)
 
@@ -149,7 +155,7 @@ def build_planner(
         )
         journal.append(session_id, "llm.call", record.model_dump(mode="json"), round_of())
 
-    def on_event(event: str, data: dict) -> None:
+    def on_event(event: str, data: dict[str, Any]) -> None:
         journal.append(session_id, event, data, round_of())
 
     try:
@@ -193,6 +199,7 @@ def build_session(
     on_round: Callable[[RoundOutcome], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     start_from: dict[str, object] | None = None,
+    on_status: Callable[[str], object] | None = None,
 ) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
@@ -208,6 +215,7 @@ def build_session(
         on_round=on_round,
         should_stop=should_stop,
         start_from=start_from,
+        on_status=on_status,
     )
     session.planner = build_planner(cfg, memory, journal, session.session_id, lambda: session.current_round)
 

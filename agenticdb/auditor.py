@@ -1,25 +1,30 @@
-"""Auditor: pure decisions over measurements and round history (DESIGN.md "Objective and noise").
+"""Auditor: pure decisions over measurements and round history (docs/measurement.md).
 
 Two questions, each answered with a one-line reason:
 
 * ``judge``: is a candidate configuration better than the best one beyond the measured noise?
-  Measurements on a 2-core host vary by 5–20 % run to run (MEASUREMENT.md: TPS CV 11–19 % without data
+  Measurements on a 2-core host vary by 5–20 % run to run (docs/measurement.md: TPS CV 11–19 % without data
   resets, TPS/p95 about twice that), so a gain counts only when the median of paired
   candidate/best ratios beats ``max(min_gain, noise_factor × CV)``. A difference inside that band is a
   tie, and a tie keeps the best (simpler, closer to default) configuration.
 * ``decide``: continue, redirect, switch_to_os or terminate after a round.
+* ``assess``: the screen-then-confirm protocol around ``judge``: one unpaired run is a screen; any change
+  beyond the minimum gain is re-measured interleaved with the best configuration (best, candidate,
+  best, candidate …) and the paired runs decide. It runs measurements only through the callables it is
+  given, so ``judge`` and ``decide`` stay pure (docs/measurement.md).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agenticdb.models import Decision, Layer, Measurement, RoundOutcome
 
 # Share of paired runs that must agree in direction with the median before a difference counts: all of
-# 2 or 3 pairs, 3 of 4, 4 of 5 — a sign-test flavour on top of the noise band (MEASUREMENT.md saw single
+# 2 or 3 pairs, 3 of 4, 4 of 5 — a sign-test flavour on top of the noise band (docs/measurement.md saw single
 # runs swing by 2× when other jobs share the two cores).
 _PAIR_AGREEMENT = 0.75
 
@@ -46,7 +51,7 @@ class Judgement:
 def noise_cv(values: list[float], floor: float = 0.03) -> float:
     """Coefficient of variation (stdev / mean) of repeated measurements of one configuration.
 
-    With fewer than two values the spread is unknown, so the conservative 0.10 is used (MEASUREMENT.md
+    With fewer than two values the spread is unknown, so the conservative 0.10 is used (docs/measurement.md
     saw 5–19 % on this kind of host). ``floor`` keeps a lucky quiet baseline from making every wiggle
     "significant".
     """
@@ -67,7 +72,7 @@ def relative_gain(candidate: float, best: float, higher_is_better: bool) -> floa
     return best / candidate - 1.0 if candidate else 0.0
 
 
-#: Smallest per-pair noise assumed in the paired-ratio test: 5 % is the lowest TPS CV MEASUREMENT.md saw
+#: Smallest per-pair noise assumed in the paired-ratio test: 5 % is the lowest TPS CV docs/measurement.md saw
 #: for PostgreSQL on this kind of host even with pristine data resets.
 PAIR_NOISE_FLOOR = 0.05
 
@@ -93,7 +98,7 @@ def judge(
         higher_is_better: objective direction (TPS/p95: True; OLAP total time: False).
         cv: measured coefficient of variation of the objective for one configuration.
         min_gain: minimum relative gain to count at all (policy), e.g. 0.03.
-        noise_factor: gains must exceed ``noise_factor × cv`` (MEASUREMENT.md suggests ~2.5× CV).
+        noise_factor: gains must exceed ``noise_factor × cv`` (docs/measurement.md suggests ~2.5× CV).
 
     Returns:
         Judgement with the median gain and the verdict. With ``paired``, a gain or loss beyond the band
@@ -120,7 +125,7 @@ def judge(
         how = f"median of {len(candidate)} vs {len(best)} runs"
     threshold = max(min_gain, noise_factor * cv)
     if paired and len(candidate) == len(best) and len(candidate) >= 3:
-        # A paired-ratio test (MEASUREMENT.md): drift between configurations cancels within a pair, so
+        # A paired-ratio test (docs/measurement.md): drift between configurations cancels within a pair, so
         # the band comes from the spread of the paired gains themselves (standard error of their mean,
         # with a per-pair floor), not from the baseline's run-to-run CV, which drift inflates.
         spread = max(statistics.stdev(gains), PAIR_NOISE_FLOOR)
@@ -201,3 +206,54 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     if not last.verdict_ok:
         return Decision.redirect, "proposal rejected by the validator: try another direction"
     return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The auditor's verdict on a candidate and the runs it rests on.
+
+    ``runs`` are the candidate's measurements the decision used: the screen run alone, or the paired
+    candidate runs of the confirmation (the unpaired screen only made the auditor look closer).
+    """
+
+    judgement: Judgement
+    runs: list[Measurement]
+
+
+def assess(
+    screen: Measurement,
+    best: list[float],
+    higher_is_better: bool,
+    cv: float,
+    min_gain: float,
+    noise_factor: float,
+    confirm_runs: int,
+    measure_best: Callable[[int], Measurement],
+    measure_candidate: Callable[[int], Measurement],
+) -> Assessment:
+    """Judge a candidate from its screen run, confirming interleaved when the screen moved.
+
+    A single unpaired run is only a screen: a placebo's one run lands outside a band estimated from 2–3
+    baseline runs about 10 % of the time, and a real gain on a drifting, noisy host may land inside it.
+    So any change beyond ``min_gain`` is re-measured ``confirm_runs`` times interleaved with the best
+    configuration (pair i: ``measure_best(i)`` then ``measure_candidate(i)``), and the paired-ratio test
+    of :func:`judge` decides (docs/measurement.md: interleaving cut the effect of drift).
+
+    Args:
+        screen: the candidate's first measurement.
+        best: objective samples of the best configuration so far.
+        higher_is_better, cv, min_gain, noise_factor: as for :func:`judge`.
+        confirm_runs: pairs to measure (0: the screen decides).
+        measure_best, measure_candidate: put that configuration in effect and measure it once; they raise
+            what the executor raises (WorkloadError, TargetError) and the caller handles it.
+    """
+    first = judge([screen.objective], best, higher_is_better, cv, min_gain, noise_factor)
+    if abs(first.gain) <= min_gain or confirm_runs <= 0:
+        return Assessment(first, [screen])
+    best_values: list[float] = []
+    runs: list[Measurement] = []
+    for i in range(confirm_runs):
+        best_values.append(measure_best(i).objective)
+        runs.append(measure_candidate(i))
+    paired = judge([m.objective for m in runs], best_values, higher_is_better, cv, min_gain, noise_factor, paired=True)
+    return Assessment(paired, runs)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -118,8 +120,18 @@ WorkloadKind = Literal[
 
 
 class WorkloadConfig(Section):
-    """Benchmark settings. ``duration_s`` per measured run, ``warmup_s`` before it; ``scale`` is the
-    pgbench scale, sysbench/YCSB rows per table, or TPC-H scale factor."""
+    """Benchmark settings. ``scale`` is the pgbench scale, sysbench/YCSB rows per table, or TPC-H scale
+    factor.
+
+    A measured OLTP run lasts ``warmup_max_s + duration_s`` seconds. Its steady window starts where the
+    per-second TPS series becomes stable (MSER-5, docs/measurement.md), at most ``warmup_max_s`` seconds
+    in, so the window is at least ``duration_s`` long; only the window is scored. ``warmup_s`` is a
+    separate, unmeasured run before it (the executor doubles it after a restart, when caches are cold).
+
+    ``objective``: ``tps_per_p95`` (default for OLTP, higher is better), ``tps`` (higher), ``p95`` or
+    ``p99`` (ms, lower), ``total_time`` (s, lower; the OLAP default). See README "Which objective to
+    choose".
+    """
 
     kind: WorkloadKind = "pgbench"
     scale: float = 10  # > 0, checked with the whole Settings (see check_settings)
@@ -128,15 +140,39 @@ class WorkloadConfig(Section):
     threads: int = Field(default=2, ge=1)
     duration_s: float = Field(default=15.0, gt=0, description="seconds per measured run (> 0)")
     warmup_s: float = Field(default=3.0, ge=0, description="warm-up seconds (0 = none)")
+    warmup_max_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="upper bound (s) of the transient that steady-state detection may cut from the start "
+        "of each measured run; the run is made this much longer (0 = score the whole run)",
+    )
     command: str | None = None
     timeout_s: float = 600.0
     query_timeout_s: float = 120.0
     max_error_rate: float = 0.05
-    objective: Literal["tps_per_p95", "tps", "p95", "total_time"] | None = None
+    objective: Literal["tps_per_p95", "tps", "p95", "p99", "total_time"] | None = None
 
 
 class LoopConfig(Section):
-    """Round loop bounds. ``min_gain`` is the minimum relative gain (0.02 = 2 %) on top of noise."""
+    """Round loop bounds. ``min_gain`` is the minimum relative gain (0.02 = 2 %) on top of noise.
+
+    Host disturbance (docs/measurement.md "Host disturbance"), why the defaults:
+
+    - ``disturbance_cpu_cores = 0.5``: on the 2-core reference host a steady outside load moved by under
+      0.1 core (p90 - p10 of 1-s samples over a 20-s pgbench run) and one busy-loop process started
+      mid-run moved it by 0.7-1 core. Half a core is a quarter of such a host: enough to change a
+      CPU-bound benchmark's share of the CPUs by more than the 10-40 % effects being judged.
+      A constant background load is not a disturbance: it is the same in both runs of a pair.
+    - ``disturbance_share_ratio = 1.5``: on a saturated host an outside load can only take CPU from ours,
+      so it shows less in other-CPU than in our CPU share (the part of their runnable time our threads
+      got a CPU). On the reference host two busy loops started mid-run cut that share by a factor of
+      2.3-2.8, while steady runs moved it by 1.1-1.4 (1.4 under a fluctuating load average of 6). A CPU-
+      bound benchmark's TPS follows the share, so a factor of 1.5 is far beyond the effects judged.
+    - ``disturbance_steal_pct = 10``: a dedicated VM shows ~0 % steal; at 10 % a tenth of the CPU time
+      went to other guests, as large as the effects being judged, and it comes and goes with them.
+    - ``max_disturbed_repeats = 2``: each repeat costs a run; a host still disturbed after two repeats is
+      unlikely to calm down within the round, and a bounded number keeps the round's time bounded.
+    """
 
     max_rounds: int = Field(default=10, ge=1)
     time_budget_s: float = Field(default=3600.0, gt=0)
@@ -153,10 +189,40 @@ class LoopConfig(Section):
     stage: Literal["dbms", "os", "both"] = "dbms"
     start_from: str | None = None
     reset_data: bool = Field(default=False, description="restore a pristine data copy before each run")
+    latency_guard: float | None = Field(
+        default=None,
+        gt=0,
+        description="with any objective: a candidate whose p95 is worse than the best's by more than this "
+        "fraction (0.25 = 25 %) is judged worse, whatever its TPS; None = no guard",
+    )
+    disturbance_cpu_cores: float = Field(
+        default=0.5,
+        gt=0,
+        description="a run is disturbed when the CPU used outside agenticdb, the DBMS and the benchmark "
+        "moves by more than this many cores within the run (p90 - p10 of its 1-s samples), or differs by "
+        "more from the run it is paired with",
+    )
+    disturbance_share_ratio: float = Field(
+        default=1.5,
+        gt=1,
+        description="a run is disturbed when our processes' CPU share (time on a CPU / time runnable) "
+        "before and after some point of the run differs by more than this factor",
+    )
+    disturbance_steal_pct: float = Field(
+        default=10.0,
+        ge=0,
+        le=100,
+        description="a run is disturbed when the hypervisor stole more than this share (%) of CPU time",
+    )
+    max_disturbed_repeats: int = Field(
+        default=2,
+        ge=0,
+        description="how often a disturbed run is repeated before the decision is a tie ('host too disturbed')",
+    )
 
 
 class PolicyConfig(Section):
-    """Safety policy (DESIGN.md "Safety policy"); defaults are the safe choice."""
+    """Safety policy (docs/safety.md); defaults are the safe choice."""
 
     durability: Literal["strict", "relaxed"] = "strict"
     allow_restart: bool = True
@@ -168,11 +234,42 @@ class PolicyConfig(Section):
     memory_fraction: float = Field(default=0.75, gt=0, le=1)
     disk_fraction: float = Field(default=0.5, gt=0, le=1)
     per_connection_work_mem_factor: float = Field(default=1.0, gt=0)
+    allow_harmful: list[str] = Field(
+        default_factory=list,
+        description="ids of [[harmful]] rules (validators/*.toml) accepted as journaled risks, e.g. "
+        "['linux.thp-always']; every other known-harmful value is refused",
+    )
+    capacity_headroom: float = Field(
+        default=0.25,
+        ge=0,
+        le=10,
+        description="capacity settings (max_connections, …) are never lowered below the observed peak × (1 + this)",
+    )
+    commit_headroom: float = Field(
+        default=0.05,
+        ge=0,
+        lt=1,
+        description="vm.overcommit_memory=2: CommitLimit must exceed Committed_AS + the DBMS's planned memory "
+        "+ this fraction of RAM",
+    )
 
     @field_validator("restart_window")
     @classmethod
     def _window(cls, v: str | None) -> str | None:
         return None if v is None else check_window("policy.restart_window", v)
+
+    @field_validator("allow_harmful")
+    @classmethod
+    def _known_harm(cls, v: list[str]) -> list[str]:
+        from agenticdb.validation.rules import harmful_rule_ids  # the rule files are data loaded on demand
+
+        known = harmful_rule_ids()
+        unknown = [x for x in v if x not in known]
+        if unknown:
+            raise ValueError(
+                f"policy.allow_harmful names {unknown}, which are not [[harmful]] rule ids; known: {sorted(known)}"
+            )
+        return v
 
 
 class PlannerConfig(Section):
@@ -291,6 +388,27 @@ def check_window(key: str, v: str) -> str:
         if not 0 <= mm <= 59:
             raise ValueError(f"{key} = {v!r}: minute {mm} is not 00-59")
     return v
+
+
+def in_window(windows: str | Sequence[str] | None, now: datetime | None = None) -> bool:
+    """True when ``now`` (local time, default: the current time) is inside one of ``windows``.
+
+    ``windows`` is one ``'HH:MM-HH:MM'`` (``policy.restart_window``) or a list of them
+    (``daemon.windows``); None or an empty list means always. A window whose end is before its start
+    spans midnight ("22:00-02:00"); the end minute is outside.
+    """
+    if not windows:
+        return True
+    now = now or datetime.now()
+    minute = now.hour * 60 + now.minute
+    for window in [windows] if isinstance(windows, str) else windows:
+        start_s, end_s = (p.strip() for p in window.split("-"))
+        sh, sm = (int(x) for x in start_s.split(":"))
+        eh, em = (int(x) for x in end_s.split(":"))
+        start, end = sh * 60 + sm, eh * 60 + em
+        if (start <= minute < end) if start <= end else (minute >= start or minute < end):
+            return True
+    return False
 
 
 def check_settings(s: Settings) -> None:

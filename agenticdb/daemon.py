@@ -17,21 +17,20 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 import structlog
 
-from agenticdb.config import ConfigError, Settings, load_config
-from agenticdb.journal import Journal
+from agenticdb.config import ConfigError, Settings, in_window, load_config
+from agenticdb.journal import Intent, Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
-from agenticdb.models import RoundOutcome, RuntimeState, Snapshot, StateDelta
+from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
 from agenticdb.notify import Notifier
-from agenticdb.recovery import values_match
+from agenticdb.recovery import restore_os_originals, restore_verified
 
 log = structlog.get_logger(__name__)
 
@@ -47,78 +46,56 @@ class Flags:
     signals: list[str] = field(default_factory=list)
 
 
-def in_window(windows: list[str], now: datetime | None = None) -> bool:
-    """True when ``now`` (local time) is inside one of the 'HH:MM-HH:MM' windows (or none are set).
-
-    A window whose end is before its start spans midnight ("22:00-02:00").
-    """
-    if not windows:
-        return True
-    now = now or datetime.now()
-    minute = now.hour * 60 + now.minute
-    for w in windows:
-        start_s, end_s = (p.strip() for p in w.split("-"))
-        sh, sm = (int(x) for x in start_s.split(":"))
-        eh, em = (int(x) for x in end_s.split(":"))
-        start, end = sh * 60 + sm, eh * 60 + em
-        if (start <= minute < end) if start <= end else (minute >= start or minute < end):
-            return True
-    return False
-
-
 def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
     """Restore the last safe configuration for every open intent (a crash mid-trial), and put back OS
     originals of sessions that never finished. Returns one line per action (journaled too).
 
+    Every restore goes through ``agenticdb.recovery.restore_verified``, the path the session's revert and
+    ``agenticdb rollback`` use.
+
     Raises:
-        RuntimeError: an open intent could not be restored (the daemon must not start tuning then).
+        RuntimeError: an open intent could not be restored and verified (the daemon must not start
+            tuning then).
     """
-    from agenticdb.app import build_target
+    from agenticdb.app import linux_target, target_for_snapshot
 
     actions: list[str] = []
     intents = journal.open_intents()
     # Oldest intent of a session holds its oldest safe snapshot; restore the newest per target, which
     # is the last configuration that was known safe before the crash.
-    latest: dict[tuple[str, str], Any] = {}
+    latest: dict[tuple[str, str], Intent] = {}
     for intent in intents:
         latest[(intent.session_id, intent.target or "")] = intent
     for (session_id, kind), intent in latest.items():
         if intent.snapshot is None:
             raise RuntimeError(f"open intent {intent.id} of session {session_id} holds no snapshot to restore")
-        if kind == "linux":
-            from agenticdb.targets.linux import LinuxTarget
-
-            target: Any = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-        else:
-            target = build_target(cfg)
-        target.restore(intent.snapshot)
-        ok, diff = values_match(target, intent.snapshot)
-        if not ok:
-            raise RuntimeError(f"reconcile of intent {intent.id}: values still differ after restore: {diff}")
-        line = f"restored {kind} to '{intent.snapshot.label}' of session {session_id} (open intent {intent.id})"
+        target = target_for_snapshot(cfg, kind or intent.snapshot.target)
+        try:
+            result = restore_verified(target, intent.snapshot)
+        finally:
+            target.close()
+        if not result.verified:
+            raise RuntimeError(f"reconcile of intent {intent.id}: {result.problem('restore')}")
         journal.append(
             session_id,
             "reconcile",
-            {"intent_id": intent.id, "target": kind, "snapshot": intent.snapshot.label, "verified": ok},
+            {"intent_id": intent.id, "target": kind, "snapshot": intent.snapshot.label, "verified": True},
             intent.round_no,
         )
         for other in intents:
             if other.session_id == session_id:
                 journal.close_intent(session_id, other.round_no, "reconciled after crash")
         log.warning("daemon.reconciled", intent=intent.id, session=session_id, target=kind)
-        actions.append(line)
-        target.close()
-    originals = memory.os_originals(session_id=None, unrestored_only=True)
+        actions.append(
+            f"restored {kind} to '{intent.snapshot.label}' of session {session_id} (open intent {intent.id})"
+        )
     unfinished = {s.id for s in memory.sessions() if s.status == "running"}
-    todo = [o for o in originals if o.session_id in unfinished]
+    todo = [o for o in memory.os_originals(session_id=None, unrestored_only=True) if o.session_id in unfinished]
     if todo:
-        from agenticdb.targets.linux import LinuxTarget
-
-        linux = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-        values = {o.name: o.original for o in todo}
-        linux.restore(Snapshot(target="linux", values=values, label="os originals (reconcile)"))
-        for o in todo:
-            memory.mark_os_restored(o.session_id, o.name)
+        result = restore_os_originals(linux_target(cfg), memory, todo, "os originals (reconcile)")
+        values = result.values
+        if not result.verified:
+            raise RuntimeError(f"reconcile of OS originals: {result.problem('restore')}")
         journal.append(todo[0].session_id, "reconcile", {"target": "linux", "values": values})
         actions.append(f"restored {len(values)} OS originals of unfinished sessions")
     for s in unfinished:
@@ -302,6 +279,7 @@ class Daemon:
                 memory,
                 on_round=on_round,
                 should_stop=lambda: self.flags.stop > 0,
+                on_status=self.notifier.status,
             )
             self.notifier.status(f"tuning session {session.session_id} started")
             result = session.run()
@@ -322,23 +300,9 @@ class Daemon:
         watchdog = threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True)
         try:
             journal.append("daemon", "daemon.start", {"config": str(self.config_path) if self.config_path else None})
-            # Reconcile only while holding the target lock: an open intent of a live `agenticdb tune` is
-            # that process's trial, not a crash, and must not be rolled back under it.
-            lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
-            try:
-                lock.acquire()
-            except LockError as exc:
-                log.warning("daemon.reconcile_skipped", reason=f"{exc}: its intents belong to a live process")
-                actions = []
-            else:
-                try:
-                    actions = reconcile(cfg, journal, memory)
-                except Exception as exc:  # noqa: BLE001 - refuse to tune on top of an unknown state
-                    log.error("daemon.reconcile_failed", reason=str(exc))
-                    journal.append("daemon", "daemon.stop", {"reason": f"reconcile failed: {exc}"})
-                    return 1
-                finally:
-                    lock.release()
+            actions = self._reconcile(journal, memory)
+            if actions is None:
+                return 1
             for a in actions:
                 log.warning("daemon.reconcile", action=a)
             self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
@@ -378,6 +342,25 @@ class Daemon:
             log.info("daemon.stopped", signals=self.flags.signals)
             journal.close()
             memory.close()
+
+    def _reconcile(self, journal: Journal, memory: MemoryBook) -> list[str] | None:
+        """Crash reconciliation before READY; None when it failed (the daemon must not tune then)."""
+        # Reconcile only while holding the target lock: an open intent of a live `agenticdb tune` is
+        # that process's trial, not a crash, and must not be rolled back under it.
+        lock = TargetLock(self.cfg.storage.home, self.cfg.target.dsn or "")
+        try:
+            lock.acquire()
+        except LockError as exc:
+            log.warning("daemon.reconcile_skipped", reason=f"{exc}: its intents belong to a live process")
+            return []
+        try:
+            return reconcile(self.cfg, journal, memory)
+        except Exception as exc:  # noqa: BLE001 - refuse to tune on top of an unknown state
+            log.error("daemon.reconcile_failed", reason=str(exc))
+            journal.append("daemon", "daemon.stop", {"reason": f"reconcile failed: {exc}"})
+            return None
+        finally:
+            lock.release()
 
     def _next_in(self) -> float:
         if self.last_run is None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from agenticdb.disturbance import DisturbanceSampler, DisturbanceThresholds, HostSample, classified, summarize
 from agenticdb.journal import Journal
 from agenticdb.models import (
     ApplyMode,
@@ -26,8 +27,9 @@ from agenticdb.models import (
     StateDelta,
     Verdict,
 )
+from agenticdb.recovery import restore_verified
 from agenticdb.services import ServiceError
-from agenticdb.targets.base import Target, TargetError
+from agenticdb.targets.base import Target, TargetError, VerifyError
 from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
@@ -86,6 +88,13 @@ class Executor:
         dry_run: validate and journal the intent, but change nothing and measure nothing.
         before_measure: called before every measured run (``loop.reset_data``: restore the pristine data
             directory of a sandbox so results do not drift with table growth).
+        warmup_max_s: ``workload.warmup_max_s``: each measured run is this much longer and scored on its
+            steady window (docs/measurement.md).
+        server_pid: returns the DBMS server's process id at the start of each measured run, so its CPU
+            counts as ours in the disturbance sample; default: the pid file of ``target`` (None for the
+            Linux target: pass the DBMS target's in the OS stage).
+        disturbance: thresholds that classify each run's host disturbance (default: the config defaults).
+        watch_host: sample host disturbance during measured runs.
     """
 
     def __init__(
@@ -99,6 +108,10 @@ class Executor:
         duration_s: float,
         dry_run: bool = False,
         before_measure: Callable[[], object] | None = None,
+        warmup_max_s: float = 0.0,
+        server_pid: Callable[[], int | None] | None = None,
+        disturbance: DisturbanceThresholds | None = None,
+        watch_host: bool = True,
     ) -> None:
         self.target = target
         self.state_sources = state_sources
@@ -109,6 +122,10 @@ class Executor:
         self.duration_s = duration_s
         self.dry_run = dry_run
         self.before_measure = before_measure
+        self.warmup_max_s = warmup_max_s
+        self.server_pid = server_pid or target.server_pid
+        self.disturbance = disturbance or DisturbanceThresholds()
+        self.watch_host = watch_host
 
     def sample_state(self) -> RuntimeState:
         """Merged runtime state from every source (a source that fails contributes nothing)."""
@@ -125,6 +142,9 @@ class Executor:
 
         After a restart the buffer cache is cold, so the warm-up is longer (``max(3 s, 2 × warmup_s)``):
         otherwise every restart-requiring change starts with a handicap that is not the knob's effect.
+        The measured run lasts ``warmup_max_s + duration_s`` and is scored on its steady window; the host
+        disturbance during that window is attached to the measurement, classified on its own (the
+        auditor classifies it again against the run it is paired with).
 
         Raises:
             WorkloadError: the run failed or produced no result.
@@ -136,12 +156,21 @@ class Executor:
         if warmup > 0:
             self.workload.warmup(warmup)
         before = self.sample_state()
-        sampler = _DuringRun(self.sample_state, self.duration_s)
+        sampler = _DuringRun(self.sample_state, self.duration_s + self.warmup_max_s)
+        watch = DisturbanceSampler(self._server_pid()) if self.watch_host else None
         sampler.start()
+        if watch is not None:
+            watch.start()
         try:
-            measurement = self.workload.run(self.duration_s)
+            measurement = self.workload.run(
+                self.duration_s,
+                warmup_max_s=self.warmup_max_s,
+                on_tool_start=watch.add_process if watch is not None else None,
+            )
         finally:
             during = sampler.finish()
+            samples = watch.stop() if watch is not None else []
+        measurement = self._with_disturbance(measurement, samples, watch, label)
         after = self.sample_state()
         delta = StateDelta.between(before, after)
         if during is not None:
@@ -160,8 +189,55 @@ class Executor:
             objective=round(measurement.objective, 3),
             tps=measurement.tps,
             p95_ms=measurement.latency_p95_ms,
+            objective_se=measurement.objective_se,
+            disturbed=measurement.disturbance.disturbed if measurement.disturbance else None,
         )
         return measurement, delta
+
+    def _server_pid(self) -> int | None:
+        try:
+            return self.server_pid()
+        except Exception as exc:  # noqa: BLE001 - a missing pid only makes the disturbance sample coarser
+            log.warning("disturbance.server_pid_failed", error=str(exc))
+            return None
+
+    def _with_disturbance(
+        self, m: Measurement, samples: list[HostSample], watch: DisturbanceSampler | None, label: str
+    ) -> Measurement:
+        """``m`` with the host disturbance of its scored window, classified without a reference."""
+        d = summarize(samples, from_s=m.steady_start_s or 0.0)
+        if d is None:
+            return m
+        d = classified(d, None, self.disturbance)
+        if watch is not None and watch.server_pid is None:
+            log.warning("disturbance.server_unknown", label=label, reason="no server pid: its CPU counts as outside")
+        if d.disturbed:
+            log.warning("run.disturbed", label=label, reason=d.reason)
+        return m.model_copy(update={"disturbance": d})
+
+    def measure_at(
+        self,
+        snapshot: Snapshot,
+        changes: list[NormalizedChange],
+        round_no: int,
+        label: str,
+        after_restart: bool = False,
+    ) -> Measurement:
+        """Put ``snapshot`` in effect (``recovery.restore_verified``), check ``changes`` are in effect, and
+        measure once: one run of a paired comparison (the auditor's confirmation).
+
+        Raises:
+            TargetError: the snapshot could not be restored and verified, or a change is not in effect.
+            WorkloadError: the run failed.
+        """
+        restored = restore_verified(self.target, snapshot)
+        if not restored.verified:
+            raise TargetError(
+                f"cannot put '{snapshot.label}' in effect for {label}: {restored.problem()}", restored.logs
+            )
+        if changes:
+            self.target.verify(changes)
+        return self.measure(round_no, label, after_restart=after_restart)[0]
 
     def apply(
         self,
@@ -229,18 +305,81 @@ class Executor:
                 restarted=restarted,
             )
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
-            logs = list(getattr(exc, "logs", []) or [])
-            output = getattr(exc, "output", "")
-            if output:
-                logs += str(output).splitlines()[-40:]
-            if not logs:
-                try:
-                    logs = self.target.log_tail(40)
-                except Exception:  # noqa: BLE001
-                    logs = []
-            if type(exc).__name__ == "VerifyError":
-                phase = "verify"
-            failure = Failure(phase=phase, message=str(exc), logs=logs[-60:], attempted=changes)
-            self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
-            log.warning("trial.failed", phase=phase, error=str(exc))
+            failure = self.failure(exc, phase, changes, round_no)
             return Execution(applied=False, effective=effective, restarted=restarted, failure=failure)
+
+    def failure(
+        self, exc: Exception, phase: FailurePhase, changes: list[NormalizedChange], round_no: int, what: str = ""
+    ) -> Failure:
+        """Turn an error of a trial or a paired run into a journaled ``Failure`` with the server's log
+        lines (the error's own, the tool's output, else the log tail); a VerifyError is phase "verify".
+
+        Args:
+            exc: the error (TargetError, ServiceError, WorkloadError, OSError).
+            phase: where it happened ("apply", "restart", "workload").
+            changes: the changes that were being tried.
+            round_no: the round, for the journal.
+            what: prefix for the message ("confirmation run failed").
+        """
+        logs = list(exc.logs) if isinstance(exc, TargetError) else []
+        output = exc.output if isinstance(exc, ServiceError | WorkloadError) else ""
+        if output:
+            logs += str(output).splitlines()[-40:]
+        if not logs:
+            try:
+                logs = self.target.log_tail(40)
+            except Exception:  # noqa: BLE001 - the log is evidence; its absence is not another failure
+                logs = []
+        if isinstance(exc, VerifyError):
+            phase = "verify"
+        message = f"{what}: {exc}" if what else str(exc)
+        failure = Failure(phase=phase, message=message, logs=logs[-60:], attempted=changes)
+        self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
+        log.warning("trial.failed", phase=phase, error=message)
+        return failure
+
+
+class PairedRuns:
+    """The runs of an interleaved comparison for the auditor: the best (safe) configuration and the
+    candidate, each put back through ``restore_verified`` before its run.
+
+    The candidate is in effect when this is created (right after its trial); its snapshot is taken
+    before the first best run restores the safe one.
+
+    Args:
+        executor: measures the stage's target.
+        names: the parameters a snapshot covers (the stage catalog's knobs).
+        safe: the best configuration's snapshot.
+        changes: the candidate's changes (verified in effect before each candidate run).
+        round_no: the round, for the journal.
+        after_restart: the changes need a restart (longer warm-up after each switch).
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        names: list[str],
+        safe: Snapshot,
+        changes: list[NormalizedChange],
+        round_no: int,
+        after_restart: bool,
+    ) -> None:
+        self.executor, self.names, self.safe, self.changes = executor, names, safe, changes
+        self.round_no, self.after_restart = round_no, after_restart
+        self.candidate: Snapshot | None = None
+
+    def _candidate(self) -> Snapshot:
+        if self.candidate is None:
+            self.candidate = self.executor.target.snapshot(self.names, label=f"candidate {self.round_no}")
+        return self.candidate
+
+    def best(self, i: int) -> Measurement:
+        """Pair ``i``'s run of the best configuration."""
+        self._candidate()
+        label = f"confirm best {i + 1}"
+        return self.executor.measure_at(self.safe, [], self.round_no, label, self.after_restart)
+
+    def candidate_run(self, i: int) -> Measurement:
+        """Pair ``i``'s run of the candidate."""
+        label = f"confirm candidate {i + 1}"
+        return self.executor.measure_at(self._candidate(), self.changes, self.round_no, label, self.after_restart)

@@ -7,6 +7,7 @@ but may use 2 GiB aborts the buffer pool allocation with errno 12 (docker-librar
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import psutil
@@ -33,7 +34,9 @@ def detect_hardware(
 
     Returns:
         Hardware with sizes in bytes; ``memory_limit_bytes = min(RAM, cgroup limit)``;
-        ``committed_as_bytes``/``swap_bytes``/``commit_limit_bytes`` from /proc/meminfo.
+        ``committed_as_bytes``/``swap_bytes``/``commit_limit_bytes`` from /proc/meminfo; NUMA nodes,
+        huge page sizes, host-wide file handles and AIO contexts; the server's stack and open-files
+        rlimits from /proc/<pid>/limits (ours when ``pid`` is None or unreadable).
     """
     ram = int(psutil.virtual_memory().total)
     cgroup = cgroup_memory_limit(proc=proc, pid=pid)
@@ -59,9 +62,72 @@ def detect_hardware(
         huge_pages_bytes=(
             meminfo["HugePages_Total"] * meminfo.get("Hugepagesize", 0) if "HugePages_Total" in meminfo else None
         ),
+        huge_page_sizes_bytes=huge_page_sizes(sys=sys),
+        numa_nodes=numa_nodes(sys=sys),
+        file_handles_allocated=_first_int(f"{proc}/sys/fs/file-nr"),
+        aio_requests=_first_int(f"{proc}/sys/fs/aio-nr"),
+        **server_rlimits(proc=proc, pid=pid),
     )
     log.info("hardware.detected", cpus=hw.cpu_count, ram=ram, cgroup_limit=cgroup, device=device)
     return hw
+
+
+def _first_int(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def numa_nodes(*, sys: str = "/sys") -> int:
+    """Online NUMA nodes from /sys/devices/system/node/online ("0", "0-1", "0,2-3"); 1 when unknown."""
+    try:
+        text = Path(f"{sys}/devices/system/node/online").read_text().strip()
+    except OSError:
+        return 1
+    count = 0
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        count += (int(hi) - int(lo) + 1) if hi else 1
+    return max(count, 1)
+
+
+def huge_page_sizes(*, sys: str = "/sys") -> list[int]:
+    """Huge page sizes in bytes the kernel supports (/sys/kernel/mm/hugepages/hugepages-<N>kB)."""
+    try:
+        entries = list(Path(f"{sys}/kernel/mm/hugepages").iterdir())
+    except OSError:
+        return []
+    sizes = []
+    for entry in entries:
+        m = re.fullmatch(r"hugepages-(\d+)kB", entry.name)
+        if m:
+            sizes.append(int(m.group(1)) * 1024)
+    return sorted(sizes)
+
+
+_LIMIT_FIELDS = {"Max stack size": "stack", "Max open files": "nofile"}
+
+
+def server_rlimits(*, proc: str = "/proc", pid: int | None = None) -> dict[str, int | None]:
+    """The server process's soft RLIMIT_STACK (bytes) and soft/hard RLIMIT_NOFILE from /proc/<pid>/limits
+    (proc(5)); "unlimited" and unreadable values are None. Keys are Hardware fields."""
+    out: dict[str, int | None] = {"stack_limit_bytes": None, "open_files_soft": None, "open_files_hard": None}
+    try:
+        text = Path(f"{proc}/{pid if pid else 'self'}/limits").read_text()
+    except OSError:
+        return out if pid is None else server_rlimits(proc=proc)
+    for line in text.splitlines():
+        for label, key in _LIMIT_FIELDS.items():
+            if not line.startswith(label):
+                continue
+            soft, hard = (line[len(label) :].split() + ["", ""])[:2]
+            if key == "stack":
+                out["stack_limit_bytes"] = int(soft) if soft.isdigit() else None
+            else:
+                out["open_files_soft"] = int(soft) if soft.isdigit() else None
+                out["open_files_hard"] = int(hard) if hard.isdigit() else None
+    return out
 
 
 def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:

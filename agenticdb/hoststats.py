@@ -127,20 +127,29 @@ def _diskstats(root: Path, devices: list[str] | None, counters: dict[str, float]
                 counters[key] = float(value)
 
 
+def read_psi(resource: str, root: Path = Path("/")) -> dict[str, dict[str, float]]:
+    """One /proc/pressure file: ``{"some": {"avg10": %, "avg60": %, "avg300": %, "total": µs}, "full": …}``.
+
+    Documentation/accounting/psi.rst: ``avgN`` is the share of wall time (%) in which some (or all)
+    non-idle tasks were stalled on ``resource`` over the last N seconds; ``total`` the stall time in µs
+    since boot. Empty when the kernel has no PSI (file missing).
+    """
+    text = _read(root / "proc/pressure" / resource)
+    out: dict[str, dict[str, float]] = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("some", "full"):
+            out[parts[0]] = {k: float(v) for k, v in (p.split("=", 1) for p in parts[1:] if "=" in p)}
+    return out
+
+
 def _pressure(root: Path, counters: dict[str, float], gauges: dict[str, float]) -> None:
     for resource in PSI_RESOURCES:
-        text = _read(root / "proc/pressure" / resource)
-        if text is None:
-            continue
-        for line in text.splitlines():
-            parts = line.split()
-            if not parts or parts[0] not in ("some", "full"):
-                continue
-            fields = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+        for kind, fields in read_psi(resource, root).items():
             if "total" in fields:
-                counters[f"psi.{resource}.{parts[0]}_total_us"] = float(fields["total"])
+                counters[f"psi.{resource}.{kind}_total_us"] = fields["total"]
             if "avg10" in fields:
-                gauges[f"psi.{resource}.{parts[0]}_avg10"] = float(fields["avg10"])
+                gauges[f"psi.{resource}.{kind}_avg10"] = fields["avg10"]
 
 
 def host_state(root: Path = Path("/"), devices: list[str] | None = None) -> RuntimeState:

@@ -1,23 +1,44 @@
-"""Initializer: runtime profile, fingerprint and action catalog before the first round.
+"""Initializer: everything before the first round — runtime profile, fingerprint, action catalog,
+workload preparation, the pristine data copy, ``--start-from``, the baseline and retrieved experience.
 
 The baseline is measured ``loop.baseline_runs`` times (at least twice by default) so the auditor knows
-the run-to-run noise of this host before it judges any change (MEASUREMENT.md).
+the run-to-run noise of this host before it judges any change (docs/measurement.md).
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
 
 from agenticdb.auditor import noise_cv
 from agenticdb.config import Settings
+from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.executor import Executor
 from agenticdb.hardware import detect_hardware
-from agenticdb.models import Catalog, Fingerprint, Hardware, Measurement, RuntimeProfile, StateDelta
+from agenticdb.memory import MemoryBook
+from agenticdb.models import (
+    Bottleneck,
+    Catalog,
+    Change,
+    Experience,
+    Fingerprint,
+    Hardware,
+    Layer,
+    Measurement,
+    Proposal,
+    RuntimeProfile,
+    Snapshot,
+    StateDelta,
+)
+from agenticdb.pristine import PristineData, PristineError
+from agenticdb.recovery import Recovery
+from agenticdb.steps import SessionRecorder
 from agenticdb.targets.base import Target
-from agenticdb.workloads.base import Workload
+from agenticdb.validator import validate
+from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
 
@@ -29,18 +50,12 @@ WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {
 }
 
 
-def data_dir_of(target: Target) -> str | None:
-    """The DBMS data directory when the target knows it (used for disk and device discovery)."""
-    return getattr(target, "data_dir", None)
-
-
 def fingerprint(target: Target, version: str, workload: Workload, hardware: Hardware) -> Fingerprint:
     """Fingerprint from the DBMS identity, the workload's traits and the host size."""
     t = workload.traits()
-    major = version.split(".")[0] if target.kind == "postgresql" else ".".join(version.split(".")[:2])
     return Fingerprint(
         dbms=target.kind,
-        version_major=major,
+        version_major=target.version_major(),
         benchmark=t.benchmark,
         workload_class=WORKLOAD_CLASSES.get(t.workload_class, "oltp"),
         read_fraction=t.read_fraction,
@@ -53,31 +68,11 @@ def fingerprint(target: Target, version: str, workload: Workload, hardware: Hard
     )
 
 
-def server_pid(target: Target) -> int | None:
-    """The DBMS server's process id from its pid file (PostgreSQL ``postmaster.pid`` first line in the data
-    dir; MySQL/MariaDB ``@@pid_file``), so memory budgets use the server's cgroup, not agenticdb's."""
-    from pathlib import Path
-
-    candidates = []
-    data_dir = data_dir_of(target)
-    if target.kind == "postgresql" and data_dir:
-        candidates.append(Path(data_dir) / "postmaster.pid")
-    pid_file = getattr(target, "pid_file", None)
-    if pid_file:
-        candidates.append(Path(pid_file))
-    for path in candidates:
-        try:
-            return int(path.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
-
-
 def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, str]]:
     """Catalog, hardware, version and current values of every catalog knob."""
     catalog = target.catalog()
     version = target.version()
-    hardware = detect_hardware(data_dir_of(target), pid=server_pid(target))
+    hardware = detect_hardware(target.data_dir, pid=target.server_pid())
     current = target.current_values(list(catalog.knobs))
     log.info(
         "init.profiled",
@@ -129,3 +124,267 @@ def build_profile(
         baseline_state=delta,
         noise_cv=cv,
     )
+
+
+# ------------------------------------------------------------------ the initialisation sequence
+
+#: Above this baseline CV the session warns that only large effects can be told from noise
+#: (docs/measurement.md: 5–11 % is reachable on this kind of host with data resets; 19 % without).
+NOISE_WARN_CV = 0.15
+
+
+@dataclass
+class Start:
+    """What initialisation hands the round loop.
+
+    Attributes:
+        catalog, hardware, profile, fingerprint: the DBMS target as found (after ``--start-from``).
+        baseline: the baseline runs; ``delta`` the runtime-state delta of the last one; ``cv`` their
+            coefficient of variation (the session's noise estimate).
+        snapshot: the safe snapshot the DBMS stage starts from ("baseline").
+        experience: experience of similar problems from the Memory Book, best first.
+        warnings: what the user should know (a noisy baseline).
+    """
+
+    catalog: Catalog
+    hardware: Hardware
+    profile: RuntimeProfile
+    fingerprint: Fingerprint
+    baseline: list[Measurement]
+    delta: StateDelta
+    cv: float
+    snapshot: Snapshot
+    experience: list[Experience] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Direction of the objective."""
+        return self.baseline[0].higher_is_better
+
+    @property
+    def objective(self) -> float:
+        """Median baseline objective."""
+        return statistics.median(m.objective for m in self.baseline)
+
+
+class Initializer:
+    """Runs everything before the first round, in order: refuse unsafe options and open the session's
+    record (:meth:`open_session`), then (:meth:`run`) profile the target, prepare the workload, capture
+    a pristine data copy (``loop.reset_data``), apply ``--start-from``, snapshot and measure the
+    baseline, record profile and fingerprint, retrieve experience, warn about noise.
+
+    A failure is journaled as ``session.end`` (status failed or interrupted) and raised as a
+    ``SessionError`` whose exit code the command line returns; nothing was changed unless
+    ``--start-from`` was applied, which the message then says.
+    """
+
+    def __init__(
+        self,
+        cfg: Settings,
+        target: Target,
+        workload: Workload,
+        memory: MemoryBook,
+        recorder: SessionRecorder,
+        start_from: dict[str, object] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.target = target
+        self.workload = workload
+        self.memory = memory
+        self.rec = recorder
+        self.start_from = start_from
+        self.pristine: PristineData | None = None
+
+    def open_session(self, planner: str) -> None:
+        """Refuse unsafe options before anything runs, then journal ``session.start`` (and
+        ``policy.relaxed`` when durability was relaxed explicitly).
+
+        Raises:
+            SessionUsageError: ``loop.reset_data`` on anything but a sandbox (it would lose a real
+                server's data); nothing was journaled.
+        """
+        cfg = self.cfg
+        if cfg.loop.reset_data and cfg.target.sandbox is None:
+            raise SessionUsageError(
+                "loop.reset_data = true restores an old copy of the data directory and discards every write "
+                "since: it is allowed only on a sandbox (--sandbox postgres|mariadb)"
+            )
+        self.rec.event(
+            "session.start",
+            {
+                "target": self.target.kind,
+                "workload": cfg.workload.kind,
+                "planner": planner,
+                "durability": cfg.policy.durability,
+                "allow_restart": cfg.policy.allow_restart,
+                "loop": cfg.loop.model_dump(mode="json"),
+                "policy": cfg.policy.model_dump(mode="json"),
+            },
+        )
+        if cfg.policy.durability == "relaxed":
+            self.rec.event("policy.relaxed", {"reason": "durability = relaxed chosen explicitly in configuration"})
+        log.info("session.start", session=self.rec.session_id, target=self.target.kind, workload=cfg.workload.kind)
+
+    def reset_data(self) -> None:
+        """Before every measured run with ``loop.reset_data``: put the pristine data copy back."""
+        if self.pristine is not None:
+            self.pristine.reset()
+
+    def discard(self) -> None:
+        """Remove the pristine copy (end of session)."""
+        if self.pristine is not None:
+            self.pristine.discard()
+
+    def run(self, executor: Executor) -> Start:
+        """The initialisation sequence with ``executor`` measuring the DBMS target.
+
+        Raises:
+            SessionError: profiling, workload preparation, ``--start-from`` or the baseline failed.
+            SessionInterrupted: Ctrl-C before the first round.
+        """
+        try:
+            catalog, hardware, version, current = self._profile()
+            self._prepare_workload()
+            if self.cfg.loop.reset_data:
+                self._capture_pristine()
+            if self.start_from:
+                self._apply_start_from(catalog, hardware, current, executor)
+                current = self.target.current_values(list(catalog.knobs))
+            snapshot = self.target.snapshot(list(catalog.knobs), label="baseline")
+            baseline, delta, cv = self._baseline(executor)
+            profile = build_profile(self.target, version, hardware, current, baseline, delta, cv, self.cfg)
+            fp = fingerprint(self.target, version, self.workload, hardware)
+            start = Start(catalog, hardware, profile, fp, baseline, delta, cv, snapshot)
+            self._record(start)
+            start.experience = self._retrieve(fp)
+        except KeyboardInterrupt:
+            note = (
+                "the --start-from configuration remains in effect (agenticdb rollback --dbms undoes it)"
+                if self.start_from
+                else "nothing was changed"
+            )
+            self._end("interrupted", f"interrupted before the first round; {note}")
+            raise SessionInterrupted(f"interrupted before the first round; {note}") from None
+        start.warnings = self._noise_warning(cv)
+        return start
+
+    def _end(self, status: str, reason: str, output: str | None = None) -> None:
+        data: dict[str, str] = {"status": status, "reason": reason}
+        if output is not None:
+            data["output"] = output[-2000:]
+        self.rec.event("session.end", data)
+
+    def _profile(self) -> tuple[Catalog, Hardware, str, dict[str, str]]:
+        try:
+            return profile_target(self.target)
+        except Exception as exc:
+            self._end("failed", f"initialization failed: {exc}")
+            raise SessionError(f"cannot profile the target: {exc}") from exc
+
+    def _prepare_workload(self) -> None:
+        try:
+            self.workload.prepare()
+        except WorkloadError as exc:
+            self._end("failed", f"workload prepare failed: {exc}", exc.output)
+            raise SessionError(f"workload {self.cfg.workload.kind} could not prepare: {exc}") from exc
+
+    def _capture_pristine(self) -> None:
+        """``loop.reset_data``: copy the loaded sandbox data dir once; every measured run starts from it.
+
+        The session has already refused it on anything but a sandbox (it would lose a real server's data).
+        """
+        try:
+            self.pristine = PristineData.for_target(self.target)
+            took = self.pristine.capture()
+        except PristineError as exc:
+            raise SessionError(str(exc)) from exc
+        self.rec.event(
+            "pristine.captured",
+            {
+                "data_dir": str(self.pristine.data_dir),
+                "seconds": round(took, 2),
+                "reason": "reset before every measured run (docs/measurement.md)",
+            },
+        )
+
+    def _apply_start_from(
+        self, catalog: Catalog, hardware: Hardware, current: dict[str, str], executor: Executor
+    ) -> None:
+        """``tune --start-from FILE``: apply a starting configuration through validator and executor."""
+        assert self.start_from is not None
+        proposal = Proposal(
+            bottleneck=Bottleneck.unknown,
+            changes=[Change(name=k, value=v) for k, v in self.start_from.items()],  # type: ignore[arg-type]
+            rationale="starting configuration from --start-from",
+            planner="start-from",
+        )
+        # A starting configuration is the user's, not a tuning step: no step bound, any number of changes.
+        policy = self.cfg.policy.model_copy(
+            update={"max_changes": max(len(proposal.changes), 1), "max_step_factor": 1e12}
+        )
+        can_restart = self.target.can_restart()
+        verdict = validate(proposal, catalog, current, hardware, policy, Layer.dbms, can_restart=can_restart)
+        self.rec.event(
+            "start_from", {"proposal": proposal.model_dump(mode="json"), "verdict": verdict.model_dump(mode="json")}
+        )
+        if not verdict.ok:
+            raise SessionError("--start-from refused by the validator:\n" + verdict.feedback())
+        safe = self.target.snapshot(list(catalog.knobs), label="before start-from")
+        try:
+            executor.apply(verdict.changes, verdict.apply_requirement, 0, safe, purpose="start-from")
+        except Exception as exc:
+            Recovery(self.target).recover(None, safe)
+            raise SessionError(f"--start-from could not be applied: {exc}") from exc
+        self.rec.close_intent(0, "start-from applied")
+
+    def _baseline(self, executor: Executor) -> tuple[list[Measurement], StateDelta, float]:
+        try:
+            return measure_baseline(executor, self.cfg.loop.baseline_runs)
+        except WorkloadError as exc:
+            self._end("failed", f"baseline run failed: {exc}", exc.output)
+            raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc
+
+    def _record(self, start: Start) -> None:
+        catalog = start.catalog
+        self.rec.event(
+            "profile",
+            {
+                "profile": start.profile.model_dump(mode="json"),
+                "fingerprint": start.fingerprint.model_dump(mode="json"),
+                "catalog": {"knobs": len(catalog.knobs), "excluded": catalog.excluded},
+            },
+        )
+        self.rec.event(
+            "baseline",
+            {
+                "objectives": [m.objective for m in start.baseline],
+                "noise_cv": start.cv,
+                "objective_name": start.baseline[0].objective_name,
+                "higher_is_better": start.higher_is_better,
+            },
+        )
+
+    def _retrieve(self, fp: Fingerprint) -> list[Experience]:
+        self.memory.start_session(
+            self.rec.session_id, target=self.target.kind, fingerprint=fp, workload=self.cfg.workload.kind
+        )
+        experience = [e for _, e in self.memory.retrieve(fp)]
+        if experience:
+            self.rec.event("experience.retrieved", {"sessions": [e.session_id for e in experience]})
+        return experience
+
+    def _noise_warning(self, cv: float) -> list[str]:
+        """A warning (journaled as ``noise.high``) when the baseline CV leaves only large effects visible."""
+        if cv <= NOISE_WARN_CV:
+            return []
+        loop = self.cfg.loop
+        band = max(loop.min_gain, loop.noise_factor * cv)
+        advice = (
+            f"measured noise CV {cv:.0%}: only changes beyond ±{band:.0%} "
+            "count; lengthen --duration, add --baseline-runs, use --reset-data on a sandbox, or stop other "
+            "load on this host"
+        )
+        self.rec.event("noise.high", {"noise_cv": cv, "advice": advice})
+        log.warning("baseline.noisy", cv=round(cv, 3), reason=advice)
+        return [advice]

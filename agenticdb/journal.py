@@ -1,4 +1,4 @@
-"""Append-only, hash-chained audit journal in SQLite (DESIGN.md "journal"; issue 9).
+"""Append-only, hash-chained audit journal in SQLite (docs/architecture.md "The journal and the Memory Book"; issue 9).
 
 One row per event of a tuning session. Rows are chained: ``hash = sha256(prev_hash + canonical
 fields)`` (see :func:`row_hash`), and triggers in ``memory/journal.sql`` forbid UPDATE and DELETE. The

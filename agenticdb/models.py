@@ -1,4 +1,4 @@
-"""Data types passed between the modules of the round (DESIGN.md, "Modules and their contracts").
+"""Data types passed between the modules of the round (docs/architecture.md "Roles and the data each owns").
 
 Every value that crosses a module boundary is one of these pydantic models. Units are stated per
 field: sizes in bytes, times in milliseconds or seconds as named, throughput per second.
@@ -48,7 +48,7 @@ class ApplyMode(StrEnum):
 
 
 class Bottleneck(StrEnum):
-    """Bottleneck hypotheses the planners attribute (DESIGN.md "Planners")."""
+    """Bottleneck hypotheses the planners attribute (docs/architecture.md "Roles")."""
 
     buffer_cache = "buffer_cache"
     wal_fsync = "wal_fsync"
@@ -97,6 +97,10 @@ class KnobSpec(Strict):
     path: str | None = None
     block_size: int | None = None
     source: str = ""
+    option_file: bool | None = None
+    """MySQL/MariaDB: whether the server accepts the variable in an option file (``mysqld --help --verbose``
+    lists it). False: runtime only (``SET GLOBAL``); never written to the managed option file, where the
+    next start would abort with "unknown variable". None: not applicable or not known."""
 
 
 class Catalog(Strict):
@@ -110,6 +114,10 @@ class Catalog(Strict):
     knobs: dict[str, KnobSpec] = Field(default_factory=dict)
     excluded: dict[str, str] = Field(default_factory=dict)
     unsupported: dict[str, str] = Field(default_factory=dict)
+    facts: dict[str, float | str] = Field(default_factory=dict)
+    """Read-only values the server's own checks depend on, by name, numbers in dimension-wide units
+    (bytes, ms): PostgreSQL ``wal_segment_size`` (internal GUCs), MariaDB read-only variables
+    (``innodb_page_size``), Linux device facts (``block.vda.hw_queue_depth``)."""
 
     def get(self, name: str) -> KnobSpec | None:
         return self.knobs.get(name)
@@ -134,6 +142,83 @@ class Hardware(Strict):
     commit_limit_bytes: int | None = None
     huge_pages_bytes: int | None = None
     """HugePages_Total × Hugepagesize from /proc/meminfo (reserved huge pages); None when unknown."""
+    huge_page_sizes_bytes: list[int] = Field(default_factory=list)
+    """Huge page sizes the kernel supports (/sys/kernel/mm/hugepages/hugepages-<N>kB)."""
+    numa_nodes: int = 1
+    """Online NUMA nodes (/sys/devices/system/node/online)."""
+    stack_limit_bytes: int | None = None
+    """The DBMS server's soft RLIMIT_STACK (/proc/<pid>/limits "Max stack size"); None = unlimited/unknown."""
+    open_files_soft: int | None = None
+    """The DBMS server's soft RLIMIT_NOFILE (/proc/<pid>/limits "Max open files"); None = unlimited/unknown."""
+    open_files_hard: int | None = None
+    """The DBMS server's hard RLIMIT_NOFILE; None = unlimited/unknown."""
+    file_handles_allocated: int | None = None
+    """Allocated file handles host-wide (first field of /proc/sys/fs/file-nr)."""
+    aio_requests: int | None = None
+    """Outstanding asynchronous I/O contexts host-wide (/proc/sys/fs/aio-nr)."""
+
+
+class Observed(Strict):
+    """What the validator may know of the running workload beyond the configuration (optional input).
+
+    ``gauges`` are runtime-state gauges by name (``RuntimeState.gauges``: ``pg_stat_activity.total``,
+    ``global_status.Max_used_connections``, ``global_status.Prepared_stmt_count``, …); capacity rules read
+    the peaks they name from here. ``dbms_memory_bytes`` is the DBMS's planned memory in bytes (its memory
+    estimate); the strict-overcommit rule counts it (default: the DBMS memory budget,
+    ``policy.memory_fraction`` × memory limit).
+    """
+
+    gauges: dict[str, float] = Field(default_factory=dict)
+    dbms_memory_bytes: float | None = None
+
+
+class SeriesPoint(Strict):
+    """One second of a measured run (docs/measurement.md).
+
+    ``t_s`` is when the 1-s interval starts, in seconds from the start of the run; ``tps`` the
+    transactions completed in it; ``latency_p95_ms``/``latency_p99_ms`` the percentiles of the
+    latencies in it (None when the tool does not report them per second, or nothing completed);
+    ``errors`` the failed transactions (and reconnects for sysbench) in it.
+    """
+
+    t_s: float = Field(ge=0)
+    tps: float = Field(ge=0)
+    latency_p95_ms: float | None = Field(default=None, ge=0)
+    latency_p99_ms: float | None = Field(default=None, ge=0)
+    errors: int = Field(default=0, ge=0)
+
+
+class Disturbance(Strict):
+    """CPU load on the host that was not ours during a measured run (docs/measurement.md).
+
+    "Ours" is the database server's process tree, the benchmark tool's process tree and agenticdb's own
+    process. Per 1-s sample: ``other = host busy CPU − ours`` in cores (1.0 = one CPU fully busy).
+
+    ``other_cpu_cores`` is the mean of the per-second values, ``other_cpu_spread`` their p90 − p10 (a
+    load that started or stopped mid-run makes it large), ``other_cpu_series`` the values themselves.
+    ``ours_share_pct`` is our CPU share: the part (%) of their runnable time our threads spent on a CPU
+    rather than waiting for one (mean of ``ours_share_series``, one value per sample, None where they
+    were idle); ``ours_share_shift`` the largest factor by which its mean before and after some point of
+    the run differ (``series.level_shift``; 1.0 = no change). On a saturated host an outside load shows
+    there more than in other-CPU. ``steal_pct`` is the share of all CPU time the hypervisor gave to other guests (%),
+    ``psi_cpu_some_pct`` the share of wall time some task waited for a CPU (/proc/pressure/cpu, %; None
+    without PSI). ``disturbed``/``reason`` come from ``agenticdb.disturbance.classify``.
+    """
+
+    samples: int = Field(ge=0)
+    seconds: float = Field(ge=0)
+    other_cpu_cores: float
+    other_cpu_spread: float = Field(ge=0)
+    other_cpu_series: list[float] = Field(default_factory=list)
+    ours_cpu_cores: float = 0.0
+    ours_share_pct: float | None = None
+    ours_share_shift: float | None = None
+    ours_share_series: list[float | None] = Field(default_factory=list)
+    host_busy_cores: float = 0.0
+    steal_pct: float = Field(default=0.0, ge=0)
+    psi_cpu_some_pct: float | None = None
+    disturbed: bool = False
+    reason: str = ""
 
 
 class Measurement(Strict):
@@ -141,6 +226,14 @@ class Measurement(Strict):
 
     ``objective`` is the value the auditor compares: TPS/p95 (higher is better) for OLTP, total
     execution time in seconds (lower is better) for OLAP; ``higher_is_better`` says which.
+
+    OLTP runs carry a per-second ``series``. ``tps``, the latencies and ``objective`` are then computed
+    over the steady window only: it starts ``steady_start_s`` seconds into the run (found by MSER-5,
+    docs/measurement.md) and lasts ``steady_s`` seconds. ``series_cv`` is the coefficient of variation
+    of the per-second TPS inside the window, ``objective_se`` the batch-means standard error of
+    ``objective`` (None when the window is too short for two batches, or for OLAP).
+    ``transactions``, ``errors`` and ``duration_s`` cover the whole run, warm-up part included.
+    ``disturbance`` is the host's outside CPU load during the run (set by the executor).
     """
 
     workload: str
@@ -159,6 +252,12 @@ class Measurement(Strict):
     higher_is_better: bool = True
     taken_at: float = Field(default_factory=time.time)
     raw_tail: str = ""
+    series: list[SeriesPoint] = Field(default_factory=list)
+    steady_start_s: float | None = None
+    steady_s: float | None = None
+    series_cv: float | None = None
+    objective_se: float | None = None
+    disturbance: Disturbance | None = None
 
 
 class RuntimeState(Strict):
@@ -212,7 +311,7 @@ class Snapshot(Strict):
 
 
 class Fingerprint(Strict):
-    """What makes two tuning problems alike: DBMS, workload and scale (DESIGN.md experience memory).
+    """What makes two tuning problems alike: DBMS, workload and scale (docs/architecture.md, "Memory Book").
 
     ``read_fraction`` in [0, 1]; ``scale`` is the benchmark's scale (pgbench scale, rows per table,
     TPC-H scale factor); ``concurrency`` the client count.
@@ -254,7 +353,7 @@ class Change(Strict):
 
 
 class Proposal(Strict):
-    """Diagnosis–action record produced by a planner (DESIGN.md "The round")."""
+    """Diagnosis–action record produced by a planner (docs/architecture.md "The loop")."""
 
     bottleneck: Bottleneck
     layer: Layer = Layer.dbms
@@ -284,11 +383,18 @@ class NormalizedChange(Strict):
     apply: ApplyMode
     layer: Layer = Layer.dbms
     previous: str | None = None
+    runtime_only: bool = False
+    """Applied with ``SET GLOBAL`` only: the variable has no option-file form on this server version, so
+    it is not written to the managed option file and a restart by someone else loses it."""
 
 
 class FailedCheck(Strict):
     """One failed validator check. ``check`` is the rule kind: stage, unknown, type, unit, enum, range,
-    hardware, protected, dangerous, durability, conflict, step, apply."""
+    hardware, protected, dangerous, durability, conflict, step, apply, and (validators/*.toml)
+    server_check (the server's own start-up/assignment checks beyond the published range), no_effect
+    (the change cannot act on this host or in this mode: never measured), harmful (known to hurt a
+    database host; ``policy.allow_harmful`` may accept it as a risk) and capacity (a capacity setting
+    lowered below the observed peak plus headroom)."""
 
     check: str
     parameter: str
@@ -394,7 +500,7 @@ class Experience(Strict):
 
 
 class PlanningContext(Strict):
-    """Everything a planner may read (DESIGN.md "Planners")."""
+    """Everything a planner may read (docs/architecture.md "Roles")."""
 
     profile: RuntimeProfile
     fingerprint: Fingerprint

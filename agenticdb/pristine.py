@@ -1,14 +1,14 @@
 """Pristine data resets for benchmark sandboxes (``loop.reset_data``).
 
-MEASUREMENT.md measured on this kind of host: restoring a pristine copy of the data directory before
+docs/measurement.md: on this kind of host: restoring a pristine copy of the data directory before
 each trial (copy + sync + start: 2–3 s), then a warm-up, cut the TPS coefficient of variation from
 11–19 % to about 5–11 % (PostgreSQL) and 3–7 % (MariaDB), because dead tuples and table growth no longer
 drift the results within a session.
 
 This throws away every write made since the copy, so it is refused anywhere but a private sandbox
 (``target.sandbox`` set): on a real server it would lose data. The configuration files that agenticdb
-tunes (``postgresql.auto.conf``; MariaDB's option files live outside the data dir) are never reset, so
-the trial's configuration stays in effect.
+tunes (``Target.pristine_keep_files``: PostgreSQL's ``postgresql.auto.conf`` and friends; MariaDB's
+option files live outside the data dir) are never reset, so the trial's configuration stays in effect.
 """
 
 from __future__ import annotations
@@ -17,23 +17,15 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
 
 from agenticdb.services import Service, ServiceError
+from agenticdb.targets.base import Target
 
 log = structlog.get_logger(__name__)
-
-#: Files inside a PostgreSQL data directory that hold configuration, never data: not reset.
-PG_CONFIG_FILES = (
-    "postgresql.auto.conf",
-    "postgresql.conf",
-    "pg_hba.conf",
-    "pg_ident.conf",
-    "postmaster.opts",
-    "postmaster.pid",
-)
 
 
 class PristineError(RuntimeError):
@@ -48,21 +40,33 @@ class PristineData:
         service: its controller (stop/start).
         keep: file names inside ``data_dir`` that are configuration and must not be reset.
         before_stop: called before each stop (MariaDB: ``SET GLOBAL innodb_fast_shutdown = 0`` so the
-            copy needs no crash recovery, per MEASUREMENT.md).
+            copy needs no crash recovery, per docs/measurement.md).
     """
 
     def __init__(
         self,
         data_dir: str,
         service: Service,
-        keep: tuple[str, ...] = PG_CONFIG_FILES,
-        before_stop: object = None,
+        keep: tuple[str, ...] = (),
+        before_stop: Callable[[], None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.copy_dir = self.data_dir.parent / (self.data_dir.name + ".pristine")
         self.service = service
         self.keep = keep
         self.before_stop = before_stop
+
+    @classmethod
+    def for_target(cls, target: Target) -> PristineData:
+        """Pristine copies of ``target``'s data directory, kept and reset as the target says.
+
+        Raises:
+            PristineError: the target has no known data directory or no service controller.
+        """
+        data_dir, service = target.data_dir, target.service
+        if not data_dir or service is None:
+            raise PristineError("loop.reset_data needs the sandbox's data directory and service controller")
+        return cls(data_dir, service, keep=target.pristine_keep_files(), before_stop=target.prepare_clean_shutdown)
 
     def _rsync(self, src: Path, dst: Path) -> None:
         excludes = [f"--exclude=/{name}" for name in self.keep]
@@ -79,7 +83,7 @@ class PristineData:
         os.sync()
 
     def _stopped(self) -> None:
-        if callable(self.before_stop):
+        if self.before_stop is not None:
             try:
                 self.before_stop()
             except Exception as exc:  # noqa: BLE001 - a slow shutdown is still a clean shutdown

@@ -16,6 +16,11 @@ Booleans are ``ON``/``OFF``; enums take the server's own spelling.
 
 Linux: sysctl and /sys/block/<dev>/queue values are integers or, for ``scheduler``, one of the names the
 device's ``queue/scheduler`` file lists.
+
+This is the one module that knows units and spellings: each value dialect is a class (:class:`Dialect`;
+:func:`dialect_of` picks it from a catalog's target), the heuristic planner's base-unit arithmetic
+(:func:`parse_value`, :func:`format_value`, :func:`canonical`) lives here too, and :func:`values_equal`
+is the one comparison of two spellings of a value (verify, revert checks, rival detection, rollback).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from agenticdb.models import KnobSpec
 
@@ -55,8 +61,30 @@ _MYSQL_SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p"
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z%]*)\s*$")
 _PG_TRUE = {"on", "true", "yes", "1", "t", "tr", "tru", "y", "ye"}
 _PG_FALSE = {"off", "false", "no", "0", "f", "fa", "fal", "fals", "n", "of"}
-_MYSQL_TRUE = {"on", "true", "1", "yes"}
-_MYSQL_FALSE = {"off", "false", "0", "no"}
+"""PostgreSQL's boolean spellings, unique prefixes included (manual 19.1.1)."""
+TRUE_WORDS = frozenset({"on", "true", "1", "yes"})
+FALSE_WORDS = frozenset({"off", "false", "0", "no"})
+"""The boolean spellings every target accepts (MySQL/MariaDB ``ON``/``1``/``TRUE``; sysctl 1/0)."""
+
+SIZE_SUFFIX_BYTES: dict[str, int] = {
+    "b": 1,
+    "bytes": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": 2**20,
+    "mb": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "tib": 2**40,
+}
+"""Bytes per size spelling, lower-cased (the planner's sizes and the base units of size knobs)."""
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_NUM_UNIT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 class UnitError(ValueError):
@@ -105,11 +133,7 @@ def normalize(family: str, spec: KnobSpec, raw: str | int | float | bool) -> Par
     Raises:
         UnitError: the value cannot be written in the target's canonical form.
     """
-    if family == "postgresql":
-        return pg_parse(spec, raw)
-    if family == "mysql":
-        return mysql_parse(spec, raw)
-    return linux_parse(spec, raw)
+    return DIALECTS[family].parse(spec, raw)
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -278,11 +302,9 @@ def mysql_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
     if spec.vartype == "bool":
         if isinstance(raw, bool):
             return Parsed("ON" if raw else "OFF", None)
-        s = str(raw).strip().lower()
-        if s in _MYSQL_TRUE:
-            return Parsed("ON", None)
-        if s in _MYSQL_FALSE:
-            return Parsed("OFF", None)
+        flag = bool_of(str(raw))
+        if flag is not None:
+            return Parsed("ON" if flag else "OFF", None)
         raise UnitError(f"{spec.name}={raw!r}: not a boolean; expected ON or OFF (also 1/0, TRUE/FALSE)", "type")
     if spec.vartype == "enum":
         return Parsed(_enum(spec, raw), None)
@@ -354,37 +376,245 @@ def linux_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
 
 def readable(family: str, spec: KnobSpec, base: float) -> str:
     """A human spelling of ``base`` (in ``spec.unit``) for messages: "16TB", "2147483647 (2GiB)"."""
-    if family == "postgresql":
-        return format_pg(spec, base)
-    if family == "mysql" and spec.vartype == "integer" and base >= 1024 and base == int(base):
-        for name, size in (
-            ("E", 1024**6),
-            ("P", 1024**5),
-            ("T", 1024**4),
-            ("G", 1024**3),
-            ("M", 1024**2),
-            ("K", 1024),
-        ):
-            if base >= size:
-                return f"{_plain(base)} ({base / size:.4g}{name})"
-    return _plain(base) + (f" {spec.unit}" if spec.unit and family == "linux" else "")
+    return DIALECTS[family].readable(spec, base)
 
 
 def quantity(family: str, spec: KnobSpec, base: float) -> float:
     """``base`` converted to a dimension-wide unit (bytes for memory, ms for time) so knobs with different
     base units compare (work_mem in kB against shared_buffers in 8kB pages)."""
-    if family == "postgresql":
-        kind = _pg_unit_kind(spec.unit)
-        if kind is not None and base > 0:
-            return base * kind[1]
-    return base
+    return DIALECTS[family].quantity(spec, base)
 
 
 def bytes_of(family: str, spec: KnobSpec, base: float) -> float | None:
     """``base`` in bytes when ``spec`` is a memory knob (PostgreSQL memory units, MySQL "B"), else None."""
-    if family == "postgresql":
+    return DIALECTS[family].bytes_of(spec, base)
+
+
+# ---------------------------------------------------------------- dialects
+
+
+class Dialect:
+    """How one family of targets spells and sizes values; one instance per family in :data:`DIALECTS`."""
+
+    family: ClassVar[str] = ""
+
+    def parse(self, spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
+        """Normalise ``raw`` (see :func:`pg_parse`, :func:`mysql_parse`, :func:`linux_parse`).
+
+        Raises:
+            UnitError: the value cannot be written in the target's canonical form.
+        """
+        raise NotImplementedError
+
+    def readable(self, spec: KnobSpec, base: float) -> str:
+        """A human spelling of ``base`` (in ``spec.unit``) for messages."""
+        return _plain(base)
+
+    def quantity(self, spec: KnobSpec, base: float) -> float:
+        """``base`` in a dimension-wide unit (bytes, ms) where the dialect has unit-scaled knobs."""
+        return base
+
+    def bytes_of(self, spec: KnobSpec, base: float) -> float | None:
+        """``base`` in bytes for a memory knob, else None."""
+        return None
+
+    def proposal_value(self, spec: KnobSpec, base: float) -> str | int | float:
+        """``base`` written the way the validator accepts it in a proposal (integers by default)."""
+        return int(round(base))
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL: unit-scaled base units (8kB pages, kB, ms, s); canonical "512MB", "5min"."""
+
+    family = "postgresql"
+
+    def parse(self, spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
+        return pg_parse(spec, raw)
+
+    def readable(self, spec: KnobSpec, base: float) -> str:
+        return format_pg(spec, base)
+
+    def quantity(self, spec: KnobSpec, base: float) -> float:
+        kind = _pg_unit_kind(spec.unit)
+        return base * kind[1] if kind is not None and base > 0 else base
+
+    def bytes_of(self, spec: KnobSpec, base: float) -> float | None:
         kind = _pg_unit_kind(spec.unit)
         return base * kind[1] if kind and kind[0] == "memory" else None
-    if family == "mysql":
+
+    def proposal_value(self, spec: KnobSpec, base: float) -> str | int | float:
+        """Sizes as "512MB" (whole kB at least), times as "15min"/"30s"/"200ms"."""
+        ub, ums = unit_bytes(spec.unit), unit_ms(spec.unit)
+        if ub:
+            nbytes = int(round(base)) * ub
+            for suffix, size in (("TB", 2**40), ("GB", 2**30), ("MB", 2**20), ("kB", 1024)):
+                if nbytes >= size and nbytes % size == 0:
+                    return f"{nbytes // size}{suffix}"
+            return f"{nbytes // 1024}kB"
+        if ums:
+            ms = int(round(base * ums))
+            for suffix, size in (("min", 60000), ("s", 1000)):
+                if ms >= size and ms % size == 0:
+                    return f"{ms // size}{suffix}"
+            return f"{ms}ms"
+        return int(round(base))
+
+
+class MySQLDialect(Dialect):
+    """MySQL and MariaDB: sizes in bytes (K/M/G suffixes on input), booleans ON/OFF."""
+
+    family = "mysql"
+
+    def parse(self, spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
+        return mysql_parse(spec, raw)
+
+    def readable(self, spec: KnobSpec, base: float) -> str:
+        if spec.vartype == "integer" and base >= 1024 and base == int(base):
+            for name, size in (("E", 1024**6), ("P", 1024**5), ("T", 1024**4), ("G", 1024**3), ("M", 1024**2)):
+                if base >= size:
+                    return f"{_plain(base)} ({base / size:.4g}{name})"
+            return f"{_plain(base)} ({base / 1024:.4g}K)"
+        return _plain(base)
+
+    def bytes_of(self, spec: KnobSpec, base: float) -> float | None:
         return base
+
+
+class LinuxDialect(Dialect):
+    """sysctl and /sys/block values: plain integers (the unit is the catalog's), enums as listed."""
+
+    family = "linux"
+
+    def parse(self, spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
+        return linux_parse(spec, raw)
+
+    def readable(self, spec: KnobSpec, base: float) -> str:
+        return _plain(base) + (f" {spec.unit}" if spec.unit else "")
+
+
+DIALECTS: dict[str, Dialect] = {d.family: d for d in (PostgresDialect(), MySQLDialect(), LinuxDialect())}
+"""The value dialect of each family (:func:`family_of`)."""
+
+
+def dialect_of(target: str) -> Dialect:
+    """The value dialect of a catalog ``target`` ("postgresql", "mariadb", "mysql", "linux").
+
+    Raises:
+        ValueError: unknown target (see :func:`family_of`).
+    """
+    return DIALECTS[family_of(target)]
+
+
+# ---------------------------------------------------------------- base-unit arithmetic (the planner's)
+
+
+def unit_bytes(unit: str | None) -> int | None:
+    """Bytes per base unit for size knobs ("8kB" → 8192, "kB" → 1024, "16kB", "MB", "B"), else None."""
+    m = re.fullmatch(r"(\d*)\s*([A-Za-z]+)", unit or "")
+    per = SIZE_SUFFIX_BYTES.get(m.group(2).lower()) if m else None
+    return None if m is None or per is None else int(m.group(1) or 1) * per
+
+
+def unit_ms(unit: str | None) -> float | None:
+    """Milliseconds per base unit for time knobs ("ms", "s", "min"), else None."""
+    return PG_TIME_UNITS.get(unit) if unit else None
+
+
+def parse_value(raw: str | int | float | bool | None, spec: KnobSpec) -> float | None:
+    """Numeric value of ``raw`` in ``spec``'s base unit, or None for non-numeric knobs/values.
+
+    Accepts bare numbers (already in base unit, as PostgreSQL and MySQL read them) and a number with
+    a size or time suffix ("128MB", "4GB", "200ms", "5min", "1G").
+    """
+    if raw is None or isinstance(raw, bool) or spec.vartype not in ("integer", "real"):
+        return None
+    if isinstance(raw, int | float):
+        return float(raw)
+    m = _NUM_UNIT.match(str(raw))
+    if not m:
+        return None
+    num, suffix = float(m.group(1)), m.group(2)
+    if not suffix:
+        return num
+    per_byte, per_ms = unit_bytes(spec.unit), unit_ms(spec.unit)
+    if suffix.lower() in SIZE_SUFFIX_BYTES and per_byte:
+        return num * SIZE_SUFFIX_BYTES[suffix.lower()] / per_byte
+    if suffix in PG_TIME_UNITS and per_ms:
+        return num * PG_TIME_UNITS[suffix] / per_ms
     return None
+
+
+def bool_of(text: str) -> bool | None:
+    """True/False for a boolean spelling every target accepts (on/off, true/false, yes/no, 1/0), else None."""
+    low = text.strip().lower()
+    return True if low in TRUE_WORDS else False if low in FALSE_WORDS else None
+
+
+def canonical(name: str, raw: str | int | float | bool, spec: KnobSpec | None) -> tuple[str, str]:
+    """Comparable identity of a change: (name, value in base unit or lower-cased text).
+
+    Used so that "512MB", "524288kB" and 65536 (8kB pages) count as the same shared_buffers change.
+    """
+    if spec is not None:
+        num = parse_value(raw, spec)
+        if num is not None:
+            return name, f"{num:.6g}"
+        if spec.vartype == "bool":
+            text = str(raw).strip().lower()
+            flag = bool_of(text)
+            return name, text if flag is None else ("on" if flag else "off")
+    return name, str(raw).strip().lower()
+
+
+def format_value(base: float, spec: KnobSpec, family: str) -> str | int | float:
+    """Write ``base`` (in ``spec``'s base unit) the way the validator expects for ``family``."""
+    if spec.vartype == "real":
+        return round(base, 3)
+    return dialect_of(family).proposal_value(spec, base)
+
+
+# ---------------------------------------------------------------- comparing values
+
+#: Relative tolerance for two numeric spellings to count as the same value (floats read back from a
+#: server or /proc may carry representation noise; PostgreSQL verify used 1e-6 as well).
+NUMERIC_TOLERANCE = 1e-6
+
+
+def numbers_equal(a: float, b: float) -> bool:
+    """True when ``a`` and ``b`` agree within :data:`NUMERIC_TOLERANCE` (relative; 1e-9 absolute near 0)."""
+    return abs(a - b) <= max(1e-9, NUMERIC_TOLERANCE * max(abs(a), abs(b)))
+
+
+def values_equal(expected: str, actual: str, spec: KnobSpec | None = None, family: str | None = None) -> bool:
+    """The one comparison of two spellings of a parameter value.
+
+    With ``spec`` and ``family`` both values are first normalised in that dialect, so "128MB" and
+    "131072kB" (or 16384 pages of 8kB) are the same shared_buffers; a value that does not normalise
+    is different. Without them:
+
+    Equal when the texts match ignoring case, surrounding whitespace and single quotes ("ON"/"on",
+    "'UTC'"/"UTC"); or both are integers of the same value ("08"/"8"); or both are numbers, one not an
+    integer, within :data:`NUMERIC_TOLERANCE` ("0.1"/"0.10000001", "8"/"8.0");
+    or both are boolean spellings of the same truth value ("on"/"true"/"1"). Unit-bearing spellings
+    ("128MB" against "131072kB") are not converted: each target reads values back in one canonical
+    spelling, so a snapshot and a later read agree textually.
+    """
+    if spec is not None and family is not None:
+        try:
+            pe, pa = normalize(family, spec, expected), normalize(family, spec, actual)
+        except UnitError:
+            return False
+        if pe.base_value is not None and pa.base_value is not None:
+            return pe.base_value == pa.base_value
+        return pe.canonical.strip().lower() == pa.canonical.strip().lower()
+    a, b = str(expected).strip().strip("'").lower(), str(actual).strip().strip("'").lower()
+    if a == b:
+        return True
+    if _INTEGER.match(a) and _INTEGER.match(b):
+        return int(a) == int(b)  # sizes in bytes: a tolerance would hide a rounding the server did
+    try:
+        return numbers_equal(float(a), float(b))
+    except ValueError:
+        pass
+    x, y = bool_of(a), bool_of(b)
+    return x is not None and x == y

@@ -11,8 +11,16 @@ the first); a verdict with any failure is ``ok=False`` and nothing of it is appl
    allows it (then listed in ``Verdict.accepted_risks``);
 6. ``hardware`` — memory budget, disk, cores (agenticdb.validation.host);
 7. ``conflict`` — rules on the resulting configuration (agenticdb.validation.resulting);
-8. ``step`` — at most ``policy.max_changes`` changes, no value moved by more than ``max_step_factor``;
-9. ``apply`` — the strongest apply mode from metadata; a restart needs permission and the window.
+8. ``server_check`` — the server's/kernel's own checks beyond min/max (``min_wal_size`` ≥ 2 ×
+   ``wal_segment_size``, nr_requests ≤ the device's hardware queue depth without a scheduler);
+   ``no_effect`` — changes that cannot act in this mode or on this host (never measured); ``harmful`` —
+   values known to hurt database hosts (``policy.allow_harmful`` may accept one as a risk); ``capacity``
+   — never below the observed peak plus headroom (agenticdb.validation.effects);
+9. ``step`` — at most ``policy.max_changes`` changes, no value moved by more than ``max_step_factor``;
+10. ``apply`` — the strongest apply mode from metadata; a restart needs permission and the window.
+
+MySQL/MariaDB variables without an option-file form are accepted as ``runtime_only`` (SET GLOBAL only),
+with a warning saying so.
 
 Rules are data in ``validators/*.toml`` (agenticdb.validation.rules).
 """
@@ -20,26 +28,30 @@ Rules are data in ``validators/*.toml`` (agenticdb.validation.rules).
 from __future__ import annotations
 
 import difflib
-from datetime import datetime, time
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import structlog
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config import PolicyConfig, in_window
 from agenticdb.models import (
-    ApplyMode,
     Catalog,
+    Change,
     FailedCheck,
     Hardware,
     KnobSpec,
     Layer,
     NormalizedChange,
+    Observed,
     Proposal,
     Verdict,
 )
 from agenticdb.units import UnitError, family_of, normalize, readable
+from agenticdb.validation.effects import check_capacity, check_harmful, check_no_effect, check_server
 from agenticdb.validation.host import check_host
 from agenticdb.validation.resulting import ResultingConfig, check_conflicts
-from agenticdb.validation.rules import DurabilityRule, NameRule, RuleSet, load_ruleset
+from agenticdb.validation.rules import DurabilityRule, NameRule, RuleSet, load_ruleset, rules_for
+from agenticdb.validation.steps import apply_requirement, step_bounds
 
 log = structlog.get_logger(__name__)
 
@@ -84,19 +96,28 @@ def _index(catalog: Catalog, fold: bool) -> dict[str, str]:
     return idx
 
 
-def in_window(window: str | None, now: datetime) -> bool:
-    """True when ``now`` (local time) is inside ``window`` "HH:MM-HH:MM".
+@dataclass
+class _Round:
+    """What the per-change checks share: the rules and indexes, and the verdict being built."""
 
-    The window may wrap midnight ("22:00-02:00"); None means always.
-    """
-    if window is None:
-        return True
-    start_s, end_s = (part.strip() for part in window.split("-"))
-    sh, sm = (int(x) for x in start_s.split(":"))
-    eh, em = (int(x) for x in end_s.split(":"))
-    start, end = time(sh, sm), time(eh, em)
-    t = now.time()
-    return start <= t < end if start <= end else (t >= start or t < end)
+    catalog: Catalog
+    family: str
+    rules: RuleSet
+    policy: PolicyConfig
+    stage: Layer
+    fold: bool
+    index: dict[str, str]
+    cur_index: dict[str, str]
+    failed: list[FailedCheck] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    risks: list[str] = field(default_factory=list)
+    normalized: list[NormalizedChange] = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, check: str, name: str, shown: str, message: str, source: str = "", rule_id: str = "") -> None:
+        self.failed.append(
+            FailedCheck(check=check, parameter=name, value=shown, message=message, source=source, rule_id=rule_id)
+        )
 
 
 def validate(
@@ -110,232 +131,274 @@ def validate(
     can_restart: bool = True,
     now: datetime | None = None,
     ruleset: RuleSet | None = None,
+    observed: Observed | None = None,
 ) -> Verdict:
     """Check ``proposal`` against ``catalog`` and the rules; pure apart from the cached rule files.
 
     Args:
         proposal: the planner's change set (values in any spelling).
-        catalog: the target's knobs, exclusions and unsupported names.
+        catalog: the target's knobs, exclusions, unsupported names and read-only facts.
         current: effective current values by name (defaults included), canonical strings.
-        hardware: the real host (memory limit = min(RAM, cgroup), free disk, cores, Committed_AS).
-        policy: durability, restart permission and window, step bounds, budget fractions.
+        hardware: the real host (memory limit = min(RAM, cgroup), free disk, cores, Committed_AS, swap,
+            NUMA nodes, the server's rlimits).
+        policy: durability, restart permission and window, step bounds, budget fractions, accepted harm,
+            capacity and commit headroom.
         stage: the layer this round tunes (DBMS knobs only in the DBMS stage, OS params in the OS stage).
         can_restart: False when the target's service cannot restart (service kind "none").
         now: clock for the restart window (default: local now).
         ruleset: rules to use (default: ``validators/<family>.toml``, cached).
+        observed: runtime-state gauges (peaks for the capacity rules) and the DBMS's planned memory (the
+            strict-overcommit rule); None when unknown: capacity settings are then never lowered and the
+            overcommit rule counts the whole DBMS memory budget.
 
     Returns:
         Verdict: ``ok`` only with no failed check; ``changes`` normalised (value, base_value in
-        ``KnobSpec.unit``, previous value); ``apply_requirement`` verified from metadata.
+        ``KnobSpec.unit``, previous value, runtime_only); ``apply_requirement`` verified from metadata;
+        ``accepted_risks`` for relaxed durability and harm that ``policy.allow_harmful`` accepts.
     """
     family = family_of(catalog.target)
-    flavor = flavor_of(catalog)
-    rules = ruleset or load_ruleset(family)
     fold = family != "linux"
-    index = _index(catalog, fold)
-    cur_index = {(k.lower() if fold else k): v for k, v in current.items()}
-    failed: list[FailedCheck] = []
-    warnings: list[str] = []
-    risks: list[str] = []
-    normalized: list[NormalizedChange] = []
-    seen: dict[str, str] = {}
-
+    r = _Round(
+        catalog=catalog,
+        family=family,
+        rules=ruleset or load_ruleset(family),
+        policy=policy,
+        stage=stage,
+        fold=fold,
+        index=_index(catalog, fold),
+        cur_index={(k.lower() if fold else k): v for k, v in current.items()},
+    )
     for change in proposal.changes:
-        raw = change.value
-        shown = str(raw)
-        name = change.name.strip()
-
-        def fail(
-            check: str, message: str, source: str = "", rule_id: str = "", *, _n: str = name, _v: str = shown
-        ) -> None:
-            failed.append(
-                FailedCheck(check=check, parameter=_n, value=_v, message=message, source=source, rule_id=rule_id)
-            )
-
-        # 1. stage
-        looks_os = name.startswith(OS_PREFIXES)
-        wrong_catalog = (stage == Layer.os) != (family == "linux")
-        if wrong_catalog or (looks_os and family != "linux"):
-            fail(
-                "stage",
-                f"{name}={shown}: not allowed in the {stage.value} stage (rule stage: DBMS knobs in the "
-                f"DBMS stage, OS parameters in the OS stage; this catalog is {catalog.target})",
-            )
-            continue
-        if proposal.layer != stage:
-            fail(
-                "stage",
-                f"{name}={shown}: the proposal is for layer {proposal.layer.value} but this round tunes "
-                f"{stage.value} (rule stage)",
-            )
-            continue
-        key = name.lower() if fold else name
-        if key in seen:
-            fail(
-                "conflict",
-                f"{name}={shown}: the parameter is named twice in one change set (also "
-                f"{seen[key]}); rule: one value per parameter per round",
-                rule_id="duplicate",
-            )
-            continue
-        seen[key] = shown
-        spec_name = index.get(key)
-        spec = catalog.knobs[spec_name] if spec_name else None
-        if spec is not None and spec.layer != stage:
-            fail(
-                "stage",
-                f"{name}={shown}: a {spec.layer.value} parameter cannot change in the {stage.value} stage (rule stage)",
-            )
-            continue
-        display = spec.name if spec else name
-        protected = _match(rules.protected, display)
-        dangerous = _match(rules.dangerous, display)
-        durability = [r for r in rules.durability if r.matches(display)]
-
-        # 2. exists on this server / kernel
-        if spec is None:
-            missing = _unknown_message(name, shown, catalog, fold)
-            if protected or dangerous:
-                rule = protected or dangerous
-                assert rule is not None
-                kind = "protected" if protected else "dangerous"
-                fail(
-                    kind,
-                    f"{name}={shown}: {kind} (rule {rule.id}): {rule.reason}; never tuned. Also: {missing}",
-                    rule.source,
-                    rule.id,
-                )
-            elif durability:
-                fail(
-                    "durability",
-                    f"{name}={shown}: durability-risking parameter (rule {durability[0].id}: "
-                    f"{durability[0].reason}). Also: {missing}",
-                    durability[0].source,
-                    durability[0].id,
-                )
-            else:
-                fail("unknown", missing, _SRC_CATALOG, "exists")
-            continue
-
-        # 5a. protected, dangerous: never tuned whatever the value or its spelling, so they are decided
-        # before parsing ("serialisable" for a protected knob is a semantic change, not a typo).
-        if protected:
-            fail(
-                "protected",
-                f"{spec.name}={shown}: protected (rule {protected.id}): {protected.reason}; a "
-                "tuner never changes application or benchmark semantics",
-                protected.source,
-                protected.id,
-                _n=spec.name,
-            )
-            continue
-        if dangerous:
-            fail(
-                "dangerous",
-                f"{spec.name}={shown}: dangerous (rule {dangerous.id}): {dangerous.reason}; never changed by the tuner",
-                dangerous.source,
-                dangerous.id,
-                _n=spec.name,
-            )
-            continue
-
-        # 3./4. type, unit, enum
-        try:
-            parsed = normalize(family, spec, raw)
-        except UnitError as exc:
-            hint = _enum_hint(rules, spec.name, shown)
-            fail(exc.check, f"{exc}{hint} (rule {exc.check})", _SRC_CATALOG, exc.check)
-            continue
-        warnings.extend(parsed.warnings)
-        value = parsed.canonical
-        b = parsed.base_value
-        if b is not None and not _in_range(spec, b):
-            lo = readable(family, spec, spec.min_value) if spec.min_value is not None else "-inf"
-            hi = readable(family, spec, spec.max_value) if spec.max_value is not None else "+inf"
-            fail(
-                "range",
-                f"{spec.name}={shown} ({value}) is outside the allowed range {lo} .. {hi} "
-                f"(rule range: server min/max in {spec.unit or 'plain units'})",
-                _SRC_CATALOG,
-                "range",
-                _n=spec.name,
-            )
-            continue
-
-        # 5. durability (protected and dangerous are decided before the value is parsed, below)
-        blocked = False
-        for rule in durability:
-            if not rule.risky(value):
-                continue
-            if policy.durability == "relaxed" and rule.allowed_when_relaxed:
-                risks.append(
-                    f"{spec.name}={value}: {rule.reason} (rule {rule.id}, accepted under durability "
-                    f"= relaxed; {rule.source})"
-                )
-            else:
-                why = (
-                    "not allowed even under durability = relaxed"
-                    if rule.allowed_when_relaxed is False
-                    else f"rejected under durability = {policy.durability}"
-                )
-                fail(
-                    "durability",
-                    f"{spec.name}={shown}: durability-risking (rule {rule.id}): {rule.reason}; {why}",
-                    rule.source,
-                    rule.id,
-                    _n=spec.name,
-                )
-                blocked = True
-        if blocked:
-            continue
-        normalized.append(
-            NormalizedChange(
-                name=spec.name,
-                value=value,
-                base_value=b,
-                unit=spec.unit,
-                apply=spec.apply,
-                layer=spec.layer,
-                previous=cur_index.get(spec.name.lower() if fold else spec.name, spec.default),
-            )
-        )
-
-    version = catalog.version
-    cfg = ResultingConfig(family, catalog, current, normalized, index)
-    before = ResultingConfig(family, catalog, current, [], index)
-    host_failed, host_warnings = check_host(cfg, before, rules, hardware, policy, flavor, version)
-    failed += host_failed
-    warnings += host_warnings
-    failed += check_conflicts(cfg, rules.conflict, flavor, version)
-    failed += _steps(proposal, normalized, before, policy, family, catalog)
-    mode, apply_failed, apply_warnings = _apply(proposal, normalized, policy, can_restart, now)
-    failed += apply_failed
-    warnings += apply_warnings
-
+        _check_change(r, proposal, change)
+    _check_configuration(r, proposal, current, hardware, observed)
+    mode, apply_failed, apply_warnings = apply_requirement(proposal, r.normalized, policy, can_restart, now)
+    r.failed += apply_failed
+    r.warnings += apply_warnings
     verdict = Verdict(
-        ok=not failed,
-        changes=normalized,
+        ok=not r.failed,
+        changes=r.normalized,
         apply_requirement=mode,
-        failed=failed,
-        warnings=warnings,
-        accepted_risks=risks,
+        failed=r.failed,
+        warnings=r.warnings,
+        accepted_risks=r.risks,
     )
     log.info(
         "validator.decided",
         ok=verdict.ok,
         changes=len(proposal.changes),
-        failed=len(failed),
-        checks=sorted({f.check for f in failed}),
+        failed=len(r.failed),
+        checks=sorted({f.check for f in r.failed}),
         apply=mode.value,
-        reason="; ".join(f"{f.check}:{f.parameter}" for f in failed) or "all checks passed",
+        reason="; ".join(f"{f.check}:{f.parameter}" for f in r.failed) or "all checks passed",
     )
     return verdict
+
+
+def _check_configuration(
+    r: _Round, proposal: Proposal, current: dict[str, str], hardware: Hardware, observed: Observed | None
+) -> None:
+    """Checks on the resulting configuration: host budgets, conflicts, the server's own checks, changes
+    that cannot act, known harm, capacity floors and step bounds."""
+    flavor, version, rules = flavor_of(r.catalog), r.catalog.version, r.rules
+    cfg = ResultingConfig(r.family, r.catalog, current, r.normalized, r.index, hardware)
+    before = ResultingConfig(r.family, r.catalog, current, [], r.index, hardware)
+    host_failed, host_warnings = check_host(cfg, before, rules, hardware, r.policy, flavor, version, observed)
+    r.failed += host_failed
+    r.warnings += host_warnings
+    r.failed += check_conflicts(cfg, rules.conflict, flavor, version)
+    r.failed += check_server(cfg, rules.server_check, flavor, version)
+    idle_failed, idle = check_no_effect(cfg, rules.no_effect, flavor, version)
+    r.failed += idle_failed
+    harm_failed, harm_risks = check_harmful(cfg, rules.harmful, flavor, version, r.policy, idle)
+    r.failed += harm_failed
+    r.risks += harm_risks
+    r.warnings += [f"accepted risk: {risk}" for risk in harm_risks]
+    r.failed += check_capacity(cfg, before, rules.capacity, flavor, version, r.policy, observed)
+    r.failed += step_bounds(proposal, r.normalized, before, r.policy, r.family, r.catalog)
+
+
+def _check_change(r: _Round, proposal: Proposal, change: Change) -> None:
+    """Per-change checks 1–5 (stage, existence, names never tuned, type/unit/enum/range, durability);
+    a change that passes is appended to ``r.normalized``."""
+    name, shown = change.name.strip(), str(change.value)
+    spec = _stage_and_name(r, proposal, name, shown)
+    if spec is None:
+        return
+    # 3./4. type, unit, enum, range
+    try:
+        parsed = normalize(r.family, spec, change.value)
+    except UnitError as exc:
+        hint = _enum_hint(r.rules, spec.name, shown)
+        r.fail(exc.check, name, shown, f"{exc}{hint} (rule {exc.check})", _SRC_CATALOG, exc.check)
+        return
+    r.warnings.extend(parsed.warnings)
+    value, b = parsed.canonical, parsed.base_value
+    if b is not None and not _in_range(spec, b):
+        lo = readable(r.family, spec, spec.min_value) if spec.min_value is not None else "-inf"
+        hi = readable(r.family, spec, spec.max_value) if spec.max_value is not None else "+inf"
+        r.fail(
+            "range",
+            spec.name,
+            shown,
+            f"{spec.name}={shown} ({value}) is outside the allowed range {lo} .. {hi} "
+            f"(rule range: server min/max in {spec.unit or 'plain units'})",
+            _SRC_CATALOG,
+            "range",
+        )
+        return
+    if _durability_blocks(r, spec, shown, value):
+        return
+    if spec.option_file is False:
+        r.warnings.append(
+            f"{spec.name}={value}: runtime only — {r.catalog.target} {r.catalog.version} has no option-file form "
+            "for it (the server's --help --verbose does not list it); applied with SET GLOBAL, not written to "
+            "the option file, so a restart outside agenticdb loses it"
+        )
+    r.normalized.append(
+        NormalizedChange(
+            name=spec.name,
+            value=value,
+            base_value=b,
+            unit=spec.unit,
+            apply=spec.apply,
+            layer=spec.layer,
+            previous=r.cur_index.get(spec.name.lower() if r.fold else spec.name, spec.default),
+            runtime_only=spec.option_file is False,
+        )
+    )
+
+
+def _stage_and_name(r: _Round, proposal: Proposal, name: str, shown: str) -> KnobSpec | None:
+    """Checks 1, 2 and 5a: the stage, a duplicate, the name exists, protected/dangerous names (decided
+    before parsing: "serialisable" for a protected knob is a semantic change, not a typo). Returns the
+    knob's spec when the value is still to be checked."""
+    family, stage = r.family, r.stage
+    looks_os = name.startswith(OS_PREFIXES)
+    if (stage == Layer.os) != (family == "linux") or (looks_os and family != "linux"):
+        r.fail(
+            "stage",
+            name,
+            shown,
+            f"{name}={shown}: not allowed in the {stage.value} stage (rule stage: DBMS knobs in the "
+            f"DBMS stage, OS parameters in the OS stage; this catalog is {r.catalog.target})",
+        )
+        return None
+    if proposal.layer != stage:
+        r.fail(
+            "stage",
+            name,
+            shown,
+            f"{name}={shown}: the proposal is for layer {proposal.layer.value} but this round tunes "
+            f"{stage.value} (rule stage)",
+        )
+        return None
+    key = name.lower() if r.fold else name
+    if key in r.seen:
+        r.fail(
+            "conflict",
+            name,
+            shown,
+            f"{name}={shown}: the parameter is named twice in one change set (also {r.seen[key]}); rule: one "
+            "value per parameter per round",
+            rule_id="duplicate",
+        )
+        return None
+    r.seen[key] = shown
+    spec_name = r.index.get(key)
+    spec = r.catalog.knobs[spec_name] if spec_name else None
+    if spec is not None and spec.layer != stage:
+        r.fail(
+            "stage",
+            name,
+            shown,
+            f"{name}={shown}: a {spec.layer.value} parameter cannot change in the {stage.value} stage (rule stage)",
+        )
+        return None
+    display = spec.name if spec else name
+    never = _match(r.rules.protected, display), _match(r.rules.dangerous, display)
+    if spec is None:
+        _unknown(r, name, shown, never)
+        return None
+    for rule, kind, why in (
+        (never[0], "protected", "a tuner never changes application or benchmark semantics"),
+        (never[1], "dangerous", "never changed by the tuner"),
+    ):
+        if rule is not None:
+            r.fail(
+                kind,
+                spec.name,
+                shown,
+                f"{spec.name}={shown}: {kind} (rule {rule.id}): {rule.reason}; {why}",
+                rule.source,
+                rule.id,
+            )
+            return None
+    return spec
+
+
+def _unknown(r: _Round, name: str, shown: str, never: tuple[NameRule | None, NameRule | None]) -> None:
+    """Check 2 for a name the catalog lacks: say why, and name the rule kind that would refuse it anyway."""
+    missing = _unknown_message(name, shown, r.catalog, r.fold)
+    durability = rules_for(r.rules.durability, name)
+    rule = never[0] or never[1]
+    if rule is not None:
+        kind = "protected" if never[0] else "dangerous"
+        r.fail(
+            kind,
+            name,
+            shown,
+            f"{name}={shown}: {kind} (rule {rule.id}): {rule.reason}; never tuned. Also: {missing}",
+            rule.source,
+            rule.id,
+        )
+    elif durability:
+        r.fail(
+            "durability",
+            name,
+            shown,
+            f"{name}={shown}: durability-risking parameter (rule {durability[0].id}: {durability[0].reason}). "
+            f"Also: {missing}",
+            durability[0].source,
+            durability[0].id,
+        )
+    else:
+        r.fail("unknown", name, shown, missing, _SRC_CATALOG, "exists")
+
+
+def _durability_blocks(r: _Round, spec: KnobSpec, shown: str, value: str) -> bool:
+    """Check 5: durability rules; a relaxed policy accepts what the rule allows as a journaled risk."""
+    blocked = False
+    for rule in rules_for(r.rules.durability, spec.name):
+        if not rule.risky(value):
+            continue
+        if r.policy.durability == "relaxed" and rule.allowed_when_relaxed:
+            r.risks.append(
+                f"{spec.name}={value}: {rule.reason} (rule {rule.id}, accepted under durability "
+                f"= relaxed; {rule.source})"
+            )
+            continue
+        why = (
+            "not allowed even under durability = relaxed"
+            if rule.allowed_when_relaxed is False
+            else f"rejected under durability = {r.policy.durability}"
+        )
+        r.fail(
+            "durability",
+            spec.name,
+            shown,
+            f"{spec.name}={shown}: durability-risking (rule {rule.id}): {rule.reason}; {why}",
+            rule.source,
+            rule.id,
+        )
+        blocked = True
+    return blocked
 
 
 def _match(rules: list[NameRule], name: str) -> NameRule | None:
     # Protection is about what a name means, so it holds on every version of the family (MariaDB 10.11
     # has no transaction_isolation, yet proposing it is still a semantic change and says so).
-    return next((r for r in rules if r.matches(name)), None)
+    found = rules_for(rules, name)
+    return found[0] if found else None
 
 
 def _in_range(spec: KnobSpec, b: float) -> bool:
@@ -370,103 +433,6 @@ def _enum_hint(rules: RuleSet, name: str, shown: str) -> str:
         ):
             return f"; note: {h.hint} ({h.source})"
     return ""
-
-
-def _steps(
-    proposal: Proposal,
-    changes: list[NormalizedChange],
-    before: ResultingConfig,
-    policy: PolicyConfig,
-    family: str,
-    catalog: Catalog,
-) -> list[FailedCheck]:
-    """Bounded steps (DESIGN.md "Safety policy"): count and factor per round."""
-    failed: list[FailedCheck] = []
-    if len(proposal.changes) > policy.max_changes:
-        failed.append(
-            FailedCheck(
-                check="step",
-                parameter="(proposal)",
-                value=str(len(proposal.changes)),
-                rule_id="max_changes",
-                source="policy.max_changes",
-                message=f"{len(proposal.changes)} changes in one round (parameters: "
-                f"{', '.join(c.name for c in proposal.changes)}); rule max_changes allows "
-                f"{policy.max_changes}",
-            )
-        )
-    f = policy.max_step_factor
-    for ch in changes:
-        old = before.base(ch.name)
-        new = ch.base_value
-        if old is None or new is None or old <= 0 or new <= 0:
-            continue  # special values (0, -1 = auto) have no ratio; ranges and budgets bound them
-        ratio = new / old
-        if ratio > f or ratio < 1 / f:
-            spec = catalog.knobs[ch.name]
-            failed.append(
-                FailedCheck(
-                    check="step",
-                    parameter=ch.name,
-                    value=ch.value,
-                    rule_id="max_step_factor",
-                    source="policy.max_step_factor",
-                    message=f"{ch.name}={ch.value} moves {ratio:.3g}× from the current "
-                    f"{readable(family, spec, old)}; "
-                    f"rule max_step_factor allows ×/÷ {f:g} per round "
-                    f"({readable(family, spec, old / f)} .. {readable(family, spec, old * f)})",
-                )
-            )
-    return failed
-
-
-def _apply(
-    proposal: Proposal,
-    changes: list[NormalizedChange],
-    policy: PolicyConfig,
-    can_restart: bool,
-    now: datetime | None,
-) -> tuple[ApplyMode, list[FailedCheck], list[str]]:
-    """Verified apply requirement: the strongest metadata mode of the changes (pg_settings.context,
-    SYSTEM_VARIABLES.READ_ONLY); a restart needs permission, a restartable service and the window."""
-    mode = ApplyMode.strongest([c.apply for c in changes])
-    warnings: list[str] = []
-    failed: list[FailedCheck] = []
-    claim = proposal.apply_requirement
-    if changes and claim.rank < mode.rank:
-        # Name only the knobs that force the stronger mode (work_mem needs a reload, not the restart
-        # that shared_buffers forces).
-        needing = [c.name for c in changes if c.apply == mode]
-        warnings.append(
-            f"apply requirement corrected from {claim.value} to {mode.value}: "
-            f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''} {mode.value} (server metadata)"
-        )
-    elif changes and claim.rank > mode.rank:
-        warnings.append(f"apply requirement {claim.value} claimed, metadata says {mode.value} is enough")
-    if mode == ApplyMode.restart:
-        when = now or datetime.now()
-        reason = None
-        if not policy.allow_restart:
-            reason = "policy.allow_restart is false"
-        elif not can_restart:
-            reason = "the target's service cannot be restarted by agenticdb"
-        elif not in_window(policy.restart_window, when):
-            reason = f"{when:%H:%M} is outside policy.restart_window {policy.restart_window}"
-        if reason:
-            for c in changes:
-                if c.apply == ApplyMode.restart:
-                    failed.append(
-                        FailedCheck(
-                            check="apply",
-                            parameter=c.name,
-                            value=c.value,
-                            rule_id="restart_permission",
-                            source="policy.allow_restart / policy.restart_window",
-                            message=f"{c.name}={c.value} takes effect only after a restart and {reason} "
-                            "(rule apply: restarts only when allowed and inside the window)",
-                        )
-                    )
-    return mode, failed, warnings
 
 
 __all__ = ["validate", "in_window", "flavor_of", "OS_PREFIXES", "DurabilityRule"]

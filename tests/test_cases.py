@@ -12,6 +12,7 @@ have cases of their own below.
 from __future__ import annotations
 
 import os
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +23,10 @@ import pytest
 
 from agenticdb.config import PolicyConfig
 from agenticdb.hardware import detect_hardware
-from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Proposal, Verdict
+from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
+from agenticdb.targets.mysql_options import binary_version, find_binary, option_names, parse_help
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validator import validate
 
@@ -256,6 +258,333 @@ EXTRA: dict[str, dict[str, Any]] = {
         "rule_kind": "stage",
         "propose": {"vm.swappiness": 10},
     },
+    # ---- kind 1: the server's own checks beyond the published range (issue 17)
+    "pg-max-wal-size-segments": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "current": {"min_wal_size": "32MB"},
+        "propose": {"max_wal_size": "24MB"},
+        "message_has": ["wal_segment_size"],
+    },
+    "pg-min-wal-size-two-segments-ok": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "propose": {"min_wal_size": "32MB"},
+        "normalized": {"min_wal_size": "32MB"},
+    },
+    "pg-max-backends-sum": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "propose": {"max_connections": 200000, "max_worker_processes": 100000},
+    },
+    "pg-autovacuum-work-mem-clamped": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "propose": {"autovacuum_work_mem": "512kB"},
+    },
+    "pg-max-files-above-rlimit": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "propose": {"max_files_per_process": "<server nofile soft + 1000>"},
+        "message_has": ["host.open_files_soft"],
+    },
+    "mariadb-io-capacity-above-max": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "propose": {"innodb_io_capacity": 5000},
+    },
+    "mariadb-dirty-lwm-above-pct": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "propose": {"innodb_max_dirty_pages_pct_lwm": 95},
+    },
+    "mariadb-buffer-pool-below-server-min": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "propose": {"innodb_buffer_pool_size": "5M"},
+    },
+    "linux-nr-requests-above-hw-depth": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "propose": {"block.<data device>.scheduler": "none", "block.<data device>.nr_requests": "<hw depth x 4>"},
+        "rejected": ["block.<data device>.nr_requests"],
+        "message_has": ["hw_queue_depth"],
+    },
+    "linux-nr-requests-with-scheduler-ok": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "accept",
+        "current": {"block.<data device>.scheduler": "mq-deadline"},
+        "propose": {"block.<data device>.nr_requests": "<hw depth x 4>"},
+    },
+    # ---- kind 2: where a value may be written
+    "mariadb-no-option-form-more": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
+        "propose": {"profiling": "OFF", "sql_notes": "ON", "innodb_io_capacity": 400},
+        "runtime_only": ["profiling", "sql_notes"],
+    },
+    # ---- kind 3: no effect here
+    "linux-overcommit-kbytes-no-effect": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"vm.overcommit_memory": 0},
+        "propose": {"vm.overcommit_kbytes": 4194304},
+        "message_has": ["vm.overcommit_memory == 2"],
+    },
+    "linux-swappiness-with-swap-acts": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "accept",
+        "hardware": {"swap_bytes": 4 * 1024**3},
+        "propose": {"vm.swappiness": 10},
+    },
+    "linux-page-cluster-no-swap": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "hardware": {"swap_bytes": 0},
+        "propose": {"vm.page-cluster": 0},
+    },
+    "linux-numa-settings-one-node": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "hardware": {"numa_nodes": 1},
+        "propose": {"vm.zone_reclaim_mode": 1, "kernel.numa_balancing": 1},
+    },
+    "linux-thp-defrag-without-thp": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"thp.enabled": "never"},
+        "propose": {"thp.defrag": "defer"},
+    },
+    "linux-inactive-scheduler-tunable": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"block.<data device>.scheduler": "mq-deadline"},
+        "propose": {"block.<data device>.iosched.read_lat_nsec": 1000000},
+        "message_has": ["scheduler == 'kyber'"],
+    },
+    "linux-scheduler-tunable-with-its-scheduler-ok": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "accept",
+        "propose": {"block.<data device>.scheduler": "kyber", "block.<data device>.iosched.read_lat_nsec": 1000000},
+    },
+    "pg-commit-siblings-without-delay": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"commit_delay": "0"},
+        "propose": {"commit_siblings": 10},
+    },
+    "pg-jit-costs-without-jit": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"jit": "off"},
+        "propose": {"jit_above_cost": 50000},
+    },
+    "pg-commit-siblings-with-delay-acts": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "propose": {"commit_delay": 100, "commit_siblings": 10},
+    },
+    "mariadb-thread-pool-without-pool": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "propose": {"thread_pool_size": 2},
+    },
+    "mariadb-query-cache-size-while-off": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"query_cache_type": "OFF"},
+        "propose": {"query_cache_size": "16M"},
+    },
+    "mariadb-tmp-table-above-heap": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "current": {"max_heap_table_size": "16777216"},
+        "propose": {"tmp_table_size": "64M"},
+    },
+    "mariadb-deprecated-ignored": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "no_effect",
+        "propose": {"innodb_log_spin_wait_delay": 4},
+        "message_has": ["Deprecated parameter with no effect"],
+    },
+    # ---- kind 4: known harm
+    "linux-thp-always-allowed-by-policy": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "accept",
+        "policy": {"allow_harmful": ["linux.thp-always"]},
+        "propose": {"thp.enabled": "always"},
+        "normalized": {"thp.enabled": "always"},
+        "risks": ["thp.enabled"],
+    },
+    "linux-thp-defrag-always": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "current": {"thp.enabled": "madvise"},
+        "propose": {"thp.defrag": "always"},
+    },
+    "linux-swappiness-zero-with-swap": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "hardware": {"swap_bytes": 4 * 1024**3},
+        "propose": {"vm.swappiness": 0},
+    },
+    "linux-zone-reclaim-on-numa": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "hardware": {"numa_nodes": 2},
+        "propose": {"vm.zone_reclaim_mode": 1},
+    },
+    "linux-overcommit-always": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "propose": {"vm.overcommit_memory": 1},
+    },
+    "pg-autovacuum-off": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "propose": {"autovacuum": "off"},
+    },
+    "mariadb-query-cache-on": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "propose": {"query_cache_type": "ON"},
+    },
+    # ---- kind 5: limits that turn slowness into errors; capacity never below the observed peak
+    "pg-timeouts-protected": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "protected",
+        "propose": {
+            "idle_session_timeout": "10min",
+            "lock_timeout": "1s",
+            "idle_in_transaction_session_timeout": "1min",
+        },
+    },
+    "mariadb-error-limits-protected": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "protected",
+        "propose": {"tmp_disk_table_size": "1G", "max_statement_time": 5, "innodb_lock_wait_timeout": 5},
+    },
+    "pg-max-connections-below-peak": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "current": {"max_connections": "200"},
+        "observed": {"pg_stat_activity.total": 60},
+        "propose": {"max_connections": 50},
+        "message_has": ["pg_stat_activity.total", "superuser_reserved_connections"],
+    },
+    "pg-max-connections-lowered-without-peak": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "current": {"max_connections": "200"},
+        "no_observed": True,
+        "propose": {"max_connections": 50},
+    },
+    "pg-max-connections-lowered-above-peak-ok": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "current": {"max_connections": "200"},
+        "observed": {"pg_stat_activity.total": 10},
+        "propose": {"max_connections": 50},
+        "verified_apply": "restart",
+    },
+    "mariadb-max-connections-below-peak": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "current": {"max_connections": "300"},
+        "observed": {"global_status.Max_used_connections": 120},
+        "propose": {"max_connections": 100},
+    },
+    "linux-file-max-below-in-use": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "propose": {"fs.file-max": "<file handles in use>"},
+    },
+    # ---- kind 6: headroom, with the formula in force
+    "linux-overcommit-kbytes-headroom": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "propose": {"vm.overcommit_memory": 2, "vm.overcommit_kbytes": 4194304},
+        "message_has": ["overcommit_kbytes 4194304 kB", "Committed_AS", "DBMS memory budget"],
+    },
+    "linux-overcommit-with-room-ok": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "accept",
+        "dbms_memory_bytes": 1024**3,
+        "propose": {"vm.overcommit_memory": 2, "vm.overcommit_ratio": 100},
+    },
 }
 
 ALL = {**{f"shared:{k}": v for k, v in SHARED.items()}, **{f"extra:{k}": v for k, v in EXTRA.items()}}
@@ -263,26 +592,38 @@ DECIDABLE = {k: v for k, v in ALL.items() if v.get("expect") in ("accept", "reje
 
 
 class World:
-    """A real target's catalog, current values and hardware."""
+    """A real target's catalog, current values, hardware (the server process's limits included) and its
+    runtime-state gauges (what the validator's capacity rules read as observed usage)."""
 
-    def __init__(self, catalog: Catalog, current: dict[str, str], hardware: Hardware, device: str | None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        current: dict[str, str],
+        hardware: Hardware,
+        device: str | None,
+        gauges: dict[str, float],
+    ) -> None:
         self.catalog, self.current, self.hardware, self.device = catalog, current, hardware, device
+        self.gauges = gauges
 
 
 @pytest.fixture(scope="module")
 def pg_world(pg_sandbox) -> Iterator[World]:  # type: ignore[no-untyped-def]
     t = PostgresTarget.from_config(pg_sandbox.target_config())
     try:
-        yield World(t.catalog(), t.current_values(), detect_hardware(pg_sandbox.data_dir), None)
+        hw = detect_hardware(pg_sandbox.data_dir, pid=t.server_pid())
+        yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
     finally:
         t.close()
 
 
 @pytest.fixture(scope="module")
-def mariadb_world(mariadb_sandbox) -> Iterator[World]:  # type: ignore[no-untyped-def]
+def mariadb_world(mariadb_sandbox, tmp_path_factory) -> Iterator[World]:  # type: ignore[no-untyped-def]
     t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    t.cache_dir = tmp_path_factory.mktemp("agenticdb-cache")  # the server's option list is read, not a cache
     try:
-        yield World(t.catalog(), t.current_values(), detect_hardware(mariadb_sandbox.data_dir), None)
+        hw = detect_hardware(mariadb_sandbox.data_dir, pid=t.server_pid())
+        yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
     finally:
         t.close()
 
@@ -292,16 +633,27 @@ def linux_world() -> World:
     hw = detect_hardware("/var/tmp")
     t = LinuxTarget(root=Path("/"), data_dir="/var/tmp")
     assert t.devices, "no block device found for the data dir"
-    return World(t.catalog(), t.current_values(), hw, t.devices[0])
+    return World(t.catalog(), t.current_values(), hw, t.devices[0], t.runtime_state().gauges)
 
 
 def _subst(value: Any, world: World) -> Any:
     if isinstance(value, str):
+        hw = world.hardware
         if value == "1.5 x host RAM":
             return str(int(1.5 * psutil.virtual_memory().total))
         if value == "<free disk>":
             unit = "TB" if world.catalog.target.startswith("postgres") else "T"
-            return f"{max(world.hardware.disk_free_bytes // 1024**4 + 1, 1)}{unit}"
+            return f"{max(hw.disk_free_bytes // 1024**4 + 1, 1)}{unit}"
+        if value == "<server nofile soft + 1000>":
+            assert hw.open_files_soft is not None, "the server's RLIMIT_NOFILE is unlimited here"
+            return str(hw.open_files_soft + 1000)
+        if value == "<hw depth x 4>":
+            depth = world.catalog.facts.get(f"block.{world.device}.hw_queue_depth")
+            assert isinstance(depth, float), f"no hardware queue depth for {world.device}"
+            return str(min(int(depth) * 4, 2048))
+        if value == "<file handles in use>":
+            assert hw.file_handles_allocated, "no /proc/sys/fs/file-nr"
+            return str(max(hw.file_handles_allocated // 2, 1))
         return value.replace("<data device>", world.device or "vda")
     return value
 
@@ -316,8 +668,14 @@ def run_case(case: dict[str, Any], world: World) -> tuple[Verdict, dict[str, Any
         changes=[Change(name=k, value=v) for k, v in propose.items()],
     )
     current = dict(world.current)
-    current.update({k: str(v) for k, v in case.get("current", {}).items()})
-    verdict = validate(proposal, world.catalog, current, world.hardware, policy, Layer(case["stage"]))
+    current.update({_subst(k, world): str(v) for k, v in case.get("current", {}).items()})
+    hardware = world.hardware.model_copy(update=case.get("hardware", {}))
+    observed = None
+    if not case.get("no_observed"):
+        observed = Observed(
+            gauges={**world.gauges, **case.get("observed", {})}, dbms_memory_bytes=case.get("dbms_memory_bytes")
+        )
+    verdict = validate(proposal, world.catalog, current, hardware, policy, Layer(case["stage"]), observed=observed)
     return verdict, propose
 
 
@@ -365,6 +723,26 @@ def test_case(case_id: str, request: pytest.FixtureRequest) -> None:
             assert any("corrected" in w for w in verdict.warnings)
     for name in case.get("risks", []):
         assert any(r.startswith(name) for r in verdict.accepted_risks), verdict.accepted_risks
+    for text in case.get("message_has", []):
+        assert any(text in f.message for f in verdict.failed), f"{case_id}: {text!r} not in {feedback}"
+    if case.get("persist") or case.get("runtime_only"):
+        _check_persist(case, verdict, world)
+
+
+def _check_persist(case: dict[str, Any], verdict: Verdict, world: World) -> None:
+    """Kind 2: a variable without an option-file form is accepted as runtime only (SET GLOBAL), said in a
+    warning; the others of the set are persisted. The shared case names them in ``persist``."""
+    runtime = {n.lower() for n in case.get("runtime_only", [])}
+    if "persist" in case:
+        runtime |= {n.lower() for n in case["propose"] if n.lower() in case["persist"].lower()}
+    assert runtime, case
+    by_name = {c.name.lower(): c for c in verdict.changes}
+    for name, change in by_name.items():
+        assert change.runtime_only == (name in runtime), (name, verdict.changes)
+        spec = world.catalog.knobs[change.name]
+        assert spec.option_file is (name not in runtime), spec
+    for name in runtime:
+        assert any(w.startswith(f"{name}=") and "runtime only" in w for w in verdict.warnings), verdict.warnings
 
 
 def test_every_shared_case_is_covered() -> None:
@@ -391,3 +769,81 @@ def test_pg_durability_strict_names_every_rule(pg_world: World) -> None:
         "full_page_writes": "pg.full_page_writes",
     }
     assert not verdict.changes  # nothing of a rejected set is half-applied
+
+
+def test_mariadb_runtime_only_variable_is_set_but_never_written(mariadb_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Kind 2 end to end on the real MariaDB: the shared case's set is applied with a restart; the option
+    file carries innodb_log_buffer_size but not sql_buffer_result (which would stop the next start with
+    "unknown variable"), and sql_buffer_result is in effect after the restart because agenticdb sets it
+    again. The snapshot puts everything back."""
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    t.cache_dir = tmp_path
+    try:
+        world = World(t.catalog(), t.current_values(), detect_hardware(mariadb_sandbox.data_dir), None, {})
+        verdict, _ = run_case(SHARED["mariadb-no-option-form"], world)
+        assert verdict.ok and verdict.apply_requirement == ApplyMode.restart, verdict.feedback()
+        option_file = Path(mariadb_sandbox.option_file)
+        before = option_file.read_text()
+        snap = t.snapshot(list(t.catalog().knobs))
+        try:
+            assert t.apply(verdict.changes, verdict.apply_requirement) is True
+            written = option_file.read_text()
+            assert "innodb_log_buffer_size" in written and "sql_buffer_result" not in written
+            assert t.verify(verdict.changes)["sql_buffer_result"] == "ON"
+        finally:
+            t.restore(snap)
+        assert option_file.read_text() == before
+        assert t.current_values(["sql_buffer_result"]) == {"sql_buffer_result": snap.values["sql_buffer_result"]}
+    finally:
+        t.close()
+
+
+def test_option_names_come_from_the_server_binary_once_per_version(tmp_path: Path) -> None:
+    """mariadbd --help --verbose is read once per server version and cached; a binary of another version
+    is not trusted (the shipped list decides then)."""
+    binary = find_binary()
+    if binary is None:
+        pytest.skip("no mariadbd/mysqld binary on this host")
+    version = binary_version(subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout)
+    assert version
+    names = option_names(version, tmp_path, binary)
+    assert names is not None and "innodb_buffer_pool_size" in names and "sql_buffer_result" not in names
+    cached = list((tmp_path / "mysqld-options").glob("*.txt"))
+    assert len(cached) == 1
+    assert option_names(version, tmp_path, None) == names  # from the cache, no binary needed
+    assert option_names("10.0.0-not-this-build", tmp_path, binary) is None
+
+
+def test_help_parser_reads_long_and_short_options_and_the_variables_table() -> None:
+    text = (
+        "  --allow-suspicious-udfs \n"
+        "  -b, --basedir=name  Path to installation directory.\n"
+        "  --innodb-io-capacity=# \n"
+        "                      Number of IOPs\n"
+        "Variables (--variable-name=value)\n"
+        "and boolean options {FALSE|TRUE}  Value (after reading options)\n"
+        "--------------------------------- -----\n"
+        "wsrep-certify-nonPK               TRUE\n"
+        "\n"
+    )
+    assert parse_help(text) == {"allow_suspicious_udfs", "basedir", "innodb_io_capacity", "wsrep_certify_nonpk"}
+    with pytest.raises(ValueError):
+        parse_help("no options here")
+
+
+def test_the_app_caches_option_names_under_the_agenticdb_home(mariadb_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from agenticdb.app import build_target
+    from agenticdb.config import Settings, StorageConfig, WorkloadConfig
+
+    cfg = Settings(
+        target=mariadb_sandbox.target_config(),
+        storage=StorageConfig(home=tmp_path),
+        workload=WorkloadConfig(kind="sysbench-oltp-read-write"),
+    )
+    target = build_target(cfg)
+    try:
+        spec = target.catalog().knobs["sql_buffer_result"]
+        assert spec.option_file is False
+        assert list((tmp_path / "cache" / "mysqld-options").glob("*.txt")), "option names not cached"
+    finally:
+        target.close()

@@ -18,6 +18,7 @@ BAD_EXPECT = {
     "unknown-workload.toml": "workload.kind",
     "zero-rounds.toml": "loop.max_rounds",
     "toml-syntax.toml": "TOML syntax error",
+    "share-ratio-one.toml": "loop.disturbance_share_ratio",
 }
 
 

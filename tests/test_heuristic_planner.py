@@ -32,8 +32,9 @@ from agenticdb.models import (
     StateDelta,
 )
 from agenticdb.planner.heuristic import HeuristicPlanner
-from agenticdb.planner.playbook import Sizing, canonical, load_playbook, parse_value
+from agenticdb.planner.playbook import Sizing, load_playbook
 from agenticdb.resources import data_dir
+from agenticdb.units import canonical, parse_value
 
 STATES = Path(__file__).parent / "data" / "states"
 GiB = 2**30

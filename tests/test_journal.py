@@ -335,9 +335,12 @@ def test_follow_sees_appends_from_another_writer(tmp_path: Path) -> None:
         for i in range(3):
             writer.append("s", "measured", {"objective": float(i)}, round_no=1)
 
+    start = reader.last_id()  # follow from here, whenever the generator first runs
     t = threading.Timer(0.2, write)
     t.start()
-    got = [ev.data["objective"] for ev in reader.follow(poll_s=0.05, idle_timeout_s=1.0)]
+    # Wait for the three events (a generous idle timeout only ends a follow that would otherwise hang).
+    events = reader.follow(after_id=start, poll_s=0.05, idle_timeout_s=60.0)
+    got = [next(events).data["objective"] for _ in range(3)]
     t.join()
     assert got == [0.0, 1.0, 2.0]
 

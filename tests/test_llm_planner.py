@@ -434,10 +434,10 @@ def test_round_deadline_falls_back(llm: HTTPServer) -> None:
     llm.expect_request(CHAT, method="POST").respond_with_handler(slow)
     planner, rec = make_planner(llm, round_deadline_s=0.6, timeout_s=5.0)
 
-    started = time.monotonic()
     proposal = planner.propose(make_ctx())
 
-    assert time.monotonic() - started < 1.4
+    # The endpoint would have answered (after 1.5 s) with a valid proposal: a fallback proposal whose
+    # reason is the deadline shows the 0.6 s round deadline cut the call short, however busy the host.
     assert proposal.planner == "fixed"
     assert rec.events[-1][0] == "planner.fallback" and rec.events[-1][1]["reason"] == "deadline"
 

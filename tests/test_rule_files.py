@@ -9,14 +9,16 @@ catalogs/mysql-8.0.toml (names that file does not describe are skipped with the 
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agenticdb.models import Catalog
+from agenticdb.models import Catalog, Hardware
 from agenticdb.resources import data_dir
+from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.rules import (
@@ -33,21 +35,69 @@ RULE_DIR = data_dir("validators")
 
 
 def named(rules: RuleSet) -> list[tuple[Versioned | None, str]]:
-    """(rule or None for the version-less budgets, parameter name) for every name in a rule set."""
+    """(rule or None for the version-less budgets, parameter name or pattern) for every name in a rule
+    set, host facts (``host.*``, Hardware fields) left out: they are checked against the model."""
     out: list[tuple[Versioned | None, str]] = []
-    for r in (*rules.protected, *rules.dangerous, *rules.durability, *rules.cpu_limit):
+    for r in (
+        *rules.protected,
+        *rules.dangerous,
+        *rules.durability,
+        *rules.cpu_limit,
+        *rules.no_effect,
+        *rules.harmful,
+        *rules.capacity,
+    ):
         out.append((r, r.parameter))  # type: ignore[attr-defined]
-    for c in rules.conflict:
+    for r in (*rules.no_effect, *rules.harmful):
+        out.extend((r, p) for c in (*getattr(r, "require", []), *getattr(r, "when", [])) for p in c.params())
+    for cap in rules.capacity:
+        out.extend((cap, p) for p in cap.reserve)
+    for c in (*rules.conflict, *rules.server_check):
         out.extend((c, p) for p in c.params())
     if rules.memory_budget:
         out.extend((None, p) for p in rules.memory_budget.params())
     if rules.disk_budget:
         out.extend((None, p) for p in rules.disk_budget.parameters)
-    return out
+    return [(r, n) for r, n in out if not n.startswith("host.")]
 
 
 def names_of(catalog: Catalog) -> set[str]:
-    return {n.lower() for n in (*catalog.knobs, *catalog.excluded)}
+    return {n.lower() for n in (*catalog.knobs, *catalog.excluded, *catalog.facts)}
+
+
+def exists(name: str, real: set[str]) -> bool:
+    """``name`` is in ``real``, or a pattern (``parallel_*_cost``) that matches at least one name there."""
+    if any(c in name for c in "*?["):
+        return any(fnmatch.fnmatchcase(n, name.lower()) for n in real)
+    return name.lower() in real
+
+
+def test_host_facts_named_by_rules_are_hardware_fields() -> None:
+    fields = set(Hardware.model_fields)
+    for family in RULE_FILES:
+        rules = load_ruleset(family)
+        facts = [p for r in rules.all_rules() for p in _all_params(r) if p.startswith("host.")]
+        assert all(p[5:] in fields for p in facts), (family, facts)
+
+
+def _all_params(rule: Versioned) -> list[str]:
+    names = [getattr(rule, "parameter", "")]
+    for attr in ("when", "require"):
+        names += [p for c in getattr(rule, attr, []) for p in c.params()]
+    names += list(getattr(rule, "observed", [])) + list(getattr(rule, "reserve", []))
+    return [n for n in names if n]
+
+
+def test_every_rule_of_the_new_kinds_has_reason_source_and_version() -> None:
+    """server_check, no_effect, harmful and capacity rules are data with a source each (issue 17)."""
+    counts = {"server_check": 0, "no_effect": 0, "harmful": 0, "capacity": 0}
+    for family in RULE_FILES:
+        rules = load_ruleset(family)
+        for kind in counts:
+            for r in getattr(rules, kind):
+                assert r.reason.strip() and r.source.strip() and r.versions, r.id
+                counts[kind] += 1
+    assert all(n >= 3 for n in counts.values()), counts
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +124,7 @@ def test_every_rule_file_loads_and_every_family_has_one() -> None:
     for family, name in RULE_FILES.items():
         rules = load_ruleset_file(RULE_DIR / name)
         assert rules.family == family
-        for r in (*rules.protected, *rules.dangerous, *rules.durability, *rules.conflict, *rules.cpu_limit):
+        for r in rules.all_rules():
             assert r.reason.strip() and r.source.strip(), r.id
             for v in r.versions:
                 split_flavor(v)
@@ -122,10 +172,11 @@ def test_postgresql_rule_names_exist_in_real_pg_settings(pg_catalog: Catalog) ->
         if rule is not None and not rule.applies("postgresql", pg_catalog.version):
             continue
         checked += 1
-        if name.lower() not in real:
+        if not exists(name, real):
             missing.append((rule.id if rule else "budget", name))
     assert checked > 50
     assert missing == [], f"rule parameters absent from PostgreSQL {pg_catalog.version}: {missing}"
+    assert "wal_segment_size" in pg_catalog.facts  # a server fact the server checks compare with
 
 
 def test_mariadb_rule_names_exist_in_real_system_variables(mariadb_catalog: Catalog) -> None:
@@ -139,7 +190,7 @@ def test_mariadb_rule_names_exist_in_real_system_variables(mariadb_catalog: Cata
         if not rule.applies("mariadb", mariadb_catalog.version):
             continue
         checked += 1
-        if name.lower() not in real:
+        if not exists(name, real):
             missing.append((rule.id, name))
     assert checked > 50
     assert missing == [], f"rule parameters absent from MariaDB {mariadb_catalog.version}: {missing}"
@@ -179,15 +230,23 @@ def test_mysql8_only_names_against_the_mysql8_catalog(rule_id: str, name: str) -
 
 
 def test_linux_rule_names_exist_on_this_kernel() -> None:
+    """Sysctl and THP names against /proc/sys and sysfs; block names (``block.*.x``, ``block.{dev}.x``)
+    against the catalog this kernel gives for its block devices (a scheduler's tunables exist only while it
+    is active, so the catalog knows them from the scheduler list; device facts such as hw_queue_depth are
+    catalog facts)."""
     rules = load_ruleset("linux")
     devices = [p.name for p in Path("/sys/block").iterdir() if (p / "queue" / "scheduler").exists()]
     assert devices
+    cat = LinuxTarget(devices=devices).catalog()
     missing = []
     for rule, name in named(rules):
         if name.startswith("block."):
             _, dev, fname = name.split(".", 2)
-            paths = [Path("/sys/block") / d / "queue" / fname for d in (devices if dev == "*" else [dev])]
-            ok = any(p.exists() for p in paths)
+            names = [f"block.{d}.{fname}" for d in (devices if dev in ("*", "{dev}") else [dev])]
+            files = [Path("/sys/block", n.split(".")[1], "queue", *fname.split(".")) for n in names]
+            ok = any(n in cat.knobs or n in cat.facts for n in names) or any(f.exists() for f in files)
+        elif name.startswith("thp."):
+            ok = (Path("/sys/kernel/mm/transparent_hugepage") / name[4:]).exists()
         else:
             ok = (Path("/proc/sys") / name.replace(".", "/")).exists()
         if not ok:

@@ -408,8 +408,15 @@ def test_real_host_catalog_reflects_this_kernel() -> None:
     target = LinuxTarget(data_dir=str(data_file("catalogs", "linux.toml").parent))
     cat = target.catalog()
     assert cat.version == Path("/proc/sys/kernel/osrelease").read_text().strip()
-    for name in cat.knobs:
-        assert Path(cat.knobs[name].path or "").is_file(), name
+    for name, spec in cat.knobs.items():
+        scheduler = target._pdef(name).scheduler
+        if scheduler is not None and not Path(spec.path or "").exists():
+            # an inactive I/O scheduler's tunable: offered, not active, read as the kernel default
+            dev = name.split(".")[1]
+            active = Path(f"/sys/block/{dev}/queue/scheduler").read_text()
+            assert scheduler in active and f"[{scheduler}]" not in active, name
+            continue
+        assert Path(spec.path or "").is_file(), name
     for name, reason in cat.unsupported.items():
         assert "does not exist on this kernel" in reason, name
     major, minor = (int(x) for x in cat.version.split(".")[:2])
@@ -421,3 +428,118 @@ def test_real_host_catalog_reflects_this_kernel() -> None:
         listed = Path(f"/sys/block/{dev}/queue/scheduler").read_text().replace("[", "").replace("]", "").split()
         assert sched.enum_values == listed
         assert target.current_values([sched.name])[sched.name] in listed
+
+
+def _idle_loop_device() -> str | None:
+    """An unattached loop device (size 0) with a blk-mq hardware queue: nothing reads or writes it."""
+    for dev in sorted(Path("/sys/block").glob("loop*")):
+        try:
+            if dev.joinpath("size").read_text().strip() == "0" and any(dev.glob("mq/*/nr_tags")):
+                return dev.name
+        except OSError:
+            continue
+    return None
+
+
+@pytest.fixture()
+def idle_loop() -> Iterator[str]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to write /sys/block")
+    dev = _idle_loop_device()
+    if dev is None:
+        pytest.skip("no unattached loop device with a hardware queue")
+    queue = Path("/sys/block", dev, "queue")
+    sched = queue.joinpath("scheduler").read_text()
+    saved = {"scheduler": sched[sched.index("[") + 1 : sched.index("]")], "nr_requests": read(queue, "nr_requests")}
+    try:
+        yield dev
+    finally:
+        # Independent of the code under test: the scheduler first (switching it resets nr_requests).
+        queue.joinpath("scheduler").write_text(saved["scheduler"])
+        if read(queue, "nr_requests") != saved["nr_requests"]:
+            queue.joinpath("nr_requests").write_text(saved["nr_requests"])
+        sched = queue.joinpath("scheduler").read_text()
+        assert sched[sched.index("[") + 1 : sched.index("]")] == saved["scheduler"]
+        assert read(queue, "nr_requests") == saved["nr_requests"]
+
+
+@pytest.mark.root
+def test_real_kernel_nr_requests_check_agrees_with_the_kernel(idle_loop: str) -> None:
+    """The validator's server_check linux.nr_requests_le_hw_depth predicts the kernel's EINVAL: without a
+    scheduler nr_requests cannot exceed the hardware queue depth; with one it can (up to 2048). Writing
+    the scheduler and nr_requests in one batch works because the scheduler is written first."""
+    from agenticdb.config import PolicyConfig
+    from agenticdb.hardware import detect_hardware
+    from agenticdb.models import Bottleneck, Change, Proposal
+    from agenticdb.validator import validate
+
+    dev = idle_loop
+    target = LinuxTarget(devices=[dev])
+    depth = int(target.catalog().facts[f"block.{dev}.hw_queue_depth"])
+    sched, nr = f"block.{dev}.scheduler", f"block.{dev}.nr_requests"
+    if "mq-deadline" not in (target.catalog().knobs[sched].enum_values or []):
+        pytest.skip("mq-deadline is not offered here")
+    target.apply([change(sched, "none")])
+    snap = target.snapshot([sched, nr])
+    hw = detect_hardware(None)
+
+    def verdict(values: dict[str, str]):  # type: ignore[no-untyped-def]
+        proposal = Proposal(
+            bottleneck=Bottleneck.io_queue, layer=Layer.os, changes=[Change(name=k, value=v) for k, v in values.items()]
+        )
+        policy = PolicyConfig(max_step_factor=100)
+        return validate(proposal, target.catalog(), target.current_values(), hw, policy, Layer.os)
+
+    too_deep = str(min(depth * 2, 2048))
+    v = verdict({nr: too_deep})
+    assert [f.check for f in v.failed] == ["server_check"] and "hw_queue_depth" in v.failed[0].message
+    with pytest.raises(ApplyError, match="invalid argument"):
+        target.apply([change(nr, too_deep)])
+    assert target.current_values([nr])[nr] == snap.values[nr]
+    assert verdict({nr: str(depth // 2)}).ok
+    # with a scheduler in the same set the deeper queue is accepted and written after the scheduler
+    v = verdict({nr: too_deep, sched: "mq-deadline"})
+    assert v.ok, v.feedback()
+    target.apply(v.changes)
+    assert target.verify(v.changes) == {sched: "mq-deadline", nr: too_deep}
+    target.restore(snap)
+    assert target.current_values([sched, nr]) == snap.values
+
+
+@pytest.mark.root
+def test_real_kernel_scheduler_tunable_needs_its_scheduler(idle_loop: str) -> None:
+    """An inactive scheduler's tunable has no effect (the validator says so); set together with the switch
+    it is written after the scheduler and verified; restoring the snapshot switches back, after which the
+    tunable reads as the kernel default again."""
+    from agenticdb.config import PolicyConfig
+    from agenticdb.hardware import detect_hardware
+    from agenticdb.models import Bottleneck, Change, Proposal
+    from agenticdb.validator import validate
+
+    dev = idle_loop
+    target = LinuxTarget(devices=[dev])
+    sched, lat = f"block.{dev}.scheduler", f"block.{dev}.iosched.read_lat_nsec"
+    if lat not in target.catalog().knobs:
+        pytest.skip("kyber is not offered here")
+    target.apply([change(sched, "none")])
+    snap = target.snapshot([sched, lat])
+    assert snap.values[lat] == "2000000"  # kyber's default (Documentation/block/kyber-iosched.rst)
+
+    def verdict(values: dict[str, str]):  # type: ignore[no-untyped-def]
+        proposal = Proposal(
+            bottleneck=Bottleneck.io_queue, layer=Layer.os, changes=[Change(name=k, value=v) for k, v in values.items()]
+        )
+        return validate(
+            proposal, target.catalog(), target.current_values(), detect_hardware(None), PolicyConfig(), Layer.os
+        )
+
+    v = verdict({lat: "1000000"})
+    assert [f.check for f in v.failed] == ["no_effect"] and "scheduler == 'kyber'" in v.failed[0].message
+    v = verdict({lat: "1000000", sched: "kyber"})
+    assert v.ok, v.feedback()
+    target.apply(v.changes)
+    assert target.verify(v.changes) == {lat: "1000000", sched: "kyber"}
+    assert Path(f"/sys/block/{dev}/queue/iosched/read_lat_nsec").read_text().strip() == "1000000"
+    target.restore(snap)
+    assert target.current_values([sched, lat]) == snap.values
+    assert not Path(f"/sys/block/{dev}/queue/iosched/read_lat_nsec").exists()

@@ -1,7 +1,7 @@
 """Issue 6 session-level acceptance on a real private PostgreSQL 15 with real pgbench runs.
 
 * A DBA's bad start (tiny shared_buffers/work_mem/max_wal_size, commit_delay=1000 + commit_siblings=2;
-  MEASUREMENT.md measured the commit_delay trap at -39 % write TPS) given with ``tune --start-from`` is
+  docs/measurement.md: measured the commit_delay trap at -39 % write TPS) given with ``tune --start-from`` is
   applied before the baseline, diagnosed, undone, and the session ends better than the baseline beyond
   the measured noise band.
 * A session whose only candidate is a placebo ends as a tie, keeps nothing and puts the value back.

@@ -55,6 +55,8 @@ def host_values(linux: LinuxTarget) -> dict[str, tuple[Path, str]]:
     out = {}
     for name, spec in linux.catalog().knobs.items():
         assert spec.path, name
+        if not Path(spec.path).exists():
+            continue  # a tunable of an I/O scheduler that is not active: no file until it is switched to
         out[name] = (Path(spec.path), read_raw(Path(spec.path)))
     return out
 
@@ -64,7 +66,8 @@ def put_back(saved: dict[str, tuple[Path, str]]) -> list[str]:
     written (the kernel zeroes them when the partner is set), non-zero values go last. Returns the
     names that had to be written."""
     wrong = [n for n, (p, v) in saved.items() if read_raw(p) != v]
-    for name in sorted(wrong, key=lambda n: saved[n][1] != "0"):
+    # schedulers first: switching one resets nr_requests and the iosched files
+    for name in sorted(wrong, key=lambda n: (not n.endswith(".scheduler"), saved[n][1] != "0")):
         path, value = saved[name]
         if value == "0" and name.endswith("_bytes"):
             continue

@@ -17,6 +17,7 @@ from agenticdb.models import (
     Hardware,
     KnobSpec,
     Layer,
+    Observed,
     Proposal,
     Verdict,
 )
@@ -356,20 +357,60 @@ def test_linux_rules() -> None:
     assert kinds(check(LINUX, {"vm.dirty_background_ratio": 30})) == {"vm.dirty_background_ratio": "conflict"}
     # with dirty_bytes in use the ratios are not compared
     assert check(LINUX, {"vm.dirty_background_ratio": 30}, current={"vm.dirty_bytes": str(2**30)}).ok
+    # no swap on HW: swappiness cannot act (no_effect); with swap, 0 is known harm unless policy allows it
     v = check(LINUX, {"vm.swappiness": 0})
-    assert v.ok and any("swappiness=0" in w for w in v.warnings)
+    assert kinds(v) == {"vm.swappiness": "no_effect"} and "host.swap_bytes > 0" in v.failed[0].message
+    swap = HW.model_copy(update={"swap_bytes": 4 * GiB})
+    assert check(LINUX, {"vm.swappiness": 1}, hw=swap).ok
+    v = check(LINUX, {"vm.swappiness": 0}, hw=swap)
+    assert kinds(v) == {"vm.swappiness": "harmful"} and v.failed[0].rule_id == "linux.swappiness-zero-with-swap"
+    allow = WIDE.model_copy(update={"allow_harmful": ["linux.swappiness-zero-with-swap"]})
+    v = check(LINUX, {"vm.swappiness": 0}, hw=swap, policy=allow)
+    assert v.ok and v.accepted_risks[0].startswith("vm.swappiness=0") and "allow_harmful" in v.accepted_risks[0]
     v = check(LINUX, {"block.vda.scheduler": "noop"})
     assert kinds(v) == {"block.vda.scheduler": "enum"} and "'none'" in v.failed[0].message
     assert kinds(check(LINUX, {"vm.drop_caches": 3})) == {"vm.drop_caches": "dangerous"}
 
 
 def test_overcommit_strict_needs_commit_headroom() -> None:
-    # commit limit = swap + RAM × ratio: 24 GiB × 50 % = 12 GiB > Committed_AS 6 GiB → fine
-    assert check(LINUX, {"vm.overcommit_memory": 2}).ok
-    v = check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_ratio": 20})
-    assert kinds(v) == {"vm.overcommit_memory": "hardware"} and "Committed_AS 6.00 GiB" in v.failed[0].message
+    # commit limit = swap + RAM × ratio: 24 GiB × 50 % = 12 GiB; must exceed Committed_AS 6 GiB + the DBMS's
+    # planned memory + 5 % of RAM (1.2 GiB)
+    planned = Observed(dbms_memory_bytes=2 * GiB)
+    assert check(LINUX, {"vm.overcommit_memory": 2}, observed=planned).ok
+    v = check(LINUX, {"vm.overcommit_memory": 2}, observed=Observed(dbms_memory_bytes=5 * GiB))
+    assert kinds(v) == {"vm.overcommit_memory": "hardware"}
+    assert "Committed_AS 6.00 GiB + DBMS planned memory 5.00 GiB + headroom 1.20 GiB" in v.failed[0].message
+    # without a planned figure the DBMS's whole memory budget (0.75 × 24 GiB) counts
+    v = check(LINUX, {"vm.overcommit_memory": 2})
+    assert "DBMS memory budget" in v.failed[0].message and "18.00 GiB" in v.failed[0].message
+    v = check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_ratio": 20}, observed=planned)
+    assert kinds(v) == {"vm.overcommit_memory": "hardware", "vm.overcommit_ratio": "hardware"}
+    assert "overcommit_ratio 20%" in v.failed[0].message
     v = check(LINUX, {"vm.overcommit_memory": 2}, hw=HW.model_copy(update={"committed_as_bytes": None}))
     assert kinds(v) == {"vm.overcommit_memory": "hardware"}
+
+
+def test_overcommit_message_uses_the_formula_in_force() -> None:
+    planned = Observed(dbms_memory_bytes=2 * GiB)
+    # overcommit_kbytes replaces the ratio when set (mm/util.c vm_commit_limit)
+    v = check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_kbytes": 8 * 1024**2}, observed=planned)
+    assert "overcommit_kbytes 8388608 kB (8.00 GiB)" in v.failed[0].message and "ratio" not in v.failed[0].message
+    assert check(LINUX, {"vm.overcommit_memory": 2, "vm.overcommit_kbytes": 20 * 1024**2}, observed=planned).ok
+    # writing the ratio zeroes kbytes: a ratio in the set is the formula in force
+    v = check(
+        LINUX,
+        {"vm.overcommit_memory": 2, "vm.overcommit_ratio": 30},
+        current={"vm.overcommit_kbytes": str(30 * 1024**2)},
+        observed=planned,
+    )
+    assert "overcommit_ratio 30%" in v.failed[0].message
+    # reserved huge pages are not committable
+    huge = HW.model_copy(update={"huge_pages_bytes": 8 * GiB})
+    v = check(LINUX, {"vm.overcommit_memory": 2}, hw=huge, observed=planned)
+    assert "huge pages 8.00 GiB" in v.failed[0].message
+    # ratio or kbytes alone while the mode stays heuristic: no effect, never measured
+    v = check(LINUX, {"vm.overcommit_ratio": 80})
+    assert kinds(v) == {"vm.overcommit_ratio": "no_effect"} and "vm.overcommit_memory == 2" in v.failed[0].message
 
 
 # ---------------------------------------------------------------- hardware detection on a copied tree
@@ -434,3 +475,86 @@ def test_detect_hardware_on_this_host(tmp_path: Path) -> None:
     assert 0 < hw.disk_free_bytes <= hw.disk_total_bytes
     assert hw.data_device and Path(f"/sys/block/{hw.data_device}").exists()
     assert hw.committed_as_bytes == read_meminfo()["Committed_AS"] or hw.committed_as_bytes is not None
+
+
+# ---------------------------------------------------------------- issue 17: rule kinds on hand-built catalogs
+
+
+def test_policy_allow_harmful_names_only_known_rules() -> None:
+    assert PolicyConfig(allow_harmful=["linux.thp-always"]).allow_harmful == ["linux.thp-always"]
+    with pytest.raises(ValueError, match="linux.thp-sometimes"):
+        PolicyConfig(allow_harmful=["linux.thp-sometimes"])
+
+
+def test_capacity_is_never_lowered_below_the_peak_and_not_at_all_without_one() -> None:
+    pg = PG.model_copy(
+        update={
+            "knobs": {**PG.knobs, "superuser_reserved_connections": k("superuser_reserved_connections", default="3")}
+        }
+    )
+    cur = {"max_connections": "200", "superuser_reserved_connections": "3"}
+    # no observation: lowering refused, raising fine
+    v = check(pg, {"max_connections": 150}, current=cur)
+    assert kinds(v) == {"max_connections": "capacity"} and "unknown to the validator" in v.failed[0].message
+    assert check(pg, {"max_connections": 250}, current=cur).ok
+    # peak 100 × 1.25 + 3 reserved = 128
+    seen = Observed(gauges={"pg_stat_activity.total": 100})
+    v = check(pg, {"max_connections": 120}, current=cur, observed=seen)
+    assert kinds(v) == {"max_connections": "capacity"} and "= 128" in v.failed[0].message
+    assert check(pg, {"max_connections": 130}, current=cur, observed=seen).ok
+    tight = WIDE.model_copy(update={"capacity_headroom": 0.0})
+    assert check(pg, {"max_connections": 110}, current=cur, observed=seen, policy=tight).ok
+
+
+def test_server_check_reads_facts_and_skips_when_a_fact_is_unknown() -> None:
+    facts = PG.model_copy(update={"facts": {"wal_segment_size": 64 * 1024**2}})
+    v = check(facts, {"min_wal_size": "100MB"})  # 64MB segments (initdb --wal-segsize=64): needs 128MB
+    assert kinds(v) == {"min_wal_size": "server_check"}
+    assert "wal_segment_size=67108864 (64 MiB)" in v.failed[0].message and "refuses to start" in v.failed[0].message
+    assert check(facts, {"min_wal_size": "128MB"}).ok
+    assert check(PG, {"min_wal_size": "20MB"}).ok  # the segment size is not known here: no guess
+
+
+def test_no_effect_from_the_servers_own_description() -> None:
+    maria = Catalog(
+        target="mariadb",
+        version="10.11.19-MariaDB",
+        knobs={"innodb_lru_flush_size": k("innodb_lru_flush_size", default="32")},
+        facts={"ignored:innodb_lru_flush_size": "Deprecated parameter with no effect"},
+    )
+    v = check(maria, {"innodb_lru_flush_size": 64})
+    assert kinds(v) == {"innodb_lru_flush_size": "no_effect"} and v.failed[0].rule_id == "server.ignored"
+
+
+def test_condition_arithmetic_is_described_as_evaluated() -> None:
+    from agenticdb.validation.rules import Condition
+
+    c = Condition(param="a", plus=["b", "c"], op="<=", other="d", factor=2, offset=-512)
+    assert c.describe() == "a + b + c <= 2 × d - 512"
+    assert c.for_device("vda") == c
+    d = Condition(param="block.{dev}.nr_requests", op="<=", other="block.{dev}.hw_queue_depth")
+    assert d.for_device("vda").params() == ["block.vda.nr_requests", "block.vda.hw_queue_depth"]
+
+
+def test_host_facts_from_a_copied_proc_and_sys(tmp_path: Path) -> None:
+    from agenticdb.hardware import huge_page_sizes, numa_nodes, server_rlimits
+
+    proc, sys = _tree(tmp_path, "0::/\n", "", {})
+    Path(sys, "devices/system/node").mkdir(parents=True)
+    Path(sys, "devices/system/node/online").write_text("0-1,3\n")
+    for size in ("hugepages-2048kB", "hugepages-1048576kB"):
+        Path(sys, "kernel/mm/hugepages", size).mkdir(parents=True)
+    Path(proc, "42").mkdir()
+    Path(proc, "42/limits").write_text(
+        "Limit                     Soft Limit           Hard Limit           Units     \n"
+        "Max stack size            8388608              unlimited            bytes     \n"
+        "Max open files            1024                 524288               files     \n"
+    )
+    assert numa_nodes(sys=sys) == 3
+    assert huge_page_sizes(sys=sys) == [2 * 1024**2, 1024**3]
+    assert server_rlimits(proc=proc, pid=42) == {
+        "stack_limit_bytes": 8388608,
+        "open_files_soft": 1024,
+        "open_files_hard": 524288,
+    }
+    assert numa_nodes(sys=str(tmp_path / "nowhere")) == 1

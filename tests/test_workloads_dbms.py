@@ -233,3 +233,55 @@ def _databases(conn: Connection) -> set[str]:
         else:
             cur.execute("SHOW DATABASES")
         return {str(r[0]) for r in cur.fetchall()}
+
+
+# --------------------------------------------------------------------------- per-second series, steady window
+
+SERIES_S, WARMUP_MAX_S = 5, 5
+
+
+def _steady_checks(m, run_s: int) -> list:  # type: ignore[no-untyped-def]
+    """The series covers the run second by second; the window lies inside it, after at most the bound."""
+    assert [p.t_s for p in m.series] == [float(i) for i in range(run_s)]
+    assert m.steady_start_s is not None and m.steady_s is not None
+    assert 0 <= m.steady_start_s <= WARMUP_MAX_S and m.steady_start_s % 5 == 0
+    assert m.steady_start_s + m.steady_s == run_s and m.steady_s >= SERIES_S
+    window = m.series[int(m.steady_start_s) :]
+    assert m.tps == pytest.approx(sum(p.tps for p in window) / m.steady_s)
+    assert m.objective == pytest.approx(m.tps / m.latency_p95_ms)
+    assert m.objective_se is not None and m.objective_se > 0
+    assert m.series_cv is not None and m.series_cv >= 0
+    return window
+
+
+def test_pgbench_series_and_steady_window(request: pytest.FixtureRequest) -> None:
+    conn = _conn(request, "postgresql", "wl_pgbench")
+    w = build_workload(WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=2), conn, progress=False)
+    w.prepare()
+    pids: list[int] = []
+    m = w.run(SERIES_S, warmup_max_s=WARMUP_MAX_S, on_tool_start=pids.append)
+    assert len(pids) == 1
+    assert m.duration_s == SERIES_S + WARMUP_MAX_S
+    window = _steady_checks(m, SERIES_S + WARMUP_MAX_S)
+    # every logged transaction is in exactly one second; the window's p95 is the pooled exact one
+    assert sum(p.tps for p in m.series) == m.transactions
+    per_second = [p.latency_p95_ms for p in window if p.latency_p95_ms is not None]
+    assert min(per_second) <= m.latency_p95_ms <= max(per_second)
+    assert m.latency_p99_ms >= m.latency_p95_ms >= m.latency_mean_ms > 0
+
+
+@pytest.mark.parametrize("dbms", DBMS)
+def test_sysbench_series_and_steady_window(request: pytest.FixtureRequest, dbms: str) -> None:
+    conn = _conn(request, dbms, "wl_sysbench")
+    cfg = WorkloadConfig(kind="sysbench-oltp-read-write", scale=5000, tables=2, clients=2)
+    w = build_workload(cfg, conn, progress=False)
+    w.prepare()
+    pids: list[int] = []
+    m = w.run(SERIES_S, warmup_max_s=WARMUP_MAX_S, on_tool_start=pids.append)
+    assert len(pids) == 1
+    window = _steady_checks(m, SERIES_S + WARMUP_MAX_S)
+    reported = [p for p in window if p.latency_p95_ms is not None]
+    assert len(reported) >= len(window) - 1  # sysbench may end before its last interval report
+    weighted = sum(p.latency_p95_ms * p.tps for p in reported) / sum(p.tps for p in reported)
+    assert m.latency_p95_ms == pytest.approx(weighted)
+    assert sum(p.tps for p in m.series) == pytest.approx(m.transactions, rel=0.05)

@@ -110,6 +110,9 @@ def test_objective_rules() -> None:
     assert objective("tps_per_p95", tps=1000, p95_ms=4) == (250.0, True)
     assert objective("tps", tps=1000, p95_ms=4) == (1000, True)
     assert objective("p95", tps=1000, p95_ms=4) == (4, False)
+    assert objective("p99", tps=1000, p95_ms=4, p99_ms=9) == (9, False)
+    with pytest.raises(WorkloadError, match="p99"):
+        objective("p99", tps=1000, p95_ms=4)
     assert objective("total_time", total_time_s=12.5) == (12.5, False)
     with pytest.raises(WorkloadError, match="positive p95"):
         objective("tps_per_p95", tps=10, p95_ms=0)

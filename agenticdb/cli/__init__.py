@@ -12,7 +12,7 @@ import re
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
 import typer
@@ -21,6 +21,9 @@ from rich.markup import escape
 
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.logs import configure_logging
+
+if TYPE_CHECKING:
+    from agenticdb.sandbox import Sandbox
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -235,18 +238,12 @@ def _sandbox_kind(kind: str) -> str:
     return canon
 
 
-def _sandbox(kind: str, home: Path | None):  # type: ignore[no-untyped-def]
+def _sandbox(kind: str, home: Path | None) -> Sandbox:
+    from agenticdb.sandbox import sandbox_of
+
     kind = _sandbox_kind(kind)
     cfg = settings(None, None, None, home)
-    if kind == "postgres":
-        from agenticdb.sandbox.postgres import PostgresSandbox
-
-        return PostgresSandbox(cfg.storage.home)
-    if kind == "mariadb":
-        from agenticdb.sandbox.mariadb import MariaDBSandbox
-
-        return MariaDBSandbox(cfg.storage.home)
-    fail(f"sandbox kind {kind!r}: expected 'postgres' or 'mariadb'", 2)
+    return sandbox_of(kind, cfg.storage.home)
 
 
 @sandbox_app.command("up")

@@ -12,28 +12,20 @@ from rich.table import Table
 from agenticdb.cli.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.cli.tune_cmd import _fmt_obj, _safe_dsn
 from agenticdb.config import Settings
-from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Proposal
+from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.base import Target
-from agenticdb.units import family_of
+from agenticdb.units import family_of, unit_bytes, values_equal
 
 
 def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim: str | None, console: Console) -> int:
     """Validate a change file against the live target (or the Linux host for ``stage = os``)."""
-    from agenticdb.app import build_target
     from agenticdb.hardware import detect_hardware
     from agenticdb.validator import validate
 
     layer = Layer(stage)
-    target: Target
-    if layer == Layer.os:
-        from agenticdb.targets.linux import LinuxTarget
-
-        target = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-    else:
-        target = build_target(cfg)
-        if not target.available():
-            console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
-            return 1
+    target = _inspected_target(cfg, layer == Layer.os, console)
+    if target is None:
+        return 1
     catalog = target.catalog()
     proposal = Proposal(
         bottleneck=Bottleneck.unknown,
@@ -43,15 +35,18 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
         planner="file",
     )
     current = target.current_values(list(catalog.knobs))
-    can_restart = getattr(getattr(target, "service", None), "can_restart", lambda: True)()
+    hardware = detect_hardware(target.data_dir, pid=target.server_pid())
+    # what capacity rules compare with: the server's usage now (peaks where the server keeps them)
+    observed = Observed(gauges=target.runtime_state().gauges)
     verdict = validate(
         proposal,
         catalog,
         current,
-        detect_hardware(getattr(target, "data_dir", None)),
+        hardware,
         cfg.policy,
         layer,
-        can_restart=can_restart,
+        can_restart=target.can_restart(),
+        observed=observed,
     )
     target.close()
     family = family_of(catalog.target)
@@ -66,14 +61,43 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
         if f.check == "durability" and _same(family, catalog, f.parameter, f.value, cur.get(f.parameter.lower()))
     ]
     failed = [f for f in verdict.failed if f not in noops]
-    ok = not failed
+    out = wide(console)
+    out.print(_verdict_table(verdict, catalog, family, noops, failed))
     warnings = list(verdict.warnings)
     if apply_claim is None:  # no claim was made, so nothing was "corrected"
         warnings = [w for w in warnings if not w.startswith("apply requirement")]
-    out = wide(console)
-    if ok and not verdict.changes and noops:
+    for f in noops:
+        warnings.append(
+            f"{f.parameter}={f.value} is already in effect and is durability-risking "
+            f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it"
+        )
+    for w in warnings:
+        out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+    for r in verdict.accepted_risks:
+        out.print(f"[yellow]accepted risk:[/] {escape(r)}", highlight=False)
+    return 0 if not failed else 1
+
+
+def _inspected_target(cfg: Settings, os_stage: bool, console: Console) -> Target | None:
+    """The Linux host for the OS stage, else the configured DBMS (None, said why, when it does not answer)."""
+    from agenticdb.app import build_target, linux_target
+
+    if os_stage:
+        return linux_target(cfg)
+    target = build_target(cfg)
+    if not target.available():
+        console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
+        return None
+    return target
+
+
+def _verdict_table(
+    verdict: Verdict, catalog: Catalog, family: str, noops: list[FailedCheck], failed: list[FailedCheck]
+) -> Table:
+    """One row per change: accepted (or already in effect), a durability no-op, or rejected with its rule."""
+    if not failed and not verdict.changes and noops:
         title = "verdict: NO-OP (every value is already in effect; nothing to apply)"
-    elif ok:
+    elif not failed:
         title = f"verdict: ACCEPT (apply: {verdict.apply_requirement.value})"
     else:
         title = "verdict: REJECT (nothing of this set would be applied)"
@@ -99,38 +123,25 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
             "",
         )
     for f in noops:
+        message = (
+            f"{f.parameter} is already {f.value}: nothing to apply. The value in effect is itself "
+            f"durability-risking ({f.message.split(': ', 1)[-1]}); agenticdb never sets it, "
+            "but leaves the DBA's choice alone"
+        )
         t.add_row(
             escape(f.parameter),
             escape(f.value),
             "[yellow]already in effect[/]",
             escape(f.rule_id),
-            escape(
-                f"{f.parameter} is already {f.value}: nothing to apply. The value in effect is itself "
-                f"durability-risking ({f.message.split(': ', 1)[-1]}); agenticdb never sets it, "
-                "but leaves the DBA's choice alone"
-            ),
+            escape(message),
             escape(f.source),
         )
     for f in failed:
+        rule = f.check + (f" ({f.rule_id})" if f.rule_id else "")
         t.add_row(
-            escape(f.parameter),
-            escape(f.value),
-            "[red]rejected[/]",
-            escape(f.check + (f" ({f.rule_id})" if f.rule_id else "")),
-            escape(f.message),
-            escape(f.source),
+            escape(f.parameter), escape(f.value), "[red]rejected[/]", escape(rule), escape(f.message), escape(f.source)
         )
-    out.print(t)
-    for f in noops:
-        warnings.append(
-            f"{f.parameter}={f.value} is already in effect and is durability-risking "
-            f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it"
-        )
-    for w in warnings:
-        out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
-    for r in verdict.accepted_risks:
-        out.print(f"[yellow]accepted risk:[/] {escape(r)}", highlight=False)
-    return 0 if ok else 1
+    return t
 
 
 def wide(console: Console) -> Console:
@@ -141,20 +152,10 @@ def wide(console: Console) -> Console:
     return Console(file=console.file, width=400, highlight=False, no_color=console.no_color)
 
 
-def _same(family: str, catalog: Any, name: str, value: str, current: str | None) -> bool:
-    """True when ``value`` is the value in effect (compared in canonical spelling)."""
-    from agenticdb.units import UnitError, normalize
-
+def _same(family: str, catalog: Catalog, name: str, value: str, current: str | None) -> bool:
+    """True when ``value`` is the value in effect (``units.values_equal`` in the catalog's dialect)."""
     spec = catalog.knobs.get(name)
-    if spec is None or current is None:
-        return False
-    try:
-        a, b = normalize(family, spec, value), normalize(family, spec, current)
-    except UnitError:
-        return False
-    if a.base_value is not None and b.base_value is not None:
-        return a.base_value == b.base_value
-    return a.canonical.strip().lower() == b.canonical.strip().lower()
+    return spec is not None and current is not None and values_equal(value, current, spec, family)
 
 
 # ------------------------------------------------------------------------------------- catalog
@@ -193,71 +194,70 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     values, the value in effect now, how a change takes effect and the validator's policy for it
     (protected / dangerous / durability, from ``validators/<family>.toml``). Byte-sized limits are
     also shown in KiB/MiB/GiB so a DBA can read them at a glance. Read-only."""
-    from agenticdb.app import build_target
     from agenticdb.validation.rules import load_ruleset
     from agenticdb.validator import flavor_of
 
-    target: Target
-    if os_stage:
-        from agenticdb.targets.linux import LinuxTarget
-
-        target = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-    else:
-        target = build_target(cfg)
-        if not target.available():
-            dsn = _safe_dsn(cfg.target.dsn or "")
-            console.print(f"[red]error:[/] target at {dsn} is not accepting connections")
-            return 1
+    target = _inspected_target(cfg, os_stage, console)
+    if target is None:
+        return 1
     cat = target.catalog()
     rules = load_ruleset(family_of(cat.target))
     flavor = flavor_of(cat)
     dur = cfg.policy.durability
     policy = {n: policy_of(rules, flavor, cat.version, n, dur) for n in cat.knobs}
     if excluded:
-        t = Table(title=f"{cat.target} {cat.version}: excluded, unsupported and restricted by policy")
-        t.add_column("name", no_wrap=True)
-        t.add_column("status", no_wrap=True)
-        t.add_column("reason", overflow="fold")
-        rows = [(n, "excluded", r) for n, r in cat.excluded.items()]
-        rows += [(n, "unsupported", r) for n, r in cat.unsupported.items()]
-        rows += [(n, pol, reason) for n, (pol, reason) in policy.items() if pol]
-        for name, status, reason in sorted(rows, key=lambda x: x[0].lower()):
-            if like is None or like in name:
-                t.add_row(escape(name), escape(status), escape(reason))
+        t = _excluded_table(cat, policy, like)
     else:
         names = sorted(n for n in cat.knobs if like is None or like in n)
-        current = target.current_values(names) if names else {}
-        t = Table(
-            title=f"{cat.target} {cat.version}: {len(cat.knobs)} parameters "
-            f"({sum(1 for p in policy.values() if p[0])} restricted by policy = see --excluded)"
-            + (f" ({len(names)} matching {like!r})" if like is not None else "")
-        )
-        t.add_column("name", no_wrap=True)
-        for col in ("type", "unit", "min", "max"):
-            t.add_column(col, no_wrap=True)
-        t.add_column("values", overflow="fold")
-        t.add_column("current", no_wrap=True)
-        t.add_column("apply", no_wrap=True)
-        t.add_column("policy", overflow="fold")
-        for name in names:
-            k = cat.knobs[name]
-            t.add_row(
-                escape(name),
-                k.vartype,
-                k.unit or "",
-                _num(k.min_value, k.unit),
-                _num(k.max_value, k.unit),
-                escape(",".join(k.enum_values or [])[:60]),
-                escape(_num_text(current.get(name, ""), k.unit)),
-                k.apply.value,
-                escape(policy[name][0] or "tunable"),
-            )
+        t = _knob_table(cat, policy, names, target.current_values(names) if names else {}, like)
     wide(console).print(t)
     target.close()
     return 0
 
 
-_SIZE_UNITS = {"B": 1, "kB": 1024, "8kB": 8192, "16kB": 16384, "32kB": 32768, "MB": 2**20}
+def _excluded_table(cat: Catalog, policy: dict[str, tuple[str, str]], like: str | None) -> Table:
+    t = Table(title=f"{cat.target} {cat.version}: excluded, unsupported and restricted by policy")
+    t.add_column("name", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("reason", overflow="fold")
+    rows = [(n, "excluded", r) for n, r in cat.excluded.items()]
+    rows += [(n, "unsupported", r) for n, r in cat.unsupported.items()]
+    rows += [(n, pol, reason) for n, (pol, reason) in policy.items() if pol]
+    for name, status, reason in sorted(rows, key=lambda x: x[0].lower()):
+        if like is None or like in name:
+            t.add_row(escape(name), escape(status), escape(reason))
+    return t
+
+
+def _knob_table(
+    cat: Catalog, policy: dict[str, tuple[str, str]], names: list[str], current: dict[str, str], like: str | None
+) -> Table:
+    t = Table(
+        title=f"{cat.target} {cat.version}: {len(cat.knobs)} parameters "
+        f"({sum(1 for p in policy.values() if p[0])} restricted by policy = see --excluded)"
+        + (f" ({len(names)} matching {like!r})" if like is not None else "")
+    )
+    t.add_column("name", no_wrap=True)
+    for col in ("type", "unit", "min", "max"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("values", overflow="fold")
+    t.add_column("current", no_wrap=True)
+    t.add_column("apply", no_wrap=True)
+    t.add_column("policy", overflow="fold")
+    for name in names:
+        k = cat.knobs[name]
+        t.add_row(
+            escape(name),
+            k.vartype,
+            k.unit or "",
+            _num(k.min_value, k.unit),
+            _num(k.max_value, k.unit),
+            escape(",".join(k.enum_values or [])[:60]),
+            escape(_num_text(current.get(name, ""), k.unit)),
+            k.apply.value,
+            escape(policy[name][0] or "tunable"),
+        )
+    return t
 
 
 def _human_bytes(n: float) -> str:
@@ -271,7 +271,7 @@ def _num(v: float | None, unit: str | None = None) -> str:
     if v is None:
         return ""
     text = str(int(v)) if float(v).is_integer() else f"{v:g}"
-    per = _SIZE_UNITS.get(unit or "")
+    per = unit_bytes(unit)
     # Negative sizes are PostgreSQL's special values (-1: "use another setting" / "no limit"), not sizes.
     if per and v > 0 and v * per >= 1024:
         text += f" ({_human_bytes(v * per)})"
@@ -329,18 +329,33 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     by: dict[str, Any] = {}
     for e in events:
         by.setdefault(e.event, e.data)
-    start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
+    end, base = by.get("session.end", {}), by.get("baseline", {})
     obj = base.get("objective_name") or (
         rounds[0].objective_name if rounds and hasattr(rounds[0], "objective_name") else None
     )
-    higher = base.get("higher_is_better", higher_is_better(obj))
     unit = objective_unit(obj)
+    lines = [f"# agenticdb session {sid}", ""]
+    lines += _report_summary(meta, by, obj, unit)
+    lines += ["", "## Best configuration", ""]
+    best_changes = end.get("best_changes") or end.get("best_config")
+    if best_changes:
+        lines += [f"- `{k} = {v}`" for k, v in best_changes.items()]
+    elif end:
+        lines.append("the starting configuration (no change beat it beyond the noise)")
+    else:
+        lines.append("unknown: the session has not ended (still running, or the process died)")
+    lines += _report_start_from(by.get("start_from"))
+    return lines + _report_rounds(rounds, unit)
+
+
+def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str) -> list[str]:
+    start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
+    higher = base.get("higher_is_better", higher_is_better(obj))
     b, best = (
         end.get("baseline_objective", meta.baseline_objective),
         end.get("best_objective", meta.best_objective),
     )
-    lines = [f"# agenticdb session {sid}", ""]
-    lines.append(f"- **target:** {start.get('target', meta.target or '?')}")
+    lines = [f"- **target:** {start.get('target', meta.target or '?')}"]
     lines.append(f"- **workload:** {start.get('workload', meta.workload or '?')}")
     status = end.get("status", meta.status)
     lines.append(f"- **status:** {status}" + (f" — {end['reason']}" if end.get("reason") else ""))
@@ -358,28 +373,27 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
             f"- **planner:** {start['planner']}; durability {start.get('durability', '?')}; "
             f"rounds {end.get('rounds', meta.rounds)}"
         )
-    lines += ["", "## Best configuration", ""]
-    best_changes = end.get("best_changes") or end.get("best_config")
-    if best_changes:
-        lines += [f"- `{k} = {v}`" for k, v in best_changes.items()]
-    elif end:
-        lines.append("the starting configuration (no change beat it beyond the noise)")
+    return lines
+
+
+def _report_start_from(sf: dict[str, Any] | None) -> list[str]:
+    if not sf:
+        return []
+    lines = ["", "## Starting configuration (--start-from)", ""]
+    vch = (sf.get("verdict") or {}).get("changes") or []
+    if vch:
+        lines += [f"- `{c.get('name')} = {c.get('value')}` (was {c.get('previous')})" for c in vch]
     else:
-        lines.append("unknown: the session has not ended (still running, or the process died)")
-    sf = by.get("start_from")
-    if sf:
-        lines += ["", "## Starting configuration (--start-from)", ""]
-        vch = (sf.get("verdict") or {}).get("changes") or []
-        if vch:
-            lines += [f"- `{c.get('name')} = {c.get('value')}` (was {c.get('previous')})" for c in vch]
-        else:
-            lines += [f"- `{c.get('name')} = {c.get('value')}`" for c in (sf.get("proposal") or {}).get("changes", [])]
-        if not (sf.get("verdict") or {}).get("ok", True):
-            lines.append(
-                "- refused by the validator: "
-                + "; ".join(f.get("message", "") for f in sf["verdict"].get("failed", []))
-            )
-    lines += [
+        lines += [f"- `{c.get('name')} = {c.get('value')}`" for c in (sf.get("proposal") or {}).get("changes", [])]
+    if not (sf.get("verdict") or {}).get("ok", True):
+        lines.append(
+            "- refused by the validator: " + "; ".join(f.get("message", "") for f in sf["verdict"].get("failed", []))
+        )
+    return lines
+
+
+def _report_rounds(rounds: list[Any], unit: str) -> list[str]:
+    lines = [
         "",
         "## Rounds",
         "",
@@ -397,19 +411,18 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
         )
     lines.append("")
     for r in rounds:
-        if r.proposal is None:
-            continue
-        lines.append(f"## Round {r.round_no}: {r.bottleneck.value}")
-        lines.append(f"- rationale: {r.proposal.rationale}")
-        for e in r.proposal.evidence:
-            lines.append(f"- evidence: {e}")
-        for c in r.proposal.changes:
-            lines.append(f"- change `{c.name} = {c.value}`: {c.rationale}")
-        for f in r.failed_checks:
-            lines.append(f"- rejected `{f.parameter} = {f.value}` ({f.check}): {f.message}")
-        if r.failure:
-            lines.append(f"- failure in {r.failure.phase}: {r.failure.message}")
-        if r.recovery:
-            lines.append(f"- recovery: {r.recovery.action} — {r.recovery.details}")
-        lines.append("")
+        if r.proposal is not None:
+            lines += _report_round(r)
     return lines
+
+
+def _report_round(r: Any) -> list[str]:
+    lines = [f"## Round {r.round_no}: {r.bottleneck.value}", f"- rationale: {r.proposal.rationale}"]
+    lines += [f"- evidence: {e}" for e in r.proposal.evidence]
+    lines += [f"- change `{c.name} = {c.value}`: {c.rationale}" for c in r.proposal.changes]
+    lines += [f"- rejected `{f.parameter} = {f.value}` ({f.check}): {f.message}" for f in r.failed_checks]
+    if r.failure:
+        lines.append(f"- failure in {r.failure.phase}: {r.failure.message}")
+    if r.recovery:
+        lines.append(f"- recovery: {r.recovery.action} — {r.recovery.details}")
+    return lines + [""]

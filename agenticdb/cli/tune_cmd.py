@@ -3,8 +3,8 @@ parsing in ``agenticdb.cli``). Each returns the process exit code."""
 
 from __future__ import annotations
 
-import json
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -14,7 +14,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.config import Settings
-from agenticdb.models import RoundOutcome
+from agenticdb.journal import Journal, JournalError
+from agenticdb.memory import MemoryBook
+from agenticdb.models import RoundOutcome, Snapshot
+from agenticdb.targets.base import Target
+from agenticdb.units import family_of
+from agenticdb.workloads.base import Workload
 
 log = structlog.get_logger(__name__)
 
@@ -50,56 +55,20 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
-    from agenticdb.app import (
-        SetupError,
-        build_session,
-        build_target,
-        build_workload,
-        check_planner,
-        open_stores,
-    )
+    from agenticdb.app import build_session
     from agenticdb.lock import LockError, TargetLock
     from agenticdb.session import SessionError
 
-    try:
-        check_planner(cfg)  # before anything connects to the database
-    except SetupError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
-    journal, memory = open_stores(cfg)
-    try:
-        target = build_target(cfg)
-        if not target.available():
-            console.print(
-                f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
-                "accepting connections"
-            )
-            return 1
-        workload = build_workload(cfg, target)
-    except (SetupError, ValueError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+    parts = _tune_parts(cfg, console)
+    if isinstance(parts, int):
+        return parts
+    journal, memory, target, workload = parts
     rounds: list[RoundOutcome] = []
     live = (
         Live(rounds_table(rounds), console=console, refresh_per_second=2, transient=False)
         if console.is_terminal
         else None
     )
-
-    def on_round(outcome: RoundOutcome) -> None:
-        rounds.append(outcome)
-        if live is not None:
-            live.update(rounds_table(rounds))
-        else:
-            console.print(
-                f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
-                f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-                f"objective {_fmt_obj(outcome.objective)}, gain "
-                f"{'—' if outcome.gain_vs_best is None else f'{outcome.gain_vs_best:+.1%}'}"
-                f"{' kept' if outcome.kept else ''}; {outcome.decision.value}: {outcome.reason}",
-                highlight=False,
-            )
-
     try:
         lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
         lock.acquire()
@@ -107,19 +76,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 1
     stop = {"requested": 0}
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        # First Ctrl-C: finish this round safely. Second: interrupt now (the session still restores the
-        # best configuration in its finally block).
-        stop["requested"] += 1
-        if stop["requested"] >= 2:
-            raise KeyboardInterrupt
-        console.print(
-            "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
-            "is put back either way)"
-        )
-
-    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop))
     try:
         session = build_session(
             cfg,
@@ -127,7 +84,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             workload,
             journal,
             memory,
-            on_round=on_round,
+            on_round=_round_printer(console, rounds, live),
             start_from=start_from,
             should_stop=lambda: stop["requested"] > 0,
         )
@@ -154,6 +111,66 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
     if result.status == "completed":
         return 0
     return 130 if result.status in ("interrupted", "stopped") else 1
+
+
+def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, Target, Workload] | int:
+    """Journal, Memory Book, target and workload of a tune, or the exit code when one cannot be built."""
+    from agenticdb.app import SetupError, build_target, build_workload, check_planner, open_stores
+
+    try:
+        check_planner(cfg)  # before anything connects to the database
+    except SetupError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    journal, memory = open_stores(cfg)
+    try:
+        target = build_target(cfg)
+        if not target.available():
+            console.print(
+                f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
+                "accepting connections"
+            )
+            return 1
+        workload = build_workload(cfg, target)
+    except (SetupError, ValueError) as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    return journal, memory, target, workload
+
+
+def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | None) -> Callable[[RoundOutcome], None]:
+    """The per-round callback: the live table on a terminal, one line per round otherwise."""
+
+    def on_round(outcome: RoundOutcome) -> None:
+        rounds.append(outcome)
+        if live is not None:
+            live.update(rounds_table(rounds))
+            return
+        console.print(
+            f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
+            f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
+            f"objective {_fmt_obj(outcome.objective)}, gain "
+            f"{'—' if outcome.gain_vs_best is None else f'{outcome.gain_vs_best:+.1%}'}"
+            f"{' kept' if outcome.kept else ''}; {outcome.decision.value}: {outcome.reason}",
+            highlight=False,
+        )
+
+    return on_round
+
+
+def _on_sigint(console: Console, stop: dict[str, int]) -> Callable[[int, Any], None]:
+    def on_sigint(signum: int, frame: Any) -> None:
+        # First Ctrl-C: finish this round safely. Second: interrupt now (the session still restores the
+        # best configuration in its finally block).
+        stop["requested"] += 1
+        if stop["requested"] >= 2:
+            raise KeyboardInterrupt
+        console.print(
+            "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
+            "is put back either way)"
+        )
+
+    return on_sigint
 
 
 def _safe_dsn(dsn: str) -> str:
@@ -227,14 +244,14 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     console.print(f"memory:  {cfg.storage.memory_db}")
 
 
-# ------------------------------------------------------------------------------------ validate
-def _latest_session(journal: Any, kind: str) -> str | None:
-    """Newest session that changed a target of ``kind`` (the journal lists sessions oldest first)."""
-    family = {"mariadb", "mysql"} if kind in ("mariadb", "mysql") else {kind}
+# ------------------------------------------------------------------------------------ rollback
+def _latest_session(journal: Journal, kind: str) -> str | None:
+    """Newest session that changed a target of ``kind``'s family (the journal lists sessions oldest first)."""
+    family = family_of(kind)
     for s in reversed(journal.sessions()):
         # Skip sessions that never changed anything (refused or interrupted before a snapshot was taken).
-        if _get(s, "target") in family and _find_snapshot(journal, str(_get(s, "id")), "baseline") is not None:
-            return str(_get(s, "id"))
+        if s.target and family_of(s.target) == family and _find_snapshot(journal, s.id, "baseline") is not None:
+            return s.id
     return None
 
 
@@ -250,13 +267,12 @@ def run_rollback(
     """Restore the DBMS snapshot of a session (baseline or last safe) and/or the saved OS originals,
     printing every value that changed (``name: now → restored``) and verifying the result.
 
-    OS originals come from the Memory Book (saved before agenticdb's first write of each parameter);
-    when several interrupted sessions saved one name, the oldest value is the host's own and wins.
+    Both go through ``agenticdb.recovery.restore_verified``, the path the session's revert and the
+    daemon's reconciliation use. OS originals come from the Memory Book (saved before agenticdb's first
+    write of each parameter); when several interrupted sessions saved one name, the oldest value is the
+    host's own and wins.
     """
-    from agenticdb.app import build_target, open_stores
-    from agenticdb.models import Snapshot
-    from agenticdb.recovery import values_match
-    from agenticdb.targets.base import TargetError
+    from agenticdb.app import open_stores
 
     if to not in ("baseline", "last-safe"):
         console.print(f"[red]error:[/] --to {to!r}: expected 'baseline' or 'last-safe'")
@@ -265,7 +281,7 @@ def run_rollback(
     if session is not None:
         try:
             session = journal.find_session(session)
-        except Exception as exc:  # noqa: BLE001 - unknown or ambiguous prefix: say which
+        except JournalError as exc:  # unknown or ambiguous prefix: say which
             console.print(f"[red]error:[/] --session {session}: {exc}")
             return 2
     elif dbms:
@@ -275,147 +291,114 @@ def run_rollback(
         if session is None:
             console.print(f"[red]error:[/] no {cfg.target.kind} session with a snapshot in the journal to roll back")
             return 1
-        snap = _find_snapshot(journal, session, to)
-        if snap is None:
-            console.print(f"[red]error:[/] session {session} has no {to} DBMS snapshot in the journal")
-            return 1
-        from agenticdb.lock import LockError, TargetLock
-
-        lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
-        try:
-            lock.acquire()
-        except LockError as exc:
-            console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            return 1
-        lock_held = lock
-        target = build_target(cfg)
-        if target.kind != snap.target and not {target.kind, snap.target} <= {"mariadb", "mysql"}:
-            console.print(f"[red]error:[/] session {session} snapshot is of {snap.target}, the target is {target.kind}")
-            target.close()
-            return 2
-        before = target.current_values(list(snap.values)) if target.available() else {}
-        if dry_run:
-            pending = {
-                k: (before[k], v)
-                for k, v in snap.values.items()
-                if k in before and before[k].strip().lower() != v.strip().lower()
-            }
-            console.print(
-                f"dry run: restoring {to} of session {session} would change {len(pending)} value(s):",
-                highlight=False,
-            )
-            for k, (was, now) in sorted(pending.items()):
-                console.print(f"  {k}: {was} → {now}", highlight=False)
-            target.close()
-            return 0
-        try:
-            target.restore(snap)
-        except TargetError as exc:
-            console.print(f"[red]error:[/] DBMS restore to {to} of session {session} failed: {exc}")
-            target.close()
-            return 1
-        ok, diff = values_match(target, snap)
-        changed = {
-            k: (before[k], v)
-            for k, v in snap.values.items()
-            if k in before and before[k].strip().lower() != v.strip().lower()
-        }
-        journal.append(
-            session,
-            "rollback",
-            {
-                "stage": "dbms",
-                "to": to,
-                "snapshot": snap.label,
-                "verified": ok,
-                "changed": {k: list(v) for k, v in changed.items()},
-            },
-        )
-        console.print(
-            f"DBMS ({snap.target}) restored to {to} (snapshot '{snap.label}') of session "
-            f"{session}: " + ("[green]verified[/]" if ok else f"[red]differences {diff}[/]"),
-            highlight=False,
-        )
-        for k, (was, now) in sorted(changed.items()):
-            console.print(f"  {k}: {was} → {now}", highlight=False)
-        if not changed and before:
-            console.print("  (every value was already at the snapshot)")
-        code = 0 if ok else 1
-        target.close()
-        lock_held.release()
+        code = _rollback_dbms(cfg, journal, session, to, console, dry_run)
+        if code == 2:  # a usage error (the snapshot is of another kind of server): nothing else runs
+            return code
     if os_:
-        from agenticdb.targets.linux import LinuxTarget
-
-        originals = memory.os_originals(session_id=None, unrestored_only=True)
-        if not originals:
-            console.print("OS: nothing to restore (no unrestored originals saved)")
-            return code
-        if dry_run:
-            console.print("dry run: OS originals that would be restored:")
-            for o in originals:
-                console.print(
-                    f"  {_get(o, 'name')} → {_get(o, 'original')} (saved by session {_get(o, 'session_id')})",
-                    highlight=False,
-                )
-            return code
-        values: dict[str, str] = {}
-        for o in originals:  # oldest first
-            values.setdefault(_get(o, "name"), _get(o, "original"))
-        linux = LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None)
-        known = [n for n in values if n in linux.catalog().knobs]
-        before = linux.current_values(known)
-        error = ""
-        try:
-            linux.restore(Snapshot(target="linux", values=values, label="os originals"))
-        except TargetError as exc:
-            error = str(exc)
-        now = linux.current_values(known)
-        bad = {
-            k: (v, now.get(k, "<not on this host>"))
-            for k, v in values.items()
-            if str(now.get(k, "")).strip() != str(v).strip()
-        }
-        for o in originals:
-            if _get(o, "name") not in bad:
-                memory.mark_os_restored(_get(o, "session_id"), _get(o, "name"))
-        journal.append(
-            session or "rollback",
-            "rollback",
-            {"stage": "os", "values": values, "verified": not bad, "error": error or None},
-        )
-        console.print(
-            f"OS: restored {len(values) - len(bad)} of {len(values)} original values"
-            + (" [green]verified[/]" if not bad else ""),
-            highlight=False,
-        )
-        for k, v in sorted(values.items()):
-            mark = f"  [red]NOT restored: now {bad[k][1]}[/]" if k in bad else ""
-            console.print(f"  {k}: {before.get(k, '?')} → {v}{mark}", highlight=False)
-        if error:
-            console.print(f"[red]error:[/] {error}", highlight=False)
-        code = code or (1 if bad else 0)
+        code = code or _rollback_os(cfg, journal, memory, session, console, dry_run)
     return code
 
 
-def _get(o: Any, key: str) -> Any:
-    return o[key] if isinstance(o, dict) else getattr(o, key)
+def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, console: Console, dry_run: bool) -> int:
+    """``rollback --dbms``: the session's baseline or last safe snapshot, under the target lock."""
+    from agenticdb.app import build_target
+    from agenticdb.lock import LockError, TargetLock
+    from agenticdb.recovery import restore_verified
+
+    snap = _find_snapshot(journal, session, to)
+    if snap is None:
+        console.print(f"[red]error:[/] session {session} has no {to} DBMS snapshot in the journal")
+        return 1
+    lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
+    try:
+        lock.acquire()
+    except LockError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 1
+    target = build_target(cfg)
+    try:
+        if not target.owns(snap):
+            console.print(f"[red]error:[/] session {session} snapshot is of {snap.target}, the target is {target.kind}")
+            return 2
+        if dry_run:
+            _print_dry_run(console, target, snap, f"restoring {to} of session {session}")
+            return 0
+        result = restore_verified(target, snap)
+    finally:
+        target.close()
+        lock.release()
+    if result.error:
+        console.print(f"[red]error:[/] DBMS restore to {to} of session {session} failed: {result.error}")
+        return 1
+    changed = {k: list(v) for k, v in result.changed.items()}
+    payload = {"stage": "dbms", "to": to, "snapshot": snap.label, "verified": result.verified, "changed": changed}
+    journal.append(session, "rollback", payload)
+    verdict = "[green]verified[/]" if result.verified else f"[red]differences {result.differences}[/]"
+    console.print(
+        f"DBMS ({snap.target}) restored to {to} (snapshot '{snap.label}') of session {session}: {verdict}",
+        highlight=False,
+    )
+    for k, (was, now) in sorted(result.changed.items()):
+        console.print(f"  {k}: {was} → {now}", highlight=False)
+    if not result.changed and result.before:
+        console.print("  (every value was already at the snapshot)")
+    return 0 if result.verified else 1
 
 
-def _find_snapshot(journal: Any, session: str, to: str):  # type: ignore[no-untyped-def]
+def _print_dry_run(console: Console, target: Target, snap: Snapshot, what: str) -> None:
+    before = target.current_values([n for n in snap.values if target.knows(n)]) if target.available() else {}
+    pending = {
+        k: (before[k], v) for k, v in snap.values.items() if k in before and not target.values_equal(k, v, before[k])
+    }
+    console.print(f"dry run: {what} would change {len(pending)} value(s):", highlight=False)
+    for k, (was, now) in sorted(pending.items()):
+        console.print(f"  {k}: {was} → {now}", highlight=False)
+
+
+def _rollback_os(
+    cfg: Settings, journal: Journal, memory: MemoryBook, session: str | None, console: Console, dry_run: bool
+) -> int:
+    """``rollback --os``: every unrestored OS original saved in the Memory Book."""
+    from agenticdb.app import linux_target
+    from agenticdb.recovery import restore_os_originals
+
+    originals = memory.os_originals(session_id=None, unrestored_only=True)
+    if not originals:
+        console.print("OS: nothing to restore (no unrestored originals saved)")
+        return 0
+    if dry_run:
+        console.print("dry run: OS originals that would be restored:")
+        for o in originals:
+            console.print(f"  {o.name} → {o.original} (saved by session {o.session_id})", highlight=False)
+        return 0
+    result = restore_os_originals(linux_target(cfg), memory, originals, "os originals")
+    values, bad = result.values, result.differences
+    journal.append(
+        session or "rollback",
+        "rollback",
+        {"stage": "os", "values": values, "verified": not bad, "error": result.error or None},
+    )
+    console.print(
+        f"OS: restored {len(values) - len(bad)} of {len(values)} original values"
+        + (" [green]verified[/]" if not bad else ""),
+        highlight=False,
+    )
+    for k, v in sorted(values.items()):
+        mark = f"  [red]NOT restored: now {bad[k][1]}[/]" if k in bad else ""
+        console.print(f"  {k}: {result.before.get(k, '?')} → {v}{mark}", highlight=False)
+    if result.error:
+        console.print(f"[red]error:[/] {result.error}", highlight=False)
+    return 1 if bad else 0
+
+
+def _find_snapshot(journal: Journal, session: str, to: str) -> Snapshot | None:
     """The DBMS snapshot of the first (``baseline``) or last (``last-safe``) intent of ``session``;
     intents of the OS stage (snapshot target ``linux``) are skipped."""
-    from agenticdb.models import Snapshot
-
     snaps = []
     for e in journal.events(session):
-        if _get(e, "event") != "intent":
-            continue
-        data = _get(e, "data")
-        if isinstance(data, str):
-            data = json.loads(data)
-        if isinstance(data, dict) and isinstance(data.get("snapshot"), dict):
-            snap = Snapshot.model_validate(data["snapshot"])
-            if snap.target != "linux":
+        if e.event == "intent" and isinstance(e.data.get("snapshot"), dict):
+            snap = Snapshot.model_validate(e.data["snapshot"])
+            if family_of(snap.target) != "linux":
                 snaps.append(snap)
     if not snaps:
         return None

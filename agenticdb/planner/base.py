@@ -23,3 +23,8 @@ class Planner(ABC):
         Returns a Proposal with ``plateau=True`` and no changes when nothing promising is left.
         Raises PlannerError when it cannot plan at all.
         """
+
+    def usage(self) -> dict[str, float]:
+        """Accounting of calls this planner made to outside services (the LLM planner: calls, tokens,
+        cost in USD, latency in ms, fallbacks); empty for planners that call nothing."""
+        return {}

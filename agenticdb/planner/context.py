@@ -400,7 +400,7 @@ def compute_hypotheses(ctx: PlanningContext) -> list[Any]:
     family = ctx.catalog.target or ctx.fingerprint.dbms
     try:
         return list(diagnose(delta, ctx.profile, family, ctx.stage, latest_measurement(ctx)))
-    except Exception as exc:  # a diagnosis bug must not take the planner down
+    except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not take the planner down
         log.warning("llm.diagnosis_failed", error=str(exc))
         return []
 

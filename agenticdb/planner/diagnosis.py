@@ -1,4 +1,4 @@
-"""Bottleneck attribution from runtime-state deltas (DESIGN.md "Planners", issue 6).
+"""Bottleneck attribution from runtime-state deltas (docs/architecture.md "Roles"; issue 6).
 
 Every hypothesis of :class:`~agenticdb.models.Bottleneck` that belongs to the stage is scored in
 [0, 1] from *signals*: counters normalised per transaction or per second, ratios and gauges. A signal
@@ -346,7 +346,7 @@ def _pg(v: _View, profile: RuntimeProfile, tx: float | None) -> dict[Bottleneck,
         )
 
     # wal_fsync — manual "WAL Configuration" (commit waits on WAL flush; wal_buffers_full means
-    # wal_buffers too small); commit_delay + commit_siblings can cost throughput (MEASUREMENT.md: −39%).
+    # wal_buffers too small); commit_delay + commit_siblings can cost throughput (docs/measurement.md: −39%).
     out[Bottleneck.wal_fsync] += _wait_signal(v, "WAL", lambda k: k in _PG_WAL_WAITS, 0.15, 0.5)
     full = v.total(wal + "wal_buffers_full")
     if full is not None and per_ktx:

@@ -1,4 +1,4 @@
-"""The offline planner: a rule-based DBA (DESIGN.md "Planners", issue 6).
+"""The offline planner: a rule-based DBA (docs/architecture.md "Roles"; issue 6).
 
 Each call diagnoses the bottleneck from the last runtime-state delta (:mod:`.diagnosis`), then
 prescribes moves from the playbook (:mod:`.playbook`) in this order:
@@ -48,14 +48,11 @@ from agenticdb.planner.playbook import (
     HostFacts,
     Playbook,
     PlaybookEntry,
-    canonical,
-    format_value,
     load_playbook,
-    parse_value,
     round_base,
     size,
-    unit_bytes,
 )
+from agenticdb.units import canonical, format_value, parse_value, unit_bytes
 
 log = structlog.get_logger(__name__)
 

@@ -292,6 +292,10 @@ class LLMPlanner(Planner):
         """Sum of tokens, cost and latency over every call of this planner (a copy)."""
         return self._totals.model_copy()
 
+    def usage(self) -> dict[str, float]:
+        """:attr:`totals` as a plain mapping (the session's ``session.end`` event and summary line)."""
+        return dict(self._totals.model_dump())
+
     @property
     def response_mode(self) -> ResponseMode:
         """The structured-output mode in use (may have been downgraded after a 400)."""

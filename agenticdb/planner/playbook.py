@@ -7,15 +7,14 @@ hardware, or a known trap such as ``commit_delay``); ``[[report]]`` notes say wh
 when no knob helps. Sizes are computed by :func:`size` from structured fields — never by ``eval``.
 
 Values are handled in the knob's *base unit* (``KnobSpec.unit``: PostgreSQL "8kB", "kB", "MB", "ms",
-"s"; MySQL "B"; Linux the catalog unit) and written back in a form the validator accepts:
-PostgreSQL sizes as "512MB", times as "200ms"/"15min"; MySQL sizes as integer bytes; sysctls as
-integers.
+"s"; MySQL "B"; Linux the catalog unit) and written back in a form the validator accepts
+(``agenticdb.units.format_value``: PostgreSQL sizes as "512MB", times as "200ms"/"15min"; MySQL sizes
+as integer bytes; sysctls as integers).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,26 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agenticdb.models import Bottleneck, KnobSpec, Layer
 from agenticdb.resources import data_dir
-
-_BYTES = {
-    "b": 1,
-    "bytes": 1,
-    "k": 1024,
-    "kb": 1024,
-    "kib": 1024,
-    "8kb": 8192,
-    "m": 2**20,
-    "mb": 2**20,
-    "mib": 2**20,
-    "g": 2**30,
-    "gb": 2**30,
-    "gib": 2**30,
-    "t": 2**40,
-    "tb": 2**40,
-    "tib": 2**40,
-}
-_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
-_NUM_UNIT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+from agenticdb.units import unit_bytes
 
 
 class _Strict(BaseModel):
@@ -220,80 +200,7 @@ def load_playbook(family: str) -> Playbook:
     raise ValueError(f"family={family!r}: no catalogs/playbook-*.toml lists it in 'families'")
 
 
-# ------------------------------------------------------------------------------------------ units
-
-
-def unit_bytes(unit: str | None) -> int | None:
-    """Bytes per base unit for size knobs ("8kB" → 8192, "kB" → 1024, "MB", "B"), else None."""
-    return _BYTES.get(unit.lower()) if unit else None
-
-
-def unit_ms(unit: str | None) -> float | None:
-    """Milliseconds per base unit for time knobs ("ms", "s", "min"), else None."""
-    return _MS.get(unit) if unit else None
-
-
-def parse_value(raw: str | int | float | bool | None, spec: KnobSpec) -> float | None:
-    """Numeric value of ``raw`` in ``spec``'s base unit, or None for non-numeric knobs/values.
-
-    Accepts bare numbers (already in base unit, as PostgreSQL and MySQL read them) and a number with
-    a size or time suffix ("128MB", "4GB", "200ms", "5min", "1G").
-    """
-    if raw is None or isinstance(raw, bool) or spec.vartype not in ("integer", "real"):
-        return None
-    if isinstance(raw, int | float):
-        return float(raw)
-    m = _NUM_UNIT.match(str(raw))
-    if not m:
-        return None
-    num, suffix = float(m.group(1)), m.group(2)
-    if not suffix:
-        return num
-    if suffix.lower() in _BYTES and unit_bytes(spec.unit):
-        return num * _BYTES[suffix.lower()] / unit_bytes(spec.unit)  # type: ignore[operator]
-    if suffix in _MS and unit_ms(spec.unit):
-        return num * _MS[suffix] / unit_ms(spec.unit)  # type: ignore[operator]
-    return None
-
-
-def canonical(name: str, raw: str | int | float | bool, spec: KnobSpec | None) -> tuple[str, str]:
-    """Comparable identity of a change: (name, value in base unit or lower-cased text).
-
-    Used so that "512MB", "524288kB" and 65536 (8kB pages) count as the same shared_buffers change.
-    """
-    if spec is not None:
-        num = parse_value(raw, spec)
-        if num is not None:
-            return name, f"{num:.6g}"
-        if spec.vartype == "bool":
-            text = str(raw).strip().lower()
-            return name, "on" if text in ("on", "true", "yes", "1") else "off" if text in (
-                "off",
-                "false",
-                "no",
-                "0",
-            ) else text
-    return name, str(raw).strip().lower()
-
-
-def format_value(base: float, spec: KnobSpec, family: str) -> str | int | float:
-    """Write ``base`` (in ``spec``'s base unit) the way the validator expects for ``family``."""
-    if spec.vartype == "real":
-        return round(base, 3)
-    ub, ums = unit_bytes(spec.unit), unit_ms(spec.unit)
-    if family == "postgresql" and ub:
-        nbytes = int(round(base)) * ub
-        for suffix, size in (("TB", 2**40), ("GB", 2**30), ("MB", 2**20), ("kB", 1024)):
-            if nbytes >= size and nbytes % size == 0:
-                return f"{nbytes // size}{suffix}"
-        return f"{nbytes // 1024}kB"
-    if family == "postgresql" and ums:
-        ms = int(round(base * ums))
-        for suffix, size in (("min", 60000), ("s", 1000)):
-            if ms >= size and ms % size == 0:
-                return f"{ms // size}{suffix}"
-        return f"{ms}ms"
-    return int(round(base))
+# ------------------------------------------------------------------------------------------ sizing
 
 
 def round_base(base: float, spec: KnobSpec) -> float:

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from agenticdb.config import TargetConfig
 
 
 def free_port() -> int:
@@ -27,3 +32,56 @@ def make_traversable(path: Path) -> None:
         mode = parent.stat().st_mode
         if not mode & 0o001:
             os.chmod(parent, mode | 0o711)
+
+
+class SandboxInfo(Protocol):
+    """Where a sandbox runs (``sandbox.json``): its DSN, data directory and how to reach it as a target."""
+
+    @property
+    def dsn(self) -> str: ...  # pragma: no cover - protocol
+
+    data_dir: str
+
+    def target_config(self, database: str = "agenticdb_bench") -> TargetConfig: ...  # pragma: no cover
+
+
+class Sandbox(Protocol):
+    """A private instance of one DBMS kind under a storage home (``root`` = ``<home>/sandbox/<kind>``)."""
+
+    root: Path
+
+    def info(self) -> SandboxInfo | None: ...  # pragma: no cover - protocol
+
+    def up(self) -> SandboxInfo: ...  # pragma: no cover
+
+    def down(self) -> None: ...  # pragma: no cover
+
+    def status(self) -> dict[str, object]: ...  # pragma: no cover
+
+
+def _postgres(home: Path) -> Sandbox:
+    from agenticdb.sandbox.postgres import PostgresSandbox
+
+    return PostgresSandbox(home)
+
+
+def _mariadb(home: Path) -> Sandbox:
+    from agenticdb.sandbox.mariadb import MariaDBSandbox
+
+    return MariaDBSandbox(home)
+
+
+SANDBOXES: dict[str, Callable[[Path], Sandbox]] = {"postgres": _postgres, "mariadb": _mariadb}
+"""Sandbox kinds (``--sandbox postgres|mariadb``) and how each is built under a storage home."""
+
+
+def sandbox_of(kind: str, home: Path) -> Sandbox:
+    """The sandbox ``kind`` ("postgres" | "mariadb") under ``home``.
+
+    Raises:
+        ValueError: an unknown kind (names the kinds there are).
+    """
+    factory = SANDBOXES.get(kind)
+    if factory is None:
+        raise ValueError(f"sandbox kind {kind!r}: expected {' or '.join(repr(k) for k in SANDBOXES)}")
+    return factory(home)

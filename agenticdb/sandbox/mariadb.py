@@ -4,7 +4,7 @@ Layout under ``base/sandbox/mariadb/``::
 
     data/                 datadir (owned by the ``mysql`` OS user when we are root)
     run/                  socket + pid file; must be writable by ``mysql`` or mariadbd exits without
-                          writing an error log (MEASUREMENT.md "Start-up costs")
+                          writing an error log (docs/measurement.md "Start-up costs")
     my.cnf                generated defaults file ([mariadbd] port, socket, datadir, ...) that
                           ``!include``s the managed option file
     agenticdb.cnf         the managed option file agenticdb writes restart-only knobs to ([mysqld])

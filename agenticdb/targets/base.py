@@ -1,7 +1,15 @@
 """Abstract base of every tuning target (tuned's get / set / verify / restore pattern).
 
 A target owns one parameter namespace: a PostgreSQL server (GUCs), a MySQL/MariaDB server (system
-variables) or the Linux host (sysctl + /sys/block). The executor only talks to this interface.
+variables) or the Linux host (sysctl + /sys/block). Everything outside ``agenticdb.targets`` talks to a
+target only through this interface (docs/architecture.md, "Targets"): what differs by kind — the data
+directory, the service controller, the pid file, which files of the data directory are configuration,
+how a clean shutdown is prepared, how a version is cut to its major — is answered by the target itself,
+never by a ``kind == ...`` branch elsewhere.
+
+Restoring a snapshot *and proving it* is one function for every caller: ``agenticdb.recovery.
+restore_verified`` (the session's revert and final apply, recovery, the daemon's reconciliation and
+``agenticdb rollback`` all go through it); targets implement the ``restore`` step it calls.
 """
 
 from __future__ import annotations
@@ -9,6 +17,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
+from agenticdb.services import Service
+from agenticdb.units import family_of, values_equal
 
 
 class TargetError(RuntimeError):
@@ -28,21 +38,83 @@ class VerifyError(TargetError):
 
 
 class Target(ABC):
-    """One tunable system. ``kind`` is "postgresql", "mariadb", "mysql" or "linux"."""
+    """One tunable system. ``kind`` is "postgresql", "mariadb", "mysql" or "linux".
+
+    Attributes:
+        kind: the target kind (a MySQL-family target learns "mysql" vs "mariadb" from the server).
+        service: the controller that starts, stops and restarts the server; None when nothing can
+            (the Linux host, or a DBMS configured without one).
+    """
 
     kind: str
+    service: Service | None = None
+
+    # ---- identity ------------------------------------------------------------------------------
+
+    @property
+    def family(self) -> str:
+        """Value dialect and rule-file family: "postgresql", "mysql" (MySQL and MariaDB) or "linux"."""
+        return family_of(self.kind)
 
     @abstractmethod
     def version(self) -> str:
         """Server/kernel version string, e.g. "15.19" or "10.11.19-MariaDB" or "6.1.0"."""
 
+    def version_major(self) -> str:
+        """The version as experience is keyed by it: major.minor ("10.11", "6.1"); PostgreSQL overrides
+        with the major number alone ("15"), its versioning since 10 (manual, "Versioning Policy")."""
+        return ".".join(self.version().split(".")[:2])
+
+    def owns(self, snapshot: Snapshot) -> bool:
+        """True when ``snapshot`` was taken of a target of this family (a MariaDB snapshot restores on
+        a target that reports "mysql" and back: one adapter serves both)."""
+        return family_of(snapshot.target) == self.family
+
+    # ---- what the host knows about the server ----------------------------------------------------
+
+    @property
+    def data_dir(self) -> str | None:
+        """The server's data directory (disk budgets, data device, sandbox data resets); None when
+        unknown or not applicable."""
+        return None
+
+    def server_pid(self) -> int | None:
+        """Process id of the server (so memory budgets read the server's cgroup, not agenticdb's);
+        None when unknown."""
+        return None
+
+    def can_restart(self) -> bool:
+        """True when agenticdb can restart this target (a service controller that restarts)."""
+        return self.service is not None and self.service.can_restart()
+
+    def pristine_keep_files(self) -> tuple[str, ...]:
+        """Names of files inside ``data_dir`` that are configuration and survive a pristine data reset."""
+        return ()
+
+    def prepare_clean_shutdown(self) -> None:
+        """Make the next shutdown leave data files that start without crash recovery (no-op by default)."""
+
+    # ---- get / set / verify / restore ------------------------------------------------------------
+
     @abstractmethod
     def catalog(self) -> Catalog:
         """Tunable parameters of this server/kernel with exclusions (cached after the first call)."""
 
+    def knows(self, name: str) -> bool:
+        """True when ``name`` is a tunable parameter of this target (in its catalog)."""
+        return name in self.catalog().knobs
+
     @abstractmethod
     def current_values(self, names: list[str] | None = None) -> dict[str, str]:
         """Effective values as canonical strings (all catalog knobs when ``names`` is None)."""
+
+    def values_equal(self, name: str, expected: str, actual: str) -> bool:
+        """True when ``actual`` is ``expected`` in effect for parameter ``name``.
+
+        The one comparison of values (``agenticdb.units.values_equal``: case, quotes, numeric and
+        boolean spellings); a target overrides it only where its server spells a value two ways.
+        """
+        return values_equal(expected, actual)
 
     @abstractmethod
     def snapshot(self, names: list[str] | None = None, label: str = "") -> Snapshot:
@@ -68,7 +140,8 @@ class Target(ABC):
     def restore(self, snapshot: Snapshot) -> None:
         """Put the snapshot's files/values back and bring the target up with them (restart if needed).
 
-        Works while a DBMS is down. Raises TargetError when the target cannot be brought back.
+        Works while a DBMS is down. Raises TargetError when the target cannot be brought back. Callers
+        use ``agenticdb.recovery.restore_verified``, which also proves the values are in effect.
         """
 
     @abstractmethod

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import errno
 import os
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
 
 from agenticdb.hoststats import host_state
 from agenticdb.models import (
@@ -36,161 +34,14 @@ from agenticdb.models import (
     RuntimeState,
     Snapshot,
 )
-from agenticdb.resources import data_file
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
+from agenticdb.targets.linux_catalog import LinuxCatalogData, ParamDef, data_devices, load_linux_catalog
+from agenticdb.units import bool_of, values_equal
 
 log = structlog.get_logger(__name__)
 
 StateStore = Callable[[str, str], None]
 """Called as ``state_store(name, original_value)`` before the first write of a parameter."""
-
-_TRUE = {"true", "on", "yes"}
-_FALSE = {"false", "off", "no"}
-
-
-# ----------------------------------------------------------------------------------------- catalog data
-
-
-class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ParamDef(_Entry):
-    """One entry of ``[params."<name>"]`` in catalogs/linux.toml (``{dev}`` in block names and paths)."""
-
-    type: str = Field(pattern="^(integer|enum)$")
-    unit: str | None = None
-    min: int | None = None
-    max: int | None = None
-    max_from: str | None = None
-    enum_from_file: bool = False
-    default: str | None = None
-    path: str
-    category: str
-    affects: str
-    reason: str
-    source: str
-    unsupported_on: str | None = None
-
-
-class ExclusivePair(_Entry):
-    """``[[exclusive_pairs]]``: writing one member makes the kernel zero the other."""
-
-    members: tuple[str, str]
-    reason: str
-    source: str
-
-
-class LinuxCatalogData(_Entry):
-    """catalogs/linux.toml as validated data."""
-
-    meta: dict[str, str]
-    exclusive_pairs: list[ExclusivePair]
-    params: dict[str, ParamDef]
-
-    def pair_of(self, name: str) -> ExclusivePair | None:
-        """The exclusive pair ``name`` belongs to, or None."""
-        return next((p for p in self.exclusive_pairs if name in p.members), None)
-
-
-def load_linux_catalog(path: Path | None = None) -> LinuxCatalogData:
-    """Load and validate catalogs/linux.toml (or ``path``).
-
-    Raises:
-        FileNotFoundError: the file is missing.
-        pydantic.ValidationError: an entry lacks a field or has an unknown one (names the entry).
-        ValueError: an exclusive pair names a parameter the catalog does not define.
-    """
-    path = path or data_file("catalogs", "linux.toml")
-    with path.open("rb") as fh:
-        data = LinuxCatalogData.model_validate(tomllib.load(fh))
-    for pair in data.exclusive_pairs:
-        for member in pair.members:
-            if member not in data.params:
-                raise ValueError(f"{path}: exclusive pair member {member!r} is not a catalog parameter")
-    return data
-
-
-# ------------------------------------------------------------------------------------- device discovery
-
-
-def _mount_of(root: Path, data_dir: str) -> tuple[str, str] | None:
-    """(major:minor, mount source) of the mount holding ``data_dir`` from <root>/proc/self/mountinfo.
-
-    Fields per proc(5): id, parent, major:minor, root, mount point, options, …, "-", fstype, source.
-    """
-    try:
-        text = (root / "proc/self/mountinfo").read_text()
-    except OSError:
-        return None
-    target = os.path.realpath(data_dir)
-    best: tuple[int, str, str] | None = None
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 5 or "-" not in parts:
-            continue
-        mount_point = parts[4].replace("\\040", " ")
-        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
-        if inside and (best is None or len(mount_point) >= best[0]):
-            tail = parts[parts.index("-") + 1 :]
-            best = (len(mount_point), parts[2], tail[1] if len(tail) > 1 else "")
-    return (best[1], best[2]) if best else None
-
-
-def _block_by_devnum(root: Path, majmin: str) -> str | None:
-    base = root / "sys/class/block"
-    if not base.is_dir():
-        return None
-    for entry in sorted(base.iterdir()):
-        try:
-            if (entry / "dev").read_text().strip() == majmin:
-                return entry.name
-        except OSError:
-            continue
-    return None
-
-
-def _parent_disks(root: Path, name: str) -> list[str]:
-    """Whole disks under block device ``name``: a partition's parent, a dm/md device's slaves."""
-    node = root / "sys/class/block" / name
-    if (node / "partition").exists():
-        return [node.resolve().parent.name]
-    slaves = node / "slaves"
-    if slaves.is_dir() and any(slaves.iterdir()):
-        found: list[str] = []
-        for slave in sorted(slaves.iterdir()):
-            found += [d for d in _parent_disks(root, slave.name) if d not in found]
-        return found
-    return [name]
-
-
-def physical_disks(root: Path = Path("/")) -> list[str]:
-    """Block devices under <root>/sys/block that are not virtual (loop, zram, ram are skipped)."""
-    base = root / "sys/block"
-    if not base.is_dir():
-        return []
-    return sorted(e.name for e in base.iterdir() if "/devices/virtual/" not in str(e.resolve()))
-
-
-def data_devices(root: Path = Path("/"), data_dir: str | None = None) -> list[str]:
-    """The disk(s) holding ``data_dir``, else all non-virtual disks.
-
-    Resolution: the longest mount point containing ``data_dir`` in /proc/self/mountinfo gives
-    major:minor (or a /dev source for filesystems with anonymous device numbers); /sys/class/block maps
-    it to a device name, a partition to its parent disk, a device-mapper/md device to its slaves' disks.
-    """
-    if data_dir:
-        mount = _mount_of(root, data_dir)
-        if mount:
-            majmin, source = mount
-            name = _block_by_devnum(root, majmin)
-            if name is None and source.startswith("/dev/"):
-                candidate = Path(source).name
-                name = candidate if (root / "sys/class/block" / candidate).exists() else None
-            if name:
-                return _parent_disks(root, name)
-        log.info("linux.data_device_unknown", data_dir=data_dir, reason="no block device for its mount")
-    return physical_disks(root)
 
 
 # ---------------------------------------------------------------------------------------------- target
@@ -278,13 +129,16 @@ class LinuxTarget(Target):
         if self._catalog is not None:
             return self._catalog
         cat = Catalog(target=self.kind, version=self.version())
-        for name, shown, pdef, _dev in self._expand():
+        for name, shown, pdef, dev in self._expand():
             path = self._path_of(shown)
-            if not path.exists():
+            inactive = not path.exists() and pdef.scheduler is not None and pdef.scheduler in self._offered(dev)
+            if not path.exists() and not inactive:
                 note = f"; {pdef.unsupported_on}" if pdef.unsupported_on else ""
+                if pdef.scheduler:
+                    note += f"; the {pdef.scheduler} I/O scheduler is not offered for {dev}"
                 cat.unsupported[name] = f"{name} does not exist on this kernel ({shown}){note}"
                 continue
-            mode = path.stat().st_mode
+            mode = path.stat().st_mode if not inactive else 0o644
             if not mode & 0o222:
                 cat.excluded[name] = f"{name} is read-only on this kernel ({shown}, mode {mode & 0o777:04o})"
                 continue
@@ -311,6 +165,10 @@ class LinuxTarget(Target):
                 cat.excluded[name] = f"{name}: cannot read its choices/limits ({shown}): {exc}"
                 continue
             cat.knobs[name] = spec
+        for dev in self.devices:
+            depth = self._hw_queue_depth(dev)
+            if depth is not None:
+                cat.facts[f"block.{dev}.hw_queue_depth"] = float(depth)
         log.info(
             "linux.catalog",
             devices=self.devices,
@@ -320,6 +178,27 @@ class LinuxTarget(Target):
         )
         self._catalog = cat
         return cat
+
+    def _offered(self, dev: str | None) -> list[str]:
+        """I/O schedulers the device offers (its queue/scheduler file), [] when unknown."""
+        if dev is None:
+            return []
+        try:
+            return _bracketed((self.root / "sys/block" / dev / "queue/scheduler").read_text())[0]
+        except OSError:
+            return []
+
+    def _hw_queue_depth(self, dev: str) -> int | None:
+        """The device's hardware queue depth: the smallest ``nr_tags`` of its blk-mq hardware queues
+        (/sys/block/<dev>/mq/<n>/nr_tags); without an I/O scheduler nr_requests cannot exceed it
+        (kernel block/blk-mq.c blk_mq_update_nr_requests). None when the device is not blk-mq."""
+        depths = []
+        for tags in (self.root / "sys/block" / dev / "mq").glob("*/nr_tags"):
+            try:
+                depths.append(int(tags.read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return min(depths) if depths else None
 
     def _path_of(self, shown: str) -> Path:
         return self.root / shown.lstrip("/")
@@ -348,8 +227,13 @@ class LinuxTarget(Target):
     def _read(self, name: str) -> str:
         """Canonical current value: integers as decimal, enum files as the bracketed choice."""
         spec = self._spec(name)
-        raw = Path(spec.path or "").read_text()
-        if self._pdef(name).enum_from_file:
+        pdef = self._pdef(name)
+        path = Path(spec.path or "")
+        if pdef.scheduler is not None and not path.exists() and pdef.default is not None:
+            # the scheduler is not active: switching to it starts an instance with the kernel's defaults
+            return pdef.default
+        raw = path.read_text()
+        if pdef.enum_from_file:
             current = _bracketed(raw)[1]
             return current if current is not None else " ".join(raw.split())
         text = " ".join(raw.split())
@@ -391,9 +275,9 @@ class LinuxTarget(Target):
                 choices = ", ".join(spec.enum_values)
                 raise ApplyError(f"{spec.name}={text!r}: not offered by {spec.path}; choices: {choices}")
             return text
-        low = text.lower()
-        if low in _TRUE or low in _FALSE:
-            return "1" if low in _TRUE else "0"
+        flag = bool_of(text)
+        if flag is not None:
+            return "1" if flag else "0"
         try:
             return str(int(text))
         except ValueError:
@@ -419,9 +303,14 @@ class LinuxTarget(Target):
                 self._state_store(member, original)
 
     def _plan(self, values: dict[str, str]) -> list[tuple[str, str]]:
-        """Order writes so each exclusive pair ends with its non-zero member and never writes the zero
-        member (the kernel zeroes it; a 0 write to a *_bytes member is EINVAL — vm.rst)."""
-        plain = [(n, v) for n, v in values.items() if self.data.pair_of(n) is None]
+        """Order writes: block schedulers first; each exclusive pair ends with its non-zero member and never
+        writes the zero member (the kernel zeroes it; a 0 write to a *_bytes member is EINVAL — vm.rst)."""
+        # A device's scheduler goes first: switching it resets nr_requests and the iosched files, so a
+        # value written before the switch would be lost (kernel block/elevator.c elevator_switch).
+        plain = sorted(
+            ((n, v) for n, v in values.items() if self.data.pair_of(n) is None),
+            key=lambda nv: not nv[0].endswith(".scheduler"),
+        )
         last: list[tuple[str, str]] = []
         for pair in self.data.exclusive_pairs:
             present = [(m, values[m]) for m in pair.members if m in values]
@@ -508,7 +397,7 @@ class LinuxTarget(Target):
             expected = self._kernel_value(self._spec(change.name), change.value)
             got = self._read(change.name)
             actual[change.name] = got
-            if got != expected:
+            if not values_equal(expected, got):
                 wrong.append(f"{change.name}: expected {expected}, kernel reports {got}")
         if wrong:
             raise VerifyError("; ".join(wrong))
@@ -531,7 +420,7 @@ class LinuxTarget(Target):
                 failures.append(f"{name}={value}: not a tunable parameter on this host, not restored")
                 continue
             try:
-                if self._read(name) == value:
+                if values_equal(value, self._read(name)):
                     continue
                 self._write(name, value)
                 log.info("restore.written", parameter=name, value=value)

@@ -75,6 +75,16 @@ class MySQLData:
     gauge_patterns: tuple[str, ...]
     mysql8_knobs: dict[str, dict[str, Any]]
     mysql8_manual: str
+    runtime_only: frozenset[str] = frozenset()
+    option_aliases: dict[str, str] = field(default_factory=dict)
+
+    def has_option_form(self, name: str, option_names: frozenset[str] | None) -> bool:
+        """True when variable ``name`` may be written to an option file: the server's own option list
+        when known (an option named differently, ``time_zone`` → ``default_time_zone``, counts), else
+        not in the shipped ``[runtime_only]`` list."""
+        if option_names is None:
+            return name not in self.runtime_only
+        return name in option_names or self.option_aliases.get(name, "") in option_names
 
     def is_bytes(self, name: str) -> bool:
         """True when variable ``name`` holds a size in bytes (unit "B")."""
@@ -137,6 +147,8 @@ def load_data() -> MySQLData:
         gauge_patterns=tuple(gauges.get("patterns", [])),
         mysql8_knobs={k.lower(): v for k, v in mysql8.get("knobs", {}).items()},
         mysql8_manual=mysql8.get("manual", "MySQL 8.0 Reference Manual"),
+        runtime_only=frozenset(n.lower() for n in maria.get("runtime_only", {}).get("names", [])),
+        option_aliases={k.lower(): v.lower() for k, v in maria.get("option_aliases", {}).get("names", {}).items()},
     )
 
 
@@ -166,18 +178,51 @@ def _canonical_default(vartype: VarType, value: Any) -> str | None:
     return text
 
 
-def mariadb_catalog(rows: list[dict[str, Any]], version: str, data: MySQLData | None = None) -> Catalog:
+IGNORED_COMMENTS = ("deprecated parameter with no effect", "deprecated, has no effect")
+"""How MariaDB describes a variable it accepts but ignores (SYSTEM_VARIABLES.VARIABLE_COMMENT, 10.11)."""
+
+
+def _fact(row: dict[str, Any]) -> float | str | None:
+    value = row.get("GLOBAL_VALUE")
+    if value is None:
+        return None
+    number = _num(value) if str(row.get("VARIABLE_TYPE", "")).startswith(("INT", "BIGINT", "DOUBLE")) else None
+    return number if number is not None else str(value)
+
+
+def mariadb_catalog(
+    rows: list[dict[str, Any]],
+    version: str,
+    data: MySQLData | None = None,
+    option_names: frozenset[str] | None = None,
+) -> Catalog:
     """Catalog from ``SELECT * FROM information_schema.SYSTEM_VARIABLES`` rows (dicts keyed by column).
 
     Exclusions, in order: scope ``SESSION ONLY`` (no global value); ``READ_ONLY = 'YES'`` without a
-    ``COMMAND_LINE_ARGUMENT`` (version/build/state information, settable nowhere); the entries of
-    catalogs/mariadb.toml. ``READ_ONLY = 'YES'`` → ApplyMode.restart (written to the option file), else
-    ApplyMode.dynamic (``SET GLOBAL``). Aliases from the data file are added with the target's metadata.
+    ``COMMAND_LINE_ARGUMENT`` (version/build/state information, settable nowhere); a read-only variable
+    without an option-file form; the entries of catalogs/mariadb.toml. ``READ_ONLY = 'YES'`` →
+    ApplyMode.restart (written to the option file), else ApplyMode.dynamic (``SET GLOBAL``). Aliases from
+    the data file are added with the target's metadata.
+
+    Args:
+        option_names: the options this server version accepts in an option file (lower case, dashes as
+            underscores; ``mysqld --help --verbose``, see agenticdb.targets.mysql_options), or None when
+            unknown (then the shipped ``[runtime_only]`` list of catalogs/mariadb.toml decides).
+            ``KnobSpec.option_file`` is False for a variable without one.
+
+    Facts (``Catalog.facts``): the global value of every variable that is not a knob (``innodb_page_size``,
+    numbers as floats), and ``ignored:<name>`` with the server's comment for variables it describes as
+    deprecated with no effect.
     """
     data = data or load_data()
     cat = Catalog(target="mariadb", version=version)
     for row in rows:
         name = str(row["VARIABLE_NAME"]).lower()
+        comment = str(row.get("VARIABLE_COMMENT") or "")
+        if any(c in comment.lower() for c in IGNORED_COMMENTS):
+            cat.facts[f"ignored:{name}"] = comment
+        if (fact := _fact(row)) is not None:
+            cat.facts[name] = fact
         if row["VARIABLE_SCOPE"] == "SESSION ONLY":
             cat.excluded[name] = "session-only variable: no global value to tune (SYSTEM_VARIABLES.VARIABLE_SCOPE)"
             continue
@@ -188,37 +233,51 @@ def mariadb_catalog(rows: list[dict[str, Any]], version: str, data: MySQLData | 
                 "(SYSTEM_VARIABLES.READ_ONLY, COMMAND_LINE_ARGUMENT)"
             )
             continue
+        has_option = data.has_option_form(name, option_names)
+        if read_only and not has_option:
+            cat.excluded[name] = (
+                "read-only and no option-file form on this server version (mysqld --help --verbose does not "
+                "list it): it cannot be set at all"
+            )
+            continue
         if why := data.exclusions.reason(name):
             cat.excluded[name] = why
             continue
-        vtype = str(row["VARIABLE_TYPE"])
-        vartype: VarType = _MARIADB_TYPES.get(vtype, "string")
-        enum_values = None
-        if vartype == "enum":
-            raw = row.get("ENUM_VALUE_LIST")
-            if raw:
-                enum_values = str(raw).split(",")
-            else:
-                vartype = "string"  # character sets/collations: ENUM without a list
-        block = _num(row.get("NUMERIC_BLOCK_SIZE"))
-        unit = "B" if vartype == "integer" and data.is_bytes(name) else None
-        source = SYSVARS_SOURCE + (f"; unit: {data.byte_source}" if unit else "")
-        cat.knobs[name] = KnobSpec(
-            name=name,
-            vartype=vartype,
-            unit=unit,
-            min_value=_num(row.get("NUMERIC_MIN_VALUE")) if vartype in ("integer", "real") else None,
-            max_value=_num(row.get("NUMERIC_MAX_VALUE")) if vartype in ("integer", "real") else None,
-            enum_values=enum_values,
-            apply=ApplyMode.restart if read_only else ApplyMode.dynamic,
-            default=_canonical_default(vartype, row.get("DEFAULT_VALUE")),
-            description=str(row.get("VARIABLE_COMMENT") or ""),
-            category=name.split("_", 1)[0] if name.startswith(("innodb_", "aria_", "myisam_")) else "server",
-            block_size=int(block) if block and block > 1 else None,
-            source=source,
-        )
+        cat.knobs[name] = _mariadb_knob(row, name, read_only, has_option, data)
+    for name in cat.knobs:
+        cat.facts.pop(name, None)  # knobs are read from the current values, facts are the rest
     _add_aliases(cat, data)
     return cat
+
+
+def _mariadb_knob(row: dict[str, Any], name: str, read_only: bool, has_option: bool, data: MySQLData) -> KnobSpec:
+    """One SYSTEM_VARIABLES row as a KnobSpec (types per _MARIADB_TYPES, sizes in bytes per the data file)."""
+    vartype: VarType = _MARIADB_TYPES.get(str(row["VARIABLE_TYPE"]), "string")
+    enum_values = None
+    if vartype == "enum":
+        raw = row.get("ENUM_VALUE_LIST")
+        if raw:
+            enum_values = str(raw).split(",")
+        else:
+            vartype = "string"  # character sets/collations: ENUM without a list
+    block = _num(row.get("NUMERIC_BLOCK_SIZE"))
+    unit = "B" if vartype == "integer" and data.is_bytes(name) else None
+    numeric = vartype in ("integer", "real")
+    return KnobSpec(
+        name=name,
+        vartype=vartype,
+        unit=unit,
+        min_value=_num(row.get("NUMERIC_MIN_VALUE")) if numeric else None,
+        max_value=_num(row.get("NUMERIC_MAX_VALUE")) if numeric else None,
+        enum_values=enum_values,
+        apply=ApplyMode.restart if read_only else ApplyMode.dynamic,
+        default=_canonical_default(vartype, row.get("DEFAULT_VALUE")),
+        description=str(row.get("VARIABLE_COMMENT") or ""),
+        category=name.split("_", 1)[0] if name.startswith(("innodb_", "aria_", "myisam_")) else "server",
+        block_size=int(block) if block and block > 1 else None,
+        source=SYSVARS_SOURCE + (f"; unit: {data.byte_source}" if unit else ""),
+        option_file=has_option,
+    )
 
 
 def _add_aliases(cat: Catalog, data: MySQLData) -> None:

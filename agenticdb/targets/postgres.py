@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import time
-import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,177 +22,25 @@ from typing import Any
 import psycopg
 import structlog
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agenticdb.config import TargetConfig
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
-from agenticdb.resources import data_file
 from agenticdb.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
+from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
+from agenticdb.targets.postgres_stats import parse_state, state_query
+from agenticdb.units import numbers_equal, quantity, values_equal
 
 log = structlog.get_logger(__name__)
 
 AUTO_CONF = "postgresql.auto.conf"
+PID_FILE = "postmaster.pid"
+
+#: Files inside a PostgreSQL data directory that hold configuration, never data: a pristine data reset
+#: leaves them alone so the trial's configuration stays in effect.
+CONFIG_FILES = (AUTO_CONF, "postgresql.conf", "pg_hba.conf", "pg_ident.conf", "postmaster.opts", PID_FILE)
 CONNECT_TIMEOUT_S = 5
 RELOAD_WAIT_S = 10.0
-
-# pg_settings.context -> how a change takes effect when written with ALTER SYSTEM.
-# Source: PostgreSQL 15 manual, 54.24 pg_settings ("There are several possible values of context").
-# 'backend'/'superuser-backend' values apply to sessions started after the reload, which is what a
-# benchmark run (fresh connections) sees.
-_CONTEXT_APPLY: dict[str, ApplyMode] = {"postmaster": ApplyMode.restart} | {
-    ctx: ApplyMode.reload for ctx in ("sighup", "superuser-backend", "backend", "superuser", "user")
-}
-
-_DB_COUNTERS = (
-    "xact_commit",
-    "xact_rollback",
-    "blks_read",
-    "blks_hit",
-    "tup_returned",
-    "tup_fetched",
-    "tup_inserted",
-    "tup_updated",
-    "tup_deleted",
-    "temp_files",
-    "temp_bytes",
-    "deadlocks",
-    "blk_read_time",
-    "blk_write_time",
-)
-_BGWRITER_COUNTERS = (
-    "checkpoints_timed",
-    "checkpoints_req",
-    "checkpoint_write_time",
-    "checkpoint_sync_time",
-    "buffers_checkpoint",
-    "buffers_clean",
-    "maxwritten_clean",
-    "buffers_backend",
-    "buffers_backend_fsync",
-    "buffers_alloc",
-)
-_WAL_COUNTERS = (
-    "wal_records",
-    "wal_fpi",
-    "wal_bytes",
-    "wal_buffers_full",
-    "wal_write",
-    "wal_sync",
-    "wal_write_time",
-    "wal_sync_time",
-)
-# One-row statistics views: (view, first major that has it, counter prefix, {view column: counter}).
-# PostgreSQL 17 moved the checkpoint columns of pg_stat_bgwriter to pg_stat_checkpointer (17 release
-# notes); they keep their pg_stat_bgwriter.* names so deltas compare across versions. pg_stat_wal is
-# PG14+ (PostgreSQL 14 manual, 28.2.12 pg_stat_wal). Columns a version lacks are skipped.
-_STAT_VIEWS: tuple[tuple[str, int, str, dict[str, str]], ...] = (
-    ("pg_stat_bgwriter", 0, "pg_stat_bgwriter", {c: c for c in _BGWRITER_COUNTERS}),
-    (
-        "pg_stat_checkpointer",
-        17,
-        "pg_stat_bgwriter",
-        {
-            "num_timed": "checkpoints_timed",
-            "num_requested": "checkpoints_req",
-            "write_time": "checkpoint_write_time",
-            "sync_time": "checkpoint_sync_time",
-            "buffers_written": "buffers_checkpoint",
-        },
-    ),
-    ("pg_stat_wal", 14, "pg_stat_wal", {c: c for c in _WAL_COUNTERS}),
-)
-_PG_STAT_IO_SINCE = 16  # PostgreSQL 16 manual, 28.2.13 pg_stat_io
-_IO_KEYS = ("backend_type", "object", "context", "op_bytes")
-
-
-# ---- exclusion rules (catalogs/postgresql.toml) -------------------------------------------------------
-
-
-class ExclusionRule(BaseModel):
-    """One entry of ``catalogs/postgresql.toml``: exactly one matcher, a reason and a source."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str | None = None
-    prefix: str | None = None
-    category: str | None = None
-    context: str | None = None
-    reason: str
-    source: str
-
-    @model_validator(mode="after")
-    def _one_matcher(self) -> ExclusionRule:
-        given = [k for k in ("name", "prefix", "category", "context") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError(f"exclusion rule needs exactly one of name/prefix/category/context, got {given}")
-        return self
-
-    def matches(self, name: str, category: str, context: str) -> bool:
-        if self.name is not None:
-            return self.name.lower() == name.lower()
-        if self.prefix is not None:
-            return name.lower().startswith(self.prefix.lower())
-        if self.category is not None:
-            parent = self.category.endswith("/") and category.startswith(self.category)
-            return category == self.category or parent
-        return context == self.context
-
-
-class ExclusionRules(BaseModel):
-    """The shape of ``catalogs/postgresql.toml``: which pg_settings rows are not tunables, and why."""
-
-    model_config = ConfigDict(extra="forbid")
-    keep: list[str] = Field(default_factory=list)
-    rule: list[ExclusionRule] = Field(default_factory=list)
-
-    @classmethod
-    def load(cls, path: Path | None = None) -> ExclusionRules:
-        """Load and validate the rules file (default: the shipped ``catalogs/postgresql.toml``).
-
-        Raises:
-            FileNotFoundError: the file is missing.
-            pydantic.ValidationError: an entry lacks reason/source, has an unknown key or two matchers.
-        """
-        path = path or data_file("catalogs", "postgresql.toml")
-        with open(path, "rb") as f:
-            return cls.model_validate(tomllib.load(f))
-
-    def reason_for(self, name: str, category: str, context: str) -> str | None:
-        """Why ``name`` is not a tunable ("<reason> (source: ...)"), or None when it is one.
-
-        Exact-name rules win over contexts, categories and prefixes (in that order).
-        """
-        if name.lower() in {k.lower() for k in self.keep}:
-            return None
-        order = {"name": 0, "context": 1, "category": 2, "prefix": 3}
-        ranked = sorted(self.rule, key=lambda r: min(order[k] for k in order if getattr(r, k) is not None))
-        for rule in ranked:
-            if rule.matches(name, category, context):
-                return f"{rule.reason} (source: {rule.source})"
-        return None
-
-
-def _float(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
-
-
-# Boolean spellings PostgreSQL accepts (manual 20.1.1 Parameter Names and Values; unique prefixes aside).
-_BOOL_WORDS = {
-    "on": True,
-    "true": True,
-    "yes": True,
-    "1": True,
-    "off": False,
-    "false": False,
-    "no": False,
-    "0": False,
-}
-
-
-def _same_bool(a: str, b: str) -> bool | None:
-    """Compare two PostgreSQL boolean spellings; None when either is not a boolean."""
-    x, y = _BOOL_WORDS.get(a.strip().lower()), _BOOL_WORDS.get(b.strip().lower())
-    return None if x is None or y is None else x == y
 
 
 def _keyed_as_asked(names: list[str], by_lower: dict[str, Any]) -> dict[str, Any]:
@@ -267,6 +114,10 @@ class PostgresTarget(Target):
             self._version, self._version_num = str(row[0]).split()[0], int(row[1])
         return self._version
 
+    def version_major(self) -> str:
+        """The major version as experience is keyed ("15"; one number since PostgreSQL 10)."""
+        return self.version().split(".")[0]
+
     def major(self) -> int:
         """Major version, e.g. 15 (``server_version_num`` // 10000; cached)."""
         self.version()
@@ -285,6 +136,18 @@ class PostgresTarget(Target):
             except psycopg.Error as exc:
                 raise TargetError(f"data_directory unknown and server unreachable: {exc}") from exc
         return self._data_dir
+
+    def server_pid(self) -> int | None:
+        """The postmaster's pid: the first line of ``postmaster.pid`` in the data directory (manual 19.2,
+        "Creating a Database Cluster" / storage layout 73.1); None when unreadable."""
+        try:
+            return int((Path(self.data_dir) / PID_FILE).read_text().split()[0])
+        except (OSError, ValueError, IndexError, TargetError):
+            return None
+
+    def pristine_keep_files(self) -> tuple[str, ...]:
+        """The configuration files of the data directory (:data:`CONFIG_FILES`)."""
+        return CONFIG_FILES
 
     @property
     def auto_conf(self) -> Path:
@@ -305,33 +168,13 @@ class PostgresTarget(Target):
         """
         if self._catalog is not None:
             return self._catalog
-        rules = self.rules()
         rows = self._rows(
             "SELECT name, vartype, unit, min_val, max_val, enumvals, boot_val, short_desc, category, context "
             "FROM pg_settings ORDER BY name"
         )
         version = self.version()
-        cat = Catalog(target=self.kind, version=version)
-        for name, vartype, unit, min_val, max_val, enumvals, boot_val, desc, category, context in rows:
-            reason = rules.reason_for(name, category, context)
-            if reason is None and context not in _CONTEXT_APPLY:
-                reason = f"context {context!r} cannot be set with ALTER SYSTEM (source: 54.24 pg_settings)"
-            if reason is not None:
-                cat.excluded[name] = reason
-                continue
-            cat.knobs[name] = KnobSpec(
-                name=name,
-                vartype=vartype,
-                unit=unit,
-                min_value=_float(min_val),
-                max_value=_float(max_val),
-                enum_values=list(enumvals) if enumvals else None,
-                apply=_CONTEXT_APPLY[context],
-                default=boot_val,
-                description=desc or "",
-                category=category or "",
-                source=f"pg_settings (PostgreSQL {version}), context {context}",
-            )
+        cat = build_catalog(rows, self.rules(), self.kind, version)
+        cat.facts.update(self._internal_facts())
         log.info(
             "catalog.built",
             target=self.kind,
@@ -341,6 +184,20 @@ class PostgresTarget(Target):
         )
         self._catalog = cat
         return cat
+
+    def _internal_facts(self) -> dict[str, float | str]:
+        """Values fixed at initdb or build time (pg_settings context 'internal': wal_segment_size,
+        block_size, …) that the server's own checks compare knobs with; sizes in bytes, times in ms."""
+        facts: dict[str, float | str] = {}
+        rows = self._rows("SELECT name, setting, unit, vartype FROM pg_settings WHERE context = 'internal'")
+        for name, setting, unit, vartype in rows:
+            number = parse_float(setting) if vartype in ("integer", "real") else None
+            if number is None:
+                facts[name] = setting
+                continue
+            spec = KnobSpec(name=name, vartype=vartype, unit=unit, apply=ApplyMode.restart)
+            facts[name] = quantity("postgresql", spec, number)
+        return facts
 
     # ---- reading values ---------------------------------------------------------------------------
 
@@ -565,16 +422,11 @@ class PostgresTarget(Target):
 
     @staticmethod
     def _matches(vartype: str, setting: str, pretty: str, change: NormalizedChange) -> bool:
-        want = change.value.strip()
-        if vartype in ("integer", "real"):
-            if change.base_value is not None:
-                got = float(setting)
-                return abs(got - change.base_value) <= max(1e-9, 1e-6 * max(abs(got), abs(change.base_value)))
-            return want in (setting, pretty)
-        if vartype == "bool":
-            return bool(_same_bool(setting, want))
-        want = want.strip("'")
-        return want.lower() in (setting.lower(), pretty.lower())
+        """Numbers in the base unit against ``base_value``; anything else by the one value comparison
+        against either spelling the server shows (``setting`` "on" / ``current_setting`` "on")."""
+        if vartype in ("integer", "real") and change.base_value is not None:
+            return numbers_equal(float(setting), change.base_value)
+        return values_equal(change.value, setting) or values_equal(change.value, pretty)
 
     def restore(self, snapshot: Snapshot) -> None:
         """Write the snapshot's files back exactly, then bring the server up with them.
@@ -624,33 +476,6 @@ class PostgresTarget(Target):
 
     # ---- runtime state ------------------------------------------------------------------------
 
-    def _state_query(self) -> tuple[str, list[tuple[str, dict[str, str]]]]:
-        views = [(prefix, cols) for view, since, prefix, cols in _STAT_VIEWS if self.major() >= since]
-        parts = [
-            "(SELECT to_jsonb(d) FROM (SELECT "
-            + ", ".join(f"sum({c})::float8 AS {c}" for c in _DB_COUNTERS)
-            + " FROM pg_stat_database) d)",
-            "(SELECT jsonb_agg(to_jsonb(i)) FROM pg_stat_io i)" if self.major() >= _PG_STAT_IO_SINCE else "NULL::jsonb",
-            # Client sessions other than ours; idle_in_transaction includes "(aborted)".
-            "(SELECT jsonb_build_object('total', count(*), "
-            "'active', count(*) FILTER (WHERE state = 'active'), "
-            "'idle_in_transaction', count(*) FILTER (WHERE state LIKE 'idle in transaction%')) "
-            "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid())",
-            "(SELECT jsonb_build_object('waiting', count(*) FILTER (WHERE NOT granted), 'total', count(*)) "
-            "FROM pg_locks WHERE pid IS DISTINCT FROM pg_backend_pid())",
-            "(SELECT sum(pg_database_size(oid))::float8 FROM pg_database)",
-            "current_setting('max_connections')::float8",
-            "(SELECT setting::float8 * current_setting('block_size')::float8 FROM pg_settings "
-            "WHERE name = 'shared_buffers')",
-            # Waits of busy sessions and background workers; idle loops (Activity) and idle clients
-            # (Client:ClientRead while state = idle) say nothing about a bottleneck.
-            "(SELECT jsonb_object_agg(k, n) FROM (SELECT wait_event_type || ':' || wait_event AS k, "
-            "count(*) AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event IS NOT NULL "
-            "AND wait_event_type <> 'Activity' AND coalesce(state, '') <> 'idle' GROUP BY 1) x)",
-            *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS if self.major() >= since),
-        ]
-        return "SELECT " + ",\n  ".join(parts), views
-
     def runtime_state(self) -> RuntimeState:
         """One round trip of statistics.
 
@@ -658,40 +483,16 @@ class PostgresTarget(Target):
         ``pg_stat_wal.<col>`` (PG14+), ``pg_stat_io.<backend_type>.<object>.<context>.<col>`` (PG16+).
         Gauges: ``pg_stat_activity.{total,active,idle_in_transaction}`` (client backends except ours),
         ``pg_locks.{waiting,total}``, ``pg_database.size_bytes`` (bytes), ``settings.max_connections``,
-        ``settings.shared_buffers_bytes`` (bytes). Times are ms, sizes bytes, others counts.
+        ``settings.shared_buffers_bytes`` (bytes), ``pg_prepared_xacts.total``, ``pg_replication_slots.total``,
+        ``pg_stat_replication.total`` (what capacity settings must keep room for). Times are ms, sizes bytes,
+        others counts.
         ``wait_events``: {"<type>:<event>": sessions waiting now}.
         """
-        query, views = self._state_query()
+        query, views = state_query(self.major())
         with self._connect() as conn:
             row = conn.execute(query).fetchone()
         assert row is not None
-        db, io, act, locks, size, max_conn, sb, waits, *view_rows = row
-        counters = {f"pg_stat_database.{c}": float((db or {}).get(c) or 0.0) for c in _DB_COUNTERS}
-        for (prefix, cols), data in zip(views, view_rows, strict=True):
-            counters.update(
-                {
-                    f"{prefix}.{name}": float(data[col])
-                    for col, name in cols.items()
-                    if data and data.get(col) is not None
-                }
-            )
-        for entry in io or []:
-            key = ".".join(str(entry.get(k)) for k in _IO_KEYS[:3])
-            counters.update(
-                {
-                    f"pg_stat_io.{key}.{col}": float(val)
-                    for col, val in entry.items()
-                    if col not in _IO_KEYS and type(val) in (int, float)
-                }
-            )
-        gauges = {f"pg_stat_activity.{k}": float(act[k]) for k in ("total", "active", "idle_in_transaction")}
-        gauges |= {f"pg_locks.{k}": float(locks[k]) for k in ("waiting", "total")}
-        gauges |= {
-            "settings.max_connections": float(max_conn),
-            "pg_database.size_bytes": float(size or 0.0),
-            "settings.shared_buffers_bytes": float(sb or 0.0),
-        }
-        return RuntimeState(counters=counters, gauges=gauges, wait_events={k: int(v) for k, v in (waits or {}).items()})
+        return parse_state(row, views)
 
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last ``lines`` lines of the server log file (empty when no log file is known/readable)."""

@@ -1,12 +1,12 @@
 """Hardware checks against the real host: memory budget, WAL/redo size vs free disk, worker counts vs
-cores, and the Linux overcommit/swappiness rules. Terms and thresholds come from the rule file
+cores, and the Linux strict-overcommit headroom. Terms and thresholds come from the rule file
 (``[memory_budget]``, ``[disk_budget]``, ``[[cpu_limit]]``) and from ``PolicyConfig``.
 """
 
 from __future__ import annotations
 
 from agenticdb.config import PolicyConfig
-from agenticdb.models import FailedCheck, Hardware
+from agenticdb.models import FailedCheck, Hardware, Observed
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import RuleSet
 
@@ -65,6 +65,7 @@ def check_host(
     policy: PolicyConfig,
     flavor: str,
     version: str,
+    observed: Observed | None = None,
 ) -> tuple[list[FailedCheck], list[str]]:
     """Failed ``hardware`` checks and warnings for the changed parameters.
 
@@ -115,13 +116,7 @@ def check_host(
     if cfg.family == "postgresql":
         failed += _pg_huge_pages(cfg, hw)
     if cfg.family == "linux":
-        failed += _overcommit(cfg, hw)
-        if cfg.is_changed("vm.swappiness") and cfg.number("vm.swappiness") == 0:
-            warnings.append(
-                "vm.swappiness=0: the kernel avoids swap until the very last moment, so memory "
-                "pressure ends in the OOM killer instead of swapping (kernel "
-                "Documentation/admin-guide/sysctl/vm.rst swappiness)"
-            )
+        failed += _overcommit(cfg, hw, policy, observed)
     return failed, warnings
 
 
@@ -213,42 +208,85 @@ def _pg_huge_pages(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
     ]
 
 
-def _overcommit(cfg: ResultingConfig, hw: Hardware) -> list[FailedCheck]:
-    """vm.overcommit_memory=2 caps commits at CommitLimit; if that is below today's Committed_AS every
-    new allocation fails (kernel Documentation/mm/overcommit-accounting.rst)."""
-    if not cfg.is_changed("vm.overcommit_memory") or cfg.number("vm.overcommit_memory") != 2:
+_OVERCOMMIT = ("vm.overcommit_memory", "vm.overcommit_ratio", "vm.overcommit_kbytes")
+_SRC_OVERCOMMIT = (
+    "kernel Documentation/mm/overcommit-accounting.rst; mm/util.c vm_commit_limit(); PostgreSQL 15 manual "
+    "19.4.4 Linux Memory Overcommit"
+)
+
+
+def commit_limit(cfg: ResultingConfig, hw: Hardware) -> tuple[float, str]:
+    """CommitLimit in bytes under the resulting configuration, and the formula in force as text.
+
+    Kernel mm/util.c vm_commit_limit(): ``overcommit_kbytes`` when non-zero, else (RAM − huge pages) ×
+    ``overcommit_ratio`` / 100; plus swap either way.
+    """
+    # writing overcommit_ratio zeroes overcommit_kbytes (vm.rst): a ratio in the set is the one in force
+    ratio_written = cfg.is_changed("vm.overcommit_ratio") and not cfg.is_changed("vm.overcommit_kbytes")
+    kbytes = 0.0 if ratio_written else cfg.number("vm.overcommit_kbytes") or 0.0
+    swap = f"swap {_gib(hw.swap_bytes)}"
+    if kbytes > 0:
+        limit = kbytes * 1024 + hw.swap_bytes
+        return limit, f"{swap} + overcommit_kbytes {kbytes:.0f} kB ({_gib(kbytes * 1024)}) = {_gib(limit)}"
+    ratio = cfg.number("vm.overcommit_ratio")
+    ratio = 50.0 if ratio is None else ratio
+    huge = hw.huge_pages_bytes or 0
+    ram = f"RAM {_gib(hw.memory_bytes)}" + (f" − huge pages {_gib(huge)}" if huge else "")
+    limit = hw.swap_bytes + (hw.memory_bytes - huge) * ratio / 100
+    return limit, f"{swap} + {ram} × overcommit_ratio {ratio:g}% = {_gib(limit)}"
+
+
+def _overcommit(
+    cfg: ResultingConfig, hw: Hardware, policy: PolicyConfig, observed: Observed | None
+) -> list[FailedCheck]:
+    """Strict overcommit (vm.overcommit_memory=2) caps every allocation at CommitLimit. It must leave room
+    for what is committed today (Committed_AS), the DBMS's planned memory (shared buffers and per-connection
+    memory it may still allocate) and a margin; otherwise new backends fail with out-of-memory."""
+    touched = [p for p in _OVERCOMMIT if cfg.is_changed(p)]
+    if not touched or cfg.number("vm.overcommit_memory") != 2:
         return []
-    ch = cfg.changed[cfg.key("vm.overcommit_memory")]
-    src = "kernel Documentation/mm/overcommit-accounting.rst"
+    ch = cfg.changed[cfg.key(touched[0])]  # mode first when it is in the set
+    rule = "linux.overcommit_strict"
     if hw.committed_as_bytes is None:
         return [
             FailedCheck(
                 check="hardware",
                 parameter=ch.name,
                 value=ch.value,
-                rule_id="linux.overcommit_strict",
-                source=src,
-                message=f"{ch.name}=2 (rule linux.overcommit_strict) needs the host's Committed_AS to check "
-                f"the commit "
-                "limit, and /proc/meminfo was not read",
+                rule_id=rule,
+                source=_SRC_OVERCOMMIT,
+                message=f"{ch.name}={ch.value} (rule {rule}) needs the host's Committed_AS to check the commit "
+                "limit under vm.overcommit_memory=2, and /proc/meminfo was not read",
             )
         ]
-    kbytes = cfg.number("vm.overcommit_kbytes") or 0.0
-    ratio = cfg.number("vm.overcommit_ratio")
-    ratio = 50.0 if ratio is None else ratio
-    limit = kbytes * 1024 + hw.swap_bytes if kbytes > 0 else hw.swap_bytes + hw.memory_bytes * ratio / 100
-    if limit > hw.committed_as_bytes:
+    limit, formula = commit_limit(cfg, hw)
+    if observed is not None and observed.dbms_memory_bytes is not None:
+        planned, planned_text = observed.dbms_memory_bytes, "DBMS planned memory"
+    else:
+        planned = policy.memory_fraction * hw.memory_limit_bytes
+        planned_text = (
+            f"DBMS memory budget (policy.memory_fraction {policy.memory_fraction:g} × memory limit "
+            f"{_gib(hw.memory_limit_bytes)}: {_limit_text(hw)}, the lower counts)"
+        )
+    margin = policy.commit_headroom * hw.memory_bytes
+    need = hw.committed_as_bytes + planned + margin
+    if limit >= need:
         return []
+    why = (
+        f"with vm.overcommit_memory=2 the commit limit is {formula}, less than Committed_AS "
+        f"{_gib(hw.committed_as_bytes)} + {planned_text} {_gib(planned)} + headroom {_gib(margin)} "
+        f"(policy.commit_headroom {policy.commit_headroom:.0%} of RAM) = {_gib(need)}; allocations beyond it "
+        "fail (new backends, sorts, buffer growth get out-of-memory)"
+    )
+    # every overcommit parameter of the set is part of the refused limit
     return [
         FailedCheck(
             check="hardware",
-            parameter=ch.name,
-            value=ch.value,
-            rule_id="linux.overcommit_strict",
-            source=src,
-            message=f"{ch.name}=2 (rule linux.overcommit_strict): commit limit swap {_gib(hw.swap_bytes)} + "
-            f"RAM {_gib(hw.memory_bytes)} × "
-            f"overcommit_ratio {ratio:g}% = {_gib(limit)} is not above the memory already committed "
-            f"(Committed_AS {_gib(hw.committed_as_bytes)}); every new allocation would fail",
+            parameter=c.name,
+            value=c.value,
+            rule_id=rule,
+            source=_SRC_OVERCOMMIT,
+            message=f"{c.name}={c.value} (rule {rule}): {why}",
         )
+        for c in (cfg.changed[cfg.key(p)] for p in touched)
     ]

@@ -7,18 +7,22 @@ wal_level=minimal is fine only while max_wal_senders is 0 (PostgreSQL 15 manual 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
-from agenticdb.models import Catalog, FailedCheck, KnobSpec, NormalizedChange
+from agenticdb.models import Catalog, FailedCheck, Hardware, KnobSpec, NormalizedChange
 from agenticdb.units import UnitError, normalize, quantity
 from agenticdb.validation.rules import Condition, ConflictRule
+
+_BLOCK = re.compile(r"^block\.([^.]+)\.(.+)$")
 
 
 class ResultingConfig:
     """Values by name after the change set, with numeric look-ups in dimension-wide units.
 
     Names are resolved case-insensitively for DBMS catalogs (PostgreSQL GUC and MySQL variable names
-    are case-insensitive) and exactly for Linux.
+    are case-insensitive) and exactly for Linux. Besides the knobs, rules may read the server's
+    read-only facts (``Catalog.facts``) and the host's (``host.<Hardware field>``).
     """
 
     def __init__(
@@ -28,11 +32,14 @@ class ResultingConfig:
         current: dict[str, str],
         changes: Iterable[NormalizedChange],
         index: dict[str, str],
+        hardware: Hardware | None = None,
     ) -> None:
         self.family = family
         self.catalog = catalog
         self.index = index
+        self.hardware = hardware
         self.fold = family != "linux"
+        self.facts = {(k.lower() if self.fold else k): v for k, v in catalog.facts.items()}
         self.values: dict[str, str] = {}
         for name, value in current.items():
             self.values[self.key(name)] = value
@@ -86,6 +93,8 @@ class ResultingConfig:
         """A rule literal interpreted with ``name``'s spec: quantity for numbers, canonical text else."""
         spec = self.spec(name)
         if spec is None:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
             return str(value).lower()
         try:
             p = normalize(self.family, spec, value)
@@ -95,19 +104,61 @@ class ResultingConfig:
             return quantity(self.family, spec, p.base_value)
         return p.canonical.lower()
 
+    def fact(self, name: str) -> float | str | None:
+        """A host fact (``host.swap_bytes``) or a read-only server fact (``Catalog.facts``); None if unknown."""
+        if name.startswith("host."):
+            value = getattr(self.hardware, name[5:], None) if self.hardware is not None else None
+            return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return self.facts.get(name.lower() if self.fold else name)
+
     def operand(self, name: str) -> float | str | None:
+        if self.spec(name) is None:
+            fact = self.fact(name)
+            return fact.lower() if isinstance(fact, str) else fact
         n = self.number(name)
         if n is not None:
             return n
         raw = self.raw(name)
         return raw.lower() if raw is not None else None
 
+    def shown(self, name: str) -> str | None:
+        """The resulting value as people read it (facts and host facts included)."""
+        raw = self.raw(name) if self.spec(name) is not None else None
+        if raw is not None:
+            return raw
+        fact = self.fact(name)
+        if isinstance(fact, float) and fact.is_integer():
+            return str(int(fact))
+        return None if fact is None else str(fact)
+
+    def changed_devices(self, templates: Iterable[str]) -> list[str]:
+        """Devices ``d`` for which a changed parameter is ``block.d.<file>`` and some template is
+        ``block.{dev}.<file>`` (rules name block parameters per device)."""
+        files = {m.group(2) for t in templates if (m := _BLOCK.match(t)) and m.group(1) == "{dev}"}
+        out: list[str] = []
+        for ch in self.changed.values():
+            m = _BLOCK.match(ch.name)
+            if m and m.group(2) in files and m.group(1) not in out:
+                out.append(m.group(1))
+        return out
+
+
+def device_of(name: str) -> str | None:
+    """``vda`` for ``block.vda.nr_requests``; None for other names."""
+    m = _BLOCK.match(name)
+    return m.group(1) if m else None
+
 
 def holds(cfg: ResultingConfig, cond: Condition) -> bool | None:
-    """Truth of one condition on ``cfg``; None when a named parameter is absent on this server."""
+    """Truth of one condition on ``cfg``; None when a named parameter or fact is unknown here."""
     lhs = cfg.operand(cond.param)
     if lhs is None:
         return None
+    for extra in cond.plus:
+        add = cfg.operand(extra)
+        if not isinstance(add, float | int) or not isinstance(lhs, float | int):
+            return None
+        lhs += add
     if cond.op in ("in", "not_in"):
         assert isinstance(cond.value, list)
         inside = any(_eq(lhs, cfg.literal(cond.param, v)) for v in cond.value)
@@ -119,6 +170,8 @@ def holds(cfg: ResultingConfig, cond: Condition) -> bool | None:
     else:
         assert cond.value is not None and not isinstance(cond.value, list)
         rhs = cfg.literal(cond.param, cond.value)
+    if (cond.factor != 1.0 or cond.offset) and isinstance(rhs, float | int):
+        rhs = rhs * cond.factor + cond.offset
     if cond.op == "==":
         return _eq(lhs, rhs)
     if cond.op == "!=":

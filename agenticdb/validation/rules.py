@@ -1,7 +1,10 @@
 """Rule sets as data: the models of ``validators/*.toml`` and their cached loader.
 
-A rule file holds ``[[protected]]``, ``[[dangerous]]``, ``[[durability]]``, ``[[conflict]]`` and
-``[[cpu_limit]]`` entries, plus one ``[memory_budget]`` and one ``[disk_budget]`` table. Every entry has an
+A rule file holds ``[[protected]]``, ``[[dangerous]]``, ``[[durability]]``, ``[[conflict]]``,
+``[[server_check]]`` (the server's own checks beyond min/max), ``[[no_effect]]`` (changes that cannot act
+on this host or in this mode), ``[[harmful]]`` (values known to hurt database hosts), ``[[capacity]]``
+(never lowered below the observed peak), ``[[cpu_limit]]`` and ``[[ram_limit]]`` entries, plus one
+``[memory_budget]`` and one ``[disk_budget]`` table. Every entry has an
 ``id``, a ``reason``, a ``source`` and ``versions``: where the parameters it names exist, as version
 specifiers with an optional flavour prefix (``">=10"`` for PostgreSQL, ``"mariadb>=10.5"``,
 ``"mysql>=8.0.30"``, ``">=4.0"`` for a Linux kernel). Versions are tables, not if-chains.
@@ -23,7 +26,7 @@ import functools
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -42,6 +45,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+@functools.lru_cache(maxsize=1024)
 def split_flavor(spec: str) -> tuple[str | None, SpecifierSet]:
     """``"mariadb>=10.5"`` → ("mariadb", SpecifierSet(">=10.5")); ``">=10"`` → (None, …).
 
@@ -57,6 +61,7 @@ def split_flavor(spec: str) -> tuple[str | None, SpecifierSet]:
         raise ValueError(f"version specifier {spec!r}: expected e.g. '>=10' or 'mariadb>=10.5'") from None
 
 
+@functools.lru_cache(maxsize=256)
 def parse_version(text: str) -> Version | None:
     """Leading dotted number of a server/kernel version string ("10.11.19-MariaDB" → 10.11.19)."""
     m = re.search(r"\d+(?:\.\d+)*", text)
@@ -83,15 +88,21 @@ class Versioned(_Strict):
 
     def applies(self, flavor: str, version: str) -> bool:
         """True when one of ``versions`` matches this flavour ("postgresql", "mariadb", "mysql", "linux")
-        and version string (an unparsable version matches every specifier of the flavour)."""
-        parsed = parse_version(version)
-        for spec in self.versions:
-            fl, specset = split_flavor(spec)
-            if fl not in (None, flavor):
-                continue
-            if parsed is None or specset.contains(parsed, prereleases=True):
-                return True
-        return False
+        and version string (an unparsable version matches every specifier of the flavour). Cached: the
+        validator asks for every rule and change of every proposal."""
+        return _applies(tuple(self.versions), flavor, version)
+
+
+@functools.lru_cache(maxsize=4096)
+def _applies(versions: tuple[str, ...], flavor: str, version: str) -> bool:
+    parsed = parse_version(version)
+    for spec in versions:
+        fl, specset = split_flavor(spec)
+        if fl not in (None, flavor):
+            continue
+        if parsed is None or specset.contains(parsed, prereleases=True):
+            return True
+    return False
 
 
 class NameRule(Versioned):
@@ -103,6 +114,33 @@ class NameRule(Versioned):
         if any(c in self.parameter for c in "*?["):
             return fnmatch.fnmatchcase(name, self.parameter)
         return name.lower() == self.parameter.lower()
+
+
+_NameRuleT = TypeVar("_NameRuleT", bound=NameRule)
+_BY_NAME: dict[int, tuple[list[Any], dict[str, list[Any]], list[Any]]] = {}
+
+
+def rules_for(rules: list[_NameRuleT], name: str) -> list[_NameRuleT]:
+    """The rules of ``rules`` whose ``parameter`` is ``name`` (case-insensitive) or a pattern matching it,
+    in file order. Indexed once per rule list: the validator asks for every change of every proposal."""
+    hit = _BY_NAME.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        exact: dict[str, list[Any]] = {}
+        patterns: list[Any] = []
+        for r in rules:
+            if any(c in r.parameter for c in "*?["):
+                patterns.append(r)
+            else:
+                exact.setdefault(r.parameter.lower(), []).append(r)
+        hit = (rules, exact, patterns)
+        if len(_BY_NAME) > 64:
+            _BY_NAME.clear()
+        _BY_NAME[id(rules)] = hit
+    found = list(hit[1].get(name.lower(), []))
+    found += [r for r in hit[2] if fnmatch.fnmatchcase(name, r.parameter)]
+    if hit[2] and len(found) > 1:
+        found.sort(key=rules.index)
+    return found
 
 
 class DurabilityRule(NameRule):
@@ -127,10 +165,21 @@ class DurabilityRule(NameRule):
 
 
 class Condition(_Strict):
+    """``param [+ plus…] op [factor ×] (value | other) [+ offset]``.
+
+    ``param``/``other`` name a parameter of the resulting configuration, a read-only server fact
+    (``Catalog.facts``: ``wal_segment_size``) or a host fact ``host.<Hardware field>`` (``host.swap_bytes``,
+    ``host.numa_nodes``, ``host.stack_limit_bytes``); ``{dev}`` in a block-device name stands for the
+    device of the changed parameter (``block.{dev}.scheduler``).
+    """
+
     param: str
     op: Op = "=="
     value: str | int | float | bool | list[str | int | float] | None = None
     other: str | None = None
+    plus: list[str] = Field(default_factory=list)
+    factor: float = 1.0
+    offset: float = 0.0
 
     @model_validator(mode="after")
     def _operand(self) -> Condition:
@@ -141,11 +190,26 @@ class Condition(_Strict):
         return self
 
     def params(self) -> list[str]:
-        return [self.param] + ([self.other] if self.other else [])
+        return [self.param, *self.plus] + ([self.other] if self.other else [])
 
     def describe(self) -> str:
+        lhs = " + ".join([self.param, *self.plus])
         rhs = self.other if self.other else repr(self.value)
-        return f"{self.param} {self.op.replace('_', ' ')} {rhs}"
+        if self.factor != 1.0:
+            rhs = f"{self.factor:g} × {rhs}"
+        if self.offset:
+            rhs = f"{rhs} {'+' if self.offset > 0 else '-'} {abs(self.offset):g}"
+        return f"{lhs} {self.op.replace('_', ' ')} {rhs}"
+
+    def for_device(self, dev: str) -> Condition:
+        """This condition with ``{dev}`` replaced by ``dev``."""
+        return self.model_copy(
+            update={
+                "param": self.param.replace("{dev}", dev),
+                "other": self.other.replace("{dev}", dev) if self.other else None,
+                "plus": [p.replace("{dev}", dev) for p in self.plus],
+            }
+        )
 
 
 def _conditions(v: Any) -> Any:
@@ -176,6 +240,70 @@ class ConflictRule(Versioned):
         for c in (*self.when, *self.require):
             out.extend(c.params())
         return out
+
+
+Enforced = Literal["start", "assignment", "clamp", "write"]
+
+ENFORCED_TEXT: dict[str, str] = {
+    "start": "the server refuses to start with it (a reload accepts it and the failure waits for the next restart)",
+    "assignment": "the server refuses the assignment (SET / reload / the next start)",
+    "clamp": "the server silently uses another value, so what would be measured is not what was proposed",
+    "write": "the kernel refuses the write (EINVAL)",
+}
+"""What happens when a server check fails, by ``ServerCheck.enforced``."""
+
+
+class ServerCheck(Versioned):
+    """A check the server or kernel makes itself, beyond the published min/max (a GUC check hook, a
+    start-up check, a sysfs store function): ``when`` (all hold) → ``require`` (all must hold) on the
+    resulting configuration. ``enforced`` says what the server does when it fails."""
+
+    when: list[Condition] = Field(default_factory=list)
+    require: list[Condition] = Field(min_length=1)
+    enforced: Enforced
+
+    @field_validator("when", "require", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return _conditions(v)
+
+    def params(self) -> list[str]:
+        return [p for c in (*self.when, *self.require) for p in c.params()]
+
+
+class NoEffectRule(NameRule):
+    """A change of ``parameter`` acts only while every ``require`` condition holds (another setting's
+    mode, hardware the host has); otherwise it has no effect here and is never measured."""
+
+    require: list[Condition] = Field(min_length=1)
+
+    @field_validator("require", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return _conditions(v)
+
+
+class HarmfulRule(NameRule):
+    """A value of ``parameter`` that the field knows to hurt database hosts: harmful while every
+    ``when`` condition holds on the resulting configuration and host. Refused unless ``policy.allow_harmful``
+    names the rule's id; then accepted as a journaled risk."""
+
+    when: list[Condition] = Field(min_length=1)
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return _conditions(v)
+
+
+class CapacityRule(NameRule):
+    """A capacity setting that stays tunable but is never lowered below the observed peak plus
+    ``policy.capacity_headroom``: the peak is the largest of the ``observed`` gauges (``Observed.gauges``)
+    or host facts (``host.file_handles_allocated``); ``reserve`` names settings whose values come on top
+    (slots the application cannot use). Without any observation the setting is not lowered at all."""
+
+    observed: list[str] = Field(min_length=1)
+    reserve: list[str] = Field(default_factory=list)
 
 
 class CpuLimit(Versioned):
@@ -240,21 +368,33 @@ class RuleSet(_Strict):
     conflict: list[ConflictRule] = Field(default_factory=list)
     cpu_limit: list[CpuLimit] = Field(default_factory=list)
     ram_limit: list[RamLimit] = Field(default_factory=list)
+    server_check: list[ServerCheck] = Field(default_factory=list)
+    no_effect: list[NoEffectRule] = Field(default_factory=list)
+    harmful: list[HarmfulRule] = Field(default_factory=list)
+    capacity: list[CapacityRule] = Field(default_factory=list)
     memory_budget: MemoryBudget | None = None
     disk_budget: DiskBudget | None = None
     enum_hint: list[EnumHint] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _unique_ids(self) -> RuleSet:
-        seen: set[str] = set()
-        for r in (
+    def all_rules(self) -> list[Versioned]:
+        """Every rule with an id (budgets and hints have none)."""
+        return [
             *self.protected,
             *self.dangerous,
             *self.durability,
             *self.conflict,
             *self.cpu_limit,
             *self.ram_limit,
-        ):
+            *self.server_check,
+            *self.no_effect,
+            *self.harmful,
+            *self.capacity,
+        ]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> RuleSet:
+        seen: set[str] = set()
+        for r in self.all_rules():
             if r.id in seen:
                 raise ValueError(f"duplicate rule id {r.id!r}")
             seen.add(r.id)
@@ -285,3 +425,8 @@ def load_ruleset_file(path: Path) -> RuleSet:
 def load_ruleset(family: str) -> RuleSet:
     """The shipped rule set of ``family`` ("postgresql", "mysql", "linux"), loaded once per process."""
     return load_ruleset_file(data_dir("validators") / RULE_FILES[family])
+
+
+def harmful_rule_ids() -> set[str]:
+    """Ids of every shipped ``[[harmful]]`` rule (what ``policy.allow_harmful`` may name)."""
+    return {r.id for family in RULE_FILES for r in load_ruleset(family).harmful}

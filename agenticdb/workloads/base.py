@@ -7,6 +7,7 @@ tool's output attached; it is never scored as zero.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agenticdb.models import Measurement
@@ -40,7 +41,7 @@ class Connection:
 
 @dataclass
 class WorkloadTraits:
-    """Fingerprint fields a workload fills (DESIGN.md experience memory)."""
+    """Fingerprint fields a workload fills (docs/architecture.md "The journal and the Memory Book")."""
 
     benchmark: str
     workload_class: str  # "oltp" | "olap" | "mixed"
@@ -48,7 +49,7 @@ class WorkloadTraits:
     access_pattern: str
     scale: float
     concurrency: int
-    objective: str  # "tps_per_p95" | "tps" | "p95" | "total_time"
+    objective: str  # "tps_per_p95" | "tps" | "p95" | "p99" | "total_time"
 
 
 class Workload(ABC):
@@ -74,8 +75,19 @@ class Workload(ABC):
             self.run(seconds)
 
     @abstractmethod
-    def run(self, seconds: float) -> Measurement:
-        """Run for ``seconds`` (OLTP) or the whole query set (OLAP) and return the measurement.
+    def run(
+        self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
+        """Run for ``warmup_max_s + seconds`` (OLTP) or the whole query set (OLAP) and return the measurement.
+
+        OLTP workloads record a per-second series and score the run on its steady window, which starts
+        where the series becomes stable (MSER-5), at most ``warmup_max_s`` seconds in
+        (docs/measurement.md).
+
+        Args:
+            seconds: the shortest steady window to score, in seconds.
+            warmup_max_s: the longest start-up transient that may be cut (0 = score the whole run).
+            on_tool_start: called with the process id of each benchmark tool process the run starts.
 
         Raises:
             WorkloadError: the tool failed, printed no result, or errors exceeded the threshold.

@@ -2,21 +2,21 @@
 objective, latency percentiles, and SQL connections (admin and benchmark database) for both DBMS
 families.
 
-The objective rule (DESIGN.md, AgenticDB paper): OLTP runs are compared on TPS divided by p95 latency
+The objective rule (docs/measurement.md, AgenticDB paper): OLTP runs are compared on TPS divided by p95 latency
 in ms (higher is better); OLAP runs on the total execution time in seconds (lower is better).
-``WorkloadConfig.objective`` overrides the default: ``"tps"`` (higher is better), ``"p95"`` (ms, lower
-is better), ``"total_time"`` (s, lower is better).
+``WorkloadConfig.objective`` overrides the default: ``"tps"`` (higher is better), ``"p95"`` and
+``"p99"`` (ms, lower is better), ``"total_time"`` (s, lower is better). ``percentile`` (nearest rank)
+lives in ``agenticdb.series`` and is re-exported here.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,7 @@ import structlog
 from psycopg import sql
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+from agenticdb.series import percentile as percentile  # re-exported for callers of the old home
 from agenticdb.workloads.base import Connection, WorkloadError
 
 log = structlog.get_logger(__name__)
@@ -93,6 +94,7 @@ def run_tool(
     expected_s: float | None = None,
     progress: bool = False,
     cwd: str | None = None,
+    on_start: Callable[[int], object] | None = None,
 ) -> ToolResult:
     """Run ``argv`` (no shell), capture stdout+stderr to a temp file, show a time-based progress bar.
 
@@ -104,6 +106,8 @@ def run_tool(
         expected_s: expected run time in seconds (progress total); None = indeterminate.
         progress: show the bar.
         cwd: working directory.
+        on_start: called with the tool's process id right after it started (the executor's disturbance
+            sampler counts the tool's CPU as ours, not as outside load).
 
     Raises:
         WorkloadError: the executable is missing, or the timeout passed (output attached).
@@ -116,6 +120,8 @@ def run_tool(
             proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
         except FileNotFoundError as exc:
             raise WorkloadError(f"benchmark tool not found: {argv[0]} ({exc})") from None
+        if on_start is not None:
+            on_start(proc.pid)
         with progress_bar(progress, description or os.path.basename(argv[0]), expected_s) as update:
             while True:
                 try:
@@ -139,27 +145,18 @@ def run_tool(
     return ToolResult(list(argv), proc.returncode, text, seconds)
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile (``pct`` in 0–100) of ``values``; the same definition pgbench and
-    sysbench use for their reports (the smallest value with at least pct % of samples at or below it).
-
-    Raises:
-        ValueError: ``values`` is empty.
-    """
-    if not values:
-        raise ValueError("percentile of an empty sample")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
-    return float(ordered[rank - 1])
-
-
 def objective(
-    name: str, *, tps: float | None = None, p95_ms: float | None = None, total_time_s: float | None = None
+    name: str,
+    *,
+    tps: float | None = None,
+    p95_ms: float | None = None,
+    total_time_s: float | None = None,
+    p99_ms: float | None = None,
 ) -> tuple[float, bool]:
     """Value of objective ``name`` and whether higher is better.
 
-    ``tps_per_p95`` = tps / p95_ms (higher better), ``tps`` (higher better), ``p95`` in ms (lower
-    better), ``total_time`` in s (lower better).
+    ``tps_per_p95`` = tps / p95_ms (higher better), ``tps`` (higher better), ``p95`` and ``p99`` in ms
+    (lower better), ``total_time`` in s (lower better).
 
     Raises:
         WorkloadError: the metric the objective needs was not measured, or p95 is not positive.
@@ -176,11 +173,15 @@ def objective(
         if p95_ms is None:
             raise WorkloadError("objective 'p95' needs a p95 latency; the workload reported none")
         return p95_ms, False
+    if name == "p99":
+        if p99_ms is None:
+            raise WorkloadError("objective 'p99' needs a p99 latency; the workload reported none")
+        return p99_ms, False
     if name == "total_time":
         if total_time_s is None:
             raise WorkloadError("objective 'total_time' needs a total time; the workload reported none")
         return total_time_s, False
-    raise WorkloadError(f"objective={name!r}: expected one of tps_per_p95, tps, p95, total_time")
+    raise WorkloadError(f"objective={name!r}: expected one of tps_per_p95, tps, p95, p99, total_time")
 
 
 def check_error_rate(errors: int, done: int, max_error_rate: float, what: str, output: str) -> None:

@@ -4,10 +4,12 @@ prepare: create the database when missing, then ``pgbench -i -s scale`` only whe
 are missing or were initialised at another scale (``count(*)`` of ``pgbench_branches`` is the scale,
 pgbench manual: "the number of rows in pgbench_branches ... is the scale factor").
 
-run: ``pgbench -n -c clients -j threads -T seconds -l``. Throughput is pgbench's own ``tps`` line;
-mean, p95 and p99 latency come from the per-transaction log (manual, "Per-Transaction Logging": the
-third column is the elapsed time in µs, or ``failed``/``serialization``/``deadlock`` for a failed
-transaction in PostgreSQL 15+). ``-n`` (``--no-vacuum``) keeps runs from vacuuming between trials.
+run: ``pgbench -n -c clients -j threads -T seconds -l``. Everything is computed from the
+per-transaction log (manual, "Per-Transaction Logging": the third column is the elapsed time in µs, or
+``failed``/``serialization``/``deadlock`` for a failed transaction in PostgreSQL 15+; the fifth and
+sixth say when it completed): the per-second series (TPS, p95, p99, failures per second), and over the
+steady window the TPS and the exact mean/p95/p99 of all its latencies. ``-n`` (``--no-vacuum``) keeps
+runs from vacuuming between trials.
 """
 
 from __future__ import annotations
@@ -16,23 +18,25 @@ import glob
 import os
 import re
 import tempfile
+from collections.abc import Callable
 
 import structlog
 
 from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
+from agenticdb.series import SecondBin, bin_transactions, percentile, points_from_bins
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
+    ToolResult,
     check_error_rate,
     ensure_database,
     existing_tables,
-    objective,
-    percentile,
     progress_enabled,
     run_tool,
     scalar,
     tail,
 )
+from agenticdb.workloads.steady import WindowStats, score_steady
 
 log = structlog.get_logger(__name__)
 
@@ -123,30 +127,74 @@ class PgbenchWorkload(Workload):
         if result.returncode != 0:
             raise WorkloadError(f"pgbench -i -s {self.scale} failed (exit {result.returncode})", tail(result.output))
 
-    def run(self, seconds: float) -> Measurement:
-        """Run for ``seconds`` (rounded to whole seconds, at least 1; pgbench -T takes integers).
+    def run(
+        self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
+        """Run for ``warmup_max_s + seconds`` (rounded to whole seconds, at least 1; pgbench -T takes
+        integers) and score the steady window of the per-second series built from the transaction log.
 
         Raises:
             WorkloadError: pgbench exited non-zero (e.g. missing tables, aborted clients), printed no
                 result, or failed transactions exceeded ``max_error_rate``.
         """
-        secs = max(1, round(seconds))
+        secs = max(1, round(warmup_max_s + seconds))
+        result, events = self._run_logged(secs, on_tool_start)
+        out = result.output
+        if result.returncode != 0:
+            raise WorkloadError(f"pgbench run failed (exit {result.returncode})", tail(out))
+        done_m = _PROCESSED_RE.search(out)
+        ok = [(end, lat) for end, lat in events if lat is not None]
+        if not _TPS_RE.search(out) or not done_m or not ok:
+            raise WorkloadError("pgbench printed no result (no tps line or empty transaction log)", tail(out))
+        failed_m = _FAILED_RE.search(out)
+        errors = max(int(failed_m.group(1)) if failed_m else 0, len(events) - len(ok))
+        done = int(done_m.group(1))
+        check_error_rate(errors, done, self.cfg.max_error_rate, "pgbench", out)
+        # The run's clock starts when the first transaction began (after the connections were made).
+        start = min(end - lat / 1000.0 for end, lat in ok)
+        bins = bin_transactions(events, start, secs)
+        points = points_from_bins(bins)
+        obj_name = self.cfg.objective or "tps_per_p95"
+        steady = score_steady(points, warmup_max_s, obj_name, lambda a, b: _bin_stats(bins, a, b))
+        st = steady.stats
+        log.info(
+            "workload.measured",
+            workload=self.name,
+            tps=round(st.tps, 1),
+            p95_ms=st.p95_ms,
+            errors=errors,
+            steady_start_s=steady.start,
+        )
+        return Measurement(
+            workload=self.name,
+            tps=st.tps,
+            latency_mean_ms=st.mean_ms,
+            latency_p95_ms=st.p95_ms,
+            latency_p99_ms=st.p99_ms,
+            transactions=done,
+            errors=errors,
+            duration_s=float(secs),
+            objective=steady.objective,
+            objective_name=obj_name,
+            higher_is_better=steady.higher_is_better,
+            raw_tail=tail(out),
+            series=points,
+            steady_start_s=float(steady.start),
+            steady_s=float(steady.length),
+            series_cv=steady.series_cv,
+            objective_se=steady.objective_se,
+        )
+
+    def _run_logged(
+        self, secs: int, on_tool_start: Callable[[int], object] | None
+    ) -> tuple[ToolResult, list[tuple[float, float | None]]]:
+        """Run ``pgbench -T secs -l`` and read its per-transaction logs before the temp dir goes."""
         clients = self.cfg.clients
         threads = max(1, min(self.cfg.threads, clients))
         with tempfile.TemporaryDirectory(prefix="agenticdb-pgbench-") as tmp:
             prefix = os.path.join(tmp, "pgbench_log")
-            argv = [
-                "pgbench",
-                "-n",
-                "-c",
-                str(clients),
-                "-j",
-                str(threads),
-                "-T",
-                str(secs),
-                "-l",
-                f"--log-prefix={prefix}",
-            ]
+            argv = ["pgbench", "-n", "-c", str(clients), "-j", str(threads), "-T", str(secs)]
+            argv += ["-l", f"--log-prefix={prefix}"]
             result = run_tool(
                 argv,
                 env=self._env(),
@@ -154,60 +202,48 @@ class PgbenchWorkload(Workload):
                 description=f"pgbench {secs}s",
                 expected_s=secs,
                 progress=self.progress,
+                on_start=on_tool_start,
             )
-            latencies_us, failed_logged = _read_logs(glob.glob(prefix + ".*"))
-        out = result.output
-        if result.returncode != 0:
-            raise WorkloadError(f"pgbench run failed (exit {result.returncode})", tail(out))
-        tps_m = _TPS_RE.search(out)
-        done_m = _PROCESSED_RE.search(out)
-        if not tps_m or not done_m or not latencies_us:
-            raise WorkloadError("pgbench printed no result (no tps line or empty transaction log)", tail(out))
-        failed_m = _FAILED_RE.search(out)
-        errors = max(int(failed_m.group(1)) if failed_m else 0, failed_logged)
-        done = int(done_m.group(1))
-        check_error_rate(errors, done, self.cfg.max_error_rate, "pgbench", out)
-        tps = float(tps_m.group(1))
-        lat_ms = [v / 1000.0 for v in latencies_us]
-        p95 = percentile(lat_ms, 95)
-        obj_name = self.cfg.objective or "tps_per_p95"
-        value, hib = objective(obj_name, tps=tps, p95_ms=p95)
-        m = Measurement(
-            workload=self.name,
-            tps=tps,
-            latency_mean_ms=sum(lat_ms) / len(lat_ms),
-            latency_p95_ms=p95,
-            latency_p99_ms=percentile(lat_ms, 99),
-            transactions=done,
-            errors=errors,
-            duration_s=float(secs),
-            objective=value,
-            objective_name=obj_name,
-            higher_is_better=hib,
-            raw_tail=tail(out),
-        )
-        log.info("workload.measured", workload=self.name, tps=round(tps, 1), p95_ms=round(p95, 2), errors=errors)
-        return m
+            return result, read_logs(glob.glob(prefix + ".*"))
 
     def cleanup(self) -> None:
         """Drop the pgbench tables (``pgbench -i -I d``)."""
         run_tool(["pgbench", "-i", "-I", "d"], env=self._env(), timeout_s=self.cfg.timeout_s)
 
 
-def _read_logs(paths: list[str]) -> tuple[list[float], int]:
-    """Latencies in µs of successful transactions and the number of failed ones from pgbench ``-l``
-    files (one per thread: ``prefix.PID`` and ``prefix.PID.N``)."""
-    latencies: list[float] = []
-    failed = 0
+def read_logs(paths: list[str]) -> list[tuple[float, float | None]]:
+    """``(end time in epoch s, latency in ms)`` per transaction from pgbench ``-l`` files (one per thread:
+    ``prefix.PID`` and ``prefix.PID.N``); the latency is None for a failed transaction.
+
+    Columns (pgbench manual, "Per-Transaction Logging"): ``client_id transaction_no time script_no
+    time_epoch time_us [schedule_lag] [retries]``; ``time`` is the elapsed time in µs, or ``failed`` /
+    ``serialization`` / ``deadlock`` (PostgreSQL 15+) for a failed one, or ``skipped`` (-R with -L);
+    ``time_epoch``/``time_us`` say when the transaction completed. Skipped transactions never ran and
+    are left out.
+    """
+    events: list[tuple[float, float | None]] = []
     for path in paths:
         with open(path) as f:
             for line in f:
                 cols = line.split()
-                if len(cols) < 3:
+                if len(cols) < 6 or cols[2] == "skipped":
                     continue
+                end = int(cols[4]) + int(cols[5]) / 1e6
                 try:
-                    latencies.append(float(cols[2]))
+                    events.append((end, float(cols[2]) / 1000.0))
                 except ValueError:
-                    if cols[2] != "skipped":
-                        failed += 1  # "failed", "serialization", "deadlock" (PostgreSQL 15+)
-    return latencies, failed
+                    events.append((end, None))  # "failed", "serialization", "deadlock"
+    return events
+
+
+def _bin_stats(bins: list[SecondBin], a: int, b: int) -> WindowStats:
+    """Exact statistics over seconds ``[a, b)``: every latency in them, pooled."""
+    lat = [v for bin_ in bins[a:b] for v in bin_.latencies_ms]
+    if not lat:
+        return WindowStats(tps=0.0, p95_ms=None, p99_ms=None)
+    return WindowStats(
+        tps=len(lat) / (b - a),
+        p95_ms=percentile(lat, 95),
+        p99_ms=percentile(lat, 99),
+        mean_ms=sum(lat) / len(lat),
+    )

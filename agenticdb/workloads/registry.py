@@ -41,7 +41,7 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
     if kind == "postgresql":
         try:
             params = conninfo_to_dict(dsn)
-        except Exception as exc:  # psycopg raises ProgrammingError for bad conninfo
+        except Exception as exc:  # noqa: BLE001 - psycopg raises ProgrammingError for bad conninfo
             raise ValueError(f"target.dsn={dsn!r}: not a valid libpq connection string ({exc})") from None
         host = str(params.pop("host", "") or "127.0.0.1")
         port = int(params.pop("port", 5432) or 5432)

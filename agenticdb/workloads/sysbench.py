@@ -7,19 +7,28 @@ sysbench ``--threads`` is the number of client connections, so it is set from ``
 
 The run report is sysbench's documented text format (sysbench README, "General command line
 options" / report); the parsed lines are ``transactions: N (X per sec.)``, ``ignored errors: N``,
-``reconnects: N``, ``avg:``, ``95th percentile:`` (from ``--percentile=95``) and the latency
-histogram (``--histogram=on``), from which p99 is taken (nearest rank over the bucket counts).
+``reconnects: N``, ``avg:``, ``95th percentile:`` (from ``--percentile=95``), the latency histogram
+(``--histogram=on``, whole run only) and the per-second reports of ``--report-interval=1`` (TPS and
+the ``--percentile`` latency of each interval).
+
+The run is scored on its steady window (docs/measurement.md): TPS is the mean of the per-second TPS
+in it, and the p95 an approximation, the TPS-weighted mean of the per-second p95s, since sysbench 1.0
+keeps no histogram per interval (``workloads.steady.stats_from_points``). With ``objective = "p99"``
+the per-second percentile is the p99 (``--percentile=99``) and the p95 is the whole run's, from the
+histogram; otherwise p99 is the whole run's (nearest rank over the bucket counts). The mean latency is
+the whole run's ``avg``.
 """
 
 from __future__ import annotations
 
 import re
 from abc import abstractmethod
+from collections.abc import Callable
 
 import structlog
 
 from agenticdb.config import WorkloadConfig
-from agenticdb.models import Measurement
+from agenticdb.models import Measurement, SeriesPoint
 from agenticdb.resources import data_file
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
@@ -27,12 +36,12 @@ from agenticdb.workloads.common import (
     connect,
     ensure_database,
     existing_tables,
-    objective,
     progress_enabled,
     run_tool,
     scalar,
     tail,
 )
+from agenticdb.workloads.steady import WindowStats, score_steady, stats_from_points
 
 log = structlog.get_logger(__name__)
 
@@ -54,8 +63,14 @@ _QUERIES_RE = re.compile(r"queries:\s+(\d+)\s+\(([0-9.]+) per sec\.\)")
 _IGNORED_RE = re.compile(r"ignored errors:\s+(\d+)")
 _RECONNECTS_RE = re.compile(r"reconnects:\s+(\d+)")
 _AVG_RE = re.compile(r"avg:\s+([0-9.]+)")
-_P95_RE = re.compile(r"95th percentile:\s+([0-9.]+)")
+_PCT_RE = re.compile(r"(\d+)th percentile:\s+([0-9.]+)")
 _TOTAL_RE = re.compile(r"total time:\s+([0-9.]+)s")
+# "[ 3s ] thds: 4 tps: 512.00 qps: 10240.00 (r/w/o: ...) lat (ms,95%): 9.91 err/s: 0.00 reconn/s: 0.00"
+_INTERVAL_RE = re.compile(
+    r"^\[\s*(?P<t>\d+)s\s*\]\s+thds:\s*\d+\s+tps:\s*(?P<tps>[0-9.]+).*?"
+    r"lat \(ms,(?P<pct>\d+)%\):\s*(?P<lat>[0-9.]+)\s+err/s:\s*(?P<err>[0-9.]+)\s+reconn/s:\s*(?P<reconn>[0-9.]+)",
+    re.M,
+)
 _HIST_RE = re.compile(r"^\s*([0-9.]+) \|\**\s+(\d+)\s*$", re.M)
 
 
@@ -169,19 +184,27 @@ class _SysbenchBase(Workload):
         self._tool("cleanup", [], "cleanup")
 
     # -- run
-    def run(self, seconds: float) -> Measurement:
-        """Run for ``seconds`` (whole seconds, at least 1) with ``workload.clients`` threads.
+    def _percentile(self) -> int:
+        """The latency percentile sysbench reports per interval and for the run (``--percentile``)."""
+        return 99 if self.cfg.objective == "p99" else 95
+
+    def run(
+        self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
+        """Run for ``warmup_max_s + seconds`` (whole seconds, at least 1) with ``workload.clients``
+        threads, reporting every second, and score the steady window of that series.
 
         Raises:
             WorkloadError: sysbench exited non-zero (missing tables, a fatal SQL error), printed no
                 report, or ignored errors + reconnects exceeded ``workload.max_error_rate``.
         """
-        secs = max(1, round(seconds))
+        secs = max(1, round(warmup_max_s + seconds))
         extra = [
             f"--threads={self.cfg.clients}",
             f"--time={secs}",
-            "--percentile=95",
+            f"--percentile={self._percentile()}",
             "--histogram=on",
+            "--report-interval=1",
             "--events=0",
         ]
         result = run_tool(
@@ -190,43 +213,98 @@ class _SysbenchBase(Workload):
             description=f"{self.name} {secs}s",
             expected_s=secs,
             progress=self.progress,
+            on_start=on_tool_start,
         )
         out = result.output
         if result.returncode != 0:
             raise WorkloadError(f"sysbench {self.name} run failed (exit {result.returncode})", tail(out))
-        return self._parse(out, secs)
+        return self._parse(out, secs, warmup_max_s)
 
-    def _parse(self, out: str, secs: int) -> Measurement:
-        tx, avg, p95 = _TX_RE.search(out), _AVG_RE.search(out), _P95_RE.search(out)
-        if not tx or not avg or not p95:
+    def _parse(self, out: str, secs: int, warmup_max_s: float = 0.0) -> Measurement:
+        tx, avg, pct = _TX_RE.search(out), _AVG_RE.search(out), _PCT_RE.search(out)
+        if not tx or not avg or not pct:
             raise WorkloadError(f"sysbench {self.name} printed no report", tail(out))
-        done, tps = int(tx.group(1)), float(tx.group(2))
+        done = int(tx.group(1))
         ignored = int(m.group(1)) if (m := _IGNORED_RE.search(out)) else 0
         reconnects = int(m.group(1)) if (m := _RECONNECTS_RE.search(out)) else 0
         errors = ignored + reconnects
         check_error_rate(errors, done, self.cfg.max_error_rate, f"sysbench {self.name}", out)
-        p95_ms, mean_ms = float(p95.group(1)), float(avg.group(1))
-        p99_ms = histogram_percentile(out, 99)
-        qps = float(m.group(2)) if (m := _QUERIES_RE.search(out)) else None
         duration = float(m.group(1)) if (m := _TOTAL_RE.search(out)) else float(secs)
+        points = interval_points(out, secs, done, duration)
+        # The percentile sysbench reports per interval is scored on the window; the other one exists
+        # only for the whole run (histogram), as does the reported one when no interval line came out
+        # (a run of a second or two can end before the first report).
+        whole = {95: histogram_percentile(out, 95), 99: histogram_percentile(out, 99)}
+        whole[int(pct.group(1))] = float(pct.group(2))
+
+        def stats_of(a: int, b: int) -> WindowStats:
+            st = stats_from_points(points, a, b)
+            p95 = st.p95_ms if st.p95_ms is not None else whole[95]
+            return WindowStats(tps=st.tps, p95_ms=p95, p99_ms=st.p99_ms if st.p99_ms is not None else whole[99])
+
         obj_name = self.cfg.objective or "tps_per_p95"
-        value, hib = objective(obj_name, tps=tps, p95_ms=p95_ms)
-        log.info("workload.measured", workload=self.name, tps=round(tps, 1), p95_ms=p95_ms, errors=errors)
+        steady = score_steady(points, warmup_max_s, obj_name, stats_of)
+        p95_ms, p99_ms = steady.stats.p95_ms, steady.stats.p99_ms
+        qps = float(m.group(2)) if (m := _QUERIES_RE.search(out)) else None
+        tps = steady.stats.tps
+        log.info(
+            "workload.measured",
+            workload=self.name,
+            tps=round(tps, 1),
+            p95_ms=p95_ms,
+            errors=errors,
+            steady_start_s=steady.start,
+        )
         return Measurement(
             workload=self.name,
             tps=tps,
             qps=qps,
-            latency_mean_ms=mean_ms,
+            latency_mean_ms=float(avg.group(1)),
             latency_p95_ms=p95_ms,
             latency_p99_ms=p99_ms,
             transactions=done,
             errors=errors,
             duration_s=duration,
-            objective=value,
+            objective=steady.objective,
             objective_name=obj_name,
-            higher_is_better=hib,
+            higher_is_better=steady.higher_is_better,
             raw_tail=tail(out),
+            series=points,
+            steady_start_s=float(steady.start),
+            steady_s=float(steady.length),
+            series_cv=steady.series_cv,
+            objective_se=steady.objective_se,
         )
+
+
+def interval_points(output: str, secs: int, transactions: int, total_time_s: float) -> list[SeriesPoint]:
+    """The per-second series from sysbench's ``--report-interval=1`` lines, ``secs`` points long.
+
+    Each ``[ Ns ] thds: … tps: X … lat (ms,P%): L err/s: E reconn/s: R`` line becomes the point for
+    second ``N - 1`` (TPS X, the P-th percentile L of that interval, E + R errors). sysbench often
+    ends before printing the last interval(s); those seconds get the TPS of the remaining transactions
+    (``transactions`` minus the reported ones, over the remaining time) and no latency.
+    """
+    points: dict[int, SeriesPoint] = {}
+    for m in _INTERVAL_RE.finditer(output):
+        second = int(m.group("t")) - 1
+        if not 0 <= second < secs:
+            continue
+        lat = float(m.group("lat"))
+        points[second] = SeriesPoint(
+            t_s=float(second),
+            tps=float(m.group("tps")),
+            latency_p95_ms=lat if m.group("pct") == "95" else None,
+            latency_p99_ms=lat if m.group("pct") == "99" else None,
+            errors=round(float(m.group("err")) + float(m.group("reconn"))),
+        )
+    reported = max(points) + 1 if points else 0
+    if reported < secs:
+        left_tx = max(transactions - sum(p.tps for p in points.values()), 0.0)
+        left_s = max(total_time_s - reported, secs - reported, 1e-9)
+        for second in range(reported, secs):
+            points[second] = SeriesPoint(t_s=float(second), tps=left_tx / left_s)
+    return [points.get(i, SeriesPoint(t_s=float(i), tps=0.0)) for i in range(secs)]
 
 
 class SysbenchWorkload(_SysbenchBase):

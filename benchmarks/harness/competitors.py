@@ -16,6 +16,7 @@ import multiprocessing
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ class ResettingWorkload(Workload):
     """Wraps a workload so every warm-up starts from the pristine data directory (configuration kept).
 
     The agenticdb executor calls ``warmup`` right before each measured run, so each baseline, trial and
-    confirmation run of every competitor sees the same data (MEASUREMENT.md: CV 12-19 % → 5-11 %).
+    confirmation run of every competitor sees the same data (docs/measurement.md: CV 12-19 % → 5-11 %).
     """
 
     def __init__(self, inner: Workload, instance: Instance, base_warmup_s: float) -> None:
@@ -88,8 +89,10 @@ class ResettingWorkload(Workload):
         # executor's rule, max(3 s, 2 × warmup_s)); the final re-measurement uses the same.
         self.inner.warmup(max(seconds, 3.0, 2 * self.base_warmup_s))
 
-    def run(self, seconds: float) -> Measurement:
-        return self.inner.run(seconds)
+    def run(
+        self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
+        return self.inner.run(seconds, warmup_max_s, on_tool_start)
 
 
 @dataclass

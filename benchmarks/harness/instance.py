@@ -5,7 +5,7 @@ The server is started by a child process that first joins the scenario's memory 
 the first byte (see ``cgroup.py`` for why moving it after start is not enough). The same holds for the
 copy that restores the pristine data directory.
 
-Pristine data (MEASUREMENT.md "What cut the noise"): after loading, the server is shut down cleanly
+Pristine data (docs/measurement.md "What cut the noise"): after loading, the server is shut down cleanly
 (MariaDB: ``innodb_fast_shutdown=0`` first) and its data directory copied aside; ``reset_data`` stops
 the server, copies the pristine directory back (``rsync -a --delete``; PostgreSQL's
 ``postgresql.auto.conf`` is kept unless asked, so the configuration under test survives) and starts.
@@ -209,7 +209,7 @@ class Instance:
 
     def stop(self, slow: bool = False) -> None:
         """Clean shutdown. ``slow`` (MariaDB): ``innodb_fast_shutdown=0`` first, so a copy of the files
-        needs no purge or crash recovery (MEASUREMENT.md); not needed when the files are replaced next."""
+        needs no purge or crash recovery (docs/measurement.md); not needed when the files are replaced next."""
         if slow and self.kind == "mariadb" and self.available():
             try:
                 with self.info.connect() as conn, conn.cursor() as cur:  # type: ignore[union-attr]

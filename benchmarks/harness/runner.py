@@ -29,7 +29,7 @@ from benchmarks.harness.static import run_static
 log = structlog.get_logger(__name__)
 
 NOISE_FACTOR = 2.5
-"""A difference counts as real only beyond 2.5 × the measured CV (MEASUREMENT.md "What cut the noise")."""
+"""A difference counts as real only beyond 2.5 × the measured CV (docs/measurement.md "What cut the noise")."""
 
 
 @dataclass

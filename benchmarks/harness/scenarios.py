@@ -1,6 +1,6 @@
 """Benchmark scenarios: which server, which workload, how much memory it may use, where it starts.
 
-Each scenario is chosen so knobs matter beyond run-to-run noise on a 2-core host (MEASUREMENT.md
+Each scenario is chosen so knobs matter beyond run-to-run noise on a 2-core host (docs/measurement.md
 "Effect sizes seen"): data larger than the server's memory (cgroup limit), analytic queries, or a
 deliberately bad starting configuration. ``seed`` names a *different* scenario of the same workload
 class whose agenticdb session fills the experience memory for competitor ``agenticdb+experience``.
@@ -45,7 +45,7 @@ class Scenario:
 
 BAD_START_PG = {
     # Tiny caches, aggressive checkpoints and a commit delay that costs −39 % write TPS on this host
-    # (MEASUREMENT.md); a good tuner must undo each of them.
+    # (docs/measurement.md); a good tuner must undo each of them.
     "shared_buffers": "16MB",
     "work_mem": "64kB",
     "max_wal_size": "32MB",

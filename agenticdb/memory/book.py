@@ -1,70 +1,29 @@
 """The Memory Book: sessions, rounds, experience, LLM call accounting and saved OS originals in SQLite.
 
-DESIGN.md "memory" and issue 6 "Experience memory". The schema is data (``memory/memory.sql``); rows
+docs/architecture.md "Memory" and issue 6 "Experience memory". The schema is data (``memory/memory.sql``); rows
 are written and read through sqlite-utils. JSON columns hold the pydantic models of
 ``agenticdb.models`` so a reader gets back exactly what a writer stored.
 
-Experience is retrieved by :func:`similarity` of fingerprints, a weighted sum in [0, 1]:
-
-=====================  ======  =============================================================
-component              weight  score
-=====================  ======  =============================================================
-DBMS family            gate    different family (PostgreSQL vs MySQL/MariaDB) → similarity 0,
-                               because knob names do not carry over between families
-product + major ver.   0.15    same product and major 1.0; same product other major 0.5;
-                               MySQL vs MariaDB 0.25
-workload class         0.25    same 1.0; oltp/olap vs mixed 0.5; oltp vs olap 0.0
-read/write mix         0.15    1 − |read_fraction_a − read_fraction_b|
-access pattern         0.10    same (case-insensitive) 1.0, else 0.0
-scale bucket           0.15    bucket = floor(log2(scale)); 1 − |Δbucket| / 4, floor 0
-concurrency bucket     0.10    bucket = floor(log2(clients)); 1 − |Δbucket| / 3, floor 0
-objective              0.10    same 1.0, else 0.0
-=====================  ======  =============================================================
-
-With every other field equal, a same-class fingerprint scores 0.25 above an oltp/olap one, so it
-always ranks first; the default threshold 0.6 drops experience that differs in class *and* in mix or
-scale. The weights are this project's choice (no published source); they favour what decides which
-knobs matter: the workload class and the data size relative to memory (MEASUREMENT.md).
+Experience retrieval ranks stored experience by ``agenticdb.memory.experience.similarity``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from agenticdb.memory.experience import similarity
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
 
 log = structlog.get_logger(__name__)
-
-WEIGHTS: dict[str, float] = {
-    "version": 0.15,
-    "workload_class": 0.25,
-    "read_fraction": 0.15,
-    "access_pattern": 0.10,
-    "scale": 0.15,
-    "concurrency": 0.10,
-    "objective": 0.10,
-}
-"""Similarity weights per fingerprint component (sum 1.0), see the module docstring."""
-
-_FAMILY = {
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "pg": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
-_EXPORT_FORMAT = "agenticdb-memory"
-_EXPORT_VERSION = 1
 
 
 class MemoryBookError(ValueError):
@@ -104,46 +63,6 @@ class OsOriginal(BaseModel):
     original: str
     saved_at: str
     restored_at: str | None = None
-
-
-def dbms_family(dbms: str) -> str:
-    """``postgresql`` or ``mysql`` (MariaDB counts as the MySQL family); unknown names map to themselves."""
-    key = dbms.strip().lower()
-    return _FAMILY.get(key, key)
-
-
-def _bucket(value: float) -> int:
-    return math.floor(math.log2(max(value, 1.0)))
-
-
-def similarity(a: Fingerprint, b: Fingerprint) -> float:
-    """Similarity of two tuning problems in [0, 1] (1 = same); weights in the module docstring.
-
-    Pure function of the two fingerprints. Different DBMS families score 0.
-    """
-    if dbms_family(a.dbms) != dbms_family(b.dbms):
-        return 0.0
-    same_product = a.dbms.strip().lower() == b.dbms.strip().lower()
-    if same_product:
-        version = 1.0 if a.version_major.strip() == b.version_major.strip() else 0.5
-    else:
-        version = 0.25
-    if a.workload_class == b.workload_class:
-        wclass = 1.0
-    elif "mixed" in (a.workload_class, b.workload_class):
-        wclass = 0.5
-    else:
-        wclass = 0.0
-    parts = {
-        "version": version,
-        "workload_class": wclass,
-        "read_fraction": 1.0 - min(abs(a.read_fraction - b.read_fraction), 1.0),
-        "access_pattern": 1.0 if a.access_pattern.lower() == b.access_pattern.lower() else 0.0,
-        "scale": max(0.0, 1.0 - abs(_bucket(a.scale) - _bucket(b.scale)) / 4),
-        "concurrency": max(0.0, 1.0 - abs(_bucket(a.concurrency) - _bucket(b.concurrency)) / 3),
-        "objective": 1.0 if a.objective == b.objective else 0.0,
-    }
-    return round(sum(WEIGHTS[k] * v for k, v in parts.items()), 6)
 
 
 def _now() -> str:
@@ -518,99 +437,20 @@ class MemoryBook:
         self.db.conn.commit()
         return int(cursor.rowcount)
 
-    # -- export / import -----------------------------------------------------------------------
+    # -- export / import (agenticdb.memory.transfer) ----------------------------------------------
 
     def export(self, path: Path | str) -> dict[str, int]:
-        """Write sessions, rounds, experience and LLM calls to a JSON file.
+        """Write sessions, rounds, experience and LLM calls to a JSON file (see ``transfer.export_book``)."""
+        from agenticdb.memory.transfer import export_book  # transfer builds on this module
 
-        OS originals are host-specific and are not exported: importing them on another host would
-        make crash reconciliation "restore" values that were never that host's.
-
-        Returns:
-            Row counts per table.
-        """
-        doc: dict[str, Any] = {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION}
-        for table in ("sessions", "rounds", "experience", "llm_calls"):
-            doc[table] = list(self._t(table).rows)
-        Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True))
-        return {t: len(doc[t]) for t in ("sessions", "rounds", "experience", "llm_calls")}
+        return export_book(self, path)
 
     def import_(self, path: Path | str) -> dict[str, int]:
-        """Merge a file written by :meth:`export`: sessions and rounds already present are kept,
-        experience is added unless the same session's experience is already stored; LLM calls of
-        imported sessions only. Everything is validated before anything is written.
-
-        Returns:
-            Rows added per table.
+        """Merge a file written by :meth:`export` (see ``transfer.import_book``).
 
         Raises:
-            MemoryBookError: unreadable file, wrong format, or an entry that does not validate (the
-                message names the table and the entry's index).
+            MemoryBookError: unreadable file, wrong format, or an entry that does not validate.
         """
-        try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise MemoryBookError(f"import file {path}: cannot read JSON: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("format") != _EXPORT_FORMAT:
-            raise MemoryBookError(f"import file {path}: format must be {_EXPORT_FORMAT!r}")
-        if doc.get("version") != _EXPORT_VERSION:
-            raise MemoryBookError(f"import file {path}: version={doc.get('version')!r}, expected 1")
-        sessions = self._validated(path, doc, "sessions", lambda r: Fingerprint.model_validate_json(r["fingerprint"]))
-        rounds = self._validated(path, doc, "rounds", lambda r: RoundOutcome.model_validate_json(r["outcome"]))
-        exps = self._validated(path, doc, "experience", lambda r: Experience.model_validate_json(r["experience"]))
-        calls = self._validated(path, doc, "llm_calls", lambda r: r["session_id"])
-        added = {"sessions": 0, "rounds": 0, "experience": 0, "llm_calls": 0}
-        try:
-            self._merge(sessions, rounds, exps, calls, added)
-        except sqlite3.IntegrityError as exc:
-            raise MemoryBookError(f"import file {path}: rejected by the schema: {exc}") from None
-        log.info("memory.imported", path=str(path), **added)
-        return added
+        from agenticdb.memory.transfer import import_book
 
-    def _merge(
-        self,
-        sessions: list[dict[str, Any]],
-        rounds: list[dict[str, Any]],
-        exps: list[dict[str, Any]],
-        calls: list[dict[str, Any]],
-        added: dict[str, int],
-    ) -> None:
-        with self.db.atomic():
-            new_sessions = set()
-            for r in sessions:
-                if self._session_row(r["id"]) is None:
-                    self._t("sessions").insert(r)
-                    new_sessions.add(r["id"])
-                    added["sessions"] += 1
-            for r in rounds:
-                if (
-                    self._t("rounds").count_where("session_id = ? AND round_no = ?", [r["session_id"], r["round_no"]])
-                    == 0
-                ):
-                    self._t("rounds").insert(r)
-                    added["rounds"] += 1
-            for r in exps:
-                if self._t("experience").count_where("session_id = ?", [r["session_id"]]) == 0:
-                    self._t("experience").insert({k: v for k, v in r.items() if k != "id"})
-                    added["experience"] += 1
-            for r in calls:
-                if r["session_id"] in new_sessions:
-                    self._t("llm_calls").insert({k: v for k, v in r.items() if k != "id"})
-                    added["llm_calls"] += 1
-
-    def _validated(self, path: Path | str, doc: dict[str, Any], table: str, check: Any) -> list[dict[str, Any]]:
-        rows = doc.get(table, [])
-        if not isinstance(rows, list):
-            raise MemoryBookError(f"import file {path}: {table} must be a list")
-        columns = set(self._t(table).columns_dict)
-        for i, row in enumerate(rows):
-            try:
-                if not isinstance(row, dict):
-                    raise TypeError("not an object")
-                unknown = set(row) - columns
-                if unknown:
-                    raise TypeError(f"unknown columns {sorted(unknown)}")
-                check(row)
-            except (ValidationError, KeyError, TypeError, ValueError) as exc:
-                raise MemoryBookError(f"import file {path}: {table}[{i}] is invalid: {exc}") from None
-        return rows
+        return import_book(self, path)

@@ -1,0 +1,272 @@
+"""``agenticdb journal show``: a session's events told as a story, one block per round: evidence →
+diagnosis → proposal → verdict → apply → measurement → decision, from the payloads documented in
+:mod:`agenticdb.journal`. One small renderer per event kind; kinds without one print their payload.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.rule import Rule
+
+from agenticdb.cli.labels import objective_label, objective_unit
+from agenticdb.journal import JournalEvent
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    return "-" if value is None else f"{float(value):,.{digits}f}"
+
+
+def _line(console: Console, label: str, text: str, style: str = "bold") -> None:
+    console.print(f"  [{style}]{label:<12}[/] {escape(text)}")
+
+
+def _bullets(console: Console, items: list[Any]) -> None:
+    for item in items:
+        console.print(f"  {'':<12} • {escape(str(item))}")
+
+
+def _changes_text(changes: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for c in changes:
+        text = f"{c.get('name')} = {c.get('value')}"
+        if c.get("previous") is not None:
+            text += f" (was {c['previous']})"
+        if c.get("rationale"):
+            text += f": {c['rationale']}"
+        out.append(text)
+    return out
+
+
+def _baseline(console: Console, d: dict[str, Any]) -> None:
+    runs = d.get("objectives") or [m.get("objective") for m in d.get("measurements", [])]
+    runs = [r for r in runs if isinstance(r, (int, float))]
+    median = d.get("objective") or (statistics.median(runs) if runs else None)
+    cv = _num((d.get("noise_cv") or 0) * 100, 1)
+    unit = objective_unit(d.get("objective_name"))
+    _line(
+        console,
+        "Baseline",
+        f"objective {_num(median)}{' ' + unit if unit else ''} (runs: "
+        f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%; objective = "
+        f"{objective_label(d.get('objective_name'))}",
+    )
+
+
+def _profile(console: Console, d: dict[str, Any]) -> None:
+    f = d.get("fingerprint") or {}
+    if f:
+        _line(
+            console,
+            "Profile",
+            f"{f.get('dbms')} {f.get('version_major')}, {f.get('benchmark')} "
+            f"({f.get('workload_class')}, read {f.get('read_fraction')}), scale {f.get('scale')}, "
+            f"{f.get('concurrency')} clients, {f.get('cpu_count')} CPUs, {f.get('memory_gib')} GiB",
+        )
+
+
+def _proposal(console: Console, d: dict[str, Any]) -> None:
+    _line(console, "Evidence", "" if d.get("evidence") else "(none given)")
+    _bullets(console, d.get("evidence", []))
+    _line(
+        console,
+        "Diagnosis",
+        f"{d.get('bottleneck')} ({d.get('layer', 'dbms')}, planner {d.get('planner', '?')}): {d.get('rationale', '')}",
+    )
+    if d.get("ruled_out"):
+        _bullets(console, [f"ruled out: {r}" for r in d["ruled_out"]])
+    _line(
+        console,
+        "Proposal",
+        f"{len(d.get('changes', []))} change(s), apply {d.get('apply_requirement', '?')}",
+    )
+    _bullets(console, _changes_text(d.get("changes", [])))
+    if d.get("risks"):
+        _bullets(console, [f"risk: {r}" for r in d["risks"]])
+
+
+def _verdict(console: Console, d: dict[str, Any]) -> None:
+    if d.get("ok"):
+        _line(console, "Verdict", f"accepted, apply {d.get('apply_requirement', '?')}", "bold green")
+        _bullets(console, _changes_text(d.get("changes", [])))
+    else:
+        _line(console, "Verdict", "rejected", "bold red")
+        _bullets(
+            console,
+            [
+                f"[{f.get('check')}] {f.get('parameter')}={f.get('value')}: "
+                f"{f.get('message')}" + (f" (source: {f['source']})" if f.get("source") else "")
+                for f in d.get("failed", [])
+            ],
+        )
+    _bullets(console, [f"warning: {w}" for w in d.get("warnings", [])])
+
+
+def _intent(console: Console, d: dict[str, Any]) -> None:
+    snap = d.get("snapshot") or {}
+    purpose = f"{d['purpose']} " if d.get("purpose") else ""
+    label = f" {snap['label']!r}" if snap.get("label") else ""
+    mode = f" {d['mode']}" if d.get("mode") else ""
+    _line(
+        console,
+        "Intent",
+        f"{purpose}apply{mode}: safe snapshot{label} of "
+        f"{snap.get('target', d.get('target', '?'))} saved "
+        f"({len(snap.get('values', {}))} values, {len(snap.get('files', {}))} files)",
+    )
+
+
+def _applied(console: Console, d: dict[str, Any]) -> None:
+    changes = d.get("effective") or d.get("changes") or {}
+    if isinstance(changes, list):
+        changes = {c.get("name"): c.get("value") for c in changes if isinstance(c, dict)}
+    how = " (server restarted)" if d.get("restarted") else ""
+    _line(console, "Applied", ", ".join(f"{k}={v}" for k, v in changes.items()) + how)
+
+
+def _verified(console: Console, d: dict[str, Any]) -> None:
+    _line(
+        console,
+        "Verified",
+        ", ".join(f"{k}={v}" for k, v in d.get("effective", {}).items()) or "effective values match",
+    )
+
+
+def _measured(console: Console, d: dict[str, Any]) -> None:
+    m = d.get("measurement", d)
+    role = d.get("label") or d.get("role")
+    role = f" [{role}]" if role else ""
+    _line(
+        console,
+        "Measurement",
+        f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 "
+        f"{_num(m.get('latency_p95_ms'))} ms, objective {_num(m.get('objective'))}, errors "
+        f"{m.get('errors', 0)}",
+    )
+
+
+def _failure(console: Console, d: dict[str, Any]) -> None:
+    _line(console, "Failure", f"{d.get('phase')}: {d.get('message')}", "bold red")
+    _bullets(console, d.get("logs", [])[-3:])
+
+
+def _recovery(console: Console, d: dict[str, Any]) -> None:
+    _line(
+        console,
+        "Recovery",
+        f"{d.get('action')}: {d.get('details')} (service available: "
+        f"{d.get('service_available')}, verified: {d.get('verified')})",
+        "bold yellow",
+    )
+
+
+def _decision(console: Console, d: dict[str, Any]) -> None:
+    gain = d.get("gain_vs_best")
+    gain_text = "" if gain is None else f", gain vs best {gain * 100:+.1f}%"
+    _line(
+        console,
+        "Decision",
+        f"{d.get('decision')}{' (kept)' if d.get('kept') else ''}{gain_text}: {d.get('reason', '')}",
+        "bold cyan",
+    )
+
+
+def _judged(console: Console, d: dict[str, Any]) -> None:
+    gain = d.get("gain")
+    _line(
+        console,
+        "Judged",
+        f"{d.get('verdict')}" + ("" if gain is None else f", gain {gain * 100:+.1f}%") + f": {d.get('reason', '')}",
+    )
+
+
+def _reverted(console: Console, d: dict[str, Any]) -> None:
+    _line(console, "Reverted", f"back to {d.get('to')}: {d.get('reason', '')}", "bold yellow")
+
+
+def _final(console: Console, d: dict[str, Any]) -> None:
+    changes = d.get("changes") or {}
+    start = d.get("start_from") or {}
+    unchanged = "the starting configuration, unchanged" + (
+        " (from --start-from: " + ", ".join(f"{k}={v}" for k, v in start.items()) + ")" if start else ""
+    )
+    _line(
+        console,
+        "Final",
+        f"{d.get('stage', '')} best configuration: "
+        + (", ".join(f"{k}={v}" for k, v in changes.items()) or unchanged)
+        + ("" if d.get("verified", True) else f" NOT verified: {d.get('error', '')}"),
+    )
+
+
+def _intent_closed(console: Console, d: dict[str, Any]) -> None:
+    _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
+
+
+_RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
+    "baseline": _baseline,
+    "profile": _profile,
+    "proposal": _proposal,
+    "verdict": _verdict,
+    "intent": _intent,
+    "applied": _applied,
+    "verified": _verified,
+    "measured": _measured,
+    "failure": _failure,
+    "recovery": _recovery,
+    "decision": _decision,
+    "judged": _judged,
+    "reverted": _reverted,
+    "final": _final,
+    "intent.closed": _intent_closed,
+}
+
+
+def _render_event(console: Console, ev: JournalEvent) -> None:
+    render = _RENDERERS.get(ev.event)
+    if render is not None:
+        render(console, ev.data)
+        return
+    d = ev.data
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"))
+    _line(console, ev.event, text if len(text) <= 200 else text[:197] + "...", "dim")
+
+
+def render_story(console: Console, session_id: str, events: list[JournalEvent]) -> None:
+    """Print a session's events as a story: header, one block per round, and the session end."""
+    start = next((e.data for e in events if e.event == "session.start"), {})
+    console.print(f"[bold]Session {escape(session_id)}[/]")
+    if start:
+        _line(console, "Target", str(start.get("target", "?")))
+        _line(console, "Workload", str(start.get("workload", "?")))
+    if events:
+        _line(console, "Started", events[0].ts)
+    current: int | None = None
+    for ev in events:
+        if ev.event == "session.start":
+            continue
+        if ev.event == "session.end":
+            d = ev.data
+            console.print(Rule("Session end"))
+            _line(console, "Status", f"{d.get('status', '?')}: {d.get('reason', '')}".rstrip(": "))
+            _line(
+                console,
+                "Objective",
+                f"baseline {_num(d.get('baseline_objective'))} → best {_num(d.get('best_objective'))}",
+            )
+            best = d.get("best_config") or d.get("best_changes")
+            if best:
+                _line(console, "Best config", ", ".join(f"{k}={v}" for k, v in best.items()))
+            continue
+        if ev.round_no is not None and ev.round_no != current:
+            current = ev.round_no
+            console.print(Rule("Baseline" if current == 0 else f"Round {current}"))
+        _render_event(console, ev)
+    if not any(e.event == "session.end" for e in events):
+        console.print(Rule("unfinished"))
+        console.print("  the session has no session.end event (still running, or the process died)")

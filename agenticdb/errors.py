@@ -1,0 +1,26 @@
+"""Errors that end a tuning session, with the exit code the command line returns for each.
+
+Raised by the initializer (before the first round) and the session; ``agenticdb tune`` prints the
+message on one line and exits with ``exit_code`` (README "Commands": 0 success, 1 the operation failed,
+2 bad usage or configuration, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+
+class SessionError(RuntimeError):
+    """The session could not continue (initialization failed, or recovery could not restore service)."""
+
+    exit_code = 1
+
+
+class SessionUsageError(SessionError):
+    """The session was asked for something it refuses (e.g. ``reset_data`` on a real server); nothing ran."""
+
+    exit_code = 2
+
+
+class SessionInterrupted(SessionError):
+    """Ctrl-C before the first round."""
+
+    exit_code = 130

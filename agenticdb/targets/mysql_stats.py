@@ -1,0 +1,93 @@
+"""MySQL/MariaDB runtime statistics for bottleneck diagnosis.
+
+Runtime state names (``read_state``; the heuristic planner reads them):
+- counters ``global_status.<Variable_name>`` for every numeric SHOW GLOBAL STATUS value that is not a
+  gauge: Innodb_buffer_pool_reads, Innodb_buffer_pool_read_requests, Innodb_buffer_pool_wait_free,
+  Innodb_log_waits, Innodb_log_writes, Innodb_os_log_fsyncs, Innodb_data_fsyncs, Innodb_pages_written,
+  Innodb_row_lock_waits, Innodb_row_lock_time, Innodb_lsn_current, Created_tmp_disk_tables,
+  Created_tmp_tables, Threads_created, Connections, Questions, Com_commit, Handler_*,
+  Table_open_cache_misses, Opened_tables, Sort_merge_passes, Select_full_join, …
+- gauges ``global_status.<Variable_name>`` for point-in-time values (catalogs/mariadb.toml
+  [status_gauges]): Threads_connected, Threads_running, Open_tables, Innodb_buffer_pool_pages_dirty,
+  Innodb_buffer_pool_pages_free, Innodb_buffer_pool_pages_total, Innodb_row_lock_current_waits,
+  Innodb_checkpoint_age (MariaDB), …
+- counters ``innodb_metrics.<name>`` (information_schema.INNODB_METRICS, enabled, TYPE counter or
+  status_counter); gauges ``innodb_metrics.<name>`` for TYPE value.
+- gauges ``innodb.log_sequence_number``, ``innodb.checkpoint_age_bytes`` (SHOW ENGINE INNODB STATUS, LOG
+  section: "Log sequence number" − "Last checkpoint at"), ``variables.max_connections``,
+  ``variables.innodb_buffer_pool_size``, ``variables.innodb_log_file_size``,
+  ``variables.innodb_redo_log_capacity`` (bytes; MySQL 8.0.30+, else log_file_size × files_in_group).
+
+Sources: MariaDB KB "Server Status Variables", "Information Schema INNODB_METRICS Table", "SHOW ENGINE
+INNODB STATUS"; MySQL 8.0 manual 5.1.10 "Server Status Variables".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pymysql
+
+from agenticdb.models import RuntimeState
+from agenticdb.targets.base import TargetError
+from agenticdb.targets.mysql_catalog import load_data
+
+
+def fetch_one(cur: pymysql.cursors.Cursor, sql: str) -> tuple[Any, ...]:
+    """Run ``sql`` (a SELECT of server variables or a SHOW that answers one row) and return its row.
+
+    Raises:
+        TargetError: the server answered no row.
+    """
+    cur.execute(sql)
+    row = cur.fetchone()
+    if row is None:
+        raise TargetError(f"{sql!r} returned no row")
+    return tuple(row)
+
+
+_LSN_RE = re.compile(r"^Log sequence number\s+(\d+)", re.M)
+_CKPT_RE = re.compile(r"^Last checkpoint at\s+(\d+)", re.M)
+
+
+def read_state(conn: pymysql.connections.Connection, kind: str, variables: set[str]) -> RuntimeState:
+    """One sample of counters and gauges over ``conn``; ``kind`` is "mariadb" or "mysql" and
+    ``variables`` the server's known variable names (redo-log capacity is read from whichever exists)."""
+    data = load_data()
+    state = RuntimeState()
+    with conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL STATUS")
+        status = cur.fetchall()
+    for name, value in status:
+        try:
+            num = float(value)
+        except (TypeError, ValueError):
+            continue
+        (state.gauges if data.is_gauge(name) else state.counters)[f"global_status.{name}"] = num
+    enabled = "ENABLED = 1" if kind == "mariadb" else "STATUS = 'enabled'"
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute(f"SELECT NAME, TYPE, COUNT FROM information_schema.INNODB_METRICS WHERE {enabled}")
+        metrics = list(cur.fetchall())
+    for row in metrics:
+        bucket = state.gauges if str(row["TYPE"]).lower() == "value" else state.counters
+        bucket[f"innodb_metrics.{row['NAME']}"] = float(row["COUNT"] or 0)
+    with conn.cursor() as cur:
+        text = str(fetch_one(cur, "SHOW ENGINE INNODB STATUS")[2])
+    lsn, ckpt = _LSN_RE.search(text), _CKPT_RE.search(text)
+    if lsn:
+        state.gauges["innodb.log_sequence_number"] = float(lsn.group(1))
+        if ckpt:
+            state.gauges["innodb.checkpoint_age_bytes"] = float(int(lsn.group(1)) - int(ckpt.group(1)))
+    names = ["max_connections", "innodb_buffer_pool_size", "innodb_log_file_size"]
+    extra: list[str] = [n for n in ("innodb_redo_log_capacity", "innodb_log_files_in_group") if n in variables]
+    with conn.cursor() as cur:
+        answer = fetch_one(cur, "SELECT " + ", ".join(f"@@GLOBAL.{n}" for n in names + extra))
+        values = dict(zip(names + extra, answer, strict=True))
+    for n in names:
+        state.gauges[f"variables.{n}"] = float(values[n])
+    capacity = values.get("innodb_redo_log_capacity") or (
+        float(values["innodb_log_file_size"]) * float(values.get("innodb_log_files_in_group") or 1)
+    )
+    state.gauges["variables.innodb_redo_log_capacity"] = float(capacity)
+    return state

@@ -1,0 +1,216 @@
+"""Fast tests of the session's branches with test doubles of agenticdb's own interfaces (tests/memtarget.py).
+
+Each test forces one branch the real servers rarely show and checks what the session journals, what it
+decides and what configuration it leaves in effect. The journal and the Memory Book are real SQLite
+files; the real-server tests (test_tune_*.py, test_break_recovery.py, test_restore_path.py) cover the
+same paths against PostgreSQL and MariaDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memtarget import DEFAULTS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
+
+from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.journal import Journal, JournalEvent
+from agenticdb.memory import MemoryBook
+from agenticdb.models import RoundOutcome
+from agenticdb.planner.base import PlannerError
+from agenticdb.session import SessionResult, TuningSession
+
+
+def objective(values: dict[str, str]) -> float:
+    """work_mem 8MB is a large real gain; every other value changes nothing (a placebo)."""
+    return 150.0 if values.get("work_mem") == "8MB" else 100.0
+
+
+class Run:
+    """One session over an InMemoryTarget with real journal and Memory Book files."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        script: list[dict[str, str] | Exception],
+        target: InMemoryTarget | None = None,
+        loop: dict[str, Any] | None = None,
+        on_round: Callable[[RoundOutcome], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.target = target or InMemoryTarget()
+        self.workload = ScriptedWorkload(self.target, objective)
+        self.journal = Journal(tmp_path / "journal.db")
+        self.memory = MemoryBook(tmp_path / "memory.db")
+        self.status: list[str] = []
+        loop_cfg = {"max_rounds": 3, "baseline_runs": 2, "confirm_runs": 2, "plateau_rounds": 5, **(loop or {})}
+        cfg = Settings(
+            workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
+            loop=LoopConfig(**loop_cfg),
+            storage=StorageConfig(home=tmp_path),
+        )
+        self.session = TuningSession(
+            cfg,
+            self.target,
+            self.workload,
+            ScriptedPlanner(script),
+            self.journal,
+            self.memory,
+            on_round=on_round,
+            should_stop=should_stop,
+            on_status=self.status.append,
+        )
+
+    def run(self) -> SessionResult:
+        return self.session.run()
+
+    def events(self, name: str | None = None) -> list[JournalEvent]:
+        evs = self.journal.events(self.session.session_id)
+        return [e for e in evs if name is None or e.event == name]
+
+    def open_intents(self) -> list[Any]:
+        return [i for i in self.journal.open_intents() if i.session_id == self.session.session_id]
+
+
+def test_a_real_gain_is_confirmed_interleaved_and_kept(tmp_path: Path) -> None:
+    run = Run(tmp_path, [{"work_mem": "8MB"}])
+    result = run.run()
+    assert result.status == "completed", result.reason
+    assert result.best_changes == {"work_mem": "8MB"}
+    assert run.target.values["work_mem"] == "8MB"
+    judged = run.events("judged")[0].data
+    assert judged["verdict"] == "better" and "paired" in judged["reason"]
+    # screen, then best/candidate interleaved: every switch restored through the one restore path
+    labels = [e.data["label"] for e in run.events("measured")]
+    assert labels[2:] == ["candidate", "confirm best 1", "confirm candidate 1", "confirm best 2", "confirm candidate 2"]
+    assert [s.label for s in run.target.restores[:4]] == ["baseline", "candidate 1", "baseline", "candidate 1"]
+    assert [e.data["how"] for e in run.events("intent.closed")][0] == "kept"
+    assert run.events("final")[0].data["verified"] is True
+    assert not run.open_intents()
+
+
+def test_a_tie_is_reverted_and_the_revert_verified(tmp_path: Path) -> None:
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}])
+    result = run.run()
+    assert result.status == "completed"
+    assert result.best_changes == {}
+    assert run.target.values == DEFAULTS
+    assert run.events("judged")[0].data["verdict"] == "tie"
+    reverted = run.events("reverted")
+    assert len(reverted) == 1 and reverted[0].data["to"] == "baseline"
+    assert run.target.restores[0].label == "baseline"  # the revert went through restore()
+
+
+def test_each_round_journals_its_steps_and_updates_the_status_line(tmp_path: Path) -> None:
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}])
+    run.run()
+    steps = run.events("decision")[0].data["steps"]
+    assert [s.split(":")[0] for s in steps] == ["observe", "plan", "trial", "judge", "settle"]
+    assert steps[-1].startswith("settle: reverted to 'baseline'")
+    assert any(s.startswith("round 1/3: judge: ") for s in run.status)
+
+
+def test_a_revert_that_does_not_take_effect_goes_to_recovery(tmp_path: Path) -> None:
+    # random_page_cost does not go back on the first restore (a revert that silently fails) …
+    target = InMemoryTarget(sticky={"random_page_cost": 1})
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}], target=target, loop={"max_rounds": 1})
+    result = run.run()
+    outcome = result.rounds[0]
+    assert outcome.failure is not None and outcome.failure.message.startswith("revert failed: values differ")
+    assert outcome.recovery is not None and outcome.recovery.action == "restored" and outcome.recovery.verified
+    assert [e.data["how"] for e in run.events("intent.closed")][0] == "recovery:restored"
+    assert not run.events("reverted")
+    assert target.values == DEFAULTS  # … and recovery put it back, verified
+    assert result.status == "completed"
+
+
+def test_recovery_that_cannot_restore_service_stops_the_session_and_keeps_the_intent(tmp_path: Path) -> None:
+    target = InMemoryTarget(crash_on={"effective_io_concurrency"}, failing_restores=100)
+    run = Run(tmp_path, [{"effective_io_concurrency": "4"}, {"work_mem": "8MB"}], target=target)
+    result = run.run()  # two recoveries with their 2-s retry pause: the slowest test here
+    assert result.status == "failed"
+    # the loop stopped because service was lost; the final apply could not verify either, and says so
+    assert result.reason.startswith("dbms: best configuration not verified"), result.reason
+    first = result.rounds[0]
+    assert first.failure is not None and first.recovery is not None
+    assert first.recovery.action == "failed" and not first.recovery.service_available
+    assert len(result.rounds) == 1  # no round after service was lost
+    assert run.events("final")[0].data["verified"] is False
+    assert run.open_intents(), "the intent stays open for the daemon or agenticdb rollback"
+
+
+def test_a_knob_changed_by_another_owner_is_left_alone(tmp_path: Path) -> None:
+    target = InMemoryTarget()
+
+    def dba(outcome: RoundOutcome) -> None:
+        if outcome.round_no == 1:
+            target.values["autovacuum_naptime"] = "17s"
+
+    run = Run(tmp_path, [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}], target=target, on_round=dba)
+    result = run.run()
+    rivals = run.events("rival.detected")
+    assert [(e.round_no, e.data["parameter"], e.data["live_value"]) for e in rivals] == [
+        (2, "autovacuum_naptime", "17s")
+    ]
+    assert target.values["autovacuum_naptime"] == "17s"  # revert of round 2 and the final apply kept it
+    assert target.values["work_mem"] == "8MB" and result.best_changes == {"work_mem": "8MB"}
+
+
+def test_a_planner_error_stops_the_session_and_puts_the_best_back(tmp_path: Path) -> None:
+    run = Run(tmp_path, [{"work_mem": "8MB"}, PlannerError("endpoint refused the key")])
+    result = run.run()
+    assert result.status == "failed" and result.reason == "planner error: endpoint refused the key"
+    assert [e.data["error"] for e in run.events("planner.error")] == ["endpoint refused the key"]
+    assert run.target.values["work_mem"] == "8MB"  # round 1's kept change is the final configuration
+    assert run.events("final")[0].data["verified"] is True
+    assert run.events("session.end")[0].data["status"] == "failed"
+
+
+def test_the_time_budget_running_out_mid_round_ends_after_the_round(tmp_path: Path) -> None:
+    run = Run(tmp_path, [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}], loop={"time_budget_s": 1e-6})
+    result = run.run()
+    assert len(result.rounds) == 1
+    assert result.rounds[0].kept  # the round in flight was finished, kept and verified
+    assert result.status == "completed" and "time budget" in result.reason
+    assert run.target.values["work_mem"] == "8MB"
+    assert not run.open_intents()
+
+
+def test_a_failed_confirmation_run_is_a_round_failure_with_recovery(tmp_path: Path) -> None:
+    run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"max_rounds": 1})
+    run.workload.fail_runs = {5}  # 2 baseline runs, the screen, confirm best 1, then confirm candidate 1 fails
+    result = run.run()
+    outcome = result.rounds[0]
+    assert outcome.failure is not None and outcome.failure.phase == "workload"
+    assert outcome.failure.message.startswith("confirmation run failed")
+    assert outcome.recovery is not None and outcome.recovery.verified
+    assert not outcome.kept and run.target.values == DEFAULTS
+    assert result.status == "completed"
+
+
+def test_a_stop_request_ends_after_the_round_and_nothing_is_learned(tmp_path: Path) -> None:
+    run = Run(tmp_path, [{"work_mem": "8MB"}], should_stop=lambda: True)
+    result = run.run()
+    assert result.status == "stopped" and result.rounds == []
+    assert run.events("stop.requested")
+    assert run.memory.list_experience() == []
+
+
+def test_a_planner_with_nothing_to_propose_terminates(tmp_path: Path) -> None:
+    run = Run(tmp_path, [])
+    result = run.run()
+    assert result.status == "completed" and len(result.rounds) == 1
+    assert result.rounds[0].decision.value == "terminate"
+    assert run.memory.list_experience() == []
+
+
+@pytest.mark.parametrize("reset", [True])
+def test_reset_data_outside_a_sandbox_is_refused_before_anything_is_journaled(tmp_path: Path, reset: bool) -> None:
+    from agenticdb.session import SessionUsageError
+
+    run = Run(tmp_path, [], loop={"reset_data": reset})
+    with pytest.raises(SessionUsageError, match="only on a sandbox"):
+        run.run()
+    assert run.events() == []
