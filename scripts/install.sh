@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install agenticdb and everything its tests and benchmarks need (Debian 12, run as root or with sudo).
-#   Debian packages: sysbench, pgbench (postgresql-contrib/client), PostgreSQL 15 and MariaDB server binaries.
+#   Debian packages: sysbench, pgbench (postgresql-contrib/client), PostgreSQL 15 and MariaDB server binaries,
+#   mysqltuner (the harness's MariaDB static peer, benchmarks/harness/mysqltuner.py).
 #   Python: a virtualenv in .venv with agenticdb (editable), the test extras and the benchmark extras
 #   (optuna, matplotlib: the harness smoke test draws its PNG).
 set -euo pipefail
@@ -12,6 +13,7 @@ command -v pgbench >/dev/null || [ -x /usr/lib/postgresql/15/bin/pgbench ] || ne
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v mariadb-install-db >/dev/null || need+=(mariadb-server)
 command -v runuser >/dev/null || need+=(util-linux)
+command -v mysqltuner >/dev/null || need+=(mysqltuner)
 if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"

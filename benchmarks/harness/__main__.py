@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from benchmarks.harness import report, runner, scenarios
-from benchmarks.harness.competitors import NAMES
+from benchmarks.harness.competitors import DEFAULT_NAMES, NAMES
 
 app = typer.Typer(add_completion=False, help="agenticdb side-by-side tuning benchmarks (benchmarks/README.md).")
 
@@ -29,7 +29,10 @@ def run(
     out: Path = typer.Option(  # noqa: B008 - typer's documented style
         None, help="results directory (default: results/<today>)"
     ),
-    competitors: str = typer.Option(",".join(NAMES), help="comma-separated subset of " + ",".join(NAMES)),
+    competitors: str = typer.Option(
+        ",".join(DEFAULT_NAMES),
+        help="comma-separated subset of " + ",".join(NAMES) + " (oracle: TPE with 5 × the budget, only when named)",
+    ),
     repeats: int = typer.Option(3, min=1, help="interleaved re-measurements of each final configuration"),
     duration: float = typer.Option(None, help="seconds per measured run (default: the scenario's)"),
     warmup: float = typer.Option(None, help="warm-up seconds before each run (default: the scenario's)"),

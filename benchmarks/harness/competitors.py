@@ -1,6 +1,7 @@
-"""The five competitors. Each starts from the same pristine data and starting configuration, gets the
-same workload object and the same wall-clock budget, and ends with a configuration snapshot that the
-runner re-measures (interleaved) for the final comparison.
+"""The competitors (``static`` lives in static.py). Each starts from the same pristine data and
+starting configuration, gets the same workload object and the same wall-clock budget (the oracle: 5 ×),
+and ends with a configuration snapshot that the runner re-measures (interleaved) for the final
+comparison.
 
 Every configuration any competitor applies goes through agenticdb's validator (durability strict,
 hardware budget, rules) and executor/target apply + verify; only the per-round step bounds
@@ -48,14 +49,17 @@ from agenticdb.targets.base import Target
 from agenticdb.validator import validate
 from agenticdb.workloads import build_workload, connection_from_dsn
 from agenticdb.workloads.base import Workload, WorkloadTraits
-from benchmarks.harness import static_rules
+from benchmarks.harness import search_space
 from benchmarks.harness.cgroup import MemoryCgroup
 from benchmarks.harness.instance import Instance
 from benchmarks.harness.scenarios import Scenario
 
 log = structlog.get_logger(__name__)
 
-NAMES = ["default", "static", "tpe", "agenticdb", "agenticdb+experience"]
+NAMES = ["default", "static", "tpe", "agenticdb", "agenticdb+experience", "oracle"]
+DEFAULT_NAMES = NAMES[:-1]
+"""What runs when --competitors is not given: the oracle costs 5 × the budget and runs only when asked."""
+ORACLE_BUDGET_FACTOR = 5.0
 
 
 class ResettingWorkload(Workload):
@@ -117,6 +121,7 @@ class Result:
 
     name: str
     final: Snapshot
+    label: str = ""  # what the row is, e.g. "PGTune (rules as of …)", "MySQLTuner 1.9.9 + rules"
     changes: dict[str, str] = field(default_factory=dict)
     trace: list[dict[str, float]] = field(default_factory=list)  # {"t_s", "objective", "best"}
     rounds: int = 0
@@ -187,56 +192,27 @@ def run_default(bench: Bench, journal: Journal) -> Result:
     return Result("default", bench.start)
 
 
-# ---- 2. static -----------------------------------------------------------------------------------------
-def static_recommendation(bench: Bench) -> dict[str, str]:
-    mem = bench.hardware.memory_limit_bytes
-    if bench.scenario.dbms == "postgres":
-        maxconn = int(bench.target.current_values(["max_connections"]).get("max_connections", "100"))
-        return static_rules.pgtune(
-            mem,
-            bench.hardware.cpu_count,
-            maxconn,
-            olap=bench.scenario.workload_class == "olap",
-            disk_free_bytes=bench.hardware.disk_free_bytes or None,
-        )
-    data = 0
-    for p in Path(bench.instance.data_dir).rglob("*.ibd"):
-        data += p.stat().st_size
-    return static_rules.mysqltuner(mem, data)
+# ---- 3. Optuna TPE, and the oracle (the same with 5 × the budget) --------------------------------------
+def _sample(trial: Any, space: dict[str, tuple], dbms: str) -> dict[str, str]:
+    """One configuration drawn by ``trial`` from ``space``, spelled for ``dbms``."""
+    config: dict[str, str] = {}
+    for name, spec in space.items():
+        kind = spec[0]
+        if kind == "int_bytes":
+            raw: Any = trial.suggest_int(name, spec[1], spec[2], log=True)
+        elif kind == "int":
+            raw = trial.suggest_int(name, spec[1], spec[2])
+        elif kind == "float":
+            raw = trial.suggest_float(name, spec[1], spec[2])
+        else:
+            raw = trial.suggest_categorical(name, spec[1])
+        config[name] = search_space.render(name, kind, raw, dbms)
+    return config
 
 
-def run_static(bench: Bench, journal: Journal) -> Result:
-    """PGTune / MySQLTuner-style values from the hardware alone, validated and applied once."""
-    t0 = time.monotonic()
-    res = Result("static", bench.start)
-    rec = static_recommendation(bench)
-    verdict, ms = validate_config(bench, rec, "static")
-    res.validator_ms.append(ms)
-    if not verdict.ok:
-        dropped = sorted({f.parameter for f in verdict.failed if f.parameter})
-        res.notes.append(f"validator refused {dropped}: " + "; ".join(f.message for f in verdict.failed)[:300])
-        res.rejected += 1
-        rec = {k: v for k, v in rec.items() if k not in dropped}
-        verdict, ms = validate_config(bench, rec, "static")
-        res.validator_ms.append(ms)
-    if verdict.ok and verdict.changes:
-        ex = executor(bench, journal, "bench-static")
-        try:
-            ex.apply(verdict.changes, verdict.apply_requirement, 0, bench.start, purpose="static")
-            res.changes = {c.name: c.value for c in verdict.changes}
-        except Exception as exc:  # noqa: BLE001 - a failure is counted and recovered like any trial
-            res.failed += 1
-            rr = Recovery(bench.target).recover(None, bench.start)
-            res.recovered += int(rr.service_available)
-            res.notes.append(f"apply failed: {exc}")
-    res.final = bench.target.snapshot(list(bench.catalog.knobs), label="static")
-    res.elapsed_s = time.monotonic() - t0
-    return res
-
-
-# ---- 3. Optuna TPE -------------------------------------------------------------------------------------
-def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
-    """Optuna TPE over the static_rules space; each trial validated and applied through agenticdb."""
+def run_tpe(bench: Bench, journal: Journal, seed: int = 1, name: str = "tpe", budget_factor: float = 1.0) -> Result:
+    """Optuna TPE over the search_space knobs for ``budget_factor`` × the budget; each trial validated and
+    applied through agenticdb. The oracle is this with ``budget_factor`` = ORACLE_BUDGET_FACTOR."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -248,32 +224,21 @@ def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
     mem = bench.hardware.memory_limit_bytes
     if bench.scenario.dbms == "postgres":
         maxconn = int(bench.target.current_values(["max_connections"]).get("max_connections", "100"))
-        space = static_rules.pg_space(mem, maxconn)
+        space = search_space.pg_space(mem, maxconn)
     else:
-        space = static_rules.mariadb_space(mem)
-    res = Result("tpe", bench.start)
-    ex = executor(bench, journal, "bench-tpe")
+        space = search_space.mariadb_space(mem)
+    budget_s = bench.budget_s * budget_factor
+    res = Result(name, bench.start, label=f"Optuna {optuna.__version__} TPE, {budget_factor:g} × budget")
+    ex = executor(bench, journal, f"bench-{name}")
     t0 = time.monotonic()
     best: float | None = None
     best_snap = bench.start
     n = 0
     consecutive = 0
-    while time.monotonic() - t0 < bench.budget_s:
+    while time.monotonic() - t0 < budget_s:
         n += 1
         trial = study.ask()
-        config: dict[str, str] = {}
-        for name, spec in space.items():
-            kind = spec[0]
-            if kind == "int_bytes":
-                raw: Any = trial.suggest_int(name, spec[1], spec[2], log=True)
-            elif kind == "int":
-                raw = trial.suggest_int(name, spec[1], spec[2])
-            elif kind == "float":
-                raw = trial.suggest_float(name, spec[1], spec[2])
-            else:
-                raw = trial.suggest_categorical(name, spec[1])
-            config[name] = static_rules.render(name, kind, raw, bench.scenario.dbms)
-        verdict, ms = validate_config(bench, config, "tpe")
+        verdict, ms = validate_config(bench, _sample(trial, space, bench.scenario.dbms), name)
         res.validator_ms.append(ms)
         if not verdict.ok:
             res.rejected += 1
@@ -284,7 +249,7 @@ def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
                     f"stopped: 200 consecutive trials refused by the validator; last: {verdict.feedback()[:200]}"
                 )
                 break
-            log.info("tpe.rejected", trial=n, feedback=verdict.feedback()[:200])
+            log.info("tpe.rejected", competitor=name, trial=n, feedback=verdict.feedback()[:200])
             continue
         consecutive = 0
         execution = ex.trial(verdict, bench.start, n)
@@ -299,7 +264,7 @@ def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
             study.tell(trial, obj)
             if best is None or better(obj, best, higher):
                 best = obj
-                best_snap = bench.target.snapshot(list(bench.catalog.knobs), label=f"tpe trial {n}")
+                best_snap = bench.target.snapshot(list(bench.catalog.knobs), label=f"{name} trial {n}")
                 res.changes = {c.name: c.value for c in verdict.changes}
                 res.time_to_best_s = time.monotonic() - t0
             res.trace.append({"t_s": time.monotonic() - t0, "objective": obj, "best": best})
@@ -311,6 +276,12 @@ def run_tpe(bench: Bench, journal: Journal, seed: int = 1) -> Result:
     bench.target.restore(best_snap)
     res.elapsed_s = time.monotonic() - t0
     return res
+
+
+def run_oracle(bench: Bench, journal: Journal) -> Result:
+    """The limit to compare against: the TPE competitor with ORACLE_BUDGET_FACTOR × the budget, same
+    space, same seed (its first trials are the TPE competitor's), run only when asked for."""
+    return run_tpe(bench, journal, name="oracle", budget_factor=ORACLE_BUDGET_FACTOR)
 
 
 # ---- 4/5. agenticdb ------------------------------------------------------------------------------------
@@ -472,17 +443,17 @@ def run_agenticdb(bench: Bench, name: str, memory_db: Path) -> Result:
     res = Result(
         name,
         Snapshot.model_validate(d["final"]),
-        d["changes"],
-        d["trace"],
-        d["rounds"],
-        d["failed"],
-        d["recovered"],
-        d["rejected"],
-        0,
-        d["time_to_best_s"],
-        d["elapsed_s"],
-        d["validator_ms"],
-        d["planner_ms"],
+        label="agenticdb, heuristic planner",
+        changes=d["changes"],
+        trace=d["trace"],
+        rounds=d["rounds"],
+        failed=d["failed"],
+        recovered=d["recovered"],
+        rejected=d["rejected"],
+        time_to_best_s=d["time_to_best_s"],
+        elapsed_s=d["elapsed_s"],
+        validator_ms=d["validator_ms"],
+        planner_ms=d["planner_ms"],
         notes=d["notes"],
     )
     res.overhead = {

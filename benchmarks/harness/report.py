@@ -21,6 +21,22 @@ def _ms(xs: list[float]) -> str:
     return f"{statistics.median(xs):.1f} (max {max(xs):.1f})"
 
 
+def _row(r: dict, share: bool) -> str:
+    res = r["result"]
+    spread = "—" if not r["spread"] else f"{_f(r['spread'][0])}–{_f(r['spread'][1])}"
+    name = r["competitor"] + (f" — {res['label']}" if res.get("label") else "")
+    line = (
+        f"| {name} | {_f(r['median'])} | {spread} | {_f(r['tps_median'], 0)} | "
+        f"{_f(r['p95_median_ms'])} | {100 * r['gain_vs_default']:+.1f} % | "
+        f"{r['verdict_vs_default']} | {res['time_to_best_s'] / 60:.1f} | {res['rounds']} | "
+        f"{res['failed']} / {res['recovered']} | {res['rejected']} | {res['left_down']} |"
+    )
+    if share:
+        x = r.get("share_of_oracle_gain")
+        line += " — |" if x is None else f" {100 * x:.0f} % |"
+    return line
+
+
 def markdown(summaries: list[dict]) -> str:
     """One table per scenario plus latency/overhead lines."""
     out = []
@@ -35,21 +51,22 @@ def markdown(summaries: list[dict]) -> str:
             f"{s.get('wall_min', '?')} min; server OOM kills {s.get('server_oom_kills', 0)}; "
             f"re-measurement failures {s.get('remeasure_failures', 0)}.\n"
         )
+        oracle = s.get("oracle") or {}
+        share = bool(oracle.get("ran"))
+        if share:
+            out.append(
+                "Share of oracle gain = (competitor − default) / (oracle − default) on re-measured medians"
+                + (f" (oracle: {oracle.get('reason')})" if not oracle.get("shown") else "")
+                + ".\n"
+            )
         out.append(
             "| competitor | objective median | spread (min–max) | TPS | p95 ms | gain vs default | "
             "verdict | time-to-best (min) | rounds/trials | failed / recovered | rejected | left down |"
+            + (" share of oracle gain |" if share else "")
         )
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---" * (13 if share else 12) + "|")
         for r in s["rows"]:
-            res = r["result"]
-            spread = "—" if not r["spread"] else f"{_f(r['spread'][0])}–{_f(r['spread'][1])}"
-            out.append(
-                f"| {r['competitor']} | {_f(r['median'])} | {spread} | {_f(r['tps_median'], 0)} | "
-                f"{_f(r['p95_median_ms'])} | {100 * r['gain_vs_default']:+.1f} % | "
-                f"{r['verdict_vs_default']} | {res['time_to_best_s'] / 60:.1f} | {res['rounds']} | "
-                f"{res['failed']} / {res['recovered']} | "
-                f"{res['rejected']} | {res['left_down']} |"
-            )
+            out.append(_row(r, share))
         out.append("")
         for r in s["rows"]:
             res = r["result"]

@@ -24,6 +24,7 @@ from benchmarks.harness import competitors as C
 from benchmarks.harness import scenarios
 from benchmarks.harness.cgroup import CgroupError, MemoryCgroup
 from benchmarks.harness.instance import Instance
+from benchmarks.harness.static import run_static
 
 log = structlog.get_logger(__name__)
 
@@ -212,9 +213,11 @@ def run_scenario(name: str, opts: Options) -> dict:
             if comp == "default":
                 r = C.run_default(bench, journal)
             elif comp == "static":
-                r = C.run_static(bench, journal)
+                r = run_static(bench, journal)
             elif comp == "tpe":
                 r = C.run_tpe(bench, journal)
+            elif comp == "oracle":
+                r = C.run_oracle(bench, journal)
             elif comp == "agenticdb":
                 r = C.run_agenticdb(bench, comp, out / "memory-session-only.db")
             elif comp == "agenticdb+experience":
@@ -298,6 +301,7 @@ def summarize(
 ) -> dict:
     default = finals.get("default")
     rows = []
+    oracle = oracle_reference(results, finals, higher, noise)
     for comp, r in results.items():
         f = finals[comp]
         med = statistics.median(f.objective) if f.objective else None
@@ -319,6 +323,7 @@ def summarize(
                 "p95_median_ms": statistics.median(f.p95_ms) if f.p95_ms else None,
                 "gain_vs_default": gain,
                 "verdict_vs_default": verdict,
+                "share_of_oracle_gain": share_of_oracle(med, oracle),
                 "agenticdb_vs": pair,
                 "result": {k: v for k, v in asdict(r).items() if k != "final"},
             }
@@ -331,6 +336,44 @@ def summarize(
         "budget_min": opts.budget_min,
         "repeats": opts.repeats,
         "rows": rows,
+        "oracle": oracle,
         "seed": seed_info,
         "memory_limit_mib": (scenario.memory_limit_bytes or 0) // 2**20,
     }
+
+
+def oracle_reference(results: dict[str, C.Result], finals: dict[str, Remeasure], higher: bool, noise: float) -> dict:
+    """Whether the share-of-oracle-gain column can be shown: the oracle and the default were both
+    re-measured and the oracle beats the default beyond the noise (``judge``). Returns {"ran", "shown",
+    "default_median", "oracle_median", "verdict", "gain", "reason"}."""
+    if "oracle" not in results:
+        return {"ran": False, "shown": False, "reason": "oracle not run (add it with --competitors …,oracle)"}
+    o, d = finals.get("oracle"), finals.get("default")
+    if not (o and o.objective and d and d.objective):
+        return {"ran": True, "shown": False, "reason": "oracle or default has no re-measurement"}
+    verdict, gain = judge(o.objective, d.objective, higher, noise)
+    ref = {
+        "ran": True,
+        "default_median": statistics.median(d.objective),
+        "oracle_median": statistics.median(o.objective),
+        "verdict": verdict,
+        "gain": gain,
+    }
+    if verdict != "better":
+        ref.update(
+            shown=False,
+            reason=f"the oracle's gain over default ({100 * gain:+.1f} %) is {verdict}, not beyond "
+            f"the noise ({100 * NOISE_FACTOR * noise:.1f} %): no share is shown",
+        )
+        return ref
+    ref.update(shown=True, reason="")
+    return ref
+
+
+def share_of_oracle(median: float | None, oracle: dict) -> float | None:
+    """(competitor − default) / (oracle − default) on re-measured medians, when ``oracle["shown"]``; the
+    ratio is direction-free (both differences change sign together when lower is better)."""
+    if median is None or not oracle.get("shown"):
+        return None
+    span = oracle["oracle_median"] - oracle["default_median"]
+    return (median - oracle["default_median"]) / span if span else None
