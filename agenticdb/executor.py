@@ -384,3 +384,18 @@ class PairedRuns:
         snapshot, changes = (self.safe, []) if config == "best" else (self.candidate, self.changes)
         self.active = config
         return self.executor.measure_at(snapshot, changes, self.round_no, label, self.after_restart)
+
+    def keep_candidate(self) -> None:
+        """Leave the candidate in effect (the last pair may have ended on the best configuration), so the
+        configuration kept is the one the decision was about.
+
+        Raises:
+            TargetError: the candidate could not be put back and verified.
+        """
+        if self.active == "candidate" or self.candidate is None:
+            return
+        restored = restore_verified(self.executor.target, self.candidate)
+        if not restored.verified:
+            raise TargetError(f"cannot put the kept candidate back: {restored.problem()}", restored.logs)
+        self.executor.target.verify(self.changes)
+        self.active = "candidate"

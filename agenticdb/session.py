@@ -293,6 +293,7 @@ class TuningSession:
         verdict = r.plan.verdict
         restarts = verdict.apply_requirement == ApplyMode.restart
         runs = PairedRuns(r.stage.executor, list(r.stage.catalog.knobs), r.safe, verdict.changes, r.no, restarts)
+        r.runs = runs
 
         def disturbed(label: str, m: Measurement, reason: str) -> None:
             data = {"label": label, "reason": reason, "objective": m.objective}
@@ -370,6 +371,12 @@ class TuningSession:
         assert r.outcome is not None and r.safe is not None
         a = r.assessment
         if a.better:
+            if r.runs is not None:
+                try:
+                    r.runs.keep_candidate()  # the last pair may have ended on the best configuration
+                except (TargetError, ServiceError) as exc:
+                    failure = Failure(phase="apply", message=f"keep failed: {exc}", attempted=r.plan.verdict.changes)
+                    return self._failed(r, "settle", failure)
             r.outcome.kept = True
             changes = {c.name: c.value for c in r.plan.verdict.changes}
             r.stage.keep(changes, [m.objective for m in a.candidate], r.no)

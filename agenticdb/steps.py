@@ -22,6 +22,7 @@ from agenticdb.models import Layer, Measurement, RoundOutcome, Snapshot, StateDe
 
 if TYPE_CHECKING:
     from agenticdb.auditor import Assessment
+    from agenticdb.executor import PairedRuns
     from agenticdb.planning import Plan
     from agenticdb.recovery import StageState
 
@@ -124,5 +125,6 @@ class Round:
     outcome: RoundOutcome | None = None
     safe: Snapshot | None = None
     screen: Measurement | None = None
+    runs: PairedRuns | None = None
     assessment: Assessment | None = None
     plateau: bool = False

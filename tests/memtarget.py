@@ -19,6 +19,7 @@ from agenticdb.models import (
     Bottleneck,
     Catalog,
     Change,
+    Disturbance,
     KnobSpec,
     Layer,
     Measurement,
@@ -144,7 +145,8 @@ class ScriptedWorkload(Workload):
     """A test double of agenticdb's Workload interface: every run's objective is ``objective(values)`` of
     the target's current values (deterministic: the session's noise estimate is the 3 % floor).
 
-    ``fail_runs``: run numbers (1-based, warm-ups excluded) that raise WorkloadError.
+    ``fail_runs``: run numbers (1-based, warm-ups excluded) that raise WorkloadError; ``disturb_runs``: run
+    numbers measured as if a CPU hog had started mid-run (``Measurement.disturbance`` flagged).
     """
 
     name = "scripted"
@@ -154,6 +156,7 @@ class ScriptedWorkload(Workload):
         self.objective = objective
         self.runs = 0
         self.fail_runs: set[int] = set()
+        self.disturb_runs: set[int] = set()
 
     def traits(self) -> WorkloadTraits:
         return WorkloadTraits("scripted", "oltp", 0.5, "uniform", 1, 1, "tps")
@@ -171,7 +174,24 @@ class ScriptedWorkload(Workload):
         if self.runs in self.fail_runs:
             raise WorkloadError(f"scripted run {self.runs} failed", output="tool exited 1")
         obj = self.objective(dict(self.target.values))
-        return Measurement(workload=self.name, tps=obj, objective=obj, objective_name="tps", duration_s=seconds)
+        disturbance = None
+        if self.runs in self.disturb_runs:
+            disturbance = Disturbance(
+                samples=1,
+                seconds=seconds,
+                other_cpu_cores=1.0,
+                other_cpu_spread=1.0,
+                disturbed=True,
+                reason="scripted: outside CPU load changed within the run",
+            )
+        return Measurement(
+            workload=self.name,
+            tps=obj,
+            objective=obj,
+            objective_name="tps",
+            duration_s=seconds,
+            disturbance=disturbance,
+        )
 
 
 class ScriptedPlanner(Planner):

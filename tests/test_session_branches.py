@@ -97,6 +97,20 @@ def test_a_real_gain_is_confirmed_interleaved_and_kept(tmp_path: Path) -> None:
     assert not run.open_intents()
 
 
+def test_a_decision_ending_on_the_best_configuration_keeps_the_candidate(tmp_path: Path) -> None:
+    # Run 4 (pair 1's best run) is disturbed: the pair is measured again starting with the best, so the
+    # two valid pairs end with the best configuration in effect; keeping must put the candidate back.
+    run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"max_rounds": 1})
+    run.workload.disturb_runs = {4}
+    result = run.run()
+    assert result.rounds[0].kept and result.best_changes == {"work_mem": "8MB"}
+    judged = run.events("judged")[0].data
+    assert judged["verdict"] == "better" and len(judged["disturbed"]) == 1
+    assert [e.data["label"] for e in run.events("run.disturbed")] == ["best 1"]
+    assert run.target.values["work_mem"] == "8MB"  # in effect, not the best run's 4MB
+    assert run.events("final")[0].data["changes"] == {"work_mem": "8MB"}
+
+
 def test_a_tie_is_reverted_and_the_revert_verified(tmp_path: Path) -> None:
     run = Run(tmp_path, [{"random_page_cost": "1.1"}])
     result = run.run()
