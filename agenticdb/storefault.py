@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -69,12 +70,33 @@ class StorageError(SessionError):
         super().__init__(f"cannot {action} the {what} {self.path}: {cause}" + (f"; {note}" if note else ""))
 
 
-def cause_of(exc: BaseException) -> str:
-    """The cause of a storage error in words: from the errno of an ``OSError``, from the message of an
-    ``sqlite3.Error``, else the error's own text."""
+def folder_state(path: Path) -> str | None:
+    """What the file system of ``path``'s folder says now: read-only mount (``ST_RDONLY``), no free
+    block (disk full), not writable by this user; None when none of these holds (statvfs(3), access(2))."""
+    folder = path.parent
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return _ERRNO_CAUSE[errno.EROFS]
+    if st.f_bavail == 0:
+        return _ERRNO_CAUSE[errno.ENOSPC]
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return _ERRNO_CAUSE[errno.EACCES]
+    return None
+
+
+def cause_of(exc: BaseException, path: Path | None = None) -> str:
+    """The cause of a storage error in words: from the errno of an ``OSError``; for an ``sqlite3.Error``
+    from the state of ``path``'s file system when it explains it (SQLite reports a full disk during
+    its shared-memory set-up as a bare "disk I/O error"), else from SQLite's message."""
     if isinstance(exc, OSError) and exc.errno in _ERRNO_CAUSE:
         return _ERRNO_CAUSE[exc.errno]
     text = str(exc)
+    state = folder_state(path) if path is not None else None
+    if state is not None:
+        return f"{state} [{text}]"
     low = text.lower()
     for needle, cause in _SQLITE_CAUSE:
         if needle in low:
@@ -98,7 +120,7 @@ def guarded(what: str, action: str = "write") -> Callable[[Callable[P, R]], Call
                 return fn(*args, **kwargs)
             except (sqlite3.Error, OSError) as exc:
                 store: Any = args[0]
-                raise StorageError(store.path, what, cause_of(exc), action) from exc
+                raise StorageError(store.path, what, cause_of(exc, Path(store.path)), action) from exc
 
         return inner
 

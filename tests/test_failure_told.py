@@ -113,7 +113,9 @@ class _BadPlanner(Planner):
 
     def propose(self, ctx: PlanningContext) -> Proposal:
         if ctx.rounds:
-            return Proposal(bottleneck=Bottleneck.unknown, changes=[], plateau=True, planner=self.name, rationale="done")
+            return Proposal(
+                bottleneck=Bottleneck.unknown, changes=[], plateau=True, planner=self.name, rationale="done"
+            )
         return Proposal(
             bottleneck=Bottleneck.io_queue,
             changes=[Change(name="min_wal_size", value="20MB")],
