@@ -104,6 +104,13 @@ def cause_of(exc: BaseException, path: Path | None = None) -> str:
     return text or type(exc).__name__
 
 
+def _close_quietly(store: Any) -> None:
+    try:
+        store.close()
+    except Exception:  # noqa: BLE001 - the store never opened fully; the open error is what matters
+        log.debug("storage.close_after_failed_open", path=str(getattr(store, "path", "?")))
+
+
 def guarded(what: str, action: str = "write") -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorator for a method of a store whose ``self.path`` is its SQLite file: an ``sqlite3.Error`` or
     ``OSError`` raised inside becomes a :class:`StorageError` naming that file.
@@ -120,6 +127,8 @@ def guarded(what: str, action: str = "write") -> Callable[[Callable[P, R]], Call
                 return fn(*args, **kwargs)
             except (sqlite3.Error, OSError) as exc:
                 store: Any = args[0]
+                if action == "open":
+                    _close_quietly(store)  # a half-opened connection would keep the file (and its mount) busy
                 raise StorageError(store.path, what, cause_of(exc, Path(store.path)), action) from exc
 
         return inner
