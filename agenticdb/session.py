@@ -205,6 +205,12 @@ class TuningSession:
             # e.g. the LLM endpoint refused our key: stop, but still put the best configuration back.
             self.recorder.event("planner.error", {"error": str(exc)}, round_no)
             return "failed", f"planner error: {exc}", layer
+        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
+            # Outside a trial (reading the live values, entering the OS stage, retaking a snapshot): the
+            # failure is journaled with the server's reason, the final apply puts the best configuration
+            # back, and the session ends failed with both told.
+            failure = stages[layer].executor.failure(exc, "connect", [], round_no, f"round {round_no} failed")
+            return "failed", failure.message, layer
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():

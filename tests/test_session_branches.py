@@ -235,3 +235,22 @@ def test_reset_data_outside_a_sandbox_is_refused_before_anything_is_journaled(tm
     with pytest.raises(SessionUsageError, match="only on a sandbox"):
         run.run()
     assert run.events() == []
+
+
+def test_a_target_error_outside_a_trial_is_journaled_and_ends_the_session_failed(tmp_path: Path) -> None:
+    """The server stops answering between rounds (round 2's observe cannot read the live values): the
+    failure is journaled, the final apply puts the best configuration back, the session ends failed."""
+    target = InMemoryTarget()
+
+    def down_after_round_1(outcome: RoundOutcome) -> None:
+        target.up = False
+
+    run = Run(tmp_path, [{"random_page_cost": "3"}, {"work_mem": "8MB"}], target=target, on_round=down_after_round_1)
+    result = run.run()
+    assert result.status == "failed" and "round 2 failed: in-memory target is down" in result.reason
+    (failure,) = run.events("failure")
+    assert failure.round_no == 2 and failure.data["phase"] == "connect"
+    kinds = [e.event for e in run.events()]
+    assert kinds.index("failure") < kinds.index("final") < kinds.index("session.end") == len(kinds) - 1
+    assert run.events("session.end")[0].data["status"] == "failed"
+    assert target.up and target.values == DEFAULTS
