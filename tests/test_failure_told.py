@@ -26,10 +26,21 @@ from rich.console import Console
 from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.journal import Journal
-from agenticdb.models import ApplyMode, Bottleneck, Change, NormalizedChange, PlanningContext, Proposal, Verdict
+from agenticdb.models import (
+    ApplyMode,
+    Bottleneck,
+    Catalog,
+    Change,
+    NormalizedChange,
+    PlanningContext,
+    Proposal,
+    Verdict,
+)
 from agenticdb.planner.base import Planner
+from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.session import TuningSession
+from agenticdb.targets.mysql import MySQLTarget
 
 REASON = 'FATAL: "min_wal_size" must be at least twice "wal_segment_size"'
 BAD = NormalizedChange(name="min_wal_size", value="20MB", base_value=20, unit="MB", apply=ApplyMode.restart)
@@ -148,3 +159,76 @@ def test_failed_trial_restart_is_journaled_recovered_and_in_the_summary(
     assert kinds[-1] == "session.end"
     assert journal.open_intents() == []
     assert _min_wal_size(info) == before
+
+
+# ------------------------------------------------------------------------------------------- MariaDB
+MY_REASON = "[ERROR] /usr/sbin/mariadbd: unknown variable 'sql_buffer_result=ON'"
+
+
+@pytest.fixture(scope="module")
+def maria() -> Iterator[MariaDBSandboxInfo]:
+    base = Path(tempfile.mkdtemp(prefix="agenticdb-failtold-maria-"))
+    base.chmod(0o755)
+    sandbox = MariaDBSandbox(base)
+    i = sandbox.up()
+    try:
+        yield i
+    finally:
+        sandbox.down()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_mariadb_unknown_variable_in_the_option_file_is_told_and_recovered(
+    tmp_path: Path, maria: MariaDBSandboxInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale option-form list (the gap issue 17 item 2 closes) lets a runtime-only variable reach the
+    managed option file: the restart aborts with 'unknown variable'; the error says so, the journal
+    holds failure → recovery → session end, and the server is back with the option file as before."""
+    from agenticdb.cli.tune_cmd import run_tune
+
+    real_catalog = MySQLTarget.catalog
+
+    def stale_catalog(self: MySQLTarget) -> Catalog:
+        cat = real_catalog(self)
+        knob = cat.knobs["sql_buffer_result"].model_copy(update={"option_file": True, "apply": ApplyMode.restart})
+        return cat.model_copy(update={"knobs": {**cat.knobs, "sql_buffer_result": knob}})
+
+    bad = NormalizedChange(name="sql_buffer_result", value="ON", apply=ApplyMode.restart)
+    monkeypatch.setattr(MySQLTarget, "catalog", stale_catalog)
+    monkeypatch.setattr(
+        "agenticdb.initializer.validate",
+        lambda *a, **k: Verdict(ok=True, changes=[bad], apply_requirement=ApplyMode.restart),
+    )
+    tcfg = maria.target_config()
+    option_file = Path(tcfg.option_file or "")
+    before_file = option_file.read_text()
+    cfg = Settings(
+        target=tcfg,
+        workload=WorkloadConfig(kind="sysbench-oltp-read-write", scale=1000, tables=1, clients=2, duration_s=2),
+        loop=LoopConfig(max_rounds=1, baseline_runs=2),
+        storage=StorageConfig(home=tmp_path),
+    )
+    out = io.StringIO()
+    code = run_tune(cfg, Console(file=out, width=400), {"sql_buffer_result": "ON"})
+    printed = out.getvalue()
+
+    assert code == 1, printed
+    error = [ln for ln in printed.splitlines() if ln.startswith("error:")]
+    assert len(error) == 1 and MY_REASON in error[0], printed
+    journal = Journal(tmp_path / "journal.db", read_only=True)
+    (session,) = journal.sessions()
+    kinds = _kinds(journal, session.id)
+    assert kinds[kinds.index("intent") :] == ["intent", "failure", "recovery", "intent.closed", "session.end"], kinds
+    events = {e.event: e for e in journal.events(session.id)}
+    assert events["failure"].data["server_reason"] == MY_REASON
+    assert events["recovery"].data["action"] == "restored" and events["recovery"].data["verified"]
+    assert session.status == "failed"
+    assert option_file.read_text() == before_file
+    conn = maria.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.sql_buffer_result")
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    assert row is not None and int(row[0]) == 0
