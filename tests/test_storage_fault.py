@@ -14,6 +14,7 @@ Needs root (``mount -t tmpfs``); the tmpfs is unmounted in ``finally``.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import shutil
 import subprocess
@@ -21,9 +22,11 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from rich.console import Console
 
 from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
@@ -179,3 +182,48 @@ def test_full_disk_during_the_session_puts_the_safe_configuration_back(
     with Journal(small_fs / "journal.db", read_only=True) as j:
         events = j.events(session.session_id)
     assert [e.event for e in events][-3:] == ["intent", "applied", "verified"]
+
+
+def test_full_disk_during_tune_prints_one_line_and_exits_1(
+    small_fs: Path, info: PostgresSandboxInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tune`` as the command runs it (heuristic planner): the disk fills right after the first
+    candidate is applied, so the journal cannot take its ``applied`` row. One error line, exit 1, and
+    every value the candidate changed is back at its starting value."""
+    from agenticdb.cli.tune_cmd import run_tune
+    from agenticdb.targets.postgres import PostgresTarget
+
+    real_apply = PostgresTarget.apply
+
+    def apply_then_fill(self: PostgresTarget, changes: list[Any], mode: Any) -> bool:
+        restarted = real_apply(self, changes, mode)
+        fill(small_fs)
+        return restarted
+
+    monkeypatch.setattr(PostgresTarget, "apply", apply_then_fill)
+    auto_conf = Path(info.data_dir) / "postgresql.auto.conf"
+    conf_before = auto_conf.read_text()
+    cfg = Settings(
+        target=info.target_config(),
+        workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
+        loop=LoopConfig(max_rounds=1, baseline_runs=2, baseline_max_runs=2, max_pairs=2),
+        storage=StorageConfig(home=small_fs),
+    )
+    with psycopg.connect(info.dsn, autocommit=True) as c:
+        settings_before = dict(c.execute("SELECT name, setting FROM pg_settings").fetchall())
+    out = io.StringIO()
+    code = run_tune(cfg, Console(file=out, width=400), None)
+    printed = out.getvalue()
+    assert code == 1, printed
+    errors = [ln for ln in printed.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in printed, printed
+    assert f"cannot write the journal {small_fs / 'journal.db'}: no space left" in errors[0], errors[0]
+    assert errors[0].endswith("put back and verified; session stopped"), errors[0]
+    with Journal(small_fs / "journal.db", read_only=True) as j:
+        intent = [e for e in j.events() if e.event == "intent"][-1]
+    changed = [c["name"] for c in intent.data["changes"]]
+    assert changed, intent.data
+    with psycopg.connect(info.dsn, autocommit=True) as c:
+        after = dict(c.execute("SELECT name, setting FROM pg_settings").fetchall())
+    assert {n: after[n] for n in changed} == {n: settings_before[n] for n in changed}
+    assert auto_conf.read_text() == conf_before

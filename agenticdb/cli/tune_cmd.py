@@ -130,6 +130,8 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         signal.signal(signal.SIGINT, previous_handler)
         lock.release()
         target.close()
+        journal.close()  # the files may sit on a mount that must be released (a storage fault)
+        memory.close()
     _summary(console, cfg, result)
     if result.status == "completed":
         return 0
