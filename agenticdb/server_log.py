@@ -30,6 +30,8 @@ from collections.abc import Iterable
 _PG_SEVERE = re.compile(r"\b(FATAL|PANIC):\s+(?P<msg>\S.*)$")
 _MY_ERROR = re.compile(r"\[ERROR\]\s+(?:\[[^\]]*\]\s+)*(?P<msg>\S.*)$")
 _MY_START = re.compile(r"\[Note\].*(?:Starting MariaDB|starting as process|mysqld \(.*\) starting as)")
+_MY_READY = re.compile(r"\bready for connections\b")
+_PG_READY = "database system is ready to accept connections"
 
 #: PostgreSQL FATAL messages a client receives because the server is stopping or starting: never a cause.
 _PG_CLIENT_NOISE = (
@@ -61,13 +63,18 @@ def _clip(text: str) -> str:
 
 
 def postgres_reason(lines: Iterable[str]) -> str | None:
-    """The last FATAL/PANIC line of PostgreSQL log text, as ``FATAL: <message>``; None when there is none.
+    """The last FATAL/PANIC line of PostgreSQL log text, as ``FATAL: <message>``; None when there is none
+    or the server logged "database system is ready to accept connections" after it (a log tail read
+    after a later failure of another kind must not repeat an old, recovered start failure).
 
     Args:
         lines: log lines, oldest first (server log tail or ``pg_ctl`` output); any ``log_line_prefix``.
     """
     found: str | None = None
     for line in lines:
+        if _PG_READY in line:
+            found = None  # the server came up after it: an earlier FATAL is not the reason now
+            continue
         m = _PG_SEVERE.search(line)
         if m is None:
             continue
@@ -80,15 +87,15 @@ def postgres_reason(lines: Iterable[str]) -> str | None:
 
 def mysql_reason(lines: Iterable[str]) -> str | None:
     """The first ``[ERROR]`` of the last start attempt in MariaDB/MySQL error-log text, as
-    ``[ERROR] <message>``; None when there is none.
+    ``[ERROR] <message>``; None when there is none or the server was "ready for connections" after it.
 
     Args:
         lines: error-log lines, oldest first.
     """
     errors: list[str] = []
     for line in lines:
-        if _MY_START.search(line):
-            errors = []  # a new start attempt: earlier errors belong to an earlier attempt
+        if _MY_START.search(line) or _MY_READY.search(line):
+            errors = []  # a new start attempt, or a start that succeeded: earlier errors are not the reason
             continue
         m = _MY_ERROR.search(line)
         if m is not None:

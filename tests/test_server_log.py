@@ -63,3 +63,18 @@ def test_with_reason_appends_once() -> None:
     my = with_reason("mariadbd exited with code 7", text("my-sql_buffer_result.log"))
     reason = "[ERROR] /usr/sbin/mariadbd: unknown variable 'sql_buffer_result=ON'"
     assert my == f"mariadbd exited with code 7; server log: {reason}"
+
+
+def test_a_fatal_the_server_came_up_after_is_not_the_reason() -> None:
+    """The shared_buffers log holds the min_wal_size FATAL, then a successful start ("ready to accept
+    connections"), then the shared_buffers FATAL: cut before the latter, there is no current reason."""
+    lines = text("pg-shared_buffers.log").splitlines()
+    cut = next(i for i, ln in enumerate(lines) if "could not map anonymous shared memory" in ln)
+    assert any("min_wal_size" in ln for ln in lines[:cut])
+    assert postgres_reason(lines[:cut]) is None
+    assert postgres_reason(lines) == "FATAL: could not map anonymous shared memory: Cannot allocate memory"
+
+
+def test_mariadb_errors_before_a_successful_start_are_not_the_reason() -> None:
+    ready = "2026-12-01  3:57:55 0 [Note] /usr/sbin/mariadbd: ready for connections."
+    assert mysql_reason([*text("my-sql_buffer_result.log").splitlines(), ready]) is None
