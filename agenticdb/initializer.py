@@ -38,7 +38,7 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.pristine import PristineData, PristineError
-from agenticdb.recovery import Recovery
+from agenticdb.recovery import Recovery, restore_verified
 from agenticdb.sequential import Noise, SequentialPolicy, detectable_gain
 from agenticdb.services import ServiceError
 from agenticdb.steps import SessionRecorder
@@ -231,6 +231,7 @@ class Initializer:
         self.start_from = start_from
         self.pristine: PristineData | None = None
         self.ended = False  # session.end journaled (an initialization failure)
+        self.before_start_from: Snapshot | None = None  # what --start-from replaced (put back on a storage fault)
 
     def open_session(self, planner: str) -> None:
         """Refuse unsafe options before anything runs, then journal ``session.start`` (and
@@ -306,8 +307,10 @@ class Initializer:
             )
             self._end("interrupted", f"interrupted before the first round; {note}")
             raise SessionInterrupted(f"interrupted before the first round; {note}") from None
-        except StorageError:
-            raise  # the journal cannot take a session.end either; the command prints the file and cause
+        except StorageError as exc:
+            # The journal cannot take a session.end either: put back what --start-from replaced, if
+            # anything, and stop with the file and the cause.
+            raise self._storage_fault(exc) from exc
         except SessionError as exc:
             if not self.ended:
                 self._end("failed", str(exc))
@@ -317,6 +320,16 @@ class Initializer:
             raise SessionError(f"initialization failed: {exc}") from exc
         start.warnings = self._noise_warning(cv, start.noise)
         return start
+
+    def _storage_fault(self, exc: StorageError) -> StorageError:
+        if self.before_start_from is None:
+            return StorageError(exc.path, exc.what, exc.cause, exc.action, "nothing was changed")
+        result = restore_verified(self.target, self.before_start_from, attempts=2, retry_pause_s=1.0)
+        done = "put back and verified" if result.verified else f"NOT verified ({result.problem()})"
+        log.error("storage.fault_restore", snapshot=self.before_start_from.label, verified=result.verified)
+        return StorageError(
+            exc.path, exc.what, exc.cause, exc.action, f"the configuration before --start-from {done}; session stopped"
+        )
 
     def _end(self, status: str, reason: str, output: str | None = None) -> None:
         self.ended = True
@@ -384,6 +397,7 @@ class Initializer:
             self._end("failed", message)
             raise SessionError(message)
         safe = self.target.snapshot(list(catalog.knobs), label="before start-from")
+        self.before_start_from = safe
         try:
             executor.apply(verdict.changes, verdict.apply_requirement, 0, safe, purpose="start-from")
         except (TargetError, ServiceError, OSError) as exc:

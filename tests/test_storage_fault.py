@@ -227,3 +227,37 @@ def test_full_disk_during_tune_prints_one_line_and_exits_1(
         after = dict(c.execute("SELECT name, setting FROM pg_settings").fetchall())
     assert {n: after[n] for n in changed} == {n: settings_before[n] for n in changed}
     assert auto_conf.read_text() == conf_before
+
+
+def test_full_disk_right_after_start_from_puts_back_what_it_replaced(
+    small_fs: Path, info: PostgresSandboxInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills right after ``--start-from`` is applied (before the baseline): the journal cannot
+    take its ``applied`` row; the configuration found before it is put back and the command says so."""
+    from agenticdb.cli.tune_cmd import run_tune
+    from agenticdb.targets.postgres import PostgresTarget
+
+    real_apply = PostgresTarget.apply
+
+    def apply_then_fill(self: PostgresTarget, changes: list[Any], mode: Any) -> bool:
+        restarted = real_apply(self, changes, mode)
+        fill(small_fs)
+        return restarted
+
+    monkeypatch.setattr(PostgresTarget, "apply", apply_then_fill)
+    before = values(info)
+    cfg = Settings(
+        target=info.target_config(),
+        workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
+        loop=LoopConfig(max_rounds=1, baseline_runs=2),
+        storage=StorageConfig(home=small_fs),
+    )
+    out = io.StringIO()
+    code = run_tune(cfg, Console(file=out, width=400), {"work_mem": "8MB", "random_page_cost": 2})
+    printed = out.getvalue()
+    assert code == 1, printed
+    errors = [ln for ln in printed.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, printed
+    assert f"cannot write the journal {small_fs / 'journal.db'}: no space left" in errors[0], errors[0]
+    assert errors[0].endswith("the configuration before --start-from put back and verified; session stopped")
+    assert values(info) == before
