@@ -41,6 +41,7 @@ _ERRNO_CAUSE = {
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
     errno.EIO: "input/output error",
+    errno.ENOENT: "a folder on its path does not exist and cannot be created there",
 }
 
 _SQLITE_CAUSE = (

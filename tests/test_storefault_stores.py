@@ -78,3 +78,23 @@ def test_read_only_file_system(fs: Path) -> None:
 def test_cause_of_errno() -> None:
     assert cause_of(OSError(errno.ENOSPC, "x")) == "no space left on the device (disk full)"
     assert cause_of(OSError(errno.EACCES, "x")) == "permission denied"
+
+
+def test_cli_on_a_read_only_home_is_one_line_exit_1(fs: Path) -> None:
+    """``tune`` with its home on a read-only mount: one line naming the folder and the cause, exit 1 (the
+    target is never contacted: the stores are opened first)."""
+    import sys
+
+    subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True)
+    env = {**os.environ, "AGENTICDB_HOME": str(fs / "home")}
+    r = subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", "tune", "--target", "postgresql://x@127.0.0.1:1/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "Traceback" not in out, out
+    assert out.strip() == f"error: cannot create the home folder {fs / 'home'}: read-only file system"
