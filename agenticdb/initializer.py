@@ -411,7 +411,11 @@ class Initializer:
         failure = executor.failure(exc, phase, verdict.changes, 0, "--start-from could not be applied")
         result = Recovery(self.target).recover(failure, safe)
         self.rec.event("recovery", result, 0)
-        self.rec.close_intent(0, f"recovery:{result.action}")
+        if result.verified:
+            self.rec.close_intent(0, f"recovery:{result.action}")
+        else:  # an open intent holding the safe snapshot: the daemon's reconciliation or `rollback` finishes
+            data = {"purpose": "start-from recovery", "target": self.target.kind, "mode": "restore", "changes": []}
+            self.rec.event("intent", {**data, "snapshot": safe.model_dump(mode="json")}, 0)
         where = (
             "the configuration before it is back and verified"
             if result.verified
