@@ -184,9 +184,18 @@ def check_planner(cfg: Settings) -> None:
 
 
 def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
-    """Journal and Memory Book SQLite files (parents created)."""
+    """Journal and Memory Book SQLite files (parents created).
+
+    Raises:
+        StorageError: the home folder or a file cannot be created, opened or written.
+    """
+    from agenticdb.storefault import StorageError, cause_of
+
     assert cfg.storage.journal_db is not None and cfg.storage.memory_db is not None
-    cfg.storage.home.mkdir(parents=True, exist_ok=True)
+    try:
+        cfg.storage.home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # raised as one line naming the folder (storefault.StorageError)
+        raise StorageError(cfg.storage.home, "home folder", cause_of(exc), "create") from exc
     return Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)
 
 

@@ -28,6 +28,7 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.recovery import restore_verified
+from agenticdb.server_log import server_reason, with_reason
 from agenticdb.services import ServiceError
 from agenticdb.targets.base import Target, TargetError, VerifyError
 from agenticdb.workloads.base import Workload, WorkloadError
@@ -313,6 +314,8 @@ class Executor:
     ) -> Failure:
         """Turn an error of a trial or a paired run into a journaled ``Failure`` with the server's log
         lines (the error's own, the tool's output, else the log tail); a VerifyError is phase "verify".
+        The message ends with the server's own reason when its log gives one (``server_log.with_reason``:
+        ``...; server log: FATAL: "min_wal_size" must be at least twice "wal_segment_size"``).
 
         Args:
             exc: the error (TargetError, ServiceError, WorkloadError, OSError).
@@ -332,10 +335,11 @@ class Executor:
                 logs = []
         if isinstance(exc, VerifyError):
             phase = "verify"
-        message = f"{what}: {exc}" if what else str(exc)
-        failure = Failure(phase=phase, message=message, logs=logs[-60:], attempted=changes)
+        message = with_reason(f"{what}: {exc}" if what else str(exc), logs)
+        reason = server_reason(logs) or ""
+        failure = Failure(phase=phase, message=message, logs=logs[-60:], server_reason=reason, attempted=changes)
         self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
-        log.warning("trial.failed", phase=phase, error=message)
+        log.warning("trial.failed", phase=phase, error=message, server_reason=reason or None)
         return failure
 
 

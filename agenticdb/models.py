@@ -423,11 +423,13 @@ FailurePhase = Literal["snapshot", "apply", "restart", "verify", "workload", "co
 
 
 class Failure(Strict):
-    """What went wrong in the executor, with server log lines for recovery and the journal."""
+    """What went wrong in the executor, with server log lines for recovery and the journal;
+    ``server_reason`` is the server's own one-line reason found in them (``agenticdb.server_log``)."""
 
     phase: FailurePhase
     message: str
     logs: list[str] = Field(default_factory=list)
+    server_reason: str = ""
     attempted: list[NormalizedChange] = Field(default_factory=list)
 
 

@@ -54,6 +54,7 @@ from agenticdb.recovery import StageState, apply_final, recover_round
 from agenticdb.sequential import Noise, SequentialPolicy
 from agenticdb.services import ServiceError
 from agenticdb.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
+from agenticdb.storefault import StorageError, storage_fault_stop
 from agenticdb.targets.base import Target, TargetError
 from agenticdb.workloads.base import Workload, WorkloadError
 
@@ -109,6 +110,8 @@ class TuningSession:
             SessionUsageError: ``loop.reset_data`` on anything but a sandbox (nothing ran).
             SessionError: the target cannot be profiled or measured before the first round.
             SessionInterrupted: Ctrl-C before the first round.
+            StorageError: the journal or Memory Book could not be written; when rounds had begun, the
+                safe configuration of every stage was put back first (``storefault.storage_fault_stop``).
         """
         self.init.open_session(self.planner.name)
         dbms_exec = self._executor(self.target)
@@ -120,13 +123,22 @@ class TuningSession:
         layer = Layer.os if self.cfg.loop.stage == "os" else Layer.dbms
         if layer == Layer.os:
             stages[Layer.os] = self._enter_os_stage(baseline_samples)
+        try:
+            return self._rounds_and_end(stages, layer, start)
+        except StorageError as exc:
+            raise storage_fault_stop(stages, exc) from exc
+
+    def _rounds_and_end(self, stages: dict[Layer, StageState], layer: Layer, start: Start) -> SessionResult:
+        """The round loop, the final apply (always) and the session's end."""
         status, reason = "completed", ""
         try:
             status, reason, layer = self._loop(stages, layer, start)
         finally:
-            start_from = {k: str(v) for k, v in (self.start_from or {}).items()}
-            final_problem = apply_final(stages, self.recorder, self.memory, start_from)
-            self.init.discard()
+            try:
+                start_from = {k: str(v) for k, v in (self.start_from or {}).items()}
+                final_problem = apply_final(stages, self.recorder, self.memory, start_from)
+            finally:
+                self.init.discard()
         if final_problem:
             status, reason = "failed", final_problem
         return self._conclude(stages, layer, start, status, reason or "done")
@@ -178,7 +190,8 @@ class TuningSession:
                 delta = r.delta
                 outcome, decision = self._decide(r)
                 if outcome.recovery is not None and not outcome.recovery.service_available:
-                    return "failed", f"recovery could not restore service: {outcome.recovery.details}", layer
+                    cause = f"{outcome.failure.message}; " if outcome.failure is not None else ""
+                    return "failed", f"{cause}recovery could not restore service: {outcome.recovery.details}", layer
                 if decision == Decision.terminate:
                     return "completed", outcome.reason, layer
                 if decision == Decision.switch_to_os:
@@ -192,6 +205,12 @@ class TuningSession:
             # e.g. the LLM endpoint refused our key: stop, but still put the best configuration back.
             self.recorder.event("planner.error", {"error": str(exc)}, round_no)
             return "failed", f"planner error: {exc}", layer
+        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
+            # Outside a trial (reading the live values, entering the OS stage, retaking a snapshot): the
+            # failure is journaled with the server's reason, the final apply puts the best configuration
+            # back, and the session ends failed with both told.
+            failure = stages[layer].executor.failure(exc, "connect", [], round_no, f"round {round_no} failed")
+            return "failed", failure.message, layer
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():
@@ -395,6 +414,10 @@ class TuningSession:
         assert r.outcome is not None and r.safe is not None
         r.outcome.failure = failure
         r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, self.recorder, r.no)
+        # The summary tells every failure in full, with the server's own reason (Failure.message).
+        self.warnings.append(
+            f"round {r.no} failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}"
+        )
         return StepResult(
             step, f"failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}", True
         )

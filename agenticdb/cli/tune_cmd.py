@@ -93,6 +93,11 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
     except LockError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 1
+    except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
+        from agenticdb.storefault import cause_of
+
+        console.print(f"[red]error:[/] cannot write the lock file {lock.path}: {cause_of(exc)}", highlight=False)
+        return 1
     stop = {"requested": 0}
     previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop))
     try:
@@ -125,6 +130,8 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         signal.signal(signal.SIGINT, previous_handler)
         lock.release()
         target.close()
+        journal.close()  # the files may sit on a mount that must be released (a storage fault)
+        memory.close()
     _summary(console, cfg, result)
     if result.status == "completed":
         return 0
@@ -167,11 +174,22 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
         console.print(
             f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-            f"{medians_text(outcome)}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}",
+            f"{medians_text(outcome)}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}"
+            + _failure_text(outcome),
             highlight=False,
+            soft_wrap=True,
         )
 
     return on_round
+
+
+def _failure_text(outcome: RoundOutcome) -> str:
+    """``; failed in restart: <message with the server's reason>; recovery restored`` or ""."""
+    f = outcome.failure
+    if f is None:
+        return ""
+    recovery = outcome.recovery.action if outcome.recovery else "none"
+    return f"; failed in {f.phase}: {f.message}; recovery {recovery}"
 
 
 def _on_sigint(console: Console, stop: dict[str, int]) -> Callable[[int, Any], None]:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from agenticdb.memory.experience import similarity
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
+from agenticdb.storefault import guarded
 
 log = structlog.get_logger(__name__)
 
@@ -87,6 +88,7 @@ class MemoryBook:
         path: the SQLite file, usually ``Settings.storage.memory_db``.
     """
 
+    @guarded("memory", "open")
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,6 +112,7 @@ class MemoryBook:
 
     # -- sessions and rounds -------------------------------------------------------------------
 
+    @guarded("memory")
     def start_session(
         self,
         session_id: str,
@@ -144,6 +147,7 @@ class MemoryBook:
             }
         )
 
+    @guarded("memory")
     def end_session(
         self,
         session_id: str,
@@ -197,6 +201,7 @@ class MemoryBook:
         """All sessions, oldest first."""
         return [self._session_record(r) for r in self._t("sessions").rows_where(order_by="started_at")]
 
+    @guarded("memory")
     def record_round(self, outcome: RoundOutcome) -> None:
         """Store (or replace) the consolidated outcome of one round.
 
@@ -227,6 +232,7 @@ class MemoryBook:
 
     # -- experience ----------------------------------------------------------------------------
 
+    @guarded("memory")
     def write_experience(self, exp: Experience) -> int:
         """Store an Experience under its fingerprint; returns its id."""
         fp = exp.fingerprint
@@ -288,6 +294,7 @@ class MemoryBook:
         scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
         return [(score, exp) for score, _, exp in scored[:limit]]
 
+    @guarded("memory")
     def forget(
         self,
         experience_id: int | None = None,
@@ -326,6 +333,7 @@ class MemoryBook:
 
     # -- LLM accounting ------------------------------------------------------------------------
 
+    @guarded("memory")
     def record_llm_call(
         self,
         session_id: str,
@@ -393,6 +401,7 @@ class MemoryBook:
 
     # -- OS originals --------------------------------------------------------------------------
 
+    @guarded("memory")
     def save_os_original(self, session_id: str, name: str, value: str) -> bool:
         """Save the value of an OS parameter before the session first writes it.
 
@@ -426,6 +435,7 @@ class MemoryBook:
         )
         return [OsOriginal(**r) for r in rows]
 
+    @guarded("memory")
     def mark_os_restored(self, session_id: str, name: str | None = None) -> int:
         """Mark the originals of a session (or one ``name``) as restored; returns how many rows."""
         sql = "UPDATE os_originals SET restored_at = ? WHERE session_id = ? AND restored_at IS NULL"
@@ -445,6 +455,7 @@ class MemoryBook:
 
         return export_book(self, path)
 
+    @guarded("memory")
     def import_(self, path: Path | str) -> dict[str, int]:
         """Merge a file written by :meth:`export` (see ``transfer.import_book``).
 
