@@ -366,6 +366,9 @@ class Proposal(Strict):
     rationale: str = ""
     planner: str = "heuristic"
     plateau: bool = False
+    stage: Literal["playbook", "search"] = "playbook"
+    """Which stage proposed it: the playbook (diagnosis → prescription) or the refinement search
+    (``agenticdb.planner.search``, model-based search after the playbook is used up)."""
 
 
 class NormalizedChange(Strict):

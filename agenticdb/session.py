@@ -226,6 +226,7 @@ class TuningSession:
             plateau_rounds=loop.plateau_rounds,
             os_stage_enabled=loop.stage == "both" and self.os_target is not None,
             planner_plateau=r.plateau,
+            search_patience=loop.search_patience if self.planner.refines else 0,
         )
         outcome.decision, outcome.reason = auditor.decide(self.rounds, state)
         outcome.finished_at = time.time()
