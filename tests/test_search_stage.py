@@ -9,12 +9,20 @@ real-PostgreSQL session in a private sandbox that reaches the search stage.
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import optuna
+import pytest
 from memtarget import DEFAULTS, KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
+from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.auditor import LoopState, decide, search_converged
 from agenticdb.config import LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.hardware import detect_hardware
@@ -32,7 +40,9 @@ from agenticdb.models import (
     Proposal,
     RoundOutcome,
 )
+from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.search import RefiningPlanner, SearchSettings
+from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.session import SessionResult, TuningSession
 
 
@@ -217,3 +227,58 @@ def _ctx_with_feedback() -> Any:
         stage=Layer.dbms,
         validator_feedback=[FailedCheck(check="hardware", parameter="work_mem", value="64MB", message="budget")],
     )
+
+
+# ------------------------------------------------------------------ real PostgreSQL
+
+
+@pytest.fixture(scope="module")
+def own_pg() -> Iterator[PostgresSandboxInfo]:
+    """A private PostgreSQL for this module (the session leaves tuned values behind)."""
+    base = Path(tempfile.mkdtemp(prefix="agenticdb-search-"))
+    base.chmod(0o755)
+    sandbox = PostgresSandbox(base)
+    info = sandbox.up()
+    try:
+        yield info
+    finally:
+        sandbox.down()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_real_postgres_session_reaches_the_search_stage(own_pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    """Nothing scores above the playbook's threshold (min_score above 1), so the planner hands over to the
+    search at once; its suggestions are validated, applied, measured with real pgbench and judged, and
+    ``agenticdb journal show`` names the stage of every proposal."""
+    home = tmp_path / "home"
+    cfg = Settings(
+        target=own_pg.target_config(),
+        workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
+        loop=LoopConfig(max_rounds=2, baseline_runs=2, max_pairs=2, search_patience=2),
+        policy=PolicyConfig(allow_restart=False),
+        storage=StorageConfig(home=home),
+    )
+    journal, memory = open_stores(cfg)
+    target = build_target(cfg)
+    planner = RefiningPlanner(HeuristicPlanner(min_score=1.01), SearchSettings(max_knobs=2))
+    s = TuningSession(cfg, target, build_workload(cfg, target), planner, journal, memory)
+    result = s.run()
+    assert result.status == "completed", result.reason
+    assert stages(result) == ["search", "search"], [r.reason for r in result.rounds]
+    measured = [r for r in result.rounds if r.judged is not None]
+    assert measured, [r.reason for r in result.rounds]
+    for r in measured:
+        assert r.proposal is not None and r.proposal.stage == "search"
+        assert set(r.changes) <= set(planner._searches[Layer.dbms].space)
+    env = {**os.environ, "AGENTICDB_HOME": str(home)}
+    show = subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", "journal", "show", s.session_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert show.returncode == 0, show.stderr
+    assert show.stdout.count("stage search") >= 2, show.stdout[-2000:]
