@@ -1,0 +1,65 @@
+"""The measured memory budget (issue 14, agenticdb.validation.memory): pure checks with observed gauges
+on the hand-built PostgreSQL/MariaDB catalogs of test_validator, and one read of the gauges from a real
+private PostgreSQL 15."""
+
+from __future__ import annotations
+
+
+from test_validator import HW, MARIADB, PG, check, kinds
+
+from agenticdb.models import Observed
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.targets.postgres import PostgresTarget
+
+MiB = 1024**2
+# A 512 MiB cgroup: memory_fraction 0.75 leaves 384 MiB for the server.
+SMALL = HW.model_copy(
+    update={"memory_bytes": 24 * 1024**3, "memory_limit_bytes": 512 * MiB, "cgroup_memory_limit_bytes": 512 * MiB}
+)
+# A bad start: shared_buffers 16MB, so the server's shared memory is about 30 MiB; 8 pgbench clients.
+BAD_START = {"shared_buffers": "2048", "max_connections": "100"}  # 2048 × 8kB = 16MB
+GAUGES = Observed(gauges={"pg_stat_activity.total": 8.0, "settings.shared_memory_size_bytes": 30.0 * MiB})
+
+
+def test_under_512mib_shared_buffers_may_rise_when_measured_use_leaves_room() -> None:
+    # worst case: 100 connections × 4MB work_mem + 3 × 64MB maintenance + shared = 659 MiB > 384 MiB
+    refused = check(PG, {"shared_buffers": "64MB"}, hw=SMALL, current=BAD_START)
+    assert kinds(refused) == {"shared_buffers": "hardware"}
+    # measured: 30 MiB shared + 48 MiB shared_buffers + 2 MiB wal_buffers + 8 × 4MB + 192 MiB autovacuum
+    # = 304 MiB <= 384 MiB
+    v = check(PG, {"shared_buffers": "64MB"}, hw=SMALL, current=BAD_START, observed=GAUGES)
+    assert v.ok, v.failed
+    worst = [w for w in v.warnings if "worst case" in w]
+    assert worst and "384 MiB" in worst[0] and "measured estimate 304 MiB" in worst[0], v.warnings
+
+
+def test_the_measured_budget_still_refuses_what_does_not_fit() -> None:
+    v = check(PG, {"shared_buffers": "256MB"}, hw=SMALL, current=BAD_START, observed=GAUGES)
+    assert kinds(v) == {"shared_buffers": "hardware"}
+    msg = v.failed[0].message
+    assert "shared memory measured (30 MiB now, +248 MiB by the change)" in msg and "peak 8 connected" in msg
+    assert "cgroup limit 512 MiB" in msg and "384 MiB" in msg
+
+
+def test_a_change_that_lowers_the_estimate_is_never_refused() -> None:
+    over = {**BAD_START, "work_mem": "64MB"}  # worst case far over the 512 MiB limit already
+    assert check(PG, {"work_mem": "32MB"}, hw=SMALL, current=over).ok
+    assert kinds(check(PG, {"work_mem": "128MB"}, hw=SMALL, current=over)) == {"work_mem": "hardware"}
+
+
+def test_mariadb_per_connection_buffers_count_the_observed_threads() -> None:
+    big = HW.model_copy(update={"memory_limit_bytes": 8 * 1024**3})
+    threads = Observed(gauges={"global_status.Threads_connected": 16.0})
+    assert kinds(check(MARIADB, {"max_connections": 10000}, hw=big)) == {"max_connections": "hardware"}
+    assert check(MARIADB, {"max_connections": 10000}, hw=big, observed=threads).ok
+
+
+def test_a_real_postgres_reports_the_gauges_the_budget_reads(pg_sandbox: PostgresSandboxInfo) -> None:
+    target = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
+    try:
+        gauges = target.runtime_state().gauges
+    finally:
+        target.close()
+    shm = gauges.get("settings.shared_memory_size_bytes")
+    assert shm is not None and shm > gauges["settings.shared_buffers_bytes"], gauges
+    assert "pg_stat_activity.total" in gauges
