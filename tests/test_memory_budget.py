@@ -4,7 +4,6 @@ private PostgreSQL 15."""
 
 from __future__ import annotations
 
-
 from test_validator import HW, MARIADB, PG, check, kinds
 
 from agenticdb.models import Observed
