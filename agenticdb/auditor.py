@@ -128,6 +128,36 @@ def _stalled(stage_rounds: list[RoundOutcome], state: LoopState) -> str:
     return ""
 
 
+def stop_figures(history: list[RoundOutcome], state: LoopState) -> dict[str, object]:
+    """The figures a stop rests on, for the journal's ``stop`` event: time used of the budget, rounds of
+    the maximum, the patience rule and the measured search suggestions it counted (gain and interval)."""
+    stage_rounds = [r for r in history if r.stage == state.stage]
+    measured = [
+        r for r in stage_rounds if r.proposal is not None and r.proposal.stage == "search" and r.judged is not None
+    ]
+    recent = measured[-state.search_patience :] if state.search_patience > 0 else []
+    return {
+        "elapsed_s": round(state.elapsed_s, 1),
+        "time_budget_s": state.time_budget_s,
+        "budget_used": round(state.elapsed_s / state.time_budget_s, 3) if state.time_budget_s else None,
+        "rounds_done": state.rounds_done,
+        "max_rounds": state.max_rounds,
+        "search_patience": state.search_patience,
+        "plateau_rounds": state.plateau_rounds,
+        "search_rounds": [
+            {
+                "round": r.round_no,
+                "judged": r.judged,
+                "kept": r.kept,
+                "gain": r.gain_vs_best,
+                "low": r.estimate.low if r.estimate is not None else None,
+                "high": r.estimate.high if r.estimate is not None else None,
+            }
+            for r in recent
+        ],
+    }
+
+
 def search_converged(stage_rounds: list[RoundOutcome], patience: int) -> str:
     """Why the refinement search has converged, or '': the last ``patience`` search suggestions that were
     measured (refused ones cost nothing and do not count) were none of them kept, i.e. the improvement

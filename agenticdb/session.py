@@ -230,6 +230,10 @@ class TuningSession:
         )
         outcome.decision, outcome.reason = auditor.decide(self.rounds, state)
         outcome.finished_at = time.time()
+        if outcome.decision in (Decision.terminate, Decision.switch_to_os):
+            # why the stage stops, with the figures the rule looked at (budget, rounds, patience)
+            figures = auditor.stop_figures(self.rounds, state)
+            self.recorder.event("stop", {"decision": outcome.decision.value, "reason": outcome.reason, **figures}, r.no)
         self.memory.record_round(outcome)
         self.recorder.event("decision", {**outcome.model_dump(mode="json"), "steps": self.recorder.take_steps()}, r.no)
         log.info("round.decided", round=r.no, decision=outcome.decision.value, reason=outcome.reason)

@@ -84,6 +84,9 @@ def test_the_playbook_runs_first_then_the_search_takes_over_and_is_journaled(tmp
     got = stages(result)
     assert got[0] == "playbook" and result.rounds[0].kept, result.rounds[0].reason
     assert got[1:] and set(got[1:]) == {"search"}, got
+    stop = [e.data for e in journal.events(s.session_id) if e.event == "stop"]
+    assert len(stop) == 1 and stop[0]["reason"] == result.reason and stop[0]["rounds_done"] == len(result.rounds)
+    assert stop[0]["search_patience"] == 5 and stop[0]["time_budget_s"] > stop[0]["elapsed_s"] > 0
     proposals = [e.data for e in journal.events(s.session_id) if e.event == "proposal"]
     assert [p["stage"] for p in proposals][:1] == ["playbook"]
     assert any(p["stage"] == "search" and "TPE" in p["rationale"] for p in proposals)
@@ -282,3 +285,13 @@ def test_a_real_postgres_session_reaches_the_search_stage(own_pg: PostgresSandbo
     )
     assert show.returncode == 0, show.stderr
     assert show.stdout.count("stage search") >= 2, show.stdout[-2000:]
+
+
+def test_a_session_ends_when_the_search_converges_and_journals_the_figures(tmp_path: Path) -> None:
+    s, _, journal = session(tmp_path, [{"work_mem": "16MB"}], {"max_rounds": 30, "search_patience": 2})
+    result = s.run()
+    assert result.reason.startswith("search converged"), result.reason
+    stop = [e.data for e in journal.events(s.session_id) if e.event == "stop"]
+    assert len(stop) == 1 and len(stop[0]["search_rounds"]) == 2
+    assert not any(r["kept"] for r in stop[0]["search_rounds"])
+    assert len(result.rounds) < 30
