@@ -247,10 +247,14 @@ class DecisionRules:
 
 def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
     """A reason to stop after the screen, or '': the candidate ran far below the best (a bad trial costs
-    one run). Only an undisturbed screen below ``CUTOFF_RATIO`` × the best level and beyond
-    ``CUTOFF_SDS`` standard deviations of the run noise (at least 10 % per run) is cut."""
+    one run), or its run was already stopped early by the trial limit (``Measurement.cut_off``). Only an
+    undisturbed screen below ``CUTOFF_RATIO`` × the best level and beyond ``CUTOFF_SDS`` standard
+    deviations of the run noise (at least 10 % per run) is cut."""
     if screen.disturbance is not None and screen.disturbance.disturbed:
         return ""
+    if screen.cut_off:
+        # stopped early by the trial limit (agenticdb.trial_limit), on a host that did not disturb it
+        return f"{screen.cut_off}; counted as worse (the host was not disturbed)"
     if screen.objective <= 0 or best_level <= 0:
         return ""
     ratio = screen.objective / best_level if screen.higher_is_better else best_level / screen.objective
