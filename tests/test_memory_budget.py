@@ -4,11 +4,15 @@ private PostgreSQL 15."""
 
 from __future__ import annotations
 
-from test_validator import HW, MARIADB, PG, check, kinds
+from memtarget import ScriptedPlanner
+from test_validator import HW, MARIADB, PG, WIDE, check, kinds
 
-from agenticdb.models import Observed
+from agenticdb.models import FailedCheck, Fingerprint, Layer, Observed, PlanningContext, RuntimeProfile
+from agenticdb.planner.search import RefiningPlanner
+from agenticdb.planner.trade import refused_growth
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.postgres import PostgresTarget
+from agenticdb.validator import validate
 
 MiB = 1024**2
 # A 512 MiB cgroup: memory_fraction 0.75 leaves 384 MiB for the server.
@@ -62,3 +66,57 @@ def test_a_real_postgres_reports_the_gauges_the_budget_reads(pg_sandbox: Postgre
     shm = gauges.get("settings.shared_memory_size_bytes")
     assert shm is not None and shm > gauges["settings.shared_buffers_bytes"], gauges
     assert "pg_stat_activity.total" in gauges
+
+
+# ------------------------------------------------------------------ trade moves
+
+
+def _ctx(feedback: list[FailedCheck], current: dict[str, str]) -> PlanningContext:
+    profile = RuntimeProfile(target="postgresql", dbms_version="15.19", hardware=SMALL, current_config=current)
+    fp = Fingerprint(
+        dbms="postgresql", version_major="15", benchmark="pgbench", workload_class="oltp", read_fraction=0.9
+    )
+    return PlanningContext(
+        profile=profile, fingerprint=fp, catalog=PG, stage=Layer.dbms, validator_feedback=feedback, max_changes=4
+    )
+
+
+def test_a_refused_cache_growth_becomes_a_trade_the_validator_accepts_as_a_whole() -> None:
+    current = {**BAD_START, "work_mem": "4096", "maintenance_work_mem": "65536"}
+    # measured: 30 MiB + 144 MiB more shared_buffers + ~4 MiB wal_buffers + 8 × 4MB + 3 × 64MB = 402 MiB > 384
+    alone = check(PG, {"shared_buffers": "160MB"}, hw=SMALL, current=current, observed=GAUGES)
+    assert kinds(alone) == {"shared_buffers": "hardware"} and alone.failed[0].rule_id == "memory_budget"
+
+    planner = RefiningPlanner(ScriptedPlanner([{"random_page_cost": "2"}]))
+    p = planner.propose(_ctx(alone.failed, current))
+    assert p.rationale.startswith("trade move") and p.stage == "playbook", p.rationale
+    changes = {c.name: str(c.value) for c in p.changes}
+    assert changes == {"shared_buffers": "160MB", "work_mem": "2MB", "maintenance_work_mem": "32MB"}, changes
+
+    # the whole set: 30 + 144 + ~4 + 8 × 2MB + 3 × 32MB = 290 MiB <= 384 MiB
+    v = validate(p, PG, current, SMALL, WIDE, Layer.dbms, observed=GAUGES)
+    assert v.ok, v.failed
+    # a refused value is traded once; next time the inner planner is asked again
+    assert planner.propose(_ctx(alone.failed, current)).rationale != p.rationale
+
+
+def test_no_trade_without_a_memory_budget_refusal_of_the_cache() -> None:
+    other = FailedCheck(check="hardware", parameter="work_mem", value="1GB", message="x", rule_id="memory_budget")
+    assert refused_growth(_ctx([other], BAD_START)) is None
+
+
+def test_mariadb_trades_per_session_buffers_for_the_buffer_pool() -> None:
+    refused = FailedCheck(
+        check="hardware", parameter="innodb_buffer_pool_size", value="1G", message="budget", rule_id="memory_budget"
+    )
+    ctx = _ctx([refused], {"sort_buffer_size": "2097152"}).model_copy(
+        update={
+            "catalog": MARIADB,
+            "fingerprint": Fingerprint(
+                dbms="mariadb", version_major="10", benchmark="sysbench", workload_class="oltp", read_fraction=0.7
+            ),
+        }
+    )
+    p = RefiningPlanner(ScriptedPlanner([])).propose(ctx)
+    changes = {c.name: str(c.value) for c in p.changes}
+    assert changes["innodb_buffer_pool_size"] == "1G" and changes["sort_buffer_size"] == "1048576", changes

@@ -20,7 +20,9 @@ to search (``Proposal.stage = "search"``):
   failed checks back, or the round ends rejected) or whose trial failed is told to the study as a
   failed trial: TPE ignores it, and it cost no measurement.
 
-The stop rule for the search lives with the auditor (``auditor.decide``: ``loop.search_patience``).
+Before either, a memory-budget refusal of growing the data cache is answered with a trade move
+(``agenticdb.planner.trade``). The stop rule for the search lives with the auditor (``auditor.decide``:
+``loop.search_patience``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from agenticdb.planner.base import Planner
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import _family as family_of_context
 from agenticdb.planner.playbook import load_playbook, round_base
+from agenticdb.planner.trade import refused_growth, trade_proposal
 from agenticdb.units import canonical, format_value, parse_value, unit_bytes
 
 log = structlog.get_logger(__name__)
@@ -211,6 +214,7 @@ class RefiningPlanner(Planner):
         self.settings = settings or SearchSettings()
         self._searches: dict[Layer, _Search] = {}
         self._exhausted: dict[Layer, str] = {}
+        self._traded: set[tuple[str, str]] = set()
 
     def usage(self) -> dict[str, float]:
         """The inner planner's accounting (the search calls nothing outside)."""
@@ -222,6 +226,9 @@ class RefiningPlanner(Planner):
         Raises:
             PlannerError: from the inner planner, or the DBMS family cannot be told.
         """
+        trade = self._trade(ctx)
+        if trade is not None:
+            return trade
         search = self._searches.get(ctx.stage)
         if search is None and ctx.stage not in self._exhausted:
             why = self._playbook_stalled(ctx)
@@ -234,6 +241,18 @@ class RefiningPlanner(Planner):
         if search is None:
             return self._plateau(ctx, self._exhausted.get(ctx.stage, "search has nothing to search"))
         return self._suggest(ctx, search)
+
+    def _trade(self, ctx: PlanningContext) -> Proposal | None:
+        """A trade move (``agenticdb.planner.trade``) when the memory budget just refused growing the data
+        cache; each refused value is traded once. The pending search suggestion is told first."""
+        refused = refused_growth(ctx)
+        if refused is None or (refused.parameter, refused.value) in self._traded:
+            return None
+        self._traded.add((refused.parameter, refused.value))
+        search = self._searches.get(ctx.stage)
+        if search is not None:
+            self._tell_pending(ctx, search)
+        return trade_proposal(ctx, family_of_context(ctx), refused, self.name)
 
     # ------------------------------------------------------------------ switching
 
