@@ -51,10 +51,22 @@ def test_a_change_that_lowers_the_estimate_is_never_refused() -> None:
 
 
 def test_mariadb_per_connection_buffers_count_the_observed_threads() -> None:
+    # 5000 connections × ~2.7 MB per-session buffers = 13 GiB: the worst case refuses any buffer pool growth
     big = HW.model_copy(update={"memory_limit_bytes": 8 * 1024**3})
+    current = {"max_connections": "5000"}
     threads = Observed(gauges={"global_status.Threads_connected": 16.0})
-    assert kinds(check(MARIADB, {"max_connections": 10000}, hw=big)) == {"max_connections": "hardware"}
-    assert check(MARIADB, {"max_connections": 10000}, hw=big, observed=threads).ok
+    grow = {"innodb_buffer_pool_size": "2G"}
+    assert kinds(check(MARIADB, grow, hw=big, current=current)) == {"innodb_buffer_pool_size": "hardware"}
+    assert check(MARIADB, grow, hw=big, current=current, observed=threads).ok
+    # raising the connection limit (or a per-session buffer) still counts every allowed connection
+    assert kinds(check(MARIADB, {"max_connections": 10000}, hw=big, observed=threads)) == {
+        "max_connections": "hardware"
+    }
+
+
+def test_raising_work_mem_counts_every_allowed_connection() -> None:
+    v = check(PG, {"work_mem": "8MB"}, hw=SMALL, current=BAD_START, observed=GAUGES)
+    assert kinds(v) == {"work_mem": "hardware"} and "100 max_connections (raised)" in v.failed[0].message
 
 
 def test_a_real_postgres_reports_the_gauges_the_budget_reads(pg_sandbox: PostgresSandboxInfo) -> None:

@@ -11,7 +11,8 @@ uses, the budget is judged on a measured estimate instead (terms named in the ru
   without such a gauge (MariaDB), the global terms themselves (buffer pool, log buffer, key buffer…);
 * per-connection memory: the observed peak of connected backends/threads (pg_stat_activity,
   ``Threads_connected``) × the per-connection terms × ``hash_mem_multiplier`` where the DBMS has one ×
-  ``policy.per_connection_work_mem_factor``;
+  ``policy.per_connection_work_mem_factor``; a per-connection term the change raises (or every term,
+  when it raises the connection limit) counts every allowed connection, as in the worst case;
 * maintenance memory: ``maintenance_work_mem`` (or ``autovacuum_work_mem``) × autovacuum workers.
 
 The limit is ``policy.memory_fraction`` × the memory limit (the cgroup limit when there is one, else RAM:
@@ -110,10 +111,18 @@ def measured_estimate(
     mult = cfg.number(budget.per_connection_multiplier) if budget.per_connection_multiplier else None
     factor = (mult if mult and mult > 0 else 1.0) * policy.per_connection_work_mem_factor
     backends = max(peak, 1.0)
+    conns = cfg.number(budget.connections) if budget.connections else None
+    more_conns = conns is not None and conns > (before.number(budget.connections or "") or 0.0)
     for name in budget.per_connection:
         n = cfg.number(name)
-        if n is not None and n > 0:
-            parts[f"{name} × {backends:g} backends" + (f" × {factor:g}" if factor != 1 else "")] = backends * n * factor
+        if n is None or n <= 0:
+            continue
+        # A per-connection buffer (or the connection count) being raised is judged on every allowed
+        # connection: the observed peak says nothing about a burst that the new value would make costly.
+        raised = conns is not None and (more_conns or n > (before.number(name) or 0.0))
+        count = conns if raised and conns is not None else backends
+        who = f"{count:g} {budget.connections} (raised)" if raised else f"{backends:g} backends"
+        parts[f"{name} × {who}" + (f" × {factor:g}" if factor != 1 else "")] = count * n * factor
     parts.update(_workers(cfg, budget))
     basis += f"; peak {backends:g} connected backends observed ({', '.join(budget.observed_connections)})"
     return MemoryEstimate(sum(parts.values()), parts, basis)
