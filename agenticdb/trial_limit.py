@@ -1,8 +1,9 @@
 """A bounded cost per bad trial (issue 14): a candidate's first run that is far worse than the best
 configuration is stopped early instead of running to the end.
 
-* OLTP (pgbench): the run prints one progress line per second (``pgbench --progress=1``, manual
-  "pgbench": ``progress: 5.0 s, 312.4 tps, lat 25.6 ms stddev 3.1``). After the warm-up part and at least
+* OLTP (pgbench, sysbench): the run prints one progress line per second (``pgbench --progress=1``,
+  manual "pgbench": ``progress: 5.0 s, 312.4 tps, lat 25.6 ms stddev 3.1``; sysbench
+  ``--report-interval=1``: ``[ 5s ] thds: 4 tps: 312.40 …``). After the warm-up part and at least
   ``min_points`` steady seconds, a median TPS below ``ratio`` × the best configuration's TPS stops it.
 * OLAP (TPC-H): the query set stops once its elapsed time passes ``time_factor`` × the best
   configuration's query-set time.
@@ -20,7 +21,11 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from agenticdb.models import Measurement
+
 _PROGRESS_RE = re.compile(r"^progress: ([\d.]+) s, ([\d.]+) tps", re.M)
+# sysbench --report-interval=1: "[ 3s ] thds: 4 tps: 512.00 qps: ..." (sysbench 1.0 manual, "General options")
+_INTERVAL_RE = re.compile(r"^\[\s*(\d+)s\s*\]\s+thds:\s*\d+\s+tps:\s*([0-9.]+)", re.M)
 
 
 @dataclass(frozen=True)
@@ -75,3 +80,26 @@ class TrialLimit:
 def progress_tps(text: str, skip_s: float = 0.0) -> list[float]:
     """Per-second TPS from ``pgbench --progress`` lines in ``text``, after the first ``skip_s`` seconds."""
     return [float(tps) for t, tps in _PROGRESS_RE.findall(text) if float(t) > skip_s]
+
+
+def interval_tps(text: str, skip_s: float = 0.0) -> list[float]:
+    """Per-second TPS from sysbench ``--report-interval=1`` lines in ``text``, after the first ``skip_s`` s."""
+    return [float(tps) for t, tps in _INTERVAL_RE.findall(text) if float(t) > skip_s]
+
+
+def stopped_oltp(
+    workload: str, limit: TrialLimit, tps: list[float], seconds: float, objective_name: str, output: str, reason: str
+) -> Measurement:
+    """The measurement of an OLTP run stopped early: median TPS of its steady seconds, the objective scaled
+    from the best level by the TPS ratio (``TrialLimit.estimate``), ``cut_off`` = ``reason``."""
+    higher = objective_name not in ("p95", "p99", "total_time")
+    return Measurement(
+        workload=workload,
+        tps=statistics.median(tps) if tps else 0.0,
+        duration_s=seconds,
+        objective=limit.estimate(tps, higher),
+        objective_name=objective_name,
+        higher_is_better=higher,
+        raw_tail=output[-2000:],
+        cut_off=reason,
+    )

@@ -14,9 +14,10 @@ from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook
 from agenticdb.models import Measurement
+from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.session import TuningSession
-from agenticdb.trial_limit import TrialLimit, progress_tps
+from agenticdb.trial_limit import TrialLimit, interval_tps, progress_tps
 from agenticdb.workloads import build_workload, connection_from_dsn
 
 PROGRESS = """progress: 1.0 s, 90.0 tps, lat 10.0 ms stddev 1.0
@@ -54,6 +55,23 @@ def test_a_real_pgbench_run_far_below_the_best_is_stopped_early(pg_sandbox: Post
     assert m.cut_off and "below 0.5 × the best configuration's" in m.cut_off, m.raw_tail
     assert took < 12, took  # 20 s asked; cut after 2 progress seconds (+ start-up and the 1-s check)
     assert 0 < m.objective < 1e9 * 0.5 and m.tps > 0
+
+
+def test_sysbench_interval_lines_are_read_after_the_warmup() -> None:
+    text = "[ 1s ] thds: 2 tps: 99.00 qps: 1.0\n[ 2s ] thds: 2 tps: 12.50 qps: 1.0\n[ 3s ] thds: 2 tps: 13.00 qps: 1\n"
+    assert interval_tps(text, skip_s=1.0) == [12.5, 13.0]
+
+
+def test_a_real_sysbench_run_far_below_the_best_is_stopped_early(mariadb_sandbox: MariaDBSandboxInfo) -> None:
+    conn = connection_from_dsn("mariadb", mariadb_sandbox.dsn, "wl_trial_limit")
+    cfg = WorkloadConfig(kind="sysbench-oltp-read-only", scale=2000, tables=1, clients=2, max_error_rate=0.05)
+    w = build_workload(cfg, conn, progress=False)
+    w.prepare()
+    w.limit = TrialLimit(best_objective=1e9, best_tps=1e9, min_points=2)  # forced: no run reaches it
+    t0 = time.monotonic()
+    m = w.run(20, warmup_max_s=0)
+    assert m.cut_off and "below 0.5 × the best configuration's" in m.cut_off, m.raw_tail
+    assert time.monotonic() - t0 < 12 and m.tps > 0
 
 
 class LimitedWorkload(ScriptedWorkload):

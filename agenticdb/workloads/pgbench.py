@@ -17,7 +17,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import statistics
 import tempfile
 from collections.abc import Callable
 
@@ -26,7 +25,7 @@ import structlog
 from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
 from agenticdb.series import SecondBin, bin_transactions, percentile, points_from_bins
-from agenticdb.trial_limit import TrialLimit, progress_tps
+from agenticdb.trial_limit import progress_tps, stopped_oltp
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     ToolResult,
@@ -145,7 +144,9 @@ class PgbenchWorkload(Workload):
         result, events = self._run_logged(secs, on_tool_start, watch)
         out = result.output
         if result.stopped and limit is not None:
-            return self._stopped(result, limit, warmup_max_s)
+            tps = progress_tps(out, warmup_max_s)
+            obj = self.cfg.objective or "tps_per_p95"
+            return stopped_oltp(self.name, limit, tps, result.seconds, obj, tail(out), result.stopped)
         if result.returncode != 0:
             raise WorkloadError(f"pgbench run failed (exit {result.returncode})", tail(out))
         done_m = _PROCESSED_RE.search(out)
@@ -189,23 +190,6 @@ class PgbenchWorkload(Workload):
             steady_s=float(steady.length),
             series_cv=steady.series_cv,
             objective_se=steady.objective_se,
-        )
-
-    def _stopped(self, result: ToolResult, limit: TrialLimit, warmup_max_s: float) -> Measurement:
-        """The measurement of a run stopped as far worse than the best (``agenticdb.trial_limit``): TPS from
-        its progress lines, the objective scaled from the best level by the TPS ratio."""
-        tps = progress_tps(result.output, warmup_max_s)
-        obj_name = self.cfg.objective or "tps_per_p95"
-        higher = obj_name not in ("p95", "p99", "total_time")
-        return Measurement(
-            workload=self.name,
-            tps=statistics.median(tps) if tps else 0.0,
-            duration_s=result.seconds,
-            objective=limit.estimate(tps, higher),
-            objective_name=obj_name,
-            higher_is_better=higher,
-            raw_tail=tail(result.output),
-            cut_off=result.stopped,
         )
 
     def _run_logged(
