@@ -137,7 +137,7 @@ def build_planner(
 
     heuristic = HeuristicPlanner()
     if cfg.planner.kind == "heuristic":
-        return heuristic
+        return refining(cfg, heuristic)
     from agenticdb.planner.llm import LLMPlanner
 
     def on_call(record) -> None:  # type: ignore[no-untyped-def]
@@ -159,9 +159,20 @@ def build_planner(
         journal.append(session_id, event, data, round_of())
 
     try:
-        return LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event)
+        return refining(cfg, LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event))
     except PlannerError as exc:
         raise SetupError(str(exc)) from None
+
+
+def refining(cfg: Settings, playbook: Planner) -> Planner:
+    """``playbook`` followed by the refinement search (``agenticdb.planner.search``) when ``loop.search``."""
+    if not cfg.loop.search:
+        return playbook
+    from agenticdb.planner.search import RefiningPlanner, SearchSettings
+
+    return RefiningPlanner(
+        playbook, SearchSettings(max_knobs=cfg.loop.search_knobs, switch_after=cfg.loop.plateau_rounds)
+    )
 
 
 def check_planner(cfg: Settings) -> None:

@@ -217,7 +217,36 @@ class LoopConfig(Section):
         gt=0,
         description="seconds one keep/revert decision may take; a decision not settled by then is a tie",
     )
-    plateau_rounds: int = Field(default=3, ge=1)
+    plateau_rounds: int = Field(
+        default=3,
+        ge=1,
+        description="playbook rounds in a row without a kept gain after which the search takes over (with "
+        "loop.search; without it the session stops there)",
+    )
+    # Refinement stage (issue 14; agenticdb.planner.search): model-based search after the playbook.
+    search: bool = Field(
+        default=True,
+        description="refine with Optuna TPE over the diagnosed bottlenecks' knobs once the playbook is used up",
+    )
+    search_patience: int = Field(
+        default=4,
+        ge=1,
+        description="stop after this many measured search suggestions in a row stayed inside the noise band",
+    )
+    search_knobs: int = Field(default=3, ge=1, le=8, description="knobs in the search subspace")
+    # Bounded bad trials (issue 14; agenticdb.trial_limit): a candidate's first run far worse than the best
+    # is stopped early and counted as worse (unless the host disturbed it).
+    trial_cut_ratio: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="OLTP: stop a trial whose steady median TPS falls below this × the best's (0 = never)",
+    )
+    trial_time_factor: float = Field(
+        default=3.0,
+        ge=0,
+        description="OLAP: stop a trial's query set once it runs this × the best's query-set time (0 = never)",
+    )
     max_planner_retries: int = Field(default=2, ge=0)
     stage: Literal["dbms", "os", "both"] = "dbms"
     start_from: str | None = None

@@ -31,6 +31,7 @@ from agenticdb.recovery import restore_verified
 from agenticdb.server_log import server_reason, with_reason
 from agenticdb.services import ServiceError
 from agenticdb.targets.base import Target, TargetError, VerifyError
+from agenticdb.trial_limit import TrialLimit
 from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
@@ -138,7 +139,9 @@ class Executor:
                 log.warning("state.sample_failed", error=str(exc))
         return merge_states(*samples) if samples else RuntimeState()
 
-    def measure(self, round_no: int | None, label: str, after_restart: bool = False) -> tuple[Measurement, StateDelta]:
+    def measure(
+        self, round_no: int | None, label: str, after_restart: bool = False, limit: TrialLimit | None = None
+    ) -> tuple[Measurement, StateDelta]:
         """Warm up, then run the workload once with state samples around the measured run.
 
         After a restart the buffer cache is cold, so the warm-up is longer (``max(3 s, 2 × warmup_s)``):
@@ -146,6 +149,9 @@ class Executor:
         The measured run lasts ``warmup_max_s + duration_s`` and is scored on its steady window; the host
         disturbance during that window is attached to the measurement, classified on its own (the
         auditor classifies it again against the run it is paired with).
+
+        ``limit`` (a trial's first run): the workload stops a run far worse than the best early and returns
+        it with ``Measurement.cut_off`` set (``agenticdb.trial_limit``).
 
         Raises:
             WorkloadError: the run failed or produced no result.
@@ -162,6 +168,7 @@ class Executor:
         sampler.start()
         if watch is not None:
             watch.start()
+        self.workload.limit = limit
         try:
             measurement = self.workload.run(
                 self.duration_s,
@@ -169,6 +176,7 @@ class Executor:
                 on_tool_start=watch.add_process if watch is not None else None,
             )
         finally:
+            self.workload.limit = None
             during = sampler.finish()
             samples = watch.stop() if watch is not None else []
         measurement = self._with_disturbance(measurement, samples, watch, label)
@@ -284,9 +292,9 @@ class Executor:
         log.info("apply.verified", purpose=purpose, mode=mode.value, restarted=restarted, values=effective)
         return restarted, effective
 
-    def trial(self, verdict: Verdict, safe: Snapshot, round_no: int) -> Execution:
-        """Apply ``verdict.changes`` (already validated), verify, measure. Never raises for target or
-        workload errors: they come back as ``Execution.failure``."""
+    def trial(self, verdict: Verdict, safe: Snapshot, round_no: int, limit: TrialLimit | None = None) -> Execution:
+        """Apply ``verdict.changes`` (already validated), verify, measure (bounded by ``limit``). Never raises
+        for target or workload errors: they come back as ``Execution.failure``."""
         changes = verdict.changes
         phase: FailurePhase = "apply"
         restarted = False
@@ -297,7 +305,7 @@ class Executor:
             if self.dry_run:
                 return Execution(applied=False, effective={})
             phase = "workload"
-            measurement, delta = self.measure(round_no, "candidate", after_restart=restarted)
+            measurement, delta = self.measure(round_no, "candidate", after_restart=restarted, limit=limit)
             return Execution(
                 applied=True,
                 effective=effective,

@@ -29,6 +29,9 @@ reconcile          {"intent_id", "restored", "details"}
 planner.fallback   {"reason"}
 llm.call           {"model", "prompt_tokens", "completion_tokens", "latency_ms", "ok"}
 config.reload      {"ok", "path", "error"}
+stop               {"decision", "reason", "elapsed_s", "time_budget_s", "budget_used", "rounds_done",
+                   "max_rounds", "search_patience", "plateau_rounds", "search_rounds": [{"round", "judged",
+                   "kept", "gain", "low", "high"}]}: why a stage stopped, with its figures
 session.end        {"status", "baseline_objective", "best_objective", "best_config", "reason"}
 =================  ==========================================================================
 """

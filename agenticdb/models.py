@@ -258,6 +258,9 @@ class Measurement(Strict):
     series_cv: float | None = None
     objective_se: float | None = None
     disturbance: Disturbance | None = None
+    cut_off: str | None = None
+    """Why the run was stopped early as far worse than the best configuration (``agenticdb.trial_limit``);
+    its objective is then an estimate from the part that ran. None for a full run."""
 
 
 class RuntimeState(Strict):
@@ -366,6 +369,9 @@ class Proposal(Strict):
     rationale: str = ""
     planner: str = "heuristic"
     plateau: bool = False
+    stage: Literal["playbook", "search"] = "playbook"
+    """Which stage proposed it: the playbook (diagnosis → prescription) or the refinement search
+    (``agenticdb.planner.search``, model-based search after the playbook is used up)."""
 
 
 class NormalizedChange(Strict):

@@ -56,6 +56,7 @@ from agenticdb.services import ServiceError
 from agenticdb.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
 from agenticdb.storefault import StorageError, storage_fault_stop
 from agenticdb.targets.base import Target, TargetError
+from agenticdb.trial_limit import TrialLimit
 from agenticdb.workloads.base import Workload, WorkloadError
 
 __all__ = ["SessionError", "SessionInterrupted", "SessionResult", "SessionUsageError", "TuningSession"]
@@ -99,6 +100,7 @@ class TuningSession:
         self.warnings: list[str] = []
         self.started = time.monotonic()
         self.noise = Noise()
+        self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
         self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from)
 
@@ -118,6 +120,9 @@ class TuningSession:
         start = self.init.run(dbms_exec)
         self.noise = start.noise
         self.warnings += start.warnings
+        if start.baseline:
+            ordered = sorted(start.baseline, key=lambda m: m.objective)
+            self.best_runs[Layer.dbms] = self.best_runs[Layer.os] = ordered[len(ordered) // 2]
         baseline_samples = [m.objective for m in start.baseline]
         stages = {Layer.dbms: StageState(self.target, dbms_exec, start.catalog, start.snapshot, baseline_samples)}
         layer = Layer.os if self.cfg.loop.stage == "os" else Layer.dbms
@@ -245,9 +250,14 @@ class TuningSession:
             plateau_rounds=loop.plateau_rounds,
             os_stage_enabled=loop.stage == "both" and self.os_target is not None,
             planner_plateau=r.plateau,
+            search_patience=loop.search_patience if self.planner.refines else 0,
         )
         outcome.decision, outcome.reason = auditor.decide(self.rounds, state)
         outcome.finished_at = time.time()
+        if outcome.decision in (Decision.terminate, Decision.switch_to_os):
+            # why the stage stops, with the figures the rule looked at (budget, rounds, patience)
+            figures = auditor.stop_figures(self.rounds, state)
+            self.recorder.event("stop", {"decision": outcome.decision.value, "reason": outcome.reason, **figures}, r.no)
         self.memory.record_round(outcome)
         self.recorder.event("decision", {**outcome.model_dump(mode="json"), "steps": self.recorder.take_steps()}, r.no)
         log.info("round.decided", round=r.no, decision=outcome.decision.value, reason=outcome.reason)
@@ -295,7 +305,7 @@ class TuningSession:
         """Snapshot, intent, apply, verify and measure once; a failure goes to recovery."""
         assert r.plan is not None and r.plan.verdict is not None and r.outcome is not None
         r.safe = r.stage.snapshot
-        execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no)
+        execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no, self._trial_limit(r))
         if execution.failure is not None:
             return self._failed(r, "trial", execution.failure)
         assert execution.measurement is not None
@@ -303,6 +313,20 @@ class TuningSession:
         r.delta = execution.state_delta or r.delta
         how = "restarted" if execution.restarted else r.plan.verdict.apply_requirement.value
         return StepResult("trial", f"applied ({how}), verified, objective {r.screen.objective:,.3f}")
+
+    def _trial_limit(self, r: Round) -> TrialLimit | None:
+        """The bound of the trial's first run (``agenticdb.trial_limit``), from a recent run of the best
+        configuration; None when ``loop.trial_cut_ratio`` and ``trial_time_factor`` are both 0."""
+        loop, ref = self.cfg.loop, self.best_runs.get(r.layer)
+        if ref is None or (loop.trial_cut_ratio <= 0 and loop.trial_time_factor <= 0):
+            return None
+        return TrialLimit(
+            best_objective=r.stage.objective,
+            best_tps=ref.tps if loop.trial_cut_ratio > 0 else None,
+            best_seconds=ref.total_time_s if loop.trial_time_factor > 0 else None,
+            ratio=loop.trial_cut_ratio,
+            time_factor=loop.trial_time_factor,
+        )
 
     def _judge(self, r: Round, start: Start) -> StepResult:
         """The auditor's keep-or-revert protocol (``auditor.assess``): screen, then interleaved pairs until
@@ -326,6 +350,9 @@ class TuningSession:
             failure = r.stage.executor.failure(exc, phase, verdict.changes, r.no, "confirmation run failed")
             return self._failed(r, "judge", failure)
         self.noise = self.noise.pool(Noise.from_pairs(a.log_ratios()))
+        fresh = a.candidate if a.better else a.best
+        if fresh:
+            self.best_runs[r.layer] = fresh[-1]
         r.assessment, outcome = a, r.outcome
         outcome.measurement = a.candidate[-1] if a.candidate else r.screen
         outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None

@@ -47,8 +47,8 @@ def medians_text(r: RoundOutcome) -> str:
 
 
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
-    """The live table of rounds: round, stage, bottleneck, changes, candidate vs best (medians of the
-    paired runs the decision used), the estimate with its interval, decision, reason."""
+    """The live table of rounds: round, stage (layer · "playbook"/"search"), bottleneck, changes, candidate
+    vs best (medians of the paired runs the decision used), the estimate with its interval, decision, reason."""
     t = Table(title="agenticdb rounds", expand=False, show_lines=False)
     for col in ("round", "stage", "bottleneck", "changes", "candidate vs best", "estimate", "decision", "reason"):
         t.add_column(col, overflow="fold")
@@ -60,7 +60,7 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
             changes += f"  [red](failed: {r.failure.phase}; {r.recovery.action if r.recovery else 'no recovery'})[/]"
         t.add_row(
             str(r.round_no),
-            r.stage.value,
+            r.stage.value + (f" · {r.proposal.stage}" if r.proposal is not None else ""),
             r.bottleneck.value,
             changes,
             medians_text(r),
