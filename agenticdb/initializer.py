@@ -400,7 +400,9 @@ class Initializer:
         self.before_start_from = safe
         try:
             executor.apply(verdict.changes, verdict.apply_requirement, 0, safe, purpose="start-from")
-        except (TargetError, ServiceError, OSError) as exc:
+        except StorageError:
+            raise  # the journal failed, not the server: run() puts back what was replaced
+        except Exception as exc:  # whatever stopped the apply: recover and tell it
             raise self._start_from_failed(exc, verdict, executor, safe) from exc
         self.rec.close_intent(0, "start-from applied")
 
