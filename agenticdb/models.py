@@ -221,6 +221,24 @@ class Disturbance(Strict):
     reason: str = ""
 
 
+class LiveQuery(Strict):
+    """One of the baseline's top statements as seen in a live observation window (``workload.kind =
+    "live"``). ``text`` is the normalised, literal-free statement text, shortened; ``weight`` its share of
+    the top statements' baseline execution time; times in ms per call (``mean_ms`` None without calls);
+    ``temp_bytes`` spilled to temporary files in the window (MariaDB: disk temp tables + sort merge
+    passes, a count); ``read_blocks``/``hit_blocks`` shared blocks read from outside/inside the cache."""
+
+    queryid: str
+    text: str
+    weight: float
+    baseline_mean_ms: float
+    calls: int = 0
+    mean_ms: float | None = None
+    temp_bytes: int = 0
+    read_blocks: int = 0
+    hit_blocks: int = 0
+
+
 class Measurement(Strict):
     """Result of one workload run. Latencies in ms, durations in s.
 
@@ -258,6 +276,7 @@ class Measurement(Strict):
     series_cv: float | None = None
     objective_se: float | None = None
     disturbance: Disturbance | None = None
+    live_queries: list[LiveQuery] = Field(default_factory=list)  # workload live: the top statements
 
 
 class RuntimeState(Strict):
