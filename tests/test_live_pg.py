@@ -312,7 +312,7 @@ def test_guard_reverts_harmful_candidate(home: Path, pg: PostgresSandboxInfo, tm
     no_traceback(r)
     _, events = last_session(home)
     failures = [e.data for e in events if e.event in ("failure", "trial.failure") or "live guard" in json.dumps(e.data)]
-    text = json.dumps(failures)
+    text = json.dumps(failures, ensure_ascii=False)
     assert "live guard" in text, [e.event for e in events]
     # The figures: the slowdown, the limit and the worst statement; before the 10-s window ended.
     assert "× their baseline after" in text and "limit 2.00×" in text and ANTI.split(" (")[0] in text
