@@ -303,6 +303,14 @@ class LiveWorkload(Workload):
                 break
             per_batch.append(b_index)
         queries = _queries(delta, base)
+        # Session-scoped settings (MariaDB SET GLOBAL of sort_buffer_size, tmp_table_size, …) reach only
+        # sessions opened after the change: say whether the window saw new sessions at all.
+        opened = last.sessions - first.sessions
+        notes.append(
+            f"{opened} sessions opened in the window (agenticdb's own included)"
+            if opened > 0
+            else "no session opened in the window: settings that act on new sessions only were not measured"
+        )
         log.info(
             "workload.measured",
             workload=self.name,

@@ -3,13 +3,13 @@
 PostgreSQL: ``pg_stat_statements`` (manual F.32 "pg_stat_statements": ``calls``, ``total_exec_time``
 in ms, ``rows``, ``shared_blks_hit``/``shared_blks_read``, ``temp_blks_read``/``temp_blks_written`` in
 8 kB blocks, per ``queryid``; the ``query`` text is normalised, constants replaced by ``$n``) and
-``pg_stat_database`` (manual 28.2.16: ``xact_commit``, ``xact_rollback``, ``temp_bytes``).
+``pg_stat_database`` (manual 28.2.16: ``xact_commit``, ``xact_rollback``, ``temp_bytes``, ``sessions``).
 
 MariaDB/MySQL: ``performance_schema.events_statements_summary_by_digest`` (MariaDB KB
 "Performance Schema events_statements_summary_by_digest Table": ``COUNT_STAR``, ``SUM_TIMER_WAIT`` in
 picoseconds, ``SUM_ROWS_SENT``, ``SUM_ERRORS``, ``SUM_CREATED_TMP_DISK_TABLES``,
 ``SUM_SORT_MERGE_PASSES``, ``DIGEST_TEXT`` with literals replaced by ``?``) and global status
-(``Com_commit``, ``Com_rollback``).
+(``Com_commit``, ``Com_rollback``, ``Connections``).
 
 Both readers leave out the statements agenticdb itself sends (catalog and statistics reads, settings
 changes): they touch ``pg_*`` / ``performance_schema`` / ``information_schema`` objects or are
@@ -78,6 +78,7 @@ class StatSnapshot:
     xacts: int
     rollbacks: int
     temp_bytes: int
+    sessions: int = 0  # sessions (connections) opened since the statistics began, cumulative
     taken_at: float = field(default_factory=time.time)
 
 
@@ -199,7 +200,9 @@ class PgStatReader:
             if not is_own_statement(str(r[7]))
         }
         assert d is not None
-        return StatSnapshot(queries, xacts=int(d[0]) + int(d[1]), rollbacks=int(d[1]), temp_bytes=int(d[2]))
+        return StatSnapshot(
+            queries, xacts=int(d[0]) + int(d[1]), rollbacks=int(d[1]), temp_bytes=int(d[2]), sessions=int(d[3])
+        )
 
     def close(self) -> None:
         if self._db is not None:
@@ -277,7 +280,7 @@ class MyStatReader:
             rows = cur.fetchall()
             cur.execute(
                 "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-                "WHERE VARIABLE_NAME IN ('COM_COMMIT', 'COM_ROLLBACK', 'CREATED_TMP_DISK_TABLES')"
+                "WHERE VARIABLE_NAME IN ('COM_COMMIT', 'COM_ROLLBACK', 'CREATED_TMP_DISK_TABLES', 'CONNECTIONS')"
             )
             status = {str(k).upper(): int(v) for k, v in cur.fetchall()}
         except pymysql.MySQLError as exc:
@@ -297,7 +300,11 @@ class MyStatReader:
         }
         commits, rollbacks = status.get("COM_COMMIT", 0), status.get("COM_ROLLBACK", 0)
         return StatSnapshot(
-            queries, xacts=commits + rollbacks, rollbacks=rollbacks, temp_bytes=status.get("CREATED_TMP_DISK_TABLES", 0)
+            queries,
+            xacts=commits + rollbacks,
+            rollbacks=rollbacks,
+            temp_bytes=status.get("CREATED_TMP_DISK_TABLES", 0),
+            sessions=status.get("CONNECTIONS", 0),
         )
 
     def close(self) -> None:
