@@ -20,10 +20,10 @@ Quiet windows: when the counted top queries carry less than ``live.min_weight`` 
 (too few calls), the window is extended by ``duration_s``, at most ``live.max_extend`` times; after that
 it is skipped with a ``WorkloadError`` (the journal records it as the run's failure).
 
-Guard: every second of a window after the baseline, the index so far and the rollback rate are
-checked; beyond ``live.guard_max_slowdown`` or ``live.guard_max_error_rate`` the window stops at once
-with :class:`GuardTripped` (a ``WorkloadError``), and the session's recovery puts the best configuration
-back (``recovery.restore_verified``). The error names the figures.
+Guard: every second of a candidate window (``next_run`` says which window is next), the index so far
+and the rollback rate are checked; beyond ``live.guard_max_slowdown`` or ``live.guard_max_error_rate``
+the window stops at once with :class:`GuardTripped` (a ``WorkloadError``), and the session's recovery
+puts the best configuration back (``recovery.restore_verified``). The error names the figures.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ class LiveWorkload(Workload):
         self.clock = clock
         self.sleep = sleep
         self.baseline: Baseline | None = None
+        self.guard_armed = True  # run() called without next_run (tests, the API): the guard watches
         self._lock = threading.Lock()  # the executor's state sampler reads from another thread
 
     def traits(self) -> WorkloadTraits:
@@ -164,6 +165,11 @@ class LiveWorkload(Workload):
             LiveSetupError: the statement statistics are not available (what to change, one line).
         """
         self.reader.check()
+
+    def next_run(self, label: str) -> None:
+        """Arm the guard for candidate windows only: in a baseline or best window there is nothing to
+        revert to (a slowdown there is the traffic's, not a change's)."""
+        self.guard_armed = "candidate" in label
 
     def warmup(self, seconds: float) -> None:
         """Wait ``seconds`` without measuring (connections turn over, caches settle after a change)."""
@@ -260,7 +266,7 @@ class LiveWorkload(Workload):
 
     def _guard(self, first: StatSnapshot, last: StatSnapshot, elapsed_s: int) -> None:
         """Stop the window when the top queries slowed or errors rose beyond the configured limits."""
-        if self.baseline is None or elapsed_s < self.live.guard_min_s:
+        if not self.guard_armed or self.baseline is None or elapsed_s < self.live.guard_min_s:
             return
         delta = window_delta(first, last)
         index, covered = time_index(delta, self.baseline, self.live.min_calls)
