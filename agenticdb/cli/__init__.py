@@ -102,9 +102,7 @@ def tune(
     target: TargetOpt = None,
     sandbox: SandboxOpt = None,
     home: HomeOpt = None,
-    workload: Annotated[
-        str | None, typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command | live (observe the app)")
-    ] = None,
+    workload: Annotated[str | None, typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command")] = None,
     rounds: Annotated[int | None, typer.Option(help="max rounds")] = None,
     duration: Annotated[float | None, typer.Option(help="seconds per measured run")] = None,
     warmup: Annotated[float | None, typer.Option(help="unmeasured warm-up seconds before each run")] = None,
