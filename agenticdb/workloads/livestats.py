@@ -182,7 +182,8 @@ class PgStatReader:
                 "GROUP BY s.queryid"
             ).fetchall()
             d = db.execute(
-                "SELECT xact_commit, xact_rollback, temp_bytes, sessions FROM pg_stat_database WHERE datname = current_database()"
+                "SELECT xact_commit, xact_rollback, temp_bytes, sessions FROM pg_stat_database "
+                "WHERE datname = current_database()"
             ).fetchone()
         except psycopg.Error as exc:
             raise WorkloadError(f"live: reading pg_stat_statements failed: {exc}") from None
