@@ -240,9 +240,10 @@ def test_missing_extension_exits_with_one_line(home: Path, pg: PostgresSandboxIn
     assert work_mem_kb(pg) == before
 
 
-def test_missing_preload_names_shared_preload_libraries(tmp_path: Path) -> None:
+def test_missing_preload_names_shared_preload_libraries() -> None:
     """A server without the library preloaded: the check says so and changes nothing."""
-    tmp_path.chmod(0o755)
+    tmp_path = Path(tempfile.mkdtemp(prefix="agenticdb-live-nopreload-"))
+    tmp_path.chmod(0o755)  # the postgres OS user must traverse it
     sandbox = PostgresSandbox(tmp_path)
     i = sandbox.up()
     try:
@@ -262,6 +263,7 @@ def test_missing_preload_names_shared_preload_libraries(tmp_path: Path) -> None:
         assert row is not None and row[0] == ""  # never changed by agenticdb
     finally:
         sandbox.down()
+        shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 # -- the guard reverts a harmful candidate before its window ends --------------------------------------
