@@ -19,7 +19,7 @@ from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
-from agenticdb.workloads.base import Workload
+from agenticdb.workloads.base import Connection, Workload, WorkloadError
 
 if TYPE_CHECKING:
     from agenticdb.session import TuningSession
@@ -100,7 +100,33 @@ def build_workload(cfg: Settings, target: Target) -> Workload:
     from agenticdb.workloads import connection_from_dsn
 
     conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
+    if cfg.workload.kind == "live":
+        return build_live_workload(cfg, conn)
     return _build(cfg.workload, conn)
+
+
+def build_live_workload(cfg: Settings, conn: Connection) -> Workload:
+    """The live workload (observation windows, agenticdb/workloads/live.py), its set-up checked first.
+
+    Raises:
+        SetupError: the statement statistics are missing (one line: what the DBA must change).
+    """
+    from agenticdb.workloads.live import build_live
+    from agenticdb.workloads.livestats import LiveSetupError
+
+    if cfg.policy.allow_restart and cfg.policy.restart_window is None:
+        # A live server serves an application: a restart drops its connections. Only dynamic and reload
+        # changes, unless the DBA names a restart window (then the validator allows restarts inside it).
+        cfg.policy.allow_restart = False
+        log.info("live.no_restart", reason="workload live without policy.restart_window: restart changes are refused")
+    workload = build_live(cfg.workload, cfg.live, conn)
+    try:
+        workload.prepare()
+    except LiveSetupError as exc:
+        raise SetupError(str(exc)) from None
+    except WorkloadError as exc:
+        raise SetupError(f"workload live: {exc}") from None
+    return workload
 
 
 def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, str], None] | None) -> Target | None:
@@ -247,4 +273,8 @@ def build_session(
     src = host_state_source(cfg, target)
     if src is not None:
         session.extra_state_sources = [src]
+    from agenticdb.workloads.live import LiveWorkload
+
+    if isinstance(workload, LiveWorkload):  # the window's statement counters feed the diagnosis
+        session.extra_state_sources.append(workload.runtime_state)
     return session

@@ -116,6 +116,7 @@ WorkloadKind = Literal[
     "ycsb-f",
     "tpch",
     "command",
+    "live",
 ]
 
 
@@ -156,6 +157,32 @@ class WorkloadConfig(Section):
     query_timeout_s: float = 120.0
     max_error_rate: float = 0.05
     objective: Literal["tps_per_p95", "tps", "p95", "p99", "total_time"] | None = None
+
+
+class LiveConfig(Section):
+    """``workload.kind = "live"``: observation windows on the application's own statements
+    (agenticdb/workloads/live.py; README "Live mode"). Each window lasts ``workload.duration_s``."""
+
+    database: str | None = Field(
+        default=None,
+        description="database whose statements are observed (PostgreSQL: pg_stat_statements must be created "
+        "there; MariaDB: SCHEMA_NAME filter); None = the database of target.dsn (MariaDB: every schema)",
+    )
+    top_queries: int = Field(default=10, ge=1, description="statements (by baseline total time) in the objective")
+    min_calls: int = Field(default=5, ge=1, description="calls a top statement needs in a window to count")
+    min_weight: float = Field(
+        default=0.5, gt=0, le=1, description="share of the baseline time the counted statements must carry"
+    )
+    max_extend: int = Field(default=3, ge=0, description="times a quiet window is extended before it is skipped")
+    guard_max_slowdown: float = Field(
+        default=1.0,
+        gt=0,
+        description="the guard reverts when the top statements' mean time passes (1 + this) × baseline",
+    )
+    guard_max_error_rate: float = Field(
+        default=0.05, ge=0, le=1, description="the guard reverts when rolled back/failed transactions exceed this share"
+    )
+    guard_min_s: int = Field(default=1, ge=1, description="seconds of a window before the guard judges it")
 
 
 #: Keys of earlier versions and what replaced them (a config file using one gets this in its error).
@@ -452,6 +479,7 @@ class Settings(BaseSettings):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     os: OSConfig = Field(default_factory=OSConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    live: LiveConfig = Field(default_factory=LiveConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -159,6 +159,7 @@ class Executor:
         if self.before_measure is not None:
             self.before_measure()  # e.g. a pristine data reset on a sandbox (restarts the server)
             after_restart = True
+        self.workload.next_run(label)
         warmup = max(3.0, 2 * self.warmup_s) if after_restart else self.warmup_s
         if warmup > 0:
             self.workload.warmup(warmup)

@@ -221,6 +221,24 @@ class Disturbance(Strict):
     reason: str = ""
 
 
+class LiveQuery(Strict):
+    """One of the baseline's top statements as seen in a live observation window (``workload.kind =
+    "live"``). ``text`` is the normalised, literal-free statement text, shortened; ``weight`` its share of
+    the top statements' baseline execution time; times in ms per call (``mean_ms`` None without calls);
+    ``temp_bytes`` spilled to temporary files in the window (MariaDB: disk temp tables + sort merge
+    passes, a count); ``read_blocks``/``hit_blocks`` shared blocks read from outside/inside the cache."""
+
+    queryid: str
+    text: str
+    weight: float
+    baseline_mean_ms: float
+    calls: int = 0
+    mean_ms: float | None = None
+    temp_bytes: int = 0
+    read_blocks: int = 0
+    hit_blocks: int = 0
+
+
 class Measurement(Strict):
     """Result of one workload run. Latencies in ms, durations in s.
 
@@ -261,6 +279,7 @@ class Measurement(Strict):
     cut_off: str | None = None
     """Why the run was stopped early as far worse than the best configuration (``agenticdb.trial_limit``);
     its objective is then an estimate from the part that ran. None for a full run."""
+    live_queries: list[LiveQuery] = Field(default_factory=list)  # workload live: the top statements
 
 
 class RuntimeState(Strict):

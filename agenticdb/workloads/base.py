@@ -76,6 +76,10 @@ class Workload(ABC):
             WorkloadError: loading failed (tool output attached).
         """
 
+    def next_run(self, label: str) -> None:
+        """Told the label of the next measured run ("baseline 1", "candidate", "confirm best 2", …) before
+        it starts; the default ignores it (the live workload's guard watches candidate windows only)."""
+
     def warmup(self, seconds: float) -> None:
         """Run unmeasured for ``seconds`` (default: a short run whose result is dropped)."""
         if seconds > 0:
