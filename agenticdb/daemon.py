@@ -28,6 +28,7 @@ from agenticdb.journal import Intent, Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
+from agenticdb.metrics import start_metrics
 from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
 from agenticdb.notify import Notifier
 from agenticdb.recovery import restore_os_originals, restore_verified
@@ -294,7 +295,11 @@ class Daemon:
         """Reconcile, READY, then schedule sessions until stopped. Returns the exit code."""
         cfg = self.cfg
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
-        journal, memory = Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)  # type: ignore[arg-type]
+        from agenticdb.app import open_memory
+
+        journal = Journal(cfg.storage.journal_db)  # type: ignore[arg-type]
+        memory = open_memory(cfg, journal)
+        metrics = start_metrics(cfg, journal)
         self.install_signals()
         self._alive.set()
         watchdog = threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True)
@@ -305,6 +310,7 @@ class Daemon:
                 return 1
             for a in actions:
                 log.warning("daemon.reconcile", action=a)
+            self._sync_central(memory)
             self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
             log.info("daemon.ready", reconciled=len(actions))
             watchdog.start()
@@ -315,6 +321,7 @@ class Daemon:
                     self.last_run = time.monotonic()
                     self.drift_due = False
                     self._reference_mix = None  # re-learn the mix the new configuration serves
+                    self._sync_central(memory)
                     try:
                         summary = self._run_session(journal, memory)
                     except LockError as exc:
@@ -324,7 +331,11 @@ class Daemon:
                         log.error("daemon.session_failed", reason=str(exc))
                     self.notifier.status(summary[:200])
                     log.info("daemon.session_done", summary=summary)
+                    if metrics is not None:
+                        metrics.refresh()
                     continue
+                if metrics is not None:
+                    metrics.tick()
                 self._monitor(journal)
                 self.notifier.status(
                     f"idle; next session in {self._next_in() / 60:.0f} min"
@@ -340,8 +351,19 @@ class Daemon:
             self._alive.clear()
             journal.append("daemon", "daemon.stop", {"signals": self.flags.signals})
             log.info("daemon.stopped", signals=self.flags.signals)
+            if metrics is not None:
+                metrics.close()
             journal.close()
             memory.close()
+
+    @staticmethod
+    def _sync_central(memory: MemoryBook) -> None:
+        """Each cycle: push what was learned while the central Memory Book was away (issue 19)."""
+        if memory.central is not None:
+            memory.central.retry()
+            result = memory.central.push(memory)
+            if result is not None and result.uploaded:
+                log.info("daemon.central_synced", uploaded=result.uploaded, reason="experience learned meanwhile")
 
     def _reconcile(self, journal: Journal, memory: MemoryBook) -> list[str] | None:
         """Crash reconciliation before READY; None when it failed (the daemon must not tune then)."""
