@@ -75,11 +75,12 @@ def rank(
     fp: Fingerprint, records: Sequence[ExperienceRecord], limit: int = 3, threshold: float = 0.6
 ) -> list[tuple[float, ExperienceRecord]]:
     """Records of similar problems, best first: ``(similarity, record)`` with ``similarity >= threshold``
-    and > 0 (another DBMS family never); ties go to the newer record. Pure function."""
-    scored = [(similarity(fp, r.experience.fingerprint), i, r) for i, r in enumerate(records)]
-    kept = [(s, i, r) for s, i, r in scored if s > 0.0 and s >= threshold]
-    kept.sort(key=lambda t: (t[0], t[1]), reverse=True)
-    return [(s, r) for s, _, r in kept[:limit]]
+    and > 0 (another DBMS family never); ties go to the newer record (``Experience.created_at``, then the
+    later in ``records``). Pure function."""
+    scored = [(similarity(fp, r.experience.fingerprint), r.experience.created_at, i, r) for i, r in enumerate(records)]
+    kept = [t for t in scored if t[0] > 0.0 and t[0] >= threshold]
+    kept.sort(key=lambda t: (t[0], t[1], t[2]), reverse=True)
+    return [(t[0], t[3]) for t in kept[:limit]]
 
 
 def retrieve(
