@@ -31,6 +31,7 @@ agenticdb_last_decision_timestamp_seconds       gauge   time of the latest ``dec
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -110,14 +111,16 @@ class JournalCollector(Collector):
             self.gauges["trial_gain"] = float(d["gain"])
         elif e.event == "decision":
             self._decision(e)
-        elif e.event in ("reverted", "recovery"):
-            self.counts[e.event] += 1
+        elif e.event == "reverted":
+            self.counts["reverted"] += 1
+        elif e.event == "recovery":
+            self.counts["recovered"] += 1
 
     def _baseline(self, d: dict[str, Any]) -> None:
         objective = d.get("objective")
-        if objective is None and d.get("objectives"):
-            runs = sorted(d["objectives"])
-            objective = runs[len(runs) // 2]
+        runs = [x for x in d.get("objectives", []) if isinstance(x, int | float)]
+        if objective is None and runs:
+            objective = statistics.median(runs)
         self.higher_is_better = bool(d.get("higher_is_better", True))
         if isinstance(objective, int | float):
             self.gauges["baseline"] = self.gauges["objective"] = float(objective)

@@ -14,6 +14,7 @@ better, ``auditor.relative_gain``) the candidate's objective is ``b·(1+g)`` whe
 from __future__ import annotations
 
 import io
+import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -77,7 +78,7 @@ def curve_of(events: list[JournalEvent]) -> Curve:
     higher = bool(base.data.get("higher_is_better", True))
     runs = [float(x) for x in base.data.get("objectives", []) if isinstance(x, int | float)]
     b = base.data.get("objective")
-    baseline = float(b) if isinstance(b, int | float) else sorted(runs)[len(runs) // 2] if runs else 0.0
+    baseline = float(b) if isinstance(b, int | float) else statistics.median(runs) if runs else 0.0
     curve = Curve(str(base.data.get("objective_name") or "objective"), higher, baseline)
     span = max(_ts(base) - t0, 1e-3)
     curve.baseline_runs = [(span * (i + 1) / (len(runs) + 1), r) for i, r in enumerate(runs)]
