@@ -2,8 +2,9 @@
 
 Drawn from the journal only: the baseline runs (``baseline``), each trial's paired estimate and interval
 (``judged``: gain, low, high relative to the best configuration's median in the same pairs), the kept
-changes (``decision`` with kept = true, labelled with their knob changes), the baseline and the best
-objective as horizontal lines, and the objective in effect as a step line. matplotlib (the ``plot``
+changes (``decision`` with kept = true, labelled with their knob changes), the best configuration's
+median in the same pairs (what each gain is relative to), the baseline and the best objective as
+horizontal lines, and the objective in effect as a step line. matplotlib (the ``plot``
 extra) with the non-interactive Agg backend.
 
 A trial's interval in objective units: with best median ``b`` and relative gain ``g`` (positive =
@@ -20,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agenticdb.cli.labels import objective_label
 from agenticdb.journal import JournalEvent
 
 #: Figure size in inches and resolution: FIGSIZE × DPI = 1200 × 600 pixels.
@@ -42,6 +44,8 @@ class Trial:
     high: float | None
     kept: bool = False
     label: str = ""
+    best: float | None = None
+    """The best configuration's median in the same pairs (what the gain is relative to)."""
 
 
 @dataclass
@@ -118,7 +122,7 @@ def _trial(j: JournalEvent, d: JournalEvent, t0: float, higher: bool) -> Trial |
         low, high = high, low
     changes = d.data.get("changes") or {}
     label = ", ".join(f"{k}={v}" for k, v in changes.items())
-    return Trial(j.round_no or 0, _ts(d) - t0, y, low, high, bool(d.data.get("kept")), label)
+    return Trial(j.round_no or 0, _ts(d) - t0, y, low, high, bool(d.data.get("kept")), label, float(best_med))
 
 
 def draw(curve: Curve, out: Path | io.BytesIO, title: str) -> None:
@@ -175,11 +179,15 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
             fontsize=8,
             color=color,
         )
+    pairs = [(t.t, t.best) for t in curve.trials if t.best is not None]
+    if pairs:
+        px, py = zip(*pairs, strict=True)
+        ax.scatter(px, py, marker="_", s=200, color="black", label="best config. in the same pairs", zorder=3)
     ax.errorbar([], [], yerr=[], fmt="o", color="tab:blue", capsize=4, label="trial (interval)")
     ax.plot([], [], "*", color="tab:green", markersize=12, label="kept change")
     direction = "higher" if curve.higher_is_better else "lower"
     ax.set_xlabel("seconds since the session started")
-    ax.set_ylabel(f"{curve.objective_name} ({direction} is better)")
+    ax.set_ylabel(f"{objective_label(curve.objective_name)} ({direction} is better)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
