@@ -28,7 +28,7 @@ from agenticdb.journal import Intent, Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
-from agenticdb.metrics import start_metrics
+from agenticdb.metrics import DaemonMetrics, start_metrics
 from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
 from agenticdb.notify import Notifier
 from agenticdb.recovery import restore_os_originals, restore_verified
@@ -142,6 +142,7 @@ class Daemon:
         self._monitor_target: Any = None
         self._last_sample: RuntimeState | None = None
         self._last_sample_at = 0.0
+        self._last_sync_at = time.monotonic()
         self._reference_mix: float | None = None
         self._busy = threading.Event()
         self._alive = threading.Event()
@@ -334,15 +335,7 @@ class Daemon:
                     if metrics is not None:
                         metrics.refresh()
                     continue
-                if metrics is not None:
-                    metrics.tick()
-                self._monitor(journal)
-                self.notifier.status(
-                    f"idle; next session in {self._next_in() / 60:.0f} min"
-                    if self.last_run
-                    else "idle; waiting for a maintenance window"
-                )
-                time.sleep(0.5)
+                self._idle(journal, memory, metrics)
             return 0
         finally:
             if self._monitor_target is not None:
@@ -356,10 +349,25 @@ class Daemon:
             journal.close()
             memory.close()
 
-    @staticmethod
-    def _sync_central(memory: MemoryBook) -> None:
-        """Each cycle: push what was learned while the central Memory Book was away (issue 19)."""
-        if memory.central is not None:
+    def _idle(self, journal: Journal, memory: MemoryBook, metrics: DaemonMetrics | None) -> None:
+        """One idle tick: metrics textfile, pending uploads, monitoring, the STATUS line, 0.5 s sleep."""
+        if metrics is not None:
+            metrics.tick()
+        if time.monotonic() - self._last_sync_at >= self.cfg.daemon.monitor_interval_s:
+            self._sync_central(memory)
+        self._monitor(journal)
+        self.notifier.status(
+            f"idle; next session in {self._next_in() / 60:.0f} min"
+            if self.last_run
+            else "idle; waiting for a maintenance window"
+        )
+        time.sleep(0.5)
+
+    def _sync_central(self, memory: MemoryBook) -> None:
+        """At start, before each session and every ``monitor_interval_s`` while pending rows exist:
+        push what was learned while the central Memory Book was away (issue 19)."""
+        self._last_sync_at = time.monotonic()
+        if memory.central is not None and memory.has_pending():
             memory.central.retry()
             result = memory.central.push(memory)
             if result is not None and result.uploaded:

@@ -189,3 +189,51 @@ def test_daemon_serves_metrics_matching_its_journal(pg: PostgresSandboxInfo, tmp
         kept = [d for d in decisions if d["kept"]]
         expected_objective = kept[-1]["objective"] if kept else base["objectives"][0]
         assert metrics[("agenticdb_objective", ())] == pytest.approx(expected_objective)
+
+
+def test_daemon_uploads_pending_experience_on_its_cycle(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
+    """Experience learned while the central Memory Book was away is pushed by the daemon's next cycle
+    (here: its start), once."""
+    import psycopg
+
+    from agenticdb.memory import MemoryBook
+    from agenticdb.models import Experience, Fingerprint
+
+    with psycopg.connect(pg.dsn, autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS central_daemon")
+        c.execute("CREATE DATABASE central_daemon")
+    url = f"postgresql://postgres@127.0.0.1:{pg.port}/central_daemon"
+    home, cfg = tmp_path / "home", tmp_path / "agenticdb.toml"
+    fp = Fingerprint(
+        dbms="postgresql", version_major="15", benchmark="pgbench", workload_class="oltp", read_fraction=0.5
+    )
+    with MemoryBook(home / "memory.db", host="host-d") as book:
+        book.write_experience(Experience(fingerprint=fp, session_id="learned-offline"))
+        assert book.has_pending()
+    _config(cfg, pg, home, free_port(), tmp_path / "t.prom")
+    text = cfg.read_text().replace("run_on_start = true", "run_on_start = false")
+    cfg.write_text(text.replace("[storage]\n", f'[storage]\nmemory_url = "{url}"\nhost_label = "host-d"\n'))
+    log = open(tmp_path / "daemon.log", "a")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(cfg)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    rows: list[tuple[str, str]] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not rows:
+            assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+            try:
+                with psycopg.connect(url) as c:
+                    rows = [(r[0], r[1]) for r in c.execute("SELECT host, session_id FROM agenticdb.experience")]
+            except psycopg.errors.UndefinedTable:
+                pass
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert rows == [("host-d", "learned-offline")]
+    with MemoryBook(home / "memory.db", host="host-d") as book:
+        assert not book.has_pending()

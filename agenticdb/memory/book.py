@@ -258,6 +258,10 @@ class MemoryBook:
             self.central.push(self)
         return exp_id
 
+    def has_pending(self) -> bool:
+        """True when experience learned here is not yet in the central Memory Book."""
+        return self.db.execute("SELECT 1 FROM experience WHERE synced_at IS NULL LIMIT 1").fetchone() is not None
+
     def insert_experience_row(self, exp: Experience, host: str, synced: bool, commit: bool = True) -> int:
         """Insert one experience row as is (no duplicate check; see ``backends.SqliteBackend.upsert``)."""
         fp = exp.fingerprint
