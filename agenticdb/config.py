@@ -366,6 +366,13 @@ class StorageConfig(Section):
         default=None, description="this host's name in a shared Memory Book; default: the machine's hostname"
     )
 
+    @field_validator("memory_url")
+    @classmethod
+    def _memory_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (the central Memory Book is PostgreSQL)")
+        return v
+
     @model_validator(mode="after")
     def _paths(self) -> StorageConfig:
         if self.memory_db is None:

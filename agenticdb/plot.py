@@ -27,6 +27,8 @@ from agenticdb.journal import JournalEvent
 #: Figure size in inches and resolution: FIGSIZE × DPI = 1200 × 600 pixels.
 FIGSIZE = (12.0, 6.0)
 DPI = 100
+#: The y axis turns logarithmic when the values span more than this ratio.
+LOG_SPAN = 100.0
 
 
 class PlotError(ValueError):
@@ -185,6 +187,11 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
         ax.scatter(px, py, marker="_", s=200, color="black", label="best config. in the same pairs", zorder=3)
     ax.errorbar([], [], yerr=[], fmt="o", color="tab:blue", capsize=4, label="trial (interval)")
     ax.plot([], [], "*", color="tab:green", markersize=12, label="kept change")
+    values = [curve.baseline, curve.best, *(y for _, y in curve.baseline_runs), *(t.objective for t in curve.trials)]
+    values += [v for t in curve.trials for v in (t.low, t.high, t.best) if v is not None]
+    positive = [y for y in values if y > 0]
+    if positive and max(positive) / min(positive) > LOG_SPAN:
+        ax.set_yscale("log")  # a broken start and its fix differ by orders of magnitude
     direction = "higher" if curve.higher_is_better else "lower"
     ax.set_xlabel("seconds since the session started")
     ax.set_ylabel(f"{objective_label(curve.objective_name)} ({direction} is better)")

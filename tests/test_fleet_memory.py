@@ -302,3 +302,13 @@ def test_unused_link_is_harmless(tmp_path: Path) -> None:
     book = MemoryBook(tmp_path / "m.db", host="h")
     assert book.central is None and book.host == "h"
     book.close()
+
+
+def test_memory_url_must_be_postgresql() -> None:
+    from pydantic import ValidationError
+
+    from agenticdb.config import StorageConfig
+
+    with pytest.raises(ValidationError, match="must be a postgresql:// URL"):
+        StorageConfig(memory_url="mysql://agent@db/book")
+    assert StorageConfig(memory_url="postgres://agent@db/book").memory_url == "postgres://agent@db/book"
