@@ -312,3 +312,11 @@ def test_memory_url_must_be_postgresql() -> None:
     with pytest.raises(ValidationError, match="must be a postgresql:// URL"):
         StorageConfig(memory_url="mysql://agent@db/book")
     assert StorageConfig(memory_url="postgres://agent@db/book").memory_url == "postgres://agent@db/book"
+
+
+def test_llm_context_names_the_origin_host() -> None:
+    from agenticdb.planner.context import render_experience
+
+    text = render_experience([exp("s-a", "host-a", fp(memory_gib=64), 1.0)])
+    assert "learned on host host-a: 8 CPUs, 64 GiB, ssd storage" in text
+    assert "learned on host" not in render_experience([exp("s", "h", fp(), 1.0).model_copy(update={"origin": None})])
