@@ -48,6 +48,8 @@ class Trial:
     label: str = ""
     best: float | None = None
     """The best configuration's median in the same pairs (what the gain is relative to)."""
+    screen_only: bool = False
+    """No valid pair (e.g. every pair disturbed): placed by the screen run, no interval."""
 
 
 @dataclass
@@ -93,7 +95,7 @@ def curve_of(events: list[JournalEvent]) -> Curve:
     for e in events:
         if e.event != "decision" or e.round_no is None or e.round_no not in judged:
             continue
-        trial = _trial(judged[e.round_no], e, t0, higher)
+        trial = _trial(judged[e.round_no], e, t0, higher, curve.steps[-1][1])
         if trial is None:
             continue
         curve.trials.append(trial)
@@ -106,12 +108,14 @@ def curve_of(events: list[JournalEvent]) -> Curve:
     return curve
 
 
-def _trial(j: JournalEvent, d: JournalEvent, t0: float, higher: bool) -> Trial | None:
+def _trial(j: JournalEvent, d: JournalEvent, t0: float, higher: bool, in_effect: float) -> Trial | None:
+    """A judged round as a point; a round decided on its screen run alone (no valid pair: ``best_median``
+    None) is placed by its screen gain over the objective in effect, without an interval."""
     data: dict[str, Any] = j.data
-    best_med, cand = data.get("best_median"), data.get("candidate_median")
+    raw_best, cand = data.get("best_median"), data.get("candidate_median")
     gain = data.get("gain")
-    if not isinstance(best_med, int | float):
-        return None
+    screen_only = not isinstance(raw_best, int | float)
+    best_med = float(raw_best) if isinstance(raw_best, int | float) else in_effect
     if isinstance(gain, int | float):
         y = _at(best_med, gain, higher)
     elif isinstance(cand, int | float):
@@ -124,7 +128,10 @@ def _trial(j: JournalEvent, d: JournalEvent, t0: float, higher: bool) -> Trial |
         low, high = high, low
     changes = d.data.get("changes") or {}
     label = ", ".join(f"{k}={v}" for k, v in changes.items())
-    return Trial(j.round_no or 0, _ts(d) - t0, y, low, high, bool(d.data.get("kept")), label, float(best_med))
+    trial = Trial(j.round_no or 0, _ts(d) - t0, y, low, high, bool(d.data.get("kept")), label, float(best_med))
+    if screen_only:
+        trial.best, trial.screen_only = None, True
+    return trial
 
 
 def draw(curve: Curve, out: Path | io.BytesIO, title: str) -> None:
@@ -158,35 +165,15 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
     sx, sy = zip(*curve.steps, strict=True)
     ax.step(sx, sy, where="post", color="tab:green", linewidth=1, alpha=0.6, label="objective in effect")
     for t in curve.trials:
-        err = None
-        if t.low is not None and t.high is not None:
-            err = [[max(t.objective - t.low, 0.0)], [max(t.high - t.objective, 0.0)]]
-        color = "tab:green" if t.kept else "tab:blue"
-        ax.errorbar(
-            [t.t],
-            [t.objective],
-            yerr=err,
-            fmt="*" if t.kept else "o",
-            color=color,
-            capsize=4,
-            markersize=12 if t.kept else 6,
-            zorder=4,
-        )
-        text = f"r{t.round_no}" + (f" kept: {t.label}" if t.kept and t.label else "")
-        ax.annotate(
-            text,
-            (t.t, t.objective),
-            textcoords="offset points",
-            xytext=(6, 8 if t.kept else -12),
-            fontsize=8,
-            color=color,
-        )
+        _draw_trial(ax, t)
     pairs = [(t.t, t.best) for t in curve.trials if t.best is not None]
     if pairs:
         px, py = zip(*pairs, strict=True)
         ax.scatter(px, py, marker="_", s=200, color="black", label="best config. in the same pairs", zorder=3)
     ax.errorbar([], [], yerr=[], fmt="o", color="tab:blue", capsize=4, label="trial (interval)")
     ax.plot([], [], "*", color="tab:green", markersize=12, label="kept change")
+    if any(t.screen_only for t in curve.trials):
+        ax.plot([], [], "o", color="tab:blue", mfc="none", label="screen run only (no valid pair)")
     values = [curve.baseline, curve.best, *(y for _, y in curve.baseline_runs), *(t.objective for t in curve.trials)]
     values += [v for t in curve.trials for v in (t.low, t.high, t.best) if v is not None]
     positive = [y for y in values if y > 0]
@@ -198,6 +185,28 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
+
+
+def _draw_trial(ax: Any, t: Trial) -> None:
+    err = None
+    if t.low is not None and t.high is not None:
+        err = [[max(t.objective - t.low, 0.0)], [max(t.high - t.objective, 0.0)]]
+    color = "tab:green" if t.kept else "tab:blue"
+    ax.errorbar(
+        [t.t],
+        [t.objective],
+        yerr=err,
+        fmt="*" if t.kept else "o",
+        color=color,
+        mfc="none" if t.screen_only else color,
+        capsize=4,
+        markersize=12 if t.kept else 6,
+        zorder=4,
+    )
+    text = f"r{t.round_no}" + (f" kept: {t.label}" if t.kept and t.label else "") + (" screen" if t.screen_only else "")
+    ax.annotate(
+        text, (t.t, t.objective), textcoords="offset points", xytext=(6, 8 if t.kept else -12), fontsize=8, color=color
+    )
 
 
 def plot_session(events: list[JournalEvent], out: Path | io.BytesIO, title: str) -> Curve:

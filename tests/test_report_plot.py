@@ -139,3 +139,20 @@ def test_bad_format_and_unknown_session_are_clear_errors(home: Path, tmp_path: P
     r = run(home, "report", "nosuchsession", "--plot", str(tmp_path / "x.png"))
     assert r.exit_code == 1 and "error" in r.stderr and "nosuchsession" in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_round_decided_on_its_screen_alone_is_drawn_without_interval() -> None:
+    def ev(i: int, name: str, data: dict[str, object], rnd: int | None = None) -> JournalEvent:
+        return JournalEvent(
+            id=i, ts=f"2026-01-01T00:00:{i:02d}+00:00", session_id="s", round_no=rnd, event=name, data=data,
+            prev_hash="", hash="",
+        )  # fmt: skip
+
+    events = [
+        ev(1, "session.start", {}),
+        ev(2, "baseline", {"objectives": [100.0, 100.0]}),
+        ev(3, "judged", {"gain": -0.25, "low": None, "high": None, "best_median": None}, 1),
+        ev(4, "decision", {"kept": False, "changes": {"jit": "off"}}, 1),
+    ]
+    t = curve_of(events).trials[0]
+    assert t.screen_only and t.objective == pytest.approx(75.0) and t.low is None and t.best is None
