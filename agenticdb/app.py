@@ -233,7 +233,25 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # raised as one line naming the folder (storefault.StorageError)
         raise StorageError(cfg.storage.home, "home folder", cause_of(exc), "create") from exc
-    return Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)
+    journal = Journal(cfg.storage.journal_db)
+    return journal, open_memory(cfg, journal)
+
+
+def open_memory(cfg: Settings, journal: Journal | None = None) -> MemoryBook:
+    """The local Memory Book, linked to the central one when ``storage.memory_url`` is set (issue 19):
+    an unreachable central book is journaled once as ``memory.central_unreachable``."""
+    from agenticdb.memory.central import attach_central, safe_url
+
+    assert cfg.storage.memory_db is not None
+    book = MemoryBook(cfg.storage.memory_db, host=cfg.storage.host_label)
+    url = cfg.storage.memory_url
+
+    def unreachable(reason: str) -> None:
+        if journal is not None and url:
+            data = {"url": safe_url(url), "reason": reason, "fallback": "local cache", "host": book.host}
+            journal.append(book.last_session or "memory", "memory.central_unreachable", data)
+
+    return attach_central(book, url, unreachable)
 
 
 def build_session(

@@ -414,6 +414,20 @@ class StorageConfig(Section):
     home: Path = Field(default_factory=default_data_home)
     memory_db: Path | None = None
     journal_db: Path | None = None
+    # issue 19: a central Memory Book shared by a fleet (agenticdb/memory/central.py); None = local only.
+    memory_url: str | None = Field(
+        default=None, description="postgresql://... of a central Memory Book; the local SQLite file is its cache"
+    )
+    host_label: str | None = Field(
+        default=None, description="this host's name in a shared Memory Book; default: the machine's hostname"
+    )
+
+    @field_validator("memory_url")
+    @classmethod
+    def _memory_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (the central Memory Book is PostgreSQL)")
+        return v
 
     @model_validator(mode="after")
     def _paths(self) -> StorageConfig:
@@ -441,11 +455,23 @@ class DaemonConfig(Section):
     drift_threshold: float = Field(default=0.2, gt=0)
     watchdog_s: float = Field(default=30.0, gt=0)
     lock_dir: Path | None = None
+    # issue 19: Prometheus metrics (agenticdb/metrics.py); None = not served / not written.
+    metrics_listen: str | None = Field(default=None, description="'127.0.0.1:9187': serve /metrics there")
+    metrics_textfile: Path | None = Field(default=None, description="node_exporter textfile (*.prom) to rewrite")
 
     @field_validator("windows")
     @classmethod
     def _windows(cls, v: list[str]) -> list[str]:
         return [check_window(f"daemon.windows[{i}]", w) for i, w in enumerate(v)]
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_listen(cls, v: str | None) -> str | None:
+        if v is not None:
+            from agenticdb.metrics import parse_listen
+
+            parse_listen(v)
+        return v
 
 
 class _SectionsAsDicts(PydanticBaseSettingsSource):

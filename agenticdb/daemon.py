@@ -28,6 +28,7 @@ from agenticdb.journal import Intent, Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
+from agenticdb.metrics import DaemonMetrics, start_metrics
 from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
 from agenticdb.notify import Notifier
 from agenticdb.recovery import restore_os_originals, restore_verified
@@ -141,6 +142,7 @@ class Daemon:
         self._monitor_target: Any = None
         self._last_sample: RuntimeState | None = None
         self._last_sample_at = 0.0
+        self._last_sync_at = time.monotonic()
         self._reference_mix: float | None = None
         self._busy = threading.Event()
         self._alive = threading.Event()
@@ -294,7 +296,11 @@ class Daemon:
         """Reconcile, READY, then schedule sessions until stopped. Returns the exit code."""
         cfg = self.cfg
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
-        journal, memory = Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)  # type: ignore[arg-type]
+        from agenticdb.app import open_memory
+
+        journal = Journal(cfg.storage.journal_db)  # type: ignore[arg-type]
+        memory = open_memory(cfg, journal)
+        metrics = start_metrics(cfg, journal)
         self.install_signals()
         self._alive.set()
         watchdog = threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True)
@@ -305,6 +311,7 @@ class Daemon:
                 return 1
             for a in actions:
                 log.warning("daemon.reconcile", action=a)
+            self._sync_central(memory)
             self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
             log.info("daemon.ready", reconciled=len(actions))
             watchdog.start()
@@ -315,6 +322,7 @@ class Daemon:
                     self.last_run = time.monotonic()
                     self.drift_due = False
                     self._reference_mix = None  # re-learn the mix the new configuration serves
+                    self._sync_central(memory)
                     try:
                         summary = self._run_session(journal, memory)
                     except LockError as exc:
@@ -324,14 +332,10 @@ class Daemon:
                         log.error("daemon.session_failed", reason=str(exc))
                     self.notifier.status(summary[:200])
                     log.info("daemon.session_done", summary=summary)
+                    if metrics is not None:
+                        metrics.refresh()
                     continue
-                self._monitor(journal)
-                self.notifier.status(
-                    f"idle; next session in {self._next_in() / 60:.0f} min"
-                    if self.last_run
-                    else "idle; waiting for a maintenance window"
-                )
-                time.sleep(0.5)
+                self._idle(journal, memory, metrics)
             return 0
         finally:
             if self._monitor_target is not None:
@@ -340,8 +344,34 @@ class Daemon:
             self._alive.clear()
             journal.append("daemon", "daemon.stop", {"signals": self.flags.signals})
             log.info("daemon.stopped", signals=self.flags.signals)
+            if metrics is not None:
+                metrics.close()
             journal.close()
             memory.close()
+
+    def _idle(self, journal: Journal, memory: MemoryBook, metrics: DaemonMetrics | None) -> None:
+        """One idle tick: metrics textfile, pending uploads, monitoring, the STATUS line, 0.5 s sleep."""
+        if metrics is not None:
+            metrics.tick()
+        if time.monotonic() - self._last_sync_at >= self.cfg.daemon.monitor_interval_s:
+            self._sync_central(memory)
+        self._monitor(journal)
+        self.notifier.status(
+            f"idle; next session in {self._next_in() / 60:.0f} min"
+            if self.last_run
+            else "idle; waiting for a maintenance window"
+        )
+        time.sleep(0.5)
+
+    def _sync_central(self, memory: MemoryBook) -> None:
+        """At start, before each session and every ``monitor_interval_s`` while pending rows exist:
+        push what was learned while the central Memory Book was away (issue 19)."""
+        self._last_sync_at = time.monotonic()
+        if memory.central is not None and memory.has_pending():
+            memory.central.retry()
+            result = memory.central.push(memory)
+            if result is not None and result.uploaded:
+                log.info("daemon.central_synced", uploaded=result.uploaded, reason="experience learned meanwhile")
 
     def _reconcile(self, journal: Journal, memory: MemoryBook) -> list[str] | None:
         """Crash reconciliation before READY; None when it failed (the daemon must not tune then)."""

@@ -20,6 +20,7 @@ from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.executor import Executor
 from agenticdb.hardware import detect_hardware
 from agenticdb.memory import MemoryBook
+from agenticdb.memory.backends import retrieved_payload
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -464,9 +465,19 @@ class Initializer:
         self.memory.start_session(
             self.rec.session_id, target=self.target.kind, fingerprint=fp, workload=self.cfg.workload.kind
         )
-        experience = [e for _, e in self.memory.retrieve(fp)]
+        found = self.memory.retrieve(fp)
+        experience = [e for _, e in found]
         if experience:
-            self.rec.event("experience.retrieved", {"sessions": [e.session_id for e in experience]})
+            self.rec.event("experience.retrieved", retrieved_payload(found, self.memory.host, fp))
+            for score, e in found:
+                if e.origin is not None and e.origin.host != self.memory.host:
+                    log.info(
+                        "init.experience_from_other_host",
+                        session=e.session_id,
+                        host=e.origin.host,
+                        similarity=score,
+                        reason="a similar host's experience; byte sizes are rescaled to this host's memory",
+                    )
         return experience
 
     def _noise_warning(self, cv: float, noise: Noise) -> list[str]:

@@ -526,6 +526,20 @@ class RoundOutcome(Strict):
     finished_at: float = Field(default_factory=time.time)
 
 
+class HostOrigin(Strict):
+    """The host an experience was learned on (issue 19): its name in a shared Memory Book and the host
+    fingerprint — DBMS and major version, cores, memory (GiB, the cgroup-aware limit), storage class
+    (``ssd``, ``hdd``, ``nvme`` or ``unknown``, from /sys/block/<dev>/queue/rotational) and workload class."""
+
+    host: str
+    dbms: str
+    version_major: str
+    cpu_count: int
+    memory_gib: float
+    storage_class: str = "unknown"
+    workload_class: str = "oltp"
+
+
 class Experience(Strict):
     """What a finished session learned, stored under its fingerprint for later sessions.
 
@@ -547,6 +561,8 @@ class Experience(Strict):
     best_config_relative: dict[str, dict[str, float | str]] = Field(default_factory=dict)
     best_gain: float = 0.0
     created_at: float = Field(default_factory=time.time)
+    origin: HostOrigin | None = None
+    """Where it was learned (None: written before issue 19, treated as this host's)."""
 
 
 class PlanningContext(Strict):

@@ -36,6 +36,7 @@ from agenticdb.executor import Executor, PairedRuns
 from agenticdb.initializer import Initializer, Start
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook, distill_experience, relative_values
+from agenticdb.memory.backends import host_origin
 from agenticdb.models import (
     ApplyMode,
     Decision,
@@ -495,6 +496,6 @@ class TuningSession:
         catalogs = [self.target.catalog()] + ([self.os_target.catalog()] if self.os_target else [])
         relative = relative_values(best, catalogs, start.hardware)
         gain = auditor.relative_gain(best_obj, start.objective, start.higher_is_better)
-        self.memory.write_experience(
-            distill_experience(self.session_id, start.fingerprint, self.rounds, best, relative, gain)
-        )
+        exp = distill_experience(self.session_id, start.fingerprint, self.rounds, best, relative, gain)
+        origin = host_origin(self.memory.host, start.fingerprint, start.hardware)
+        self.memory.write_experience(exp.model_copy(update={"origin": origin}))
