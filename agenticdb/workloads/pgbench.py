@@ -25,6 +25,7 @@ import structlog
 from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
 from agenticdb.series import SecondBin, bin_transactions, percentile, points_from_bins
+from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     ToolResult,
@@ -116,12 +117,13 @@ class PgbenchWorkload(Workload):
             )
             return
         log.info("workload.prepare", workload=self.name, scale=self.scale, found_scale=current)
+        est = announce_load("pgbench", self.scale)
         result = run_tool(
             ["pgbench", "-i", "-q", "-s", str(self.scale)],
             env=self._env(),
             timeout_s=self.cfg.timeout_s,
             description=f"pgbench -i -s {self.scale}",
-            expected_s=None,
+            expected_s=est.seconds if est else None,
             progress=self.progress,
         )
         if result.returncode != 0:
