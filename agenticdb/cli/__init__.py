@@ -32,7 +32,9 @@ app = typer.Typer(
 )
 sandbox_app = typer.Typer(no_args_is_help=True, help="Private database instances for trying agenticdb.")
 app.add_typer(sandbox_app, name="sandbox")
-console = Console()
+# Piped stdout (a log, a ticket): lines are not wrapped at rich's 80-column default (tables print
+# through agenticdb.cli.output.print_table, at most 120 columns).
+console = Console(soft_wrap=not Console().is_terminal)
 err = Console(stderr=True)
 log = structlog.get_logger(__name__)
 

@@ -292,7 +292,8 @@ def _human_bytes(n: float) -> str:
 def _num(v: float | None, unit: str | None = None) -> str:
     if v is None:
         return ""
-    text = str(int(v)) if float(v).is_integer() else f"{v:g}"
+    # DBL_MAX bounds (1.79769e+308) stay in exponent form: 309 digits help no one
+    text = str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:g}"
     per = unit_bytes(unit)
     # Negative sizes are PostgreSQL's special values (-1: "use another setting" / "no limit"), not sizes.
     if per and v > 0 and v * per >= 1024:

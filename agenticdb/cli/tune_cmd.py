@@ -169,6 +169,7 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
             f"{medians_text(outcome)}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}",
             highlight=False,
+            markup=False,  # "[dbms]" and values in brackets are text, not rich markup
         )
 
     return on_round
