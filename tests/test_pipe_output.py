@@ -72,4 +72,4 @@ def test_catalog_piped_is_narrow_and_json_has_every_knob(pg_sandbox: PostgresSan
     assert sb["current"].startswith("128MB") and sb["apply"] == "restart"
     narrow = _run(pg_sandbox, "catalog", "--like", "wal_buffers")
     _check_lines(narrow.stdout)
-    assert "| wal_buffers" in narrow.stdout  # a table that fits stays a table
+    assert "│ wal_buffers" in narrow.stdout  # a table that fits stays a table

@@ -14,7 +14,6 @@ import sys
 from enum import StrEnum
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -67,7 +66,6 @@ def print_table(console: Console, table: Table) -> None:
         console.file.write(title + "\n")
     if natural_width(table) <= PIPE_WIDTH:
         table.title = None
-        table.box = box.ASCII
         table.expand = False
         out.print(table)
         console.file.flush()
