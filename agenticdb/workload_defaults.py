@@ -28,7 +28,7 @@ _OLTP = {"clients": 4, "duration_s": 15.0, "warmup_max_s": 10.0}
 #: workload.kind → first-run defaults. Why these:
 #: - pgbench scale 10: 1,000,000 pgbench_accounts rows, about 160 MB with indexes (pgbench manual,
 #:   https://www.postgresql.org/docs/15/pgbench.html: scale 1 = 100,000 accounts rows); loads in ~15 s.
-#: - sysbench 100,000 rows per table × 4 tables: ~100 MB (a row is ~190 bytes of data + the k index).
+#: - sysbench 100,000 rows per table × 4 tables: ~100 MB (a row is ~190 bytes of data + 2 indexes).
 #: - YCSB 100,000 records of 10 × 100-byte fields (YCSB core defaults): ~110 MB.
 #: - TPC-H scale factor 0.1: ~100 MB of CSV (TPC-H spec 4.2.5: SF 1 = 1 GB); the 22 queries run in
 #:   seconds, so a round (baseline runs + interleaved pairs) takes a minute or two. Concurrency 1 (the
@@ -48,16 +48,19 @@ ANNOUNCE_BYTES = 1 << 30
 # Bytes in the database per unit of workload.scale (data + indexes), and load rate in bytes/s on the
 # reference host (2 cores, PostgreSQL 15 sandbox, other jobs running).
 _BYTES_PER_UNIT = {
-    "pgbench": 16_000_000,  # per scale unit: 100,000 accounts rows (~13 MB) + primary key (~2.2 MB)
-    "sysbench": 240,  # per row per table: id, k, c CHAR(120), pad CHAR(60) + row header + 2 indexes
-    "ycsb": 1_150,  # per record: 10 × 100-byte fields + key + row header
-    "tpch": 1_750_000_000,  # per scale factor: 1 GB of CSV; SF 0.1 measured 175 MB in PostgreSQL 15 with indexes
+    "pgbench": 16_000_000,  # per scale unit: 100,000 accounts rows + keys (scale 10 measured 150 MB)
+    "sysbench": 250,  # per row per table: id, k, c CHAR(120), pad CHAR(60), 2 indexes (4 × 100,000: 100 MB)
+    "ycsb": 1_150,  # per record: 10 × 100-byte fields + key + row header (100,000 records: 113 MB)
+    "tpch": 1_750_000_000,  # per scale factor: 1 GB of CSV; SF 0.1 measured 175 MB with indexes
 }
+# Measured on the reference host (PostgreSQL 15 sandbox, 2 cores, other jobs running), 2026-12-01:
+# pgbench -i -s 10 in 9.7 s; sysbench prepare 4 × 100,000 rows in 11.8 s; YCSB 100,000 records in
+# 36.8 s (ycsb.lua inserts row by row); TPC-H SF 0.1 (tpchgen, COPY, indexes, ANALYZE) in about 30 s.
 _RATE = {
-    "pgbench": 12_000_000,  # pgbench -i -s 10 (160 MB) took ~13 s including the vacuum and keys
-    "sysbench": 6_000_000,  # sysbench prepare inserts in batches then builds the k index
-    "ycsb": 8_000_000,
-    "tpch": 6_000_000,  # tpchgen + COPY + indexes + ANALYZE
+    "pgbench": 14_000_000,
+    "sysbench": 8_000_000,
+    "ycsb": 3_000_000,
+    "tpch": 6_000_000,
 }
 
 
