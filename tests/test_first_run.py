@@ -81,3 +81,12 @@ def test_estimates_follow_the_benchmark_units() -> None:
     assert estimate_load("command", 10) is None
     big = estimate_load("ycsb-a", 10_000_000)
     assert big is not None and big.large
+
+
+def test_pgbench_load_progress_counts_rows_from_its_output() -> None:
+    from agenticdb.workloads.pgbench import init_progress
+
+    out = "dropping old tables...\n200000 of 1000000 tuples (20%) done (elapsed 0.5 s, remaining 2.0 s)\n"
+    assert init_progress(out) == 20.0
+    assert init_progress(out + "1000000 of 1000000 tuples (100%) done (elapsed 2.5 s, remaining 0.00 s)\n") == 100.0
+    assert init_progress("creating tables...\n") is None

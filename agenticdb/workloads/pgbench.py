@@ -48,6 +48,16 @@ TPCB_READ_FRACTION = 0.2
 
 _TPS_RE = re.compile(r"^tps = ([0-9.]+)", re.M)
 _PROCESSED_RE = re.compile(r"number of transactions actually processed: (\d+)")
+_INIT_RE = re.compile(r"(\d+) of (\d+) tuples \((\d+)%\) done")
+
+
+def init_progress(output: str) -> float | None:
+    """Percent of ``pgbench -i`` rows generated so far, from its last "N of M tuples (P%) done" line
+    (printed every 5 s with -q); None before the first one."""
+    found = _INIT_RE.findall(output)
+    return 100.0 * int(found[-1][0]) / max(1, int(found[-1][1])) if found else None
+
+
 _FAILED_RE = re.compile(r"number of failed transactions: (\d+)")
 
 
@@ -124,6 +134,7 @@ class PgbenchWorkload(Workload):
             timeout_s=self.cfg.timeout_s,
             description=f"pgbench -i -s {self.scale}",
             expected_s=est.seconds if est else None,
+            progress_of=init_progress,
             progress=self.progress,
         )
         if result.returncode != 0:
