@@ -12,14 +12,9 @@ from __future__ import annotations
 from agenticdb.models import KnobSpec
 from agenticdb.planner.playbook import FloorRule, HostFacts, Sizing
 from agenticdb.units import parse_value, unit_bytes
+from agenticdb.workload_defaults import human_bytes
 
-
-def human_bytes(n: float) -> str:
-    """``n`` bytes as ``23.4 GiB`` / ``376 MiB`` / ``64 KiB`` / ``512 B``."""
-    for suffix, step in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= step:
-            return f"{n / step:.3g} {suffix}"
-    return f"{n:g} B"
+__all__ = ["floor_label", "floor_reason", "human_bytes", "sizing_basis", "start_kind"]
 
 
 def _fraction(f: float) -> str:
