@@ -39,6 +39,8 @@ def _objective() -> object:
         j = JITTER[calls["n"] % len(JITTER)]
         calls["n"] += 1
         base = 150.0 if values.get("work_mem") == "8MB" else 100.0
+        if values.get("autovacuum_naptime") == "4min":
+            base = 10.0  # a catastrophic loss: cut off after its screen run
         if values.get("random_page_cost") == "1.1":
             base *= 1.01  # a placebo: a tie
         return base * (1 + j)
@@ -51,7 +53,7 @@ def _session(home: Path) -> tuple[TuningSession, list[RoundOutcome], io.StringIO
     workload = ScriptedWorkload(target, _objective())  # type: ignore[arg-type]
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=2, baseline_runs=3, plateau_rounds=5, max_pairs=4),
+        loop=LoopConfig(max_rounds=3, baseline_runs=3, plateau_rounds=5, max_pairs=4),
         storage=StorageConfig(home=home),
     )
     out = io.StringIO()
@@ -61,7 +63,7 @@ def _session(home: Path) -> tuple[TuningSession, list[RoundOutcome], io.StringIO
         cfg,
         target,
         workload,
-        ScriptedPlanner([{"work_mem": "8MB"}, {"random_page_cost": "1.1"}]),
+        ScriptedPlanner([{"work_mem": "8MB"}, {"autovacuum_naptime": "4min"}, {"random_page_cost": "1.1"}]),
         Journal(home / "journal.db"),
         MemoryBook(home / "memory.db"),
         on_round=_round_printer(console, rounds, None),
@@ -87,15 +89,19 @@ def test_round_lines_and_report_show_the_journaled_decision(tmp_path: Path) -> N
     assert result.status == "completed", result.reason
     with Journal(tmp_path / "journal.db", read_only=True) as j:
         judged = {e.round_no: e.data for e in j.events(session.session_id) if e.event == "judged"}
-    assert set(judged) == {1, 2}
+    assert set(judged) == {1, 2, 3}
+    cut = judged.pop(2)  # the screen alone: one run, no pairs, no interval
+    assert cut["verdict"] == "worse" and cut["best"] == [] and cut["interval"] is None
+    screen_line = next(x for x in out.getvalue().splitlines() if x.startswith("round 2 "))
+    assert f"→ {cut['candidate_median']:,.3f} (one screen run): {cut['gain']:+.1%} (screen only);" in screen_line
     for data in judged.values():  # the shown medians are the medians of the journaled raw runs
         assert data["candidate_median"] == statistics.median(data["candidate"])
         assert data["best_median"] == statistics.median(data["best"])
         assert len(data["candidate"]) >= 2 and len(set(data["candidate"])) > 1  # jitter: a run is not a median
-    assert judged[1]["verdict"] == "better" and judged[2]["verdict"] == "tie"
+    assert judged[1]["verdict"] == "better" and judged[3]["verdict"] == "tie"
 
     lines = [m for m in map(LINE.match, out.getvalue().splitlines()) if m]
-    assert [int(m.group(1)) for m in lines] == [1, 2], out.getvalue()
+    assert [int(m.group(1)) for m in lines] == [1, 3], out.getvalue()
     for m in lines:
         data = judged[int(m.group(1))]
         assert m.group(3) == f"{data['candidate_median']:,.3f}"
@@ -109,8 +115,13 @@ def test_round_lines_and_report_show_the_journaled_decision(tmp_path: Path) -> N
         assert cells[5] == f"{data['candidate_median']:,.3f} vs {data['best_median']:,.3f}"
         assert cells[6].removesuffix(" kept") == data["interval"]
 
+    assert f"| {cut['candidate_median']:,.3f} (one screen run) | {cut['gain']:+.1%} (screen only) |" in rows[2]
+
     doc = json.loads(_cli(tmp_path, "report", session.session_id, "--format", "json"))
-    for r in doc["rounds"]:
+    screened = doc["rounds"][1]
+    assert screened["round"] == 2 and screened["gain"] == cut["gain"] and screened["gain_low"] is None
+    assert screened["candidate_runs"] == cut["candidate"] and screened["best_median"] is None
+    for r in (doc["rounds"][0], doc["rounds"][2]):
         data = judged[r["round"]]
         assert r["candidate_median"] == data["candidate_median"] and r["best_median"] == data["best_median"]
         assert (r["gain"], r["gain_low"], r["gain_high"]) == (data["gain"], data["low"], data["high"])

@@ -41,8 +41,8 @@ def medians_text(r: RoundOutcome) -> str:
     """Candidate vs best medians of the runs the decision used."""
     if r.objective is None:
         return "—"
-    if r.best_objective is None:
-        return _fmt_obj(r.objective)
+    if r.best_objective is None:  # cut off after its screen: one run, not a median of pairs
+        return f"{_fmt_obj(r.objective)} (one screen run)"
     return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
 
 
