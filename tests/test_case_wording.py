@@ -79,3 +79,40 @@ def test_a_known_trap_is_named_with_its_value(real_pg: tuple[object, dict[str, s
     cd = next(c for c in p.changes if c.name == "commit_delay")
     assert "bad start" in p.rationale
     assert cd.rationale.startswith("commit_delay = 1000 is above 0, a known trap (the postgresql default is 0)")
+
+
+def test_mariadb_sandbox_buffer_pool_is_described_as_it_is(mariadb_sandbox) -> None:  # type: ignore[no-untyped-def]
+    # The MariaDB sandbox runs with a 64 MiB buffer pool, below the 128 MiB default: that one is a bad
+    # start, and the words must say "below the default" with both sizes (at the default they must not).
+    from agenticdb.targets.mysql import MySQLTarget
+
+    target = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    try:
+        catalog = target.catalog()
+        current = target.current_values(list(catalog.knobs))
+        hardware = detect_hardware(target.data_dir, pid=target.server_pid())
+    finally:
+        target.close()
+    values = dict(current)
+    delta = StateDelta.model_validate(json.loads((STATES / "pg_cpu.json").read_text())["delta"])
+    ctx = PlanningContext(
+        profile=RuntimeProfile(target="mariadb", dbms_version="10.11", hardware=hardware, current_config=values),  # type: ignore[arg-type]
+        fingerprint=Fingerprint(
+            dbms="mariadb", version_major="10.11", benchmark="sysbench", workload_class="oltp", read_fraction=0.7
+        ),  # type: ignore[arg-type]
+        catalog=catalog,
+        stage=Layer.dbms,
+        current_config=values,
+        last_delta=delta,
+    )
+    p = HeuristicPlanner().propose(ctx)
+    pool = next(c for c in p.changes if c.name == "innodb_buffer_pool_size")
+    in_effect = int(current["innodb_buffer_pool_size"])
+    default = int(str(catalog.knobs["innodb_buffer_pool_size"].default))
+    assert default == 128 << 20
+    if in_effect < default:
+        assert p.rationale.startswith("bad start: innodb_buffer_pool_size=")
+        shown = human_bytes(in_effect)
+        assert f"innodb_buffer_pool_size = {shown} is below the mariadb default 128 MiB" in pool.rationale
+    else:
+        assert "bad start" not in p.rationale and "broken" not in pool.rationale
