@@ -122,7 +122,9 @@ WorkloadKind = Literal[
 
 class WorkloadConfig(Section):
     """Benchmark settings. ``scale`` is the pgbench scale, sysbench/YCSB rows per table, or TPC-H scale
-    factor.
+    factor. ``scale``, ``clients``, ``duration_s`` and ``warmup_max_s`` default per ``kind`` to a first run
+    of a few minutes (``agenticdb.workload_defaults.FIRST_RUN``; README "Per-workload defaults") unless
+    the command line, the environment or the config file sets them.
 
     A measured OLTP run lasts ``warmup_max_s + duration_s`` seconds. Its steady window starts where the
     per-second TPS series becomes stable (MSER-5, docs/measurement.md), at most ``warmup_max_s`` seconds
@@ -157,6 +159,18 @@ class WorkloadConfig(Section):
     query_timeout_s: float = 120.0
     max_error_rate: float = 0.05
     objective: Literal["tps_per_p95", "tps", "p95", "p99", "total_time"] | None = None
+
+    @model_validator(mode="after")
+    def _first_run_defaults(self) -> WorkloadConfig:
+        # scale, clients, duration_s and warmup_max_s that no source set follow the kind
+        # (agenticdb.workload_defaults.FIRST_RUN: tpch SF 0.1, sysbench 100,000 rows, ...). They are
+        # written without marking them set, so a later --workload flag derives them again.
+        from agenticdb.workload_defaults import first_run_defaults
+
+        for key, value in first_run_defaults(self.kind).items():
+            if key not in self.model_fields_set:
+                self.__dict__[key] = int(value) if key == "clients" else float(value)
+        return self
 
 
 class LiveConfig(Section):

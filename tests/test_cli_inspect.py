@@ -177,13 +177,27 @@ def test_validate_messages(tmp_path: Path, pg_sandbox) -> None:  # type: ignore[
 def test_catalog_shows_policy_and_excluded_lists_protected(tmp_path: Path, pg_sandbox) -> None:  # type: ignore[no-untyped-def]
     r = run("catalog", "--target", pg_sandbox.dsn, "--like", "sync", home=tmp_path)
     assert r.returncode == 0, r.stderr
-    row = next(line for line in r.stdout.splitlines() if "│ fsync " in line)
+    row = _piped_records(r.stdout)["fsync"]  # piped and wider than 120 columns: one field per line
     assert "durability" in row and "never set" in row
-    assert "max_sync_workers_per_subscription" in r.stdout  # a long name stays on one line
+    assert "name: max_sync_workers_per_subscription\n" in r.stdout  # a long name stays on one line
     r = run("catalog", "--target", pg_sandbox.dsn, "--excluded", home=tmp_path)
+    records = _piped_records(r.stdout)
     for name in ("fsync", "full_page_writes", "TimeZone", "search_path", "default_transaction_isolation"):
-        line = next((x for x in r.stdout.splitlines() if f"│ {name} " in x), "")
+        line = records.get(name, "")
         assert ("protected" in line or "durability" in line) and "rule pg." in line, name
+
+
+def _piped_records(text: str) -> dict[str, str]:
+    """``name: X`` records of a table listed one field per line (agenticdb.cli.output.print_table)."""
+    out: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("name: "):
+            name = line.removeprefix("name: ")
+            out[name] = ""
+        elif name:
+            out[name] += line + "\n"
+    return out
 
 
 # ---------------------------------------------------------------------------- report / journal

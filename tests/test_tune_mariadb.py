@@ -7,6 +7,7 @@ the ``validate`` / ``catalog`` / ``rollback`` commands are checked against it.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -145,9 +146,9 @@ def test_validate_rejects_protected_durability_and_unknown(home: Path, tmp_path:
         'transaction_isolation = "READ-COMMITTED"\ninnodb_flush_log_at_trx_commit = 2\n'
         "innodb_no_such_knob = 5\ninnodb_io_capacity = 400\n"
     )
-    r = cli(home, "validate", "--sandbox", "mariadb", str(f))
+    r = cli(home, "validate", "--sandbox", "mariadb", str(f), "--format", "json")
     assert r.returncode == 1, r.stdout + r.stderr
-    rows = {line.split("│")[1].strip(): line for line in r.stdout.splitlines() if line.count("│") > 3}
+    rows = {c["parameter"]: " ".join(c.values()) for c in json.loads(r.stdout)["changes"]}
     assert "rejected" in rows["transaction_isolation"] and "protected" in rows["transaction_isolation"]
     flush = rows["innodb_flush_log_at_trx_commit"]
     assert "rejected" in flush and "durability" in flush
@@ -162,9 +163,9 @@ def test_validate_rejects_protected_durability_and_unknown(home: Path, tmp_path:
 
 
 def test_catalog_shows_innodb_knobs_with_current_values(home: Path, info: MariaDBSandboxInfo) -> None:
-    r = cli(home, "catalog", "--sandbox", "mariadb", "--like", "innodb_buffer_pool_size")
+    r = cli(home, "catalog", "--sandbox", "mariadb", "--like", "innodb_buffer_pool_size", "--format", "json")
     assert r.returncode == 0, r.stdout + r.stderr
-    line = next(x for x in r.stdout.splitlines() if "│ innodb_buffer_pool_size " in x)
+    line = next(" ".join(x.values()) for x in json.loads(r.stdout)["rows"] if x["name"] == "innodb_buffer_pool_size")
     live = int(variables(info, ["innodb_buffer_pool_size"])["innodb_buffer_pool_size"])
     assert str(live) in line and "MiB" in line and "dynamic" in line
     assert "mariadb 10.11" in r.stdout

@@ -13,6 +13,7 @@ without the code under test — then asserts they were already equal.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -212,16 +213,18 @@ def test_rollback_os_restores_originals_of_interrupted_sessions(tmp_path: Path) 
 def test_os_catalog_and_validate_cli(tmp_path: Path) -> None:
     linux = LinuxTarget()
     dev = linux.devices[0]
-    cat = cli(tmp_path, "catalog", "--os", "--like", "vm.dirty_background")
+    cat = cli(tmp_path, "catalog", "--os", "--like", "vm.dirty_background", "--format", "json")
     assert cat.returncode == 0, cat.stdout + cat.stderr
-    line = next(x for x in cat.stdout.splitlines() if "│ vm.dirty_background_ratio " in x)
+    line = next(
+        " ".join(x.values()) for x in json.loads(cat.stdout)["rows"] if x["name"] == "vm.dirty_background_ratio"
+    )
     assert read_raw(Path("/proc/sys/vm/dirty_background_ratio")) in line and "percent" in line
 
     f = tmp_path / "os.toml"  # bare dotted keys, as a sysadmin writes sysctl names
     f.write_text(f'vm.dirty_background_ratio = 5\nvm.no_such_sysctl = 1\nblock.{dev}.scheduler = "no-such"\n')
-    r = cli(tmp_path, "validate", "--stage", "os", str(f))
+    r = cli(tmp_path, "validate", "--stage", "os", str(f), "--format", "json")
     assert r.returncode == 1, r.stdout + r.stderr
-    rows = {x.split("│")[1].strip(): x for x in r.stdout.splitlines() if x.count("│") > 3}
+    rows = {c["parameter"]: " ".join(c.values()) for c in json.loads(r.stdout)["changes"]}
     assert "ok" in rows["vm.dirty_background_ratio"]
     assert "rejected" in rows["vm.no_such_sysctl"] and "unknown" in rows["vm.no_such_sysctl"]
     assert "rejected" in rows[f"block.{dev}.scheduler"] and "enum" in rows[f"block.{dev}.scheduler"]

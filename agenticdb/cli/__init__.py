@@ -32,7 +32,9 @@ app = typer.Typer(
 )
 sandbox_app = typer.Typer(no_args_is_help=True, help="Private database instances for trying agenticdb.")
 app.add_typer(sandbox_app, name="sandbox")
-console = Console()
+# Piped stdout (a log, a ticket): lines are not wrapped at rich's 80-column default (tables print
+# through agenticdb.cli.output.print_table, at most 120 columns).
+console = Console(soft_wrap=not Console().is_terminal)
 err = Console(stderr=True)
 log = structlog.get_logger(__name__)
 
@@ -40,6 +42,9 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="agenticd
 TargetOpt = Annotated[str | None, typer.Option("--target", help="DSN of the database to tune")]
 SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="postgres | mariadb (private instance)")]
 HomeOpt = Annotated[Path | None, typer.Option("--home", help="agenticdb data dir (SQLite files, sandboxes)")]
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="text (a table; plain and at most 120 columns when piped) | json")
+]
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -312,15 +317,25 @@ def validate(
         ApplyClaim | None,
         typer.Option("--apply", help="the apply mode you claim the set needs (checked against server metadata)"),
     ] = None,
+    fmt: FormatOpt = "text",
 ) -> None:
     """Check a proposed change set against a live target; exit 0 only when it would be applied."""
     from agenticdb.cli.inspect_cmd import run_validate
 
+    fmt = check_format(fmt)
     changes = read_change_file(file)
     cfg = settings(config, target, sandbox, home)
-    raise typer.Exit(
-        run_validate(cfg, changes, ValidateStage(stage).value, apply_claim.value if apply_claim else None, console)
-    )
+    claim = apply_claim.value if apply_claim else None
+    raise typer.Exit(run_validate(cfg, changes, ValidateStage(stage).value, claim, console, fmt))
+
+
+def check_format(fmt: str) -> str:
+    """The ``--format`` value, or exit 2 naming it and the choices."""
+    from agenticdb.cli.output import OutputFormat
+
+    if fmt not in {f.value for f in OutputFormat}:
+        fail(f"--format {fmt!r}: expected text or json", 2)
+    return fmt
 
 
 @app.command("validate-config")
@@ -352,12 +367,14 @@ def catalog(
     excluded: Annotated[bool, typer.Option("--excluded", help="list exclusions with their reasons")] = False,
     os_stage: Annotated[bool, typer.Option("--os", help="the Linux catalog of this host")] = False,
     like: Annotated[str | None, typer.Option(help="only names containing this text")] = None,
+    fmt: FormatOpt = "text",
 ) -> None:
     """Show the action catalog: tunable knobs with type, unit, range and apply requirement."""
     from agenticdb.cli.inspect_cmd import run_catalog
 
+    fmt = check_format(fmt)
     cfg = settings(config, target, sandbox, home)
-    raise typer.Exit(run_catalog(cfg, excluded, os_stage, like, console))
+    raise typer.Exit(run_catalog(cfg, excluded, os_stage, like, console, fmt))
 
 
 # ------------------------------------------------------------------------------------ rollback
@@ -389,21 +406,24 @@ def report(
     config: ConfigOpt = None,
     home: HomeOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="also draw the objective curve to this PNG")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="md (Markdown) or html (with the curve embedded)")] = "md",
+    fmt: Annotated[
+        str, typer.Option("--format", help="text (Markdown), json, or html (with the curve embedded)")
+    ] = "text",
 ) -> None:
     """A Markdown report of one session: baseline, rounds, best configuration, every change's reason."""
     from agenticdb.cli.inspect_cmd import run_report
 
     cfg = settings(config, None, None, home)
-    if fmt not in ("md", "html"):
-        fail(f"--format={fmt!r}: must be md or html", 2)
-    if plot is not None or fmt == "html":
+    if fmt == "md":
+        fmt = "text"
+    if fmt == "html" or plot is not None:
         from agenticdb.cli.report_plot import run_plot_report
 
-        code = run_plot_report(cfg, session, plot, fmt, console)
+        code = run_plot_report(cfg, session, plot, "html" if fmt == "html" else "md", console)
         if code or fmt == "html":
             raise typer.Exit(code)
-    raise typer.Exit(run_report(cfg, session, console))
+    fmt = check_format(fmt)
+    raise typer.Exit(run_report(cfg, session, console, fmt))
 
 
 # -------------------------------------------------------------------------------------- daemon

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.labels import higher_is_better, objective_label, objective_unit
+from agenticdb.cli.output import print_json, print_line, print_table, table_rows
 from agenticdb.cli.tune_cmd import _safe_dsn, estimate_text, medians_text
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
@@ -17,8 +18,16 @@ from agenticdb.targets.base import Target
 from agenticdb.units import family_of, unit_bytes, values_equal
 
 
-def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim: str | None, console: Console) -> int:
-    """Validate a change file against the live target (or the Linux host for ``stage = os``)."""
+def run_validate(
+    cfg: Settings,
+    changes: dict[str, Any],
+    stage: str,
+    apply_claim: str | None,
+    console: Console,
+    fmt: str = "text",
+) -> int:
+    """Validate a change file against the live target (or the Linux host for ``stage = os``); ``fmt``
+    ``json`` prints the verdict, one object per change, the warnings and accepted risks as JSON."""
     from agenticdb.hardware import detect_hardware
     from agenticdb.validator import validate
 
@@ -61,8 +70,7 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
         if f.check == "durability" and _same(family, catalog, f.parameter, f.value, cur.get(f.parameter.lower()))
     ]
     failed = [f for f in verdict.failed if f not in noops]
-    out = wide(console)
-    out.print(_verdict_table(verdict, catalog, family, noops, failed))
+    table = _verdict_table(verdict, catalog, family, noops, failed)
     warnings = list(verdict.warnings)
     if apply_claim is None:  # no claim was made, so nothing was "corrected"
         warnings = [w for w in warnings if not w.startswith("apply requirement")]
@@ -71,11 +79,28 @@ def run_validate(cfg: Settings, changes: dict[str, Any], stage: str, apply_claim
             f"{f.parameter}={f.value} is already in effect and is durability-risking "
             f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it"
         )
+    code = 0 if not failed else 1
+    if fmt == "json":
+        title = str(table.title or "")
+        print_json(
+            console,
+            {
+                "verdict": title.split(":", 1)[-1].split()[0].lower() if title else "",
+                "summary": title,
+                "apply": verdict.apply_requirement.value,
+                "changes": table_rows(table),
+                "warnings": warnings,
+                "accepted_risks": list(verdict.accepted_risks),
+                "exit_code": code,
+            },
+        )
+        return code
+    print_table(console, table)
     for w in warnings:
-        out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+        print_line(console, f"[yellow]warning:[/] {escape(w)}")
     for r in verdict.accepted_risks:
-        out.print(f"[yellow]accepted risk:[/] {escape(r)}", highlight=False)
-    return 0 if not failed else 1
+        print_line(console, f"[yellow]accepted risk:[/] {escape(r)}")
+    return code
 
 
 def _inspected_target(cfg: Settings, os_stage: bool, console: Console) -> Target | None:
@@ -144,14 +169,6 @@ def _verdict_table(
     return t
 
 
-def wide(console: Console) -> Console:
-    """``console`` on a terminal; otherwise a console on the same file wide enough that tables are
-    never squeezed (names and ids stay whole when piped or captured)."""
-    if console.is_terminal:
-        return console
-    return Console(file=console.file, width=400, highlight=False, no_color=console.no_color)
-
-
 def _same(family: str, catalog: Catalog, name: str, value: str, current: str | None) -> bool:
     """True when ``value`` is the value in effect (``units.values_equal`` in the catalog's dialect)."""
     spec = catalog.knobs.get(name)
@@ -189,7 +206,9 @@ def policy_of(rules: Any, flavor: str, version: str, name: str, durability: str)
     return "durability: " + "; ".join(parts), " / ".join(reasons)
 
 
-def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None, console: Console) -> int:
+def run_catalog(
+    cfg: Settings, excluded: bool, os_stage: bool, like: str | None, console: Console, fmt: str = "text"
+) -> int:
     """Print the action catalog (or its exclusions with reasons): name, type, unit, range, allowed
     values, the value in effect now, how a change takes effect and the validator's policy for it
     (protected / dangerous / durability, from ``validators/<family>.toml``). Byte-sized limits are
@@ -210,8 +229,11 @@ def run_catalog(cfg: Settings, excluded: bool, os_stage: bool, like: str | None,
     else:
         names = sorted(n for n in cat.knobs if like is None or like in n)
         t = _knob_table(cat, policy, names, target.current_values(names) if names else {}, like)
-    wide(console).print(t)
     target.close()
+    if fmt == "json":
+        print_json(console, {"title": str(t.title or ""), "rows": table_rows(t)})
+    else:
+        print_table(console, t)
     return 0
 
 
@@ -270,7 +292,8 @@ def _human_bytes(n: float) -> str:
 def _num(v: float | None, unit: str | None = None) -> str:
     if v is None:
         return ""
-    text = str(int(v)) if float(v).is_integer() else f"{v:g}"
+    # DBL_MAX bounds (1.79769e+308) stay in exponent form: 309 digits help no one
+    text = str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:g}"
     per = unit_bytes(unit)
     # Negative sizes are PostgreSQL's special values (-1: "use another setting" / "no limit"), not sizes.
     if per and v > 0 and v * per >= 1024:
@@ -287,7 +310,7 @@ def _num_text(value: str, unit: str | None) -> str:
 
 
 # -------------------------------------------------------------------------------------- report
-def run_report(cfg: Settings, session: str | None, console: Console) -> int:
+def run_report(cfg: Settings, session: str | None, console: Console, fmt: str = "text") -> int:
     """Print a Markdown report of a session (default: the latest) from the journal and the Memory Book.
 
     ``session`` may be a unique id prefix. The text is written as is (never hard-wrapped, so Markdown
@@ -318,6 +341,11 @@ def run_report(cfg: Settings, session: str | None, console: Console) -> int:
     if mpath.exists():
         with MemoryBook(mpath) as memory:
             rounds = memory.rounds(sid)
+    if fmt == "json":
+        from agenticdb.cli.report_data import report_data
+
+        print_json(console, report_data(sid, meta, events, rounds))
+        return 0
     text = "\n".join(report_lines(sid, meta, events, rounds)) + "\n"
     console.file.write(text)
     console.file.flush()

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agenticdb.cli.output import print_json, print_table
 from agenticdb.cli.story import render_story
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.journal import Journal, JournalError, JournalEvent
@@ -80,14 +81,26 @@ def _num(value: Any, digits: int = 2) -> str:
 
 
 @journal_app.command("list")
-def list_sessions(config: ConfigOpt = None, home: HomeOpt = None) -> None:
+def list_sessions(
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+) -> None:
     """List the sessions in the journal, oldest first."""
     console = _console()
+    if fmt not in ("text", "json"):
+        _fail(f"--format {fmt!r}: expected text or json", 2)
     journal = _open(config, home, must_exist=False)
     if journal is None:
+        if fmt == "json":
+            print_json(console, [])
+            return
         console.print("no journal yet: no session has run with this storage")
         return
     with journal:
+        if fmt == "json":
+            print_json(console, [s.model_dump(mode="json") for s in journal.sessions()])
+            return
         table = Table(title=f"sessions in {journal.path}")
         table.add_column("session", no_wrap=True)
         table.add_column("started (UTC)", no_wrap=True)
@@ -107,7 +120,7 @@ def list_sessions(config: ConfigOpt = None, home: HomeOpt = None) -> None:
                 _num(s.best_objective),
                 s.status,
             )
-        console.print(table)
+        print_table(console, table)
 
 
 @journal_app.command("show")

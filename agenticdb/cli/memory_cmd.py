@@ -17,6 +17,7 @@ from rich.table import Table
 
 from agenticdb.cli.journal_cmd import ConfigOpt, HomeOpt, _fail, load_settings
 from agenticdb.cli.labels import objective_label
+from agenticdb.cli.output import print_json, print_table
 from agenticdb.memory import MemoryBook, MemoryBookError
 
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the experience memory.")
@@ -46,9 +47,12 @@ def list_experience(
     ] = False,
     config: ConfigOpt = None,
     home: HomeOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
 ) -> None:
     """List stored experience (or sessions with --sessions)."""
     console = _console()
+    if fmt not in ("text", "json"):
+        _fail(f"--format {fmt!r}: expected text or json", 2)
     if from_other_hosts:
         from agenticdb.cli.fleet_cmd import print_other_hosts
 
@@ -56,9 +60,15 @@ def list_experience(
         return
     book = _open(config, home, must_exist=False)
     if book is None:
+        if fmt == "json":
+            print_json(console, [])
+            return
         console.print("no memory yet: no session has finished with this storage")
         return
     with book:
+        if fmt == "json":
+            print_json(console, _as_json(book, sessions))
+            return
         if sessions:
             table = Table(title=f"sessions in {book.path}")
             table.add_column("session", no_wrap=True)
@@ -106,7 +116,17 @@ def list_experience(
                     f"{item.experience.best_gain * 100:+.1f}%",
                     item.created_at[:19],
                 )
-        console.print(table)
+        print_table(console, table)
+
+
+def _as_json(book: MemoryBook, sessions: bool) -> list[dict[str, object]]:
+    """``memory list --format json``: the session rows, or each experience with its id and date."""
+    if sessions:
+        return [s.model_dump(mode="json") for s in book.sessions()]
+    return [
+        {"id": item.id, "created_at": item.created_at, **item.experience.model_dump(mode="json")}
+        for item in book.list_experience()
+    ]
 
 
 def _num(value: float | None) -> str:

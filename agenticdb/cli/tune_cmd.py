@@ -41,8 +41,8 @@ def medians_text(r: RoundOutcome) -> str:
     """Candidate vs best medians of the runs the decision used."""
     if r.objective is None:
         return "—"
-    if r.best_objective is None:
-        return _fmt_obj(r.objective)
+    if r.best_objective is None:  # cut off after its screen: one run, not a median of pairs
+        return f"{_fmt_obj(r.objective)} (one screen run)"
     return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
 
 
@@ -178,6 +178,7 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
             + _failure_text(outcome),
             highlight=False,
             soft_wrap=True,
+            markup=False,  # "[dbms]" and values in brackets are text, not rich markup
         )
 
     return on_round

@@ -52,6 +52,7 @@ from agenticdb.planner.playbook import (
     round_base,
     size,
 )
+from agenticdb.planner.wording import floor_label, floor_reason, start_kind
 from agenticdb.units import canonical, format_value, parse_value, unit_bytes
 
 log = structlog.get_logger(__name__)
@@ -73,6 +74,7 @@ class _Move:
     reason: str
     source: str
     trap: bool = False  # a floor rule with revert_above: a known harmful setting put back to its default
+    start: str = ""  # floor moves: wording.start_kind of the value in effect (default, below default, ...)
 
 
 @dataclass
@@ -202,14 +204,15 @@ class HeuristicPlanner(Planner):
             why.append(
                 "fixing the worst offender first, alone: "
                 + ", ".join(m.name for m in traps)
-                + " (the other bad-start floors follow: "
+                + " (the other floor moves follow: "
                 + ", ".join(m.name for m in floors if not m.trap)
                 + ")"
             )
             floors = traps
         if floors:
             moves += floors
-            why.append("bad start: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
+            label = floor_label([m.start for m in floors])
+            why.append(f"{label}: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
             if hist.retried:
                 why.append("retrying a known trap's fix despite retrieved " + "; ".join(hist.retried))
         if first_round and ctx.experience:
@@ -599,6 +602,7 @@ class HeuristicPlanner(Planner):
         if cur is None:
             return None
         value: str | int | float
+        floor: float | None = None
         if rule.revert_above is not None:
             if cur <= rule.revert_above or rule.value is None:
                 return None
@@ -631,9 +635,10 @@ class HeuristicPlanner(Planner):
             raw,
             rule.effect,
             "",
-            rule.reason,
+            floor_reason(rule, spec, raw, floor, facts, family),
             rule.source,
             trap=rule.revert_above is not None,
+            start=start_kind(rule, spec, raw),
         )
 
     def _seeds(

@@ -125,8 +125,10 @@ class ProbeEntry(PlaybookEntry):
 
 
 class FloorRule(_Strict):
-    """A bad-start rule: raise ``knob`` to ``floor`` when below it, or set it to ``value`` when above
-    ``revert_above`` (a known trap). Checked before any diagnosis-driven move."""
+    """A floor rule: raise ``knob`` to ``floor`` when below it, or set it to ``value`` when above
+    ``revert_above`` (a known trap). Checked before any diagnosis-driven move. ``reason`` must hold
+    whatever the value in effect; the case's own words (the value, whether it is the default, the floor
+    and its basis, "bad start" only below the default or for a trap) come from ``planner.wording``."""
 
     knob: str
     bottleneck: Bottleneck

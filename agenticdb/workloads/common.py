@@ -112,6 +112,7 @@ def run_tool(
     cwd: str | None = None,
     on_start: Callable[[int], object] | None = None,
     watch: Callable[[str], str] | None = None,
+    progress_of: Callable[[str], float | None] | None = None,
 ) -> ToolResult:
     """Run ``argv`` (no shell), capture stdout+stderr to a temp file, show a time-based progress bar.
 
@@ -127,6 +128,9 @@ def run_tool(
             sampler counts the tool's CPU as ours, not as outside load).
         watch: called about once a second with the output so far; a non-empty reason kills the tool and
             the result comes back with ``stopped`` set (``agenticdb.trial_limit``: a far worse trial).
+        progress_of: reads the output so far and returns the percentage done (rows loaded, e.g. from
+            ``pgbench -i``'s "N of M tuples" lines), or None when it cannot tell; the bar then counts
+            percent instead of time.
 
     Raises:
         WorkloadError: the executable is missing, or the timeout passed (output attached).
@@ -142,14 +146,22 @@ def run_tool(
             raise WorkloadError(f"benchmark tool not found: {argv[0]} ({exc})") from None
         if on_start is not None:
             on_start(proc.pid)
-        with progress_bar(progress, description or os.path.basename(argv[0]), expected_s) as update:
+        total = 100.0 if progress_of is not None else expected_s
+        with progress_bar(progress, description or os.path.basename(argv[0]), total) as update:
             while True:
                 try:
                     proc.wait(timeout=0.25)
                     break
                 except subprocess.TimeoutExpired:
                     elapsed = time.monotonic() - started
-                    update(min(elapsed, expected_s) if expected_s else elapsed)
+                    if progress_of is not None and progress:
+                        # pread: the tool shares this file's offset, so the parent must not seek it
+                        fd = out.fileno()
+                        done = progress_of(os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace"))
+                        if done is not None:
+                            update(done)
+                    else:
+                        update(min(elapsed, expected_s) if expected_s else elapsed)
                     stopped = _watched(watch, out.fileno(), elapsed, checked)
                     if stopped:
                         proc.kill()

@@ -26,6 +26,7 @@ from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
 from agenticdb.series import SecondBin, bin_transactions, percentile, points_from_bins
 from agenticdb.trial_limit import progress_tps, stopped_oltp
+from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     ToolResult,
@@ -48,6 +49,16 @@ TPCB_READ_FRACTION = 0.2
 
 _TPS_RE = re.compile(r"^tps = ([0-9.]+)", re.M)
 _PROCESSED_RE = re.compile(r"number of transactions actually processed: (\d+)")
+_INIT_RE = re.compile(r"(\d+) of (\d+) tuples \((\d+)%\) done")
+
+
+def init_progress(output: str) -> float | None:
+    """Percent of ``pgbench -i`` rows generated so far, from its last "N of M tuples (P%) done" line
+    (printed every 5 s with -q); None before the first one."""
+    found = _INIT_RE.findall(output)
+    return 100.0 * int(found[-1][0]) / max(1, int(found[-1][1])) if found else None
+
+
 _FAILED_RE = re.compile(r"number of failed transactions: (\d+)")
 
 
@@ -117,12 +128,14 @@ class PgbenchWorkload(Workload):
             )
             return
         log.info("workload.prepare", workload=self.name, scale=self.scale, found_scale=current)
+        est = announce_load("pgbench", self.scale)
         result = run_tool(
             ["pgbench", "-i", "-q", "-s", str(self.scale)],
             env=self._env(),
             timeout_s=self.cfg.timeout_s,
             description=f"pgbench -i -s {self.scale}",
-            expected_s=None,
+            expected_s=est.seconds if est else None,
+            progress_of=init_progress,
             progress=self.progress,
         )
         if result.returncode != 0:

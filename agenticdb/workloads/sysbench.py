@@ -31,6 +31,7 @@ from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement, SeriesPoint
 from agenticdb.resources import data_file
 from agenticdb.trial_limit import interval_tps, stopped_oltp
+from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     check_error_rate,
@@ -160,18 +161,20 @@ class _SysbenchBase(Workload):
             return
         log.info("workload.prepare", workload=self.name, rows=self.rows)
         self._tool("cleanup", [], "cleanup")
-        self._tool("prepare", self._prepare_extra(), f"{self.name}: loading")
+        est = announce_load(self.name, self.rows, self.cfg.tables)  # tables counts for sysbench only
+        self._tool("prepare", self._prepare_extra(), f"{self.name}: loading", expected_s=est.seconds if est else None)
         if not self.is_loaded():
             raise WorkloadError(f"{self.name}: sysbench prepare finished but the tables are incomplete")
 
     def _prepare_extra(self) -> list[str]:
         return []
 
-    def _tool(self, command: str, extra: list[str], label: str) -> str:
+    def _tool(self, command: str, extra: list[str], label: str, expected_s: float | None = None) -> str:
         result = run_tool(
             self._argv(command, extra),
             timeout_s=self.cfg.timeout_s,
             description=label,
+            expected_s=expected_s,
             progress=self.progress,
         )
         if result.returncode != 0:

@@ -35,6 +35,7 @@ from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
 from agenticdb.resources import data_dir
 from agenticdb.series import percentile
+from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     connect,
@@ -160,11 +161,13 @@ class TpchWorkload(Workload):
             )
             return
         log.info("workload.prepare", workload=self.name, scale=self.scale)
+        est = announce_load("tpch", self.scale)
         with tempfile.TemporaryDirectory(prefix="agenticdb-tpch-") as tmp:
             gen = run_tool(
                 [tpchgen_path(), "csv", "-s", f"{self.scale:g}", "-o", tmp],
                 timeout_s=self.cfg.timeout_s,
                 description=f"tpchgen SF {self.scale:g}",
+                expected_s=est.seconds / 10 if est else None,  # generating is ~1/10 of the load
                 progress=self.progress,
             )
             if gen.returncode != 0:

@@ -1,0 +1,132 @@
+"""Round lines and reports show the numbers the auditor decided on (issue 20, item 4).
+
+A session over the in-memory target (tests/memtarget.py) with run-to-run jitter, so one run, a median
+and a ratio of medians all differ: each round line printed by ``tune`` (stdout not a terminal) and each
+row of ``agenticdb report`` (Markdown and ``--format json``, real CLI processes on the session's real
+journal and Memory Book files) must show the candidate and best medians, the gain and its interval
+exactly as journaled in the round's ``judged`` event, and those medians must be the medians of the raw
+runs journaled with it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
+from rich.console import Console
+
+from agenticdb.cli.tune_cmd import _round_printer
+from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.journal import Journal
+from agenticdb.memory import MemoryBook
+from agenticdb.models import RoundOutcome
+from agenticdb.session import TuningSession
+
+JITTER = [0.00, 0.06, -0.05, 0.09, -0.08, 0.03, -0.02, 0.07, -0.06, 0.01, 0.04, -0.03]
+
+
+def _objective() -> object:
+    calls = {"n": 0}
+
+    def objective(values: dict[str, str]) -> float:
+        j = JITTER[calls["n"] % len(JITTER)]
+        calls["n"] += 1
+        base = 150.0 if values.get("work_mem") == "8MB" else 100.0
+        if values.get("autovacuum_naptime") == "4min":
+            base = 10.0  # a catastrophic loss: cut off after its screen run
+        if values.get("random_page_cost") == "1.1":
+            base *= 1.01  # a placebo: a tie
+        return base * (1 + j)
+
+    return objective
+
+
+def _session(home: Path) -> tuple[TuningSession, list[RoundOutcome], io.StringIO]:
+    target = InMemoryTarget()
+    workload = ScriptedWorkload(target, _objective())  # type: ignore[arg-type]
+    cfg = Settings(
+        workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
+        loop=LoopConfig(max_rounds=3, baseline_runs=3, plateau_rounds=5, max_pairs=4),
+        storage=StorageConfig(home=home),
+    )
+    out = io.StringIO()
+    console = Console(file=out, soft_wrap=True, highlight=False)  # not a terminal: one line per round
+    rounds: list[RoundOutcome] = []
+    session = TuningSession(
+        cfg,
+        target,
+        workload,
+        ScriptedPlanner([{"work_mem": "8MB"}, {"autovacuum_naptime": "4min"}, {"random_page_cost": "1.1"}]),
+        Journal(home / "journal.db"),
+        MemoryBook(home / "memory.db"),
+        on_round=_round_printer(console, rounds, None),
+    )
+    return session, rounds, out
+
+
+def _cli(home: Path, *args: str) -> str:
+    env = {**os.environ, "AGENTICDB_HOME": str(home), "NO_COLOR": "1"}
+    r = subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+LINE = re.compile(r"^round (\d+) \[dbms\] \S+: (\S+) → (\S+) vs (\S+): (.+?)(?: kept)?; (\w+): ")
+
+
+def test_round_lines_and_report_show_the_journaled_decision(tmp_path: Path) -> None:
+    session, rounds, out = _session(tmp_path)
+    result = session.run()
+    assert result.status == "completed", result.reason
+    with Journal(tmp_path / "journal.db", read_only=True) as j:
+        judged = {e.round_no: e.data for e in j.events(session.session_id) if e.event == "judged"}
+    assert set(judged) == {1, 2, 3}
+    cut = judged.pop(2)  # the screen alone: one run, no pairs, no interval
+    assert cut["verdict"] == "worse" and cut["best"] == [] and cut["interval"] is None
+    screen_line = next(x for x in out.getvalue().splitlines() if x.startswith("round 2 "))
+    assert f"→ {cut['candidate_median']:,.3f} (one screen run): {cut['gain']:+.1%} (screen only);" in screen_line
+    for data in judged.values():  # the shown medians are the medians of the journaled raw runs
+        assert data["candidate_median"] == statistics.median(data["candidate"])
+        assert data["best_median"] == statistics.median(data["best"])
+        assert len(data["candidate"]) >= 2 and len(set(data["candidate"])) > 1  # jitter: a run is not a median
+    assert judged[1]["verdict"] == "better" and judged[3]["verdict"] == "tie"
+
+    lines = [m for m in map(LINE.match, out.getvalue().splitlines()) if m]
+    assert [int(m.group(1)) for m in lines] == [1, 3], out.getvalue()
+    for m in lines:
+        data = judged[int(m.group(1))]
+        assert m.group(3) == f"{data['candidate_median']:,.3f}"
+        assert m.group(4) == f"{data['best_median']:,.3f}"
+        assert m.group(5) == data["interval"]
+
+    report = _cli(tmp_path, "report", session.session_id)
+    rows = {int(r.split("|")[1]): r for r in report.splitlines() if re.match(r"^\| \d+ \|", r)}
+    for no, data in judged.items():
+        cells = [c.strip() for c in rows[no].split("|")]
+        assert cells[5] == f"{data['candidate_median']:,.3f} vs {data['best_median']:,.3f}"
+        assert cells[6].removesuffix(" kept") == data["interval"]
+
+    assert f"| {cut['candidate_median']:,.3f} (one screen run) | {cut['gain']:+.1%} (screen only) |" in rows[2]
+
+    doc = json.loads(_cli(tmp_path, "report", session.session_id, "--format", "json"))
+    screened = doc["rounds"][1]
+    assert screened["round"] == 2 and screened["gain"] == cut["gain"] and screened["gain_low"] is None
+    assert screened["candidate_runs"] == cut["candidate"] and screened["best_median"] is None
+    for r in (doc["rounds"][0], doc["rounds"][2]):
+        data = judged[r["round"]]
+        assert r["candidate_median"] == data["candidate_median"] and r["best_median"] == data["best_median"]
+        assert (r["gain"], r["gain_low"], r["gain_high"]) == (data["gain"], data["low"], data["high"])
+        assert r["candidate_runs"] == data["candidate"] and r["best_runs"] == data["best"]
+    assert doc["best_changes"] == {"work_mem": "8MB"}
+    sessions = json.loads(_cli(tmp_path, "journal", "list", "--format", "json"))
+    assert [s["id"] for s in sessions] == [session.session_id]
+    assert json.loads(_cli(tmp_path, "memory", "list", "--format", "json"))[0]["session_id"] == session.session_id
