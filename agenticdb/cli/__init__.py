@@ -416,13 +416,14 @@ def report(
     cfg = settings(config, None, None, home)
     if fmt == "md":
         fmt = "text"
+    if fmt not in ("text", "json", "html"):
+        fail(f"--format={fmt!r}: must be text (Markdown), json or html", 2)
     if fmt == "html" or plot is not None:
         from agenticdb.cli.report_plot import run_plot_report
 
         code = run_plot_report(cfg, session, plot, "html" if fmt == "html" else "md", console)
         if code or fmt == "html":
             raise typer.Exit(code)
-    fmt = check_format(fmt)
     raise typer.Exit(run_report(cfg, session, console, fmt))
 
 
