@@ -462,9 +462,12 @@ def test_bad_start_gets_the_floor_prescription() -> None:
         "max_wal_size": "256MB",
     }
     assert "bad start" in p.rationale
-    p = PLANNER.propose(_ctx("pg_cpu", config=bad))  # default step bound ×4 still moves towards the floor
+    # Default step bound ×4: a floor that is the server's default (shared_buffers 128MB) is reached in
+    # one move (a return to the default is not bounded, validation/steps.py is_default); the others
+    # move towards their floor.
+    p = PLANNER.propose(_ctx("pg_cpu", config=bad))
     assert {c.name: c.value for c in p.changes} == {
-        "shared_buffers": "512kB",
+        "shared_buffers": "128MB",
         "work_mem": "256kB",
         "max_wal_size": "128MB",
     }
@@ -477,6 +480,14 @@ def test_commit_delay_trap_is_reverted() -> None:
     assert p.changes[0].name == "commit_delay" and str(p.changes[0].value) == "0"
     assert "39%" in p.changes[0].rationale
 
+
+
+def test_random_page_cost_trap_goes_back_to_the_default_in_one_move() -> None:
+    """Scenario pg-random-page-cost-huge (issue 22): 1e6 → the default 4 although ×4 is the step bound."""
+    p = PLANNER.propose(_ctx("pg_cpu", config={"random_page_cost": "1000000"}))
+    assert p.bottleneck == Bottleneck.cpu
+    assert {c.name: str(c.value) for c in p.changes}.get("random_page_cost") == "4"
+    assert "full scans" in p.changes[0].rationale
 
 def test_first_proposal_starts_from_experience_and_avoids_its_failures() -> None:
     old = Fingerprint(

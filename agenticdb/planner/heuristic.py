@@ -52,7 +52,8 @@ from agenticdb.planner.playbook import (
     round_base,
     size,
 )
-from agenticdb.units import canonical, format_value, parse_value, unit_bytes
+from agenticdb.units import canonical, family_of, format_value, parse_value, unit_bytes
+from agenticdb.validation.steps import is_default
 
 log = structlog.get_logger(__name__)
 
@@ -608,7 +609,10 @@ class HeuristicPlanner(Planner):
             floor = size(rule.floor, facts, spec, cur)
             if floor is None or cur >= floor or (rule.knob, "up") in hist.dead:
                 return None
-            target = round_base(self._step_bound(ctx, floor, cur), spec)
+            # The floor in one move when it is the server's default (the validator does not bound a
+            # return to the default); otherwise towards it in steps of at most max_step_factor.
+            to_default = is_default(family_of(family), spec, floor)
+            target = round_base(floor if to_default else self._step_bound(ctx, floor, cur), spec)
             if target <= cur:
                 return None
             value = format_value(target, spec, family)

@@ -77,7 +77,9 @@ def run_cmd(
     budget_s: Annotated[float, typer.Option("--budget-s", help="time budget of each tuning session (s)")] = 300,
     rounds: Annotated[int, typer.Option(help="max rounds of each session")] = 6,
     repeats: Annotated[int, typer.Option(help="fault-free / faulty runs each (qualification)")] = 3,
-    final_repeats: Annotated[int, typer.Option(help="runs of the final configuration")] = 2,
+    final_repeats: Annotated[
+        int, typer.Option(help="runs of the final configuration (each paired with a fault-free run)")
+    ] = 3,
     force: Annotated[bool, typer.Option(help="tune even when the fault did not qualify in this run")] = False,
     keep: Annotated[bool, typer.Option(help="keep the instance folders")] = False,
 ) -> None:

@@ -94,6 +94,10 @@ class Fixture:
     def setup(self) -> None:
         """Create and start the server, load the workload's data, run ``setup_sql``, save pristine data."""
         tcfg = self.inst.up()
+        if self.scn.target.base_settings:
+            self.write_settings(self.scn.target.base_settings)
+            self.inst.stop()
+            self.inst.service().start()
         self.settings = Settings(
             target=tcfg, workload=WorkloadConfig(**self.workload_fields), storage=StorageConfig(home=self.out)
         )
@@ -155,24 +159,28 @@ class Fixture:
             InjectError: a host value did not read back as written.
             psycopg.Error / ServiceError: the server refused a setting or did not start.
         """
-        dbms = self.scn.fault.dbms_settings()
-        if self.scn.target.dbms == "postgres":
-            info = self.inst.info
-            assert info is not None
-            with psycopg.connect(info.dsn, autocommit=True) as conn:
-                for k, v in dbms.items():
-                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(k), sql.Literal(v)))
-        else:
-            text = self.conf_path.read_text().rstrip("\n") + "\n"
-            if "[mysqld]" not in text:
-                text += "[mysqld]\n"
-            text += "".join(f"{k} = {v}\n" for k, v in dbms.items())
-            self.conf_path.write_text(text)
+        self.write_settings(self.scn.fault.dbms_settings())
         for k, v in self.scn.fault.os_settings().items():
             self.write_host(str(self.host_path(k)), v)
         self.inst.stop()
         self.inst.service().start()
         return self.capture("faulty")
+
+    def write_settings(self, settings: dict[str, str]) -> None:
+        """DBMS knobs into the configuration (``ALTER SYSTEM SET`` / the managed option file); in effect
+        after the next restart."""
+        if self.scn.target.dbms == "postgres":
+            info = self.inst.info
+            assert info is not None
+            with psycopg.connect(info.dsn, autocommit=True) as conn:
+                for k, v in settings.items():
+                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(k), sql.Literal(v)))
+            return
+        text = self.conf_path.read_text().rstrip("\n") + "\n"
+        if "[mysqld]" not in text:
+            text += "[mysqld]\n"
+        text += "".join(f"{k} = {v}\n" for k, v in settings.items())
+        self.conf_path.write_text(text)
 
     def write_host(self, path: str, value: str) -> None:
         """Write one sysfs/procfs value (original saved first, read back after).

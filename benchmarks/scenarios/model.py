@@ -10,6 +10,7 @@ One file per scenario (issue 22). Schema (all sections required unless marked op
     dbms = "postgres"                     # "postgres" (PostgreSQL 15) | "mariadb" (MariaDB 10.11)
     memory_limit_mib = 512                # optional: cgroup v1/v2 memory limit of the server
     setup_sql = ["CREATE TABLE …"]        # optional: run once after the workload's own prepare
+    base_settings = { log_bin = "mysql-bin" }  # optional: part of the fault-free configuration too
 
     [workload]                            # agenticdb WorkloadConfig fields (kind, scale, clients, …)
     kind = "pgbench"
@@ -55,11 +56,13 @@ class _Strict(BaseModel):
 
 
 class TargetSpec(_Strict):
-    """The private server: its kind, an optional memory limit (MiB) and SQL run once after loading."""
+    """The private server: its kind, an optional memory limit (MiB), SQL run once after loading, and
+    ``base_settings`` that belong to the fault-free configuration (e.g. a binary log the fault needs)."""
 
     dbms: Literal["postgres", "mariadb"]
     memory_limit_mib: int | None = Field(default=None, ge=128)
     setup_sql: list[str] = Field(default_factory=list)
+    base_settings: dict[str, str] = Field(default_factory=dict)
 
 
 class FaultSpec(_Strict):
