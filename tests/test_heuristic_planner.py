@@ -481,13 +481,13 @@ def test_commit_delay_trap_is_reverted() -> None:
     assert "39%" in p.changes[0].rationale
 
 
-
 def test_random_page_cost_trap_goes_back_to_the_default_in_one_move() -> None:
     """Scenario pg-random-page-cost-huge (issue 22): 1e6 → the default 4 although ×4 is the step bound."""
     p = PLANNER.propose(_ctx("pg_cpu", config={"random_page_cost": "1000000"}))
     assert p.bottleneck == Bottleneck.cpu
     assert {c.name: str(c.value) for c in p.changes}.get("random_page_cost") == "4"
     assert "full scans" in p.changes[0].rationale
+
 
 def test_first_proposal_starts_from_experience_and_avoids_its_failures() -> None:
     old = Fingerprint(
