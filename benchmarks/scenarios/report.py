@@ -49,11 +49,18 @@ def _row(r: dict[str, Any]) -> str:
     if r.get("status") != "scored":
         return f"| {r['scenario']} | {r['kind']} | {eff} | {r.get('status')} | | | | | | |"
     yes = {True: "yes", False: "no"}
+    if r.get("recovered_pct") is None:
+        from benchmarks.scenarios.runner import recovered
+
+        r["recovered_pct"] = recovered(
+            r.get("final", []), r.get("free_after") or q.get("free", []), q.get("faulty", [])
+        )
     llm = r.get("llm") or {}
     tokens = int(llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0))
     return (
         f"| {r['scenario']} | {r['kind']} | {eff} | {r.get('diagnosis_label')} → {yes[bool(r['diagnosis'])]} "
-        f"| {r.get('shortfall_pct')} % → {yes[bool(r['outcome'])]} | {yes[bool(r['safe_pass'])]} "
+        f"| {r.get('shortfall_pct')} % → {yes[bool(r['outcome'])]} (gap closed {r.get('recovered_pct', '—')} %) "
+        f"| {yes[bool(r['safe_pass'])]} "
         f"| {len(r.get('violations') or [])} | {r.get('round_fixed') or '—'} / {r.get('minutes_to_fix') or '—'} "
         f"| {', '.join(f'{k}={v}' for k, v in (r.get('kept_changes') or {}).items()) or '—'} "
         f"| {tokens or '—'} |"

@@ -80,6 +80,18 @@ def qualification(free: list[float], faulty: list[float]) -> dict[str, Any]:
     }
 
 
+def recovered(final: list[float], free: list[float], faulty: list[float]) -> float | None:
+    """Share of the fault's gap the final configuration closed, in % (100 = back to fault-free):
+    (median final − median faulty) / (median free − median faulty). Shown next to Outcome, whose
+    15 % margin a noisy host can miss with a complete repair."""
+    if not (final and free and faulty):
+        return None
+    gap = statistics.median(free) - statistics.median(faulty)
+    if gap == 0:
+        return None
+    return round(100 * (statistics.median(final) - statistics.median(faulty)) / gap, 1)
+
+
 def _interleaved(fx: Fixture, a: State, b: State, n: int) -> tuple[list[float], list[float]]:
     xs: list[float] = []
     ys: list[float] = []
@@ -214,6 +226,7 @@ def run(scn: Scenario, opts: RunOptions) -> dict[str, Any]:
         journal = opts.out / scn.name / "journal.db"
         if journal.exists():
             result.update(score(journal, scn, finals, free_ref, fx.higher_is_better, up))
+            result["recovered_pct"] = recovered(finals, free_ref, q.get("faulty", []))
             result["reference"] = (
                 "fault-free runs interleaved with the final ones" if frees else "pre-session fault-free runs"
             )
