@@ -83,6 +83,7 @@ PG_KNOBS = [  # PostgreSQL 15 pg_settings: name, vartype, context→apply, boot_
     _k("random_page_cost", "real", "reload", "4", None, 0, 1.79769e308),
     _k("bgwriter_lru_maxpages", "integer", "reload", "100", None, 0, 1073741823),
     _k("jit", "bool", "reload", "on"),
+    _k("jit_above_cost", "real", "reload", "100000", None, -1, 1.79769e308),
     _k("max_parallel_workers_per_gather", "integer", "reload", "2", None, 0, 1024),
     _k("deadlock_timeout", "integer", "reload", "1000", "ms", 1, 2147483647),
     _k("max_connections", "integer", "restart", "100", None, 1, 262143),
@@ -487,6 +488,14 @@ def test_random_page_cost_trap_goes_back_to_the_default_in_one_move() -> None:
     assert p.bottleneck == Bottleneck.cpu
     assert {c.name: str(c.value) for c in p.changes}.get("random_page_cost") == "4"
     assert "full scans" in p.changes[0].rationale
+
+
+def test_floor_agreeing_with_the_diagnosis_leads_and_defaults_are_no_bad_start() -> None:
+    """Scenario pg-jit-forced (issue 22): the proposal was labelled buffer_cache because a shared_buffers
+    floor fired on its shipped default; now the default is left alone and the cpu floor leads."""
+    p = PLANNER.propose(_ctx("pg_cpu", config={"jit_above_cost": "0", "shared_buffers": "16384"}))
+    assert p.bottleneck == Bottleneck.cpu
+    assert {c.name: float(c.value) for c in p.changes} == {"jit_above_cost": 100000.0}
 
 
 def test_first_proposal_starts_from_experience_and_avoids_its_failures() -> None:

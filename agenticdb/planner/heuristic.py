@@ -209,6 +209,10 @@ class HeuristicPlanner(Planner):
             )
             floors = traps
         if floors:
+            # The proposal is labelled by its first move: lead with a floor that agrees with the
+            # diagnosis (jit_above_cost=0 under a CPU-bound diagnosis is a cpu fix, not a cache one).
+            top = max((h for h in hyps if h.plausible), key=lambda h: h.score, default=None)
+            floors.sort(key=lambda m: top is None or m.bottleneck != top.bottleneck)
             moves += floors
             why.append("bad start: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
             if hist.retried:
@@ -609,6 +613,9 @@ class HeuristicPlanner(Planner):
             floor = size(rule.floor, facts, spec, cur)
             if floor is None or cur >= floor or (rule.knob, "up") in hist.dead:
                 return None
+            shipped = parse_value(spec.default, spec) if spec.default is not None else None
+            if shipped is not None and cur >= shipped:
+                return None  # at or above the server's shipped default is not a broken start
             # The floor in one move when it is the server's default (the validator does not bound a
             # return to the default); otherwise towards it in steps of at most max_step_factor.
             to_default = is_default(family_of(family), spec, floor)
