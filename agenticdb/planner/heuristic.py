@@ -211,8 +211,8 @@ class HeuristicPlanner(Planner):
         if floors:
             # The proposal is labelled by its first move: lead with a floor that agrees with the
             # diagnosis (jit_above_cost=0 under a CPU-bound diagnosis is a cpu fix, not a cache one).
-            top = max((h for h in hyps if h.plausible), key=lambda h: h.score, default=None)
-            floors.sort(key=lambda m: top is None or m.bottleneck != top.bottleneck)
+            leader = max((h for h in hyps if h.plausible), key=lambda h: h.score, default=None)
+            floors.sort(key=lambda m: leader is None or m.bottleneck != leader.bottleneck)
             moves += floors
             why.append("bad start: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
             if hist.retried:
