@@ -45,10 +45,19 @@ def _connect() -> Any:
 
 
 def _client(queries: list[str], rmax: int, stop: float, out: list[tuple[float, float]], errors: list[int]) -> None:
-    conn = _connect()
+    try:
+        conn = _connect()
+    except Exception as exc:  # noqa: BLE001 - reported: a run without connections must not look idle
+        print(f"qloop: cannot connect: {exc}", file=sys.stderr)
+        errors[0] += 1
+        return
     rnd = random.Random()
     i = rnd.randrange(len(queries))
-    while time.monotonic() < stop:
+    done = 0
+    # Each client finishes at least one query (a short warm-up on a slow faulty server must not end
+    # with nothing completed), within 10 × the run as a hard cap.
+    cap = stop + 10 * max(stop - time.monotonic(), 1.0)
+    while time.monotonic() < stop or (done == 0 and time.monotonic() < cap):
         sql = queries[i % len(queries)].replace("{r}", str(rnd.randint(1, rmax)))
         i += 1
         t0 = time.monotonic()
@@ -61,6 +70,7 @@ def _client(queries: list[str], rmax: int, stop: float, out: list[tuple[float, f
             errors[0] += 1
             continue
         out.append((time.monotonic(), (time.monotonic() - t0) * 1000))
+        done += 1
     conn.close()
 
 
@@ -82,7 +92,7 @@ def main(path: str) -> None:
         t.join()
     elapsed = max(time.monotonic() - t_start, 1e-3)
     series = []
-    for sec in range(int(duration)):
+    for sec in range(max(int(duration), int(elapsed))):
         lat = sorted(ms for ts, ms in samples if sec <= ts - t_start < sec + 1)
         p95 = lat[int(0.95 * (len(lat) - 1))] if lat else None
         series.append({"t_s": sec, "tps": float(len(lat)), "p95_ms": p95})

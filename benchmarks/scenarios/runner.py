@@ -168,6 +168,8 @@ def write_session_config(fx: Fixture, path: Path) -> None:
     lines = ["[workload]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in fx.workload_fields.items()]
     lines += ["", "[policy]", f'durability = "{fx.scn.safety.durability}"']
+    if fx.settings is not None:  # the database the data was loaded into (the sandbox default differs)
+        lines += ["", "[target]", f"database = {_toml_value(fx.settings.target.database)}"]
     path.write_text("\n".join(lines) + "\n")
 
 
