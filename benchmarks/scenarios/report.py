@@ -83,7 +83,7 @@ def markdown(rows: list[dict[str, Any]], planner: str) -> str:
     ]
     groups = [("all", s["all"])]
     groups += [(f"DBMS {k}", v) for k, v in s["per_dbms"].items()]
-    groups += [(f"kind {k}", v) for k, v in s["per_kind"].items()]
+    groups += [(f"kind {k}", v) for k, v in s["per_kind"].items() if v["scored"]]
     for name, g in groups:
         n = g["scored"]
         lines.append(
