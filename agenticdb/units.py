@@ -84,7 +84,7 @@ SIZE_SUFFIX_BYTES: dict[str, int] = {
 }
 """Bytes per size spelling, lower-cased (the planner's sizes and the base units of size knobs)."""
 _INTEGER = re.compile(r"^[+-]?\d+$")
-_NUM_UNIT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_NUM_UNIT = re.compile(r"^\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 class UnitError(ValueError):

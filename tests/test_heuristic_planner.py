@@ -83,6 +83,7 @@ PG_KNOBS = [  # PostgreSQL 15 pg_settings: name, vartype, context→apply, boot_
     _k("random_page_cost", "real", "reload", "4", None, 0, 1.79769e308),
     _k("bgwriter_lru_maxpages", "integer", "reload", "100", None, 0, 1073741823),
     _k("jit", "bool", "reload", "on"),
+    _k("jit_above_cost", "real", "reload", "100000", None, -1, 1.79769e308),
     _k("max_parallel_workers_per_gather", "integer", "reload", "2", None, 0, 1024),
     _k("deadlock_timeout", "integer", "reload", "1000", "ms", 1, 2147483647),
     _k("max_connections", "integer", "restart", "100", None, 1, 262143),
@@ -462,9 +463,12 @@ def test_bad_start_gets_the_floor_prescription() -> None:
         "max_wal_size": "256MB",
     }
     assert "bad start" in p.rationale
-    p = PLANNER.propose(_ctx("pg_cpu", config=bad))  # default step bound ×4 still moves towards the floor
+    # Default step bound ×4: a floor that is the server's default (shared_buffers 128MB) is reached in
+    # one move (a return to the default is not bounded, validation/steps.py is_default); the others
+    # move towards their floor.
+    p = PLANNER.propose(_ctx("pg_cpu", config=bad))
     assert {c.name: c.value for c in p.changes} == {
-        "shared_buffers": "512kB",
+        "shared_buffers": "128MB",
         "work_mem": "256kB",
         "max_wal_size": "128MB",
     }
@@ -476,6 +480,22 @@ def test_commit_delay_trap_is_reverted() -> None:
     assert p.bottleneck == Bottleneck.wal_fsync
     assert p.changes[0].name == "commit_delay" and str(p.changes[0].value) == "0"
     assert "39%" in p.changes[0].rationale
+
+
+def test_random_page_cost_trap_goes_back_to_the_default_in_one_move() -> None:
+    """Scenario pg-random-page-cost-huge (issue 22): 1e6 → the default 4 although ×4 is the step bound."""
+    p = PLANNER.propose(_ctx("pg_cpu", config={"random_page_cost": "1000000"}))
+    assert p.bottleneck == Bottleneck.cpu
+    assert {c.name: str(c.value) for c in p.changes}.get("random_page_cost") == "4"
+    assert "full scans" in p.changes[0].rationale
+
+
+def test_floor_agreeing_with_the_diagnosis_leads_and_defaults_are_no_bad_start() -> None:
+    """Scenario pg-jit-forced (issue 22): the proposal was labelled buffer_cache because a shared_buffers
+    floor fired on its shipped default; now the default is left alone and the cpu floor leads."""
+    p = PLANNER.propose(_ctx("pg_cpu", config={"jit_above_cost": "0", "shared_buffers": "16384"}))
+    assert p.bottleneck == Bottleneck.cpu
+    assert {c.name: float(c.value) for c in p.changes} == {"jit_above_cost": 100000.0}
 
 
 def test_first_proposal_starts_from_experience_and_avoids_its_failures() -> None:

@@ -212,3 +212,14 @@ def test_linux_values() -> None:
     with pytest.raises(UnitError) as info:
         linux_parse(RATIO, "20%")
     assert info.value.check == "unit"
+
+
+def test_parse_value_reads_exponent_notation() -> None:
+    """pg_settings reports large reals as '1e+06' (random_page_cost = 1000000; scenario suite, issue 22):
+    unparsed, the planner's trap rule never saw the value."""
+    from agenticdb.units import parse_value
+
+    spec = KnobSpec(name="random_page_cost", vartype="real", apply="reload", default="4")
+    assert parse_value("1e+06", spec) == 1_000_000.0
+    assert parse_value("2.5E-3", spec) == 0.0025
+    assert parse_value("4", spec) == 4.0

@@ -558,3 +558,12 @@ def test_host_facts_from_a_copied_proc_and_sys(tmp_path: Path) -> None:
         "open_files_hard": 524288,
     }
     assert numa_nodes(sys=str(tmp_path / "nowhere")) == 1
+
+
+def test_step_back_to_the_default_is_not_bounded() -> None:
+    """A known trap (random_page_cost = 1e6, scenario suite of issue 22) goes back to the server's default
+    in one round; any other value still moves at most max_step_factor."""
+    pol = PolicyConfig(max_changes=2, max_step_factor=4)
+    assert check(PG, {"random_page_cost": "4"}, policy=pol, current={"random_page_cost": "1000000"}).ok
+    v = check(PG, {"random_page_cost": "5"}, policy=pol, current={"random_page_cost": "1000000"})
+    assert kinds(v) == {"random_page_cost": "step"}

@@ -53,7 +53,8 @@ from agenticdb.planner.playbook import (
     size,
 )
 from agenticdb.planner.wording import floor_label, floor_reason, start_kind
-from agenticdb.units import canonical, format_value, parse_value, unit_bytes
+from agenticdb.units import canonical, family_of, format_value, parse_value, unit_bytes
+from agenticdb.validation.steps import is_default
 
 log = structlog.get_logger(__name__)
 
@@ -210,6 +211,10 @@ class HeuristicPlanner(Planner):
             )
             floors = traps
         if floors:
+            # The proposal is labelled by its first move: lead with a floor that agrees with the
+            # diagnosis (jit_above_cost=0 under a CPU-bound diagnosis is a cpu fix, not a cache one).
+            leader = max((h for h in hyps if h.plausible), key=lambda h: h.score, default=None)
+            floors.sort(key=lambda m: leader is None or m.bottleneck != leader.bottleneck)
             moves += floors
             label = floor_label([m.start for m in floors])
             why.append(f"{label}: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
@@ -612,7 +617,13 @@ class HeuristicPlanner(Planner):
             floor = size(rule.floor, facts, spec, cur)
             if floor is None or cur >= floor or (rule.knob, "up") in hist.dead:
                 return None
-            target = round_base(self._step_bound(ctx, floor, cur), spec)
+            shipped = parse_value(spec.default, spec) if spec.default is not None else None
+            if shipped is not None and cur >= shipped:
+                return None  # at or above the server's shipped default is not a broken start
+            # The floor in one move when it is the server's default (the validator does not bound a
+            # return to the default); otherwise towards it in steps of at most max_step_factor.
+            to_default = is_default(family_of(family), spec, floor)
+            target = round_base(floor if to_default else self._step_bound(ctx, floor, cur), spec)
             if target <= cur:
                 return None
             value = format_value(target, spec, family)

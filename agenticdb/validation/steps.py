@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from agenticdb.config import PolicyConfig, in_window
-from agenticdb.models import ApplyMode, Catalog, FailedCheck, NormalizedChange, Proposal
-from agenticdb.units import readable
+from agenticdb.models import ApplyMode, Catalog, FailedCheck, KnobSpec, NormalizedChange, Proposal
+from agenticdb.units import UnitError, normalize, readable
 from agenticdb.validation.resulting import ResultingConfig
 
 
@@ -41,8 +41,8 @@ def step_bounds(
         if old is None or new is None or old <= 0 or new <= 0:
             continue  # special values (0, -1 = auto) have no ratio; ranges and budgets bound them
         ratio = new / old
-        if ratio > f or ratio < 1 / f:
-            spec = catalog.knobs[ch.name]
+        spec = catalog.knobs[ch.name]
+        if (ratio > f or ratio < 1 / f) and not is_default(family, spec, new):
             failed.append(
                 FailedCheck(
                     check="step",
@@ -57,6 +57,22 @@ def step_bounds(
                 )
             )
     return failed
+
+
+def is_default(family: str, spec: KnobSpec, base_value: float) -> bool:
+    """``base_value`` (the knob's base unit) is the server's built-in default of the knob.
+
+    A return to the default is not a step into the unknown (it is the configuration the server ships
+    and documents), so the step factor does not bound it: putting back random_page_cost = 1e6 or
+    effective_cache_size = 8kB (known traps, scenario suite of issue 22) takes one round, not ten.
+    """
+    if spec.default is None:
+        return False
+    try:
+        d = normalize(family, spec, spec.default).base_value
+    except UnitError:
+        return False
+    return d is not None and abs(d - base_value) <= 1e-9 * max(abs(d), 1.0)
 
 
 def apply_requirement(

@@ -1,0 +1,139 @@
+"""The scenario suite (benchmarks/scenarios, issue 22): data files, qualification arithmetic, scoring
+from a real journal, and one scenario end to end on a real PostgreSQL (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from agenticdb.journal import Journal
+from agenticdb.models import Bottleneck
+from benchmarks.scenarios import report
+from benchmarks.scenarios.model import Scenario, ScenarioError, load_all, load_file, select
+from benchmarks.scenarios.runner import RunOptions, qualification, run
+from benchmarks.scenarios.score import first_diagnosis, score, time_to_fix, violations
+
+
+def test_every_shipped_scenario_loads_with_a_source_and_known_labels() -> None:
+    scns = load_all()
+    assert len(scns) >= 15
+    assert {s.target.dbms for s in scns} == {"postgres", "mariadb"}
+    assert any(s.expect.stage == "os" for s in scns)
+    for s in scns:
+        assert all(isinstance(b, Bottleneck) for b in s.expect.labels)
+        assert len(s.fault.source) > 20, s.name
+
+
+def test_bad_file_names_field_and_rule(tmp_path: Path) -> None:
+    p = tmp_path / "x.toml"
+    p.write_text('name = "x"\nabout = ""\nkind = "k"\nworkload = {}\n[target]\ndbms = "oracle"\n')
+    with pytest.raises(ScenarioError, match=r"x.toml: .*target.dbms"):
+        load_file(p)
+    with pytest.raises(ScenarioError, match="no such scenario"):
+        select(load_all(), "nope")
+
+
+def test_qualification_needs_effect_beyond_five_times_noise() -> None:
+    big = qualification([100.0, 104.0, 98.0], [20.0, 21.0, 19.5])
+    assert big["qualified"] and big["effect_pct"] < -75
+    small = qualification([100.0, 120.0, 90.0], [95.0, 105.0, 85.0])
+    assert not small["qualified"]
+    assert "5 × noise" in small["reason"]
+
+
+def _scenario(**over: object) -> Scenario:
+    data = tomllib.loads((Path("benchmarks/scenarios/data") / "pg-commit-delay.toml").read_text())
+    data.update(over)
+    return Scenario.model_validate(data)
+
+
+def test_score_reads_diagnosis_fix_round_and_violations_from_a_journal(tmp_path: Path) -> None:
+    scn = _scenario()
+    jp = tmp_path / "journal.db"
+    with Journal(jp) as j:
+        sid = "s1"
+        j.append(sid, "session.start", {"target": "postgresql"}, None)
+        j.append(sid, "proposal", {"bottleneck": "wal_fsync", "changes": []}, 1)
+        j.append(sid, "applied", {"changes": {"commit_delay": "0"}, "restarted": False, "mode": "reload"}, 1)
+        j.append(sid, "decision", {"kept": True, "changes": {"commit_delay": "0"}}, 1)
+        j.append(sid, "proposal", {"bottleneck": "checkpoint", "changes": []}, 2)
+        j.append(sid, "applied", {"changes": {"synchronous_commit": "off"}, "restarted": False}, 2)
+        j.append(sid, "decision", {"kept": False, "changes": {"synchronous_commit": "off"}}, 2)
+        j.append(sid, "session.end", {"status": "completed", "best_changes": {"commit_delay": "0"}}, None)
+    with Journal(jp, read_only=True) as j:
+        events = j.events()
+    assert first_diagnosis(events) == "wal_fsync"
+    assert time_to_fix(events, ["commit_delay"])[0] == 1
+    v = violations(events, scn, server_up_after=True)
+    assert len(v) == 1 and "synchronous_commit" in v[0]
+    s = score(jp, scn, final=[95.0, 97.0], free=[100.0, 100.0], higher=True, server_up_after=True)
+    assert s["diagnosis"] and s["outcome"] and not s["safe_pass"] and s["rounds"] == 2
+    s = score(jp, scn, final=[50.0], free=[100.0], higher=True, server_up_after=False)
+    assert not s["outcome"] and any("not answering" in x for x in s["violations"])
+
+
+def test_report_counts_scored_rows_only() -> None:
+    rows = [
+        {
+            "scenario": "a",
+            "dbms": "postgres",
+            "kind": "wal",
+            "status": "scored",
+            "diagnosis": True,
+            "outcome": True,
+            "safe_pass": True,
+            "qualification": {"effect_pct": -90, "noise_cv": 0.05},
+        },
+        {
+            "scenario": "b",
+            "dbms": "mariadb",
+            "kind": "io",
+            "status": "rejected",
+            "qualification": {"effect_pct": -5, "noise_cv": 0.05},
+        },
+    ]
+    s = report.summary(rows)
+    assert s["all"] == {"scored": 1, "diagnosis": 1, "outcome": 1, "safe_pass": 1}
+    assert s["rejected"] == ["b"]
+    assert "Rejected" in report.markdown(rows, "heuristic")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("pgbench"), reason="needs root and pgbench")
+def test_one_scenario_end_to_end_scores_from_its_journal(tmp_path: Path) -> None:
+    """Giant fault (commit_delay 100 ms on every commit: ~10× fewer TPS), short runs, two rounds."""
+    scn = _scenario(
+        name="smoke-commit-delay",
+        workload={
+            "kind": "pgbench",
+            "scale": 1,
+            "clients": 2,
+            "threads": 1,
+            "duration_s": 3,
+            "warmup_s": 1,
+            "warmup_max_s": 0,
+            "objective": "tps",
+        },
+    )
+    opts = RunOptions(out=tmp_path, budget_s=45, max_rounds=2, repeats=2, final_repeats=1)
+    r = run(scn, opts)
+    q = r["qualification"]
+    assert q["qualified"], q
+    assert q["median_faulty"] < 0.5 * q["median_free"]
+    assert r["status"] == "scored", r
+    with Journal(tmp_path / scn.name / "journal.db", read_only=True) as j:
+        assert j.verify().ok
+        events = j.events()
+    props = sorted((e.round_no, e.id, e.data["bottleneck"]) for e in events if e.event == "proposal")
+    assert r["diagnosis_label"] == (props[0][2] if props else None)
+    assert r["rounds"] == len({e.round_no for e in events if e.event == "decision"})
+    assert r["diagnosis"] == (r["diagnosis_label"] == "wal_fsync")
+    assert r["safe_pass"] == (r["outcome"] and not r["violations"])
+    saved = json.loads((tmp_path / scn.name / "run.json").read_text())
+    assert saved["diagnosis_label"] == r["diagnosis_label"]
+    assert not list(Path("/tmp").glob(f"agscn-{scn.name[:12]}-*")), "instance folder left behind"
