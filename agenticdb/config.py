@@ -307,6 +307,11 @@ class PolicyConfig(Section):
         le=10,
         description="capacity settings (max_connections, …) are never lowered below the observed peak × (1 + this)",
     )
+    mode: Literal["auto", "approve", "advise"] = Field(
+        default="auto",
+        description="daemon: auto applies its own trials; approve queues proposals and applies only what "
+        "`agenticdb approve ID` allows; advise only proposes (docs/advice.md)",
+    )
     commit_headroom: float = Field(
         default=0.05,
         ge=0,
@@ -385,6 +390,14 @@ class DaemonConfig(Section):
     drift_threshold: float = Field(default=0.2, gt=0)
     watchdog_s: float = Field(default=30.0, gt=0)
     lock_dir: Path | None = None
+    approval_dir: Path | None = Field(
+        default=None, description="queue directory of policy.mode approve/advise; default <home>/approvals"
+    )
+    approval_group: str | None = Field(
+        default=None, description="OS group whose members may approve/reject (root always may); None: anyone"
+    )
+    proposal_ttl_s: float = Field(default=86400.0, gt=0, description="a proposal expires after this many seconds")
+    advice_observe_s: float = Field(default=5.0, ge=0, description="observation window of the daemon's advice (s)")
 
     @field_validator("windows")
     @classmethod

@@ -144,6 +144,7 @@ class Daemon:
         self._reference_mix: float | None = None
         self._busy = threading.Event()
         self._alive = threading.Event()
+        self._desk: Any = None
 
     # -- signals: flags only
     def _on_stop(self, signum: int, frame: Any) -> None:
@@ -316,7 +317,11 @@ class Daemon:
                     self.drift_due = False
                     self._reference_mix = None  # re-learn the mix the new configuration serves
                     try:
-                        summary = self._run_session(journal, memory)
+                        summary = (
+                            self._run_session(journal, memory)
+                            if self.cfg.policy.mode == "auto"
+                            else self._approval().propose(journal)
+                        )
                     except LockError as exc:
                         summary = f"skipped: {exc}"
                     except Exception as exc:  # noqa: BLE001 - one failed session must not kill the service
@@ -324,6 +329,11 @@ class Daemon:
                         log.error("daemon.session_failed", reason=str(exc))
                     self.notifier.status(summary[:200])
                     log.info("daemon.session_done", summary=summary)
+                    continue
+                waiting = self._approval().tick(journal) if self.cfg.policy.mode != "auto" else None
+                if waiting is not None:  # policy.mode approve/advise: say what waits for a person
+                    self.notifier.status(waiting)
+                    time.sleep(0.5)
                     continue
                 self._monitor(journal)
                 self.notifier.status(
@@ -361,6 +371,14 @@ class Daemon:
             return None
         finally:
             lock.release()
+
+    def _approval(self) -> Any:
+        """The approval desk (agenticdb.approval.Desk) of policy.mode approve/advise, made on first use."""
+        if self._desk is None:
+            from agenticdb.approval import Desk
+
+            self._desk = Desk(self.cfg)
+        return self._desk
 
     def _next_in(self) -> float:
         if self.last_run is None:
