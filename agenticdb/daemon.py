@@ -306,6 +306,8 @@ class Daemon:
                 return 1
             for a in actions:
                 log.warning("daemon.reconcile", action=a)
+            if self.cfg.policy.mode != "auto" and not self._approval_ready(journal):
+                return 2
             self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
             log.info("daemon.ready", reconciled=len(actions))
             watchdog.start()
@@ -371,6 +373,18 @@ class Daemon:
             return None
         finally:
             lock.release()
+
+    def _approval_ready(self, journal: Journal) -> bool:
+        """Create the approval queue before READY; False (logged and journaled) when it cannot exist."""
+        from agenticdb.approval import ApprovalError
+
+        try:
+            self._approval()
+        except (ApprovalError, OSError) as exc:
+            log.error("daemon.approval_unavailable", reason=str(exc))
+            journal.append("daemon", "daemon.stop", {"reason": f"approval queue: {exc}"})
+            return False
+        return True
 
     def _approval(self) -> Any:
         """The approval desk (agenticdb.approval.Desk) of policy.mode approve/advise, made on first use."""
