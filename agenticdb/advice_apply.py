@@ -25,6 +25,7 @@ from agenticdb.executor import Executor
 from agenticdb.journal import Journal
 from agenticdb.models import Bottleneck, Change, Fingerprint, Layer, Proposal, Verdict
 from agenticdb.targets.base import Target
+from agenticdb.workloads.base import WorkloadError
 
 log = structlog.get_logger(__name__)
 
@@ -130,6 +131,7 @@ def apply_recommendations(
             target, [target.runtime_state], workload, journal, sid, cfg.workload.warmup_s, cfg.workload.duration_s
         )
         if measure:
+            workload.prepare()
             done.objectives["before"] = ex.measure(0, "before apply")[0].objective
         for round_no, (layer, tgt) in enumerate(groups, start=1):
             chosen = [r for r in recs if r.layer == layer]
@@ -143,6 +145,14 @@ def apply_recommendations(
     except ApplyRefused as exc:
         journal.append(sid, "session.end", {"status": "failed", "reason": str(exc)})
         raise
+    except WorkloadError as exc:
+        state = (
+            "the applied values stay in effect (agenticdb rollback --dbms undoes them)"
+            if done.effective
+            else "nothing was changed"
+        )
+        journal.append(sid, "session.end", {"status": "failed", "reason": f"--measure: {exc}; {state}"})
+        raise ApplyRefused(f"--measure: the workload failed: {exc}; {state}") from exc
     finally:
         lock.release()
         journal.close()

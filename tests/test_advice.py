@@ -258,3 +258,60 @@ def test_sysctl_file_is_accepted_by_sysctl_p(tmp_path: Path) -> None:
     finally:
         proc.write_text(original)
     assert proc.read_text().strip() == original
+
+
+def test_confidence_says_where_an_experience_comes_from(pg_config: Path, storage_home: Path) -> None:
+    """An experience from this host (same DBMS, version, memory, CPUs) is "measured"; one from a host of
+    another size is "experience"; both come from the real Memory Book (SQLite)."""
+    from agenticdb.advice import host_fingerprint
+    from agenticdb.hardware import detect_hardware
+    from agenticdb.memory import MemoryBook
+    from agenticdb.models import Experience
+
+    cfg = load_config(pg_config)
+    target = build_target(cfg)
+    try:
+        here = host_fingerprint(target.kind, target.version_major(), detect_hardware(target.data_dir))
+        elsewhere = here.model_copy(update={"memory_gib": here.memory_gib * 4, "cpu_count": here.cpu_count + 6})
+        assert cfg.storage.memory_db is not None
+        with MemoryBook(cfg.storage.memory_db) as book:
+            for sid, fp, knob, value in (
+                ("s-here", here, "wal_buffers", "16MB"),
+                ("s-else", elsewhere, "checkpoint_completion_target", "0.7"),
+            ):
+                book.write_experience(
+                    Experience(
+                        fingerprint=fp,
+                        session_id=sid,
+                        beneficial=[{"changes": {knob: value}, "gain": 0.12, "bottleneck": "wal_fsync"}],
+                    )
+                )
+        adv = advise(cfg, target, observe_s=0.1, os_layer=False)
+    finally:
+        target.close()
+    by = {r.knob: r for r in adv.recommendations}
+    assert by["wal_buffers"].confidence == "measured" and "s-here" in by["wal_buffers"].source
+    assert by["checkpoint_completion_target"].confidence == "experience"
+    assert "similar host" in by["checkpoint_completion_target"].confidence_origin
+    assert by["shared_buffers"].confidence == "rule"
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="applying a sysctl writes /proc/sys")
+def test_apply_of_a_sysctl_saves_the_original_and_rollback_os_restores_it(pg_config: Path) -> None:
+    recs = advice_json(pg_config)["recommendations"]
+    rec = next((r for r in recs if r["layer"] == "os" and r["verdict"] == "accept"), None)
+    if rec is None:
+        pytest.skip("no accepted sysctl recommendation on this host now")
+    proc = Path("/proc/sys") / rec["knob"].replace(".", "/")
+    original = proc.read_text().strip()
+    try:
+        r = cli("apply", rec["id"], "--config", str(pg_config), "--observe", "0")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "rollback --dbms --os" in r.stdout
+        assert proc.read_text().strip() == rec["recommended"] != original
+        r = cli("rollback", "--os", "--config", str(pg_config))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert proc.read_text().strip() == original
+    finally:
+        proc.write_text(original)
