@@ -27,15 +27,17 @@ import json
 import os
 import pwd
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.advice import Recommendation
+from agenticdb.advice import Recommendation, stable_id
 from agenticdb.config import Settings
 from agenticdb.journal import Journal
+from agenticdb.models import Proposal, Verdict
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +55,9 @@ class Pending(BaseModel):
     mode: Literal["approve", "advise"]
     target: str
     recommendation: Recommendation
+    kind: Literal["advice", "trial"] = "advice"
+    """"trial": a tuning session's change set waiting before its trial (``recommendation`` lists the knobs,
+    values and evidence joined); "advice": one recommendation of ``agenticdb advise``."""
 
 
 class DecisionFile(BaseModel):
@@ -280,9 +285,83 @@ class Desk:
         pending = self.queue.pending()
         return status_line(pending) if pending else None
 
+    def gate(
+        self, journal: Journal, should_stop: Callable[[], bool], status: Callable[[str], object]
+    ) -> Callable[[str, int, Proposal, Verdict], str | None]:
+        """The session's approval gate (``TuningSession(approve=...)``): queue the round's change set and
+        wait for a decision. Returns None when approved, else why not (rejected, expired, stopping)."""
+
+        def wait(session_id: str, round_no: int, proposal: Proposal, verdict: Verdict) -> str | None:
+            p = self._trial_pending(session_id, round_no, proposal, verdict)
+            _write(self.queue.proposals / f"{p.id}.json", p, 0o640)
+            brief = _brief(p.recommendation)
+            journal.append(
+                session_id, "approval.proposed", {"id": p.id, "kind": "trial", "recommendation": brief}, round_no
+            )
+            log.info("approval.waiting", id=p.id, changes=brief["recommended"], reason="policy.mode = approve")
+            while True:
+                if any(g.id == p.id for g in self.queue.expire()):
+                    journal.append(session_id, "approval.expired", {"id": p.id, "recommendation": brief}, round_no)
+                    return f"expired after {self.cfg.daemon.proposal_ttl_s:g} s without a decision"
+                for prop, d, who in self.queue.take_decisions():
+                    if prop is None or prop.id != p.id:
+                        self._act(journal, prop, d, who)
+                        continue
+                    if who.startswith("refused:"):
+                        journal.append(session_id, "approval.ignored", {"id": p.id, "user": who}, round_no)
+                        continue
+                    event = "approval.approved" if d.decision == "approve" else "approval.rejected"
+                    data = {"id": p.id, "user": who, "why": d.why, "recommendation": brief}
+                    journal.append(session_id, event, data, round_no)
+                    self.queue.close(p, rejected=d.decision == "reject")
+                    return None if d.decision == "approve" else f"rejected by {who}: {d.why or 'no reason given'}"
+                if should_stop():
+                    self.queue.close(p, rejected=False)
+                    return "the service is stopping"
+                status(status_line(self.queue.pending()))
+                time.sleep(0.5)
+
+        return wait
+
+    def _trial_pending(self, session_id: str, round_no: int, proposal: Proposal, verdict: Verdict) -> Pending:
+        changes = verdict.changes
+        now = time.time()
+        rec = Recommendation(
+            id=stable_id("T", session_id, str(round_no), *(f"{c.name}={c.value}" for c in changes)),
+            knob=", ".join(c.name for c in changes),
+            layer=proposal.layer,
+            current=", ".join(str(c.previous) for c in changes),
+            recommended=", ".join(c.value for c in changes),
+            apply=verdict.apply_requirement,
+            bottleneck=proposal.bottleneck.value,
+            rule=f"session {session_id} round {round_no}",
+            reason=proposal.rationale,
+            source=f"{proposal.planner} planner",
+            effect="; ".join(proposal.intended_effects),
+            risk="; ".join(proposal.risks),
+            evidence=proposal.evidence[:5],
+            confidence="diagnosis",
+            confidence_origin="measured trial: kept only if the auditor's paired runs show a gain",
+        )
+        ttl = self.cfg.daemon.proposal_ttl_s
+        return Pending(
+            id=rec.id,
+            created_at=now,
+            expires_at=now + ttl,
+            mode="approve",
+            target=session_id,
+            recommendation=rec,
+            kind="trial",
+        )
+
     def _act(self, journal: Journal, p: Pending | None, d: DecisionFile, who: str) -> None:
         base: dict[str, Any] = {"id": d.id, "user": who, "why": d.why}
-        if p is None or who.startswith("refused:") or (d.decision == "approve" and p.mode == "advise"):
+        if (
+            p is None
+            or who.startswith("refused:")
+            or (d.decision == "approve" and p.mode == "advise")
+            or p.kind == "trial"
+        ):
             why = "no such pending proposal" if p is None else "not allowed by policy/group"
             journal.append("daemon", "approval.ignored", {**base, "decision": d.decision, "reason": why})
             log.warning("approval.ignored", id=d.id, user=who, reason=why)

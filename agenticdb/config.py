@@ -397,6 +397,11 @@ class DaemonConfig(Section):
         default=None, description="OS group whose members may approve/reject (root always may); None: anyone"
     )
     proposal_ttl_s: float = Field(default=86400.0, gt=0, description="a proposal expires after this many seconds")
+    approve_source: Literal["session", "advice"] = Field(
+        default="session",
+        description="policy.mode approve: 'session' runs the tuning session and waits before each trial; "
+        "'advice' queues `agenticdb advise` recommendations and applies the approved ones (no benchmark)",
+    )
     advice_observe_s: float = Field(default=5.0, ge=0, description="observation window of the daemon's advice (s)")
 
     @field_validator("windows")

@@ -281,6 +281,9 @@ class Daemon:
                 on_round=on_round,
                 should_stop=lambda: self.flags.stop > 0,
                 on_status=self.notifier.status,
+                approve=self._approval().gate(journal, lambda: self.flags.stop > 0, self.notifier.status)
+                if cfg.policy.mode == "approve"
+                else None,
             )
             self.notifier.status(f"tuning session {session.session_id} started")
             result = session.run()
@@ -320,9 +323,11 @@ class Daemon:
                     self._reference_mix = None  # re-learn the mix the new configuration serves
                     try:
                         summary = (
-                            self._run_session(journal, memory)
-                            if self.cfg.policy.mode == "auto"
-                            else self._approval().propose(journal)
+                            self._approval().propose(journal)
+                            if self.cfg.policy.mode == "advise"
+                            or self.cfg.daemon.approve_source == "advice"
+                            and self.cfg.policy.mode == "approve"
+                            else self._run_session(journal, memory)
                         )
                     except LockError as exc:
                         summary = f"skipped: {exc}"

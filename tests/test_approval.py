@@ -44,7 +44,7 @@ def _wait(pred, timeout: float) -> bool:  # type: ignore[no-untyped-def]
     return bool(pred())
 
 
-def test_daemon_in_approve_mode_applies_only_what_is_approved(
+def test_daemon_in_approve_mode_applies_only_approved_advice(
     pg_sandbox: PostgresSandboxInfo, storage_home: Path, tmp_path: Path
 ) -> None:
     queue = tmp_path / "queue"
@@ -61,6 +61,7 @@ run_on_start = true
 interval_hours = 100
 watchdog_s = 3
 approval_dir = "{queue}"
+approve_source = "advice"
 proposal_ttl_s = 600
 advice_observe_s = 0
 """,
@@ -166,3 +167,100 @@ def test_advise_mode_never_applies(tmp_path: Path, mode: str) -> None:
     q.propose([rec], "t", mode, ttl_s=60)  # type: ignore[arg-type]
     with pytest.raises(ApprovalError, match="never applies"):
         q.decide("Rdef", "approve")
+
+
+def _start(config: Path, notify: NotifySocket, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
+        env={**os.environ, "NOTIFY_SOCKET": str(notify.path)},
+        stdout=open(log, "a"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _waiting_trial(queue: Path, not_id: str | None, timeout: float) -> str | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        trials = [p for p in Queue(queue).pending() if p.kind == "trial" and p.id != not_id]
+        if trials:
+            return trials[0].id
+        time.sleep(0.3)
+    return None
+
+
+def test_daemon_session_waits_before_each_trial(
+    pg_sandbox: PostgresSandboxInfo, storage_home: Path, tmp_path: Path
+) -> None:
+    """policy.mode = "approve" with the tuning session: the baseline is measured as usual, each round's
+    change set waits in the queue; a rejected one is never applied (and its knobs are not proposed again),
+    an approved one is tried and judged like any round."""
+    queue = tmp_path / "queue"
+    config = write_config(
+        tmp_path / "agenticdb.toml",
+        pg_sandbox.target_config(),
+        storage_home,
+        f"""[policy]
+mode = "approve"
+[workload]
+kind = "pgbench"
+scale = 1
+clients = 2
+threads = 1
+duration_s = 2
+warmup_s = 0
+[loop]
+max_rounds = 2
+baseline_runs = 1
+min_pairs = 1
+max_pairs = 1
+[daemon]
+run_on_start = true
+interval_hours = 100
+watchdog_s = 3
+approval_dir = "{queue}"
+proposal_ttl_s = 600
+""",
+    )
+    notify = NotifySocket(tmp_path / "notify.sock")
+    proc = _start(config, notify, tmp_path / "daemon.log")
+    journal = storage_home / "journal.db"
+    try:
+        # read the notify socket from the start: a full datagram queue would drop the STATUS line
+        assert notify.wait_for("awaiting approval", 180), (tmp_path / "daemon.log").read_text()[-3000:]
+        first = _waiting_trial(queue, None, 10)
+        assert first is not None
+        with Journal(journal, read_only=True) as j:
+            assert not [e for e in j.events() if e.event == "applied"]  # nothing applied while it waits
+        r = cli("reject", first, "--config", str(config), "--why", "not during business hours", "--wait", "60")
+        assert r.returncode == 0, r.stdout + r.stderr
+        second = _waiting_trial(queue, first, 120)
+        assert second is not None, (tmp_path / "daemon.log").read_text()[-3000:]
+        r = cli("approve", second, "--config", str(config), "--wait", "60")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert _wait(lambda: any(e == "approval.approved" for e, _ in _events(journal, "approval.")), 30)
+
+        def ended() -> bool:
+            with Journal(journal, read_only=True) as j:
+                return any(e.event == "session.end" for e in j.events())
+
+        assert _wait(ended, 180), (tmp_path / "daemon.log").read_text()[-3000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        notify.close()
+    with Journal(journal, read_only=True) as j:
+        events = [e for e in j.events() if e.session_id != "daemon"]
+    names = [e.event for e in events]
+    rejected = next(e for e in events if e.event == "approval.rejected")
+    approved = next(e for e in events if e.event == "approval.approved")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert rejected.data["user"] == me and rejected.data["id"] == first
+    assert approved.data["user"] == me and approved.data["id"] == second
+    refused = next(e for e in events if e.event == "approval.refused")
+    assert refused.round_no == rejected.round_no == 1 and "not during business hours" in refused.data["reason"]
+    applied = [e for e in events if e.event == "applied"]
+    assert applied and all(e.id > approved.id for e in applied)  # the only trial applied is the approved one
+    rejected_knobs = set(refused.data["changes"])
+    assert not rejected_knobs & set(applied[0].data["changes"])
+    assert "session.end" in names
