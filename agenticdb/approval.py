@@ -1,7 +1,10 @@
 """Approval mode of the service: proposals wait in a queue directory the daemon owns (issue 16).
 
-``policy.mode = "approve"``: when a run is due the daemon computes advice (:func:`agenticdb.advice.advise`)
-and writes one proposal per accepted recommendation; nothing is applied until a person says so.
+``policy.mode = "approve"``: the daemon's tuning session waits before each trial (:meth:`Desk.gate`): the
+round's validated change set is queued and applied only when approved; rejected or expired, it is fed back
+to the planner as a failed ``approval`` check. With ``daemon.approve_source = "advice"`` the daemon
+instead computes advice (:func:`agenticdb.advice.advise`) and writes one proposal per accepted
+recommendation, applied like ``agenticdb apply`` when approved.
 ``policy.mode = "advise"``: the same proposals, but the daemon never applies them (``agenticdb apply``
 is the person's tool then).
 
