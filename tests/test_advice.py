@@ -315,3 +315,21 @@ def test_apply_of_a_sysctl_saves_the_original_and_rollback_os_restores_it(pg_con
         assert proc.read_text().strip() == original
     finally:
         proc.write_text(original)
+
+
+def test_relaxed_durability_is_a_finding_not_a_change(pg_sandbox: PostgresSandboxInfo, pg_config: Path) -> None:
+    """synchronous_commit = off on the real server: a medium finding with its evidence, and no
+    recommendation touches it (agenticdb never sets durability, and does not undo a DBA's choice)."""
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+        conn.execute("SELECT pg_reload_conf()")
+    try:
+        adv = _pg_advice(pg_config)
+    finally:
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET synchronous_commit")
+            conn.execute("SELECT pg_reload_conf()")
+    found = [f for f in adv.findings if "synchronous_commit" in f.title]
+    assert len(found) == 1 and found[0].severity == "medium" and "'off'" in found[0].evidence
+    assert all(r.knob != "synchronous_commit" for r in adv.recommendations)
+    assert adv.worst() in ("medium", "high", "critical")
