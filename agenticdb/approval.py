@@ -140,7 +140,15 @@ class Queue:
         """Proposals not yet expired, oldest first."""
         now = time.time() if now is None else now
         out = []
-        for f in sorted(self.proposals.glob("*.json")) if self.proposals.exists() else []:
+        try:
+            files = sorted(self.proposals.glob("*.json")) if self.proposals.exists() else []
+        except PermissionError as exc:
+            me = user_name(os.getuid())
+            raise ApprovalError(
+                f"cannot read the approval queue {self.proposals}: {exc.strerror}; user {me} is not in its "
+                f"group{f' {self.group!r}' if self.group else ''} (daemon.approval_group)"
+            ) from exc
+        for f in files:
             try:
                 p = Pending.model_validate_json(f.read_text())
             except (OSError, ValueError):

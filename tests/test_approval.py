@@ -264,3 +264,54 @@ proposal_ttl_s = 600
     rejected_knobs = set(refused.data["changes"])
     assert not rejected_knobs & set(applied[0].data["changes"])
     assert "session.end" in names
+
+
+def _decide_as(uid: int, gid: int, root: Path, group: str, conn) -> None:  # type: ignore[no-untyped-def]
+    from agenticdb.approval import ApprovalError
+
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    try:
+        Queue(root, group).decide("Rabc", "approve")
+        conn.send("decided")
+    except ApprovalError as exc:
+        conn.send(f"refused: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the parent asserts on what came back
+        conn.send(f"crashed: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another OS user")
+def test_a_user_outside_the_group_cannot_decide(tmp_path: Path) -> None:
+    """A real process running as ``nobody`` (not in the queue's group) is refused with a one-line reason,
+    and the proposal stays pending."""
+    import multiprocessing
+
+    from agenticdb.advice import Recommendation
+    from agenticdb.models import ApplyMode, Layer
+
+    tmp_path.chmod(0o755)
+    q = Queue(tmp_path / "q", "root")
+    q.create()
+    rec = Recommendation(
+        id="Rabc",
+        knob="work_mem",
+        layer=Layer.dbms,
+        current="4MB",
+        recommended="8MB",
+        apply=ApplyMode.reload,
+        bottleneck="temp_spill",
+        rule="r",
+        reason="r",
+        source="s",
+    )
+    q.propose([rec], "t", "approve", ttl_s=60)
+    nobody = pwd.getpwnam("nobody")
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_decide_as, args=(nobody.pw_uid, nobody.pw_gid, q.root, "root", child))
+    p.start()
+    p.join(30)
+    answer = parent.recv()
+    assert answer.startswith("refused:") and "not in its group 'root'" in answer, answer
+    assert [x.id for x in q.pending()] == ["Rabc"] and not list(q.decisions.iterdir())

@@ -157,10 +157,14 @@ def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, co
 
 def run_pending(cfg: Settings, console: Console) -> int:
     """List the proposals waiting in the daemon's queue."""
-    from agenticdb.approval import Queue, queue_dir
+    from agenticdb.approval import ApprovalError, Queue, queue_dir
 
     q = Queue(queue_dir(cfg), cfg.daemon.approval_group)
-    pending = q.pending()
+    try:
+        pending = q.pending()
+    except ApprovalError as exc:
+        _err(str(exc))
+        return 1
     if not pending:
         console.print(f"nothing waits (queue {q.root})", highlight=False)
         return 0
