@@ -95,6 +95,9 @@ class Recommendation(BaseModel):
     confidence_origin: str = ""
     verdict: Literal["accept", "reject"] = "accept"
     verdict_detail: str = ""
+    option_file: bool | None = None
+    """MySQL/MariaDB: False when the server accepts the variable only at run time (``SET GLOBAL``), so
+    it must not be written to an option file (the next start would abort); None when not applicable."""
 
 
 class Finding(BaseModel):
@@ -325,6 +328,7 @@ class Advisor:
             severity=sev,
             confidence=conf,  # type: ignore[arg-type]
             confidence_origin=CONFIDENCE_ORIGINS[conf],
+            option_file=m.spec.option_file,
         )
 
 

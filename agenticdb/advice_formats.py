@@ -80,8 +80,16 @@ def render_sql(advice: Advice) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _option_line(r: Recommendation) -> str:
+    """``name = value`` for a [mysqld] section; a runtime-only variable (no option-file form on this
+    server, ``mysqld --help --verbose`` does not list it) is written as a comment: the next start would
+    abort with "unknown variable"."""
+    line = f"{r.knob} = {r.recommended}"
+    return f"# runtime only (SET GLOBAL), not an option: {line}" if r.option_file is False else line
+
+
 def _mysqld_section(recs: list[Recommendation]) -> list[str]:
-    return ["[mysqld]"] + [f"{r.knob} = {r.recommended}" for r in recs]
+    return ["[mysqld]"] + [_option_line(r) for r in recs]
 
 
 def render_conf(advice: Advice) -> str:
@@ -94,7 +102,7 @@ def render_conf(advice: Advice) -> str:
         return "\n".join(lines) + "\n"
     lines.append("[mysqld]")
     for r in recs:
-        lines += [f"# {_why(r)}", f"{r.knob} = {r.recommended}"]
+        lines += [f"# {_why(r)}", _option_line(r)]
     return "\n".join(lines) + "\n"
 
 
