@@ -275,18 +275,17 @@ class Advisor:
                 have.evidence.append(f"sized by the playbook: {m.reason} ({m.source})")
         return list(out.values())
 
-    def server_busy(self, min_rate: float = 5.0) -> bool:
-        """True when the server did work in the window (≥ ``min_rate`` transactions or statements per
-        second, or an active session): only then is host pressure evidence about *this* server. Always
-        True for the Linux layer."""
+    def server_busy(self, min_rate: float = 5.0, min_count: float = 20.0) -> bool:
+        """True when the server did work in the window (at least ``min_count`` transactions or statements
+        and ``min_rate`` per second, so agenticdb's own sampling queries never count as load, or an active
+        session): only then is host pressure evidence about *this* server. Always True for Linux."""
         if self.layer == Layer.os:
             return True
         d = self.delta
-        rate = sum(
-            d.per_second.get(k, 0.0)
-            for k in ("pg_stat_database.xact_commit", "pg_stat_database.xact_rollback", "global_status.Questions")
-        )
-        return rate >= min_rate or d.gauges.get("pg_stat_activity.active", 0.0) > 0
+        names = ("pg_stat_database.xact_commit", "pg_stat_database.xact_rollback", "global_status.Questions")
+        total = sum(d.totals.get(k, 0.0) for k in names)
+        busy = total >= max(min_count, min_rate * d.seconds)
+        return busy or d.gauges.get("pg_stat_activity.active", 0.0) > 0
 
     def _sizing(self, book: object, facts: HostFacts, hist: object, taken: set[str]) -> list[_Move]:
         """Memory- and CPU-sized first values of the playbook's "up" entries where the value in effect is
@@ -460,7 +459,8 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         notes=[]
         if adv.server_busy()
         else [
-            f"the server was idle in the {delta.seconds:.1f} s window (< 5 transactions/s, no active session): "
+            f"the server was idle in the {delta.seconds:.1f} s window (< 20 transactions and < 5/s, no active "
+            "session): "
             "host pressure is not evidence about it, so no diagnosis-driven DBMS moves; observe under load "
             "with --observe for those"
         ],

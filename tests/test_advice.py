@@ -80,8 +80,8 @@ def test_pg_json_has_ids_evidence_apply_verdict_and_ids_are_stable(pg_config: Pa
     sb = next(r for r in recs if r["knob"] == "shared_buffers")
     assert sb["apply"] == "restart" and sb["verdict"] == "accept" and sb["current"] == "128MB"
     # rule-based recommendations do not depend on the observation window: the same set, the same ids
-    rule_ids = {r["rule"]: r["id"] for r in recs if r["confidence"] == "rule"}
-    assert rule_ids == {r["rule"]: r["id"] for r in second["recommendations"] if r["confidence"] == "rule"}
+    floors = {r["rule"]: r["id"] for r in recs if r["rule"].startswith(("floor:", "trap:"))}
+    assert floors and floors == {r["rule"]: r["id"] for r in second["recommendations"] if r["rule"] in floors}
     # whatever both runs recommend for a knob under one rule carries one id
     again = {(r["knob"], r["rule"]): r["id"] for r in second["recommendations"]}
     assert all(again.get((r["knob"], r["rule"]), r["id"]) == r["id"] for r in recs)
