@@ -189,6 +189,7 @@ def _waiting_trial(queue: Path, not_id: str | None, timeout: float) -> str | Non
     return None
 
 
+@pytest.mark.slow
 def test_daemon_session_waits_before_each_trial(
     pg_sandbox: PostgresSandboxInfo, storage_home: Path, tmp_path: Path
 ) -> None:
