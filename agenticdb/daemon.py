@@ -28,6 +28,7 @@ from agenticdb.journal import Intent, Journal
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
+from agenticdb.metrics import DaemonMetrics, start_metrics
 from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
 from agenticdb.notify import Notifier
 from agenticdb.recovery import restore_os_originals, restore_verified
@@ -141,6 +142,7 @@ class Daemon:
         self._monitor_target: Any = None
         self._last_sample: RuntimeState | None = None
         self._last_sample_at = 0.0
+        self._last_sync_at = time.monotonic()
         self._reference_mix: float | None = None
         self._busy = threading.Event()
         self._alive = threading.Event()
@@ -298,7 +300,11 @@ class Daemon:
         """Reconcile, READY, then schedule sessions until stopped. Returns the exit code."""
         cfg = self.cfg
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
-        journal, memory = Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)  # type: ignore[arg-type]
+        from agenticdb.app import open_memory
+
+        journal = Journal(cfg.storage.journal_db)  # type: ignore[arg-type]
+        memory = open_memory(cfg, journal)
+        metrics = start_metrics(cfg, journal)
         self.install_signals()
         self._alive.set()
         watchdog = threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True)
@@ -311,6 +317,7 @@ class Daemon:
                 log.warning("daemon.reconcile", action=a)
             if self.cfg.policy.mode != "auto" and not self._approval_ready(journal):
                 return 2
+            self._sync_central(memory)
             self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
             log.info("daemon.ready", reconciled=len(actions))
             watchdog.start()
@@ -321,34 +328,19 @@ class Daemon:
                     self.last_run = time.monotonic()
                     self.drift_due = False
                     self._reference_mix = None  # re-learn the mix the new configuration serves
-                    try:
-                        summary = (
-                            self._approval().propose(journal)
-                            if self.cfg.policy.mode == "advise"
-                            or self.cfg.daemon.approve_source == "advice"
-                            and self.cfg.policy.mode == "approve"
-                            else self._run_session(journal, memory)
-                        )
-                    except LockError as exc:
-                        summary = f"skipped: {exc}"
-                    except Exception as exc:  # noqa: BLE001 - one failed session must not kill the service
-                        summary = f"session failed: {exc}"
-                        log.error("daemon.session_failed", reason=str(exc))
+                    self._sync_central(memory)
+                    summary = self._due_run(journal, memory)
                     self.notifier.status(summary[:200])
                     log.info("daemon.session_done", summary=summary)
+                    if metrics is not None:
+                        metrics.refresh()
                     continue
                 waiting = self._approval().tick(journal) if self.cfg.policy.mode != "auto" else None
                 if waiting is not None:  # policy.mode approve/advise: say what waits for a person
                     self.notifier.status(waiting)
                     time.sleep(0.5)
                     continue
-                self._monitor(journal)
-                self.notifier.status(
-                    f"idle; next session in {self._next_in() / 60:.0f} min"
-                    if self.last_run
-                    else "idle; waiting for a maintenance window"
-                )
-                time.sleep(0.5)
+                self._idle(journal, memory, metrics)
             return 0
         finally:
             if self._monitor_target is not None:
@@ -357,8 +349,34 @@ class Daemon:
             self._alive.clear()
             journal.append("daemon", "daemon.stop", {"signals": self.flags.signals})
             log.info("daemon.stopped", signals=self.flags.signals)
+            if metrics is not None:
+                metrics.close()
             journal.close()
             memory.close()
+
+    def _idle(self, journal: Journal, memory: MemoryBook, metrics: DaemonMetrics | None) -> None:
+        """One idle tick: metrics textfile, pending uploads, monitoring, the STATUS line, 0.5 s sleep."""
+        if metrics is not None:
+            metrics.tick()
+        if time.monotonic() - self._last_sync_at >= self.cfg.daemon.monitor_interval_s:
+            self._sync_central(memory)
+        self._monitor(journal)
+        self.notifier.status(
+            f"idle; next session in {self._next_in() / 60:.0f} min"
+            if self.last_run
+            else "idle; waiting for a maintenance window"
+        )
+        time.sleep(0.5)
+
+    def _sync_central(self, memory: MemoryBook) -> None:
+        """At start, before each session and every ``monitor_interval_s`` while pending rows exist:
+        push what was learned while the central Memory Book was away (issue 19)."""
+        self._last_sync_at = time.monotonic()
+        if memory.central is not None and memory.has_pending():
+            memory.central.retry()
+            result = memory.central.push(memory)
+            if result is not None and result.uploaded:
+                log.info("daemon.central_synced", uploaded=result.uploaded, reason="experience learned meanwhile")
 
     def _reconcile(self, journal: Journal, memory: MemoryBook) -> list[str] | None:
         """Crash reconciliation before READY; None when it failed (the daemon must not tune then)."""
@@ -378,6 +396,20 @@ class Daemon:
             return None
         finally:
             lock.release()
+
+    def _due_run(self, journal: Journal, memory: MemoryBook) -> str:
+        """The run that is due: a tuning session, or (policy.mode advise, or approve with
+        daemon.approve_source = advice) queued advice. Never raises: a failure is the summary."""
+        cfg = self.cfg
+        try:
+            if cfg.policy.mode == "advise" or (cfg.policy.mode == "approve" and cfg.daemon.approve_source == "advice"):
+                return str(self._approval().propose(journal))
+            return self._run_session(journal, memory)
+        except LockError as exc:
+            return f"skipped: {exc}"
+        except Exception as exc:  # noqa: BLE001 - one failed session must not kill the service
+            log.error("daemon.session_failed", reason=str(exc))
+            return f"session failed: {exc}"
 
     def _approval_ready(self, journal: Journal) -> bool:
         """Create the approval queue before READY; False (logged and journaled) when it cannot exist."""

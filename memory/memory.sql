@@ -48,7 +48,9 @@ CREATE TABLE IF NOT EXISTS experience (
     cpu_count       INTEGER NOT NULL,
     fingerprint     TEXT NOT NULL,          -- Fingerprint JSON
     experience      TEXT NOT NULL,          -- Experience JSON
-    created_at      TEXT NOT NULL
+    created_at      TEXT NOT NULL,
+    host            TEXT NOT NULL DEFAULT '',   -- origin host label (issue 19); '' = this host, older rows
+    synced_at       TEXT                        -- when pushed to the central Memory Book; NULL = pending
 );
 CREATE INDEX IF NOT EXISTS experience_dbms ON experience (dbms, version_major, workload_class);
 CREATE INDEX IF NOT EXISTS experience_session ON experience (session_id);

@@ -3,7 +3,8 @@
 #   Debian packages: sysbench, pgbench (postgresql-contrib/client), PostgreSQL 15 and MariaDB server binaries,
 #   mysqltuner (the harness's MariaDB static peer, benchmarks/harness/mysqltuner.py).
 #   Python: a virtualenv in .venv with agenticdb (editable), the test extras and the benchmark extras
-#   (optuna, matplotlib: the harness smoke test draws its PNG).
+#   (optuna, matplotlib: the harness smoke test draws its PNG) and the plot extra (matplotlib:
+#   `agenticdb report --plot`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -21,5 +22,5 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[test,bench]'
+.venv/bin/pip install -q -e '.[test,bench,plot]'
 echo "installed: $(.venv/bin/agenticdb --help >/dev/null && echo agenticdb CLI ok)"

@@ -388,11 +388,21 @@ def report(
     session: Annotated[str | None, typer.Argument(help="session id (default: the latest)")] = None,
     config: ConfigOpt = None,
     home: HomeOpt = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="also draw the objective curve to this PNG")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="md (Markdown) or html (with the curve embedded)")] = "md",
 ) -> None:
     """A Markdown report of one session: baseline, rounds, best configuration, every change's reason."""
     from agenticdb.cli.inspect_cmd import run_report
 
     cfg = settings(config, None, None, home)
+    if fmt not in ("md", "html"):
+        fail(f"--format={fmt!r}: must be md or html", 2)
+    if plot is not None or fmt == "html":
+        from agenticdb.cli.report_plot import run_plot_report
+
+        code = run_plot_report(cfg, session, plot, fmt, console)
+        if code or fmt == "html":
+            raise typer.Exit(code)
     raise typer.Exit(run_report(cfg, session, console))
 
 
@@ -497,9 +507,13 @@ _add_subapps()
 def main() -> None:
     """Console-script entry point: set-up and configuration errors end as one line, exit 2."""
     from agenticdb.app import SetupError
+    from agenticdb.storefault import StorageError
 
     try:
         app(prog_name="agenticdb")
     except (SetupError, ConfigError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
+    except StorageError as exc:  # journal or Memory Book cannot be opened/written: the file and the cause
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code) from None

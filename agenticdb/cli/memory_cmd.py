@@ -41,11 +41,19 @@ def _open(config: Path | None, home: Path | None, must_exist: bool = True) -> Me
 @memory_app.command("list")
 def list_experience(
     sessions: Annotated[bool, typer.Option("--sessions", help="list sessions instead of experience")] = False,
+    from_other_hosts: Annotated[
+        bool, typer.Option("--from-other-hosts", help="experience learned on other hosts, with its origin")
+    ] = False,
     config: ConfigOpt = None,
     home: HomeOpt = None,
 ) -> None:
     """List stored experience (or sessions with --sessions)."""
     console = _console()
+    if from_other_hosts:
+        from agenticdb.cli.fleet_cmd import print_other_hosts
+
+        print_other_hosts(config, home, console)
+        return
     book = _open(config, home, must_exist=False)
     if book is None:
         console.print("no memory yet: no session has finished with this storage")
@@ -203,3 +211,11 @@ def import_(
             _fail(str(exc))
             return
     _console().print(escape(f"imported into {path}: " + ", ".join(f"{v} {k}" for k, v in added.items())))
+
+
+@memory_app.command("sync")
+def sync_central(config: ConfigOpt = None, home: HomeOpt = None) -> None:
+    """Upload experience learned here to the central Memory Book (storage.memory_url); idempotent."""
+    from agenticdb.cli.fleet_cmd import run_sync
+
+    run_sync(config, home, _console())

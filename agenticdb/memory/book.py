@@ -13,15 +13,19 @@ import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.memory.experience import similarity
+from agenticdb.memory.backends import SqliteBackend, default_host_label, migrate_local, origin_host, rank
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
+from agenticdb.storefault import guarded
+
+if TYPE_CHECKING:
+    from agenticdb.memory.central import CentralLink
 
 log = structlog.get_logger(__name__)
 
@@ -87,19 +91,29 @@ class MemoryBook:
         path: the SQLite file, usually ``Settings.storage.memory_db``.
     """
 
-    def __init__(self, path: Path | str) -> None:
+    @guarded("memory", "open")
+    def __init__(self, path: Path | str, host: str | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite_utils.Database(self.path)
         self.db.conn.execute("PRAGMA busy_timeout = 30000")
         self.db.enable_wal()
         self.db.conn.executescript(data_file("memory", "memory.sql").read_text())
+        migrate_local(self.db.conn)
+        self.host = default_host_label(host)
+        """This host's label in a shared Memory Book (``storage.host_label``, default the hostname)."""
+        self.central: CentralLink | None = None
+        """The central Memory Book this book caches (issue 19; ``memory.central.attach_central``)."""
+        self.last_session: str | None = None
+        """The session most recently started here (events about the central book are journaled under it)."""
 
     def _t(self, name: str) -> sqlite_utils.db.Table:
         return self.db.table(name)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the central Memory Book's, when attached)."""
+        if self.central is not None:
+            self.central.close()
         self.db.close()
 
     def __enter__(self) -> MemoryBook:
@@ -110,6 +124,7 @@ class MemoryBook:
 
     # -- sessions and rounds -------------------------------------------------------------------
 
+    @guarded("memory")
     def start_session(
         self,
         session_id: str,
@@ -127,6 +142,7 @@ class MemoryBook:
             raise MemoryBookError(f"session_id={session_id!r}: must be a non-empty string")
         if self._session_row(session_id) is not None:
             raise MemoryBookError(f"session_id={session_id!r}: a session with this id already exists")
+        self.last_session = session_id
         self._t("sessions").insert(
             {
                 "id": session_id,
@@ -144,6 +160,7 @@ class MemoryBook:
             }
         )
 
+    @guarded("memory")
     def end_session(
         self,
         session_id: str,
@@ -197,6 +214,7 @@ class MemoryBook:
         """All sessions, oldest first."""
         return [self._session_record(r) for r in self._t("sessions").rows_where(order_by="started_at")]
 
+    @guarded("memory")
     def record_round(self, outcome: RoundOutcome) -> None:
         """Store (or replace) the consolidated outcome of one round.
 
@@ -227,18 +245,13 @@ class MemoryBook:
 
     # -- experience ----------------------------------------------------------------------------
 
+    @guarded("memory")
     def write_experience(self, exp: Experience) -> int:
-        """Store an Experience under its fingerprint; returns its id."""
+        """Store an Experience under its fingerprint; returns its id. With a central Memory Book attached
+        the new row (and anything still pending) is pushed there too; when it is unreachable the row
+        stays pending for ``agenticdb memory sync``."""
         fp = exp.fingerprint
-        row = {
-            "session_id": exp.session_id,
-            **fp.model_dump(mode="json"),
-            "fingerprint": _dumps(fp),
-            "experience": _dumps(exp),
-            "created_at": datetime.fromtimestamp(exp.created_at, UTC).isoformat(timespec="microseconds"),
-        }
-        table = self._t("experience").insert(row)
-        exp_id = int(table.last_pk or 0)
+        exp_id = self.insert_experience_row(exp, origin_host(exp, self.host), synced=False)
         log.info(
             "memory.experience_written",
             id=exp_id,
@@ -247,7 +260,33 @@ class MemoryBook:
             workload_class=fp.workload_class,
             benchmark=fp.benchmark,
         )
+        if self.central is not None:
+            self.central.push(self)
         return exp_id
+
+    def has_pending(self) -> bool:
+        """True when experience learned here is not yet in the central Memory Book."""
+        return self.db.execute("SELECT 1 FROM experience WHERE synced_at IS NULL LIMIT 1").fetchone() is not None
+
+    def insert_experience_row(self, exp: Experience, host: str, synced: bool, commit: bool = True) -> int:
+        """Insert one experience row as is (no duplicate check; see ``backends.SqliteBackend.upsert``)."""
+        fp = exp.fingerprint
+        created = datetime.fromtimestamp(exp.created_at, UTC).isoformat(timespec="microseconds")
+        cols = {
+            "session_id": exp.session_id,
+            **fp.model_dump(mode="json"),
+            "fingerprint": _dumps(fp),
+            "experience": _dumps(exp),
+            "created_at": created,
+            "host": host,
+            "synced_at": _now() if synced else None,
+        }
+        names = ", ".join(cols)
+        marks = ", ".join("?" for _ in cols)
+        cur = self.db.conn.execute(f"INSERT INTO experience ({names}) VALUES ({marks})", list(cols.values()))
+        if commit:
+            self.db.conn.commit()
+        return int(cur.lastrowid or 0)
 
     def list_experience(self) -> list[StoredExperience]:
         """All experience, oldest first."""
@@ -280,14 +319,14 @@ class MemoryBook:
             raise MemoryBookError(f"limit={limit}: must be >= 1")
         if not 0.0 <= threshold <= 1.0:
             raise MemoryBookError(f"threshold={threshold}: must be within [0, 1]")
-        scored: list[tuple[float, int, Experience]] = []
-        for row in self._t("experience").rows_where(order_by="id"):
-            score = similarity(fp, Fingerprint.model_validate_json(row["fingerprint"]))
-            if score > 0.0 and score >= threshold:  # 0 = other DBMS family: never useful
-                scored.append((score, row["id"], Experience.model_validate_json(row["experience"])))
-        scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
-        return [(score, exp) for score, _, exp in scored[:limit]]
+        if self.central is not None:
+            found = self.central.retrieve(self, fp, limit, threshold)
+            if found is not None:
+                return found
+        # 0 = other DBMS family: never useful (rank drops it)
+        return [(score, rec.experience) for score, rec in rank(fp, SqliteBackend(self).records(), limit, threshold)]
 
+    @guarded("memory")
     def forget(
         self,
         experience_id: int | None = None,
@@ -326,6 +365,7 @@ class MemoryBook:
 
     # -- LLM accounting ------------------------------------------------------------------------
 
+    @guarded("memory")
     def record_llm_call(
         self,
         session_id: str,
@@ -393,6 +433,7 @@ class MemoryBook:
 
     # -- OS originals --------------------------------------------------------------------------
 
+    @guarded("memory")
     def save_os_original(self, session_id: str, name: str, value: str) -> bool:
         """Save the value of an OS parameter before the session first writes it.
 
@@ -426,6 +467,7 @@ class MemoryBook:
         )
         return [OsOriginal(**r) for r in rows]
 
+    @guarded("memory")
     def mark_os_restored(self, session_id: str, name: str | None = None) -> int:
         """Mark the originals of a session (or one ``name``) as restored; returns how many rows."""
         sql = "UPDATE os_originals SET restored_at = ? WHERE session_id = ? AND restored_at IS NULL"
@@ -445,6 +487,7 @@ class MemoryBook:
 
         return export_book(self, path)
 
+    @guarded("memory")
     def import_(self, path: Path | str) -> dict[str, int]:
         """Merge a file written by :meth:`export` (see ``transfer.import_book``).
 

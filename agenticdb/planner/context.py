@@ -336,6 +336,12 @@ def render_experience(experience: Sequence[Experience]) -> str:
             f"{fp.read_fraction:.2f}, scale {_num(fp.scale)}, {fp.concurrency} clients): best gain "
             f"{e.best_gain:+.1%}; recurring bottlenecks: {', '.join(e.recurring_bottlenecks) or '-'}"
         )
+        if e.origin is not None:  # issue 19: where it was learned, so sizes can be read relative to that host
+            o = e.origin
+            lines.append(
+                f"  learned on host {sanitize(o.host, 60)}: {o.cpu_count} CPUs, {_num(o.memory_gib)} GiB, "
+                f"{o.storage_class} storage"
+            )
         for label, entries in (
             ("helped", e.beneficial),
             ("did not help", e.ineffective),
