@@ -264,6 +264,7 @@ def build_session(
     should_stop: Callable[[], bool] | None = None,
     start_from: dict[str, object] | None = None,
     on_status: Callable[[str], object] | None = None,
+    approve: Callable[[str, int, Any, Any], str | None] | None = None,
 ) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
@@ -280,6 +281,7 @@ def build_session(
         should_stop=should_stop,
         start_from=start_from,
         on_status=on_status,
+        approve=approve,
     )
     session.planner = build_planner(cfg, memory, journal, session.session_id, lambda: session.current_round)
 

@@ -377,6 +377,11 @@ class PolicyConfig(Section):
         le=10,
         description="capacity settings (max_connections, …) are never lowered below the observed peak × (1 + this)",
     )
+    mode: Literal["auto", "approve", "advise"] = Field(
+        default="auto",
+        description="daemon: auto applies its own trials; approve queues proposals and applies only what "
+        "`agenticdb approve ID` allows; advise only proposes (docs/advice.md)",
+    )
     commit_headroom: float = Field(
         default=0.05,
         ge=0,
@@ -469,6 +474,19 @@ class DaemonConfig(Section):
     drift_threshold: float = Field(default=0.2, gt=0)
     watchdog_s: float = Field(default=30.0, gt=0)
     lock_dir: Path | None = None
+    approval_dir: Path | None = Field(
+        default=None, description="queue directory of policy.mode approve/advise; default <home>/approvals"
+    )
+    approval_group: str | None = Field(
+        default=None, description="OS group whose members may approve/reject (root always may); None: anyone"
+    )
+    proposal_ttl_s: float = Field(default=86400.0, gt=0, description="a proposal expires after this many seconds")
+    approve_source: Literal["session", "advice"] = Field(
+        default="session",
+        description="policy.mode approve: 'session' runs the tuning session and waits before each trial; "
+        "'advice' queues `agenticdb advise` recommendations and applies the approved ones (no benchmark)",
+    )
+    advice_observe_s: float = Field(default=5.0, ge=0, description="observation window of the daemon's advice (s)")
     # issue 19: Prometheus metrics (agenticdb/metrics.py); None = not served / not written.
     metrics_listen: str | None = Field(default=None, description="'127.0.0.1:9187': serve /metrics there")
     metrics_textfile: Path | None = Field(default=None, description="node_exporter textfile (*.prom) to rewrite")

@@ -146,6 +146,7 @@ class Daemon:
         self._reference_mix: float | None = None
         self._busy = threading.Event()
         self._alive = threading.Event()
+        self._desk: Any = None
 
     # -- signals: flags only
     def _on_stop(self, signum: int, frame: Any) -> None:
@@ -282,6 +283,9 @@ class Daemon:
                 on_round=on_round,
                 should_stop=lambda: self.flags.stop > 0,
                 on_status=self.notifier.status,
+                approve=self._approval().gate(journal, lambda: self.flags.stop > 0, self.notifier.status)
+                if cfg.policy.mode == "approve"
+                else None,
             )
             self.notifier.status(f"tuning session {session.session_id} started")
             result = session.run()
@@ -311,6 +315,8 @@ class Daemon:
                 return 1
             for a in actions:
                 log.warning("daemon.reconcile", action=a)
+            if self.cfg.policy.mode != "auto" and not self._approval_ready(journal):
+                return 2
             self._sync_central(memory)
             self.notifier.ready("ready" + (f"; {len(actions)} reconciliation(s) after a crash" if actions else ""))
             log.info("daemon.ready", reconciled=len(actions))
@@ -323,17 +329,16 @@ class Daemon:
                     self.drift_due = False
                     self._reference_mix = None  # re-learn the mix the new configuration serves
                     self._sync_central(memory)
-                    try:
-                        summary = self._run_session(journal, memory)
-                    except LockError as exc:
-                        summary = f"skipped: {exc}"
-                    except Exception as exc:  # noqa: BLE001 - one failed session must not kill the service
-                        summary = f"session failed: {exc}"
-                        log.error("daemon.session_failed", reason=str(exc))
+                    summary = self._due_run(journal, memory)
                     self.notifier.status(summary[:200])
                     log.info("daemon.session_done", summary=summary)
                     if metrics is not None:
                         metrics.refresh()
+                    continue
+                waiting = self._approval().tick(journal) if self.cfg.policy.mode != "auto" else None
+                if waiting is not None:  # policy.mode approve/advise: say what waits for a person
+                    self.notifier.status(waiting)
+                    time.sleep(0.5)
                     continue
                 self._idle(journal, memory, metrics)
             return 0
@@ -391,6 +396,40 @@ class Daemon:
             return None
         finally:
             lock.release()
+
+    def _due_run(self, journal: Journal, memory: MemoryBook) -> str:
+        """The run that is due: a tuning session, or (policy.mode advise, or approve with
+        daemon.approve_source = advice) queued advice. Never raises: a failure is the summary."""
+        cfg = self.cfg
+        try:
+            if cfg.policy.mode == "advise" or (cfg.policy.mode == "approve" and cfg.daemon.approve_source == "advice"):
+                return str(self._approval().propose(journal))
+            return self._run_session(journal, memory)
+        except LockError as exc:
+            return f"skipped: {exc}"
+        except Exception as exc:  # noqa: BLE001 - one failed session must not kill the service
+            log.error("daemon.session_failed", reason=str(exc))
+            return f"session failed: {exc}"
+
+    def _approval_ready(self, journal: Journal) -> bool:
+        """Create the approval queue before READY; False (logged and journaled) when it cannot exist."""
+        from agenticdb.approval import ApprovalError
+
+        try:
+            self._approval()
+        except (ApprovalError, OSError) as exc:
+            log.error("daemon.approval_unavailable", reason=str(exc))
+            journal.append("daemon", "daemon.stop", {"reason": f"approval queue: {exc}"})
+            return False
+        return True
+
+    def _approval(self) -> Any:
+        """The approval desk (agenticdb.approval.Desk) of policy.mode approve/advise, made on first use."""
+        if self._desk is None:
+            from agenticdb.approval import Desk
+
+            self._desk = Desk(self.cfg)
+        return self._desk
 
     def _next_in(self) -> float:
         if self.last_run is None:

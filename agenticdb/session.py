@@ -40,14 +40,17 @@ from agenticdb.memory.backends import host_origin
 from agenticdb.models import (
     ApplyMode,
     Decision,
+    FailedCheck,
     Failure,
     FailurePhase,
     GainEstimate,
     Layer,
     Measurement,
+    Proposal,
     RoundOutcome,
     RuntimeState,
     StateDelta,
+    Verdict,
 )
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planning import check, plan_round, planning_context
@@ -83,8 +86,10 @@ class TuningSession:
         session_id: str | None = None,
         start_from: dict[str, object] | None = None,
         on_status: Callable[[str], object] | None = None,
+        approve: Callable[[str, int, Proposal, Verdict], str | None] | None = None,
     ) -> None:
         self.cfg = cfg
+        self.approve = approve  # policy.mode = "approve": None from it means a person allowed the trial
         self.target = target
         self.workload = workload
         self.planner = planner
@@ -305,6 +310,10 @@ class TuningSession:
     def _trial(self, r: Round, start: Start) -> StepResult:
         """Snapshot, intent, apply, verify and measure once; a failure goes to recovery."""
         assert r.plan is not None and r.plan.verdict is not None and r.outcome is not None
+        if self.approve is not None:
+            refused = self.approve(self.session_id, r.no, r.plan.proposal, r.plan.verdict)
+            if refused is not None:
+                return self._not_approved(r, refused)
         r.safe = r.stage.snapshot
         execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no, self._trial_limit(r))
         if execution.failure is not None:
@@ -314,6 +323,21 @@ class TuningSession:
         r.delta = execution.state_delta or r.delta
         how = "restarted" if execution.restarted else r.plan.verdict.apply_requirement.value
         return StepResult("trial", f"applied ({how}), verified, objective {r.screen.objective:,.3f}")
+
+    def _not_approved(self, r: Round, why: str) -> StepResult:
+        """A trial a person rejected (or let expire): nothing applied; each change is fed back to the
+        planner as a failed ``approval`` check, which bans the knob for the rest of the session."""
+        assert r.plan is not None and r.plan.verdict is not None and r.outcome is not None
+        checks = [
+            FailedCheck(check="approval", parameter=c.name, value=c.value, message=why) for c in r.plan.verdict.changes
+        ]
+        r.outcome.verdict_ok = False
+        r.outcome.failed_checks = [*r.outcome.failed_checks, *checks]
+        self.recorder.event(
+            "approval.refused", {"reason": why, "changes": {c.parameter: c.value for c in checks}}, r.no
+        )
+        log.info("round.not_approved", round=r.no, reason=why)
+        return StepResult("trial", f"not applied: {why}", ends_round=True)
 
     def _trial_limit(self, r: Round) -> TrialLimit | None:
         """The bound of the trial's first run (``agenticdb.trial_limit``), from a recent run of the best

@@ -441,6 +441,79 @@ def daemon(
     )
 
 
+# ------------------------------------------------------------------- advise / apply / approval
+@app.command()
+def advise(
+    config: ConfigOpt = None,
+    target: TargetOpt = None,
+    sandbox: SandboxOpt = None,
+    home: HomeOpt = None,
+    format_: Annotated[str, typer.Option("--format", help="text | json | sql | conf | sysctl | tuned")] = "text",
+    fail_on: Annotated[
+        str | None, typer.Option("--fail-on", help="exit 3 when anything reaches: info|low|medium|high|critical")
+    ] = None,
+    observe: Annotated[float, typer.Option(help="seconds of runtime statistics to observe (no load)")] = 5.0,
+    no_os: Annotated[bool, typer.Option("--no-os", help="leave out the Linux sysctl/block advice")] = False,
+) -> None:
+    """Recommend without changing anything: diagnosis, playbook sizing, experience and the validator's verdict."""
+    from agenticdb.cli.advise_cmd import run_advise
+
+    cfg = settings(config, target, sandbox, home)
+    raise typer.Exit(run_advise(cfg, format_, fail_on, observe, not no_os, console))
+
+
+@app.command("apply")
+def apply_(
+    ids: Annotated[list[str], typer.Argument(help="recommendation ids from `agenticdb advise`")],
+    config: ConfigOpt = None,
+    target: TargetOpt = None,
+    sandbox: SandboxOpt = None,
+    home: HomeOpt = None,
+    measure: Annotated[bool, typer.Option("--measure", help="run the workload once before and after")] = False,
+    observe: Annotated[float, typer.Option(help="seconds of statistics for recomputing the advice")] = 2.0,
+) -> None:
+    """Apply chosen recommendations through the validator, snapshot, verification and journal (undo: rollback)."""
+    from agenticdb.cli.advise_cmd import run_apply
+
+    cfg = settings(config, target, sandbox, home)
+    raise typer.Exit(run_apply(cfg, ids, measure, observe, console))
+
+
+@app.command()
+def pending(config: ConfigOpt = None, home: HomeOpt = None) -> None:
+    """List the daemon's proposals waiting for approval (policy.mode = approve | advise)."""
+    from agenticdb.cli.advise_cmd import run_pending
+
+    raise typer.Exit(run_pending(settings(config, None, None, home), console))
+
+
+@app.command()
+def approve(
+    proposal: Annotated[str, typer.Argument(help="proposal id (a unique prefix is enough)")],
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+    wait: Annotated[float, typer.Option(help="seconds to wait until the daemon took the decision")] = 0.0,
+) -> None:
+    """Allow the daemon to apply one waiting proposal (journaled with your OS user)."""
+    from agenticdb.cli.advise_cmd import run_decide
+
+    raise typer.Exit(run_decide(settings(config, None, None, home), proposal, "approve", "", wait, console))
+
+
+@app.command()
+def reject(
+    proposal: Annotated[str, typer.Argument(help="proposal id (a unique prefix is enough)")],
+    config: ConfigOpt = None,
+    home: HomeOpt = None,
+    why: Annotated[str, typer.Option("--why", help="reason, journaled")] = "",
+    wait: Annotated[float, typer.Option(help="seconds to wait until the daemon took the decision")] = 0.0,
+) -> None:
+    """Drop one waiting proposal; it is not proposed again (journaled with your OS user)."""
+    from agenticdb.cli.advise_cmd import run_decide
+
+    raise typer.Exit(run_decide(settings(config, None, None, home), proposal, "reject", why, wait, console))
+
+
 def _add_subapps() -> None:
     from agenticdb.cli.journal_cmd import journal_app
     from agenticdb.cli.memory_cmd import memory_app

@@ -1,0 +1,335 @@
+"""``agenticdb advise`` / ``apply`` on the private PostgreSQL and MariaDB (real servers, real parsers).
+
+The output formats are checked by the tools that consume them: ``psql -f`` (ALTER SYSTEM),
+``postgres -C`` on a scratch configuration directory, ``mariadbd --defaults-file=… --help --verbose`` and
+``sysctl -p`` (which applies: the original value is read first and written back in ``finally``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from agenticdb.advice import Advice, Recommendation, advise
+from agenticdb.advice_formats import render
+from agenticdb.app import build_target
+from agenticdb.config import TargetConfig, load_config
+from agenticdb.journal import Journal
+from agenticdb.models import ApplyMode, Layer
+from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+
+ENV = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
+
+
+def _toml_value(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def write_config(path: Path, tcfg: TargetConfig, home: Path, extra: str = "") -> Path:
+    """A config file for the CLI: the sandbox's [target] (and [target.service]), storage home, extra."""
+    t = tcfg.model_dump(mode="json", exclude_none=True)
+    service = t.pop("service", {})
+    lines = ["[target]"] + [f"{k} = {_toml_value(v)}" for k, v in t.items() if not isinstance(v, dict)]
+    lines += ["[target.service]"] + [f"{k} = {_toml_value(v)}" for k, v in service.items()]
+    lines += ["[storage]", f"home = {_toml_value(str(home))}", extra]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def advice_json(config: Path) -> dict[str, Any]:
+    r = cli("advise", "--config", str(config), "--format", "json", "--observe", "0.5")
+    assert r.returncode == 0, r.stderr
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+@pytest.fixture()
+def pg_config(pg_sandbox: PostgresSandboxInfo, storage_home: Path, tmp_path: Path) -> Path:
+    return write_config(tmp_path / "agenticdb.toml", pg_sandbox.target_config("postgres"), storage_home)
+
+
+def test_pg_json_has_ids_evidence_apply_verdict_and_ids_are_stable(pg_config: Path) -> None:
+    first, second = advice_json(pg_config), advice_json(pg_config)
+    recs = first["recommendations"]
+    assert recs, "a fresh cluster (shared_buffers 128MB on this host) must get recommendations"
+    for r in recs:
+        assert r["id"].startswith("R") and len(r["id"]) == 11
+        assert r["evidence"] and r["source"] and r["apply"] in ("dynamic", "reload", "restart")
+        assert r["verdict"] in ("accept", "reject") and r["confidence_origin"]
+    sb = next(r for r in recs if r["knob"] == "shared_buffers")
+    assert sb["apply"] == "restart" and sb["verdict"] == "accept" and sb["current"] == "128MB"
+    # rule-based recommendations do not depend on the observation window: the same set, the same ids
+    floors = {r["rule"]: r["id"] for r in recs if r["rule"].startswith(("floor:", "trap:"))}
+    assert floors and floors == {r["rule"]: r["id"] for r in second["recommendations"] if r["rule"] in floors}
+    # whatever both runs recommend for a knob under one rule carries one id
+    again = {(r["knob"], r["rule"]): r["id"] for r in second["recommendations"]}
+    assert all(again.get((r["knob"], r["rule"]), r["id"]) == r["id"] for r in recs)
+    assert {f["id"] for f in first["findings"]} == {f["id"] for f in second["findings"]}
+    assert any("pg_stat_statements" in f["title"] for f in first["findings"])
+
+
+def _pg_advice(config: Path) -> Advice:
+    cfg = load_config(config)
+    target = build_target(cfg)
+    try:
+        return advise(cfg, target, observe_s=0.2, os_layer=False)
+    finally:
+        target.close()
+
+
+def test_pg_sql_is_accepted_by_psql(pg_sandbox: PostgresSandboxInfo, pg_config: Path, tmp_path: Path) -> None:
+    adv = _pg_advice(pg_config)
+    sql = render(adv, "sql")
+    assert "ALTER SYSTEM SET shared_buffers" in sql and "pg_reload_conf" in sql
+    f = tmp_path / "advice.sql"
+    f.write_text(sql)
+    auto = Path(pg_sandbox.data_dir) / "postgresql.auto.conf"
+    before = auto.read_text()
+    try:
+        r = subprocess.run(
+            [shutil.which("psql") or "psql", "-X", "-v", "ON_ERROR_STOP=1", "-d", pg_sandbox.dsn, "-f", str(f)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        written = auto.read_text()
+        for rec in adv.recommendations:
+            if rec.verdict == "accept":
+                assert f"{rec.knob} = '{rec.recommended}'" in written
+    finally:
+        auto.write_text(before)
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_reload_conf()")
+
+
+def _postgres_C(info: PostgresSandboxInfo, confdir: Path, name: str) -> subprocess.CompletedProcess[str]:
+    cmd = [str(Path(info.bindir) / "postgres"), "-C", name, "-D", str(confdir)]
+    if os.geteuid() == 0:
+        cmd = ["su", info.os_user or "postgres", "-s", "/bin/sh", "-c", " ".join(cmd)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+
+
+def test_pg_conf_is_accepted_by_the_server_parser(pg_sandbox: PostgresSandboxInfo, pg_config: Path) -> None:
+    """``postgres -C`` reads a scratch postgresql.conf that includes the advice file (the data directory
+    is only named; nothing of the running sandbox changes) and reports the values it parsed."""
+    adv = _pg_advice(pg_config)
+    confdir = Path(tempfile.mkdtemp(prefix="agenticdb-advconf-"))
+    try:
+        confdir.chmod(0o755)
+        (confdir / "advice.conf").write_text(render(adv, "conf"))
+        main = f"data_directory = '{pg_sandbox.data_dir}'\ninclude 'advice.conf'\n"
+        (confdir / "postgresql.conf").write_text(main)
+        accepted = [r for r in adv.recommendations if r.verdict == "accept"]
+        assert accepted
+        for rec in accepted:
+            r = _postgres_C(pg_sandbox, confdir, rec.knob)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.strip() not in ("", rec.current)
+        (confdir / "advice.conf").write_text("shared_buffers = 'lots'\n")  # the check can fail
+        assert _postgres_C(pg_sandbox, confdir, "shared_buffers").returncode != 0
+    finally:
+        shutil.rmtree(confdir, ignore_errors=True)
+
+
+def test_fail_on_gates_with_exit_3(pg_config: Path) -> None:
+    r = cli("advise", "--config", str(pg_config), "--observe", "0", "--no-os", "--fail-on", "medium")
+    assert r.returncode == 3, r.stdout + r.stderr  # shared_buffers 128MB is a medium floor
+    assert "shared_buffers" in r.stdout and "reached --fail-on medium" in r.stderr
+    r = cli("advise", "--config", str(pg_config), "--observe", "0", "--no-os", "--fail-on", "critical")
+    assert r.returncode == 0, r.stderr
+    r = cli("advise", "--config", str(pg_config), "--fail-on", "severe")
+    assert r.returncode == 2 and "--fail-on 'severe'" in r.stderr
+
+
+def test_apply_then_rollback_restores_the_values_from_before(
+    pg_sandbox: PostgresSandboxInfo, pg_config: Path, storage_home: Path
+) -> None:
+    recs = advice_json(pg_config)["recommendations"]
+    rec = next(r for r in recs if r["knob"] in ("work_mem", "maintenance_work_mem") and r["verdict"] == "accept")
+
+    def show(name: str) -> str:
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+            row = conn.execute(f"SHOW {name}").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    before = show(rec["knob"])
+    r = cli("apply", rec["id"], "--config", str(pg_config), "--observe", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "applied and verified" in r.stdout
+    assert show(rec["knob"]) == rec["recommended"] != before
+    with Journal(storage_home / "journal.db", read_only=True) as j:
+        events = [e.event for e in j.events() if "apply" in e.session_id]
+    assert {"intent", "applied", "verified", "intent.closed", "session.end"} <= set(events)
+    r = cli("rollback", "--dbms", "--config", str(pg_config))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert show(rec["knob"]) == before
+
+
+def test_apply_unknown_id_is_a_clear_error(pg_config: Path) -> None:
+    r = cli("apply", "Rnothere", "--config", str(pg_config), "--observe", "0")
+    assert r.returncode == 2
+    assert "'Rnothere' is not among the current recommendations" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_mariadb_json_and_conf_accepted_by_mariadbd(
+    mariadb_sandbox: MariaDBSandboxInfo, storage_home: Path, tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "agenticdb.toml",
+        mariadb_sandbox.target_config(),
+        storage_home,
+        '[workload]\nkind = "sysbench-oltp-read-write"',
+    )
+    data = advice_json(config)
+    pool = next(r for r in data["recommendations"] if r["knob"] == "innodb_buffer_pool_size")
+    assert pool["verdict"] == "accept" and pool["evidence"] and pool["id"].startswith("R")
+    adv = Advice.model_validate(data)
+    conf = render(adv, "conf")
+    assert "[mysqld]" in conf
+    scratch = tmp_path / "scratch.cnf"
+    scratch.write_text(conf)
+    r = subprocess.run(
+        [shutil.which("mariadbd") or "mariadbd", f"--defaults-file={scratch}", "--help", "--verbose"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr[-500:]
+    parsed = {line.split()[0]: line.split()[-1] for line in r.stdout.splitlines() if len(line.split()) >= 2}
+    assert parsed["innodb-buffer-pool-size"] == pool["recommended"]
+    sql = render(adv, "sql")
+    assert "SET GLOBAL innodb_buffer_pool_size" in sql and "-- [mysqld]" in sql
+    scratch.write_text("[mysqld]\ninnodb_buffer_pool_sizes = 1\n")  # the check can fail
+    bad = subprocess.run(["mariadbd", f"--defaults-file={scratch}", "--help", "--verbose"], capture_output=True)
+    assert bad.returncode != 0
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="sysctl -p writes /proc/sys")
+def test_sysctl_file_is_accepted_by_sysctl_p(tmp_path: Path) -> None:
+    """``sysctl -p`` applies what it parses: the file carries the value in effect, and the original is
+    written back in ``finally`` whatever happens."""
+    proc = Path("/proc/sys/vm/swappiness")
+    original = proc.read_text().strip()
+    rec = Recommendation(
+        id="Rtest",
+        knob="vm.swappiness",
+        layer=Layer.os,
+        current=original,
+        recommended=original,
+        apply=ApplyMode.dynamic,
+        bottleneck="memory_reclaim",
+        rule="test",
+        reason="test",
+        source="test",
+        evidence=["test"],
+    )
+    adv = Advice(target="t", kind="postgresql", version="15", generated_at="now", observed_s=0, hardware={})
+    adv.recommendations = [rec]
+    f = tmp_path / "99-agenticdb.conf"
+    f.write_text(render(adv, "sysctl"))
+    try:
+        r = subprocess.run(["sysctl", "-p", str(f)], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == f"vm.swappiness = {original}"
+    finally:
+        proc.write_text(original)
+    assert proc.read_text().strip() == original
+
+
+def test_confidence_says_where_an_experience_comes_from(pg_config: Path, storage_home: Path) -> None:
+    """An experience from this host (same DBMS, version, memory, CPUs) is "measured"; one from a host of
+    another size is "experience"; both come from the real Memory Book (SQLite)."""
+    from agenticdb.advice import host_fingerprint
+    from agenticdb.hardware import detect_hardware
+    from agenticdb.memory import MemoryBook
+    from agenticdb.models import Experience
+
+    cfg = load_config(pg_config)
+    target = build_target(cfg)
+    try:
+        here = host_fingerprint(target.kind, target.version_major(), detect_hardware(target.data_dir))
+        elsewhere = here.model_copy(update={"memory_gib": here.memory_gib * 4, "cpu_count": here.cpu_count + 6})
+        assert cfg.storage.memory_db is not None
+        with MemoryBook(cfg.storage.memory_db) as book:
+            for sid, fp, knob, value in (
+                ("s-here", here, "wal_buffers", "16MB"),
+                ("s-else", elsewhere, "checkpoint_completion_target", "0.7"),
+            ):
+                book.write_experience(
+                    Experience(
+                        fingerprint=fp,
+                        session_id=sid,
+                        beneficial=[{"changes": {knob: value}, "gain": 0.12, "bottleneck": "wal_fsync"}],
+                    )
+                )
+        adv = advise(cfg, target, observe_s=0.1, os_layer=False)
+    finally:
+        target.close()
+    by = {r.knob: r for r in adv.recommendations}
+    assert by["wal_buffers"].confidence == "measured" and "s-here" in by["wal_buffers"].source
+    assert by["checkpoint_completion_target"].confidence == "experience"
+    assert "similar host" in by["checkpoint_completion_target"].confidence_origin
+    assert by["shared_buffers"].confidence == "rule"
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="applying a sysctl writes /proc/sys")
+def test_apply_of_a_sysctl_saves_the_original_and_rollback_os_restores_it(pg_config: Path) -> None:
+    recs = advice_json(pg_config)["recommendations"]
+    rec = next((r for r in recs if r["layer"] == "os" and r["verdict"] == "accept"), None)
+    if rec is None:
+        pytest.skip("no accepted sysctl recommendation on this host now")
+    proc = Path("/proc/sys") / rec["knob"].replace(".", "/")
+    original = proc.read_text().strip()
+    try:
+        r = cli("apply", rec["id"], "--config", str(pg_config), "--observe", "0")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "rollback --dbms --os" in r.stdout
+        assert proc.read_text().strip() == rec["recommended"] != original
+        r = cli("rollback", "--os", "--config", str(pg_config))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert proc.read_text().strip() == original
+    finally:
+        proc.write_text(original)
+
+
+def test_relaxed_durability_is_a_finding_not_a_change(pg_sandbox: PostgresSandboxInfo, pg_config: Path) -> None:
+    """synchronous_commit = off on the real server: a medium finding with its evidence, and no
+    recommendation touches it (agenticdb never sets durability, and does not undo a DBA's choice)."""
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+        conn.execute("SELECT pg_reload_conf()")
+    try:
+        adv = _pg_advice(pg_config)
+    finally:
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET synchronous_commit")
+            conn.execute("SELECT pg_reload_conf()")
+    found = [f for f in adv.findings if "synchronous_commit" in f.title]
+    assert len(found) == 1 and found[0].severity == "medium" and "'off'" in found[0].evidence
+    assert all(r.knob != "synchronous_commit" for r in adv.recommendations)
+    assert adv.worst() in ("medium", "high", "critical")

@@ -1,0 +1,318 @@
+"""Approval mode with real processes: the daemon (policy.mode = "approve") proposes, waits, applies only
+after ``agenticdb approve ID`` and drops a rejected proposal; every decision is journaled with the OS user.
+Private PostgreSQL (the session's pg_sandbox); the values from before are put back by ``rollback --dbms``."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agenticdb.approval import Queue, may_decide
+from agenticdb.journal import Journal
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from tests.test_advice import cli, write_config
+from tests.test_daemon import NotifySocket
+
+
+def _show(info: PostgresSandboxInfo, name: str) -> str:
+    with psycopg.connect(info.dsn, autocommit=True) as conn:
+        row = conn.execute(f"SHOW {name}").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _events(journal: Path, prefix: str) -> list[tuple[str, dict[str, object]]]:
+    with Journal(journal, read_only=True) as j:
+        return [(e.event, e.data) for e in j.events() if e.event.startswith(prefix)]
+
+
+def _wait(pred, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.3)
+    return bool(pred())
+
+
+def test_daemon_in_approve_mode_applies_only_approved_advice(
+    pg_sandbox: PostgresSandboxInfo, storage_home: Path, tmp_path: Path
+) -> None:
+    queue = tmp_path / "queue"
+    config = write_config(
+        tmp_path / "agenticdb.toml",
+        pg_sandbox.target_config("postgres"),
+        storage_home,
+        f"""[policy]
+mode = "approve"
+[loop]
+stage = "dbms"
+[daemon]
+run_on_start = true
+interval_hours = 100
+watchdog_s = 3
+approval_dir = "{queue}"
+approve_source = "advice"
+proposal_ttl_s = 600
+advice_observe_s = 0
+""",
+    )
+    notify = NotifySocket(tmp_path / "notify.sock")
+    log = open(tmp_path / "daemon.log", "a")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
+        env={**os.environ, "NOTIFY_SOCKET": str(notify.path)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    journal = storage_home / "journal.db"
+    before = {k: _show(pg_sandbox, k) for k in ("work_mem", "maintenance_work_mem", "shared_buffers")}
+    try:
+        assert notify.wait_for("awaiting approval", 120), (tmp_path / "daemon.log").read_text()[-3000:]
+        assert oct((queue / "decisions").stat().st_mode & 0o7777) == "0o2770"
+        r = cli("pending", "--config", str(config))
+        assert r.returncode == 0 and "work_mem" in r.stdout, r.stdout + r.stderr
+        pending = {p.recommendation.knob: p for p in Queue(queue).pending()}
+        time.sleep(1.5)  # proposals wait: nothing is applied without a decision
+        assert {k: _show(pg_sandbox, k) for k in before} == before
+        ok, no = pending["work_mem"], pending["maintenance_work_mem"]
+
+        r = cli("reject", no.id, "--config", str(config), "--why", "change freeze", "--wait", "60")
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = cli("approve", ok.id[:6], "--config", str(config), "--wait", "60")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert _wait(lambda: any(e == "approval.applied" for e, _ in _events(journal, "approval.")), 90)
+
+        assert _show(pg_sandbox, "work_mem") == ok.recommendation.recommended
+        assert _show(pg_sandbox, "maintenance_work_mem") == before["maintenance_work_mem"]
+        assert _show(pg_sandbox, "shared_buffers") == before["shared_buffers"]  # never approved
+        events = _events(journal, "approval.")
+        me = pwd.getpwuid(os.getuid()).pw_name
+        rejected = next(d for e, d in events if e == "approval.rejected")
+        assert rejected["id"] == no.id and rejected["user"] == me and rejected["why"] == "change freeze"
+        approved = next(d for e, d in events if e == "approval.applied")
+        assert approved["id"] == ok.id and approved["user"] == me and "applied in session" in str(approved["result"])
+        left = {p.id for p in Queue(queue).pending()}
+        assert ok.id not in left and no.id not in left
+        assert (queue / "rejected" / f"{no.id}.json").exists()
+        r = cli("approve", no.id, "--config", str(config))
+        assert r.returncode == 1 and "no pending proposal" in r.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        notify.close()
+        log.close()
+    r = cli("rollback", "--dbms", "--config", str(config))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _show(pg_sandbox, "work_mem") == before["work_mem"]
+
+
+def test_proposals_expire_and_the_group_decides(tmp_path: Path) -> None:
+    from agenticdb.advice import Recommendation
+    from agenticdb.models import ApplyMode, Layer
+
+    q = Queue(tmp_path / "q")
+    q.create()
+    rec = Recommendation(
+        id="Rabc",
+        knob="work_mem",
+        layer=Layer.dbms,
+        current="4MB",
+        recommended="8MB",
+        apply=ApplyMode.reload,
+        bottleneck="temp_spill",
+        rule="r",
+        reason="r",
+        source="s",
+    )
+    assert q.propose([rec], "t", "approve", ttl_s=0.01) == ["Rabc"]
+    time.sleep(0.05)
+    assert q.pending() == [] and [p.id for p in q.expire()] == ["Rabc"]
+    assert json.loads(json.dumps(os.listdir(q.proposals))) == []
+    nobody = pwd.getpwnam("nobody").pw_uid
+    assert may_decide(0, "root") and may_decide(nobody, None)
+    assert not may_decide(nobody, "root")
+
+
+@pytest.mark.parametrize("mode", ["advise"])
+def test_advise_mode_never_applies(tmp_path: Path, mode: str) -> None:
+    from agenticdb.advice import Recommendation
+    from agenticdb.approval import ApprovalError
+    from agenticdb.models import ApplyMode, Layer
+
+    q = Queue(tmp_path / "q")
+    q.create()
+    rec = Recommendation(
+        id="Rdef",
+        knob="work_mem",
+        layer=Layer.dbms,
+        current="4MB",
+        recommended="8MB",
+        apply=ApplyMode.reload,
+        bottleneck="temp_spill",
+        rule="r",
+        reason="r",
+        source="s",
+    )
+    q.propose([rec], "t", mode, ttl_s=60)  # type: ignore[arg-type]
+    with pytest.raises(ApprovalError, match="never applies"):
+        q.decide("Rdef", "approve")
+
+
+def _start(config: Path, notify: NotifySocket, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agenticdb.cli", "daemon", "--config", str(config)],
+        env={**os.environ, "NOTIFY_SOCKET": str(notify.path)},
+        stdout=open(log, "a"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _waiting_trial(queue: Path, not_id: str | None, timeout: float) -> str | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        trials = [p for p in Queue(queue).pending() if p.kind == "trial" and p.id != not_id]
+        if trials:
+            return trials[0].id
+        time.sleep(0.3)
+    return None
+
+
+@pytest.mark.slow
+def test_daemon_session_waits_before_each_trial(
+    pg_sandbox: PostgresSandboxInfo, storage_home: Path, tmp_path: Path
+) -> None:
+    """policy.mode = "approve" with the tuning session: the baseline is measured as usual, each round's
+    change set waits in the queue; a rejected one is never applied (and its knobs are not proposed again),
+    an approved one is tried and judged like any round."""
+    queue = tmp_path / "queue"
+    config = write_config(
+        tmp_path / "agenticdb.toml",
+        pg_sandbox.target_config(),
+        storage_home,
+        f"""[policy]
+mode = "approve"
+[workload]
+kind = "pgbench"
+scale = 1
+clients = 2
+threads = 1
+duration_s = 2
+warmup_s = 0
+[loop]
+max_rounds = 2
+baseline_runs = 1
+min_pairs = 1
+max_pairs = 1
+[daemon]
+run_on_start = true
+interval_hours = 100
+watchdog_s = 3
+approval_dir = "{queue}"
+proposal_ttl_s = 600
+""",
+    )
+    notify = NotifySocket(tmp_path / "notify.sock")
+    proc = _start(config, notify, tmp_path / "daemon.log")
+    journal = storage_home / "journal.db"
+    try:
+        # read the notify socket from the start: a full datagram queue would drop the STATUS line
+        assert notify.wait_for("awaiting approval", 180), (tmp_path / "daemon.log").read_text()[-3000:]
+        first = _waiting_trial(queue, None, 10)
+        assert first is not None
+        with Journal(journal, read_only=True) as j:
+            assert not [e for e in j.events() if e.event == "applied"]  # nothing applied while it waits
+        r = cli("reject", first, "--config", str(config), "--why", "not during business hours", "--wait", "60")
+        assert r.returncode == 0, r.stdout + r.stderr
+        second = _waiting_trial(queue, first, 120)
+        assert second is not None, (tmp_path / "daemon.log").read_text()[-3000:]
+        r = cli("approve", second, "--config", str(config), "--wait", "60")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert _wait(lambda: any(e == "approval.approved" for e, _ in _events(journal, "approval.")), 30)
+
+        def ended() -> bool:
+            with Journal(journal, read_only=True) as j:
+                return any(e.event == "session.end" for e in j.events())
+
+        assert _wait(ended, 180), (tmp_path / "daemon.log").read_text()[-3000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        notify.close()
+    with Journal(journal, read_only=True) as j:
+        events = [e for e in j.events() if e.session_id != "daemon"]
+    names = [e.event for e in events]
+    rejected = next(e for e in events if e.event == "approval.rejected")
+    approved = next(e for e in events if e.event == "approval.approved")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert rejected.data["user"] == me and rejected.data["id"] == first
+    assert approved.data["user"] == me and approved.data["id"] == second
+    refused = next(e for e in events if e.event == "approval.refused")
+    assert refused.round_no == rejected.round_no == 1 and "not during business hours" in refused.data["reason"]
+    applied = [e for e in events if e.event == "applied"]
+    assert applied and all(e.id > approved.id for e in applied)  # the only trial applied is the approved one
+    rejected_knobs = set(refused.data["changes"])
+    assert not rejected_knobs & set(applied[0].data["changes"])
+    assert "session.end" in names
+
+
+def _decide_as(uid: int, gid: int, root: Path, group: str, conn) -> None:  # type: ignore[no-untyped-def]
+    from agenticdb.approval import ApprovalError
+
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    try:
+        Queue(root, group).decide("Rabc", "approve")
+        conn.send("decided")
+    except ApprovalError as exc:
+        conn.send(f"refused: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the parent asserts on what came back
+        conn.send(f"crashed: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another OS user")
+def test_a_user_outside_the_group_cannot_decide(tmp_path: Path) -> None:
+    """A real process running as ``nobody`` (not in the queue's group) is refused with a one-line reason,
+    and the proposal stays pending."""
+    import multiprocessing
+
+    from agenticdb.advice import Recommendation
+    from agenticdb.models import ApplyMode, Layer
+
+    tmp_path.chmod(0o755)
+    q = Queue(tmp_path / "q", "root")
+    q.create()
+    rec = Recommendation(
+        id="Rabc",
+        knob="work_mem",
+        layer=Layer.dbms,
+        current="4MB",
+        recommended="8MB",
+        apply=ApplyMode.reload,
+        bottleneck="temp_spill",
+        rule="r",
+        reason="r",
+        source="s",
+    )
+    q.propose([rec], "t", "approve", ttl_s=60)
+    nobody = pwd.getpwnam("nobody")
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_decide_as, args=(nobody.pw_uid, nobody.pw_gid, q.root, "root", child))
+    p.start()
+    p.join(30)
+    answer = parent.recv()
+    assert answer.startswith("refused:") and "not in its group 'root'" in answer, answer
+    assert [x.id for x in q.pending()] == ["Rabc"] and not list(q.decisions.iterdir())
