@@ -86,7 +86,11 @@ def test_pg_json_has_ids_evidence_apply_verdict_and_ids_are_stable(pg_config: Pa
     again = {(r["knob"], r["rule"]): r["id"] for r in second["recommendations"]}
     assert all(again.get((r["knob"], r["rule"]), r["id"]) == r["id"] for r in recs)
     assert {f["id"] for f in first["findings"]} == {f["id"] for f in second["findings"]}
-    assert any("pg_stat_statements" in f["title"] for f in first["findings"])
+    cfg = load_config(pg_config)
+    with psycopg.connect(cfg.target.dsn or "", autocommit=True) as conn:
+        row = conn.execute("SHOW shared_preload_libraries").fetchone()
+    loaded = row is not None and "pg_stat_statements" in str(row[0])
+    assert any("pg_stat_statements" in f["title"] for f in first["findings"]) is not loaded
 
 
 def _pg_advice(config: Path) -> Advice:
