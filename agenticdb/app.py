@@ -19,7 +19,7 @@ from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
-from agenticdb.workloads.base import Workload
+from agenticdb.workloads.base import Connection, Workload, WorkloadError
 
 if TYPE_CHECKING:
     from agenticdb.session import TuningSession
@@ -100,7 +100,33 @@ def build_workload(cfg: Settings, target: Target) -> Workload:
     from agenticdb.workloads import connection_from_dsn
 
     conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
+    if cfg.workload.kind == "live":
+        return build_live_workload(cfg, conn)
     return _build(cfg.workload, conn)
+
+
+def build_live_workload(cfg: Settings, conn: Connection) -> Workload:
+    """The live workload (observation windows, agenticdb/workloads/live.py), its set-up checked first.
+
+    Raises:
+        SetupError: the statement statistics are missing (one line: what the DBA must change).
+    """
+    from agenticdb.workloads.live import build_live
+    from agenticdb.workloads.livestats import LiveSetupError
+
+    if cfg.policy.allow_restart and cfg.policy.restart_window is None:
+        # A live server serves an application: a restart drops its connections. Only dynamic and reload
+        # changes, unless the DBA names a restart window (then the validator allows restarts inside it).
+        cfg.policy.allow_restart = False
+        log.info("live.no_restart", reason="workload live without policy.restart_window: restart changes are refused")
+    workload = build_live(cfg.workload, cfg.live, conn)
+    try:
+        workload.prepare()
+    except LiveSetupError as exc:
+        raise SetupError(str(exc)) from None
+    except WorkloadError as exc:
+        raise SetupError(f"workload live: {exc}") from None
+    return workload
 
 
 def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, str], None] | None) -> Target | None:
@@ -137,7 +163,7 @@ def build_planner(
 
     heuristic = HeuristicPlanner()
     if cfg.planner.kind == "heuristic":
-        return heuristic
+        return refining(cfg, heuristic)
     from agenticdb.planner.llm import LLMPlanner
 
     def on_call(record) -> None:  # type: ignore[no-untyped-def]
@@ -159,9 +185,20 @@ def build_planner(
         journal.append(session_id, event, data, round_of())
 
     try:
-        return LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event)
+        return refining(cfg, LLMPlanner(cfg.planner, fallback=heuristic, on_call=on_call, on_event=on_event))
     except PlannerError as exc:
         raise SetupError(str(exc)) from None
+
+
+def refining(cfg: Settings, playbook: Planner) -> Planner:
+    """``playbook`` followed by the refinement search (``agenticdb.planner.search``) when ``loop.search``."""
+    if not cfg.loop.search:
+        return playbook
+    from agenticdb.planner.search import RefiningPlanner, SearchSettings
+
+    return RefiningPlanner(
+        playbook, SearchSettings(max_knobs=cfg.loop.search_knobs, switch_after=cfg.loop.plateau_rounds)
+    )
 
 
 def check_planner(cfg: Settings) -> None:
@@ -184,9 +221,18 @@ def check_planner(cfg: Settings) -> None:
 
 
 def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
-    """Journal and Memory Book SQLite files (parents created)."""
+    """Journal and Memory Book SQLite files (parents created).
+
+    Raises:
+        StorageError: the home folder or a file cannot be created, opened or written.
+    """
+    from agenticdb.storefault import StorageError, cause_of
+
     assert cfg.storage.journal_db is not None and cfg.storage.memory_db is not None
-    cfg.storage.home.mkdir(parents=True, exist_ok=True)
+    try:
+        cfg.storage.home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # raised as one line naming the folder (storefault.StorageError)
+        raise StorageError(cfg.storage.home, "home folder", cause_of(exc), "create") from exc
     journal = Journal(cfg.storage.journal_db)
     return journal, open_memory(cfg, journal)
 
@@ -245,4 +291,8 @@ def build_session(
     src = host_state_source(cfg, target)
     if src is not None:
         session.extra_state_sources = [src]
+    from agenticdb.workloads.live import LiveWorkload
+
+    if isinstance(workload, LiveWorkload):  # the window's statement counters feed the diagnosis
+        session.extra_state_sources.append(workload.runtime_state)
     return session

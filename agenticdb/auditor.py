@@ -67,6 +67,9 @@ class LoopState:
     plateau_rounds: int
     os_stage_enabled: bool
     planner_plateau: bool = False
+    search_patience: int = 0
+    """>0: the planner refines with search (``agenticdb.planner.search``); the session stops when this
+    many search suggestions in a row were measured without a kept gain, instead of ``plateau_rounds``."""
 
 
 def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str]:
@@ -76,7 +79,10 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
       1. time budget or max rounds reached → terminate;
       2. the planner has nothing left (plateau) → switch_to_os in the DBMS stage when the OS stage is
          enabled, else terminate;
-      3. no kept gain in the last ``plateau_rounds`` rounds of this stage → switch_to_os / terminate;
+      3. without search: no kept gain in the last ``plateau_rounds`` rounds of this stage → switch_to_os /
+         terminate; with search (``search_patience`` > 0): the last ``search_patience`` measured search
+         suggestions of this stage all stayed inside the noise band (not kept) → switch_to_os / terminate,
+         with their gains and intervals in the reason (``search_converged``);
       4. the latest round kept a gain → continue in that direction;
       5. otherwise (tie, loss, rejection, failure) → redirect to another hypothesis.
     """
@@ -93,9 +99,9 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     if state.planner_plateau:
         return plateau_exit(f"no promising {state.stage.value} change left")
     stage_rounds = [r for r in history if r.stage == state.stage]
-    recent = stage_rounds[-state.plateau_rounds :]
-    if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
-        return plateau_exit(f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds")
+    stalled = _stalled(stage_rounds, state)
+    if stalled:
+        return plateau_exit(stalled)
     if not stage_rounds:
         return Decision.continue_, "first round of the stage"
     last = stage_rounds[-1]
@@ -110,6 +116,68 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     if not last.verdict_ok:
         return Decision.redirect, "proposal rejected by the validator: try another direction"
     return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"
+
+
+def _stalled(stage_rounds: list[RoundOutcome], state: LoopState) -> str:
+    """Why the stage stalled, or '': the search's patience rule, else ``plateau_rounds`` unkept rounds."""
+    if state.search_patience > 0:
+        return search_converged(stage_rounds, state.search_patience)
+    recent = stage_rounds[-state.plateau_rounds :]
+    if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
+        return f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds"
+    return ""
+
+
+def stop_figures(history: list[RoundOutcome], state: LoopState) -> dict[str, object]:
+    """The figures a stop rests on, for the journal's ``stop`` event: time used of the budget, rounds of
+    the maximum, the patience rule and the measured search suggestions it counted (gain and interval)."""
+    stage_rounds = [r for r in history if r.stage == state.stage]
+    measured = [
+        r for r in stage_rounds if r.proposal is not None and r.proposal.stage == "search" and r.judged is not None
+    ]
+    recent = measured[-state.search_patience :] if state.search_patience > 0 else []
+    return {
+        "elapsed_s": round(state.elapsed_s, 1),
+        "time_budget_s": state.time_budget_s,
+        "budget_used": round(state.elapsed_s / state.time_budget_s, 3) if state.time_budget_s else None,
+        "rounds_done": state.rounds_done,
+        "max_rounds": state.max_rounds,
+        "search_patience": state.search_patience,
+        "plateau_rounds": state.plateau_rounds,
+        "search_rounds": [
+            {
+                "round": r.round_no,
+                "judged": r.judged,
+                "kept": r.kept,
+                "gain": r.gain_vs_best,
+                "low": r.estimate.low if r.estimate is not None else None,
+                "high": r.estimate.high if r.estimate is not None else None,
+            }
+            for r in recent
+        ],
+    }
+
+
+def search_converged(stage_rounds: list[RoundOutcome], patience: int) -> str:
+    """Why the refinement search has converged, or '': the last ``patience`` search suggestions that were
+    measured (refused ones cost nothing and do not count) were none of them kept, i.e. the improvement
+    each one showed stayed inside the noise band of the auditor's paired test. The reason lists each
+    suggestion's round, gain and interval."""
+    measured = [
+        r for r in stage_rounds if r.proposal is not None and r.proposal.stage == "search" and r.judged is not None
+    ]
+    recent = measured[-patience:]
+    if patience <= 0 or len(recent) < patience or any(r.kept for r in recent):
+        return ""
+    figures = "; ".join(
+        f"round {r.round_no} {r.judged} "
+        + (r.estimate.text if r.estimate is not None else f"{(r.gain_vs_best or 0.0):+.1%} (screen)")
+        for r in recent
+    )
+    return (
+        f"search converged: the last {patience} measured search suggestions stayed inside the noise band "
+        f"(none kept; loop.search_patience = {patience}): {figures}"
+    )
 
 
 # ------------------------------------------------------------------ the keep-or-revert protocol
@@ -179,10 +247,14 @@ class DecisionRules:
 
 def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
     """A reason to stop after the screen, or '': the candidate ran far below the best (a bad trial costs
-    one run). Only an undisturbed screen below ``CUTOFF_RATIO`` × the best level and beyond
-    ``CUTOFF_SDS`` standard deviations of the run noise (at least 10 % per run) is cut."""
+    one run), or its run was already stopped early by the trial limit (``Measurement.cut_off``). Only an
+    undisturbed screen below ``CUTOFF_RATIO`` × the best level and beyond ``CUTOFF_SDS`` standard
+    deviations of the run noise (at least 10 % per run) is cut."""
     if screen.disturbance is not None and screen.disturbance.disturbed:
         return ""
+    if screen.cut_off:
+        # stopped early by the trial limit (agenticdb.trial_limit), on a host that did not disturb it
+        return f"{screen.cut_off}; counted as worse (the host was not disturbed)"
     if screen.objective <= 0 or best_level <= 0:
         return ""
     ratio = screen.objective / best_level if screen.higher_is_better else best_level / screen.objective

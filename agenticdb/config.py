@@ -116,6 +116,7 @@ WorkloadKind = Literal[
     "ycsb-f",
     "tpch",
     "command",
+    "live",
 ]
 
 
@@ -156,6 +157,32 @@ class WorkloadConfig(Section):
     query_timeout_s: float = 120.0
     max_error_rate: float = 0.05
     objective: Literal["tps_per_p95", "tps", "p95", "p99", "total_time"] | None = None
+
+
+class LiveConfig(Section):
+    """``workload.kind = "live"``: observation windows on the application's own statements
+    (agenticdb/workloads/live.py; README "Live mode"). Each window lasts ``workload.duration_s``."""
+
+    database: str | None = Field(
+        default=None,
+        description="database whose statements are observed (PostgreSQL: pg_stat_statements must be created "
+        "there; MariaDB: SCHEMA_NAME filter); None = the database of target.dsn (MariaDB: every schema)",
+    )
+    top_queries: int = Field(default=10, ge=1, description="statements (by baseline total time) in the objective")
+    min_calls: int = Field(default=5, ge=1, description="calls a top statement needs in a window to count")
+    min_weight: float = Field(
+        default=0.5, gt=0, le=1, description="share of the baseline time the counted statements must carry"
+    )
+    max_extend: int = Field(default=3, ge=0, description="times a quiet window is extended before it is skipped")
+    guard_max_slowdown: float = Field(
+        default=1.0,
+        gt=0,
+        description="the guard reverts when the top statements' mean time passes (1 + this) × baseline",
+    )
+    guard_max_error_rate: float = Field(
+        default=0.05, ge=0, le=1, description="the guard reverts when rolled back/failed transactions exceed this share"
+    )
+    guard_min_s: int = Field(default=1, ge=1, description="seconds of a window before the guard judges it")
 
 
 #: Keys of earlier versions and what replaced them (a config file using one gets this in its error).
@@ -217,7 +244,36 @@ class LoopConfig(Section):
         gt=0,
         description="seconds one keep/revert decision may take; a decision not settled by then is a tie",
     )
-    plateau_rounds: int = Field(default=3, ge=1)
+    plateau_rounds: int = Field(
+        default=3,
+        ge=1,
+        description="playbook rounds in a row without a kept gain after which the search takes over (with "
+        "loop.search; without it the session stops there)",
+    )
+    # Refinement stage (issue 14; agenticdb.planner.search): model-based search after the playbook.
+    search: bool = Field(
+        default=True,
+        description="refine with Optuna TPE over the diagnosed bottlenecks' knobs once the playbook is used up",
+    )
+    search_patience: int = Field(
+        default=4,
+        ge=1,
+        description="stop after this many measured search suggestions in a row stayed inside the noise band",
+    )
+    search_knobs: int = Field(default=3, ge=1, le=8, description="knobs in the search subspace")
+    # Bounded bad trials (issue 14; agenticdb.trial_limit): a candidate's first run far worse than the best
+    # is stopped early and counted as worse (unless the host disturbed it).
+    trial_cut_ratio: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="OLTP: stop a trial whose steady median TPS falls below this × the best's (0 = never)",
+    )
+    trial_time_factor: float = Field(
+        default=3.0,
+        ge=0,
+        description="OLAP: stop a trial's query set once it runs this × the best's query-set time (0 = never)",
+    )
     max_planner_retries: int = Field(default=2, ge=0)
     stage: Literal["dbms", "os", "both"] = "dbms"
     start_from: str | None = None
@@ -449,6 +505,7 @@ class Settings(BaseSettings):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     os: OSConfig = Field(default_factory=OSConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    live: LiveConfig = Field(default_factory=LiveConfig)
 
     @classmethod
     def settings_customise_sources(

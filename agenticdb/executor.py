@@ -28,8 +28,10 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.recovery import restore_verified
+from agenticdb.server_log import server_reason, with_reason
 from agenticdb.services import ServiceError
 from agenticdb.targets.base import Target, TargetError, VerifyError
+from agenticdb.trial_limit import TrialLimit
 from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
@@ -137,7 +139,9 @@ class Executor:
                 log.warning("state.sample_failed", error=str(exc))
         return merge_states(*samples) if samples else RuntimeState()
 
-    def measure(self, round_no: int | None, label: str, after_restart: bool = False) -> tuple[Measurement, StateDelta]:
+    def measure(
+        self, round_no: int | None, label: str, after_restart: bool = False, limit: TrialLimit | None = None
+    ) -> tuple[Measurement, StateDelta]:
         """Warm up, then run the workload once with state samples around the measured run.
 
         After a restart the buffer cache is cold, so the warm-up is longer (``max(3 s, 2 × warmup_s)``):
@@ -146,12 +150,16 @@ class Executor:
         disturbance during that window is attached to the measurement, classified on its own (the
         auditor classifies it again against the run it is paired with).
 
+        ``limit`` (a trial's first run): the workload stops a run far worse than the best early and returns
+        it with ``Measurement.cut_off`` set (``agenticdb.trial_limit``).
+
         Raises:
             WorkloadError: the run failed or produced no result.
         """
         if self.before_measure is not None:
             self.before_measure()  # e.g. a pristine data reset on a sandbox (restarts the server)
             after_restart = True
+        self.workload.next_run(label)
         warmup = max(3.0, 2 * self.warmup_s) if after_restart else self.warmup_s
         if warmup > 0:
             self.workload.warmup(warmup)
@@ -161,6 +169,7 @@ class Executor:
         sampler.start()
         if watch is not None:
             watch.start()
+        self.workload.limit = limit
         try:
             measurement = self.workload.run(
                 self.duration_s,
@@ -168,6 +177,7 @@ class Executor:
                 on_tool_start=watch.add_process if watch is not None else None,
             )
         finally:
+            self.workload.limit = None
             during = sampler.finish()
             samples = watch.stop() if watch is not None else []
         measurement = self._with_disturbance(measurement, samples, watch, label)
@@ -283,9 +293,9 @@ class Executor:
         log.info("apply.verified", purpose=purpose, mode=mode.value, restarted=restarted, values=effective)
         return restarted, effective
 
-    def trial(self, verdict: Verdict, safe: Snapshot, round_no: int) -> Execution:
-        """Apply ``verdict.changes`` (already validated), verify, measure. Never raises for target or
-        workload errors: they come back as ``Execution.failure``."""
+    def trial(self, verdict: Verdict, safe: Snapshot, round_no: int, limit: TrialLimit | None = None) -> Execution:
+        """Apply ``verdict.changes`` (already validated), verify, measure (bounded by ``limit``). Never raises
+        for target or workload errors: they come back as ``Execution.failure``."""
         changes = verdict.changes
         phase: FailurePhase = "apply"
         restarted = False
@@ -296,7 +306,7 @@ class Executor:
             if self.dry_run:
                 return Execution(applied=False, effective={})
             phase = "workload"
-            measurement, delta = self.measure(round_no, "candidate", after_restart=restarted)
+            measurement, delta = self.measure(round_no, "candidate", after_restart=restarted, limit=limit)
             return Execution(
                 applied=True,
                 effective=effective,
@@ -313,6 +323,8 @@ class Executor:
     ) -> Failure:
         """Turn an error of a trial or a paired run into a journaled ``Failure`` with the server's log
         lines (the error's own, the tool's output, else the log tail); a VerifyError is phase "verify".
+        The message ends with the server's own reason when its log gives one (``server_log.with_reason``:
+        ``...; server log: FATAL: "min_wal_size" must be at least twice "wal_segment_size"``).
 
         Args:
             exc: the error (TargetError, ServiceError, WorkloadError, OSError).
@@ -332,10 +344,11 @@ class Executor:
                 logs = []
         if isinstance(exc, VerifyError):
             phase = "verify"
-        message = f"{what}: {exc}" if what else str(exc)
-        failure = Failure(phase=phase, message=message, logs=logs[-60:], attempted=changes)
+        message = with_reason(f"{what}: {exc}" if what else str(exc), logs)
+        reason = server_reason(logs) or ""
+        failure = Failure(phase=phase, message=message, logs=logs[-60:], server_reason=reason, attempted=changes)
         self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
-        log.warning("trial.failed", phase=phase, error=message)
+        log.warning("trial.failed", phase=phase, error=message, server_reason=reason or None)
         return failure
 
 

@@ -22,10 +22,12 @@ from agenticdb.hardware import detect_hardware
 from agenticdb.memory import MemoryBook
 from agenticdb.memory.backends import retrieved_payload
 from agenticdb.models import (
+    ApplyMode,
     Bottleneck,
     Catalog,
     Change,
     Experience,
+    FailurePhase,
     Fingerprint,
     Hardware,
     Layer,
@@ -34,12 +36,15 @@ from agenticdb.models import (
     RuntimeProfile,
     Snapshot,
     StateDelta,
+    Verdict,
 )
 from agenticdb.pristine import PristineData, PristineError
-from agenticdb.recovery import Recovery
+from agenticdb.recovery import Recovery, restore_verified
 from agenticdb.sequential import Noise, SequentialPolicy, detectable_gain
+from agenticdb.services import ServiceError
 from agenticdb.steps import SessionRecorder
-from agenticdb.targets.base import Target
+from agenticdb.storefault import StorageError
+from agenticdb.targets.base import Target, TargetError
 from agenticdb.validator import validate
 from agenticdb.workloads.base import Workload, WorkloadError
 
@@ -226,6 +231,8 @@ class Initializer:
         self.rec = recorder
         self.start_from = start_from
         self.pristine: PristineData | None = None
+        self.ended = False  # session.end journaled (an initialization failure)
+        self.before_start_from: Snapshot | None = None  # what --start-from replaced (put back on a storage fault)
 
     def open_session(self, planner: str) -> None:
         """Refuse unsafe options before anything runs, then journal ``session.start`` (and
@@ -270,9 +277,13 @@ class Initializer:
     def run(self, executor: Executor) -> Start:
         """The initialisation sequence with ``executor`` measuring the DBMS target.
 
+        Every failure is journaled (``session.end`` with status failed; a failed ``--start-from`` also as
+        ``failure`` and ``recovery``) unless the journal itself cannot be written.
+
         Raises:
             SessionError: profiling, workload preparation, ``--start-from`` or the baseline failed.
             SessionInterrupted: Ctrl-C before the first round.
+            StorageError: the journal or Memory Book cannot be written.
         """
         try:
             catalog, hardware, version, current = self._profile()
@@ -297,10 +308,32 @@ class Initializer:
             )
             self._end("interrupted", f"interrupted before the first round; {note}")
             raise SessionInterrupted(f"interrupted before the first round; {note}") from None
+        except StorageError as exc:
+            # The journal cannot take a session.end either: put back what --start-from replaced, if
+            # anything, and stop with the file and the cause.
+            raise self._storage_fault(exc) from exc
+        except SessionError as exc:
+            if not self.ended:
+                self._end("failed", str(exc))
+            raise
+        except (TargetError, ServiceError, OSError) as exc:
+            self._end("failed", f"initialization failed: {exc}")
+            raise SessionError(f"initialization failed: {exc}") from exc
         start.warnings = self._noise_warning(cv, start.noise)
         return start
 
+    def _storage_fault(self, exc: StorageError) -> StorageError:
+        if self.before_start_from is None:
+            return StorageError(exc.path, exc.what, exc.cause, exc.action, "nothing was changed")
+        result = restore_verified(self.target, self.before_start_from, attempts=2, retry_pause_s=1.0)
+        done = "put back and verified" if result.verified else f"NOT verified ({result.problem()})"
+        log.error("storage.fault_restore", snapshot=self.before_start_from.label, verified=result.verified)
+        return StorageError(
+            exc.path, exc.what, exc.cause, exc.action, f"the configuration before --start-from {done}; session stopped"
+        )
+
     def _end(self, status: str, reason: str, output: str | None = None) -> None:
+        self.ended = True
         data: dict[str, str] = {"status": status, "reason": reason}
         if output is not None:
             data["output"] = output[-2000:]
@@ -329,6 +362,7 @@ class Initializer:
             self.pristine = PristineData.for_target(self.target)
             took = self.pristine.capture()
         except PristineError as exc:
+            self._end("failed", f"pristine data copy failed: {exc}")
             raise SessionError(str(exc)) from exc
         self.rec.event(
             "pristine.captured",
@@ -360,14 +394,40 @@ class Initializer:
             "start_from", {"proposal": proposal.model_dump(mode="json"), "verdict": verdict.model_dump(mode="json")}
         )
         if not verdict.ok:
-            raise SessionError("--start-from refused by the validator:\n" + verdict.feedback())
+            message = "--start-from refused by the validator:\n" + verdict.feedback()
+            self._end("failed", message)
+            raise SessionError(message)
         safe = self.target.snapshot(list(catalog.knobs), label="before start-from")
+        self.before_start_from = safe
         try:
             executor.apply(verdict.changes, verdict.apply_requirement, 0, safe, purpose="start-from")
-        except Exception as exc:
-            Recovery(self.target).recover(None, safe)
-            raise SessionError(f"--start-from could not be applied: {exc}") from exc
+        except StorageError:
+            raise  # the journal failed, not the server: run() puts back what was replaced
+        except Exception as exc:  # whatever stopped the apply: recover and tell it
+            raise self._start_from_failed(exc, verdict, executor, safe) from exc
         self.rec.close_intent(0, "start-from applied")
+
+    def _start_from_failed(self, exc: Exception, verdict: Verdict, executor: Executor, safe: Snapshot) -> SessionError:
+        """A ``--start-from`` that failed to apply: journal the failure (with the server's reason), the
+        recovery to the configuration found before it, and the session's end; the error to raise."""
+        phase: FailurePhase = "restart" if verdict.apply_requirement == ApplyMode.restart else "apply"
+        failure = executor.failure(exc, phase, verdict.changes, 0, "--start-from could not be applied")
+        result = Recovery(self.target).recover(failure, safe)
+        self.rec.event("recovery", result, 0)
+        if result.verified:
+            self.rec.close_intent(0, f"recovery:{result.action}")
+        else:  # an open intent holding the safe snapshot: the daemon's reconciliation or `rollback` finishes
+            data = {"purpose": "start-from recovery", "target": self.target.kind, "mode": "restore", "changes": []}
+            self.rec.event("intent", {**data, "snapshot": safe.model_dump(mode="json")}, 0)
+        where = (
+            "the configuration before it is back and verified"
+            if result.verified
+            else f"recovery failed: {result.details}"
+        )
+        message = f"{failure.message}; {where}"
+        self._end("failed", message)
+        log.warning("start_from.failed", reason=failure.server_reason or failure.message, recovery=result.action)
+        return SessionError(message)
 
     def _baseline(self, executor: Executor) -> tuple[list[Measurement], StateDelta, float]:
         def disturbed(label: str, m: Measurement) -> None:

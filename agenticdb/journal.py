@@ -29,6 +29,9 @@ reconcile          {"intent_id", "restored", "details"}
 planner.fallback   {"reason"}
 llm.call           {"model", "prompt_tokens", "completion_tokens", "latency_ms", "ok"}
 config.reload      {"ok", "path", "error"}
+stop               {"decision", "reason", "elapsed_s", "time_budget_s", "budget_used", "rounds_done",
+                   "max_rounds", "search_patience", "plateau_rounds", "search_rounds": [{"round", "judged",
+                   "kept", "gain", "low", "high"}]}: why a stage stopped, with its figures
 session.end        {"status", "baseline_objective", "best_objective", "best_config", "reason"}
 =================  ==========================================================================
 """
@@ -53,6 +56,7 @@ from pydantic_core import to_jsonable_python
 
 from agenticdb.models import Snapshot
 from agenticdb.resources import data_file
+from agenticdb.storefault import guarded
 
 log = structlog.get_logger(__name__)
 
@@ -210,6 +214,7 @@ class Journal:
             for ``journal verify`` and other inspection.
     """
 
+    @guarded("journal", "open")
     def __init__(self, path: Path | str, read_only: bool = False) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
@@ -260,6 +265,7 @@ class Journal:
 
     # -- writing -------------------------------------------------------------------------------
 
+    @guarded("journal")
     def append(
         self,
         session_id: str,
@@ -277,6 +283,7 @@ class Journal:
 
         Raises:
             JournalError: empty session id, malformed event name, negative round or non-JSON data.
+            StorageError: the file cannot be written (disk full, read-only, permissions).
         """
         if not session_id or not isinstance(session_id, str):
             raise JournalError(f"session_id={session_id!r}: must be a non-empty string")
@@ -301,7 +308,10 @@ class Journal:
                 )
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # SQLite may already have rolled back (SQLITE_FULL, SQLITE_IOERR: sqlite.org/lang_transaction.html
+                # "Response To Errors Within A Transaction"); a second ROLLBACK would hide the real error.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
         return row_id
 

@@ -221,6 +221,24 @@ class Disturbance(Strict):
     reason: str = ""
 
 
+class LiveQuery(Strict):
+    """One of the baseline's top statements as seen in a live observation window (``workload.kind =
+    "live"``). ``text`` is the normalised, literal-free statement text, shortened; ``weight`` its share of
+    the top statements' baseline execution time; times in ms per call (``mean_ms`` None without calls);
+    ``temp_bytes`` spilled to temporary files in the window (MariaDB: disk temp tables + sort merge
+    passes, a count); ``read_blocks``/``hit_blocks`` shared blocks read from outside/inside the cache."""
+
+    queryid: str
+    text: str
+    weight: float
+    baseline_mean_ms: float
+    calls: int = 0
+    mean_ms: float | None = None
+    temp_bytes: int = 0
+    read_blocks: int = 0
+    hit_blocks: int = 0
+
+
 class Measurement(Strict):
     """Result of one workload run. Latencies in ms, durations in s.
 
@@ -258,6 +276,10 @@ class Measurement(Strict):
     series_cv: float | None = None
     objective_se: float | None = None
     disturbance: Disturbance | None = None
+    cut_off: str | None = None
+    """Why the run was stopped early as far worse than the best configuration (``agenticdb.trial_limit``);
+    its objective is then an estimate from the part that ran. None for a full run."""
+    live_queries: list[LiveQuery] = Field(default_factory=list)  # workload live: the top statements
 
 
 class RuntimeState(Strict):
@@ -366,6 +388,9 @@ class Proposal(Strict):
     rationale: str = ""
     planner: str = "heuristic"
     plateau: bool = False
+    stage: Literal["playbook", "search"] = "playbook"
+    """Which stage proposed it: the playbook (diagnosis → prescription) or the refinement search
+    (``agenticdb.planner.search``, model-based search after the playbook is used up)."""
 
 
 class NormalizedChange(Strict):
@@ -423,11 +448,13 @@ FailurePhase = Literal["snapshot", "apply", "restart", "verify", "workload", "co
 
 
 class Failure(Strict):
-    """What went wrong in the executor, with server log lines for recovery and the journal."""
+    """What went wrong in the executor, with server log lines for recovery and the journal;
+    ``server_reason`` is the server's own one-line reason found in them (``agenticdb.server_log``)."""
 
     phase: FailurePhase
     message: str
     logs: list[str] = Field(default_factory=list)
+    server_reason: str = ""
     attempted: list[NormalizedChange] = Field(default_factory=list)
 
 

@@ -33,6 +33,8 @@ from pydantic import BaseModel, Field
 
 from agenticdb.memory import MemoryBook, OsOriginal
 from agenticdb.models import Catalog, Failure, Layer, RecoveryResult, Snapshot
+from agenticdb.server_log import with_reason
+from agenticdb.services import ServiceError
 from agenticdb.steps import SessionRecorder
 from agenticdb.targets.base import Target, TargetError
 
@@ -146,8 +148,10 @@ def restore_verified(
         try:
             target.restore(snapshot)
         except Exception as exc:  # noqa: BLE001 - every error is a reason to try again, then report
-            error = str(exc)
-            logs += exc.logs[-20:] if isinstance(exc, TargetError) else []
+            own = exc.logs[-20:] if isinstance(exc, TargetError) else []
+            own += exc.output.splitlines()[-20:] if isinstance(exc, ServiceError) else []
+            error = with_reason(str(exc), own)  # the server's own reason, e.g. a FATAL line of its log
+            logs += own
         available = _available(target)
         try:
             same, diff = values_match(target, snapshot) if available else (False, {})
@@ -234,7 +238,9 @@ class Recovery:
                 ),
                 log_excerpt=excerpt,
             )
-        why = result.error or f"after restore: available={result.available}, differing values={result.differences}"
+        why = result.error or with_reason(
+            f"after restore: available={result.available}, differing values={result.differences}", result.logs
+        )
         return RecoveryResult(
             action="failed",
             service_available=result.available,

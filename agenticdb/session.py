@@ -55,7 +55,9 @@ from agenticdb.recovery import StageState, apply_final, recover_round
 from agenticdb.sequential import Noise, SequentialPolicy
 from agenticdb.services import ServiceError
 from agenticdb.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
+from agenticdb.storefault import StorageError, storage_fault_stop
 from agenticdb.targets.base import Target, TargetError
+from agenticdb.trial_limit import TrialLimit
 from agenticdb.workloads.base import Workload, WorkloadError
 
 __all__ = ["SessionError", "SessionInterrupted", "SessionResult", "SessionUsageError", "TuningSession"]
@@ -99,6 +101,7 @@ class TuningSession:
         self.warnings: list[str] = []
         self.started = time.monotonic()
         self.noise = Noise()
+        self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
         self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from)
 
@@ -110,24 +113,38 @@ class TuningSession:
             SessionUsageError: ``loop.reset_data`` on anything but a sandbox (nothing ran).
             SessionError: the target cannot be profiled or measured before the first round.
             SessionInterrupted: Ctrl-C before the first round.
+            StorageError: the journal or Memory Book could not be written; when rounds had begun, the
+                safe configuration of every stage was put back first (``storefault.storage_fault_stop``).
         """
         self.init.open_session(self.planner.name)
         dbms_exec = self._executor(self.target)
         start = self.init.run(dbms_exec)
         self.noise = start.noise
         self.warnings += start.warnings
+        if start.baseline:
+            ordered = sorted(start.baseline, key=lambda m: m.objective)
+            self.best_runs[Layer.dbms] = self.best_runs[Layer.os] = ordered[len(ordered) // 2]
         baseline_samples = [m.objective for m in start.baseline]
         stages = {Layer.dbms: StageState(self.target, dbms_exec, start.catalog, start.snapshot, baseline_samples)}
         layer = Layer.os if self.cfg.loop.stage == "os" else Layer.dbms
         if layer == Layer.os:
             stages[Layer.os] = self._enter_os_stage(baseline_samples)
+        try:
+            return self._rounds_and_end(stages, layer, start)
+        except StorageError as exc:
+            raise storage_fault_stop(stages, exc) from exc
+
+    def _rounds_and_end(self, stages: dict[Layer, StageState], layer: Layer, start: Start) -> SessionResult:
+        """The round loop, the final apply (always) and the session's end."""
         status, reason = "completed", ""
         try:
             status, reason, layer = self._loop(stages, layer, start)
         finally:
-            start_from = {k: str(v) for k, v in (self.start_from or {}).items()}
-            final_problem = apply_final(stages, self.recorder, self.memory, start_from)
-            self.init.discard()
+            try:
+                start_from = {k: str(v) for k, v in (self.start_from or {}).items()}
+                final_problem = apply_final(stages, self.recorder, self.memory, start_from)
+            finally:
+                self.init.discard()
         if final_problem:
             status, reason = "failed", final_problem
         return self._conclude(stages, layer, start, status, reason or "done")
@@ -179,7 +196,8 @@ class TuningSession:
                 delta = r.delta
                 outcome, decision = self._decide(r)
                 if outcome.recovery is not None and not outcome.recovery.service_available:
-                    return "failed", f"recovery could not restore service: {outcome.recovery.details}", layer
+                    cause = f"{outcome.failure.message}; " if outcome.failure is not None else ""
+                    return "failed", f"{cause}recovery could not restore service: {outcome.recovery.details}", layer
                 if decision == Decision.terminate:
                     return "completed", outcome.reason, layer
                 if decision == Decision.switch_to_os:
@@ -193,6 +211,12 @@ class TuningSession:
             # e.g. the LLM endpoint refused our key: stop, but still put the best configuration back.
             self.recorder.event("planner.error", {"error": str(exc)}, round_no)
             return "failed", f"planner error: {exc}", layer
+        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
+            # Outside a trial (reading the live values, entering the OS stage, retaking a snapshot): the
+            # failure is journaled with the server's reason, the final apply puts the best configuration
+            # back, and the session ends failed with both told.
+            failure = stages[layer].executor.failure(exc, "connect", [], round_no, f"round {round_no} failed")
+            return "failed", failure.message, layer
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():
@@ -227,9 +251,14 @@ class TuningSession:
             plateau_rounds=loop.plateau_rounds,
             os_stage_enabled=loop.stage == "both" and self.os_target is not None,
             planner_plateau=r.plateau,
+            search_patience=loop.search_patience if self.planner.refines else 0,
         )
         outcome.decision, outcome.reason = auditor.decide(self.rounds, state)
         outcome.finished_at = time.time()
+        if outcome.decision in (Decision.terminate, Decision.switch_to_os):
+            # why the stage stops, with the figures the rule looked at (budget, rounds, patience)
+            figures = auditor.stop_figures(self.rounds, state)
+            self.recorder.event("stop", {"decision": outcome.decision.value, "reason": outcome.reason, **figures}, r.no)
         self.memory.record_round(outcome)
         self.recorder.event("decision", {**outcome.model_dump(mode="json"), "steps": self.recorder.take_steps()}, r.no)
         log.info("round.decided", round=r.no, decision=outcome.decision.value, reason=outcome.reason)
@@ -277,7 +306,7 @@ class TuningSession:
         """Snapshot, intent, apply, verify and measure once; a failure goes to recovery."""
         assert r.plan is not None and r.plan.verdict is not None and r.outcome is not None
         r.safe = r.stage.snapshot
-        execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no)
+        execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no, self._trial_limit(r))
         if execution.failure is not None:
             return self._failed(r, "trial", execution.failure)
         assert execution.measurement is not None
@@ -285,6 +314,20 @@ class TuningSession:
         r.delta = execution.state_delta or r.delta
         how = "restarted" if execution.restarted else r.plan.verdict.apply_requirement.value
         return StepResult("trial", f"applied ({how}), verified, objective {r.screen.objective:,.3f}")
+
+    def _trial_limit(self, r: Round) -> TrialLimit | None:
+        """The bound of the trial's first run (``agenticdb.trial_limit``), from a recent run of the best
+        configuration; None when ``loop.trial_cut_ratio`` and ``trial_time_factor`` are both 0."""
+        loop, ref = self.cfg.loop, self.best_runs.get(r.layer)
+        if ref is None or (loop.trial_cut_ratio <= 0 and loop.trial_time_factor <= 0):
+            return None
+        return TrialLimit(
+            best_objective=r.stage.objective,
+            best_tps=ref.tps if loop.trial_cut_ratio > 0 else None,
+            best_seconds=ref.total_time_s if loop.trial_time_factor > 0 else None,
+            ratio=loop.trial_cut_ratio,
+            time_factor=loop.trial_time_factor,
+        )
 
     def _judge(self, r: Round, start: Start) -> StepResult:
         """The auditor's keep-or-revert protocol (``auditor.assess``): screen, then interleaved pairs until
@@ -308,6 +351,9 @@ class TuningSession:
             failure = r.stage.executor.failure(exc, phase, verdict.changes, r.no, "confirmation run failed")
             return self._failed(r, "judge", failure)
         self.noise = self.noise.pool(Noise.from_pairs(a.log_ratios()))
+        fresh = a.candidate if a.better else a.best
+        if fresh:
+            self.best_runs[r.layer] = fresh[-1]
         r.assessment, outcome = a, r.outcome
         outcome.measurement = a.candidate[-1] if a.candidate else r.screen
         outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
@@ -396,6 +442,10 @@ class TuningSession:
         assert r.outcome is not None and r.safe is not None
         r.outcome.failure = failure
         r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, self.recorder, r.no)
+        # The summary tells every failure in full, with the server's own reason (Failure.message).
+        self.warnings.append(
+            f"round {r.no} failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}"
+        )
         return StepResult(
             step, f"failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}", True
         )

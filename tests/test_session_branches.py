@@ -20,7 +20,7 @@ from agenticdb.journal import Journal, JournalEvent
 from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome
 from agenticdb.planner.base import PlannerError
-from agenticdb.session import SessionResult, TuningSession
+from agenticdb.session import SessionError, SessionResult, TuningSession
 
 
 def objective(values: dict[str, str]) -> float:
@@ -235,3 +235,48 @@ def test_reset_data_outside_a_sandbox_is_refused_before_anything_is_journaled(tm
     with pytest.raises(SessionUsageError, match="only on a sandbox"):
         run.run()
     assert run.events() == []
+
+
+def test_a_target_error_outside_a_trial_is_journaled_and_ends_the_session_failed(tmp_path: Path) -> None:
+    """The server stops answering between rounds (round 2's observe cannot read the live values): the
+    failure is journaled, the final apply puts the best configuration back, the session ends failed."""
+    target = InMemoryTarget()
+
+    def down_after_round_1(outcome: RoundOutcome) -> None:
+        target.up = False
+
+    run = Run(tmp_path, [{"random_page_cost": "3"}, {"work_mem": "8MB"}], target=target, on_round=down_after_round_1)
+    result = run.run()
+    assert result.status == "failed" and "round 2 failed: in-memory target is down" in result.reason
+    (failure,) = run.events("failure")
+    assert failure.round_no == 2 and failure.data["phase"] == "connect"
+    kinds = [e.event for e in run.events()]
+    assert kinds.index("failure") < kinds.index("final") < kinds.index("session.end") == len(kinds) - 1
+    assert run.events("session.end")[0].data["status"] == "failed"
+    assert target.up and target.values == DEFAULTS
+
+
+@pytest.mark.parametrize("restore_works", [True, False])
+def test_a_failed_start_from_is_journaled_to_the_session_end(tmp_path: Path, restore_works: bool) -> None:
+    """``--start-from`` whose apply takes the server down: failure (with the server's reason from its log
+    lines), recovery, session.end; when the restore fails too, the error says so and the intent stays
+    open for the daemon or ``agenticdb rollback``."""
+    target = InMemoryTarget(crash_on={"work_mem"}, failing_restores=0 if restore_works else 100)
+    run = Run(tmp_path, [{"work_mem": "8MB"}], target=target)
+    run.session.start_from = run.session.init.start_from = {"work_mem": "8MB"}
+    with pytest.raises(SessionError) as err:
+        run.run()
+    message = str(err.value)
+    assert message.startswith("--start-from could not be applied: ['work_mem']: the server did not come back")
+    assert "; server log: FATAL: test" in message
+    kinds = [e.event for e in run.events()]
+    assert kinds[kinds.index("intent") :][:3] == ["intent", "failure", "recovery"]
+    assert kinds[-1] == "session.end" and run.events("session.end")[0].data["status"] == "failed"
+    assert run.events("failure")[0].data["server_reason"] == "FATAL: test"
+    if restore_works:
+        assert message.endswith("the configuration before it is back and verified")
+        assert not run.open_intents() and target.values == DEFAULTS
+    else:
+        assert "recovery failed: could not restore the safe snapshot" in message
+        assert "server log: FATAL: still broken" in message
+        assert run.open_intents()

@@ -434,9 +434,13 @@ _add_subapps()
 def main() -> None:
     """Console-script entry point: set-up and configuration errors end as one line, exit 2."""
     from agenticdb.app import SetupError
+    from agenticdb.storefault import StorageError
 
     try:
         app(prog_name="agenticdb")
     except (SetupError, ConfigError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
+    except StorageError as exc:  # journal or Memory Book cannot be opened/written: the file and the cause
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code) from None

@@ -345,7 +345,9 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     else:
         lines.append("unknown: the session has not ended (still running, or the process died)")
     lines += _report_start_from(by.get("start_from"))
-    return lines + _report_rounds(rounds, unit)
+    from agenticdb.livereport import live_report_lines  # workload live: the statements that changed most
+
+    return lines + _report_rounds(rounds, unit) + live_report_lines(events)
 
 
 def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str) -> list[str]:

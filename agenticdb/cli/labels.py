@@ -10,6 +10,7 @@ OBJECTIVES: dict[str, tuple[str, str, bool]] = {
     "tps": ("TPS", "transactions per s", True),
     "p95": ("p95", "ms of 95th-percentile latency", False),
     "total_time": ("total time", "s for the whole query set", False),
+    "live_time_index": ("live time index", "top statements' mean time / their baseline mean, mix-normalised", False),
 }
 """objective name → (short label, unit in words, higher is better)."""
 
@@ -24,7 +25,9 @@ def objective_label(name: str | None) -> str:
 
 def objective_unit(name: str | None) -> str:
     """The short unit text appended after a number: ``"TPS/p95"``, ``"ms"`` (p95), ``"s"`` (total time)."""
-    return {"tps_per_p95": "TPS/p95", "tps": "TPS", "p95": "ms", "total_time": "s"}.get(name or "", "")
+    return {"tps_per_p95": "TPS/p95", "tps": "TPS", "p95": "ms", "total_time": "s", "live_time_index": "×"}.get(
+        name or "", ""
+    )
 
 
 def higher_is_better(name: str | None) -> bool:

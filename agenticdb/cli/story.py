@@ -76,7 +76,8 @@ def _proposal(console: Console, d: dict[str, Any]) -> None:
     _line(
         console,
         "Diagnosis",
-        f"{d.get('bottleneck')} ({d.get('layer', 'dbms')}, planner {d.get('planner', '?')}): {d.get('rationale', '')}",
+        f"{d.get('bottleneck')} ({d.get('layer', 'dbms')}, planner {d.get('planner', '?')}, stage "
+        f"{d.get('stage', 'playbook')}): {d.get('rationale', '')}",
     )
     if d.get("ruled_out"):
         _bullets(console, [f"ruled out: {r}" for r in d["ruled_out"]])

@@ -47,8 +47,8 @@ def medians_text(r: RoundOutcome) -> str:
 
 
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
-    """The live table of rounds: round, stage, bottleneck, changes, candidate vs best (medians of the
-    paired runs the decision used), the estimate with its interval, decision, reason."""
+    """The live table of rounds: round, stage (layer · "playbook"/"search"), bottleneck, changes, candidate
+    vs best (medians of the paired runs the decision used), the estimate with its interval, decision, reason."""
     t = Table(title="agenticdb rounds", expand=False, show_lines=False)
     for col in ("round", "stage", "bottleneck", "changes", "candidate vs best", "estimate", "decision", "reason"):
         t.add_column(col, overflow="fold")
@@ -60,7 +60,7 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
             changes += f"  [red](failed: {r.failure.phase}; {r.recovery.action if r.recovery else 'no recovery'})[/]"
         t.add_row(
             str(r.round_no),
-            r.stage.value,
+            r.stage.value + (f" · {r.proposal.stage}" if r.proposal is not None else ""),
             r.bottleneck.value,
             changes,
             medians_text(r),
@@ -92,6 +92,11 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         lock.acquire()
     except LockError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 1
+    except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
+        from agenticdb.storefault import cause_of
+
+        console.print(f"[red]error:[/] cannot write the lock file {lock.path}: {cause_of(exc)}", highlight=False)
         return 1
     stop = {"requested": 0}
     previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop))
@@ -125,6 +130,8 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         signal.signal(signal.SIGINT, previous_handler)
         lock.release()
         target.close()
+        journal.close()  # the files may sit on a mount that must be released (a storage fault)
+        memory.close()
     _summary(console, cfg, result)
     if result.status == "completed":
         return 0
@@ -167,11 +174,22 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
         console.print(
             f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-            f"{medians_text(outcome)}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}",
+            f"{medians_text(outcome)}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}"
+            + _failure_text(outcome),
             highlight=False,
+            soft_wrap=True,
         )
 
     return on_round
+
+
+def _failure_text(outcome: RoundOutcome) -> str:
+    """``; failed in restart: <message with the server's reason>; recovery restored`` or ""."""
+    f = outcome.failure
+    if f is None:
+        return ""
+    recovery = outcome.recovery.action if outcome.recovery else "none"
+    return f"; failed in {f.phase}: {f.message}; recovery {recovery}"
 
 
 def _on_sigint(console: Console, stop: dict[str, int]) -> Callable[[int, Any], None]:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from agenticdb.memory.backends import SqliteBackend, default_host_label, migrate_local, origin_host, rank
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
+from agenticdb.storefault import guarded
 
 if TYPE_CHECKING:
     from agenticdb.memory.central import CentralLink
@@ -90,6 +91,7 @@ class MemoryBook:
         path: the SQLite file, usually ``Settings.storage.memory_db``.
     """
 
+    @guarded("memory", "open")
     def __init__(self, path: Path | str, host: str | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +124,7 @@ class MemoryBook:
 
     # -- sessions and rounds -------------------------------------------------------------------
 
+    @guarded("memory")
     def start_session(
         self,
         session_id: str,
@@ -157,6 +160,7 @@ class MemoryBook:
             }
         )
 
+    @guarded("memory")
     def end_session(
         self,
         session_id: str,
@@ -210,6 +214,7 @@ class MemoryBook:
         """All sessions, oldest first."""
         return [self._session_record(r) for r in self._t("sessions").rows_where(order_by="started_at")]
 
+    @guarded("memory")
     def record_round(self, outcome: RoundOutcome) -> None:
         """Store (or replace) the consolidated outcome of one round.
 
@@ -240,6 +245,7 @@ class MemoryBook:
 
     # -- experience ----------------------------------------------------------------------------
 
+    @guarded("memory")
     def write_experience(self, exp: Experience) -> int:
         """Store an Experience under its fingerprint; returns its id. With a central Memory Book attached
         the new row (and anything still pending) is pushed there too; when it is unreachable the row
@@ -320,6 +326,7 @@ class MemoryBook:
         # 0 = other DBMS family: never useful (rank drops it)
         return [(score, rec.experience) for score, rec in rank(fp, SqliteBackend(self).records(), limit, threshold)]
 
+    @guarded("memory")
     def forget(
         self,
         experience_id: int | None = None,
@@ -358,6 +365,7 @@ class MemoryBook:
 
     # -- LLM accounting ------------------------------------------------------------------------
 
+    @guarded("memory")
     def record_llm_call(
         self,
         session_id: str,
@@ -425,6 +433,7 @@ class MemoryBook:
 
     # -- OS originals --------------------------------------------------------------------------
 
+    @guarded("memory")
     def save_os_original(self, session_id: str, name: str, value: str) -> bool:
         """Save the value of an OS parameter before the session first writes it.
 
@@ -458,6 +467,7 @@ class MemoryBook:
         )
         return [OsOriginal(**r) for r in rows]
 
+    @guarded("memory")
     def mark_os_restored(self, session_id: str, name: str | None = None) -> int:
         """Mark the originals of a session (or one ``name``) as restored; returns how many rows."""
         sql = "UPDATE os_originals SET restored_at = ? WHERE session_id = ? AND restored_at IS NULL"
@@ -477,6 +487,7 @@ class MemoryBook:
 
         return export_book(self, path)
 
+    @guarded("memory")
     def import_(self, path: Path | str) -> dict[str, int]:
         """Merge a file written by :meth:`export` (see ``transfer.import_book``).
 

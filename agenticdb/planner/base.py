@@ -15,6 +15,9 @@ class Planner(ABC):
     """Produces one Proposal per call; must never return a change already rejected or failed."""
 
     name: str
+    refines: bool = False
+    """True for a planner that continues with model-based search after its playbook
+    (``agenticdb.planner.search.RefiningPlanner``): the session then stops on ``loop.search_patience``."""
 
     @abstractmethod
     def propose(self, ctx: PlanningContext) -> Proposal:

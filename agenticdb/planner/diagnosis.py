@@ -16,7 +16,7 @@ Counter names follow the target helpers: ``pg_stat_database.*``, ``pg_stat_bgwri
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 from pydantic import BaseModel, Field
@@ -598,6 +598,39 @@ def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
     return out
 
 
+def _add_live(signals: dict[Bottleneck, list[_Signal]], v: _View, m: Measurement | None) -> None:
+    """Signals from the application's own statements (``live.*`` counters of workload live,
+    agenticdb/workloads/live.py): the share of its execution time spent in statements that spill to
+    temporary files (work_mem / tmp_table_size), and its statements' buffer-cache miss ratio.
+
+    In a live window the host's CPU also serves the application and everything else on the host, so the
+    host-wide cpu signals are gated by the database server's share of the busy CPU (``Disturbance``:
+    ours / host busy cores; agenticdb runs no load of its own then)."""
+    if m is not None and m.workload == "live" and m.disturbance is not None and m.disturbance.host_busy_cores > 0:
+        share = min(1.0, m.disturbance.ours_cpu_cores / m.disturbance.host_busy_cores)
+        signals[Bottleneck.cpu] = [
+            replace(s, text=f"{s.text} (the server used {share:.0%} of the busy CPU)", gate=s.gate * share)
+            for s in signals[Bottleneck.cpu]
+        ]
+    exec_ms, spill_ms = v.total("live.exec_ms"), v.total("live.spill_exec_ms")
+    if exec_ms and spill_ms is not None:
+        share = spill_ms / exec_ms
+        signals[Bottleneck.temp_spill].append(
+            _Signal(f"statements that spill to temp files take {share:.0%} of the application's time", share, 0.05, 0.3)
+        )
+    rd, hit = v.total("live.read_blocks"), v.total("live.hit_blocks")
+    if rd is not None and hit is not None and rd + hit > 0:
+        signals[Bottleneck.buffer_cache].append(
+            _Signal(
+                f"application statements read {rd / (rd + hit):.1%} of their blocks from outside the buffer cache",
+                rd / (rd + hit),
+                0.02,
+                0.2,
+                gate=rd / v.seconds / 50,
+            )
+        )
+
+
 # --------------------------------------------------------------------------------------------- API
 
 
@@ -666,6 +699,7 @@ def diagnose(
             raise ValueError(f"family={family!r}: expected 'postgresql', 'mariadb' or 'mysql'")
         signals[Bottleneck.io_queue] += _host_io(v, dev)
         signals[Bottleneck.cpu] += _host_cpu(v)
+        _add_live(signals, v, measurement)
         order = DBMS_HYPOTHESES
     hyps = [_hypothesis(b, stage, signals[b]) for b in order]
     ranked = sorted(hyps, key=lambda h: -h.score)

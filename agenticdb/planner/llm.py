@@ -167,11 +167,12 @@ class _StopAtDeadline(stop_base):
 
 
 def proposal_schema() -> dict[str, Any]:
-    """JSON schema of ``Proposal`` as sent to the model, without the internal ``planner`` field."""
+    """JSON schema of ``Proposal`` as sent to the model, without the internal ``planner`` and ``stage`` fields."""
     schema = Proposal.model_json_schema()
-    schema["properties"].pop("planner", None)
-    if "required" in schema:
-        schema["required"] = [r for r in schema["required"] if r != "planner"]
+    for internal in ("planner", "stage"):
+        schema["properties"].pop(internal, None)
+        if "required" in schema:
+            schema["required"] = [r for r in schema["required"] if r != internal]
     return schema
 
 

@@ -104,6 +104,10 @@ def _defaults_text(info: MariaDBSandboxInfo) -> str:
         f"innodb_buffer_pool_size = {DEFAULT_BUFFER_POOL}\n"
         "innodb_log_file_size = 48M\n"
         "max_connections = 100\n"
+        # live mode (workload.kind = "live") reads statement digests; performance_schema is a start-up
+        # setting (MariaDB KB "Performance Schema Overview", "performance_schema_consumer_...").
+        "performance_schema = ON\n"
+        "performance-schema-consumer-statements-digest = ON\n"
         "[client]\n"
         f"port = {info.port}\n"
         f"socket = {info.socket}\n"

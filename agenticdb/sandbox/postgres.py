@@ -103,6 +103,7 @@ class PostgresSandbox:
         svc = self.service(info)
         if not svc.is_ready():
             svc.start()
+        create_pg_stat_statements(info)
         log.info("sandbox.up", kind="postgres", port=info.port, data_dir=info.data_dir)
         return info
 
@@ -149,6 +150,10 @@ class PostgresSandbox:
                 f"\n# agenticdb sandbox\nport = {info.port}\nunix_socket_directories = '{sock}'\n"
                 "listen_addresses = '127.0.0.1'\nmax_connections = 50\n"
             )
+        with open(data / "postgresql.conf", "a") as f:
+            # live mode (workload.kind = "live") reads pg_stat_statements; loading it is a start-up setting
+            # (manual F.32), so the sandbox has it from the start. up() creates the extension.
+            f.write("shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = top\n")
         if os_user:
             pw = pwd.getpwnam(os_user)
             Path(info.log_file).touch()
@@ -178,3 +183,12 @@ class PostgresSandbox:
         if self.root.exists():
             shutil.rmtree(self.root)
         log.info("sandbox.down", kind="postgres")
+
+
+def create_pg_stat_statements(info: PostgresSandboxInfo) -> None:
+    """``CREATE EXTENSION IF NOT EXISTS pg_stat_statements`` in the sandbox's ``postgres`` database when the
+    library is preloaded (sandboxes created before it was preloaded are left as they are)."""
+    with psycopg.connect(info.dsn, autocommit=True, connect_timeout=10) as db:
+        row = db.execute("SHOW shared_preload_libraries").fetchone()
+        if row is not None and "pg_stat_statements" in str(row[0]):
+            db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")

@@ -483,7 +483,8 @@ class PostgresTarget(Target):
         ``pg_stat_wal.<col>`` (PG14+), ``pg_stat_io.<backend_type>.<object>.<context>.<col>`` (PG16+).
         Gauges: ``pg_stat_activity.{total,active,idle_in_transaction}`` (client backends except ours),
         ``pg_locks.{waiting,total}``, ``pg_database.size_bytes`` (bytes), ``settings.max_connections``,
-        ``settings.shared_buffers_bytes`` (bytes), ``pg_prepared_xacts.total``, ``pg_replication_slots.total``,
+        ``settings.shared_buffers_bytes`` (bytes), ``settings.shared_memory_size_bytes`` (bytes, the shared
+        memory the server allocated; PostgreSQL 15+), ``pg_prepared_xacts.total``, ``pg_replication_slots.total``,
         ``pg_stat_replication.total`` (what capacity settings must keep room for). Times are ms, sizes bytes,
         others counts.
         ``wait_events``: {"<type>:<event>": sessions waiting now}.

@@ -102,6 +102,8 @@ def state_query(major: int) -> tuple[str, list[tuple[str, dict[str, str]]]]:
         "jsonb_build_object('pg_prepared_xacts', (SELECT count(*) FROM pg_prepared_xacts), "
         "'pg_replication_slots', (SELECT count(*) FROM pg_replication_slots), "
         "'pg_stat_replication', (SELECT count(*) FROM pg_stat_replication))",
+        # the main shared memory area the server allocated (PostgreSQL 15+, MB; manual 20.15 Preset Options)
+        "(SELECT setting::float8 * 1048576 FROM pg_settings WHERE name = 'shared_memory_size')",
         *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS if major >= since),
     ]
     return "SELECT " + ",\n  ".join(parts), views
@@ -109,7 +111,7 @@ def state_query(major: int) -> tuple[str, list[tuple[str, dict[str, str]]]]:
 
 def parse_state(row: tuple[Any, ...], views: list[tuple[str, dict[str, str]]]) -> RuntimeState:
     """RuntimeState from one row of :func:`state_query` (names as in ``PostgresTarget.runtime_state``)."""
-    db, io, act, locks, size, max_conn, sb, waits, usage, *view_rows = row
+    db, io, act, locks, size, max_conn, sb, waits, usage, shm, *view_rows = row
     counters = {f"pg_stat_database.{c}": float((db or {}).get(c) or 0.0) for c in _DB_COUNTERS}
     for (prefix, cols), data in zip(views, view_rows, strict=True):
         counters.update(
@@ -132,4 +134,6 @@ def parse_state(row: tuple[Any, ...], views: list[tuple[str, dict[str, str]]]) -
         "settings.shared_buffers_bytes": float(sb or 0.0),
     }
     gauges |= {f"{view}.total": float(n) for view, n in (usage or {}).items()}
+    if shm is not None:
+        gauges["settings.shared_memory_size_bytes"] = float(shm)
     return RuntimeState(counters=counters, gauges=gauges, wait_events={k: int(v) for k, v in (waits or {}).items()})

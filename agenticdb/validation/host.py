@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from agenticdb.config import PolicyConfig
 from agenticdb.models import FailedCheck, Hardware, Observed
+from agenticdb.validation.memory import check_memory
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import RuleSet
 
@@ -67,14 +68,17 @@ def check_host(
     version: str,
     observed: Observed | None = None,
 ) -> tuple[list[FailedCheck], list[str]]:
-    """Failed ``hardware`` checks and warnings for the changed parameters.
+    """Failed ``hardware`` checks and warnings for the changed parameters (the memory budget:
+    :mod:`agenticdb.validation.memory`, measured from ``observed`` gauges when they are there).
 
     Only budgets that a changed parameter takes part in are evaluated, so a host that was already over
     budget does not block unrelated changes.
     """
     failed: list[FailedCheck] = []
     warnings: list[str] = []
-    failed += _memory(cfg, rules, hw, policy)
+    mem_failed, mem_warnings = check_memory(cfg, before, rules, hw, policy, observed)
+    failed += mem_failed
+    warnings += mem_warnings
     failed += _disk(cfg, before, rules, hw, policy)
     for lim in rules.cpu_limit:
         if not lim.applies(flavor, version) or not cfg.is_changed(lim.parameter):
@@ -118,37 +122,6 @@ def check_host(
     if cfg.family == "linux":
         failed += _overcommit(cfg, hw, policy, observed)
     return failed, warnings
-
-
-def _memory(cfg: ResultingConfig, rules: RuleSet, hw: Hardware, policy: PolicyConfig) -> list[FailedCheck]:
-    budget = rules.memory_budget
-    if budget is None:
-        return []
-    changed = [p for p in budget.params() if cfg.is_changed(p)]
-    if not changed:
-        return []
-    total, parts = memory_estimate(cfg, rules, policy)
-    allowed = policy.memory_fraction * hw.memory_limit_bytes
-    if total <= allowed:
-        return []
-    # Blame the changed knob that contributes most (a connection count blames itself).
-    culprit = max(changed, key=lambda p: parts.get(p, 0.0))
-    ch = cfg.changed[cfg.key(culprit)]
-    terms = ", ".join(f"{k} {_gib(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v > 0)
-    return [
-        FailedCheck(
-            check="hardware",
-            parameter=ch.name,
-            value=ch.value,
-            rule_id="memory_budget",
-            source=budget.source,
-            message=f"{ch.name}={ch.value} (rule memory_budget): estimated server memory {_gib(total)} "
-            f"({terms}) "
-            f"exceeds memory_fraction "
-            f"{policy.memory_fraction:g} × memory limit {_gib(hw.memory_limit_bytes)} = {_gib(allowed)} "
-            f"({_limit_text(hw)}; the lower of the two counts) — {budget.reason}",
-        )
-    ]
 
 
 def _disk(

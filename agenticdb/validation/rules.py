@@ -335,6 +335,14 @@ class MemoryBudget(_Strict):
     per_connection: list[str] = Field(default_factory=list)
     connections: str | None = None
     workers: list[dict[str, str]] = Field(default_factory=list)
+    # The measured estimate (agenticdb.validation.memory): gauges of RuntimeState.gauges by name.
+    observed_connections: list[str] = Field(default_factory=list)
+    """Gauges whose peak counts the backends/threads that may hold per-connection memory at once."""
+    shared_memory_gauge: str | None = None
+    """Gauge of the shared memory the server allocated (bytes), replacing the sum of the global terms."""
+    per_connection_multiplier: str | None = None
+    """A knob multiplying the per-connection terms (PostgreSQL hash_mem_multiplier)."""
+    measured_source: str = ""
 
     def params(self) -> list[str]:
         out = list(self.global_) + list(self.per_connection) + ([self.connections] if self.connections else [])

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agenticdb.models import Measurement
+from agenticdb.trial_limit import TrialLimit
 
 
 class WorkloadError(RuntimeError):
@@ -53,9 +54,15 @@ class WorkloadTraits:
 
 
 class Workload(ABC):
-    """One benchmark against one database."""
+    """One benchmark against one database.
+
+    ``limit``: set by the executor for a trial's first run only (``agenticdb.trial_limit``): a workload
+    that supports it stops a run far worse than the best configuration early and returns a measurement
+    with ``cut_off`` set. None: every run goes to its end.
+    """
 
     name: str
+    limit: TrialLimit | None = None
 
     @abstractmethod
     def traits(self) -> WorkloadTraits:
@@ -68,6 +75,10 @@ class Workload(ABC):
         Raises:
             WorkloadError: loading failed (tool output attached).
         """
+
+    def next_run(self, label: str) -> None:
+        """Told the label of the next measured run ("baseline 1", "candidate", "confirm best 2", …) before
+        it starts; the default ignores it (the live workload's guard watches candidate windows only)."""
 
     def warmup(self, seconds: float) -> None:
         """Run unmeasured for ``seconds`` (default: a short run whose result is dropped)."""

@@ -83,6 +83,22 @@ class ToolResult:
     returncode: int
     output: str
     seconds: float
+    stopped: str = ""
+    """Why ``watch`` stopped the tool early ('' when it ran to its end)."""
+
+
+def _read_all(fd: int) -> str:
+    """The whole temp file without moving the offset the tool writes at (``os.pread``)."""
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0).decode(errors="replace")
+
+
+def _watched(watch: Callable[[str], str] | None, fd: int, elapsed: float, checked: list[float]) -> str:
+    """``watch``'s reason to stop, asked at most once a second (``checked`` holds the last time)."""
+    if watch is None or elapsed - checked[0] < 1.0:
+        return ""
+    checked[0] = elapsed
+    return watch(_read_all(fd))
 
 
 def run_tool(
@@ -95,6 +111,7 @@ def run_tool(
     progress: bool = False,
     cwd: str | None = None,
     on_start: Callable[[int], object] | None = None,
+    watch: Callable[[str], str] | None = None,
 ) -> ToolResult:
     """Run ``argv`` (no shell), capture stdout+stderr to a temp file, show a time-based progress bar.
 
@@ -108,6 +125,8 @@ def run_tool(
         cwd: working directory.
         on_start: called with the tool's process id right after it started (the executor's disturbance
             sampler counts the tool's CPU as ours, not as outside load).
+        watch: called about once a second with the output so far; a non-empty reason kills the tool and
+            the result comes back with ``stopped`` set (``agenticdb.trial_limit``: a far worse trial).
 
     Raises:
         WorkloadError: the executable is missing, or the timeout passed (output attached).
@@ -115,6 +134,7 @@ def run_tool(
     full_env = dict(os.environ)
     full_env.update(env or {})
     started = time.monotonic()
+    checked: list[float] = [0.0]
     with tempfile.TemporaryFile(mode="w+b") as out:
         try:
             proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
@@ -130,6 +150,13 @@ def run_tool(
                 except subprocess.TimeoutExpired:
                     elapsed = time.monotonic() - started
                     update(min(elapsed, expected_s) if expected_s else elapsed)
+                    stopped = _watched(watch, out.fileno(), elapsed, checked)
+                    if stopped:
+                        proc.kill()
+                        proc.wait()
+                        text = _read_all(out.fileno())
+                        log.info("workload.stopped_early", tool=argv[0], reason=stopped, seconds=round(elapsed, 1))
+                        return ToolResult(list(argv), proc.returncode, text, elapsed, stopped)
                     if elapsed > timeout_s:
                         proc.kill()
                         proc.wait()

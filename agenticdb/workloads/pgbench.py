@@ -25,6 +25,7 @@ import structlog
 from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement
 from agenticdb.series import SecondBin, bin_transactions, percentile, points_from_bins
+from agenticdb.trial_limit import progress_tps, stopped_oltp
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     ToolResult,
@@ -138,8 +139,14 @@ class PgbenchWorkload(Workload):
                 result, or failed transactions exceeded ``max_error_rate``.
         """
         secs = max(1, round(warmup_max_s + seconds))
-        result, events = self._run_logged(secs, on_tool_start)
+        limit = self.limit
+        watch = (lambda text: limit.oltp(progress_tps(text, warmup_max_s))) if limit is not None else None
+        result, events = self._run_logged(secs, on_tool_start, watch)
         out = result.output
+        if result.stopped and limit is not None:
+            tps = progress_tps(out, warmup_max_s)
+            obj = self.cfg.objective or "tps_per_p95"
+            return stopped_oltp(self.name, limit, tps, result.seconds, obj, tail(out), result.stopped)
         if result.returncode != 0:
             raise WorkloadError(f"pgbench run failed (exit {result.returncode})", tail(out))
         done_m = _PROCESSED_RE.search(out)
@@ -186,15 +193,16 @@ class PgbenchWorkload(Workload):
         )
 
     def _run_logged(
-        self, secs: int, on_tool_start: Callable[[int], object] | None
+        self, secs: int, on_tool_start: Callable[[int], object] | None, watch: Callable[[str], str] | None = None
     ) -> tuple[ToolResult, list[tuple[float, float | None]]]:
-        """Run ``pgbench -T secs -l`` and read its per-transaction logs before the temp dir goes."""
+        """Run ``pgbench -T secs -l`` and read its per-transaction logs before the temp dir goes; with
+        ``watch``, also ``--progress=1`` so a far worse run can be stopped early."""
         clients = self.cfg.clients
         threads = max(1, min(self.cfg.threads, clients))
         with tempfile.TemporaryDirectory(prefix="agenticdb-pgbench-") as tmp:
             prefix = os.path.join(tmp, "pgbench_log")
             argv = ["pgbench", "-n", "-c", str(clients), "-j", str(threads), "-T", str(secs)]
-            argv += ["-l", f"--log-prefix={prefix}"]
+            argv += ["-l", f"--log-prefix={prefix}"] + (["--progress=1"] if watch is not None else [])
             result = run_tool(
                 argv,
                 env=self._env(),
@@ -203,6 +211,7 @@ class PgbenchWorkload(Workload):
                 expected_s=secs,
                 progress=self.progress,
                 on_start=on_tool_start,
+                watch=watch,
             )
             return result, read_logs(glob.glob(prefix + ".*"))
 

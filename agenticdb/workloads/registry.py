@@ -119,6 +119,7 @@ def build_workload(cfg: WorkloadConfig, conn: Connection, progress: bool | None 
 
         return CommandWorkload(cfg, conn, progress=progress)
     raise WorkloadError(
-        f"workload.kind={kind!r}: not a load generator (observe watches the live workload instead); "
+        f"workload.kind={kind!r}: not a load generator (live observes the application's own statements and "
+        "is built by agenticdb.app.build_live_workload); "
         "expected pgbench, sysbench-oltp-*, ycsb-a..ycsb-f, tpch or command"
     )

@@ -30,6 +30,7 @@ import structlog
 from agenticdb.config import WorkloadConfig
 from agenticdb.models import Measurement, SeriesPoint
 from agenticdb.resources import data_file
+from agenticdb.trial_limit import interval_tps, stopped_oltp
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     check_error_rate,
@@ -207,6 +208,7 @@ class _SysbenchBase(Workload):
             "--report-interval=1",
             "--events=0",
         ]
+        limit = self.limit
         result = run_tool(
             self._argv("run", extra),
             timeout_s=secs + self.cfg.timeout_s,
@@ -214,8 +216,13 @@ class _SysbenchBase(Workload):
             expected_s=secs,
             progress=self.progress,
             on_start=on_tool_start,
+            watch=(lambda text: limit.oltp(interval_tps(text, warmup_max_s))) if limit is not None else None,
         )
         out = result.output
+        if result.stopped and limit is not None:
+            tps = interval_tps(out, warmup_max_s)
+            obj = self.cfg.objective or "tps_per_p95"
+            return stopped_oltp(self.name, limit, tps, result.seconds, obj, tail(out), result.stopped)
         if result.returncode != 0:
             raise WorkloadError(f"sysbench {self.name} run failed (exit {result.returncode})", tail(out))
         return self._parse(out, secs, warmup_max_s)

@@ -283,6 +283,9 @@ class TpchWorkload(Workload):
                         rows[q] = len(cur.fetchall())
                         per_query[q] = time.perf_counter() - start
                         lines.append(f"{q} {per_query[q]:.3f}s {rows[q]} rows")
+                        stop = self.limit.olap(sum(per_query.values())) if self.limit is not None else ""
+                        if stop:
+                            return self._stopped(per_query, stop, lines)
                     except (psycopg.Error, pymysql.MySQLError) as exc:
                         if not self._is_timeout(exc):
                             lines.append(f"{q} ERROR {exc}")
@@ -330,6 +333,29 @@ class TpchWorkload(Workload):
             objective_name=obj_name,
             higher_is_better=hib,
             raw_tail=tail(output),
+        )
+
+    def _stopped(self, per_query: dict[str, float], reason: str, lines: list[str]) -> Measurement:
+        """The measurement of a query set stopped as far slower than the best (``agenticdb.trial_limit``):
+        the elapsed time is a lower bound of the total; the objective is scaled from the best level by
+        the time ratio (for ``total_time`` it is the elapsed time itself)."""
+        assert self.limit is not None
+        elapsed = sum(per_query.values())
+        obj_name = self.cfg.objective or "total_time"
+        higher = obj_name not in ("p95", "p99", "total_time")
+        ratio = (self.limit.best_seconds or elapsed) / elapsed if elapsed > 0 else 1.0
+        best = self.limit.best_objective
+        log.info("workload.stopped_early", workload=self.name, reason=reason, queries=len(per_query))
+        return Measurement(
+            workload=self.name,
+            duration_s=elapsed,
+            total_time_s=elapsed,
+            per_query_s=dict(per_query),
+            objective=best * ratio if higher else best / ratio,
+            objective_name=obj_name,
+            higher_is_better=higher,
+            raw_tail=tail("\n".join([*lines, reason])),
+            cut_off=reason,
         )
 
     def cleanup(self) -> None:

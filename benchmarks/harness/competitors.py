@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 import structlog
 
-from agenticdb.app import host_state_source
+from agenticdb.app import host_state_source, refining
 from agenticdb.config import LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.executor import Executor
 from agenticdb.journal import Journal
@@ -292,6 +292,7 @@ class TimedPlanner(Planner):
     def __init__(self, inner: Planner, policy: PolicyConfig) -> None:
         self.inner = inner
         self.name = inner.name
+        self.refines = inner.refines  # the session stops on the search's patience rule when it refines
         self.policy = policy
         self.planner_ms: list[float] = []
         self.validator_ms: list[float] = []
@@ -329,7 +330,8 @@ def _session_child(bench: Bench, memory_db: str, journal_db: str, out_json: str)
     )
     target = bench.instance.target()
     workload = bench.resetting()
-    planner = TimedPlanner(HeuristicPlanner(min_gain=cfg.loop.min_gain), cfg.policy)
+    # the product's planner: the heuristic playbook, then the refinement search (``loop.search``)
+    planner = TimedPlanner(refining(cfg, HeuristicPlanner(min_gain=cfg.loop.min_gain)), cfg.policy)
     trace: list[dict[str, float]] = []
     t_start = time.time()
     state = {"best": None, "ttb": 0.0}

@@ -1,0 +1,112 @@
+"""Trade moves (issue 14): pay for a bigger data cache with per-session and maintenance memory.
+
+When the validator's memory budget (``rule_id = "memory_budget"``) refuses growing the main data cache
+(PostgreSQL shared_buffers, InnoDB buffer pool), the planner proposes the same growth together with
+lower per-connection buffers (work_mem, sort/join buffers, tmp_table_size) and maintenance memory, as
+one change set; the validator judges the resulting configuration as a whole. The pairs are data:
+``catalogs/trades.toml`` (with sources).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from agenticdb.models import ApplyMode, Bottleneck, Change, FailedCheck, PlanningContext, Proposal
+from agenticdb.planner.playbook import round_base
+from agenticdb.resources import data_file
+from agenticdb.units import canonical, format_value, parse_value
+
+log = structlog.get_logger(__name__)
+
+
+class Give(BaseModel):
+    """A knob a trade lowers: to ``factor`` × its current value, never below ``floor``."""
+
+    model_config = ConfigDict(extra="forbid")
+    knob: str
+    factor: float = Field(gt=0, lt=1)
+    floor: str
+
+
+class Trade(BaseModel):
+    """One trade: grow ``grow``, pay with ``give`` (families as in the playbooks)."""
+
+    model_config = ConfigDict(extra="forbid")
+    families: list[str]
+    grow: str
+    give: list[Give]
+    reason: str
+    source: str
+
+
+@cache
+def load_trades() -> tuple[Trade, ...]:
+    """The trades of ``catalogs/trades.toml``.
+
+    Raises:
+        ValueError: the file does not match the schema (pydantic names the field).
+    """
+    data = tomllib.loads(data_file("catalogs", "trades.toml").read_text())
+    return tuple(Trade.model_validate(t) for t in data.get("trade", []))
+
+
+def refused_growth(ctx: PlanningContext) -> FailedCheck | None:
+    """The memory-budget refusal of growing a trade's ``grow`` knob: in this round's validator feedback,
+    else in the stage's last round. None when there is none."""
+    grows = {t.grow.lower() for t in load_trades()}
+    checks = list(ctx.validator_feedback)
+    stage_rounds = [r for r in ctx.rounds if r.stage == ctx.stage]
+    if not checks and stage_rounds and not stage_rounds[-1].verdict_ok:
+        checks = list(stage_rounds[-1].failed_checks)
+    for fc in checks:
+        if fc.rule_id == "memory_budget" and fc.parameter.lower() in grows:
+            return fc
+    return None
+
+
+def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, planner: str) -> Proposal | None:
+    """The refused growth paired with lower per-session/maintenance memory; None when no knob can give."""
+    trade = next(
+        (t for t in load_trades() if family in t.families and t.grow.lower() == refused.parameter.lower()), None
+    )
+    if trade is None:
+        return None
+    current = {**ctx.profile.current_config, **ctx.current_config}
+    changes = [Change(name=refused.parameter, value=refused.value, rationale=f"trade: grow ({trade.reason})")]
+    applies = [ctx.catalog.knobs[refused.parameter].apply] if refused.parameter in ctx.catalog.knobs else []
+    for g in trade.give:
+        spec = ctx.catalog.knobs.get(g.knob)
+        if spec is None or spec.layer != ctx.stage or (spec.apply == ApplyMode.restart and not ctx.allow_restart):
+            continue
+        cur, floor = parse_value(current.get(g.knob, spec.default), spec), parse_value(g.floor, spec)
+        if cur is None or floor is None:
+            continue
+        target = round_base(max(cur * g.factor, floor), spec)
+        if target >= cur:
+            continue
+        value = format_value(target, spec, family)
+        if canonical(g.knob, value, spec) == canonical(g.knob, current.get(g.knob, ""), spec):
+            continue
+        changes.append(
+            Change(name=g.knob, value=value, rationale=f"trade: give ({g.knob}: {current.get(g.knob)} → {value})")
+        )
+        applies.append(spec.apply)
+    if len(changes) < 2:
+        return None
+    text = ", ".join(f"{c.name}={c.value}" for c in changes)
+    log.info("planner.trade", grow=refused.parameter, changes=text)
+    return Proposal(
+        bottleneck=Bottleneck.buffer_cache,
+        layer=ctx.stage,
+        changes=changes[: ctx.max_changes],
+        intended_effects=[f"{refused.parameter}: a bigger cache within the same memory budget"],
+        apply_requirement=ApplyMode.strongest(applies),
+        evidence=[f"the memory budget refused {refused.parameter}={refused.value}: {refused.message}"],
+        rationale=f"trade move: {text} — {trade.reason} (source: {trade.source}).",
+        planner=planner,
+        stage="playbook",
+    )

@@ -1,0 +1,198 @@
+"""The memory budget from what the server really uses (issue 14), with the worst case as a warning.
+
+The worst-case estimate of :func:`agenticdb.validation.host.memory_estimate` (every connection of
+``max_connections`` sorting at once) refuses every memory increase on a small host: under a 512 MiB
+cgroup, 100 connections × 4 MB work_mem alone is 400 MB. When the runtime state shows what the server
+uses, the budget is judged on a measured estimate instead (terms named in the rule file's
+``[memory_budget]``):
+
+* shared memory: the server's own figure (PostgreSQL ``shared_memory_size``, manual 20.15) measured for
+  the current configuration, moved by the change of the global terms (shared_buffers, wal_buffers);
+  without such a gauge (MariaDB), the global terms themselves (buffer pool, log buffer, key buffer…);
+* per-connection memory: the observed peak of connected backends/threads (pg_stat_activity,
+  ``Threads_connected``) × the per-connection terms × ``hash_mem_multiplier`` where the DBMS has one ×
+  ``policy.per_connection_work_mem_factor``; a per-connection term the change raises (or every term,
+  when it raises the connection limit) counts every allowed connection, as in the worst case;
+* maintenance memory: ``maintenance_work_mem`` (or ``autovacuum_work_mem``) × autovacuum workers.
+
+The limit is ``policy.memory_fraction`` × the memory limit (the cgroup limit when there is one, else RAM:
+``Hardware.memory_limit_bytes``). A change set that does not raise the estimate is never refused (lowering
+work_mem on a host already over budget must pass). The worst case stays a warning with its numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agenticdb.config import PolicyConfig
+from agenticdb.models import FailedCheck, Hardware, Observed
+from agenticdb.validation.resulting import ResultingConfig
+from agenticdb.validation.rules import MemoryBudget, RuleSet
+
+GiB = 1024**3
+MiB = 1024**2
+
+# PostgreSQL sizes wal_buffers itself when set to -1 (manual 20.5.1): 1/32 of shared_buffers, at least
+# 64kB, at most one WAL segment (16MB by default).
+_AUTO_SIZED = {
+    "wal_buffers": lambda cfg: min(max((cfg.number("shared_buffers") or 0) / 32, 64 * 1024), 16 * MiB),
+}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Estimated server memory in bytes, its terms (bytes by label) and how it was obtained."""
+
+    total: float
+    parts: dict[str, float]
+    basis: str
+
+    def terms(self) -> str:
+        """The terms, largest first ("shared memory 0.14 GiB, work_mem × 8 backends 0.06 GiB")."""
+        ordered = sorted(self.parts.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{k} {_size(v)}" for k, v in ordered if v > 0)
+
+
+def _size(n: float) -> str:
+    return f"{n / GiB:.2f} GiB" if n >= GiB else f"{n / MiB:.0f} MiB"
+
+
+def _global(cfg: ResultingConfig, name: str) -> float:
+    n = cfg.number(name)
+    if n is None:
+        return 0.0
+    if n <= 0 and name in _AUTO_SIZED:
+        n = _AUTO_SIZED[name](cfg)
+    return max(n, 0.0)
+
+
+def _workers(cfg: ResultingConfig, budget: MemoryBudget) -> dict[str, float]:
+    parts: dict[str, float] = {}
+    for w in budget.workers:
+        count = cfg.number(w["count"]) or 0.0
+        each = cfg.number(w["each"]) or 0.0
+        override = cfg.number(w["override"]) if "override" in w else None
+        if override is not None and override > 0:
+            each = override
+        label = f"{w['each']} × {count:g} {w['count']}"
+        parts[label] = parts.get(label, 0.0) + count * each
+    return parts
+
+
+def peak_connections(budget: MemoryBudget, observed: Observed | None) -> float | None:
+    """The observed peak of backends/threads holding per-connection memory; None when not measured."""
+    gauges = observed.gauges if observed is not None else {}
+    seen = [gauges[g] for g in budget.observed_connections if g in gauges]
+    return max(seen) if seen else None
+
+
+def measured_estimate(
+    cfg: ResultingConfig,
+    before: ResultingConfig,
+    budget: MemoryBudget,
+    policy: PolicyConfig,
+    observed: Observed | None,
+) -> MemoryEstimate | None:
+    """The estimate of ``cfg`` from the observed gauges (see the module docstring); ``before`` is the
+    configuration the gauges were measured with. None when the peak connections were not observed."""
+    peak = peak_connections(budget, observed)
+    if peak is None:
+        return None
+    gauges = observed.gauges if observed is not None else {}
+    parts: dict[str, float] = {}
+    shm = gauges.get(budget.shared_memory_gauge) if budget.shared_memory_gauge else None
+    if shm is not None and shm > 0:
+        moved = sum(_global(cfg, n) - _global(before, n) for n in budget.global_)
+        parts["shared memory (measured)"] = max(shm + moved, 0.0)
+        basis = f"shared memory measured ({_size(shm)} now, {moved / MiB:+.0f} MiB by the change)"
+    else:
+        parts.update({n: _global(cfg, n) for n in budget.global_})
+        basis = "global buffers as configured"
+    mult = cfg.number(budget.per_connection_multiplier) if budget.per_connection_multiplier else None
+    factor = (mult if mult and mult > 0 else 1.0) * policy.per_connection_work_mem_factor
+    backends = max(peak, 1.0)
+    conns = cfg.number(budget.connections) if budget.connections else None
+    more_conns = conns is not None and conns > (before.number(budget.connections or "") or 0.0)
+    for name in budget.per_connection:
+        n = cfg.number(name)
+        if n is None or n <= 0:
+            continue
+        # A per-connection buffer (or the connection count) being raised is judged on every allowed
+        # connection: the observed peak says nothing about a burst that the new value would make costly.
+        raised = conns is not None and (more_conns or n > (before.number(name) or 0.0))
+        count = conns if raised and conns is not None else backends
+        who = f"{count:g} {budget.connections} (raised)" if raised else f"{backends:g} backends"
+        parts[f"{name} × {who}" + (f" × {factor:g}" if factor != 1 else "")] = count * n * factor
+    parts.update(_workers(cfg, budget))
+    basis += f"; peak {backends:g} connected backends observed ({', '.join(budget.observed_connections)})"
+    return MemoryEstimate(sum(parts.values()), parts, basis)
+
+
+def worst_case(cfg: ResultingConfig, budget: MemoryBudget, policy: PolicyConfig) -> MemoryEstimate:
+    """Every connection of ``connections`` (max_connections) holding every per-connection buffer."""
+    parts = {n: _global(cfg, n) for n in budget.global_}
+    conns = cfg.number(budget.connections) if budget.connections else None
+    if conns:
+        for name in budget.per_connection:
+            n = cfg.number(name)
+            if n is not None and n > 0:
+                parts[f"{name} × {conns:g} {budget.connections}"] = conns * n * policy.per_connection_work_mem_factor
+    parts.update(_workers(cfg, budget))
+    return MemoryEstimate(sum(parts.values()), parts, f"worst case: every one of {budget.connections} connections")
+
+
+def check_memory(
+    cfg: ResultingConfig,
+    before: ResultingConfig,
+    rules: RuleSet,
+    hw: Hardware,
+    policy: PolicyConfig,
+    observed: Observed | None = None,
+) -> tuple[list[FailedCheck], list[str]]:
+    """The ``hardware`` memory-budget check of a change set and its warnings.
+
+    Evaluated only when a changed parameter takes part in the budget. Refused when the estimate
+    (measured when the gauges are there, else the worst case) exceeds ``policy.memory_fraction`` × the
+    memory limit and the change raises it.
+    """
+    budget = rules.memory_budget
+    if budget is None:
+        return [], []
+    changed = [p for p in budget.params() if cfg.is_changed(p)]
+    if not changed:
+        return [], []
+    allowed = policy.memory_fraction * hw.memory_limit_bytes
+    worst = worst_case(cfg, budget, policy)
+    est = measured_estimate(cfg, before, budget, policy, observed)
+    was = measured_estimate(before, before, budget, policy, observed) if est is not None else None
+    warnings: list[str] = []
+    if est is None:
+        est, was = worst, worst_case(before, budget, policy)
+    elif worst.total > allowed:
+        warnings.append(
+            f"memory: the worst case {_size(worst.total)} ({worst.terms()}) exceeds memory_fraction "
+            f"{policy.memory_fraction:g} × {_limit_text(hw)} = {_size(allowed)}; judged on the measured "
+            f"estimate {_size(est.total)} ({est.terms()})"
+        )
+    if est.total <= allowed or (was is not None and est.total <= was.total):
+        return [], warnings
+    culprit = max(changed, key=lambda p: max((v for k, v in est.parts.items() if k.startswith(p)), default=0.0))
+    ch = cfg.changed[cfg.key(culprit)]
+    return [
+        FailedCheck(
+            check="hardware",
+            parameter=ch.name,
+            value=ch.value,
+            rule_id="memory_budget",
+            source=budget.source + (f"; {budget.measured_source}" if budget.measured_source else ""),
+            message=f"{ch.name}={ch.value} (rule memory_budget): estimated server memory {_size(est.total)} "
+            f"({est.terms()}; {est.basis}) exceeds memory_fraction {policy.memory_fraction:g} × "
+            f"{_limit_text(hw)} = {_size(allowed)}, and the change raises it from "
+            f"{_size(was.total if was else 0.0)} — {budget.reason}",
+        )
+    ], warnings
+
+
+def _limit_text(hw: Hardware) -> str:
+    cg = _size(hw.cgroup_memory_limit_bytes) if hw.cgroup_memory_limit_bytes else "none"
+    return f"memory limit {_size(hw.memory_limit_bytes)} (RAM {_size(hw.memory_bytes)}, cgroup limit {cg})"

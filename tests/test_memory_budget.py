@@ -1,0 +1,134 @@
+"""The measured memory budget (issue 14, agenticdb.validation.memory): pure checks with observed gauges
+on the hand-built PostgreSQL/MariaDB catalogs of test_validator, and one read of the gauges from a real
+private PostgreSQL 15."""
+
+from __future__ import annotations
+
+from memtarget import ScriptedPlanner
+from test_validator import HW, MARIADB, PG, WIDE, check, kinds
+
+from agenticdb.models import FailedCheck, Fingerprint, Layer, Observed, PlanningContext, RuntimeProfile
+from agenticdb.planner.search import RefiningPlanner
+from agenticdb.planner.trade import refused_growth
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.targets.postgres import PostgresTarget
+from agenticdb.validator import validate
+
+MiB = 1024**2
+# A 512 MiB cgroup: memory_fraction 0.75 leaves 384 MiB for the server.
+SMALL = HW.model_copy(
+    update={"memory_bytes": 24 * 1024**3, "memory_limit_bytes": 512 * MiB, "cgroup_memory_limit_bytes": 512 * MiB}
+)
+# A bad start: shared_buffers 16MB, so the server's shared memory is about 30 MiB; 8 pgbench clients.
+BAD_START = {"shared_buffers": "2048", "max_connections": "100"}  # 2048 × 8kB = 16MB
+GAUGES = Observed(gauges={"pg_stat_activity.total": 8.0, "settings.shared_memory_size_bytes": 30.0 * MiB})
+
+
+def test_under_512mib_shared_buffers_may_rise_when_measured_use_leaves_room() -> None:
+    # worst case: 100 connections × 4MB work_mem + 3 × 64MB maintenance + shared = 659 MiB > 384 MiB
+    refused = check(PG, {"shared_buffers": "64MB"}, hw=SMALL, current=BAD_START)
+    assert kinds(refused) == {"shared_buffers": "hardware"}
+    # measured: 30 MiB shared + 48 MiB shared_buffers + 2 MiB wal_buffers + 8 × 4MB + 192 MiB autovacuum
+    # = 304 MiB <= 384 MiB
+    v = check(PG, {"shared_buffers": "64MB"}, hw=SMALL, current=BAD_START, observed=GAUGES)
+    assert v.ok, v.failed
+    worst = [w for w in v.warnings if "worst case" in w]
+    assert worst and "384 MiB" in worst[0] and "measured estimate 304 MiB" in worst[0], v.warnings
+
+
+def test_the_measured_budget_still_refuses_what_does_not_fit() -> None:
+    v = check(PG, {"shared_buffers": "256MB"}, hw=SMALL, current=BAD_START, observed=GAUGES)
+    assert kinds(v) == {"shared_buffers": "hardware"}
+    msg = v.failed[0].message
+    assert "shared memory measured (30 MiB now, +248 MiB by the change)" in msg and "peak 8 connected" in msg
+    assert "cgroup limit 512 MiB" in msg and "384 MiB" in msg
+
+
+def test_a_change_that_lowers_the_estimate_is_never_refused() -> None:
+    over = {**BAD_START, "work_mem": "64MB"}  # worst case far over the 512 MiB limit already
+    assert check(PG, {"work_mem": "32MB"}, hw=SMALL, current=over).ok
+    assert kinds(check(PG, {"work_mem": "128MB"}, hw=SMALL, current=over)) == {"work_mem": "hardware"}
+
+
+def test_mariadb_per_connection_buffers_count_the_observed_threads() -> None:
+    # 5000 connections × ~2.7 MB per-session buffers = 13 GiB: the worst case refuses any buffer pool growth
+    big = HW.model_copy(update={"memory_limit_bytes": 8 * 1024**3})
+    current = {"max_connections": "5000"}
+    threads = Observed(gauges={"global_status.Threads_connected": 16.0})
+    grow = {"innodb_buffer_pool_size": "2G"}
+    assert kinds(check(MARIADB, grow, hw=big, current=current)) == {"innodb_buffer_pool_size": "hardware"}
+    assert check(MARIADB, grow, hw=big, current=current, observed=threads).ok
+    # raising the connection limit (or a per-session buffer) still counts every allowed connection
+    assert kinds(check(MARIADB, {"max_connections": 10000}, hw=big, observed=threads)) == {
+        "max_connections": "hardware"
+    }
+
+
+def test_raising_work_mem_counts_every_allowed_connection() -> None:
+    v = check(PG, {"work_mem": "8MB"}, hw=SMALL, current=BAD_START, observed=GAUGES)
+    assert kinds(v) == {"work_mem": "hardware"} and "100 max_connections (raised)" in v.failed[0].message
+
+
+def test_a_real_postgres_reports_the_gauges_the_budget_reads(pg_sandbox: PostgresSandboxInfo) -> None:
+    target = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
+    try:
+        gauges = target.runtime_state().gauges
+    finally:
+        target.close()
+    shm = gauges.get("settings.shared_memory_size_bytes")
+    assert shm is not None and shm > gauges["settings.shared_buffers_bytes"], gauges
+    assert "pg_stat_activity.total" in gauges
+
+
+# ------------------------------------------------------------------ trade moves
+
+
+def _ctx(feedback: list[FailedCheck], current: dict[str, str]) -> PlanningContext:
+    profile = RuntimeProfile(target="postgresql", dbms_version="15.19", hardware=SMALL, current_config=current)
+    fp = Fingerprint(
+        dbms="postgresql", version_major="15", benchmark="pgbench", workload_class="oltp", read_fraction=0.9
+    )
+    return PlanningContext(
+        profile=profile, fingerprint=fp, catalog=PG, stage=Layer.dbms, validator_feedback=feedback, max_changes=4
+    )
+
+
+def test_a_refused_cache_growth_becomes_a_trade_the_validator_accepts_as_a_whole() -> None:
+    current = {**BAD_START, "work_mem": "4096", "maintenance_work_mem": "65536"}
+    # measured: 30 MiB + 144 MiB more shared_buffers + ~4 MiB wal_buffers + 8 × 4MB + 3 × 64MB = 402 MiB > 384
+    alone = check(PG, {"shared_buffers": "160MB"}, hw=SMALL, current=current, observed=GAUGES)
+    assert kinds(alone) == {"shared_buffers": "hardware"} and alone.failed[0].rule_id == "memory_budget"
+
+    planner = RefiningPlanner(ScriptedPlanner([{"random_page_cost": "2"}]))
+    p = planner.propose(_ctx(alone.failed, current))
+    assert p.rationale.startswith("trade move") and p.stage == "playbook", p.rationale
+    changes = {c.name: str(c.value) for c in p.changes}
+    assert changes == {"shared_buffers": "160MB", "work_mem": "2MB", "maintenance_work_mem": "32MB"}, changes
+
+    # the whole set: 30 + 144 + ~4 + 8 × 2MB + 3 × 32MB = 290 MiB <= 384 MiB
+    v = validate(p, PG, current, SMALL, WIDE, Layer.dbms, observed=GAUGES)
+    assert v.ok, v.failed
+    # a refused value is traded once; next time the inner planner is asked again
+    assert planner.propose(_ctx(alone.failed, current)).rationale != p.rationale
+
+
+def test_no_trade_without_a_memory_budget_refusal_of_the_cache() -> None:
+    other = FailedCheck(check="hardware", parameter="work_mem", value="1GB", message="x", rule_id="memory_budget")
+    assert refused_growth(_ctx([other], BAD_START)) is None
+
+
+def test_mariadb_trades_per_session_buffers_for_the_buffer_pool() -> None:
+    refused = FailedCheck(
+        check="hardware", parameter="innodb_buffer_pool_size", value="1G", message="budget", rule_id="memory_budget"
+    )
+    ctx = _ctx([refused], {"sort_buffer_size": "2097152"}).model_copy(
+        update={
+            "catalog": MARIADB,
+            "fingerprint": Fingerprint(
+                dbms="mariadb", version_major="10", benchmark="sysbench", workload_class="oltp", read_fraction=0.7
+            ),
+        }
+    )
+    p = RefiningPlanner(ScriptedPlanner([])).propose(ctx)
+    changes = {c.name: str(c.value) for c in p.changes}
+    assert changes["innodb_buffer_pool_size"] == "1G" and changes["sort_buffer_size"] == "1048576", changes
