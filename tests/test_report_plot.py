@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from agenticdb.cli import app
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.journal import Journal, JournalEvent
+from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
 from agenticdb.plot import DPI, FIGSIZE, PlotError, curve_of
 from agenticdb.session import TuningSession
@@ -118,7 +119,10 @@ def test_lower_is_better_intervals_map_through_the_ratio() -> None:
 
 def run(home: Path, *args: str) -> Result:
     """The command in process (typer's runner): the same code path without a second interpreter start."""
-    return CliRunner().invoke(app, [*args, "--home", str(home)])
+    try:
+        return CliRunner().invoke(app, [*args, "--home", str(home)])
+    finally:
+        configure_logging()  # the root callback bound structlog to the runner's stream, closed by now
 
 
 def test_html_report_embeds_the_curve_and_the_round_table(home: Path) -> None:
