@@ -268,7 +268,8 @@ class Advisor:
         for m in self._sizing(book, facts, hist, set()):
             have = out.get(m.name)
             if have is None:
-                out[m.name] = self._rec(m, f"sizing:{m.name}", "info", "rule", [f"{m.name} = {m.current}"])
+                sev = "medium" if _far_below(m) else "info"
+                out[m.name] = self._rec(m, f"sizing:{m.name}", sev, "rule", [f"{m.name} = {m.current}"])
             elif have.rule.startswith("floor:") and _larger(m, have.recommended):
                 # the floor says "too small"; the sizing rule says how large a DBA would start
                 have.recommended = str(m.value)
@@ -329,6 +330,19 @@ class Advisor:
             confidence_origin=CONFIDENCE_ORIGINS[conf],
             option_file=m.spec.option_file,
         )
+
+
+SIZING_FAR_FACTOR = 8.0
+"""A value in effect at most 1/8 of what the playbook's host sizing gives (shared_buffers 128MB against
+6 GB on a 24 GiB host) is a medium finding, not information: the server's shipped default is sized for a
+minimal machine (PostgreSQL manual, 20.4.1: "the default is typically 128 megabytes ... a reasonable
+starting value for shared_buffers is 25% of the memory")."""
+
+
+def _far_below(m: _Move) -> bool:
+    """True when the recommended size is at least ``SIZING_FAR_FACTOR`` × the value in effect."""
+    a, b = parse_value(str(m.value), m.spec), parse_value(m.current, m.spec) if m.current else None
+    return a is not None and b is not None and b > 0 and a >= SIZING_FAR_FACTOR * b
 
 
 def _larger(m: _Move, other: str) -> bool:

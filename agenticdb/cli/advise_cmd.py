@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.advice import SEVERITIES, Advice, Recommendation
-from agenticdb.cli.inspect_cmd import wide
+from agenticdb.cli.output import print_line, print_table
 from agenticdb.config import Settings
 
 FAIL_ON_EXIT = 3
@@ -69,17 +69,18 @@ def run_advise(cfg: Settings, fmt: str, fail_on: str | None, observe_s: float, o
 
 def print_text(advice: Advice, console: Console) -> None:
     """Recommendations and findings as tables, with the diagnosis in one line."""
-    out = wide(console)
     gib = int(advice.hardware.get("memory_limit_bytes") or 0) / 2**30
-    out.print(
-        f"agenticdb advise: {advice.target} ({advice.kind} {advice.version}), observed {advice.observed_s:.1f} s, "
-        f"{advice.hardware.get('cpu_count')} CPUs, {gib:.1f} GiB",
-        highlight=False,
+    print_line(
+        console,
+        escape(
+            f"agenticdb advise: {advice.target} ({advice.kind} {advice.version}), "
+            f"observed {advice.observed_s:.1f} s, {advice.hardware.get('cpu_count')} CPUs, {gib:.1f} GiB"
+        ),
     )
     top = [f"{d['layer']}:{d['bottleneck']} {d['score']}" for d in advice.diagnosis[:6]]
-    out.print("diagnosis: " + (", ".join(top) if top else "no pressure seen in the window"), highlight=False)
+    print_line(console, "diagnosis: " + (", ".join(top) if top else "no pressure seen in the window"))
     for note in advice.notes:
-        out.print(f"note: {escape(note)}", highlight=False)
+        print_line(console, f"note: {escape(note)}")
     t = Table(title=f"{len(advice.recommendations)} recommendation(s)")
     for col in ("id", "layer", "knob", "current → recommended", "apply", "severity", "confidence", "verdict"):
         t.add_column(col, no_wrap=True)
@@ -97,14 +98,14 @@ def print_text(advice: Advice, console: Console) -> None:
             verdict,
             escape(f"{r.reason} ({r.source})"),
         )
-    out.print(t)
+    print_table(console, t)
     f = Table(title=f"{len(advice.findings)} finding(s)")
     for col in ("id", "severity", "finding", "evidence"):
         f.add_column(col, no_wrap=col in ("id", "severity"))
     f.add_column("advice (source)", overflow="fold")
     for x in advice.findings:
         f.add_row(x.id, x.severity, escape(x.title), escape(x.evidence), escape(f"{x.advice} ({x.source})"))
-    out.print(f)
+    print_table(console, f)
 
 
 def pick(advice: Advice, ids: list[str]) -> list[Recommendation] | str:
@@ -182,7 +183,7 @@ def run_pending(cfg: Settings, console: Console) -> int:
             datetime.fromtimestamp(p.expires_at, UTC).strftime("%Y-%m-%d %H:%M"),
             escape("; ".join(r.evidence[:2]) + (f" — {r.effect}" if r.effect else "")),
         )
-    wide(console).print(t)
+    print_table(console, t)
     return 0
 
 
