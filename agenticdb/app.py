@@ -94,6 +94,23 @@ def target_for_snapshot(cfg: Settings, snapshot_target: str) -> Target:
     return linux_target(cfg) if family_of(snapshot_target) == "linux" else build_target(cfg)
 
 
+def check_privileges(cfg: Settings) -> None:
+    """Refuse a superuser DSN unless ``policy.allow_superuser`` (agenticdb.privileges; issue 21).
+
+    Raises:
+        SetupError: the DSN connects as a superuser (the message names ``agenticdb setup-role``), or the
+            server cannot be asked.
+    """
+    from agenticdb.privileges import PrivilegeError, check_not_superuser
+
+    try:
+        check_not_superuser(cfg.target.kind, require_dsn(cfg), cfg.policy.allow_superuser)
+    except PrivilegeError as exc:
+        raise SetupError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - psycopg/PyMySQL errors: report, never a traceback
+        raise SetupError(f"cannot check the privileges of target.dsn: {exc}") from None
+
+
 def build_workload(cfg: Settings, target: Target) -> Workload:
     """The benchmark of ``cfg.workload`` against the target's database."""
     from agenticdb.workloads import build_workload as _build
@@ -187,7 +204,7 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
     """Journal and Memory Book SQLite files (parents created)."""
     assert cfg.storage.journal_db is not None and cfg.storage.memory_db is not None
     cfg.storage.home.mkdir(parents=True, exist_ok=True)
-    return Journal(cfg.storage.journal_db), MemoryBook(cfg.storage.memory_db)
+    return Journal(cfg.storage.journal_db, key_file=cfg.storage.key_path()), MemoryBook(cfg.storage.memory_db)
 
 
 def build_session(

@@ -13,6 +13,7 @@ from agenticdb.cli.labels import higher_is_better, objective_label, objective_un
 from agenticdb.cli.tune_cmd import _safe_dsn, estimate_text, medians_text
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
+from agenticdb.redaction import redact
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of, unit_bytes, values_equal
 
@@ -310,7 +311,7 @@ def run_report(cfg: Settings, session: str | None, console: Console) -> int:
         try:
             sid = sessions[-1].id if session is None else journal.find_session(session)
         except JournalError as exc:
-            errc.print(f"[red]error:[/] {escape(str(exc))}")
+            errc.print(f"[red]error:[/] {escape(redact(str(exc)))}")
             return 1
         events = journal.events(sid)
         meta = next(s for s in sessions if s.id == sid)
