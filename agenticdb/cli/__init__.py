@@ -265,6 +265,23 @@ def sandbox_up(kind: str, home: HomeOpt = None) -> None:
     except Exception as exc:  # noqa: BLE001 - initdb/start errors are shown as one line
         fail(f"sandbox {kind} did not start: {exc} {getattr(exc, 'output', '')[-800:]}")
     console.print(f"[green]{kind} sandbox up[/]: {info.dsn}  (data dir {info.data_dir})")
+    _sandbox_role(kind, home)
+
+
+def _sandbox_role(kind: str, home: Path | None) -> None:
+    """PostgreSQL sandbox: create the least-privilege role (``setup-role --apply``) once and record it,
+    so ``tune --sandbox postgres`` runs without superuser. MariaDB keeps root: SET GLOBAL needs SUPER
+    there anyway (README "Least privilege")."""
+    from agenticdb.cli.role_cmd import sandbox_role
+
+    if kind != "postgres":
+        console.print("mariadb sandbox: tuning connects as root (allow policy.allow_superuser = true)", highlight=False)
+        return
+    try:
+        role, dsn = sandbox_role(settings(None, None, kind, home))
+    except Exception as exc:  # noqa: BLE001 - the sandbox stays usable as superuser; say why
+        fail(f"sandbox {kind} is up, but creating its agenticdb role failed: {exc}")
+    console.print(f"least-privilege role {role}: tune --sandbox {kind} connects as {dsn}", highlight=False)
 
 
 @sandbox_app.command("down")

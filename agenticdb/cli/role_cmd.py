@@ -131,3 +131,25 @@ def setup_role(
     out["dsn"] = role_dsn(dsn, role, password)
     log.info("privileges.role_created", role=role, kind=kind, statements=len(statements))
     return out
+
+
+def sandbox_role(cfg: Settings, role: str = DEFAULT_ROLE) -> tuple[str, str]:
+    """Create ``role`` in the PostgreSQL sandbox of ``cfg`` (once; recorded in ``sandbox.json``) and
+    return (role, its DSN). In the sandbox the role also gets CREATEDB, so benchmark databases of any
+    name can be created (a production role owns exactly one, made by ``setup-role``)."""
+    import psycopg
+
+    from agenticdb.sandbox.postgres import PostgresSandbox
+
+    sandbox = PostgresSandbox(cfg.storage.home)
+    info = sandbox.info()
+    if info is None:
+        raise PrivilegeError(f"no postgres sandbox under {cfg.storage.home}")
+    if info.role is None:
+        admin = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": info.dsn})})
+        setup_role(admin, role, apply=True)
+        with psycopg.connect(info.dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f"ALTER ROLE {role} CREATEDB".encode())
+        info = info.model_copy(update={"role": role})
+        info.save()
+    return str(info.role), info.tuner_dsn
