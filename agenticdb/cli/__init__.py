@@ -269,16 +269,12 @@ def sandbox_up(kind: str, home: HomeOpt = None) -> None:
 
 
 def _sandbox_role(kind: str, home: Path | None) -> None:
-    """PostgreSQL sandbox: create the least-privilege role (``setup-role --apply``) once and record it,
-    so ``tune --sandbox postgres`` runs without superuser. MariaDB keeps root: SET GLOBAL needs SUPER
-    there anyway (README "Least privilege")."""
+    """Create the sandbox's least-privilege role (``setup-role --apply``) once and record it, so
+    ``tune --sandbox postgres|mariadb`` runs without superuser (README "Least privilege")."""
     from agenticdb.cli.role_cmd import sandbox_role
 
-    if kind != "postgres":
-        console.print("mariadb sandbox: tuning connects as root (allow policy.allow_superuser = true)", highlight=False)
-        return
     try:
-        role, dsn = sandbox_role(settings(None, None, kind, home))
+        role, dsn = sandbox_role(settings(None, None, kind, home), kind)
     except Exception as exc:  # noqa: BLE001 - the sandbox stays usable as superuser; say why
         fail(f"sandbox {kind} is up, but creating its agenticdb role failed: {exc}")
     console.print(f"least-privilege role {role}: tune --sandbox {kind} connects as {dsn}", highlight=False)

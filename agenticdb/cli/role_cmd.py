@@ -133,23 +133,28 @@ def setup_role(
     return out
 
 
-def sandbox_role(cfg: Settings, role: str = DEFAULT_ROLE) -> tuple[str, str]:
-    """Create ``role`` in the PostgreSQL sandbox of ``cfg`` (once; recorded in ``sandbox.json``) and
-    return (role, its DSN). In the sandbox the role also gets CREATEDB, so benchmark databases of any
-    name can be created (a production role owns exactly one, made by ``setup-role``)."""
-    import psycopg
+def sandbox_role(cfg: Settings, kind: str, role: str = DEFAULT_ROLE) -> tuple[str, str]:
+    """Create ``role`` in the sandbox ``kind`` ("postgres" | "mariadb") of ``cfg`` (once; recorded in
+    ``sandbox.json``) and return (role, its DSN). PostgreSQL: the role also gets CREATEDB so benchmark
+    databases of any name can be created (a production role owns exactly the one ``setup-role`` makes).
+    MariaDB: the account is ``'role'@'127.0.0.1'`` without a password, like the sandbox's root.
 
-    from agenticdb.sandbox.postgres import PostgresSandbox
+    Raises:
+        PrivilegeError: no such sandbox.
+    """
+    from agenticdb.sandbox import sandbox_of
 
-    sandbox = PostgresSandbox(cfg.storage.home)
-    info = sandbox.info()
+    info: Any = sandbox_of(kind, cfg.storage.home).info()
     if info is None:
-        raise PrivilegeError(f"no postgres sandbox under {cfg.storage.home}")
+        raise PrivilegeError(f"no {kind} sandbox under {cfg.storage.home}")
     if info.role is None:
         admin = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": info.dsn})})
-        setup_role(admin, role, apply=True)
-        with psycopg.connect(info.dsn, autocommit=True, connect_timeout=10) as conn:
-            conn.execute(f"ALTER ROLE {role} CREATEDB".encode())
+        setup_role(admin, role, host="127.0.0.1", apply=True)
+        if kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(info.dsn, autocommit=True, connect_timeout=10) as conn:
+                conn.execute(f"ALTER ROLE {role} CREATEDB".encode())
         info = info.model_copy(update={"role": role})
         info.save()
-    return str(info.role), info.tuner_dsn
+    return str(info.role), str(info.tuner_dsn)
