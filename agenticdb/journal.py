@@ -220,7 +220,8 @@ class Journal:
         read_only: open with SQLite ``mode=ro`` (no schema creation, no trigger repair, no writes);
             for ``journal verify`` and other inspection.
         key_file: the HMAC key (agenticdb.journal_key); a writer creates it (0600) when missing, a
-            reader only loads it. None: plain SHA-256 chain (tests, legacy journals).
+            reader only loads it. None: the journal's sibling ``<name>.key`` when it exists (so every
+            writer of a keyed journal keeps keying), else a plain SHA-256 chain.
 
     A new journal file is created with mode 0600. Every payload is redacted
     (:func:`agenticdb.redaction.redact_obj`) before it is stored.
@@ -233,7 +234,8 @@ class Journal:
         self.path = Path(path)
         self._lock = threading.RLock()
         self.read_only = read_only
-        self.key_file = Path(key_file) if key_file is not None else None
+        sibling = self.path.with_suffix(".key")
+        self.key_file = Path(key_file) if key_file is not None else (sibling if sibling.exists() else None)
         self.key: JournalKey | None = None
         if read_only:
             # Inspection (``journal verify``) must not change the evidence: no schema, no trigger repair.

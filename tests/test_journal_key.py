@@ -61,7 +61,7 @@ def test_keyed_rows_verify_and_files_are_private(tmp_path: Path) -> None:
 
 
 def test_rewrite_with_recomputed_unkeyed_chain_fails_with_the_key(tmp_path: Path) -> None:
-    path, key = tmp_path / "journal.db", tmp_path / "journal.key"
+    path, key = tmp_path / "journal.db", tmp_path / "keys" / "journal.key"  # not the sibling: opt-in
     with Journal(path, key_file=key) as j:
         _session(j)
     _rewrite_unkeyed(path, 3, '{"kept":true,"round":2}')
@@ -76,7 +76,7 @@ def test_rewrite_with_recomputed_unkeyed_chain_fails_with_the_key(tmp_path: Path
 
 
 def test_forged_prefix_without_the_key_fails(tmp_path: Path) -> None:
-    path, key = tmp_path / "journal.db", tmp_path / "journal.key"
+    path, key = tmp_path / "journal.db", tmp_path / "keys" / "journal.key"
     with Journal(path, key_file=key) as j:
         _session(j, 3)
     conn = sqlite3.connect(path)
@@ -141,3 +141,13 @@ def test_cli_verify_uses_the_configured_key(tmp_path: Path) -> None:
 def test_anchor_head_reports_its_channel() -> None:
     channel = anchor_head("test-session", 7, KEYED_PREFIX + "ab" * 32)
     assert channel in ("journald", "syslog") or (channel.startswith("none: ") and "/dev/log" in channel)
+
+
+def test_a_writer_without_key_file_keeps_keying_with_the_sibling_key(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with Journal(path, key_file=tmp_path / "journal.key") as j:
+        _session(j, 3)
+    with Journal(path) as j:  # e.g. a test or a tool that does not pass the key
+        j.append("s2", "session.start", {})
+        res = j.verify()
+    assert res.ok and res.keyed_rows == 4
