@@ -92,6 +92,7 @@ def _grep_everything(home: Path, outputs: list[str], tmp: Path) -> dict[str, str
     return places
 
 
+@pytest.mark.slow
 def test_setup_role_refusal_tune_and_planted_secret(pg: tuple[Path, str, str], tmp_path: Path) -> None:
     base, super_dsn, port = pg
     home = base / "home"
@@ -159,6 +160,7 @@ def mariadb() -> Iterator[tuple[Path, str, int]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_mariadb_setup_role_then_tune_with_it(mariadb: tuple[Path, str, int]) -> None:
     base, root_dsn, port = mariadb
     home = base / "home"
