@@ -151,3 +151,15 @@ def test_a_writer_without_key_file_keeps_keying_with_the_sibling_key(tmp_path: P
         j.append("s2", "session.start", {})
         res = j.verify()
     assert res.ok and res.keyed_rows == 4
+
+
+def test_daemon_anchors_the_session_head_and_journals_the_channel(tmp_path: Path) -> None:
+    from agenticdb.daemon import anchor_session
+
+    with Journal(tmp_path / "journal.db", key_file=tmp_path / "journal.key") as j:
+        _session(j, 3)
+        head_id, head = j.head()
+        channel = anchor_session(j, "s1")
+        (ev,) = [e for e in j.events() if e.event == "journal.anchored"]
+        assert ev.data == {"row": head_id, "hash": head, "channel": channel}
+        assert ev.id == head_id + 1 and j.verify().ok
