@@ -66,7 +66,9 @@ def _open(config: Path | None, home: Path | None, must_exist: bool = True, read_
             _fail(f"journal file {path} does not exist (set --home or storage.home in --config)")
         return None
     try:
-        return Journal(path, read_only=read_only, key_file=storage.key_path())
+        key = storage.key_path()
+        # Only tune and the daemon create the key; inspecting a journal never does (nor as another user).
+        return Journal(path, read_only=read_only, key_file=key if key.exists() or read_only else None)
     except JournalKeyError as exc:
         _fail(str(exc))
         raise  # unreachable: _fail raises
