@@ -94,6 +94,23 @@ def target_for_snapshot(cfg: Settings, snapshot_target: str) -> Target:
     return linux_target(cfg) if family_of(snapshot_target) == "linux" else build_target(cfg)
 
 
+def check_privileges(cfg: Settings) -> None:
+    """Refuse a superuser DSN unless ``policy.allow_superuser`` (agenticdb.privileges; issue 21).
+
+    Raises:
+        SetupError: the DSN connects as a superuser (the message names ``agenticdb setup-role``), or the
+            server cannot be asked.
+    """
+    from agenticdb.privileges import PrivilegeError, check_not_superuser
+
+    try:
+        check_not_superuser(cfg.target.kind, require_dsn(cfg), cfg.policy.allow_superuser)
+    except PrivilegeError as exc:
+        raise SetupError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - psycopg/PyMySQL errors: report, never a traceback
+        raise SetupError(f"cannot check the privileges of target.dsn: {exc}") from None
+
+
 def build_workload(cfg: Settings, target: Target) -> Workload:
     """The benchmark of ``cfg.workload`` against the target's database."""
     from agenticdb.workloads import build_workload as _build
@@ -233,7 +250,7 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # raised as one line naming the folder (storefault.StorageError)
         raise StorageError(cfg.storage.home, "home folder", cause_of(exc), "create") from exc
-    journal = Journal(cfg.storage.journal_db)
+    journal = Journal(cfg.storage.journal_db, key_file=cfg.storage.key_path())
     return journal, open_memory(cfg, journal)
 
 

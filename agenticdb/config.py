@@ -382,6 +382,11 @@ class PolicyConfig(Section):
         description="daemon: auto applies its own trials; approve queues proposals and applies only what "
         "`agenticdb approve ID` allows; advise only proposes (docs/advice.md)",
     )
+    allow_superuser: bool = Field(
+        default=False,
+        description="connect to the target as a database superuser (refused by default: create a limited "
+        "role with `agenticdb setup-role`)",
+    )
     commit_headroom: float = Field(
         default=0.05,
         ge=0,
@@ -416,6 +421,13 @@ class PlannerConfig(Section):
     kind: Literal["heuristic", "llm"] = "heuristic"
     base_url: str | None = None
     api_key: str | None = None
+    api_key_file: Path | None = Field(
+        default=None, description="file holding the API key (one line; keep it 0600); beats OPENAI_API_KEY"
+    )
+    api_key_credential: str = Field(
+        default="agenticdb-llm-api-key",
+        description="systemd credential name read from $CREDENTIALS_DIRECTORY (LoadCredential= in the unit)",
+    )
     model: str | None = None
     timeout_s: float = 60.0
     max_retries: int = 4
@@ -447,6 +459,19 @@ class StorageConfig(Section):
         if v is not None and not v.startswith(("postgresql://", "postgres://")):
             raise ValueError("must be a postgresql:// URL (the central Memory Book is PostgreSQL)")
         return v
+
+    journal_key_file: Path | None = Field(
+        default=None,
+        description="HMAC key of the journal chain (created 0600 at first start; default: the journal file "
+        "with suffix .key, i.e. <home>/journal.key); keep it apart from copies of the journal",
+    )
+
+    def key_path(self) -> Path:
+        """``journal_key_file``, else the journal file's name with suffix ``.key``."""
+        if self.journal_key_file is not None:
+            return self.journal_key_file
+        assert self.journal_db is not None  # filled in by _paths
+        return self.journal_db.with_suffix(".key")
 
     @model_validator(mode="after")
     def _paths(self) -> StorageConfig:
@@ -558,8 +583,10 @@ class Settings(BaseSettings):
 
 
 def _safe(dsn: str) -> str:
-    """A DSN without its password (for messages)."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", re.sub(r"(password=)\S+", r"\1***", dsn))
+    """A DSN without its password (for messages; agenticdb.redaction.redact)."""
+    from agenticdb.redaction import redact
+
+    return redact(dsn)
 
 
 def check_window(key: str, v: str) -> str:
@@ -694,6 +721,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
                 raise ConfigError(f"invalid configuration (command-line options): {exc}") from None
     except ValidationError as exc:
         raise ConfigError(_format_validation(where, exc, env=_env_values())) from None
+    from agenticdb.redaction import register_settings_secrets
+
+    register_settings_secrets(settings)
     return settings
 
 
@@ -716,6 +746,12 @@ def _from_env(env: dict[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
+def _redacted(value: Any) -> Any:
+    from agenticdb.redaction import redact_obj
+
+    return redact_obj(value)
+
+
 def _format_validation(
     where: str, exc: ValidationError, env: dict[str, Any] | None = None, prefix: tuple[str, ...] = ()
 ) -> str:
@@ -726,7 +762,7 @@ def _format_validation(
         loc = tuple(str(p) for p in err["loc"])
         key = ".".join(prefix + loc)
         value = err.get("input")
-        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        shown = "" if isinstance(value, dict) else f" = {_redacted(value)!r}"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             section = ".".join((prefix + loc)[:-1])

@@ -25,6 +25,7 @@ import structlog
 
 from agenticdb.config import ConfigError, Settings, in_window, load_config
 from agenticdb.journal import Intent, Journal
+from agenticdb.journal_key import anchor_head
 from agenticdb.lock import LockError, TargetLock
 from agenticdb.logs import configure_logging
 from agenticdb.memory import MemoryBook
@@ -102,6 +103,17 @@ def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
     for s in unfinished:
         memory.end_session(s, status="crashed")
     return actions
+
+
+def anchor_session(journal: Journal, session_id: str) -> str:
+    """Write the journal's chain head after ``session_id`` to the system journal (external anchor,
+    agenticdb.journal_key.anchor_head) and record the channel in a ``journal.anchored`` event.
+    Returns the channel ("journald", "syslog" or "none: why")."""
+    row_id, head = journal.head()
+    channel = anchor_head(session_id, row_id, head)
+    log.info("daemon.anchored", session=session_id, row=row_id, head=head, channel=channel)
+    journal.append(session_id, "journal.anchored", {"row": row_id, "hash": head, "channel": channel})
+    return channel
 
 
 def workload_mix(delta: StateDelta) -> tuple[float, float] | None:
@@ -257,9 +269,10 @@ class Daemon:
         return time.monotonic() - self.last_run >= d.interval_hours * 3600 and in_window(d.windows)
 
     def _run_session(self, journal: Journal, memory: MemoryBook) -> str:
-        from agenticdb.app import build_session, build_target, build_workload
+        from agenticdb.app import build_session, build_target, build_workload, check_privileges
 
         cfg = self.cfg
+        check_privileges(cfg)
         target = build_target(cfg)
         workload = build_workload(cfg, target)
         lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
@@ -289,6 +302,7 @@ class Daemon:
             )
             self.notifier.status(f"tuning session {session.session_id} started")
             result = session.run()
+            anchor_session(journal, result.session_id)
             return f"session {result.session_id} {result.status}: {result.reason}"
         finally:
             self._busy.clear()
@@ -302,7 +316,7 @@ class Daemon:
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
         from agenticdb.app import open_memory
 
-        journal = Journal(cfg.storage.journal_db)  # type: ignore[arg-type]
+        journal = Journal(cfg.storage.journal_db, key_file=cfg.storage.key_path())  # type: ignore[arg-type]
         memory = open_memory(cfg, journal)
         metrics = start_metrics(cfg, journal)
         self.install_signals()

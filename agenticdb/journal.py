@@ -39,6 +39,7 @@ session.end        {"status", "baseline_objective", "best_objective", "best_conf
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 import sqlite3
@@ -54,7 +55,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import to_jsonable_python
 
+from agenticdb.journal_key import KEYED_PREFIX, JournalKey, create_private, load_key, load_or_create_key
 from agenticdb.models import Snapshot
+from agenticdb.redaction import redact_obj
 from agenticdb.resources import data_file
 from agenticdb.storefault import guarded
 
@@ -119,6 +122,10 @@ class VerifyResult(BaseModel):
     rows_checked: int
     first_bad_id: int | None = None
     reason: str = ""
+    keyed_rows: int = 0
+    """Rows chained with the HMAC key (storage.journal_key_file)."""
+    note: str = ""
+    """How much the check proves (unkeyed rows only show accidental edits)."""
 
 
 class SessionSummary(BaseModel):
@@ -175,8 +182,12 @@ def row_hash(prev_hash: str, row_id: int, ts: str, session_id: str, round_no: in
 
     ``data`` is the stored canonical JSON text. The row id is part of the hash so a row cannot be moved.
     """
-    fields = json.dumps([row_id, ts, session_id, round_no, event, data], separators=(",", ":"))
+    fields = _fields(row_id, ts, session_id, round_no, event, data)
     return hashlib.sha256((prev_hash + fields).encode("utf-8")).hexdigest()
+
+
+def _fields(row_id: int, ts: str, session_id: str, round_no: int | None, event: str, data: str) -> str:
+    return json.dumps([row_id, ts, session_id, round_no, event, data], separators=(",", ":"))
 
 
 def _payload(data: dict[str, Any] | BaseModel) -> dict[str, Any]:
@@ -212,13 +223,25 @@ class Journal:
         path: the SQLite file, usually ``Settings.storage.journal_db``.
         read_only: open with SQLite ``mode=ro`` (no schema creation, no trigger repair, no writes);
             for ``journal verify`` and other inspection.
+        key_file: the HMAC key (agenticdb.journal_key); a writer creates it (0600) when missing, a
+            reader only loads it. None: the journal's sibling ``<name>.key`` when it exists (so every
+            writer of a keyed journal keeps keying), else a plain SHA-256 chain.
+
+    A new journal file is created with mode 0600. Every payload is redacted
+    (:func:`agenticdb.redaction.redact_obj`) before it is stored.
+
+    Raises:
+        agenticdb.journal_key.JournalKeyError: the key file is malformed.
     """
 
     @guarded("journal", "open")
-    def __init__(self, path: Path | str, read_only: bool = False) -> None:
+    def __init__(self, path: Path | str, read_only: bool = False, key_file: Path | str | None = None) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
         self.read_only = read_only
+        sibling = self.path.with_suffix(".key")
+        self.key_file = Path(key_file) if key_file is not None else (sibling if sibling.exists() else None)
+        self.key: JournalKey | None = None
         if read_only:
             # Inspection (``journal verify``) must not change the evidence: no schema, no trigger repair.
             self._conn = sqlite3.connect(
@@ -229,14 +252,17 @@ class Journal:
                 check_same_thread=False,
             )
             self._conn.row_factory = sqlite3.Row
+            self.key = load_key(self.key_file) if self.key_file is not None else None
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.path)
         self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
         # FULL: an appended audit row survives a power loss (SQLite "PRAGMA synchronous" docs).
         self._conn.execute("PRAGMA synchronous=FULL")
         self._ensure_schema()
+        if self.key_file is not None:
+            self.key = load_or_create_key(self.key_file, self.last_id())
 
     def _ensure_schema(self) -> None:
         names = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
@@ -291,7 +317,7 @@ class Journal:
             raise JournalError(f"event={event!r}: must be a dotted lower-case name such as 'session.start'")
         if round_no is not None and (not isinstance(round_no, int) or round_no < 0):
             raise JournalError(f"round_no={round_no!r}: must be an integer >= 0 or None")
-        text = canonical_json(_payload(data if data is not None else {}))
+        text = canonical_json(redact_obj(_payload(data if data is not None else {})))
         ts = _utc_now()
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -300,7 +326,7 @@ class Journal:
                 prev = last[0] if last else GENESIS_HASH
                 seq = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name='journal'").fetchone()
                 row_id = (seq[0] if seq else 0) + 1
-                digest = row_hash(prev, row_id, ts, session_id, round_no, event, text)
+                digest = self._hash(prev, row_id, ts, session_id, round_no, event, text)
                 self._conn.execute(
                     "INSERT INTO journal (id, ts, session_id, round_no, event, data, prev_hash, hash)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -314,6 +340,18 @@ class Journal:
                     self._conn.execute("ROLLBACK")
                 raise
         return row_id
+
+    def _hash(self, prev: str, row_id: int, ts: str, sid: str, round_no: int | None, event: str, data: str) -> str:
+        """The row's hash: keyed (HMAC) when a key is loaded and the row is newer than the key."""
+        if self.key is not None and row_id > self.key.unkeyed_until:
+            return self.key.row_hash(prev, _fields(row_id, ts, sid, round_no, event, data))
+        return row_hash(prev, row_id, ts, sid, round_no, event, data)
+
+    def head(self) -> tuple[int, str]:
+        """(id, hash) of the newest row; (0, GENESIS_HASH) for an empty journal."""
+        with self._lock:
+            row = self._conn.execute("SELECT id, hash FROM journal ORDER BY id DESC LIMIT 1").fetchone()
+        return (0, GENESIS_HASH) if row is None else (int(row[0]), str(row[1]))
 
     def close_intent(self, session_id: str, round_no: int | None, how: str) -> int:
         """Close the open intent(s) of ``session_id``/``round_no`` with an ``intent.closed`` event.
@@ -459,29 +497,22 @@ class Journal:
         Detects a changed row (its hash no longer matches its fields), a deleted or inserted row
         (``prev_hash`` no longer matches the row before) and a truncated tail (ids handed out by
         AUTOINCREMENT beyond the last row). ``first_bad_id`` is the first row that fails.
+
+        With the key loaded, every row after the key's ``unkeyed_until`` must carry a valid HMAC: a
+        row rewritten and an unkeyed chain recomputed after it fails. Without a key, a keyed row
+        cannot be checked and fails with a reason that names ``storage.journal_key_file``; a journal
+        with no keyed row verifies, with a note that a plain chain only shows accidental edits.
         """
-        checked = 0
+        checked = keyed = 0
         prev = GENESIS_HASH
         prev_id = 0
         with self._lock:
-            cursor = self._conn.execute("SELECT * FROM journal ORDER BY id")
-            for r in cursor:
+            for r in self._conn.execute("SELECT * FROM journal ORDER BY id"):
                 checked += 1
-                if r["prev_hash"] != prev:
-                    why = (
-                        "first row does not start the chain"
-                        if prev_id == 0
-                        else (f"prev_hash does not match the hash of row {prev_id} (a row was removed or inserted)")
-                    )
+                why = self._row_problem(r, prev, prev_id)
+                if why:
                     return VerifyResult(ok=False, rows_checked=checked, first_bad_id=r["id"], reason=why)
-                expected = row_hash(prev, r["id"], r["ts"], r["session_id"], r["round_no"], r["event"], r["data"])
-                if r["hash"] != expected:
-                    return VerifyResult(
-                        ok=False,
-                        rows_checked=checked,
-                        first_bad_id=r["id"],
-                        reason="hash does not match the row's content (the row was modified)",
-                    )
+                keyed += str(r["hash"]).startswith(KEYED_PREFIX)
                 prev, prev_id = r["hash"], r["id"]
             seq = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name='journal'").fetchone()
         if seq is not None and seq[0] > prev_id:
@@ -491,7 +522,46 @@ class Journal:
                 first_bad_id=prev_id + 1,
                 reason=f"rows {prev_id + 1}..{seq[0]} were handed out but are missing (tail deleted)",
             )
-        return VerifyResult(ok=True, rows_checked=checked)
+        return VerifyResult(ok=True, rows_checked=checked, keyed_rows=keyed, note=self._note(checked, keyed))
+
+    def _note(self, checked: int, keyed: int) -> str:
+        if self.key is None:
+            return (
+                "no key: plain SHA-256 chain, which shows accidental edits but not a rewrite that "
+                "recomputes every later hash (set storage.journal_key_file; the daemon and tune create it)"
+            )
+        plain = checked - keyed
+        if plain:
+            return (
+                f"rows 1..{self.key.unkeyed_until} predate the key ({self.key.path}) and are plain SHA-256: "
+                "they show accidental edits only; later rows are keyed"
+            )
+        return f"every row keyed with {self.key.path}"
+
+    def _row_problem(self, r: sqlite3.Row, prev: str, prev_id: int) -> str:
+        """Why row ``r`` breaks the chain ('' when it does not)."""
+        if r["prev_hash"] != prev:
+            if prev_id == 0:
+                return "first row does not start the chain"
+            return f"prev_hash does not match the hash of row {prev_id} (a row was removed or inserted)"
+        stored = str(r["hash"])
+        fields = (r["id"], r["ts"], r["session_id"], r["round_no"], r["event"], r["data"])
+        if self.key is not None and r["id"] > self.key.unkeyed_until:
+            if not stored.startswith(KEYED_PREFIX):
+                return (
+                    f"row is not keyed, but {self.key.path} says every row after {self.key.unkeyed_until} is "
+                    "(the row was rewritten without the key)"
+                )
+            expected = self.key.row_hash(prev, _fields(*fields))
+        elif stored.startswith(KEYED_PREFIX):
+            if self.key is None:
+                return "row is HMAC-keyed but no key was given: set storage.journal_key_file to verify it"
+            return f"row is keyed, but {self.key.path} says rows up to {self.key.unkeyed_until} predate the key"
+        else:
+            expected = row_hash(prev, *fields)
+        if not hmac.compare_digest(stored, expected):
+            return "hash does not match the row's content (the row was modified)"
+        return ""
 
     # -- crash safety --------------------------------------------------------------------------
 

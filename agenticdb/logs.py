@@ -11,6 +11,8 @@ import sys
 
 import structlog
 
+from agenticdb.redaction import structlog_redactor
+
 
 def configure_logging(verbose: bool = False, json_logs: bool = False, level: int | None = None) -> None:
     """Configure structlog for the process (idempotent)."""
@@ -22,6 +24,7 @@ def configure_logging(verbose: bool = False, json_logs: bool = False, level: int
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog_redactor,  # DSN passwords and API keys never reach a log line
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

@@ -297,6 +297,20 @@ def parse_pg_value(spec: KnobSpec, raw: str | int | float | bool) -> tuple[str, 
 # ---------------------------------------------------------------- MySQL / MariaDB
 
 
+def _check_mysql_max(spec: KnobSpec, raw: object, value: int, accepted: str) -> None:
+    """Raise UnitError ("range") for an integer too large for a float (found by
+    tests/test_fuzz_validator.py: '20E304K' overflowed float()); smaller values meet the server's max
+    in the range check."""
+    try:
+        float(value)
+    except OverflowError:
+        raise UnitError(
+            f"{spec.name}={raw!r}: a {len(str(abs(value)))}-digit number is far beyond the largest value a "
+            f"server variable holds (2^64 - 1); expected {accepted}",
+            "range",
+        ) from None
+
+
 def mysql_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
     """Normalise a MySQL/MariaDB value. See :func:`parse_mysql_value`."""
     if spec.vartype == "bool":
@@ -323,6 +337,7 @@ def mysql_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
     if number != int(number):
         raise UnitError(f"{spec.name}={raw!r}: the server accepts only whole numbers here; expected {accepted}", "type")
     value = int(number) * _MYSQL_SUFFIX[suffix.lower()]
+    _check_mysql_max(spec, raw, value, accepted)
     warnings: tuple[str, ...] = ()
     if spec.block_size and spec.block_size > 1 and value % spec.block_size:
         rounded = value - value % spec.block_size

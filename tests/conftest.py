@@ -21,6 +21,10 @@ from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 # workload.warmup_max_s (default 10 s) longer. It is tested on its own (test_series.py,
 # test_workload_series.py, test_workloads_dbms.py); a test may still set it explicitly (CLI flags win).
 os.environ.setdefault("AGENTICDB_WORKLOAD__WARMUP_MAX_S", "0")
+# Most tests connect to their private sandboxes as the superuser (the fixtures make no limited role).
+# agenticdb refuses that by default (issue 21); tests of the refusal and of the limited role
+# (test_privileges.py) unset this.
+os.environ.setdefault("AGENTICDB_POLICY__ALLOW_SUPERUSER", "true")
 
 
 def _shared_tmp(prefix: str) -> Path:

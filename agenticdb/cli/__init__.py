@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.logs import configure_logging
+from agenticdb.redaction import redact
 
 if TYPE_CHECKING:
     from agenticdb.sandbox import Sandbox
@@ -53,7 +54,7 @@ def fail(message: str, code: int = 1) -> None:
     The message is printed verbatim (no Rich markup: "[workload]" in a message stays visible) and is
     not wrapped, so it can be grepped and copied.
     """
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(redact(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -89,6 +90,9 @@ def settings(
             cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": target, "kind": kind})})
     except ConfigError as exc:
         fail(str(exc), 2)
+    from agenticdb.redaction import register_settings_secrets
+
+    register_settings_secrets(cfg)  # --target/--sandbox DSNs came after load_config
     return cfg
 
 
@@ -266,6 +270,19 @@ def sandbox_up(kind: str, home: HomeOpt = None) -> None:
     except Exception as exc:  # noqa: BLE001 - initdb/start errors are shown as one line
         fail(f"sandbox {kind} did not start: {exc} {getattr(exc, 'output', '')[-800:]}")
     console.print(f"[green]{kind} sandbox up[/]: {info.dsn}  (data dir {info.data_dir})")
+    _sandbox_role(kind, home)
+
+
+def _sandbox_role(kind: str, home: Path | None) -> None:
+    """Create the sandbox's least-privilege role (``setup-role --apply``) once and record it, so
+    ``tune --sandbox postgres|mariadb`` runs without superuser (README "Least privilege")."""
+    from agenticdb.cli.role_cmd import sandbox_role
+
+    try:
+        role, dsn = sandbox_role(settings(None, None, kind, home), kind)
+    except Exception as exc:  # noqa: BLE001 - the sandbox stays usable as superuser; say why
+        fail(f"sandbox {kind} is up, but creating its agenticdb role failed: {exc}")
+    console.print(f"least-privilege role {role}: tune --sandbox {kind} connects as {dsn}", highlight=False)
 
 
 @sandbox_app.command("down")
@@ -514,6 +531,46 @@ def reject(
     raise typer.Exit(run_decide(settings(config, None, None, home), proposal, "reject", why, wait, console))
 
 
+# ---------------------------------------------------------------------------------- setup-role
+@app.command("setup-role")
+def setup_role_cmd(
+    config: ConfigOpt = None,
+    target: TargetOpt = None,
+    sandbox: SandboxOpt = None,
+    home: HomeOpt = None,
+    role: Annotated[str, typer.Option(help="name of the login role to create")] = "agenticdb",
+    password_file: Annotated[
+        Path | None, typer.Option("--password-file", help="file holding the role's password (never printed)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="MariaDB/MySQL: host part of the account")] = "localhost",
+    apply: Annotated[bool, typer.Option("--apply", help="run the SQL through --target (must be a superuser)")] = False,
+) -> None:
+    """Print (and with --apply run) the SQL creating a least-privilege login role for agenticdb: ALTER SYSTEM on each tunable knob, pg_monitor and a benchmark database it owns (PostgreSQL 15); SUPER, PROCESS and its own schema (MariaDB: SET GLOBAL still needs SUPER); SYSTEM_VARIABLES_ADMIN (MySQL 8)."""  # noqa: E501 - typer shows the docstring as one help paragraph
+    from agenticdb.app import SetupError, require_dsn
+    from agenticdb.cli.role_cmd import read_password, setup_role
+    from agenticdb.privileges import PrivilegeError
+
+    cfg = settings(config, target, sandbox, home)
+    try:
+        require_dsn(cfg)
+        result = setup_role(cfg, role, read_password(password_file), host, apply)
+    except (SetupError, PrivilegeError, ValueError) as exc:
+        fail(str(exc), 2)
+    except Exception as exc:  # noqa: BLE001 - server errors (psycopg/PyMySQL) as one line
+        fail(f"setup-role failed: {exc}")
+    for note in result["notes"]:
+        console.print(f"-- note: {note}", highlight=False, soft_wrap=True, markup=False)
+    for stmt in result["statements"]:
+        console.print(redact(stmt) + ";", highlight=False, soft_wrap=True, markup=False)
+    if result["dsn"]:
+        console.print(
+            f"-- role {role} created ({len(result['applied'])} statements); set target.dsn = {redact(result['dsn'])}",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+
+
 def _add_subapps() -> None:
     from agenticdb.cli.journal_cmd import journal_app
     from agenticdb.cli.memory_cmd import memory_app
@@ -533,7 +590,7 @@ def main() -> None:
     try:
         app(prog_name="agenticdb")
     except (SetupError, ConfigError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {redact(str(exc))}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
     except StorageError as exc:  # journal or Memory Book cannot be opened/written: the file and the cause
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)

@@ -14,6 +14,7 @@ from agenticdb.cli.output import print_json, print_line, print_table, table_rows
 from agenticdb.cli.tune_cmd import _safe_dsn, estimate_text, medians_text
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
+from agenticdb.redaction import redact
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of, unit_bytes, values_equal
 
@@ -333,7 +334,7 @@ def run_report(cfg: Settings, session: str | None, console: Console, fmt: str = 
         try:
             sid = sessions[-1].id if session is None else journal.find_session(session)
         except JournalError as exc:
-            errc.print(f"[red]error:[/] {escape(str(exc))}")
+            errc.print(f"[red]error:[/] {escape(redact(str(exc)))}")
             return 1
         events = journal.events(sid)
         meta = next(s for s in sessions if s.id == sid)

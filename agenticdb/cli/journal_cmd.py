@@ -23,6 +23,8 @@ from agenticdb.cli.output import print_json, print_table
 from agenticdb.cli.story import render_story
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.journal import Journal, JournalError, JournalEvent
+from agenticdb.journal_key import JournalKeyError
+from agenticdb.redaction import redact
 
 journal_app = typer.Typer(no_args_is_help=True, help="Read and check the audit journal.")
 
@@ -52,19 +54,25 @@ def load_settings(config: Path | None, home: Path | None) -> Settings:
 
 
 def _fail(message: str, code: int = 1) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(redact(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 def _open(config: Path | None, home: Path | None, must_exist: bool = True, read_only: bool = False) -> Journal | None:
-    path = load_settings(config, home).storage.journal_db
+    storage = load_settings(config, home).storage
+    path = storage.journal_db
     assert path is not None  # filled in by StorageConfig
     if not path.exists():
         if must_exist:
             _fail(f"journal file {path} does not exist (set --home or storage.home in --config)")
         return None
     try:
-        return Journal(path, read_only=read_only)
+        key = storage.key_path()
+        # Only tune and the daemon create the key; inspecting a journal never does (nor as another user).
+        return Journal(path, read_only=read_only, key_file=key if key.exists() or read_only else None)
+    except JournalKeyError as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail raises
     except sqlite3.DatabaseError as exc:
         _fail(f"journal file {path} cannot be opened: {exc}")
         raise  # unreachable: _fail raises
@@ -189,7 +197,10 @@ def verify(config: ConfigOpt = None, home: HomeOpt = None) -> None:
             f"journal {journal.path}: the append-only trigger(s) {', '.join(missing)} were dropped (the "
             f"file was tampered with; the chain of {result.rows_checked} rows still verifies)"
         )
-    _console().print(f"journal {journal.path}: chain intact, {result.rows_checked} rows verified")
+    _console().print(
+        f"journal {journal.path}: chain intact, {result.rows_checked} rows verified "
+        f"({result.keyed_rows} keyed); {result.note}"
+    )
 
 
 @journal_app.command("export")

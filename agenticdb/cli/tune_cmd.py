@@ -17,6 +17,7 @@ from agenticdb.config import Settings
 from agenticdb.journal import Journal, JournalError
 from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome, Snapshot
+from agenticdb.redaction import redact
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
 from agenticdb.workloads.base import Workload
@@ -91,7 +92,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
         lock.acquire()
     except LockError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return 1
     except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
         from agenticdb.storefault import cause_of
@@ -124,7 +125,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             else:
                 result = session.run()
         except SessionError as exc:
-            console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
             return exc.exit_code
     finally:
         signal.signal(signal.SIGINT, previous_handler)
@@ -140,12 +141,12 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
 
 def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, Target, Workload] | int:
     """Journal, Memory Book, target and workload of a tune, or the exit code when one cannot be built."""
-    from agenticdb.app import SetupError, build_target, build_workload, check_planner, open_stores
+    from agenticdb.app import SetupError, build_target, build_workload, check_planner, check_privileges, open_stores
 
     try:
         check_planner(cfg)  # before anything connects to the database
     except SetupError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return 2
     journal, memory = open_stores(cfg)
     try:
@@ -156,9 +157,10 @@ def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, T
                 "accepting connections"
             )
             return 1
+        check_privileges(cfg)
         workload = build_workload(cfg, target)
     except (SetupError, ValueError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return 2
     return journal, memory, target, workload
 
@@ -209,10 +211,8 @@ def _on_sigint(console: Console, stop: dict[str, int]) -> Callable[[int, Any], N
 
 
 def _safe_dsn(dsn: str) -> str:
-    """DSN without a password (for printing and the journal)."""
-    import re
-
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
+    """DSN without a password (for printing and the journal; agenticdb.redaction.redact)."""
+    return redact(dsn)
 
 
 def llm_usage_line(t: dict[str, Any]) -> str:
@@ -372,7 +372,7 @@ def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, conso
     try:
         lock.acquire()
     except LockError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return 1
     target = build_target(cfg)
     try:

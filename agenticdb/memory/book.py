@@ -19,6 +19,7 @@ import sqlite_utils
 import structlog
 from pydantic import BaseModel
 
+from agenticdb.journal_key import create_private
 from agenticdb.memory.backends import SqliteBackend, default_host_label, migrate_local, origin_host, rank
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
@@ -94,7 +95,7 @@ class MemoryBook:
     @guarded("memory", "open")
     def __init__(self, path: Path | str, host: str | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.path)  # 0600: configurations and host facts are the operator's business
         self.db = sqlite_utils.Database(self.path)
         self.db.conn.execute("PRAGMA busy_timeout = 30000")
         self.db.enable_wal()

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from agenticdb.memory.book import MemoryBook, MemoryBookError
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
+from agenticdb.redaction import redact_obj
 
 log = structlog.get_logger(__name__)
 
@@ -25,6 +26,7 @@ _EXPORT_VERSION = 1
 def export_book(book: MemoryBook, path: Path | str) -> dict[str, int]:
     """Write sessions, rounds, experience and LLM calls to a JSON file.
 
+    Every string is redacted (agenticdb.redaction.redact_obj): no DSN password or API key leaves the host.
     OS originals are host-specific and are not exported: importing them on another host would
     make crash reconciliation "restore" values that were never that host's.
 
@@ -34,7 +36,7 @@ def export_book(book: MemoryBook, path: Path | str) -> dict[str, int]:
     doc: dict[str, Any] = {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION}
     for table in ("sessions", "rounds", "experience", "llm_calls"):
         doc[table] = list(book._t(table).rows)
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True))
+    Path(path).write_text(json.dumps(redact_obj(doc), indent=1, sort_keys=True))
     return {t: len(doc[t]) for t in ("sessions", "rounds", "experience", "llm_calls")}
 
 

@@ -41,6 +41,7 @@ from agenticdb.config import PlannerConfig
 from agenticdb.models import PlanningContext, Proposal
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planner.context import compute_hypotheses, load_prompt, render_context, render_prompt
+from agenticdb.redaction import read_api_key
 
 log = structlog.get_logger(__name__)
 
@@ -270,10 +271,14 @@ class LLMPlanner(Planner):
             )
         self.base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
         if client is None:
-            api_key = cfg.api_key or os.environ.get("OPENAI_API_KEY")
+            try:
+                api_key = read_api_key(cfg)
+            except ValueError as exc:
+                raise PlannerError(str(exc)) from None
             if not api_key:
                 raise PlannerError(
-                    "planner.kind=llm needs an API key: set OPENAI_API_KEY or planner.api_key "
+                    "planner.kind=llm needs an API key: set planner.api_key_file, the systemd credential "
+                    f"{cfg.api_key_credential!r} (LoadCredential=), OPENAI_API_KEY or planner.api_key "
                     "(servers without authentication such as Ollama accept any non-empty value)"
                 )
             client = openai.OpenAI(base_url=self.base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=0)

@@ -52,10 +52,23 @@ class MariaDBSandboxInfo(BaseModel):
     option_file: str
     log_file: str
     os_user: str | None
+    role: str | None = None
+    """The least-privilege account ``agenticdb sandbox up`` created (``'role'@'127.0.0.1'``, no password
+    like root here); None: none yet."""
 
     @property
     def dsn(self) -> str:
+        """root's DSN (administration, test fixtures)."""
         return f"mysql://root@127.0.0.1:{self.port}/"
+
+    @property
+    def tuner_dsn(self) -> str:
+        """The DSN agenticdb tunes with: the limited account when there is one, else root."""
+        return f"mysql://{self.role}@127.0.0.1:{self.port}/" if self.role else self.dsn
+
+    def save(self) -> None:
+        """Write this record back to ``<root>/sandbox.json``."""
+        (Path(self.root) / "sandbox.json").write_text(self.model_dump_json(indent=2))
 
     def connect(self, database: str | None = None, timeout: int = 5) -> pymysql.connections.Connection:
         """A PyMySQL connection as root over TCP (autocommit on)."""
@@ -74,7 +87,7 @@ class MariaDBSandboxInfo(BaseModel):
         file = ``option_file``)."""
         return TargetConfig(
             kind="mariadb",
-            dsn=self.dsn,
+            dsn=self.tuner_dsn,
             database=database,
             sandbox="mariadb",
             option_file=self.option_file,

@@ -49,16 +49,28 @@ class PostgresSandboxInfo(BaseModel):
     bindir: str
     os_user: str | None
     log_file: str
+    role: str | None = None
+    """The least-privilege login role ``agenticdb sandbox up`` created (``setup-role``); None: none yet."""
 
     @property
     def dsn(self) -> str:
+        """The superuser's DSN (administration, test fixtures)."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def tuner_dsn(self) -> str:
+        """The DSN agenticdb tunes with: the limited role when there is one, else the superuser."""
+        return f"postgresql://{self.role}@127.0.0.1:{self.port}/postgres" if self.role else self.dsn
+
+    def save(self) -> None:
+        """Write this record back to ``<root>/sandbox.json``."""
+        (Path(self.root) / "sandbox.json").write_text(self.model_dump_json(indent=2))
 
     def target_config(self, database: str = "agenticdb_bench") -> TargetConfig:
         """A TargetConfig that points agenticdb at this sandbox (service kind pg_ctl)."""
         return TargetConfig(
             kind="postgresql",
-            dsn=self.dsn,
+            dsn=self.tuner_dsn,
             database=database,
             sandbox="postgres",
             service=ServiceConfig(

@@ -25,6 +25,7 @@ from psycopg import sql
 
 from agenticdb.config import TargetConfig
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
+from agenticdb.privileges import pg_is_superuser, unprivileged_parameters
 from agenticdb.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
@@ -175,6 +176,7 @@ class PostgresTarget(Target):
         version = self.version()
         cat = build_catalog(rows, self.rules(), self.kind, version)
         cat.facts.update(self._internal_facts())
+        self._drop_unprivileged(cat)
         log.info(
             "catalog.built",
             target=self.kind,
@@ -184,6 +186,28 @@ class PostgresTarget(Target):
         )
         self._catalog = cat
         return cat
+
+    def _drop_unprivileged(self, cat: Catalog) -> None:
+        """Move the knobs this role may not ``ALTER SYSTEM`` (no superuser, no ``GRANT ALTER SYSTEM ON
+        PARAMETER``, PostgreSQL 15+) to the exclusions, with one log line (agenticdb.privileges)."""
+        if self.major() < 15:
+            return
+        with self._connect() as conn:
+            user, superuser = pg_is_superuser(conn)
+            if superuser:
+                return
+            denied = set(unprivileged_parameters(conn, list(cat.knobs)))
+        dropped = [name for name in cat.knobs if name.lower() in denied]
+        for name in dropped:
+            del cat.knobs[name]
+            cat.excluded[name] = f"role {user!r} lacks ALTER SYSTEM on it (agenticdb setup-role grants it)"
+        if dropped:
+            log.warning(
+                "catalog.unprivileged",
+                role=user,
+                dropped=len(dropped),
+                note=f"{len(dropped)} knob(s) need superuser or GRANT ALTER SYSTEM ON PARAMETER: left out",
+            )
 
     def _internal_facts(self) -> dict[str, float | str]:
         """Values fixed at initdb or build time (pg_settings context 'internal': wal_segment_size,
