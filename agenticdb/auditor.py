@@ -70,13 +70,18 @@ class LoopState:
     search_patience: int = 0
     """>0: the planner refines with search (``agenticdb.planner.search``); the session stops when this
     many search suggestions in a row were measured without a kept gain, instead of ``plateau_rounds``."""
+    round_cost_s: float = 0.0
+    """Median wall time of this session's measured rounds (s); 0 = none yet. A round is not started when
+    less time than this is left: it could not finish inside the budget (issue 14: a session overran an
+    8-min budget by 194 s by starting a round 40 s before its end)."""
 
 
 def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str]:
     """Decide what the loop does after the latest round.
 
     Rules, in order:
-      1. time budget or max rounds reached → terminate;
+      1. time budget or max rounds reached, or less time left than a measured round's median cost →
+         terminate;
       2. the planner has nothing left (plateau) → switch_to_os in the DBMS stage when the OS stage is
          enabled, else terminate;
       3. without search: no kept gain in the last ``plateau_rounds`` rounds of this stage → switch_to_os /
@@ -90,6 +95,12 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
         return Decision.terminate, f"time budget of {state.time_budget_s:.0f}s used ({state.elapsed_s:.0f}s)"
     if state.rounds_done >= state.max_rounds:
         return Decision.terminate, f"reached max rounds ({state.max_rounds})"
+    left = state.time_budget_s - state.elapsed_s
+    if state.round_cost_s > left:
+        return Decision.terminate, (
+            f"time budget nearly used: {left:.0f}s of {state.time_budget_s:.0f}s left, less than a measured "
+            f"round's median cost ({state.round_cost_s:.0f}s)"
+        )
 
     def plateau_exit(why: str) -> tuple[Decision, str]:
         if state.stage == Layer.dbms and state.os_stage_enabled:
@@ -142,6 +153,7 @@ def stop_figures(history: list[RoundOutcome], state: LoopState) -> dict[str, obj
         "budget_used": round(state.elapsed_s / state.time_budget_s, 3) if state.time_budget_s else None,
         "rounds_done": state.rounds_done,
         "max_rounds": state.max_rounds,
+        "round_cost_s": round(state.round_cost_s, 1),
         "search_patience": state.search_patience,
         "plateau_rounds": state.plateau_rounds,
         "search_rounds": [

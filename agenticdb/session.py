@@ -106,6 +106,7 @@ class TuningSession:
         self.warnings: list[str] = []
         self.started = time.monotonic()
         self.noise = Noise()
+        self.round_seconds: list[float] = []  # wall time of each measured round (auditor.LoopState.round_cost_s)
         self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
         self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from)
@@ -197,7 +198,10 @@ class TuningSession:
             while not self._stop_requested(round_no):
                 round_no += 1
                 self.current_round = round_no
+                began = time.monotonic()
                 r = self._round(Round(round_no, layer, stages[layer], delta), start)
+                if r.outcome is not None and r.outcome.judged is not None:
+                    self.round_seconds.append(time.monotonic() - began)  # a measured round's cost
                 delta = r.delta
                 outcome, decision = self._decide(r)
                 if outcome.recovery is not None and not outcome.recovery.service_available:
@@ -257,6 +261,7 @@ class TuningSession:
             os_stage_enabled=loop.stage == "both" and self.os_target is not None,
             planner_plateau=r.plateau,
             search_patience=loop.search_patience if self.planner.refines else 0,
+            round_cost_s=statistics.median(self.round_seconds) if self.round_seconds else 0.0,
         )
         outcome.decision, outcome.reason = auditor.decide(self.rounds, state)
         outcome.finished_at = time.time()

@@ -67,6 +67,14 @@ def test_decide_terminates_on_budget_and_max_rounds() -> None:
     assert d == Decision.terminate and "max rounds" in why
 
 
+def test_decide_does_not_start_a_round_it_cannot_finish_in_the_budget() -> None:
+    """A kept round would continue, but 100 s are left and a measured round costs 150 s: stop now."""
+    d, why = decide([outcome(1, True)], state(elapsed_s=900, round_cost_s=150.0))
+    assert d == Decision.terminate and "100s of 1000s left" in why and "150s" in why
+    d, _ = decide([outcome(1, True)], state(elapsed_s=900, round_cost_s=90.0))
+    assert d == Decision.continue_
+
+
 def test_decide_plateau_switches_to_os_when_enabled() -> None:
     hist = [outcome(i, False) for i in range(1, 4)]
     assert decide(hist, state(rounds_done=3, os_stage_enabled=True))[0] == Decision.switch_to_os
