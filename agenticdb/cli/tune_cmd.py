@@ -101,6 +101,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         return 1
     stop = {"requested": 0}
     previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop))
+    previous_term = signal.signal(signal.SIGTERM, _on_sigterm(console, stop))
     try:
         session = build_session(
             cfg,
@@ -129,6 +130,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             return exc.exit_code
     finally:
         signal.signal(signal.SIGINT, previous_handler)
+        signal.signal(signal.SIGTERM, previous_term)
         lock.release()
         target.close()
         journal.close()  # the files may sit on a mount that must be released (a storage fault)
@@ -208,6 +210,19 @@ def _on_sigint(console: Console, stop: dict[str, int]) -> Callable[[int, Any], N
         )
 
     return on_sigint
+
+
+def _on_sigterm(console: Console, stop: dict[str, int]) -> Callable[[int, Any], None]:
+    """SIGTERM (kill, ``timeout``, a service manager) stops at once like a second Ctrl-C: the session's
+    finally block puts the best configuration back, verifies it and journals the session end
+    (docs/safety.md: an interrupted session never leaves a candidate in place)."""
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        stop["requested"] = max(stop["requested"], 2)
+        console.print("[yellow]SIGTERM: stopping now[/]; the best configuration is put back")
+        raise KeyboardInterrupt
+
+    return on_sigterm
 
 
 def _safe_dsn(dsn: str) -> str:
