@@ -45,6 +45,30 @@ SHARED = {p.stem: tomllib.loads(p.read_text()) for p in sorted(cases_dir().glob(
 
 # More cases of each kind: other parameters, other spellings, the relaxed policy, other versions.
 EXTRA: dict[str, dict[str, Any]] = {
+    # memory reserved at start beyond shared_buffers (found by the breaker: 30GB passed, the server then
+    # failed "could not map anonymous shared memory")
+    "pg-min-dynamic-shared-memory-too-big": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "propose": {"min_dynamic_shared_memory": "30GB"},
+    },
+    # session switches of the sql_mode kind: what the application's statements do, not how fast
+    "mariadb-sql-if-exists": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "protected",
+        "propose": {"sql_if_exists": "ON"},
+    },
+    "mariadb-big-tables": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "protected",
+        "propose": {"big_tables": "ON"},
+    },
     "pg-unit-spelling-time-and-shorthand": {
         "target": "postgresql-15",
         "stage": "dbms",
