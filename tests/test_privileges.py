@@ -111,6 +111,10 @@ def test_setup_role_refusal_tune_and_planted_secret(pg: tuple[Path, str, str], t
             " FROM pg_roles WHERE rolname = 'agenticdb'"
         ).fetchone()
         assert row == (False, True, "agenticdb")
+        # nothing the validator never allows: durability, protected, dangerous parameters
+        for guarded in ("fsync", "full_page_writes", "synchronous_commit", "session_replication_role"):
+            sql = "SELECT has_parameter_privilege('agenticdb', %s, 'ALTER SYSTEM')"
+            assert conn.execute(sql, (guarded,)).fetchone() == (False,), guarded
         # password authentication for the role (the sandbox trusts everyone else)
         hba = conn.execute("SHOW hba_file").fetchone()[0]
         text = Path(hba).read_text()

@@ -54,14 +54,33 @@ def read_password(path: Path | None) -> str | None:
 
 
 def catalog_parameters(cfg: Settings) -> list[str]:
-    """PostgreSQL: the tunable knobs of the live catalog (what ALTER SYSTEM is granted on)."""
+    """PostgreSQL: the tunable knobs of the live catalog (what ALTER SYSTEM is granted on), without those
+    the validator never lets agenticdb change: protected and dangerous parameters, and durability
+    parameters (unless ``policy.durability = "relaxed"`` allows that rule). A grant on ``fsync`` or
+    ``session_replication_role`` would let the role do what agenticdb itself refuses."""
     from agenticdb.app import build_target
+    from agenticdb.validation.rules import load_ruleset, rules_for
 
     target = build_target(cfg)
     try:
-        return list(target.catalog().knobs)
+        catalog = target.catalog()
     finally:
         target.close()
+    rules = load_ruleset("postgresql")
+    relaxed = cfg.policy.durability == "relaxed"
+
+    def never(name: str) -> bool:
+        flavor, version = "postgresql", catalog.version
+        if any(
+            r.applies(flavor, version) for r in [*rules_for(rules.protected, name), *rules_for(rules.dangerous, name)]
+        ):
+            return True
+        return any(
+            r.applies(flavor, version) and not (relaxed and r.allowed_when_relaxed)
+            for r in rules_for(rules.durability, name)
+        )
+
+    return [name for name in catalog.knobs if not never(name)]
 
 
 def _pg_apply(dsn: str, statements: list[str], role: str, database: str) -> list[str]:
