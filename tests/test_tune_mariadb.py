@@ -177,3 +177,14 @@ def test_rollback_without_a_session_says_so(tmp_path: Path, home: Path) -> None:
     # A fresh home has the sandbox pointer missing: the command explains what to run.
     r = cli(tmp_path, "rollback", "--dbms", "--sandbox", "mariadb")
     assert r.returncode == 2 and "agenticdb sandbox up mariadb" in (r.stdout + r.stderr)
+
+
+def test_default_workload_on_mariadb_is_a_one_line_error(home: Path, info: MariaDBSandboxInfo) -> None:
+    """pgbench is the default workload and needs PostgreSQL: on MariaDB the error says what to choose
+    (found by trying it: it was a traceback), exit 2, and nothing is changed."""
+    before = variables(info, ["innodb_buffer_pool_size", "innodb_io_capacity"])
+    r = cli(home, "tune", "--sandbox", "mariadb", "--rounds", "1", "--duration", "2")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert "needs PostgreSQL" in r.stdout + r.stderr and "--workload sysbench-oltp-read-write" in r.stdout + r.stderr
+    assert variables(info, ["innodb_buffer_pool_size", "innodb_io_capacity"]) == before
