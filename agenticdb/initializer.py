@@ -480,6 +480,17 @@ class Initializer:
                     )
         return experience
 
+    def _noise_remedies(self) -> list[str]:
+        """What the user can still do against noise, leaving out what is already in effect."""
+        wl, loop = self.cfg.workload, self.cfg.loop
+        out = [f"lengthen --duration (now {wl.duration_s:g} s)"]
+        if loop.max_pairs < 8:
+            out.append(f"allow more pairs (--max-pairs, now {loop.max_pairs})")
+        if not loop.reset_data:
+            out.append("use --reset-data on a sandbox")
+        out.append("or stop other load on this host")
+        return out
+
     def _noise_warning(self, cv: float, noise: Noise) -> list[str]:
         """A warning (journaled as ``noise.high``) when the baseline CV leaves only large effects visible:
         it names the smallest gain a decision can settle within ``loop.max_pairs`` pairs."""
@@ -490,8 +501,7 @@ class Initializer:
         smallest = detectable_gain(noise, policy)
         advice = (
             f"measured noise CV {cv:.0%} per run: within {loop.max_pairs} pairs a decision can settle only "
-            f"effects beyond about ±{smallest:.0%}; lengthen --duration, add --baseline-runs, use --reset-data "
-            "on a sandbox, or stop other load on this host"
+            f"effects beyond about ±{smallest:.0%}; {', '.join(self._noise_remedies())}"
         )
         self.rec.event("noise.high", {"noise_cv": cv, "detectable_gain": smallest, "advice": advice})
         log.warning("baseline.noisy", cv=round(cv, 3), reason=advice)

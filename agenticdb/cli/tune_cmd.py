@@ -47,6 +47,15 @@ def medians_text(r: RoundOutcome) -> str:
     return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
 
 
+def _labelled(medians: str) -> str:
+    """ "candidate X vs best Y" for a round line (the table's column header says it there): the medians
+    of the paired runs; the estimate after them is the mean of the per-pair ratios, which can differ."""
+    if " vs " not in medians:
+        return medians
+    cand, best = medians.split(" vs ", 1)
+    return f"candidate {cand} vs best {best}"
+
+
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
     """The live table of rounds: round, stage (layer · "playbook"/"search"), bottleneck, changes, candidate
     vs best (medians of the paired runs the decision used), the estimate with its interval, decision, reason."""
@@ -178,7 +187,7 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
         console.print(
             f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-            f"{medians_text(outcome)}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}"
+            f"{_labelled(medians_text(outcome))}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}"
             + _failure_text(outcome),
             highlight=False,
             soft_wrap=True,
