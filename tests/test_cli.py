@@ -78,3 +78,16 @@ def test_change_file_hints_for_postgresql_conf_habits(tmp_path: Path, text: str,
     f.write_text(text)
     r = run("validate", str(f), "--target", "postgresql://x@127.0.0.1:1/x", home=tmp_path)
     assert r.returncode == 2 and hint in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("work_mem = 2025-01-01\n", "a TOML date/time is not a knob value"), ("", "nothing to validate")],
+    ids=["toml-date", "empty"],
+)
+def test_change_file_without_knob_values_is_one_line_error(tmp_path: Path, text: str, said: str) -> None:
+    """Found by the breaker: a TOML date crashed validate with a traceback; an empty file was ACCEPT."""
+    f = tmp_path / "changes.toml"
+    f.write_text(text)
+    r = run("validate", str(f), "--target", "postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr + r.stdout

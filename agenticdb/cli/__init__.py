@@ -7,6 +7,7 @@ stderr), 2 bad usage or configuration.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import tomllib
@@ -231,6 +232,12 @@ def read_change_file(path: Path) -> dict[str, Any]:
     bad = [k for k, v in data.items() if isinstance(v, (dict, list))]
     if bad:
         fail(f"change file {path}: {bad[0]} must be a single value (name = value)", 2)
+    # TOML dates and times are not knob values (``work_mem = 2025-01-01``): say so, never a traceback
+    dated = [k for k, v in data.items() if isinstance(v, (datetime.date, datetime.time))]
+    if dated:
+        fail(f"change file {path}: {dated[0]} = {data[dated[0]]}: a TOML date/time is not a knob value", 2)
+    if not data:
+        fail(f"change file {path}: no name = value in it, nothing to validate", 2)
     return data
 
 
