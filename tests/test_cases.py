@@ -62,6 +62,13 @@ EXTRA: dict[str, dict[str, Any]] = {
         "rule_kind": "protected",
         "propose": {"sql_if_exists": "ON"},
     },
+    "linux-vfs-cache-pressure-zero": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "propose": {"vm.vfs_cache_pressure": "0"},
+    },
     "mariadb-big-tables": {
         "target": "mariadb-10.11",
         "stage": "dbms",
