@@ -202,6 +202,10 @@ def pg_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
         base = number * per / kind[1]
     else:
         base = number
+    if not math.isfinite(base):  # 2e304 kB overflows to inf when converted (found by the fuzz test)
+        raise UnitError(
+            f"{spec.name}={raw!r}: too large to represent in {spec.unit or 'its unit'}; expected {accepted}", "range"
+        )
     warnings: list[str] = []
     if spec.vartype == "integer" and base != round(base):
         rounded = float(round(base))

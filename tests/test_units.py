@@ -223,3 +223,10 @@ def test_parse_value_reads_exponent_notation() -> None:
     assert parse_value("1e+06", spec) == 1_000_000.0
     assert parse_value("2.5E-3", spec) == 0.0025
     assert parse_value("4", spec) == 4.0
+
+
+def test_a_size_too_large_to_represent_is_a_range_error_not_an_overflow() -> None:
+    """Found by the fuzz test: 2.19e304 for an 8kB-page knob overflowed to inf and crashed round()."""
+    with pytest.raises(UnitError) as err:
+        pg_parse(SHARED_BUFFERS, "2.1944496275174755e+304GB")
+    assert err.value.check == "range" and "shared_buffers" in str(err.value)
