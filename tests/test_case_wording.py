@@ -58,13 +58,9 @@ def test_default_shared_buffers_is_not_called_a_broken_start(real_pg: tuple[obje
     p = _propose(real_pg)
     text = " ".join([p.rationale, *(c.rationale for c in p.changes)])
     assert "bad start" not in text and "broken" not in text
-    sb = [c for c in p.changes if c.name == "shared_buffers"]
-    memory = hardware.memory_limit_bytes or hardware.memory_bytes  # type: ignore[attr-defined]
-    if memory / 64 > 128 << 20:  # the floor is above the default on this host: the move says why, in numbers
-        assert sb, p.rationale
-        assert "shared_buffers = 128 MiB is the postgresql default" in sb[0].rationale
-        assert f"1/64 of {human_bytes(memory)} of memory" in sb[0].rationale
-        assert p.rationale.startswith("defaults small for this host: shared_buffers=128MB")
+    # At the shipped default no floor fires (found by scenario pg-jit-forced: the 128MB default led the
+    # proposal while the diagnosis said cpu); the host-size rules of the playbook and advise size it.
+    assert not p.rationale.startswith(("bad start", "defaults small")), p.rationale
 
 
 def test_below_the_default_is_a_bad_start(real_pg: tuple[object, dict[str, str], object]) -> None:
