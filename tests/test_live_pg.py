@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,8 @@ from agenticdb.sequential import Noise, SequentialPolicy
 from agenticdb.workloads.live import LiveWorkload
 from agenticdb.workloads.livestats import PgStatReader
 from agenticdb.workloads.registry import connection_from_dsn
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d")  # structlog lines (the superuser warning), not output
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 APP = [sys.executable, str(Path(__file__).with_name("live_app.py"))]
@@ -90,7 +93,13 @@ def run_cli(home: Path, env: dict[str, str], *args: str, timeout: float = 600) -
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**base, "AGENTICDB_HOME": str(home), "AGENTICDB_WORKLOAD__WARMUP_MAX_S": "0", **env},
+        env={
+            **base,
+            "AGENTICDB_HOME": str(home),
+            "AGENTICDB_WORKLOAD__WARMUP_MAX_S": "0",
+            "AGENTICDB_POLICY__ALLOW_SUPERUSER": "true",  # the sandbox fixtures connect as superuser
+            **env,
+        },
         stdin=subprocess.DEVNULL,
     )
 
@@ -233,7 +242,7 @@ def test_missing_extension_exits_with_one_line(home: Path, pg: PostgresSandboxIn
     r = run_cli(home, {"AGENTICDB_LIVE__DATABASE": "nostat"}, *LIVE_ARGS, "heuristic", "--rounds", "1")
     assert r.returncode != 0
     no_traceback(r)
-    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip() and not LOG_LINE.match(ln)]
     assert len(lines) == 1, lines
     assert "shared_preload_libraries" in lines[0] and "CREATE EXTENSION pg_stat_statements" in lines[0]
     assert "nostat" in lines[0]
@@ -255,7 +264,7 @@ def test_missing_preload_names_shared_preload_libraries() -> None:
         r = run_cli(tmp_path, {}, *LIVE_ARGS, "heuristic", "--rounds", "1")
         assert r.returncode != 0
         no_traceback(r)
-        lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+        lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip() and not LOG_LINE.match(ln)]
         assert len(lines) == 1, lines
         assert "shared_preload_libraries = '' does not include pg_stat_statements" in lines[0]
         with psycopg.connect(i.dsn, autocommit=True) as c:
