@@ -283,6 +283,7 @@ DOCUMENTED_GAUGES = [
     "pg_locks.total",
     "pg_database.size_bytes",
     "settings.shared_buffers_bytes",
+    "settings.shared_memory_size_bytes",
     "pg_prepared_xacts.total",
     "pg_replication_slots.total",
     "pg_stat_replication.total",

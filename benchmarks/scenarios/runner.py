@@ -180,6 +180,8 @@ def run_session(fx: Fixture, opts: RunOptions) -> dict[str, Any]:
     write_session_config(fx, config)
     argv = session_argv(fx, opts, config)
     env = dict(os.environ)
+    # the scenario's private instance is reached as its superuser (the harness injects faults with it)
+    env["AGENTICDB_POLICY__ALLOW_SUPERUSER"] = "true"
     t0 = time.monotonic()
     with open(out / "session.log", "w") as logf:
         proc = subprocess.run(
@@ -194,6 +196,9 @@ def run_session(fx: Fixture, opts: RunOptions) -> dict[str, Any]:
     journal = fx.base / "journal.db"
     if journal.exists():
         shutil.copyfile(journal, out / "journal.db")
+        key = journal.with_suffix(".key")  # the journal's HMAC key (agenticdb.journal_key): verify needs it
+        if key.exists():
+            shutil.copyfile(key, out / "journal.key")
     return {"exit_code": proc.returncode, "argv": argv, "wall_min": round((time.monotonic() - t0) / 60, 2)}
 
 
