@@ -119,7 +119,7 @@ def test_session_switches_to_os_stage_and_restores_what_was_not_kept(pg_home: Pa
             "2",
             "--max-pairs",
             "1",
-            env={"AGENTICDB_LOOP__PLATEAU_ROUNDS": "1"},
+            env={"AGENTICDB_LOOP__PLATEAU_ROUNDS": "1", "AGENTICDB_LOOP__SEARCH": "false"},  # plateau → OS stage
         )
         print(r.stdout)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
