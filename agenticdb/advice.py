@@ -351,17 +351,7 @@ def _larger(m: _Move, other: str) -> bool:
 
 
 def _facts(hw: Hardware, current: dict[str, str]) -> HostFacts:
-    try:
-        maxc = int(float(current.get("max_connections", "100")))
-    except ValueError:
-        maxc = 100
-    return HostFacts(
-        memory_limit_bytes=hw.memory_limit_bytes or hw.memory_bytes,
-        ram_bytes=hw.memory_bytes,
-        cpu_count=max(1, hw.cpu_count),
-        disk_free_bytes=hw.disk_free_bytes,
-        max_connections=maxc,
-    )
+    return HostFacts.of(hw, current)
 
 
 def advice_policy(policy: PolicyConfig, n: int) -> PolicyConfig:

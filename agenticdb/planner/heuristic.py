@@ -119,18 +119,7 @@ def _current(ctx: PlanningContext) -> dict[str, str]:
 
 
 def _facts(ctx: PlanningContext, current: dict[str, str]) -> HostFacts:
-    hw = ctx.profile.hardware
-    try:
-        maxc = int(float(current.get("max_connections", "100")))
-    except ValueError:
-        maxc = 100
-    return HostFacts(
-        memory_limit_bytes=hw.memory_limit_bytes or hw.memory_bytes,
-        ram_bytes=hw.memory_bytes,
-        cpu_count=max(1, hw.cpu_count),
-        disk_free_bytes=hw.disk_free_bytes,
-        max_connections=maxc,
-    )
+    return HostFacts.of(ctx.profile.hardware, current)
 
 
 def _round_changes(r: RoundOutcome) -> dict[str, str]:

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agenticdb.models import Bottleneck, KnobSpec, Layer
+from agenticdb.models import Bottleneck, Hardware, KnobSpec, Layer
 from agenticdb.resources import data_dir
 from agenticdb.units import unit_bytes
 
@@ -231,6 +231,22 @@ class HostFacts:
     cpu_count: int
     disk_free_bytes: int
     max_connections: int = 100
+
+    @classmethod
+    def of(cls, hw: Hardware, current: dict[str, str]) -> HostFacts:
+        """The facts of ``hw`` (memory limit = the cgroup limit when there is one, else RAM) and the
+        configuration in effect (``max_connections``; 100, PostgreSQL's default, when unreadable)."""
+        try:
+            maxc = int(float(current.get("max_connections", "100")))
+        except ValueError:
+            maxc = 100
+        return cls(
+            memory_limit_bytes=hw.memory_limit_bytes or hw.memory_bytes,
+            ram_bytes=hw.memory_bytes,
+            cpu_count=max(1, hw.cpu_count),
+            disk_free_bytes=hw.disk_free_bytes,
+            max_connections=maxc,
+        )
 
 
 def size(s: Sizing, facts: HostFacts, spec: KnobSpec, current: float | None) -> float | None:
