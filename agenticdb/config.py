@@ -607,6 +607,10 @@ def check_window(key: str, v: str) -> str:
             raise ValueError(f"{key} = {v!r}: hour {hh} is not 00-23")
         if not 0 <= mm <= 59:
             raise ValueError(f"{key} = {v!r}: minute {mm} is not 00-59")
+    (h1, m1), (h2, m2) = ([int(x) for x in part.strip().split(":")] for part in parts)
+    if (h1, m1) == (h2, m2):
+        # in_window: start == end would be an empty window (the end minute is outside): never open
+        raise ValueError(f"{key} = {v!r}: the window is empty (start equals end); for always, leave it unset")
     return v
 
 

@@ -15,6 +15,7 @@ BAD_EXPECT = {
     "unknown-key.toml": "loop.max_round",
     "bad-durability.toml": "policy.durability",
     "bad-window.toml": "restart_window",
+    "empty-window.toml": "the window is empty",
     "unknown-workload.toml": "workload.kind",
     "zero-rounds.toml": "loop.max_rounds",
     "toml-syntax.toml": "TOML syntax error",
