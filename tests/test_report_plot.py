@@ -160,3 +160,16 @@ def test_a_round_decided_on_its_screen_alone_is_drawn_without_interval() -> None
     ]
     t = curve_of(events).trials[0]
     assert t.screen_only and t.objective == pytest.approx(75.0) and t.low is None and t.best is None
+
+
+def test_html_of_a_session_that_failed_before_its_baseline(tmp_path: Path) -> None:
+    """Found by the breaker: report --format html said only "nothing to plot" for a session that failed at
+    --start-from. The page renders with the failure and says why there is no curve."""
+    with Journal(tmp_path / "journal.db") as journal:
+        journal.append("s-failed", "session.start", {"target": "postgresql", "workload": "pgbench"})
+        journal.append("s-failed", "failure", {"phase": "restart", "message": "server did not start: FATAL x"})
+        journal.append("s-failed", "session.end", {"status": "failed", "reason": "start-from failed"})
+    r = cli(tmp_path, "report", "s-failed", "--format", "html")
+    assert r.returncode == 0, r.stderr
+    assert "no curve: nothing to plot" in r.stdout and "server did not start: FATAL x" in r.stdout
+    assert "status: failed" in r.stdout

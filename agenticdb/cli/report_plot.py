@@ -63,8 +63,14 @@ def run_plot_report(cfg: Settings, session: str | None, plot: Path | None, fmt: 
             errc.print(f"wrote {escape(str(plot))}: {len(curve.trials)} trial(s), best {curve.best:,.4g}")
         if fmt == "html":
             buf = io.BytesIO()
-            plot_session(events, buf, title)
-            console.file.write(html_page(sid, events, rounds, buf.getvalue()))
+            try:
+                plot_session(events, buf, title)
+            except PlotError as exc:  # e.g. a session that failed before its baseline: the page says so
+                buf = io.BytesIO()
+                no_curve = str(exc)
+            else:
+                no_curve = ""
+            console.file.write(html_page(sid, events, rounds, buf.getvalue(), no_curve))
             console.file.flush()
     except (PlotError, OSError) as exc:
         errc.print(f"[red]error:[/] {escape(str(exc))}")
@@ -72,8 +78,9 @@ def run_plot_report(cfg: Settings, session: str | None, plot: Path | None, fmt: 
     return 0
 
 
-def html_page(sid: str, events: list[JournalEvent], rounds: list[RoundOutcome], png: bytes) -> str:
-    """A self-contained HTML page: title, summary, the curve (embedded PNG) and the round table."""
+def html_page(sid: str, events: list[JournalEvent], rounds: list[RoundOutcome], png: bytes, no_curve: str = "") -> str:
+    """A self-contained HTML page: title, summary, the curve (embedded PNG; ``no_curve`` says why there is
+    none, e.g. a session that failed before its baseline) and the round table."""
     by: dict[str, dict[str, Any]] = {}
     for e in events:
         by.setdefault(e.event, e.data)
@@ -100,14 +107,22 @@ def html_page(sid: str, events: list[JournalEvent], rounds: list[RoundOutcome], 
         ]
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     img = base64.b64encode(png).decode()
+    curve = (
+        f"<img alt='objective over time' src='data:image/png;base64,{img}'>\n"
+        if png
+        else f"<p>no curve: {esc(no_curve)}</p>\n"
+    )
+    failures = [e.data for e in events if e.event == "failure"]
+    if failures:
+        summary.append(f"<li>failure: {esc(str(failures[-1].get('message', '')))}</li>")
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
         f"<title>agenticdb session {esc(sid)}</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;font-size:90%}</style></head><body>\n"
         f"<h1>agenticdb session {esc(sid)}</h1>\n<ul>{''.join(summary)}</ul>\n"
-        f"<img alt='objective over time' src='data:image/png;base64,{img}'>\n"
-        "<h2>Rounds</h2>\n<table><tr>"
+        + curve
+        + "<h2>Rounds</h2>\n<table><tr>"
         + "".join(f"<th>{esc(h)}</th>" for h in head)
         + "</tr>\n"
         + "\n".join(rows)
