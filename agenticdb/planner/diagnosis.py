@@ -641,7 +641,12 @@ def _device(profile: RuntimeProfile) -> str | None:
 
 def _hypothesis(b: Bottleneck, layer: Layer, signals: list[_Signal]) -> Hypothesis:
     score = round(min(1.0, max((s.contribution for s in signals), default=0.0)), 3)
-    evidence = [s.text for s in sorted(signals, key=lambda s: -s.contribution)]
+    # A signal that did not raise the score says so: the score printed beside it comes from another one
+    # ("wal_fsync (score 1.00): wal_buffers_full = 0.00 per 1000 transactions" read as a contradiction).
+    evidence = [
+        s.text if s.contribution > 0 or score == 0 else f"{s.text} (below {_fmt(s.lo)}: not what raised the score)"
+        for s in sorted(signals, key=lambda s: -s.contribution)
+    ]
     ruled_out = None
     if score < RULED_OUT_BELOW:
         if not signals:
