@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from agenticdb.config import LoopConfig
 from agenticdb.disturbance import DisturbanceThresholds, classified
-from agenticdb.models import Decision, Layer, Measurement, RoundOutcome
+from agenticdb.models import Decision, GainEstimate, Layer, Measurement, RoundOutcome
 from agenticdb.sequential import Estimate, Noise, SequentialPolicy, Verdict
 from agenticdb.sequential import decide as sequential_decide
 
@@ -403,3 +404,64 @@ def _too_disturbed(
         f"{protocol.max_disturbed_repeats}{seen}; a tie keeps the simpler config. Last: {disturbed[-1]}"
     )
     return Assessment("tie", reason, estimate, [c for c, _ in pairs], [b for _, b in pairs], disturbed, seconds)
+
+
+def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRules:
+    """The decision protocol of ``[loop]`` with the session's pooled ``noise``; the decision's time cap is
+    ``loop.decision_budget_s`` or the session's time left (``left_s``, seconds), whichever is shorter."""
+    policy = SequentialPolicy(
+        min_gain=loop.min_gain,
+        confidence=loop.confidence,
+        min_pairs=loop.min_pairs,
+        max_pairs=loop.max_pairs,
+        latency_guard=loop.latency_guard,
+    )
+    return DecisionRules(
+        policy,
+        noise,
+        DisturbanceThresholds.from_config(loop),
+        loop.max_disturbed_repeats,
+        max(min(loop.decision_budget_s, left_s), 0.0),
+        latency_guard=loop.latency_guard is not None,
+    )
+
+
+def record_assessment(
+    a: Assessment, outcome: RoundOutcome, screen: Measurement, best_level: float, higher_is_better: bool
+) -> None:
+    """Put the numbers the decision used into ``outcome``: the medians of the paired runs, the verdict and
+    the estimate with its interval (or, without pairs, the screen's gain over ``best_level``)."""
+    outcome.measurement = a.candidate[-1] if a.candidate else screen
+    outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
+    outcome.best_objective = statistics.median(m.objective for m in a.best) if a.best else None
+    outcome.judged = a.verdict
+    if a.estimate is not None:
+        e = a.estimate
+        outcome.gain_vs_best = e.gain
+        outcome.estimate = GainEstimate(
+            gain=e.gain, low=e.low, high=e.high, pairs=e.pairs, confidence=e.confidence, text=e.text()
+        )
+    else:
+        outcome.gain_vs_best = relative_gain(screen.objective, best_level, higher_is_better)
+
+
+def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
+    """The ``judged`` journal event: the verdict, the estimate with its interval, and the runs it rests on
+    (objective values; medians as shown by ``tune`` and ``report``)."""
+    e = outcome.estimate
+    return {
+        "verdict": a.verdict,
+        "gain": outcome.gain_vs_best,
+        "low": e.low if e else None,
+        "high": e.high if e else None,
+        "pairs": e.pairs if e else 0,
+        "confidence": e.confidence if e else None,
+        "interval": e.text if e else None,
+        "reason": a.reason,
+        "candidate": [m.objective for m in a.candidate],
+        "best": [m.objective for m in a.best],
+        "candidate_median": outcome.objective,
+        "best_median": outcome.best_objective,
+        "disturbed": a.disturbed,
+        "seconds": round(a.seconds, 1),
+    }

@@ -43,7 +43,6 @@ from agenticdb.models import (
     FailedCheck,
     Failure,
     FailurePhase,
-    GainEstimate,
     Layer,
     Measurement,
     Proposal,
@@ -55,7 +54,7 @@ from agenticdb.models import (
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planning import check, plan_round, planning_context
 from agenticdb.recovery import StageState, apply_final, recover_round
-from agenticdb.sequential import Noise, SequentialPolicy
+from agenticdb.sequential import Noise
 from agenticdb.services import ServiceError
 from agenticdb.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
 from agenticdb.storefault import StorageError, storage_fault_stop
@@ -345,18 +344,8 @@ class TuningSession:
         return StepResult("trial", f"not applied: {why}", ends_round=True)
 
     def _trial_limit(self, r: Round) -> TrialLimit | None:
-        """The bound of the trial's first run (``agenticdb.trial_limit``), from a recent run of the best
-        configuration; None when ``loop.trial_cut_ratio`` and ``trial_time_factor`` are both 0."""
-        loop, ref = self.cfg.loop, self.best_runs.get(r.layer)
-        if ref is None or (loop.trial_cut_ratio <= 0 and loop.trial_time_factor <= 0):
-            return None
-        return TrialLimit(
-            best_objective=r.stage.objective,
-            best_tps=ref.tps if loop.trial_cut_ratio > 0 else None,
-            best_seconds=ref.total_time_s if loop.trial_time_factor > 0 else None,
-            ratio=loop.trial_cut_ratio,
-            time_factor=loop.trial_time_factor,
-        )
+        """The bound of the trial's first run (``agenticdb.trial_limit``), from a recent best run."""
+        return TrialLimit.for_best(self.cfg.loop, r.stage.objective, self.best_runs.get(r.layer))
 
     def _judge(self, r: Round, start: Start) -> StepResult:
         """The auditor's keep-or-revert protocol (``auditor.assess``): screen, then interleaved pairs until
@@ -383,63 +372,16 @@ class TuningSession:
         fresh = a.candidate if a.better else a.best
         if fresh:
             self.best_runs[r.layer] = fresh[-1]
-        r.assessment, outcome = a, r.outcome
-        outcome.measurement = a.candidate[-1] if a.candidate else r.screen
-        outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
-        outcome.best_objective = statistics.median(m.objective for m in a.best) if a.best else None
-        outcome.judged = a.verdict
-        if a.estimate is not None:
-            e = a.estimate
-            outcome.gain_vs_best = e.gain
-            outcome.estimate = GainEstimate(
-                gain=e.gain, low=e.low, high=e.high, pairs=e.pairs, confidence=e.confidence, text=e.text()
-            )
-        else:
-            outcome.gain_vs_best = auditor.relative_gain(r.screen.objective, r.stage.objective, start.higher_is_better)
-        self.recorder.event("judged", self._judged(a, outcome), r.no)
+        r.assessment = a
+        auditor.record_assessment(a, r.outcome, r.screen, r.stage.objective, start.higher_is_better)
+        self.recorder.event("judged", auditor.judged_event(a, r.outcome), r.no)
         log.info("round.judged", round=r.no, verdict=a.verdict, reason=a.reason)
         return StepResult("judge", a.reason)
 
     def _rules(self) -> auditor.DecisionRules:
         """The decision protocol from ``[loop]``, with the noise learnt so far and the time left."""
-        loop = self.cfg.loop
-        left = loop.time_budget_s - (time.monotonic() - self.started)
-        policy = SequentialPolicy(
-            min_gain=loop.min_gain,
-            confidence=loop.confidence,
-            min_pairs=loop.min_pairs,
-            max_pairs=loop.max_pairs,
-            latency_guard=loop.latency_guard,
-        )
-        return auditor.DecisionRules(
-            policy,
-            self.noise,
-            DisturbanceThresholds.from_config(loop),
-            loop.max_disturbed_repeats,
-            max(min(loop.decision_budget_s, left), 0.0),
-            latency_guard=loop.latency_guard is not None,
-        )
-
-    @staticmethod
-    def _judged(a: auditor.Assessment, outcome: RoundOutcome) -> dict[str, object]:
-        """The ``judged`` event: the verdict, the estimate with its interval, and the runs it rests on."""
-        e = outcome.estimate
-        return {
-            "verdict": a.verdict,
-            "gain": outcome.gain_vs_best,
-            "low": e.low if e else None,
-            "high": e.high if e else None,
-            "pairs": e.pairs if e else 0,
-            "confidence": e.confidence if e else None,
-            "interval": e.text if e else None,
-            "reason": a.reason,
-            "candidate": [m.objective for m in a.candidate],
-            "best": [m.objective for m in a.best],
-            "candidate_median": outcome.objective,
-            "best_median": outcome.best_objective,
-            "disturbed": a.disturbed,
-            "seconds": round(a.seconds, 1),
-        }
+        left = self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
+        return auditor.decision_rules(self.cfg.loop, self.noise, left)
 
     def _settle(self, r: Round, start: Start) -> StepResult:
         """Keep a change that beat the best; otherwise revert to the best configuration and verify it."""

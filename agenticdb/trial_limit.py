@@ -21,6 +21,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from agenticdb.config import LoopConfig
 from agenticdb.models import Measurement
 
 _PROGRESS_RE = re.compile(r"^progress: ([\d.]+) s, ([\d.]+) tps", re.M)
@@ -47,6 +48,20 @@ class TrialLimit:
     ratio: float = 0.5
     time_factor: float = 3.0
     min_points: int = 3
+
+    @classmethod
+    def for_best(cls, loop: LoopConfig, best_objective: float, ref: Measurement | None) -> TrialLimit | None:
+        """The bound from a recent run ``ref`` of the best configuration and ``[loop]``'s
+        ``trial_cut_ratio`` / ``trial_time_factor``; None without a reference run or when both are 0."""
+        if ref is None or (loop.trial_cut_ratio <= 0 and loop.trial_time_factor <= 0):
+            return None
+        return cls(
+            best_objective=best_objective,
+            best_tps=ref.tps if loop.trial_cut_ratio > 0 else None,
+            best_seconds=ref.total_time_s if loop.trial_time_factor > 0 else None,
+            ratio=loop.trial_cut_ratio,
+            time_factor=loop.trial_time_factor,
+        )
 
     def oltp(self, tps_points: list[float]) -> str:
         """Why the run should stop, from its steady per-second TPS so far, or ''."""
