@@ -226,6 +226,8 @@ def format_pg(spec: KnobSpec, base: float) -> str:
         return _plain(base)
     if kind[0] == "memory":
         total = base * kind[1]
+        if not math.isfinite(total):  # 2e304 pages of 8kB: no unit spells it; the range check refuses it
+            return _plain(base)
         if total == int(total):
             total_i = int(total)
             for name in ("TB", "GB", "MB", "kB"):
@@ -235,6 +237,8 @@ def format_pg(spec: KnobSpec, base: float) -> str:
             return f"{total_i}B"
         return f"{_plain(base)}{spec.unit}"
     micro = base * kind[1] * 1000
+    if not math.isfinite(micro):  # as above, for times: left to the range check
+        return _plain(base)
     if abs(micro - round(micro)) < 1e-6:
         micro_i = round(micro)
         for name in ("d", "h", "min", "s", "ms", "us"):

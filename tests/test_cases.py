@@ -370,8 +370,9 @@ EXTRA: dict[str, dict[str, Any]] = {
         "target": "mariadb-10.11",
         "stage": "dbms",
         "expect": "accept",
-        "propose": {"profiling": "OFF", "sql_notes": "ON", "innodb_io_capacity": 400},
-        "runtime_only": ["profiling", "sql_notes"],
+        # (profiling and sql_notes are runtime-only too, but now protected: session switches, not knobs)
+        "propose": {"sql_buffer_result": "OFF", "innodb_io_capacity": 400},
+        "runtime_only": ["sql_buffer_result"],
     },
     # ---- kind 3: no effect here
     "linux-overcommit-kbytes-no-effect": {

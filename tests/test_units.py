@@ -230,3 +230,6 @@ def test_a_size_too_large_to_represent_is_a_range_error_not_an_overflow() -> Non
     with pytest.raises(UnitError) as err:
         pg_parse(SHARED_BUFFERS, "2.1944496275174755e+304GB")
     assert err.value.check == "range" and "shared_buffers" in str(err.value)
+    # a bare number in pages that overflows only when spelt in bytes: parsed, left to the range check
+    assert pg_parse(SHARED_BUFFERS, 2.1944496275174755e304).base_value == 2.1944496275174755e304
+    assert pg_parse(CHECKPOINT_TIMEOUT, 2.1944496275174755e304).base_value == 2.1944496275174755e304
