@@ -27,7 +27,6 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from agenticdb.journal import Journal, JournalEvent
-from agenticdb.sandbox import free_port
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]
@@ -292,7 +291,9 @@ def test_401_stops_with_one_line_naming_the_key_and_leaves_the_config(
 
 
 def test_endpoint_down_falls_back_to_heuristic_and_completes(home: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there: connection refused
+    # port 1 (tcpmux): nothing listens and, unlike a free port picked now, nothing can start listening
+    # there during the run (a port from free_port() was taken by a later test server once)
+    url = "http://127.0.0.1:1/v1"
 
     env = llm_env(url, AGENTICDB_PLANNER__MAX_RETRIES="1")
     r = run_cli(home, env, *TUNE_ARGS, "--rounds", "1", "--baseline-runs", "1")

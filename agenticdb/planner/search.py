@@ -59,7 +59,19 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 MEMORY_CAP_FRACTION = 0.5
 
 #: Validator checks that ban a knob from the subspace for the session (the others only bound a value).
-_BANNING_CHECKS = {"unknown", "protected", "dangerous", "durability", "enum", "type", "unit", "stage", "apply"}
+# "approval": a person rejected (or let expire) a change of the knob; it is not proposed again this session
+_BANNING_CHECKS = {
+    "unknown",
+    "protected",
+    "dangerous",
+    "durability",
+    "enum",
+    "type",
+    "unit",
+    "stage",
+    "apply",
+    "approval",
+}
 
 
 @dataclass(frozen=True)
