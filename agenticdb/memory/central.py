@@ -20,7 +20,6 @@ and "Advisory Locks" (https://www.postgresql.org/docs/15/explicit-locking.html#A
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from agenticdb.memory.backends import (
 )
 from agenticdb.memory.experience import dbms_family
 from agenticdb.models import Experience, Fingerprint
+from agenticdb.redaction import redact
 from agenticdb.resources import data_dir
 
 if TYPE_CHECKING:
@@ -55,8 +55,9 @@ class CentralError(RuntimeError):
 
 
 def safe_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for logs and messages)."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+    """``url`` with any password replaced by ``***`` (for logs and messages): the one redaction,
+    :func:`agenticdb.redaction.redact`."""
+    return redact(url)
 
 
 def migrations() -> list[tuple[int, str, str]]:
