@@ -247,7 +247,9 @@ def is_postgres(conn: Connection) -> bool:
     return conn.kind == "postgresql"
 
 
-def _pg_params(conn: Connection, database: str | None) -> dict[str, Any]:
+def pg_params(conn: Connection, database: str | None) -> dict[str, Any]:
+    """libpq keyword arguments for ``conn`` (socket or host, port, user, password, ``database``, extras;
+    connect_timeout 10 s)."""
     params: dict[str, Any] = {
         "host": conn.socket or conn.host,
         "port": conn.port,
@@ -262,7 +264,9 @@ def _pg_params(conn: Connection, database: str | None) -> dict[str, Any]:
     return params
 
 
-def _my_params(conn: Connection, database: str | None) -> dict[str, Any]:
+def my_params(conn: Connection, database: str | None) -> dict[str, Any]:
+    """PyMySQL keyword arguments for ``conn`` (socket or host/port, autocommit, LOAD DATA LOCAL for the
+    benchmark loaders, connect_timeout 10 s)."""
     params: dict[str, Any] = {
         "user": conn.user,
         "password": conn.password,
@@ -291,8 +295,8 @@ def connect(conn: Connection, admin: bool = False) -> Any:
         if is_postgres(conn):
             if admin and conn.admin_dsn:
                 return psycopg.connect(conn.admin_dsn, autocommit=True, connect_timeout=10)
-            return psycopg.connect(**_pg_params(conn, None if admin else conn.database), autocommit=True)
-        return pymysql.connect(**_my_params(conn, None if admin else conn.database))
+            return psycopg.connect(**pg_params(conn, None if admin else conn.database), autocommit=True)
+        return pymysql.connect(**my_params(conn, None if admin else conn.database))
     except (psycopg.Error, pymysql.MySQLError) as exc:
         where = conn.socket or f"{conn.host}:{conn.port}"
         db = "(admin)" if admin else conn.database

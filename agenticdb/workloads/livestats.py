@@ -31,6 +31,7 @@ import psycopg
 import pymysql
 
 from agenticdb.workloads.base import Connection, WorkloadError
+from agenticdb.workloads.common import my_params, pg_params
 
 PG_BLOCK_BYTES = 8192
 """PostgreSQL block size assumed for ``*_blks_*`` counters (the default BLCKSZ, manual 19.15 "block_size")."""
@@ -102,16 +103,6 @@ class StatReader(Protocol):
     def snapshot(self) -> StatSnapshot: ...
 
 
-def _pg_params(conn: Connection, database: str | None) -> dict[str, Any]:
-    params: dict[str, Any] = {"host": conn.socket or conn.host, "port": conn.port, "user": conn.user}
-    if conn.password:
-        params["password"] = conn.password
-    if database:
-        params["dbname"] = database
-    params.update({k: v for k, v in conn.extra.items() if k not in params})
-    return params
-
-
 class PgStatReader:
     """Reads ``pg_stat_statements`` + ``pg_stat_database`` of one PostgreSQL database.
 
@@ -131,9 +122,7 @@ class PgStatReader:
                 if self.database is None and self.conn.admin_dsn:
                     self._db = psycopg.connect(self.conn.admin_dsn, autocommit=True, connect_timeout=10)
                 else:
-                    self._db = psycopg.connect(
-                        **_pg_params(self.conn, self.database), autocommit=True, connect_timeout=10
-                    )
+                    self._db = psycopg.connect(**pg_params(self.conn, self.database), autocommit=True)
             except psycopg.Error as exc:
                 raise WorkloadError(f"live: cannot connect to PostgreSQL to read pg_stat_statements: {exc}") from None
         return self._db
@@ -224,13 +213,8 @@ class MyStatReader:
 
     def _connect(self) -> Any:
         if self._db is None or not self._db.open:
-            params: dict[str, Any] = {"user": self.conn.user, "password": self.conn.password, "autocommit": True}
-            if self.conn.socket:
-                params["unix_socket"] = self.conn.socket
-            else:
-                params.update(host=self.conn.host, port=self.conn.port)
-            try:
-                self._db = pymysql.connect(connect_timeout=10, **params)
+            try:  # an observer loads nothing: no LOAD DATA LOCAL
+                self._db = pymysql.connect(**{**my_params(self.conn, None), "local_infile": False})
             except pymysql.MySQLError as exc:
                 raise WorkloadError(f"live: cannot connect to MariaDB to read performance_schema: {exc}") from None
         return self._db
