@@ -598,6 +598,7 @@ def check_window(key: str, v: str) -> str:
     parts = v.split("-")
     if len(parts) != 2:
         raise ValueError(f"{key} = {v!r}: expected 'HH:MM-HH:MM' (e.g. '01:00-05:00')")
+    minutes: list[int] = []
     for part in parts:
         hm = part.strip().split(":")
         if len(hm) != 2 or not all(x.isdigit() for x in hm):
@@ -607,8 +608,8 @@ def check_window(key: str, v: str) -> str:
             raise ValueError(f"{key} = {v!r}: hour {hh} is not 00-23")
         if not 0 <= mm <= 59:
             raise ValueError(f"{key} = {v!r}: minute {mm} is not 00-59")
-    (h1, m1), (h2, m2) = ([int(x) for x in part.strip().split(":")] for part in parts)
-    if (h1, m1) == (h2, m2):
+        minutes.append(hh * 60 + mm)
+    if minutes[0] == minutes[1]:
         # in_window: start == end would be an empty window (the end minute is outside): never open
         raise ValueError(f"{key} = {v!r}: the window is empty (start equals end); for always, leave it unset")
     return v
