@@ -119,12 +119,6 @@ def build_workload(cfg: Settings, target: Target) -> Workload:
     conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
     if cfg.workload.kind == "live":
         return build_live_workload(cfg, conn)
-    if cfg.workload.kind == "pgbench" and conn.kind != "postgresql":
-        # the default workload is PostgreSQL's: say what to choose instead of failing deep inside
-        raise SetupError(
-            f"workload.kind='pgbench' (the default) needs PostgreSQL; the target is {conn.kind}: choose one "
-            "for MariaDB/MySQL, e.g. --workload sysbench-oltp-read-write (or ycsb-a, tpch, live)"
-        )
     return _build(cfg.workload, conn)
 
 

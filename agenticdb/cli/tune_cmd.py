@@ -20,7 +20,7 @@ from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.redaction import redact
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
-from agenticdb.workloads.base import Workload
+from agenticdb.workloads.base import Workload, WorkloadError
 
 log = structlog.get_logger(__name__)
 
@@ -170,7 +170,7 @@ def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, T
             return 1
         check_privileges(cfg)
         workload = build_workload(cfg, target)
-    except (SetupError, ValueError) as exc:
+    except (SetupError, ValueError, WorkloadError) as exc:  # a workload that cannot fit this target
         console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return 2
     return journal, memory, target, workload

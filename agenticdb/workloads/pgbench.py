@@ -73,7 +73,10 @@ class PgbenchWorkload(Workload):
 
     def __init__(self, cfg: WorkloadConfig, conn: Connection, progress: bool | None = None) -> None:
         if conn.kind != "postgresql":
-            raise WorkloadError(f"workload.kind='pgbench' needs PostgreSQL; the target is {conn.kind}")
+            raise WorkloadError(
+                f"workload.kind='pgbench' (the default) needs PostgreSQL; the target is {conn.kind}: choose one "
+                "for MariaDB/MySQL, e.g. --workload sysbench-oltp-read-write (or ycsb-a, tpch, live)"
+            )
         if cfg.scale < 1 or cfg.scale != int(cfg.scale):
             raise WorkloadError(f"workload.scale={cfg.scale:g}: pgbench needs a whole scale factor ≥ 1")
         self.cfg = cfg
