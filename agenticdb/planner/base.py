@@ -6,6 +6,16 @@ from abc import ABC, abstractmethod
 
 from agenticdb.models import PlanningContext, Proposal
 
+ADJUSTABLE_CHECKS = frozenset({"range", "hardware", "step"})
+"""Validator checks after which another value of the same knob may pass (a smaller step, a size that fits).
+Any other failed check — unknown, protected, dangerous, durability, enum, type, unit, conflict, apply,
+stage, a person's ``approval`` refusal — bans the knob for the rest of the session, in every planner."""
+
+
+def bans_knob(check: str) -> bool:
+    """True when a failed ``check`` rules the knob out for the session (see :data:`ADJUSTABLE_CHECKS`)."""
+    return check not in ADJUSTABLE_CHECKS
+
 
 class PlannerError(RuntimeError):
     """The planner could not produce a proposal (no endpoint, invalid replies, nothing left to try)."""

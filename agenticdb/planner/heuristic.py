@@ -41,7 +41,7 @@ from agenticdb.models import (
     RoundOutcome,
     StateDelta,
 )
-from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.planner.base import Planner, PlannerError, bans_knob
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.playbook import (
     FloorRule,
@@ -57,10 +57,6 @@ from agenticdb.units import canonical, family_of, format_value, parse_value, uni
 from agenticdb.validation.steps import is_default
 
 log = structlog.get_logger(__name__)
-
-# Validator checks after which a smaller move of the same knob may pass; any other failed check
-# (unknown, protected, durability, dangerous, enum, type, unit, conflict, apply, stage) bans the knob.
-_ADJUSTABLE_CHECKS = {"range", "hardware", "step"}
 
 
 @dataclass
@@ -304,7 +300,7 @@ class HeuristicPlanner(Planner):
     ) -> None:
         """Remember a rejected/failed value: adjustable checks bound the knob, others ban it."""
         hist.forbidden.add(canonical(name, value, spec))
-        if check is not None and check.check not in _ADJUSTABLE_CHECKS:
+        if check is not None and bans_knob(check.check):
             hist.banned[name] = f"[{check.check}] {check.message}"
             return
         if spec is None:

@@ -44,7 +44,7 @@ from agenticdb.models import (
     Proposal,
     RoundOutcome,
 )
-from agenticdb.planner.base import Planner
+from agenticdb.planner.base import Planner, bans_knob
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import _family as family_of_context
 from agenticdb.planner.playbook import load_playbook, round_base
@@ -57,21 +57,6 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 #: Size knobs are searched up to this fraction of the memory limit; the validator's budget decides the rest.
 MEMORY_CAP_FRACTION = 0.5
-
-#: Validator checks that ban a knob from the subspace for the session (the others only bound a value).
-# "approval": a person rejected (or let expire) a change of the knob; it is not proposed again this session
-_BANNING_CHECKS = {
-    "unknown",
-    "protected",
-    "dangerous",
-    "durability",
-    "enum",
-    "type",
-    "unit",
-    "stage",
-    "apply",
-    "approval",
-}
 
 
 @dataclass(frozen=True)
@@ -189,7 +174,7 @@ def _range(
 
 
 def _banned(rounds: Sequence[RoundOutcome]) -> set[str]:
-    return {fc.parameter for r in rounds for fc in r.failed_checks if fc.check in _BANNING_CHECKS}
+    return {fc.parameter for r in rounds for fc in r.failed_checks if bans_knob(fc.check)}
 
 
 def _measured_configs(ctx: PlanningContext) -> list[tuple[dict[str, str], float]]:
@@ -383,7 +368,7 @@ class RefiningPlanner(Planner):
         current = {**ctx.profile.current_config, **ctx.current_config}
         tried = {canonical(n, v, ctx.catalog.get(n)) for r in ctx.rounds for n, v in r.changes.items()}
         # a knob the validator will never accept (protected, durability, ...) stays at its current value
-        banned = _banned(ctx.rounds) | {fc.parameter for fc in ctx.validator_feedback if fc.check in _BANNING_CHECKS}
+        banned = _banned(ctx.rounds) | {fc.parameter for fc in ctx.validator_feedback if bans_knob(fc.check)}
         for _ in range(self.settings.max_infeasible):
             if s.infeasible_streak >= self.settings.max_infeasible:
                 break
