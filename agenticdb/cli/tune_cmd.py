@@ -38,22 +38,17 @@ def estimate_text(r: RoundOutcome) -> str:
     return f"{r.gain_vs_best:+.1%} (screen only)" + (" kept" if r.kept else "")
 
 
-def medians_text(r: RoundOutcome) -> str:
-    """Candidate vs best medians of the runs the decision used."""
+def medians_text(r: RoundOutcome, labelled: bool = False) -> str:
+    """Candidate vs best medians of the runs the decision used; ``labelled`` names them ("candidate X vs
+    best Y") where no column header does (round lines). The estimate shown after them is the mean of the
+    per-pair ratios, which can differ from the ratio of the medians."""
     if r.objective is None:
         return "—"
     if r.best_objective is None:  # cut off after its screen: one run, not a median of pairs
         return f"{_fmt_obj(r.objective)} (one screen run)"
+    if labelled:
+        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)}"
     return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
-
-
-def _labelled(medians: str) -> str:
-    """ "candidate X vs best Y" for a round line (the table's column header says it there): the medians
-    of the paired runs; the estimate after them is the mean of the per-pair ratios, which can differ."""
-    if " vs " not in medians:
-        return medians
-    cand, best = medians.split(" vs ", 1)
-    return f"candidate {cand} vs best {best}"
 
 
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
@@ -187,8 +182,8 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
         console.print(
             f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-            f"{_labelled(medians_text(outcome))}: {estimate_text(outcome)}; {outcome.decision.value}: {outcome.reason}"
-            + _failure_text(outcome),
+            f"{medians_text(outcome, labelled=True)}: {estimate_text(outcome)}; "
+            f"{outcome.decision.value}: {outcome.reason}" + _failure_text(outcome),
             highlight=False,
             soft_wrap=True,
             markup=False,  # "[dbms]" and values in brackets are text, not rich markup
