@@ -295,7 +295,9 @@ def test_endpoint_down_falls_back_to_heuristic_and_completes(home: Path) -> None
     # there during the run (a port from free_port() was taken by a later test server once)
     url = "http://127.0.0.1:1/v1"
 
-    env = llm_env(url, AGENTICDB_PLANNER__MAX_RETRIES="1")
+    # search off: the one proposal is the fallback's own, whether it prescribes or says plateau (with the
+    # search on, a heuristic plateau hands the round to the TPE search, whose proposals say "search")
+    env = llm_env(url, AGENTICDB_PLANNER__MAX_RETRIES="1", AGENTICDB_LOOP__SEARCH="false")
     r = run_cli(home, env, *TUNE_ARGS, "--rounds", "1", "--baseline-runs", "1")
 
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

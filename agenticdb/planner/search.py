@@ -3,7 +3,9 @@
 :class:`RefiningPlanner` wraps the playbook planner (heuristic or LLM). While the playbook has a
 prescription it is used as is (``Proposal.stage = "playbook"``). When it is used up — the planner says
 plateau, or ``switch_after`` playbook rounds of the stage in a row were not kept — the stage switches
-to search (``Proposal.stage = "search"``):
+to search (``Proposal.stage = "search"``). Proposals say who made them: the playbook planner's name,
+``planner = "search"`` for the TPE suggestions and ``"trade"`` for trade moves, so a journal never
+credits the LLM with a suggestion it did not make.
 
 * **Subspace.** The knobs the playbook names for the top diagnosed bottlenecks (``diagnose`` scores),
   numeric, tunable in this stage, at most ``max_knobs``. Each knob's range is log-scaled around its
@@ -249,7 +251,7 @@ class RefiningPlanner(Planner):
         search = self._searches.get(ctx.stage)
         if search is not None:
             self._tell_pending(ctx, search)
-        return trade_proposal(ctx, family_of_context(ctx), refused, self.name)
+        return trade_proposal(ctx, family_of_context(ctx), refused, "trade")
 
     # ------------------------------------------------------------------ switching
 
@@ -424,7 +426,7 @@ class RefiningPlanner(Planner):
             intended_effects=[f"{n}: explore the response surface around the best configuration" for n in changes],
             apply_requirement=ApplyMode.strongest([sp.apply for sp in specs]),
             rationale=rationale,
-            planner=self.name,
+            planner="search",
             stage="search",
         )
 
@@ -436,7 +438,7 @@ class RefiningPlanner(Planner):
             changes=[],
             plateau=True,
             rationale=f"plateau: {why}",
-            planner=self.name,
+            planner="search",
             stage="search",
         )
 
