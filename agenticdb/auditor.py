@@ -77,6 +77,32 @@ class LoopState:
     8-min budget by 194 s by starting a round 40 s before its end)."""
 
 
+def round_cost_prior(run_durations_s: list[float], warmup_s: float, min_pairs: int) -> float:
+    """What a round costs at least before any round is measured (seconds): ``min_pairs`` interleaved
+    best/candidate pairs, each run as long as the baseline's median run (``Measurement.duration_s``, or the
+    TPC-H query set's time) plus the configured warm-up. 0 when no baseline run was measured.
+
+    A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
+    round 1 with 32 s of a 240-s budget left and end at 488 s (issue 14)."""
+    if not run_durations_s:
+        return 0.0
+    ordered = sorted(run_durations_s)
+    return 2 * min_pairs * (ordered[len(ordered) // 2] + max(warmup_s, 0.0))
+
+
+def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
+    """Why no round may start now (the time left is less than a round's cost, seconds), or ''.
+
+    ``cost_label`` names where the cost comes from ("a measured round's median", "the minimum pairs")."""
+    left = time_budget_s - elapsed_s
+    if round_cost_s <= left:
+        return ""
+    return (
+        f"time budget nearly used: {max(left, 0):.0f}s of {time_budget_s:.0f}s left, less than {cost_label} "
+        f"cost ({round_cost_s:.0f}s)"
+    )
+
+
 def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str]:
     """Decide what the loop does after the latest round.
 
@@ -96,12 +122,9 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
         return Decision.terminate, f"time budget of {state.time_budget_s:.0f}s used ({state.elapsed_s:.0f}s)"
     if state.rounds_done >= state.max_rounds:
         return Decision.terminate, f"reached max rounds ({state.max_rounds})"
-    left = state.time_budget_s - state.elapsed_s
-    if state.round_cost_s > left:
-        return Decision.terminate, (
-            f"time budget nearly used: {left:.0f}s of {state.time_budget_s:.0f}s left, less than a measured "
-            f"round's median cost ({state.round_cost_s:.0f}s)"
-        )
+    no_room = no_room_for_round(state.elapsed_s, state.time_budget_s, state.round_cost_s, "a measured round's median")
+    if no_room:
+        return Decision.terminate, no_room
 
     def plateau_exit(why: str) -> tuple[Decision, str]:
         if state.stage == Layer.dbms and state.os_stage_enabled:

@@ -193,6 +193,11 @@ class TuningSession:
         """
         round_no = 0
         delta: StateDelta | None = start.delta
+        no_room = self._no_room_for_first_round(start)
+        if no_room:
+            self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": no_room}, 0)
+            log.info("session.no_round", reason=no_room)
+            return "completed", no_room, layer
         try:
             while not self._stop_requested(round_no):
                 round_no += 1
@@ -225,6 +230,15 @@ class TuningSession:
             # back, and the session ends failed with both told.
             failure = stages[layer].executor.failure(exc, "connect", [], round_no, f"round {round_no} failed")
             return "failed", failure.message, layer
+
+    def _no_room_for_first_round(self, start: Start) -> str:
+        """Why round 1 may not start (the baseline left less time than its minimum pairs cost), or ''."""
+        loop = self.cfg.loop
+        prior = auditor.round_cost_prior(
+            [m.total_time_s or m.duration_s for m in start.baseline], self.cfg.workload.warmup_s, loop.min_pairs
+        )
+        elapsed = time.monotonic() - self.started
+        return auditor.no_room_for_round(elapsed, loop.time_budget_s, prior, f"{loop.min_pairs} pairs' minimum")
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():

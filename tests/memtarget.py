@@ -11,6 +11,8 @@ test_restore_path.py) cover the same paths against PostgreSQL and MariaDB; these
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -146,7 +148,8 @@ class ScriptedWorkload(Workload):
     the target's current values (deterministic: the session's noise estimate is the 3 % floor).
 
     ``fail_runs``: run numbers (1-based, warm-ups excluded) that raise WorkloadError; ``disturb_runs``: run
-    numbers measured as if a CPU hog had started mid-run (``Measurement.disturbance`` flagged).
+    numbers measured as if a CPU hog had started mid-run (``Measurement.disturbance`` flagged);
+    ``slow_runs``: run number → wall seconds that run takes (to spend a session's time budget in a round).
     """
 
     name = "scripted"
@@ -157,6 +160,7 @@ class ScriptedWorkload(Workload):
         self.runs = 0
         self.fail_runs: set[int] = set()
         self.disturb_runs: set[int] = set()
+        self.slow_runs: dict[int, float] = {}
 
     def traits(self) -> WorkloadTraits:
         return WorkloadTraits("scripted", "oltp", 0.5, "uniform", 1, 1, "tps")
@@ -173,6 +177,7 @@ class ScriptedWorkload(Workload):
         self.runs += 1
         if self.runs in self.fail_runs:
             raise WorkloadError(f"scripted run {self.runs} failed", output="tool exited 1")
+        time.sleep(self.slow_runs.get(self.runs, 0.0))
         obj = self.objective(dict(self.target.values))
         disturbance = None
         if self.runs in self.disturb_runs:

@@ -190,13 +190,27 @@ def test_a_planner_error_stops_the_session_and_puts_the_best_back(tmp_path: Path
 
 
 def test_the_time_budget_running_out_mid_round_ends_after_the_round(tmp_path: Path) -> None:
-    run = Run(tmp_path, [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}], loop={"time_budget_s": 1e-6})
+    # 2 pairs of 1-s runs (4 s) fit the 4.5-s budget when round 1 starts; its first run then takes 5 s
+    run = Run(tmp_path, [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}], loop={"time_budget_s": 4.5})
+    run.workload.slow_runs = {3: 5.0}
     result = run.run()
     assert len(result.rounds) == 1
     assert result.rounds[0].kept  # the round in flight was finished, kept and verified
     assert result.status == "completed" and "time budget" in result.reason
     assert run.target.values["work_mem"] == "8MB"
     assert not run.open_intents()
+
+
+def test_no_round_starts_when_the_baseline_left_less_than_its_minimum_pairs(tmp_path: Path) -> None:
+    # the baseline's 2 runs take 1 s each of a 3-s budget: 1 s left, 2 pairs of 1-s runs need 4 s
+    run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"time_budget_s": 3.0})
+    run.workload.slow_runs = {1: 1.0, 2: 1.0}
+    result = run.run()
+    assert result.rounds == [] and run.workload.runs == 2
+    assert result.status == "completed" and "2 pairs' minimum cost (4s)" in result.reason
+    stop = run.events("stop")
+    assert len(stop) == 1 and stop[0].data["reason"] == result.reason
+    assert run.target.values == DEFAULTS and not run.open_intents()
 
 
 def test_a_failed_confirmation_run_is_a_round_failure_with_recovery(tmp_path: Path) -> None:
