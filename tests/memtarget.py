@@ -12,7 +12,6 @@ test_restore_path.py) cover the same paths against PostgreSQL and MariaDB; these
 from __future__ import annotations
 
 import time
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
