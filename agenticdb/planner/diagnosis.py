@@ -8,6 +8,10 @@ hypothesis whose counters are missing scores 0 and says so. Thresholds are engin
 anchored on the manuals cited per signal; they are meant to separate the hypotheses, not to measure
 anything absolutely.
 
+The DBMS signals are data: :data:`PG_SIGNALS` and :data:`MY_SIGNALS` are tables of rules (hypothesis,
+reader of the value and its evidence line, ramp ``lo``/``hi``, weight, manual source); a table's order is
+the order its evidence is listed. Host signals (I/O, CPU, writeback, reclaim) are shared functions.
+
 Counter names follow the target helpers: ``pg_stat_database.*``, ``pg_stat_bgwriter.*``,
 ``pg_stat_wal.*``, ``global_status.*``, ``host.*`` (CPU seconds), ``diskstats.<dev>.*``,
 ``vmstat.*``, ``psi.<res>.some_total_us``; wait events are sampled as ``{"<type>:<event>": count}``.
@@ -154,17 +158,6 @@ def _transactions(v: _View, family: str, measurement: Measurement | None) -> flo
         if measurement.tps:
             return measurement.tps * v.seconds
     return None
-
-
-def _wait_signal(
-    v: _View, label: str, match: Callable[[str], bool], lo: float, hi: float, weight: float = 1.0
-) -> list[_Signal]:
-    got = v.wait_share(match)
-    if got is None:
-        return []
-    share, hit, denom = got
-    text = f"{label} wait events = {hit}/{denom} busy samples ({share:.2f})"
-    return [_Signal(text, share, lo, hi, weight)]
 
 
 # --------------------------------------------------------------------------------------- host signals
@@ -557,121 +550,122 @@ PG_SIGNALS: tuple[_Rule, ...] = (
 
 # ------------------------------------------------------------------------------ MySQL/MariaDB signals
 
+_GS, _VAR = "global_status.", "variables."
 
-def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
-    gs, var = "global_status.", "variables."
-    out: dict[Bottleneck, list[_Signal]] = {b: [] for b in DBMS_HYPOTHESES}
 
-    # buffer_cache — MariaDB KB "InnoDB Buffer Pool": Innodb_buffer_pool_reads are reads the pool
-    # could not satisfy; Innodb_buffer_pool_wait_free counts waits for a free page.
-    rd, req = v.total(gs + "Innodb_buffer_pool_reads"), v.total(gs + "Innodb_buffer_pool_read_requests")
-    if rd is not None and req:
-        miss = rd / req
-        out[Bottleneck.buffer_cache].append(
-            _Signal(
-                f"Innodb_buffer_pool_reads/read_requests = {miss:.4f} {v.over} ({_fmt(rd / v.seconds)} reads/s)",
-                miss,
-                0.005,
-                0.05,
-                gate=(rd / v.seconds) / 50.0,
-            )
-        )
-    wf = v.rate(gs + "Innodb_buffer_pool_wait_free")
-    if wf is not None:
-        out[Bottleneck.buffer_cache].append(_Signal(f"Innodb_buffer_pool_wait_free = {wf:.2f}/s", wf, 0.1, 10.0))
+def _my_miss(s: _Sample) -> _Reading | None:
+    v = s.v
+    rd, req = v.total(_GS + "Innodb_buffer_pool_reads"), v.total(_GS + "Innodb_buffer_pool_read_requests")
+    if rd is None or not req:
+        return None
+    text = f"Innodb_buffer_pool_reads/read_requests = {rd / req:.4f} {v.over} ({_fmt(rd / v.seconds)} reads/s)"
+    return rd / req, text, (rd / v.seconds) / 50.0
 
-    # wal_fsync — MariaDB KB "InnoDB Status Variables": Innodb_log_waits (log buffer too small).
-    lw = v.total(gs + "Innodb_log_waits")
-    if lw is not None and tx:
-        k = lw / tx * 1000.0
-        out[Bottleneck.wal_fsync].append(_Signal(f"Innodb_log_waits = {k:.2f} per 1000 transactions", k, 0.5, 20))
-    fs = v.rate(gs + "Innodb_os_log_fsyncs")
-    if fs is not None:
-        out[Bottleneck.wal_fsync].append(_Signal(f"Innodb_os_log_fsyncs = {_fmt(fs)}/s", fs, 300, 3000, 0.5))
 
-    # checkpoint — checkpoint age against redo capacity (async flushing starts near 7/8 of capacity;
-    # MariaDB KB "InnoDB Redo Log"); share of dirty pages in the pool.
-    age = v.gauge("innodb.checkpoint_age_bytes")
-    cap = v.gauge(var + "innodb_redo_log_capacity") or v.gauge(var + "innodb_log_file_size")
-    if age is not None and cap:
-        out[Bottleneck.checkpoint].append(
-            _Signal(
-                f"checkpoint age/redo capacity = {_fmt(age / 2**20)} MiB/{_fmt(cap / 2**20)} MiB ({age / cap:.2f})",
-                age / cap,
-                0.5,
-                0.85,
-            )
-        )
-    dirty, pages = (
-        v.gauge(gs + "Innodb_buffer_pool_pages_dirty"),
-        v.gauge(gs + "Innodb_buffer_pool_pages_total"),
-    )
-    if dirty is not None and pages:
-        out[Bottleneck.checkpoint].append(
-            _Signal(f"Innodb_buffer_pool_pages_dirty/total = {dirty / pages:.2f}", dirty / pages, 0.4, 0.8, 0.7)
-        )
+def _my_checkpoint_age(s: _Sample) -> _Reading | None:
+    age = s.v.gauge("innodb.checkpoint_age_bytes")
+    cap = s.v.gauge(_VAR + "innodb_redo_log_capacity") or s.v.gauge(_VAR + "innodb_log_file_size")
+    if age is None or not cap:
+        return None
+    text = f"checkpoint age/redo capacity = {_fmt(age / 2**20)} MiB/{_fmt(cap / 2**20)} MiB ({age / cap:.2f})"
+    return age / cap, text, 1.0
 
-    # lock_contention — Innodb_row_lock_waits and the average wait.
-    rlw, rlt = v.total(gs + "Innodb_row_lock_waits"), v.total(gs + "Innodb_row_lock_time")
-    if rlw is not None and tx:
-        k = rlw / tx * 1000.0
-        out[Bottleneck.lock_contention].append(
-            _Signal(f"Innodb_row_lock_waits = {k:.2f} per 1000 transactions", k, 5, 100)
-        )
-    if rlw and rlt is not None:
-        avg = rlt / rlw
-        out[Bottleneck.lock_contention].append(
-            _Signal(f"Innodb_row_lock_time/waits = {avg:.1f} ms per wait", avg, 5, 100, gate=rlw / 10.0)
-        )
 
-    # temp_spill — MariaDB KB "tmp_table_size", "sort_buffer_size".
-    disk, tmp = v.total(gs + "Created_tmp_disk_tables"), v.total(gs + "Created_tmp_tables")
-    if disk is not None:
-        out[Bottleneck.temp_spill].append(
-            _Signal(f"Created_tmp_disk_tables = {disk / v.seconds:.2f}/s", disk / v.seconds, 1.0, 20.0)
-        )
-        if tmp:
-            out[Bottleneck.temp_spill].append(
-                _Signal(
-                    f"Created_tmp_disk_tables/Created_tmp_tables = {disk / tmp:.2f}",
-                    disk / tmp,
-                    0.1,
-                    0.5,
-                    gate=disk / v.seconds,
-                )
-            )
-    smp = v.rate(gs + "Sort_merge_passes")
-    if smp is not None:
-        out[Bottleneck.temp_spill].append(_Signal(f"Sort_merge_passes = {smp:.2f}/s", smp, 0.5, 10.0, 0.8))
+def _my_dirty(s: _Sample) -> _Reading | None:
+    dirty, pages = s.v.gauge(_GS + "Innodb_buffer_pool_pages_dirty"), s.v.gauge(_GS + "Innodb_buffer_pool_pages_total")
+    if dirty is None or not pages:
+        return None
+    return dirty / pages, f"Innodb_buffer_pool_pages_dirty/total = {dirty / pages:.2f}", 1.0
 
-    # connections — thread cache misses, table cache misses, connections near the limit.
-    conn, maxc = v.gauge(gs + "Threads_connected"), v.gauge(var + "max_connections")
-    if conn is not None and maxc:
-        out[Bottleneck.connections].append(
-            _Signal(
-                f"Threads_connected/max_connections = {_fmt(conn)}/{_fmt(maxc)} ({conn / maxc:.2f})",
-                conn / maxc,
-                0.75,
-                0.95,
-            )
-        )
-    created, conns = v.total(gs + "Threads_created"), v.total(gs + "Connections")
-    if created is not None and conns:
-        out[Bottleneck.connections].append(
-            _Signal(
-                f"Threads_created/Connections = {created / conns:.2f} ({_fmt(conns / v.seconds)} connections/s)",
-                created / conns,
-                0.2,
-                0.8,
-                gate=conns / v.seconds / 5.0,
-            )
-        )
-    tcm = v.rate(gs + "Table_open_cache_misses")
+
+def _my_lock_time(s: _Sample) -> _Reading | None:
+    waits, ms = s.v.total(_GS + "Innodb_row_lock_waits"), s.v.total(_GS + "Innodb_row_lock_time")
+    if not waits or ms is None:
+        return None
+    return ms / waits, f"Innodb_row_lock_time/waits = {ms / waits:.1f} ms per wait", waits / 10.0
+
+
+def _my_disk_tables(s: _Sample) -> _Reading | None:
+    disk = s.v.total(_GS + "Created_tmp_disk_tables")
+    if disk is None:
+        return None
+    return disk / s.v.seconds, f"Created_tmp_disk_tables = {disk / s.v.seconds:.2f}/s", 1.0
+
+
+def _my_disk_share(s: _Sample) -> _Reading | None:
+    disk, tmp = s.v.total(_GS + "Created_tmp_disk_tables"), s.v.total(_GS + "Created_tmp_tables")
+    if disk is None or not tmp:
+        return None
+    return disk / tmp, f"Created_tmp_disk_tables/Created_tmp_tables = {disk / tmp:.2f}", disk / s.v.seconds
+
+
+def _my_thread_cache(s: _Sample) -> _Reading | None:
+    created, conns = s.v.total(_GS + "Threads_created"), s.v.total(_GS + "Connections")
+    if created is None or not conns:
+        return None
+    text = f"Threads_created/Connections = {created / conns:.2f} ({_fmt(conns / s.v.seconds)} connections/s)"
+    return created / conns, text, conns / s.v.seconds / 5.0
+
+
+def _my_table_cache(s: _Sample) -> _Reading | None:
+    tcm = s.v.rate(_GS + "Table_open_cache_misses")
     if tcm is None:
-        tcm = v.rate(gs + "Opened_tables")
-    if tcm is not None:
-        out[Bottleneck.connections].append(_Signal(f"table open cache misses = {tcm:.2f}/s", tcm, 5.0, 100.0, 0.7))
-    return out
+        tcm = s.v.rate(_GS + "Opened_tables")
+    return None if tcm is None else (tcm, f"table open cache misses = {tcm:.2f}/s", 1.0)
+
+
+_KB_POOL = "MariaDB KB, InnoDB Buffer Pool"
+_KB_STATUS = "MariaDB KB, InnoDB Status Variables"
+_KB_SERVER = "MariaDB KB, Server Status Variables"
+MY_SIGNALS: tuple[_Rule, ...] = (
+    # Innodb_buffer_pool_reads: reads the pool could not satisfy
+    _Rule(_B.buffer_cache, _my_miss, 0.005, 0.05, source=_KB_POOL),
+    # Innodb_buffer_pool_wait_free: waits for a free page
+    _Rule(
+        _B.buffer_cache,
+        _rate(_GS + "Innodb_buffer_pool_wait_free", "Innodb_buffer_pool_wait_free = {x:.2f}/s"),
+        0.1,
+        10.0,
+        source=_KB_POOL,
+    ),
+    # Innodb_log_waits: the log buffer is too small
+    _Rule(_B.wal_fsync, _per_ktx(_GS + "Innodb_log_waits", "Innodb_log_waits"), 0.5, 20, source=_KB_STATUS),
+    _Rule(
+        _B.wal_fsync, _rate(_GS + "Innodb_os_log_fsyncs", "Innodb_os_log_fsyncs = {f}/s"), 300, 3000, 0.5, _KB_STATUS
+    ),
+    # asynchronous flushing starts near 7/8 of the redo capacity
+    _Rule(_B.checkpoint, _my_checkpoint_age, 0.5, 0.85, source="MariaDB KB, InnoDB Redo Log"),
+    _Rule(_B.checkpoint, _my_dirty, 0.4, 0.8, 0.7, _KB_POOL),
+    _Rule(
+        _B.lock_contention,
+        _per_ktx(_GS + "Innodb_row_lock_waits", "Innodb_row_lock_waits"),
+        5,
+        100,
+        source=_KB_STATUS,
+    ),
+    _Rule(_B.lock_contention, _my_lock_time, 5, 100, source=_KB_STATUS),
+    _Rule(_B.temp_spill, _my_disk_tables, 1.0, 20.0, source="MariaDB KB, tmp_table_size"),
+    _Rule(_B.temp_spill, _my_disk_share, 0.1, 0.5, source="MariaDB KB, tmp_table_size"),
+    _Rule(
+        _B.temp_spill,
+        _rate(_GS + "Sort_merge_passes", "Sort_merge_passes = {x:.2f}/s"),
+        0.5,
+        10.0,
+        0.8,
+        "MariaDB KB, sort_buffer_size",
+    ),
+    # connections near the limit, thread cache misses, table cache misses
+    _Rule(
+        _B.connections,
+        _of_limit("Threads_connected/max_connections", _GS + "Threads_connected", _VAR + "max_connections"),
+        0.75,
+        0.95,
+        source=_KB_SERVER,
+    ),
+    _Rule(_B.connections, _my_thread_cache, 0.2, 0.8, source=_KB_SERVER),
+    _Rule(_B.connections, _my_table_cache, 5.0, 100.0, 0.7, _KB_SERVER),
+)
+"""MySQL/MariaDB's signals, in the order their evidence is listed."""
 
 
 def _add_live(signals: dict[Bottleneck, list[_Signal]], v: _View, m: Measurement | None) -> None:
@@ -775,7 +769,7 @@ def diagnose(
         if family == "postgresql":
             signals = _signals(PG_SIGNALS, _Sample(v, tx, profile))
         elif family in ("mariadb", "mysql"):
-            signals = _my(v, tx)
+            signals = _signals(MY_SIGNALS, _Sample(v, tx, profile))
         else:
             raise ValueError(f"family={family!r}: expected 'postgresql', 'mariadb' or 'mysql'")
         signals[Bottleneck.io_queue] += _host_io(v, dev)
