@@ -408,7 +408,7 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         TargetError / psycopg / PyMySQL errors: the server stopped answering while being read.
     """
     from agenticdb.advice_findings import findings
-    from agenticdb.app import host_state_source, linux_target
+    from agenticdb.app import host_state_source
     from agenticdb.hardware import detect_hardware
 
     catalog = target.catalog()
@@ -427,15 +427,8 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
     recs = adv.recommendations(hyps)
     judge(recs, catalog, current, hardware, cfg.policy, target.can_restart())
     all_hyps = list(hyps)
-    os_current: dict[str, str] = {}
     if os_layer:
-        linux = linux_target(cfg, data_dir=target.data_dir)
-        os_cat = linux.catalog()
-        os_current = linux.current_values(list(os_cat.knobs))
-        osa = Advisor(os_cat, hardware, os_current, delta, "linux", identity, [], fp)
-        os_hyps = osa.hypotheses()
-        os_recs = osa.recommendations(os_hyps)
-        judge(os_recs, os_cat, os_current, hardware, cfg.policy, True)
+        os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp)
         recs += os_recs
         all_hyps += os_hyps
     found = findings(family_of(catalog.target), target.current_values, hardware, delta, identity, Path(cfg.os.root))
@@ -460,15 +453,33 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         ],
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=[]
-        if adv.server_busy()
-        else [
-            f"the server was idle in the {delta.seconds:.1f} s window (< 20 transactions and < 5/s, no active "
-            "session): "
-            "host pressure is not evidence about it, so no diagnosis-driven DBMS moves; observe under load "
-            "with --observe for those"
-        ],
+        notes=[] if adv.server_busy() else [_idle_note(delta.seconds)],
     )
+
+
+def _idle_note(seconds: float) -> str:
+    return (
+        f"the server was idle in the {seconds:.1f} s window (< 20 transactions and < 5/s, no active "
+        "session): "
+        "host pressure is not evidence about it, so no diagnosis-driven DBMS moves; observe under load "
+        "with --observe for those"
+    )
+
+
+def _os_advice(
+    cfg: Settings, target: Target, hardware: Hardware, delta: StateDelta, identity: str, fp: Fingerprint
+) -> tuple[list[Recommendation], list[Hypothesis]]:
+    """Recommendations (judged by the validator) and hypotheses for the Linux host of ``target``."""
+    from agenticdb.app import linux_target
+
+    linux = linux_target(cfg, data_dir=target.data_dir)
+    os_cat = linux.catalog()
+    os_current = linux.current_values(list(os_cat.knobs))
+    osa = Advisor(os_cat, hardware, os_current, delta, "linux", identity, [], fp)
+    os_hyps = osa.hypotheses()
+    os_recs = osa.recommendations(os_hyps)
+    judge(os_recs, os_cat, os_current, hardware, cfg.policy, True)
+    return os_recs, os_hyps
 
 
 def _retrieve(cfg: Settings, fp: Fingerprint) -> list[Experience]:

@@ -23,6 +23,7 @@ from agenticdb.config import Settings
 from agenticdb.errors import SessionError
 from agenticdb.executor import Executor
 from agenticdb.journal import Journal
+from agenticdb.memory import MemoryBook
 from agenticdb.models import Bottleneck, Change, Fingerprint, Layer, Proposal, Verdict
 from agenticdb.targets.base import Target
 from agenticdb.workloads.base import WorkloadError
@@ -96,7 +97,7 @@ def apply_recommendations(
             was restored; the message says whether that restore was verified).
         LockError: another agenticdb process holds the target.
     """
-    from agenticdb.app import build_workload, linux_target, open_stores
+    from agenticdb.app import build_workload, open_stores
     from agenticdb.lock import TargetLock
 
     sid = datetime.now().strftime("%Y%m%d-%H%M%S-") + "apply-" + uuid.uuid4().hex[:6]
@@ -105,28 +106,17 @@ def apply_recommendations(
     lock.acquire()
     done = Applied(sid)
     try:
-        journal.append(
-            sid,
-            "session.start",
-            {
-                "target": target.kind,
-                "workload": "none (agenticdb apply)",
-                "planner": "advice",
-                "durability": cfg.policy.durability,
-                "who": who or os_user(),
-                "recommendations": [r.model_dump(mode="json") for r in recs],
-            },
-        )
+        start = {
+            "target": target.kind,
+            "workload": "none (agenticdb apply)",
+            "planner": "advice",
+            "durability": cfg.policy.durability,
+            "who": who or os_user(),
+            "recommendations": [r.model_dump(mode="json") for r in recs],
+        }
+        journal.append(sid, "session.start", start)
         workload = build_workload(cfg, target)
-        groups: list[tuple[Layer, Target]] = [(Layer.dbms, target)]
-        if any(r.layer == Layer.os for r in recs):
-            memory.start_session(sid, target="linux", fingerprint=_fp(target), workload="advice")
-
-            def store(name: str, value: str) -> None:
-                memory.save_os_original(sid, name, value)
-                journal.append(sid, "os.original", {"name": name, "value": value}, 1)
-
-            groups.append((Layer.os, linux_target(cfg, data_dir=target.data_dir, state_store=store)))
+        groups = _groups(cfg, target, recs, sid, journal, memory)
         ex = Executor(
             target, [target.runtime_state], workload, journal, sid, cfg.workload.warmup_s, cfg.workload.duration_s
         )
@@ -146,17 +136,41 @@ def apply_recommendations(
         journal.append(sid, "session.end", {"status": "failed", "reason": str(exc)})
         raise
     except WorkloadError as exc:
-        state = (
-            "the applied values stay in effect (agenticdb rollback --dbms undoes them)"
-            if done.effective
-            else "nothing was changed"
-        )
-        journal.append(sid, "session.end", {"status": "failed", "reason": f"--measure: {exc}; {state}"})
-        raise ApplyRefused(f"--measure: the workload failed: {exc}; {state}") from exc
+        raise _measure_failed(journal, sid, done, exc) from exc
     finally:
         lock.release()
         journal.close()
         memory.close()
+
+
+def _measure_failed(journal: Journal, sid: str, done: Applied, exc: WorkloadError) -> ApplyRefused:
+    """``--measure``'s workload failed: journaled as the session's end, saying what stays in effect."""
+    state = (
+        "the applied values stay in effect (agenticdb rollback --dbms undoes them)"
+        if done.effective
+        else "nothing was changed"
+    )
+    journal.append(sid, "session.end", {"status": "failed", "reason": f"--measure: {exc}; {state}"})
+    return ApplyRefused(f"--measure: the workload failed: {exc}; {state}")
+
+
+def _groups(
+    cfg: Settings, target: Target, recs: list[Recommendation], sid: str, journal: Journal, memory: MemoryBook
+) -> list[tuple[Layer, Target]]:
+    """The targets the recommendations go to: the DBMS, and the Linux host when any is an OS one (its
+    originals saved in the Memory Book and journaled before the first write, for ``rollback``)."""
+    from agenticdb.app import linux_target
+
+    groups: list[tuple[Layer, Target]] = [(Layer.dbms, target)]
+    if any(r.layer == Layer.os for r in recs):
+        memory.start_session(sid, target="linux", fingerprint=_fp(target), workload="advice")
+
+        def store(name: str, value: str) -> None:
+            memory.save_os_original(sid, name, value)
+            journal.append(sid, "os.original", {"name": name, "value": value}, 1)
+
+        groups.append((Layer.os, linux_target(cfg, data_dir=target.data_dir, state_store=store)))
+    return groups
 
 
 def _fp(target: Target) -> Fingerprint:

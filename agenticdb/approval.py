@@ -40,7 +40,8 @@ from pydantic import BaseModel
 from agenticdb.advice import Recommendation, stable_id
 from agenticdb.config import Settings
 from agenticdb.journal import Journal
-from agenticdb.models import Proposal, Verdict
+from agenticdb.models import FailedCheck, Proposal, RoundOutcome, Verdict
+from agenticdb.steps import SessionRecorder, StepResult
 
 log = structlog.get_logger(__name__)
 
@@ -400,6 +401,21 @@ class Desk:
         finally:
             target.close()
         return f"applied in session {done.session_id}: {json.dumps(done.effective)}"
+
+
+def refused_trial(
+    outcome: RoundOutcome, verdict: Verdict, why: str, recorder: SessionRecorder, round_no: int
+) -> StepResult:
+    """A trial a person rejected (or let expire; ``why`` says which, from :meth:`Desk.gate`): nothing is
+    applied; each change of ``verdict`` is added to ``outcome`` as a failed ``approval`` check, which the
+    planner reads as a ban of the knob for the rest of the session (``planner.base.bans_knob``). Journaled
+    as ``approval.refused``; the returned step ends the round."""
+    checks = [FailedCheck(check="approval", parameter=c.name, value=c.value, message=why) for c in verdict.changes]
+    outcome.verdict_ok = False
+    outcome.failed_checks = [*outcome.failed_checks, *checks]
+    recorder.event("approval.refused", {"reason": why, "changes": {c.parameter: c.value for c in checks}}, round_no)
+    log.info("round.not_approved", round=round_no, reason=why)
+    return StepResult("trial", f"not applied: {why}", ends_round=True)
 
 
 def _brief(r: Recommendation) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from agenticdb.config import Settings
 from agenticdb.disturbance import DisturbanceSampler, DisturbanceThresholds, HostSample, classified, summarize
 from agenticdb.journal import Journal
 from agenticdb.models import (
@@ -128,6 +129,39 @@ class Executor:
         self.server_pid = server_pid or target.server_pid
         self.disturbance = disturbance or DisturbanceThresholds()
         self.watch_host = watch_host
+
+    @classmethod
+    def for_stage(
+        cls,
+        cfg: Settings,
+        target: Target,
+        dbms: Target,
+        workload: Workload,
+        journal: Journal,
+        session_id: str,
+        extra_sources: list[Callable[[], RuntimeState]],
+        before_measure: Callable[[], object] | None = None,
+    ) -> Executor:
+        """The executor of one stage of a tuning session: ``target`` (the DBMS, or the Linux host in the OS
+        stage) measured with the session's workload and ``cfg.workload`` timings (seconds). Runtime state is
+        sampled from ``target``, the DBMS server ``dbms`` (when it is not the target) and ``extra_sources``;
+        the DBMS server's CPU counts as ours in every stage; disturbance thresholds come from ``cfg.loop``."""
+        sources = [target.runtime_state]
+        if target is not dbms:
+            sources.append(dbms.runtime_state)
+        return cls(
+            target,
+            sources + extra_sources,
+            workload,
+            journal,
+            session_id,
+            cfg.workload.warmup_s,
+            cfg.workload.duration_s,
+            before_measure=before_measure,
+            warmup_max_s=cfg.workload.warmup_max_s,
+            server_pid=dbms.server_pid,
+            disturbance=DisturbanceThresholds.from_config(cfg.loop),
+        )
 
     def sample_state(self) -> RuntimeState:
         """Merged runtime state from every source (a source that fails contributes nothing)."""

@@ -33,13 +33,16 @@ from pydantic import BaseModel, Field
 
 from agenticdb.memory import MemoryBook, OsOriginal
 from agenticdb.models import Catalog, Failure, Layer, RecoveryResult, Snapshot
+from agenticdb.planner.base import PlannerError
 from agenticdb.server_log import with_reason
 from agenticdb.services import ServiceError
-from agenticdb.steps import SessionRecorder
+from agenticdb.steps import SessionRecorder, StepResult
 from agenticdb.targets.base import Target, TargetError
+from agenticdb.workloads.base import WorkloadError
 
 if TYPE_CHECKING:
     from agenticdb.executor import Executor
+    from agenticdb.steps import Round
 
 log = structlog.get_logger(__name__)
 
@@ -268,6 +271,41 @@ def recover_round(
     return result
 
 
+def round_failed(r: Round, step: str, failure: Failure, recorder: SessionRecorder) -> StepResult:
+    """A failed trial, confirmation or revert of round ``r`` (in ``step``): recovery back to the round's safe
+    snapshot (:func:`recover_round`), both kept on the round's outcome; the returned step ends the round and
+    tells the failure with the server's own reason (``Failure.message``) and how recovery ended."""
+    assert r.outcome is not None and r.safe is not None
+    r.outcome.failure = failure
+    r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, recorder, r.no)
+    return StepResult(step, f"failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}", True)
+
+
+def loop_ended(exc: BaseException, stage: StageState, recorder: SessionRecorder, round_no: int) -> tuple[str, str]:
+    """How the round loop ends on an exception raised outside a trial's own recovery: ``(status, reason)``.
+    The session's final apply puts the best configuration of every stage back afterwards in every case.
+
+    - ``KeyboardInterrupt`` (Ctrl-C): journaled as ``interrupted``; status "interrupted".
+    - ``PlannerError`` (e.g. the LLM endpoint refused our key): journaled as ``planner.error``; "failed".
+    - ``TargetError``, ``ServiceError``, ``WorkloadError``, ``OSError`` (reading the live values, entering the
+      OS stage, retaking a snapshot): journaled as a ``failure`` with the server's reason through ``stage``'s
+      executor; "failed", the reason being the failure's message.
+
+    Raises:
+        BaseException: ``exc`` itself when it is none of these.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        recorder.event("interrupted", {"round": round_no}, round_no)
+        return "interrupted", "interrupted (Ctrl-C); the best configuration so far is put back"
+    if isinstance(exc, PlannerError):
+        recorder.event("planner.error", {"error": str(exc)}, round_no)
+        return "failed", f"planner error: {exc}"
+    if isinstance(exc, TargetError | ServiceError | WorkloadError | OSError):
+        failure = stage.executor.failure(exc, "connect", [], round_no, f"round {round_no} failed")
+        return "failed", failure.message
+    raise exc
+
+
 # ------------------------------------------------------------------ the best configuration of a stage
 
 
@@ -359,6 +397,21 @@ class StageState:
     def revert(self) -> RestoreResult:
         """Back to the safe snapshot (a tie or a loss keeps the simpler configuration), verified."""
         return restore_verified(self.target, self.snapshot)
+
+
+def enter_os_stage(
+    os_target: Target, executor: Executor, dbms_samples: list[float], recorder: SessionRecorder
+) -> StageState:
+    """The OS stage's starting state: the Linux parameters' values now (snapshot "os originals") are its safe
+    configuration, the DBMS stage's best samples its best objective; journaled as ``stage.os``."""
+    catalog = os_target.catalog()
+    snap = os_target.snapshot(list(catalog.knobs), label="os originals")
+    recorder.event(
+        "stage.os",
+        {"parameters": len(catalog.knobs), "unsupported": catalog.unsupported, "originals": snap.values},
+    )
+    log.info("stage.switched", stage="os", parameters=len(catalog.knobs))
+    return StageState(os_target, executor, catalog, snap, list(dbms_samples))
 
 
 # ------------------------------------------------------------------ the final apply

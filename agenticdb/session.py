@@ -29,18 +29,17 @@ from datetime import datetime
 import structlog
 
 from agenticdb import auditor
+from agenticdb.approval import refused_trial
 from agenticdb.config import Settings
-from agenticdb.disturbance import DisturbanceThresholds
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.executor import Executor, PairedRuns
 from agenticdb.initializer import Initializer, Start
 from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook, distill_experience, relative_values
-from agenticdb.memory.backends import host_origin
+from agenticdb.memory import MemoryBook
+from agenticdb.memory.backends import learn
 from agenticdb.models import (
     ApplyMode,
     Decision,
-    FailedCheck,
     Failure,
     FailurePhase,
     Layer,
@@ -53,7 +52,7 @@ from agenticdb.models import (
 )
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planning import check, plan_round, planning_context
-from agenticdb.recovery import StageState, apply_final, recover_round
+from agenticdb.recovery import StageState, apply_final, enter_os_stage, loop_ended, round_failed
 from agenticdb.sequential import Noise
 from agenticdb.services import ServiceError
 from agenticdb.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
@@ -155,35 +154,15 @@ class TuningSession:
         return self._conclude(stages, layer, start, status, reason or "done")
 
     def _executor(self, target: Target) -> Executor:
-        sources = [target.runtime_state]
-        if target is not self.target:
-            sources.append(self.target.runtime_state)
-        return Executor(
-            target,
-            sources + self.extra_state_sources,
-            self.workload,
-            self.journal,
-            self.session_id,
-            self.cfg.workload.warmup_s,
-            self.cfg.workload.duration_s,
-            before_measure=self.init.reset_data if self.cfg.loop.reset_data else None,
-            warmup_max_s=self.cfg.workload.warmup_max_s,
-            # the DBMS server's CPU is ours in every stage (the OS stage's target is the Linux host)
-            server_pid=self.target.server_pid,
-            disturbance=DisturbanceThresholds.from_config(self.cfg.loop),
+        reset = self.init.reset_data if self.cfg.loop.reset_data else None
+        return Executor.for_stage(
+            self.cfg, target, self.target, self.workload, self.journal, self.session_id, self.extra_state_sources, reset
         )
 
     def _enter_os_stage(self, dbms_samples: list[float]) -> StageState:
         if self.os_target is None:
             raise SessionError("OS stage requested but no Linux target is configured")
-        catalog = self.os_target.catalog()
-        snap = self.os_target.snapshot(list(catalog.knobs), label="os originals")
-        self.recorder.event(
-            "stage.os",
-            {"parameters": len(catalog.knobs), "unsupported": catalog.unsupported, "originals": snap.values},
-        )
-        log.info("stage.switched", stage="os", parameters=len(catalog.knobs))
-        return StageState(self.os_target, self._executor(self.os_target), catalog, snap, list(dbms_samples))
+        return enter_os_stage(self.os_target, self._executor(self.os_target), dbms_samples, self.recorder)
 
     # ------------------------------------------------------------------ the loop
     def _loop(self, stages: dict[Layer, StageState], layer: Layer, start: Start) -> tuple[str, str, Layer]:
@@ -217,19 +196,10 @@ class TuningSession:
                     layer = Layer.os
                     stages[Layer.os] = self._enter_os_stage(stages[Layer.dbms].samples)
             return "stopped", "stop requested (signal): ended after the last full round", layer
-        except KeyboardInterrupt:
-            self.recorder.event("interrupted", {"round": round_no}, round_no)
-            return "interrupted", "interrupted (Ctrl-C); the best configuration so far is put back", layer
-        except PlannerError as exc:
-            # e.g. the LLM endpoint refused our key: stop, but still put the best configuration back.
-            self.recorder.event("planner.error", {"error": str(exc)}, round_no)
-            return "failed", f"planner error: {exc}", layer
-        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
-            # Outside a trial (reading the live values, entering the OS stage, retaking a snapshot): the
-            # failure is journaled with the server's reason, the final apply puts the best configuration
-            # back, and the session ends failed with both told.
-            failure = stages[layer].executor.failure(exc, "connect", [], round_no, f"round {round_no} failed")
-            return "failed", failure.message, layer
+        except (KeyboardInterrupt, PlannerError, TargetError, ServiceError, WorkloadError, OSError) as exc:
+            # outside a trial: entering the OS stage may fail before its stage exists (the DBMS stage's
+            # executor journals that failure)
+            return (*loop_ended(exc, stages.get(layer, stages[Layer.dbms]), self.recorder, round_no), layer)
 
     def _no_room_for_first_round(self, start: Start) -> str:
         """Why round 1 may not start (the baseline left less time than its minimum pairs cost), or ''."""
@@ -331,7 +301,7 @@ class TuningSession:
         if self.approve is not None:
             refused = self.approve(self.session_id, r.no, r.plan.proposal, r.plan.verdict)
             if refused is not None:
-                return self._not_approved(r, refused)
+                return refused_trial(r.outcome, r.plan.verdict, refused, self.recorder, r.no)
         r.safe = r.stage.snapshot
         execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no, self._trial_limit(r))
         if execution.failure is not None:
@@ -341,21 +311,6 @@ class TuningSession:
         r.delta = execution.state_delta or r.delta
         how = "restarted" if execution.restarted else r.plan.verdict.apply_requirement.value
         return StepResult("trial", f"applied ({how}), verified, objective {r.screen.objective:,.3f}")
-
-    def _not_approved(self, r: Round, why: str) -> StepResult:
-        """A trial a person rejected (or let expire): nothing applied; each change is fed back to the
-        planner as a failed ``approval`` check, which bans the knob for the rest of the session."""
-        assert r.plan is not None and r.plan.verdict is not None and r.outcome is not None
-        checks = [
-            FailedCheck(check="approval", parameter=c.name, value=c.value, message=why) for c in r.plan.verdict.changes
-        ]
-        r.outcome.verdict_ok = False
-        r.outcome.failed_checks = [*r.outcome.failed_checks, *checks]
-        self.recorder.event(
-            "approval.refused", {"reason": why, "changes": {c.parameter: c.value for c in checks}}, r.no
-        )
-        log.info("round.not_approved", round=r.no, reason=why)
-        return StepResult("trial", f"not applied: {why}", ends_round=True)
 
     def _trial_limit(self, r: Round) -> TrialLimit | None:
         """The bound of the trial's first run (``agenticdb.trial_limit``), from a recent best run."""
@@ -423,42 +378,36 @@ class TuningSession:
         return self._failed(r, "settle", Failure(phase="apply", message=message, attempted=r.plan.verdict.changes))
 
     def _failed(self, r: Round, step: str, failure: Failure) -> StepResult:
-        """A failed trial, confirmation or revert: recovery back to the safe snapshot ends the round."""
-        assert r.outcome is not None and r.safe is not None
-        r.outcome.failure = failure
-        r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, self.recorder, r.no)
-        # The summary tells every failure in full, with the server's own reason (Failure.message).
-        self.warnings.append(
-            f"round {r.no} failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}"
-        )
-        return StepResult(
-            step, f"failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}", True
-        )
+        """A failed trial, confirmation or revert: recovery back to the safe snapshot ends the round
+        (``recovery.round_failed``); the summary tells it in full, with the server's own reason."""
+        result = round_failed(r, step, failure, self.recorder)
+        self.warnings.append(f"round {r.no} {result.line}")
+        return result
 
     # ------------------------------------------------------------------ the end
     def _conclude(
         self, stages: dict[Layer, StageState], layer: Layer, start: Start, status: str, reason: str
     ) -> SessionResult:
         """Experience, the Memory Book's session row, ``session.end`` and the result."""
-        best_changes: dict[str, str] = {}
+        best: dict[str, str] = {}
         for st in stages.values():
-            best_changes.update(st.changes)
+            best.update(st.changes)
         best_obj = stages[layer].objective
         if any(r.proposal is not None and r.changes for r in self.rounds):
             # A session that tried nothing (stopped at once, planner had nothing) teaches nothing.
-            self._learn(start, best_changes, best_obj)
+            catalogs = [self.target.catalog()] + ([self.os_target.catalog()] if self.os_target else [])
+            gain = auditor.relative_gain(best_obj, start.objective, start.higher_is_better)
+            learn(self.memory, self.session_id, start.fingerprint, start.hardware, self.rounds, best, catalogs, gain)
         self.memory.end_session(
             self.session_id,
             status=status,
             baseline_objective=start.objective,
             best_objective=best_obj,
-            best_config=best_changes,
+            best_config=best,
         )
         usage = self.planner.usage()
         end = {"status": status, "reason": reason, "baseline_objective": start.objective, "best_objective": best_obj}
-        self.recorder.event(
-            "session.end", {**end, "best_changes": best_changes, "rounds": len(self.rounds), "llm": usage}
-        )
+        self.recorder.event("session.end", {**end, "best_changes": best, "rounds": len(self.rounds), "llm": usage})
         log.info("session.end", session=self.session_id, status=status, reason=reason, best=round(best_obj, 3))
         return SessionResult(
             self.session_id,
@@ -468,19 +417,10 @@ class TuningSession:
             best_obj,
             start.baseline[0].objective_name,
             start.higher_is_better,
-            best_changes,
+            best,
             list(self.rounds),
             start.cv,
             usage,
             {k: str(v) for k, v in (self.start_from or {}).items()},
             list(self.warnings),
         )
-
-    def _learn(self, start: Start, best: dict[str, str], best_obj: float) -> None:
-        """Distil the session into Experience keyed by its fingerprint (``memory.distill_experience``)."""
-        catalogs = [self.target.catalog()] + ([self.os_target.catalog()] if self.os_target else [])
-        relative = relative_values(best, catalogs, start.hardware)
-        gain = auditor.relative_gain(best_obj, start.objective, start.higher_is_better)
-        exp = distill_experience(self.session_id, start.fingerprint, self.rounds, best, relative, gain)
-        origin = host_origin(self.memory.host, start.fingerprint, start.hardware)
-        self.memory.write_experience(exp.model_copy(update={"origin": origin}))

@@ -29,13 +29,45 @@ def run_validate(
 ) -> int:
     """Validate a change file against the live target (or the Linux host for ``stage = os``); ``fmt``
     ``json`` prints the verdict, one object per change, the warnings and accepted risks as JSON."""
-    from agenticdb.hardware import detect_hardware
-    from agenticdb.validator import validate
-
     layer = Layer(stage)
     target = _inspected_target(cfg, layer == Layer.os, console)
     if target is None:
         return 1
+    verdict, catalog, current = _validated(cfg, target, layer, changes, apply_claim)
+    family = family_of(catalog.target)
+    cur = {k.lower(): v for k, v in current.items()}
+    # A durability rejection of the value already in effect is a no-op: agenticdb would write nothing.
+    # It is reported as "already in effect" (exit 0 if nothing else fails) with a warning that the value
+    # in effect is itself durability-risking: agenticdb never *sets* it, but it does not undo a choice
+    # the DBA made either.
+    noops = [
+        f
+        for f in verdict.failed
+        if f.check == "durability" and _same(family, catalog, f.parameter, f.value, cur.get(f.parameter.lower()))
+    ]
+    failed = [f for f in verdict.failed if f not in noops]
+    table = _verdict_table(verdict, catalog, family, noops, failed)
+    warnings = list(verdict.warnings)
+    if apply_claim is None:  # no claim was made, so nothing was "corrected"
+        warnings = [w for w in warnings if not w.startswith("apply requirement")]
+    for f in noops:
+        warnings.append(
+            f"{f.parameter}={f.value} is already in effect and is durability-risking "
+            f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it"
+        )
+    code = 0 if not failed else 1
+    _print_verdict(console, fmt, table, verdict, warnings, code)
+    return code
+
+
+def _validated(
+    cfg: Settings, target: Target, layer: Layer, changes: dict[str, Any], apply_claim: str | None
+) -> tuple[Verdict, Catalog, dict[str, str]]:
+    """The validator's verdict on ``changes`` against ``target`` now (its values, the host's hardware and
+    the server's usage), with the catalog and values it read; closes ``target``."""
+    from agenticdb.hardware import detect_hardware
+    from agenticdb.validator import validate
+
     catalog = target.catalog()
     proposal = Proposal(
         bottleneck=Bottleneck.unknown,
@@ -59,28 +91,11 @@ def run_validate(
         observed=observed,
     )
     target.close()
-    family = family_of(catalog.target)
-    cur = {k.lower(): v for k, v in current.items()}
-    # A durability rejection of the value already in effect is a no-op: agenticdb would write nothing.
-    # It is reported as "already in effect" (exit 0 if nothing else fails) with a warning that the value
-    # in effect is itself durability-risking: agenticdb never *sets* it, but it does not undo a choice
-    # the DBA made either.
-    noops = [
-        f
-        for f in verdict.failed
-        if f.check == "durability" and _same(family, catalog, f.parameter, f.value, cur.get(f.parameter.lower()))
-    ]
-    failed = [f for f in verdict.failed if f not in noops]
-    table = _verdict_table(verdict, catalog, family, noops, failed)
-    warnings = list(verdict.warnings)
-    if apply_claim is None:  # no claim was made, so nothing was "corrected"
-        warnings = [w for w in warnings if not w.startswith("apply requirement")]
-    for f in noops:
-        warnings.append(
-            f"{f.parameter}={f.value} is already in effect and is durability-risking "
-            f"(rule {f.rule_id}); under durability = {cfg.policy.durability} agenticdb would not set it"
-        )
-    code = 0 if not failed else 1
+    return verdict, catalog, current
+
+
+def _print_verdict(console: Console, fmt: str, table: Table, verdict: Verdict, warnings: list[str], code: int) -> None:
+    """The verdict as a table with warnings and accepted risks, or (``fmt = json``) as one JSON object."""
     if fmt == "json":
         title = str(table.title or "")
         print_json(
@@ -95,13 +110,12 @@ def run_validate(
                 "exit_code": code,
             },
         )
-        return code
+        return
     print_table(console, table)
     for w in warnings:
         print_line(console, f"[yellow]warning:[/] {escape(w)}")
     for r in verdict.accepted_risks:
         print_line(console, f"[yellow]accepted risk:[/] {escape(r)}")
-    return code
 
 
 def _inspected_target(cfg: Settings, os_stage: bool, console: Console) -> Target | None:

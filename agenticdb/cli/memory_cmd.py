@@ -69,54 +69,62 @@ def list_experience(
         if fmt == "json":
             print_json(console, _as_json(book, sessions))
             return
-        if sessions:
-            table = Table(title=f"sessions in {book.path}")
-            table.add_column("session", no_wrap=True)
-            for col in ("target", "dbms", "workload", "started (UTC)", "status", "baseline", "best"):
-                table.add_column(col, overflow="fold")
-            for s in book.sessions():
-                table.add_row(
-                    s.id,
-                    s.target,
-                    f"{s.dbms} {s.version}",
-                    s.workload,
-                    s.started_at[:19],
-                    s.status,
-                    _num(s.baseline_objective),
-                    _num(s.best_objective),
-                )
-        else:
-            table = Table(title=f"experience in {book.path}")
-            table.add_column("id", no_wrap=True)
-            table.add_column("session", no_wrap=True)
-            for col in (
-                "dbms",
-                "benchmark",
-                "class",
-                "read",
-                "scale",
-                "clients",
-                "objective",
-                "best gain",
-                "created (UTC)",
-            ):
-                table.add_column(col, overflow="fold")
-            for item in book.list_experience():
-                fp = item.experience.fingerprint
-                table.add_row(
-                    str(item.id),
-                    item.experience.session_id,
-                    f"{fp.dbms} {fp.version_major}",
-                    fp.benchmark,
-                    fp.workload_class,
-                    f"{fp.read_fraction:.2f}",
-                    f"{fp.scale:g}",
-                    str(fp.concurrency),
-                    objective_label(fp.objective),
-                    f"{item.experience.best_gain * 100:+.1f}%",
-                    item.created_at[:19],
-                )
-        print_table(console, table)
+        print_table(console, _sessions_table(book) if sessions else _experience_table(book))
+
+
+def _sessions_table(book: MemoryBook) -> Table:
+    """``memory list --sessions``: one row per session."""
+    table = Table(title=f"sessions in {book.path}")
+    table.add_column("session", no_wrap=True)
+    for col in ("target", "dbms", "workload", "started (UTC)", "status", "baseline", "best"):
+        table.add_column(col, overflow="fold")
+    for s in book.sessions():
+        table.add_row(
+            s.id,
+            s.target,
+            f"{s.dbms} {s.version}",
+            s.workload,
+            s.started_at[:19],
+            s.status,
+            _num(s.baseline_objective),
+            _num(s.best_objective),
+        )
+    return table
+
+
+def _experience_table(book: MemoryBook) -> Table:
+    """``memory list``: one row per stored experience with its fingerprint and best gain."""
+    table = Table(title=f"experience in {book.path}")
+    table.add_column("id", no_wrap=True)
+    table.add_column("session", no_wrap=True)
+    for col in (
+        "dbms",
+        "benchmark",
+        "class",
+        "read",
+        "scale",
+        "clients",
+        "objective",
+        "best gain",
+        "created (UTC)",
+    ):
+        table.add_column(col, overflow="fold")
+    for item in book.list_experience():
+        fp = item.experience.fingerprint
+        table.add_row(
+            str(item.id),
+            item.experience.session_id,
+            f"{fp.dbms} {fp.version_major}",
+            fp.benchmark,
+            fp.workload_class,
+            f"{fp.read_fraction:.2f}",
+            f"{fp.scale:g}",
+            str(fp.concurrency),
+            objective_label(fp.objective),
+            f"{item.experience.best_gain * 100:+.1f}%",
+            item.created_at[:19],
+        )
+    return table
 
 
 def _as_json(book: MemoryBook, sessions: bool) -> list[dict[str, object]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from rich.console import Console
@@ -21,6 +21,9 @@ from agenticdb.redaction import redact
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
 from agenticdb.workloads.base import Workload, WorkloadError
+
+if TYPE_CHECKING:
+    from agenticdb.lock import TargetLock
 
 log = structlog.get_logger(__name__)
 
@@ -79,7 +82,6 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
     from agenticdb.app import build_session
-    from agenticdb.lock import LockError, TargetLock
     from agenticdb.session import SessionError
 
     parts = _tune_parts(cfg, console)
@@ -92,16 +94,8 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
         if console.is_terminal
         else None
     )
-    try:
-        lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
-        lock.acquire()
-    except LockError as exc:
-        console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
-        return 1
-    except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
-        from agenticdb.storefault import cause_of
-
-        console.print(f"[red]error:[/] cannot write the lock file {lock.path}: {cause_of(exc)}", highlight=False)
+    lock = _target_lock(cfg, console)
+    if lock is None:
         return 1
     stop = {"requested": 0}
     previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop))
@@ -143,6 +137,24 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
     if result.status == "completed":
         return 0
     return 130 if result.status in ("interrupted", "stopped") else 1
+
+
+def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
+    """The target's lock, held; None (said why) when another process holds it or its file cannot be written."""
+    from agenticdb.lock import LockError, TargetLock
+
+    try:
+        lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
+        lock.acquire()
+    except LockError as exc:
+        console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
+        return None
+    except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
+        from agenticdb.storefault import cause_of
+
+        console.print(f"[red]error:[/] cannot write the lock file {lock.path}: {cause_of(exc)}", highlight=False)
+        return None
+    return lock
 
 
 def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, Target, Workload] | int:

@@ -10,6 +10,7 @@ name                       role
 :func:`rank`               similarity ranking shared by every backend (``experience.similarity``)
 :class:`SqliteBackend`     the local book's ``experience`` table behind the interface
 :func:`host_origin`        the host fingerprint stamped on new experience
+:func:`learn`              a finished session distilled into experience and written to the book
 =========================  =========================================================================
 """
 
@@ -25,8 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.memory.experience import dbms_family, similarity
-from agenticdb.models import Experience, Fingerprint, Hardware, HostOrigin, RoundOutcome
+from agenticdb.memory.experience import dbms_family, distill_experience, relative_values, similarity
+from agenticdb.models import Catalog, Experience, Fingerprint, Hardware, HostOrigin, RoundOutcome
 
 if TYPE_CHECKING:
     from agenticdb.memory.book import MemoryBook
@@ -123,6 +124,26 @@ def host_origin(host: str, fp: Fingerprint, hardware: Hardware) -> HostOrigin:
         storage_class=storage_class(hardware.data_device),
         workload_class=fp.workload_class,
     )
+
+
+def learn(
+    book: MemoryBook,
+    session_id: str,
+    fp: Fingerprint,
+    hardware: Hardware,
+    rounds: Sequence[RoundOutcome],
+    best: dict[str, str],
+    catalogs: Sequence[Catalog],
+    best_gain: float,
+) -> Experience:
+    """Distil a finished session (``experience.distill_experience``: lessons per round, the best
+    configuration absolute and relative to ``hardware``'s memory, ``best_gain`` relative to the baseline,
+    positive = better), stamp it with this host's origin and write it to ``book``; returns what was written."""
+    relative = relative_values(best, catalogs, hardware)
+    exp = distill_experience(session_id, fp, rounds, best, relative, best_gain)
+    exp = exp.model_copy(update={"origin": host_origin(book.host, fp, hardware)})
+    book.write_experience(exp)
+    return exp
 
 
 def origin_host(exp: Experience, fallback: str) -> str:

@@ -8,6 +8,10 @@ hypothesis whose counters are missing scores 0 and says so. Thresholds are engin
 anchored on the manuals cited per signal; they are meant to separate the hypotheses, not to measure
 anything absolutely.
 
+The DBMS signals are data: :data:`PG_SIGNALS` and :data:`MY_SIGNALS` are tables of rules (hypothesis,
+reader of the value and its evidence line, ramp ``lo``/``hi``, weight, manual source); a table's order is
+the order its evidence is listed. Host signals (I/O, CPU, writeback, reclaim) are shared functions.
+
 Counter names follow the target helpers: ``pg_stat_database.*``, ``pg_stat_bgwriter.*``,
 ``pg_stat_wal.*``, ``global_status.*``, ``host.*`` (CPU seconds), ``diskstats.<dev>.*``,
 ``vmstat.*``, ``psi.<res>.some_total_us``; wait events are sampled as ``{"<type>:<event>": count}``.
@@ -156,17 +160,6 @@ def _transactions(v: _View, family: str, measurement: Measurement | None) -> flo
     return None
 
 
-def _wait_signal(
-    v: _View, label: str, match: Callable[[str], bool], lo: float, hi: float, weight: float = 1.0
-) -> list[_Signal]:
-    got = v.wait_share(match)
-    if got is None:
-        return []
-    share, hit, denom = got
-    text = f"{label} wait events = {hit}/{denom} busy samples ({share:.2f})"
-    return [_Signal(text, share, lo, hi, weight)]
-
-
 # --------------------------------------------------------------------------------------- host signals
 
 
@@ -289,6 +282,98 @@ def _os_reclaim(v: _View) -> list[_Signal]:
     return sigs
 
 
+# ------------------------------------------------------------------------------------- signal tables
+
+_Reading = tuple[float, str, float]
+"""What a signal read from the sample: (value, evidence line, volume gate)."""
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """What every reader gets: the delta's view, transactions in the sample, the profile."""
+
+    v: _View
+    tx: float | None
+    profile: RuntimeProfile
+
+    def per_ktx(self, count: float) -> float:
+        assert self.tx
+        return count / self.tx * 1000.0
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One row of a signal table: which hypothesis a signal supports, where its value comes from
+    (``read``: None when the counters are missing), its ramp ``lo``/``hi`` and weight (see the module
+    docstring), and the manual page the threshold is anchored on."""
+
+    bottleneck: Bottleneck
+    read: Callable[[_Sample], _Reading | None]
+    lo: float
+    hi: float
+    weight: float = 1.0
+    source: str = ""
+
+
+def _signals(rules: Iterable[_Rule], s: _Sample) -> dict[Bottleneck, list[_Signal]]:
+    """The signals of every DBMS hypothesis from one table, in the table's order."""
+    out: dict[Bottleneck, list[_Signal]] = {b: [] for b in DBMS_HYPOTHESES}
+    for rule in rules:
+        got = rule.read(s)
+        if got is not None:
+            value, text, gate = got
+            out[rule.bottleneck].append(_Signal(text, value, rule.lo, rule.hi, rule.weight, gate))
+    return out
+
+
+def _wait(label: str, match: Callable[[str], bool]) -> Callable[[_Sample], _Reading | None]:
+    """Share of busy wait-event samples matching ``match``."""
+
+    def read(s: _Sample) -> _Reading | None:
+        got = s.v.wait_share(match)
+        if got is None:
+            return None
+        share, hit, denom = got
+        return share, f"{label} wait events = {hit}/{denom} busy samples ({share:.2f})", 1.0
+
+    return read
+
+
+def _per_ktx(counter: str, label: str) -> Callable[[_Sample], _Reading | None]:
+    """``counter`` per 1000 transactions of the sample."""
+
+    def read(s: _Sample) -> _Reading | None:
+        n = s.v.total(counter)
+        if n is None or not s.tx:
+            return None
+        k = s.per_ktx(n)
+        return k, f"{label} = {k:.2f} per 1000 transactions", 1.0
+
+    return read
+
+
+def _rate(counter: str, text: str) -> Callable[[_Sample], _Reading | None]:
+    """``counter`` per second; ``text`` formats ``x`` (the rate) and ``f`` (the rate by ``_fmt``)."""
+
+    def read(s: _Sample) -> _Reading | None:
+        x = s.v.rate(counter)
+        return None if x is None else (x, text.format(x=x, f=_fmt(x)), 1.0)
+
+    return read
+
+
+def _of_limit(label: str, used: str, limit: str) -> Callable[[_Sample], _Reading | None]:
+    """Gauge ``used`` against gauge ``limit`` (connections against their maximum)."""
+
+    def read(s: _Sample) -> _Reading | None:
+        n, top = s.v.gauge(used), s.v.gauge(limit)
+        if n is None or not top:
+            return None
+        return n / top, f"{label} = {_fmt(n)}/{_fmt(top)} ({n / top:.2f})", 1.0
+
+    return read
+
+
 # -------------------------------------------------------------------------------- PostgreSQL signals
 
 _PG_WAL_WAITS = (
@@ -301,301 +386,286 @@ _PG_WAL_WAITS = (
     "LWLock:WALBufMapping",
     "Timeout:CommitDelay",
 )
+_DB, _BG, _WAL = "pg_stat_database.", "pg_stat_bgwriter.", "pg_stat_wal."
 
 
-def _pg(v: _View, profile: RuntimeProfile, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
-    db, bg, wal = "pg_stat_database.", "pg_stat_bgwriter.", "pg_stat_wal."
-    out: dict[Bottleneck, list[_Signal]] = {b: [] for b in DBMS_HYPOTHESES}
-    per_ktx = (lambda x: x / tx * 1000.0) if tx else None
+def _pg_miss(s: _Sample) -> _Reading | None:
+    v = s.v
+    rd, hit = v.total(_DB + "blks_read"), v.total(_DB + "blks_hit")
+    if rd is None or hit is None or rd + hit <= 0:
+        return None
+    miss = rd / (rd + hit)
+    text = f"blks_read/(blks_read+blks_hit) = {miss:.3f} {v.over} ({_fmt(rd / v.seconds)} reads/s)"
+    return miss, text, (rd / v.seconds) / 200.0
 
-    # buffer_cache — manual "Monitoring Database Activity", pg_stat_database (blks_read: not found in
-    # shared buffers); pg_stat_bgwriter.buffers_backend (backends evicting dirty pages themselves).
-    rd, hit = v.total(db + "blks_read"), v.total(db + "blks_hit")
-    if rd is not None and hit is not None and rd + hit > 0:
-        miss = rd / (rd + hit)
-        out[Bottleneck.buffer_cache].append(
-            _Signal(
-                f"blks_read/(blks_read+blks_hit) = {miss:.3f} {v.over} ({_fmt(rd / v.seconds)} reads/s)",
-                miss,
-                0.02,
-                0.2,
-                gate=(rd / v.seconds) / 200.0,
-            )
-        )
-    out[Bottleneck.buffer_cache] += _wait_signal(
-        v,
-        "IO:DataFileRead+LWLock:BufferMapping",
-        lambda k: k in ("IO:DataFileRead", "LWLock:BufferMapping"),
+
+def _pg_backend_writes(s: _Sample) -> _Reading | None:
+    writes = s.v.sum_totals([_BG + "buffers_checkpoint", _BG + "buffers_clean", _BG + "buffers_backend"])
+    share = _ratio(s.v.total(_BG + "buffers_backend"), writes)
+    if share is None or not writes:
+        return None
+    text = f"buffers_backend/(checkpoint+clean+backend) = {share:.2f} of {_fmt(writes)} buffer writes"
+    return share, text, writes / 1000.0
+
+
+def _pg_sync_time(s: _Sample) -> _Reading | None:
+    syncs, sync_ms = s.v.total(_WAL + "wal_sync"), s.v.total(_WAL + "wal_sync_time")
+    if not syncs or not sync_ms:
+        return None
+    avg = sync_ms / syncs
+    return avg, f"wal_sync_time/wal_sync = {avg:.2f} ms per WAL fsync ({_fmt(syncs / s.v.seconds)} fsyncs/s)", 1.0
+
+
+def _pg_commit_delay(s: _Sample) -> _Reading | None:
+    try:
+        delay = float(s.profile.current_config.get("commit_delay", "0") or 0)
+    except ValueError:
+        delay = 0.0
+    if delay <= 0 or not s.v.total(_DB + "xact_commit"):
+        return None
+    return 1.0, f"commit_delay = {_fmt(delay)} µs is set (every commit may sleep before its WAL flush)", 1.0
+
+
+def _pg_checkpoints(s: _Sample) -> tuple[float, float] | None:
+    req, timed = s.v.total(_BG + "checkpoints_req"), s.v.total(_BG + "checkpoints_timed")
+    return None if req is None or timed is None else (req, timed)
+
+
+def _pg_requested(s: _Sample) -> _Reading | None:
+    got = _pg_checkpoints(s)
+    if got is None:
+        return None
+    req, timed = got
+    if req + timed <= 0:
+        return 0.0, f"no checkpoint {s.v.over}", 1.0
+    n = req + timed
+    text = f"checkpoints_req/(req+timed) = {req / n:.2f} ({_fmt(req)} requested, {_fmt(timed)} timed) {s.v.over}"
+    return req / n, text, req / 2.0
+
+
+def _pg_checkpoint_rate(s: _Sample) -> _Reading | None:
+    got = _pg_checkpoints(s)
+    if got is None or sum(got) <= 0:
+        return None
+    per_min = (got[0] + got[1]) / (s.v.seconds / 60.0)
+    return per_min, f"checkpoints = {per_min:.2f} per minute", 1.0
+
+
+def _pg_fpi(s: _Sample) -> _Reading | None:
+    fpi, recs = s.v.total(_WAL + "wal_fpi"), s.v.total(_WAL + "wal_records")
+    if fpi is None or not recs:
+        return None
+    return fpi / recs, f"wal_fpi/wal_records = {fpi / recs:.2f} full-page images per WAL record", 1.0
+
+
+def _pg_backend_fsync(s: _Sample) -> _Reading | None:
+    bfs = s.v.total(_BG + "buffers_backend_fsync")
+    return None if bfs is None else (bfs, f"buffers_backend_fsync = {_fmt(bfs)} {s.v.over}", 1.0)
+
+
+def _pg_read_time(s: _Sample) -> _Reading | None:
+    brt, rd = s.v.total(_DB + "blk_read_time"), s.v.total(_DB + "blks_read")
+    if brt is None or not rd:
+        return None
+    return brt / rd, f"blk_read_time/blks_read = {brt / rd:.2f} ms per read", rd / s.v.seconds / 50
+
+
+def _pg_temp_bytes(s: _Sample) -> _Reading | None:
+    tb = s.v.total(_DB + "temp_bytes")
+    if tb is None:
+        return None
+    mb_s = tb / s.v.seconds / 2**20
+    return mb_s, f"temp_bytes = {mb_s:.2f} MiB/s {s.v.over}", 1.0
+
+
+def _pg_lock_waiters(s: _Sample) -> _Reading | None:
+    waiting, active = s.v.gauge("pg_locks.waiting"), s.v.gauge("pg_stat_activity.active")
+    if waiting is None or not active:
+        return None
+    return waiting / active, f"pg_locks waiting/active backends = {_fmt(waiting)}/{_fmt(active)}", 1.0
+
+
+_MONITORING = "PostgreSQL manual, Monitoring Database Activity (pg_stat_database, pg_stat_bgwriter)"
+_WAL_CONFIG = "PostgreSQL manual, WAL Configuration"
+_B = Bottleneck
+PG_SIGNALS: tuple[_Rule, ...] = (
+    # blks_read: not found in shared buffers
+    _Rule(_B.buffer_cache, _pg_miss, 0.02, 0.2, source=_MONITORING),
+    # weight < 1: a slow device also shows DataFileRead waits
+    _Rule(
+        _B.buffer_cache,
+        _wait("IO:DataFileRead+LWLock:BufferMapping", lambda k: k in ("IO:DataFileRead", "LWLock:BufferMapping")),
         0.15,
         0.5,
         0.7,
-    )  # weight < 1: a slow device also shows DataFileRead waits
-    writes = v.sum_totals([bg + "buffers_checkpoint", bg + "buffers_clean", bg + "buffers_backend"])
-    backend = v.total(bg + "buffers_backend")
-    share = _ratio(backend, writes)
-    if share is not None and writes:
-        out[Bottleneck.buffer_cache].append(
-            _Signal(
-                f"buffers_backend/(checkpoint+clean+backend) = {share:.2f} of {_fmt(writes)} buffer writes",
-                share,
-                0.3,
-                0.8,
-                0.6,
-                gate=writes / 1000.0,
-            )
-        )
-
-    # wal_fsync — manual "WAL Configuration" (commit waits on WAL flush; wal_buffers_full means
-    # wal_buffers too small); commit_delay + commit_siblings can cost throughput (docs/measurement.md: −39%).
-    out[Bottleneck.wal_fsync] += _wait_signal(v, "WAL", lambda k: k in _PG_WAL_WAITS, 0.15, 0.5)
-    full = v.total(wal + "wal_buffers_full")
-    if full is not None and per_ktx:
-        out[Bottleneck.wal_fsync].append(
-            _Signal(
-                f"pg_stat_wal.wal_buffers_full = {per_ktx(full):.2f} per 1000 transactions",
-                per_ktx(full),
-                1,
-                50,
-            )
-        )
-    syncs, sync_ms = v.total(wal + "wal_sync"), v.total(wal + "wal_sync_time")
-    if syncs and sync_ms:
-        avg = sync_ms / syncs
-        out[Bottleneck.wal_fsync].append(
-            _Signal(
-                f"wal_sync_time/wal_sync = {avg:.2f} ms per WAL fsync ({_fmt(syncs / v.seconds)} fsyncs/s)",
-                avg,
-                1.0,
-                10.0,
-            )
-        )
-    try:
-        delay = float(profile.current_config.get("commit_delay", "0") or 0)
-    except ValueError:
-        delay = 0.0
-    if delay > 0 and v.total(db + "xact_commit"):
-        out[Bottleneck.wal_fsync].append(
-            _Signal(
-                f"commit_delay = {_fmt(delay)} µs is set (every commit may sleep before its WAL flush)",
-                1.0,
-                0.0,
-                1.0,
-                0.6,
-            )
-        )
-
-    # checkpoint — manual "WAL Configuration": checkpoints_req > checkpoints_timed means max_wal_size
-    # is too small; full-page images follow every checkpoint; buffers_backend_fsync means the fsync
-    # request queue overflowed.
-    req, timed = v.total(bg + "checkpoints_req"), v.total(bg + "checkpoints_timed")
-    if req is not None and timed is not None:
-        n = req + timed
-        if n > 0:
-            out[Bottleneck.checkpoint].append(
-                _Signal(
-                    f"checkpoints_req/(req+timed) = {req / n:.2f} "
-                    f"({_fmt(req)} requested, {_fmt(timed)} timed) "
-                    f"{v.over}",
-                    req / n,
-                    0.3,
-                    0.8,
-                    gate=req / 2.0,
-                )
-            )
-            per_min = n / (v.seconds / 60.0)
-            out[Bottleneck.checkpoint].append(
-                _Signal(f"checkpoints = {per_min:.2f} per minute", per_min, 0.5, 2.0, 0.8)
-            )
-        else:
-            out[Bottleneck.checkpoint].append(_Signal(f"no checkpoint {v.over}", 0.0, 0.3, 0.8))
-    fpi, recs = v.total(wal + "wal_fpi"), v.total(wal + "wal_records")
-    if fpi is not None and recs:
-        out[Bottleneck.checkpoint].append(
-            _Signal(
-                f"wal_fpi/wal_records = {fpi / recs:.2f} full-page images per WAL record",
-                fpi / recs,
-                0.2,
-                0.6,
-                0.7,
-            )
-        )
-    bfs = v.total(bg + "buffers_backend_fsync")
-    if bfs is not None:
-        out[Bottleneck.checkpoint].append(_Signal(f"buffers_backend_fsync = {_fmt(bfs)} {v.over}", bfs, 0.0, 5.0, 0.8))
-
-    # io_queue (DBMS view): read latency when track_io_timing is on.
-    brt = v.total(db + "blk_read_time")
-    if brt is not None and rd:
-        out[Bottleneck.io_queue].append(
-            _Signal(
-                f"blk_read_time/blks_read = {brt / rd:.2f} ms per read",
-                brt / rd,
-                1.0,
-                10.0,
-                gate=rd / v.seconds / 50,
-            )
-        )
-
-    # temp_spill — manual "Resource Consumption" (work_mem: sorts and hashes spill to temp files).
-    tb, tf = v.total(db + "temp_bytes"), v.total(db + "temp_files")
-    if tb is not None:
-        mb_s = tb / v.seconds / 2**20
-        out[Bottleneck.temp_spill].append(_Signal(f"temp_bytes = {mb_s:.2f} MiB/s {v.over}", mb_s, 1.0, 32.0))
-    if tf is not None and per_ktx:
-        out[Bottleneck.temp_spill].append(
-            _Signal(f"temp_files = {per_ktx(tf):.2f} per 1000 transactions", per_ktx(tf), 1.0, 50.0)
-        )
-    out[Bottleneck.temp_spill] += _wait_signal(v, "IO:BufFile*", lambda k: k.startswith("IO:BufFile"), 0.1, 0.4)
-
-    # lock_contention — manual "Viewing Locks" (pg_locks.granted = false), deadlocks counter.
-    out[Bottleneck.lock_contention] += _wait_signal(
-        v, "Lock:*", lambda k: k.startswith("Lock:") or k == "LWLock:LockManager", 0.1, 0.4
-    )
-    waiting, active = v.gauge("pg_locks.waiting"), v.gauge("pg_stat_activity.active")
-    if waiting is not None and active:
-        out[Bottleneck.lock_contention].append(
-            _Signal(
-                f"pg_locks waiting/active backends = {_fmt(waiting)}/{_fmt(active)}",
-                waiting / active,
-                0.1,
-                0.5,
-            )
-        )
-    dl = v.rate(db + "deadlocks")
-    if dl is not None:
-        out[Bottleneck.lock_contention].append(_Signal(f"deadlocks = {dl:.3f}/s", dl, 0.01, 0.2, 0.8))
-
-    # connections — manual "Connections and Authentication" (max_connections).
-    total, maxc = v.gauge("pg_stat_activity.total"), v.gauge("settings.max_connections")
-    if total is not None and maxc:
-        out[Bottleneck.connections].append(
-            _Signal(
-                f"pg_stat_activity.total/max_connections = {_fmt(total)}/{_fmt(maxc)} ({total / maxc:.2f})",
-                total / maxc,
-                0.75,
-                0.95,
-            )
-        )
-    return out
+        "PostgreSQL manual, Wait Events (IO:DataFileRead)",
+    ),
+    # buffers_backend: backends evicting dirty pages themselves
+    _Rule(_B.buffer_cache, _pg_backend_writes, 0.3, 0.8, 0.6, _MONITORING),
+    # commit waits on WAL flush; wal_buffers_full means wal_buffers too small
+    _Rule(_B.wal_fsync, _wait("WAL", lambda k: k in _PG_WAL_WAITS), 0.15, 0.5, source=_WAL_CONFIG),
+    _Rule(_B.wal_fsync, _per_ktx(_WAL + "wal_buffers_full", "pg_stat_wal.wal_buffers_full"), 1, 50, source=_WAL_CONFIG),
+    _Rule(_B.wal_fsync, _pg_sync_time, 1.0, 10.0, source=_WAL_CONFIG),
+    # commit_delay + commit_siblings can cost throughput (docs/measurement.md: −39 %)
+    _Rule(_B.wal_fsync, _pg_commit_delay, 0.0, 1.0, 0.6, _WAL_CONFIG),
+    # checkpoints_req > checkpoints_timed means max_wal_size is too small
+    _Rule(_B.checkpoint, _pg_requested, 0.3, 0.8, source=_WAL_CONFIG),
+    _Rule(_B.checkpoint, _pg_checkpoint_rate, 0.5, 2.0, 0.8, _WAL_CONFIG),
+    # full-page images follow every checkpoint
+    _Rule(_B.checkpoint, _pg_fpi, 0.2, 0.6, 0.7, _WAL_CONFIG),
+    # buffers_backend_fsync: the fsync request queue overflowed
+    _Rule(_B.checkpoint, _pg_backend_fsync, 0.0, 5.0, 0.8, _WAL_CONFIG),
+    # read latency when track_io_timing is on
+    _Rule(_B.io_queue, _pg_read_time, 1.0, 10.0, source="PostgreSQL manual, Run-time Statistics (track_io_timing)"),
+    # work_mem: sorts and hashes spill to temp files
+    _Rule(_B.temp_spill, _pg_temp_bytes, 1.0, 32.0, source="PostgreSQL manual, Resource Consumption (work_mem)"),
+    _Rule(_B.temp_spill, _per_ktx(_DB + "temp_files", "temp_files"), 1.0, 50.0, source=_MONITORING),
+    _Rule(
+        _B.temp_spill,
+        _wait("IO:BufFile*", lambda k: k.startswith("IO:BufFile")),
+        0.1,
+        0.4,
+        source="PostgreSQL manual, Wait Events (IO:BufFileRead, IO:BufFileWrite)",
+    ),
+    # pg_locks.granted = false; the deadlocks counter
+    _Rule(
+        _B.lock_contention,
+        _wait("Lock:*", lambda k: k.startswith("Lock:") or k == "LWLock:LockManager"),
+        0.1,
+        0.4,
+        source="PostgreSQL manual, Viewing Locks",
+    ),
+    _Rule(_B.lock_contention, _pg_lock_waiters, 0.1, 0.5, source="PostgreSQL manual, Viewing Locks (pg_locks)"),
+    _Rule(_B.lock_contention, _rate(_DB + "deadlocks", "deadlocks = {x:.3f}/s"), 0.01, 0.2, 0.8, _MONITORING),
+    _Rule(
+        _B.connections,
+        _of_limit("pg_stat_activity.total/max_connections", "pg_stat_activity.total", "settings.max_connections"),
+        0.75,
+        0.95,
+        source="PostgreSQL manual, Connections and Authentication (max_connections)",
+    ),
+)
+"""PostgreSQL's signals, in the order their evidence is listed."""
 
 
 # ------------------------------------------------------------------------------ MySQL/MariaDB signals
 
+_GS, _VAR = "global_status.", "variables."
 
-def _my(v: _View, tx: float | None) -> dict[Bottleneck, list[_Signal]]:
-    gs, var = "global_status.", "variables."
-    out: dict[Bottleneck, list[_Signal]] = {b: [] for b in DBMS_HYPOTHESES}
 
-    # buffer_cache — MariaDB KB "InnoDB Buffer Pool": Innodb_buffer_pool_reads are reads the pool
-    # could not satisfy; Innodb_buffer_pool_wait_free counts waits for a free page.
-    rd, req = v.total(gs + "Innodb_buffer_pool_reads"), v.total(gs + "Innodb_buffer_pool_read_requests")
-    if rd is not None and req:
-        miss = rd / req
-        out[Bottleneck.buffer_cache].append(
-            _Signal(
-                f"Innodb_buffer_pool_reads/read_requests = {miss:.4f} {v.over} ({_fmt(rd / v.seconds)} reads/s)",
-                miss,
-                0.005,
-                0.05,
-                gate=(rd / v.seconds) / 50.0,
-            )
-        )
-    wf = v.rate(gs + "Innodb_buffer_pool_wait_free")
-    if wf is not None:
-        out[Bottleneck.buffer_cache].append(_Signal(f"Innodb_buffer_pool_wait_free = {wf:.2f}/s", wf, 0.1, 10.0))
+def _my_miss(s: _Sample) -> _Reading | None:
+    v = s.v
+    rd, req = v.total(_GS + "Innodb_buffer_pool_reads"), v.total(_GS + "Innodb_buffer_pool_read_requests")
+    if rd is None or not req:
+        return None
+    text = f"Innodb_buffer_pool_reads/read_requests = {rd / req:.4f} {v.over} ({_fmt(rd / v.seconds)} reads/s)"
+    return rd / req, text, (rd / v.seconds) / 50.0
 
-    # wal_fsync — MariaDB KB "InnoDB Status Variables": Innodb_log_waits (log buffer too small).
-    lw = v.total(gs + "Innodb_log_waits")
-    if lw is not None and tx:
-        k = lw / tx * 1000.0
-        out[Bottleneck.wal_fsync].append(_Signal(f"Innodb_log_waits = {k:.2f} per 1000 transactions", k, 0.5, 20))
-    fs = v.rate(gs + "Innodb_os_log_fsyncs")
-    if fs is not None:
-        out[Bottleneck.wal_fsync].append(_Signal(f"Innodb_os_log_fsyncs = {_fmt(fs)}/s", fs, 300, 3000, 0.5))
 
-    # checkpoint — checkpoint age against redo capacity (async flushing starts near 7/8 of capacity;
-    # MariaDB KB "InnoDB Redo Log"); share of dirty pages in the pool.
-    age = v.gauge("innodb.checkpoint_age_bytes")
-    cap = v.gauge(var + "innodb_redo_log_capacity") or v.gauge(var + "innodb_log_file_size")
-    if age is not None and cap:
-        out[Bottleneck.checkpoint].append(
-            _Signal(
-                f"checkpoint age/redo capacity = {_fmt(age / 2**20)} MiB/{_fmt(cap / 2**20)} MiB ({age / cap:.2f})",
-                age / cap,
-                0.5,
-                0.85,
-            )
-        )
-    dirty, pages = (
-        v.gauge(gs + "Innodb_buffer_pool_pages_dirty"),
-        v.gauge(gs + "Innodb_buffer_pool_pages_total"),
-    )
-    if dirty is not None and pages:
-        out[Bottleneck.checkpoint].append(
-            _Signal(f"Innodb_buffer_pool_pages_dirty/total = {dirty / pages:.2f}", dirty / pages, 0.4, 0.8, 0.7)
-        )
+def _my_checkpoint_age(s: _Sample) -> _Reading | None:
+    age = s.v.gauge("innodb.checkpoint_age_bytes")
+    cap = s.v.gauge(_VAR + "innodb_redo_log_capacity") or s.v.gauge(_VAR + "innodb_log_file_size")
+    if age is None or not cap:
+        return None
+    text = f"checkpoint age/redo capacity = {_fmt(age / 2**20)} MiB/{_fmt(cap / 2**20)} MiB ({age / cap:.2f})"
+    return age / cap, text, 1.0
 
-    # lock_contention — Innodb_row_lock_waits and the average wait.
-    rlw, rlt = v.total(gs + "Innodb_row_lock_waits"), v.total(gs + "Innodb_row_lock_time")
-    if rlw is not None and tx:
-        k = rlw / tx * 1000.0
-        out[Bottleneck.lock_contention].append(
-            _Signal(f"Innodb_row_lock_waits = {k:.2f} per 1000 transactions", k, 5, 100)
-        )
-    if rlw and rlt is not None:
-        avg = rlt / rlw
-        out[Bottleneck.lock_contention].append(
-            _Signal(f"Innodb_row_lock_time/waits = {avg:.1f} ms per wait", avg, 5, 100, gate=rlw / 10.0)
-        )
 
-    # temp_spill — MariaDB KB "tmp_table_size", "sort_buffer_size".
-    disk, tmp = v.total(gs + "Created_tmp_disk_tables"), v.total(gs + "Created_tmp_tables")
-    if disk is not None:
-        out[Bottleneck.temp_spill].append(
-            _Signal(f"Created_tmp_disk_tables = {disk / v.seconds:.2f}/s", disk / v.seconds, 1.0, 20.0)
-        )
-        if tmp:
-            out[Bottleneck.temp_spill].append(
-                _Signal(
-                    f"Created_tmp_disk_tables/Created_tmp_tables = {disk / tmp:.2f}",
-                    disk / tmp,
-                    0.1,
-                    0.5,
-                    gate=disk / v.seconds,
-                )
-            )
-    smp = v.rate(gs + "Sort_merge_passes")
-    if smp is not None:
-        out[Bottleneck.temp_spill].append(_Signal(f"Sort_merge_passes = {smp:.2f}/s", smp, 0.5, 10.0, 0.8))
+def _my_dirty(s: _Sample) -> _Reading | None:
+    dirty, pages = s.v.gauge(_GS + "Innodb_buffer_pool_pages_dirty"), s.v.gauge(_GS + "Innodb_buffer_pool_pages_total")
+    if dirty is None or not pages:
+        return None
+    return dirty / pages, f"Innodb_buffer_pool_pages_dirty/total = {dirty / pages:.2f}", 1.0
 
-    # connections — thread cache misses, table cache misses, connections near the limit.
-    conn, maxc = v.gauge(gs + "Threads_connected"), v.gauge(var + "max_connections")
-    if conn is not None and maxc:
-        out[Bottleneck.connections].append(
-            _Signal(
-                f"Threads_connected/max_connections = {_fmt(conn)}/{_fmt(maxc)} ({conn / maxc:.2f})",
-                conn / maxc,
-                0.75,
-                0.95,
-            )
-        )
-    created, conns = v.total(gs + "Threads_created"), v.total(gs + "Connections")
-    if created is not None and conns:
-        out[Bottleneck.connections].append(
-            _Signal(
-                f"Threads_created/Connections = {created / conns:.2f} ({_fmt(conns / v.seconds)} connections/s)",
-                created / conns,
-                0.2,
-                0.8,
-                gate=conns / v.seconds / 5.0,
-            )
-        )
-    tcm = v.rate(gs + "Table_open_cache_misses")
+
+def _my_lock_time(s: _Sample) -> _Reading | None:
+    waits, ms = s.v.total(_GS + "Innodb_row_lock_waits"), s.v.total(_GS + "Innodb_row_lock_time")
+    if not waits or ms is None:
+        return None
+    return ms / waits, f"Innodb_row_lock_time/waits = {ms / waits:.1f} ms per wait", waits / 10.0
+
+
+def _my_disk_tables(s: _Sample) -> _Reading | None:
+    disk = s.v.total(_GS + "Created_tmp_disk_tables")
+    if disk is None:
+        return None
+    return disk / s.v.seconds, f"Created_tmp_disk_tables = {disk / s.v.seconds:.2f}/s", 1.0
+
+
+def _my_disk_share(s: _Sample) -> _Reading | None:
+    disk, tmp = s.v.total(_GS + "Created_tmp_disk_tables"), s.v.total(_GS + "Created_tmp_tables")
+    if disk is None or not tmp:
+        return None
+    return disk / tmp, f"Created_tmp_disk_tables/Created_tmp_tables = {disk / tmp:.2f}", disk / s.v.seconds
+
+
+def _my_thread_cache(s: _Sample) -> _Reading | None:
+    created, conns = s.v.total(_GS + "Threads_created"), s.v.total(_GS + "Connections")
+    if created is None or not conns:
+        return None
+    text = f"Threads_created/Connections = {created / conns:.2f} ({_fmt(conns / s.v.seconds)} connections/s)"
+    return created / conns, text, conns / s.v.seconds / 5.0
+
+
+def _my_table_cache(s: _Sample) -> _Reading | None:
+    tcm = s.v.rate(_GS + "Table_open_cache_misses")
     if tcm is None:
-        tcm = v.rate(gs + "Opened_tables")
-    if tcm is not None:
-        out[Bottleneck.connections].append(_Signal(f"table open cache misses = {tcm:.2f}/s", tcm, 5.0, 100.0, 0.7))
-    return out
+        tcm = s.v.rate(_GS + "Opened_tables")
+    return None if tcm is None else (tcm, f"table open cache misses = {tcm:.2f}/s", 1.0)
+
+
+_KB_POOL = "MariaDB KB, InnoDB Buffer Pool"
+_KB_STATUS = "MariaDB KB, InnoDB Status Variables"
+_KB_SERVER = "MariaDB KB, Server Status Variables"
+MY_SIGNALS: tuple[_Rule, ...] = (
+    # Innodb_buffer_pool_reads: reads the pool could not satisfy
+    _Rule(_B.buffer_cache, _my_miss, 0.005, 0.05, source=_KB_POOL),
+    # Innodb_buffer_pool_wait_free: waits for a free page
+    _Rule(
+        _B.buffer_cache,
+        _rate(_GS + "Innodb_buffer_pool_wait_free", "Innodb_buffer_pool_wait_free = {x:.2f}/s"),
+        0.1,
+        10.0,
+        source=_KB_POOL,
+    ),
+    # Innodb_log_waits: the log buffer is too small
+    _Rule(_B.wal_fsync, _per_ktx(_GS + "Innodb_log_waits", "Innodb_log_waits"), 0.5, 20, source=_KB_STATUS),
+    _Rule(
+        _B.wal_fsync, _rate(_GS + "Innodb_os_log_fsyncs", "Innodb_os_log_fsyncs = {f}/s"), 300, 3000, 0.5, _KB_STATUS
+    ),
+    # asynchronous flushing starts near 7/8 of the redo capacity
+    _Rule(_B.checkpoint, _my_checkpoint_age, 0.5, 0.85, source="MariaDB KB, InnoDB Redo Log"),
+    _Rule(_B.checkpoint, _my_dirty, 0.4, 0.8, 0.7, _KB_POOL),
+    _Rule(
+        _B.lock_contention,
+        _per_ktx(_GS + "Innodb_row_lock_waits", "Innodb_row_lock_waits"),
+        5,
+        100,
+        source=_KB_STATUS,
+    ),
+    _Rule(_B.lock_contention, _my_lock_time, 5, 100, source=_KB_STATUS),
+    _Rule(_B.temp_spill, _my_disk_tables, 1.0, 20.0, source="MariaDB KB, tmp_table_size"),
+    _Rule(_B.temp_spill, _my_disk_share, 0.1, 0.5, source="MariaDB KB, tmp_table_size"),
+    _Rule(
+        _B.temp_spill,
+        _rate(_GS + "Sort_merge_passes", "Sort_merge_passes = {x:.2f}/s"),
+        0.5,
+        10.0,
+        0.8,
+        "MariaDB KB, sort_buffer_size",
+    ),
+    # connections near the limit, thread cache misses, table cache misses
+    _Rule(
+        _B.connections,
+        _of_limit("Threads_connected/max_connections", _GS + "Threads_connected", _VAR + "max_connections"),
+        0.75,
+        0.95,
+        source=_KB_SERVER,
+    ),
+    _Rule(_B.connections, _my_thread_cache, 0.2, 0.8, source=_KB_SERVER),
+    _Rule(_B.connections, _my_table_cache, 5.0, 100.0, 0.7, _KB_SERVER),
+)
+"""MySQL/MariaDB's signals, in the order their evidence is listed."""
 
 
 def _add_live(signals: dict[Bottleneck, list[_Signal]], v: _View, m: Measurement | None) -> None:
@@ -697,9 +767,9 @@ def diagnose(
         )
         tx = _transactions(v, family, measurement)
         if family == "postgresql":
-            signals = _pg(v, profile, tx)
+            signals = _signals(PG_SIGNALS, _Sample(v, tx, profile))
         elif family in ("mariadb", "mysql"):
-            signals = _my(v, tx)
+            signals = _signals(MY_SIGNALS, _Sample(v, tx, profile))
         else:
             raise ValueError(f"family={family!r}: expected 'postgresql', 'mariadb' or 'mysql'")
         signals[Bottleneck.io_queue] += _host_io(v, dev)

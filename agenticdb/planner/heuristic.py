@@ -143,6 +143,24 @@ def _device_iops(delta: StateDelta, device: str | None) -> float:
     return (delta.totals.get(p + "reads", 0.0) + delta.totals.get(p + "writes", 0.0)) / delta.seconds
 
 
+@dataclass
+class _Situation:
+    """What one call of :meth:`HeuristicPlanner.propose` works from."""
+
+    ctx: PlanningContext
+    book: Playbook
+    current: dict[str, str]
+    facts: HostFacts
+    family: str
+    delta: StateDelta
+    hyps: list[Hypothesis]
+    hist: _History
+
+    @property
+    def by_b(self) -> dict[Bottleneck, Hypothesis]:
+        return {h.bottleneck: h for h in self.hyps}
+
+
 class HeuristicPlanner(Planner):
     """Rule-based planner over the shipped playbooks.
 
@@ -163,25 +181,43 @@ class HeuristicPlanner(Planner):
     # ------------------------------------------------------------------------------ entry point
 
     def propose(self, ctx: PlanningContext) -> Proposal:
-        """Diagnose and prescribe for ``ctx.stage`` (see the module docstring for the order).
+        """Diagnose and prescribe for ``ctx.stage`` (see the module docstring for the order): floors and
+        retrieved experience first, then pushing a kept direction, then the diagnosed hypotheses, then a
+        probe; else an empty proposal with ``plateau=True``.
 
         Raises:
             PlannerError: the DBMS family cannot be told from the context.
         """
         family = _family(ctx)
-        book = load_playbook(family)
         current = _current(ctx)
-        facts = _facts(ctx, current)
         delta = ctx.last_delta or ctx.profile.baseline_state or StateDelta()
-        hyps = diagnose(delta, ctx.profile, family, ctx.stage, self._measurement(ctx))
-        by_b = {h.bottleneck: h for h in hyps}
-        hist = self._history(ctx, current)
-        first_round = not any(r.stage == ctx.stage for r in ctx.rounds)
+        s = _Situation(
+            ctx,
+            load_playbook(family),
+            current,
+            _facts(ctx, current),
+            family,
+            delta,
+            diagnose(delta, ctx.profile, family, ctx.stage, self._measurement(ctx)),
+            self._history(ctx, current),
+        )
+        moves, why, avoid = self._opening(s)
+        if moves:
+            return self._proposal(ctx, moves[0].bottleneck, moves, s.hyps, s.hist, family, "; ".join(why) + ".")
+        pushed = self._push(s)
+        if pushed is not None:
+            return pushed
+        diagnosed, skipped = self._diagnosed(s, avoid)
+        return diagnosed or self._probe_or_plateau(s, skipped)
 
+    def _opening(self, s: _Situation) -> tuple[list[_Move], list[str], str]:
+        """Floors and known traps, then (first proposal of the stage) directions retrieved from experience:
+        (moves, reasons, what retrieved failures are avoided — said in any later branch too)."""
+        ctx, hist = s.ctx, s.hist
         moves: list[_Move] = []
         why: list[str] = []
-        avoid = ""  # the retrieved failures this first proposal steers around, said in any branch below
-        floors = self._floors(ctx, book, current, facts, family, hist)
+        avoid = ""
+        floors = self._floors(ctx, s.book, s.current, s.facts, s.family, hist)
         traps = [m for m in floors if m.trap]
         if traps and len(traps) < len(floors):
             # The known traps (commit_delay: -39% write TPS here) go first and alone: they are reload-only
@@ -198,15 +234,16 @@ class HeuristicPlanner(Planner):
         if floors:
             # The proposal is labelled by its first move: lead with a floor that agrees with the
             # diagnosis (jit_above_cost=0 under a CPU-bound diagnosis is a cpu fix, not a cache one).
-            leader = max((h for h in hyps if h.plausible), key=lambda h: h.score, default=None)
+            leader = max((h for h in s.hyps if h.plausible), key=lambda h: h.score, default=None)
             floors.sort(key=lambda m: leader is None or m.bottleneck != leader.bottleneck)
             moves += floors
             label = floor_label([m.start for m in floors])
             why.append(f"{label}: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
             if hist.retried:
                 why.append("retrying a known trap's fix despite retrieved " + "; ".join(hist.retried))
+        first_round = not any(r.stage == ctx.stage for r in ctx.rounds)
         if first_round and ctx.experience:
-            seeds = self._seeds(ctx, current, family, hist, by_b, taken={m.name for m in moves})
+            seeds = self._seeds(ctx, s.current, s.family, hist, s.by_b, taken={m.name for m in moves})
             if seeds:
                 moves += seeds[: max(0, ctx.max_changes - len(moves))]
                 why.append(
@@ -216,55 +253,57 @@ class HeuristicPlanner(Planner):
             if hist.notes:
                 avoid = "avoiding retrieved " + "; ".join(hist.notes)
                 why.append(avoid)
-        if moves:
-            moves = moves[: ctx.max_changes]
-            return self._proposal(ctx, moves[0].bottleneck, moves, hyps, hist, family, "; ".join(why) + ".")
+        return moves[: ctx.max_changes], why, avoid
 
-        if hist.push_from is not None:
-            r = hist.push_from
-            pushed = self._moves_for(
-                ctx,
-                book,
-                r.bottleneck,
-                by_b[r.bottleneck] if r.bottleneck in by_b else None,
-                current,
-                facts,
-                family,
-                hist,
-                only=set(_round_changes(r)),
-            )
-            if pushed:
-                reason = (
-                    f"round {r.round_no} on {r.bottleneck.value} was kept with gain "
-                    f"{(r.gain_vs_best or 0):+.1%}; pushing the same direction with a smaller step."
-                )
-                return self._proposal(ctx, r.bottleneck, pushed, hyps, hist, family, reason)
+    def _push(self, s: _Situation) -> Proposal | None:
+        """The direction the last kept round took, pushed further with a smaller step (None: nothing to push)."""
+        r = s.hist.push_from
+        if r is None:
+            return None
+        hyp = s.by_b.get(r.bottleneck)
+        only = set(_round_changes(r))
+        pushed = self._moves_for(s.ctx, s.book, r.bottleneck, hyp, s.current, s.facts, s.family, s.hist, only=only)
+        if not pushed:
+            return None
+        reason = (
+            f"round {r.round_no} on {r.bottleneck.value} was kept with gain "
+            f"{(r.gain_vs_best or 0):+.1%}; pushing the same direction with a smaller step."
+        )
+        return self._proposal(s.ctx, r.bottleneck, pushed, s.hyps, s.hist, s.family, reason)
 
+    def _diagnosed(self, s: _Situation, avoid: str) -> tuple[Proposal | None, list[str]]:
+        """Moves for the best-scored hypothesis that is not exhausted: (the proposal or None, why each
+        hypothesis before it was skipped)."""
         skipped: list[str] = []
-        for h in hyps:
-            if h.bottleneck in hist.exhausted:
-                skipped.append(f"{h.bottleneck.value}: {hist.exhausted[h.bottleneck]}")
+        for h in s.hyps:
+            if h.bottleneck in s.hist.exhausted:
+                skipped.append(f"{h.bottleneck.value}: {s.hist.exhausted[h.bottleneck]}")
                 continue
             if h.score < self.min_score:
                 continue
-            moves = self._moves_for(ctx, book, h.bottleneck, h, current, facts, family, hist)
+            moves = self._moves_for(s.ctx, s.book, h.bottleneck, h, s.current, s.facts, s.family, s.hist)
             if moves:
                 lead = f"diagnosed {h.bottleneck.value} (score {h.score:.2f})"
                 if skipped:
                     lead += "; redirected from " + "; ".join(skipped)
                 if avoid:
                     lead += "; " + avoid
-                return self._proposal(ctx, h.bottleneck, moves, hyps, hist, family, lead + ".")
-            notes = [n.message for n in book.notes_for(h.bottleneck)]
+                return self._proposal(s.ctx, h.bottleneck, moves, s.hyps, s.hist, s.family, lead + "."), skipped
+            notes = [n.message for n in s.book.notes_for(h.bottleneck)]
             skipped.append(f"{h.bottleneck.value}: no playbook move left" + (f" ({' '.join(notes)})" if notes else ""))
-        probes = self._probes(ctx, book, delta, current, facts, family, hist)
+        return None, skipped
+
+    def _probe_or_plateau(self, s: _Situation, skipped: list[str]) -> Proposal:
+        """A low-risk probe of the playbook when no hypothesis scores; else the plateau (no changes)."""
+        ctx, hyps = s.ctx, s.hyps
+        probes = self._probes(ctx, s.book, s.delta, s.current, s.facts, s.family, s.hist)
         if probes:
             lead = (
                 f"no {ctx.stage.value} hypothesis reached score {self.min_score:.2f}"
                 + (f" ({'; '.join(skipped)})" if skipped else "")
                 + "; trying a low-risk probe before calling a plateau"
             )
-            return self._proposal(ctx, probes[0].bottleneck, probes, hyps, hist, family, lead + ".")
+            return self._proposal(ctx, probes[0].bottleneck, probes, hyps, s.hist, s.family, lead + ".")
         reason = "plateau: nothing promising left — " + (
             "; ".join(skipped) or f"no hypothesis above {self.min_score:.2f}"
         )
@@ -277,7 +316,7 @@ class HeuristicPlanner(Planner):
             plateau=True,
             rationale=reason,
             evidence=self._evidence(hyps, top),
-            ruled_out=self._ruled_out(hyps, hist, top),
+            ruled_out=self._ruled_out(hyps, s.hist, top),
             planner=self.name,
         )
 

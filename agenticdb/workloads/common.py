@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import psycopg
 import pymysql
@@ -101,6 +101,47 @@ def _watched(watch: Callable[[str], str] | None, fd: int, elapsed: float, checke
     return watch(_read_all(fd))
 
 
+def _show_progress(
+    update: Callable[[float], object],
+    fd: int,
+    elapsed: float,
+    expected_s: float | None,
+    progress_of: Callable[[str], float | None] | None,
+) -> None:
+    """Move the bar: to the percentage ``progress_of`` reads from the output so far, else to the seconds
+    elapsed (capped at ``expected_s``)."""
+    if progress_of is not None:
+        # pread: the tool shares this file's offset, so the parent must not seek it
+        done = progress_of(_read_all(fd))
+        if done is not None:
+            update(done)
+    else:
+        update(min(elapsed, expected_s) if expected_s else elapsed)
+
+
+def _started(
+    argv: Sequence[str], out: IO[bytes], env: dict[str, str] | None, cwd: str | None
+) -> subprocess.Popen[bytes]:
+    """``argv`` started with stdout and stderr into ``out`` and ``env`` merged over ``os.environ``.
+
+    Raises:
+        WorkloadError: the executable is missing.
+    """
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    try:
+        return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
+    except FileNotFoundError as exc:
+        raise WorkloadError(f"benchmark tool not found: {argv[0]} ({exc})") from None
+
+
+def _killed(proc: subprocess.Popen[bytes], fd: int) -> str:
+    """Kill the tool, reap it, and return its whole output."""
+    proc.kill()
+    proc.wait()
+    return _read_all(fd)
+
+
 def run_tool(
     argv: Sequence[str],
     *,
@@ -135,15 +176,10 @@ def run_tool(
     Raises:
         WorkloadError: the executable is missing, or the timeout passed (output attached).
     """
-    full_env = dict(os.environ)
-    full_env.update(env or {})
     started = time.monotonic()
     checked: list[float] = [0.0]
     with tempfile.TemporaryFile(mode="w+b") as out:
-        try:
-            proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
-        except FileNotFoundError as exc:
-            raise WorkloadError(f"benchmark tool not found: {argv[0]} ({exc})") from None
+        proc = _started(argv, out, env, cwd)
         if on_start is not None:
             on_start(proc.pid)
         total = 100.0 if progress_of is not None else expected_s
@@ -154,31 +190,18 @@ def run_tool(
                     break
                 except subprocess.TimeoutExpired:
                     elapsed = time.monotonic() - started
-                    if progress_of is not None and progress:
-                        # pread: the tool shares this file's offset, so the parent must not seek it
-                        fd = out.fileno()
-                        done = progress_of(os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace"))
-                        if done is not None:
-                            update(done)
-                    else:
-                        update(min(elapsed, expected_s) if expected_s else elapsed)
+                    _show_progress(update, out.fileno(), elapsed, expected_s, progress_of if progress else None)
                     stopped = _watched(watch, out.fileno(), elapsed, checked)
                     if stopped:
-                        proc.kill()
-                        proc.wait()
-                        text = _read_all(out.fileno())
+                        text = _killed(proc, out.fileno())
                         log.info("workload.stopped_early", tool=argv[0], reason=stopped, seconds=round(elapsed, 1))
                         return ToolResult(list(argv), proc.returncode, text, elapsed, stopped)
                     if elapsed > timeout_s:
-                        proc.kill()
-                        proc.wait()
-                        out.seek(0)
-                        text = out.read().decode(errors="replace")
+                        text = _killed(proc, out.fileno())
                         raise WorkloadError(
                             f"{argv[0]} did not finish within timeout_s={timeout_s:g} s", tail(text)
                         ) from None
-        out.seek(0)
-        text = out.read().decode(errors="replace")
+        text = _read_all(out.fileno())
     seconds = time.monotonic() - started
     log.debug("workload.tool_exit", tool=argv[0], rc=proc.returncode, seconds=round(seconds, 2))
     return ToolResult(list(argv), proc.returncode, text, seconds)
