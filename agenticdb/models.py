@@ -411,6 +411,10 @@ class NormalizedChange(Strict):
     runtime_only: bool = False
     """Applied with ``SET GLOBAL`` only: the variable has no option-file form on this server version, so
     it is not written to the managed option file and a restart by someone else loses it."""
+    expected_base: float | None = None
+    """What the server will report in the base unit when ``value`` is a special value it replaces by a
+    computed one (PostgreSQL wal_buffers=-1 is reported as 1/32 of shared_buffers): verification compares
+    with this instead of ``base_value``. None: compare with ``base_value``."""
 
 
 class FailedCheck(Strict):

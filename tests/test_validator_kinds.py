@@ -1,0 +1,98 @@
+"""Kinds of fault a breaker trial got past the validator, each checked against a real private server.
+
+1. Special values that stand for another one (PostgreSQL wal_buffers = -1 is "auto" and pg_settings then
+   reports the computed size): the validator says what the value means and verification compares with the
+   value the server computes, so apply + verify succeed on the real server instead of wasting a restart.
+2. Enum values the running MariaDB build cannot accept (innodb_compression_algorithm = lzma needs the
+   provider_lzma plugin): refused before apply, from what the server itself reports.
+3. MariaDB switches that change query results or safety are refused as protected (semantics), never tuned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agenticdb.config import PolicyConfig
+from agenticdb.hardware import detect_hardware
+from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, NormalizedChange, Proposal, Verdict
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.targets.postgres import PostgresTarget
+from agenticdb.validator import validate
+
+
+@pytest.fixture(scope="module")
+def pgt(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
+    t = PostgresTarget.from_config(pg_sandbox.target_config())
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def pg_check(t: PostgresTarget, data_dir: str, changes: dict[str, Any]) -> Verdict:
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown,
+        layer=Layer.dbms,
+        apply_requirement=ApplyMode.restart,
+        changes=[Change(name=k, value=v) for k, v in changes.items()],
+    )
+    return validate(
+        proposal,
+        t.catalog(),
+        t.current_values(),
+        detect_hardware(data_dir),
+        PolicyConfig(max_step_factor=1000.0),
+        Layer.dbms,
+    )
+
+
+# ------------------------------------------------------------------ 1. special values
+
+
+def test_pg_wal_buffers_auto_applies_and_verifies_on_the_real_server(
+    pgt: PostgresTarget, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    """wal_buffers=-1 with shared_buffers=64MB: the server computes 64MB/32 = 2MB (256 pages) and reports
+    it; the validator says so and verification compares with it (PG 15 manual 20.5.1)."""
+    snap = pgt.snapshot(["shared_buffers", "wal_buffers"], label="before-wal-buffers-auto")
+    try:
+        v = pg_check(pgt, str(pg_sandbox.data_dir), {"shared_buffers": "64MB", "wal_buffers": -1})
+        assert v.ok, v.feedback()
+        wal = next(c for c in v.changes if c.name == "wal_buffers")
+        assert (wal.value, wal.expected_base) == ("-1", 256.0)
+        assert any("wal_buffers=-1 means auto" in w and "2MB" in w and "20.5.1" in w for w in v.warnings), v.warnings
+        assert pgt.apply(v.changes, v.apply_requirement) is True
+        assert pgt.verify(v.changes)["wal_buffers"] == "2MB"
+        assert "wal_buffers = '-1'" in pgt.auto_conf.read_text()
+    finally:
+        pgt.restore(snap)
+    assert pgt.current_values(["shared_buffers", "wal_buffers"]) == snap.values
+
+
+def test_pg_special_value_kept_by_the_server_is_explained(pgt: PostgresTarget, pg_sandbox: PostgresSandboxInfo) -> None:
+    """autovacuum_work_mem=-1 stays -1 in pg_settings and means maintenance_work_mem: the warning says so."""
+    v = pg_check(pgt, str(pg_sandbox.data_dir), {"autovacuum_work_mem": -1})
+    assert v.ok, v.feedback()
+    assert v.changes[0].expected_base is None
+    assert any("autovacuum_work_mem=-1 means use maintenance_work_mem" in w for w in v.warnings), v.warnings
+
+
+def test_pg_wal_buffers_below_four_pages_is_refused_and_the_server_clamps_it(
+    pgt: PostgresTarget, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    """16kB (2 pages) passes pg_settings' range but check_wal_buffers() raises it to 4 pages: refused as a
+    server_check; forced onto the real server, pg_settings indeed reports 32kB."""
+    v = pg_check(pgt, str(pg_sandbox.data_dir), {"wal_buffers": "16kB"})
+    assert not v.ok
+    hit = [f for f in v.failed if f.check == "server_check" and f.parameter == "wal_buffers"]
+    assert hit and "pg.wal_buffers-at-least-4-pages" in hit[0].message, v.feedback()
+    snap = pgt.snapshot(["wal_buffers"], label="before-wal-buffers-clamp")
+    try:
+        ch = NormalizedChange(name="wal_buffers", value="16kB", base_value=2.0, unit="8kB", apply=ApplyMode.restart)
+        pgt.apply([ch], ApplyMode.restart)
+        assert pgt.raw_settings(["wal_buffers"])["wal_buffers"][0] == "4"
+    finally:
+        pgt.restore(snap)
