@@ -118,6 +118,10 @@ class Catalog(Strict):
     """Read-only values the server's own checks depend on, by name, numbers in dimension-wide units
     (bytes, ms): PostgreSQL ``wal_segment_size`` (internal GUCs), MariaDB read-only variables
     (``innodb_page_size``), Linux device facts (``block.vda.hw_queue_depth``)."""
+    unavailable_values: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Enum values the server's metadata lists but this build or configuration refuses, by knob then value
+    (lower case), with why: MariaDB innodb_compression_algorithm=lzma without the provider_lzma plugin. They
+    are not in ``KnobSpec.enum_values``."""
 
     def get(self, name: str) -> KnobSpec | None:
         return self.knobs.get(name)

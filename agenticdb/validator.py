@@ -230,6 +230,19 @@ def _check_change(r: _Round, proposal: Proposal, change: Change) -> None:
     if spec is None:
         return
     # 3./4. type, unit, enum, range
+    unavailable = r.catalog.unavailable_values.get(spec.name, {}).get(shown.strip().lower())
+    if unavailable is not None:
+        accepted = ", ".join(spec.enum_values or [])
+        r.fail(
+            "enum",
+            spec.name,
+            shown,
+            f"{spec.name}={shown}: this server cannot accept it: {unavailable}; the values it accepts here: "
+            f"{accepted} (rule enum: the server's own enum list, as this build accepts it)",
+            _SRC_CATALOG,
+            "enum",
+        )
+        return
     try:
         parsed = normalize(r.family, spec, change.value)
     except UnitError as exc:

@@ -13,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pymysql
 import pytest
 
 from agenticdb.config import PolicyConfig
 from agenticdb.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, NormalizedChange, Proposal, Verdict
+from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validator import validate
 
@@ -96,3 +99,69 @@ def test_pg_wal_buffers_below_four_pages_is_refused_and_the_server_clamps_it(
         assert pgt.raw_settings(["wal_buffers"])["wal_buffers"][0] == "4"
     finally:
         pgt.restore(snap)
+
+
+# ------------------------------------------------------------------ 2. enum values this build refuses
+
+
+@pytest.fixture(scope="module")
+def myt(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[MySQLTarget]:
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def my_check(t: MySQLTarget, data_dir: str, changes: dict[str, Any]) -> Verdict:
+    proposal = Proposal(
+        bottleneck=Bottleneck.unknown,
+        layer=Layer.dbms,
+        apply_requirement=ApplyMode.dynamic,
+        changes=[Change(name=k, value=v) for k, v in changes.items()],
+    )
+    return validate(
+        proposal,
+        t.catalog(),
+        t.current_values(),
+        detect_hardware(data_dir),
+        PolicyConfig(max_step_factor=1000.0),
+        Layer.dbms,
+    )
+
+
+@pytest.mark.parametrize("algorithm", ["lzma", "lz4", "lzo", "bzip2", "snappy", "zlib", "none"])
+def test_mariadb_compression_algorithm_agrees_with_the_server(
+    myt: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo, algorithm: str
+) -> None:
+    """The validator refuses exactly the values the real server refuses: SYSTEM_VARIABLES lists all seven,
+    but since 10.7 lz4/lzo/lzma/bzip2/snappy need their provider_* plugin (MariaDB KB, Compression Plugins).
+    The server is asked with a real SET GLOBAL; the value is put back in ``finally``."""
+    v = my_check(myt, str(mariadb_sandbox.data_dir), {"innodb_compression_algorithm": algorithm})
+    conn = pymysql.connect(**myt.connect_kwargs)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.innodb_compression_algorithm")
+            before = cur.fetchone()[0]
+            try:
+                cur.execute("SET GLOBAL innodb_compression_algorithm = %s", (algorithm,))
+                server_accepts = True
+            except pymysql.err.OperationalError as exc:
+                assert exc.args[0] == 1231, exc
+                server_accepts = False
+            finally:
+                cur.execute("SET GLOBAL innodb_compression_algorithm = %s", (before,))
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = %s AND PLUGIN_STATUS = 'ACTIVE'",
+                (f"provider_{algorithm}",),
+            )
+            provider_active = cur.fetchone()[0] == 1
+    finally:
+        conn.close()
+    assert v.ok == server_accepts, v.feedback()
+    if not server_accepts:
+        assert not provider_active
+        [fail] = v.failed
+        assert fail.check == "enum" and fail.parameter == "innodb_compression_algorithm"
+        assert f"provider_{algorithm}" in fail.message and "zlib" in fail.message, fail.message
+        assert algorithm not in (myt.catalog().knobs["innodb_compression_algorithm"].enum_values or [])
