@@ -165,3 +165,66 @@ def test_mariadb_compression_algorithm_agrees_with_the_server(
         assert fail.check == "enum" and fail.parameter == "innodb_compression_algorithm"
         assert f"provider_{algorithm}" in fail.message and "zlib" in fail.message, fail.message
         assert algorithm not in (myt.catalog().knobs["innodb_compression_algorithm"].enum_values or [])
+
+
+# ------------------------------------------------------------------ 3. MariaDB semantics and safety switches
+
+
+SEMANTICS = {
+    # (value to propose): the switch changes results, errors, security or replication, never speed
+    "check_constraint_checks": "OFF",
+    "auto_increment_increment": 2,
+    "innodb_autoinc_lock_mode": 2,
+    "idle_transaction_timeout": 5,
+    "default_regex_flags": "DOTALL",
+    "max_sort_length": 64,
+    "standard_compliant_cte": "OFF",
+    "alter_algorithm": "INSTANT",
+    "max_error_count": 10,
+    "max_prepared_stmt_count": 10,
+    "innodb_default_row_format": "redundant",
+    "innodb_read_only_compressed": "ON",
+    "innodb_ft_min_token_size": 1,
+    "require_secure_transport": "ON",
+    "default_password_lifetime": 1,
+    "log_bin_trust_function_creators": "ON",
+    "binlog_row_image": "MINIMAL",
+    "binlog_expire_logs_seconds": 60,
+    "slave_exec_mode": "IDEMPOTENT",
+    "innodb_checksum_algorithm": "strict_crc32",
+    # already refused before: the kind the brief names
+    "sql_select_limit": 1,
+    "sql_safe_updates": "ON",
+    "foreign_key_checks": "OFF",
+    "unique_checks": "OFF",
+    "sql_auto_is_null": "ON",
+    "sql_mode": "ANSI",
+    "autocommit": "OFF",
+    "big_tables": "ON",
+    "max_join_size": 1000,
+    "sql_log_bin": "OFF",
+}
+
+
+@pytest.mark.parametrize("name,value", sorted(SEMANTICS.items()))
+def test_mariadb_semantics_switches_are_refused_with_the_rule(
+    myt: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo, name: str, value: Any
+) -> None:
+    """Each name exists on the real MariaDB 10.11 (the rule would be dead otherwise) and is refused as
+    protected with its rule id and the semantics wording, never as a performance question."""
+    assert name in myt.catalog().knobs
+    v = my_check(myt, str(mariadb_sandbox.data_dir), {name: value})
+    assert not v.ok
+    [fail] = v.failed
+    assert fail.check == "protected" and fail.rule_id == f"mysql.{name}", v.feedback()
+    assert f"rule mysql.{name}" in fail.message and "semantics" in fail.message, fail.message
+    assert fail.source.startswith("MariaDB KB"), fail.source
+
+
+@pytest.mark.parametrize("name", ["sql_slave_skip_counter", "ignore_builtin_innodb", "read_only"])
+def test_mariadb_never_tuned_switches_are_dangerous(
+    myt: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo, name: str
+) -> None:
+    v = my_check(myt, str(mariadb_sandbox.data_dir), {name: 1})
+    assert not v.ok
+    assert any(f.check == "dangerous" and f.rule_id == f"mysql.{name}" for f in v.failed), v.feedback()
