@@ -64,6 +64,11 @@ CONFIDENCE_ORIGINS = {
     "diagnosis": "rule of the playbook, backed by this server's runtime statistics",
     "rule": "rule only (no runtime evidence in the observation window)",
 }
+IDLE_HOST_ORIGIN = (
+    "rule only: a playbook move for host statistics seen while the database server was idle in the observation "
+    "window (no load seen), so they are not evidence about its workload"
+)
+"""``confidence_origin`` of an OS move whose hypothesis was scored on an idle server (confidence "rule")."""
 """What each confidence level rests on, shown beside every recommendation."""
 
 MIN_SCORE = 0.15
@@ -254,13 +259,25 @@ class Advisor:
             sev: Severity = "high" if m.trap else "medium"
             kind = "trap" if m.trap else "floor"
             out.setdefault(m.name, self._rec(m, f"{kind}:{m.name}", sev, "rule", [f"{m.name} = {m.current}"]))
-        for h in hyps if self.server_busy() else []:
+        busy = self.server_busy()
+        # Idle server: host pressure is no evidence about it. DBMS moves are left out; OS moves stay (the
+        # host's own state) but say they rest on the rule alone.
+        for h in hyps if busy or self.layer == Layer.os else []:
             if h.score < MIN_SCORE:
                 continue
             for m in p._moves_for(ctx, book, h.bottleneck, h, cur, facts, self.family, hist):
                 sev = "medium" if h.score >= 0.5 else "low"
                 ev = [f"{h.bottleneck.value} (score {h.score:.2f}): {e}" for e in h.evidence[:3]]
-                out.setdefault(m.name, self._rec(m, f"entry:{h.bottleneck.value}:{m.name}", sev, "diagnosis", ev))
+                rec = self._rec(m, f"entry:{h.bottleneck.value}:{m.name}", sev, "diagnosis" if busy else "rule", ev)
+                if not busy:
+                    rec.confidence_origin = IDLE_HOST_ORIGIN
+                log.info(
+                    "advise.confidence",
+                    knob=m.name,
+                    confidence=rec.confidence,
+                    reason="server busy in the window" if busy else "server idle in the window: rule only",
+                )
+                out.setdefault(m.name, rec)
         for m in p._seeds(ctx, cur, self.family, hist, by_b, taken=set(out)):
             exp = next((e for e in self.experience if e.session_id in m.source), None)
             conf = "measured" if exp is not None and _same_host(self.fp, exp) else "experience"
@@ -279,9 +296,9 @@ class Advisor:
     def server_busy(self, min_rate: float = 5.0, min_count: float = 20.0) -> bool:
         """True when the server did work in the window (at least ``min_count`` transactions or statements
         and ``min_rate`` per second, so agenticdb's own sampling queries never count as load, or an active
-        session): only then is host pressure evidence about *this* server. Always True for Linux."""
-        if self.layer == Layer.os:
-            return True
+        session): only then is host pressure evidence about *this* server. The same test for both layers:
+        the OS advisor's window holds the database's counters too (:func:`advise` merges them); a window
+        without them saw no load."""
         d = self.delta
         names = ("pg_stat_database.xact_commit", "pg_stat_database.xact_rollback", "global_status.Questions")
         total = sum(d.totals.get(k, 0.0) for k in names)
@@ -461,8 +478,8 @@ def _idle_note(seconds: float) -> str:
     return (
         f"the server was idle in the {seconds:.1f} s window (< 20 transactions and < 5/s, no active "
         "session): "
-        "host pressure is not evidence about it, so no diagnosis-driven DBMS moves; observe under load "
-        "with --observe for those"
+        "host pressure is not evidence about it, so no diagnosis-driven DBMS moves and OS moves are rule "
+        "only; observe under load with --observe for those"
     )
 
 

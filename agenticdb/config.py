@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -636,13 +636,44 @@ def in_window(windows: str | Sequence[str] | None, now: datetime | None = None) 
     return False
 
 
+_OLTP_OBJECTIVES = ("tps_per_p95", "tps", "p95", "p99")
+PRODUCIBLE_OBJECTIVES: dict[str, tuple[str, ...]] = {
+    **{kind: _OLTP_OBJECTIVES for kind in get_args(WorkloadKind) if kind.startswith(("pgbench", "sysbench", "ycsb"))},
+    "tpch": ("total_time", "p95", "p99"),
+    "live": (),
+}
+"""Objectives each workload kind can measure (``command`` is absent: its output decides). OLTP benchmarks run
+for a fixed time, so a total time says nothing (agenticdb.workloads.steady scores tps and percentiles); TPC-H
+runs a fixed query set once: no transactions, so no tps (22 queries / total time is the total time under
+another name), its percentiles are those of the query times (agenticdb.workloads.tpch); live scores its own
+live_time_index and takes no workload.objective (README "Live mode")."""
+
+
+def _check_objective(s: Settings) -> None:
+    w = s.workload
+    producible = PRODUCIBLE_OBJECTIVES.get(w.kind)
+    if w.objective is None or producible is None or w.objective in producible:
+        return
+    if not producible:
+        raise ValueError(
+            f"workload.objective = {w.objective!r} cannot be used with workload.kind = {w.kind!r}: live mode "
+            "scores its own objective (live_time_index); remove workload.objective"
+        )
+    raise ValueError(
+        f"workload.objective = {w.objective!r} cannot be measured by workload.kind = {w.kind!r}, which "
+        f'produces {", ".join(producible)} (README "Which objective to choose")'
+    )
+
+
 def check_settings(s: Settings) -> None:
     """Rules across sections that a single section cannot check.
 
     Raises:
         ValueError: the message names the keys (workload.kind needs workload.command; pgbench only on
-            target.kind postgresql — pgbench speaks only the PostgreSQL protocol; scale > 0).
+            target.kind postgresql — pgbench speaks only the PostgreSQL protocol; scale > 0;
+            workload.objective must be one the workload kind produces, :data:`PRODUCIBLE_OBJECTIVES`).
     """
+    _check_objective(s)
     w = s.workload
     if w.kind == "command" and not (w.command or "").strip():
         raise ValueError("workload.kind = 'command' needs workload.command (the shell command to run)")

@@ -118,6 +118,10 @@ class Catalog(Strict):
     """Read-only values the server's own checks depend on, by name, numbers in dimension-wide units
     (bytes, ms): PostgreSQL ``wal_segment_size`` (internal GUCs), MariaDB read-only variables
     (``innodb_page_size``), Linux device facts (``block.vda.hw_queue_depth``)."""
+    unavailable_values: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Enum values the server's metadata lists but this build or configuration refuses, by knob then value
+    (lower case), with why: MariaDB innodb_compression_algorithm=lzma without the provider_lzma plugin. They
+    are not in ``KnobSpec.enum_values``."""
 
     def get(self, name: str) -> KnobSpec | None:
         return self.knobs.get(name)
@@ -411,6 +415,10 @@ class NormalizedChange(Strict):
     runtime_only: bool = False
     """Applied with ``SET GLOBAL`` only: the variable has no option-file form on this server version, so
     it is not written to the managed option file and a restart by someone else loses it."""
+    expected_base: float | None = None
+    """What the server will report in the base unit when ``value`` is a special value it replaces by a
+    computed one (PostgreSQL wal_buffers=-1 is reported as 1/32 of shared_buffers): verification compares
+    with this instead of ``base_value``. None: compare with ``base_value``."""
 
 
 class FailedCheck(Strict):

@@ -16,6 +16,8 @@ the first); a verdict with any failure is ``ok=False`` and nothing of it is appl
    ``no_effect`` — changes that cannot act in this mode or on this host (never measured); ``harmful`` —
    values known to hurt database hosts (``policy.allow_harmful`` may accept one as a risk); ``capacity``
    — never below the observed peak plus headroom (agenticdb.validation.effects);
+   ``auto_value`` — a special value (wal_buffers = -1, "auto") is explained in a warning and, where the
+   server reports a computed value instead, verified against that value;
 9. ``step`` — at most ``policy.max_changes`` changes, no value moved by more than ``max_step_factor``;
 10. ``apply`` — the strongest apply mode from metadata; a restart needs permission and the window.
 
@@ -47,6 +49,7 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.units import UnitError, family_of, normalize, readable
+from agenticdb.validation.auto import resolve_auto
 from agenticdb.validation.effects import check_capacity, check_harmful, check_no_effect, check_server
 from agenticdb.validation.host import check_host
 from agenticdb.validation.resulting import ResultingConfig, check_conflicts
@@ -202,6 +205,8 @@ def _check_configuration(
     flavor, version, rules = flavor_of(r.catalog), r.catalog.version, r.rules
     cfg = ResultingConfig(r.family, r.catalog, current, r.normalized, r.index, hardware)
     before = ResultingConfig(r.family, r.catalog, current, [], r.index, hardware)
+    r.normalized, auto_warnings = resolve_auto(cfg, r.normalized, rules.auto_value, flavor, version)
+    r.warnings += auto_warnings
     host_failed, host_warnings = check_host(cfg, before, rules, hardware, r.policy, flavor, version, observed)
     r.failed += host_failed
     r.warnings += host_warnings
@@ -225,6 +230,19 @@ def _check_change(r: _Round, proposal: Proposal, change: Change) -> None:
     if spec is None:
         return
     # 3./4. type, unit, enum, range
+    unavailable = r.catalog.unavailable_values.get(spec.name, {}).get(shown.strip().lower())
+    if unavailable is not None:
+        accepted = ", ".join(spec.enum_values or [])
+        r.fail(
+            "enum",
+            spec.name,
+            shown,
+            f"{spec.name}={shown}: this server cannot accept it: {unavailable}; the values it accepts here: "
+            f"{accepted} (rule enum: the server's own enum list, as this build accepts it)",
+            _SRC_CATALOG,
+            "enum",
+        )
+        return
     try:
         parsed = normalize(r.family, spec, change.value)
     except UnitError as exc:

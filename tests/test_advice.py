@@ -347,3 +347,62 @@ def test_relaxed_durability_is_a_finding_not_a_change(pg_sandbox: PostgresSandbo
     assert len(found) == 1 and found[0].severity == "medium" and "'off'" in found[0].evidence
     assert all(r.knob != "synchronous_commit" for r in adv.recommendations)
     assert adv.worst() in ("medium", "high", "critical")
+
+
+def test_os_confidence_is_rule_only_when_the_server_was_idle(pg_config: Path) -> None:
+    """OS moves the diagnosis of host statistics triggers are "diagnosis" only when the database did work
+    in the window (here: a real session running pg_sleep during the observation), and "rule" with an
+    origin that says so when it was idle. Windows, catalogs and current values are the real ones; the host
+    hypothesis is given at full score so each OS bottleneck's moves are exercised whatever this host's
+    pressure is."""
+    import threading
+
+    from agenticdb.advice import IDLE_HOST_ORIGIN, Advisor, host_fingerprint, observe, target_identity
+    from agenticdb.app import host_state_source, linux_target
+    from agenticdb.hardware import detect_hardware
+    from agenticdb.models import Bottleneck
+    from agenticdb.planner.diagnosis import Hypothesis
+
+    cfg = load_config(pg_config)
+    target = build_target(cfg)
+    try:
+        hw = detect_hardware(target.data_dir)
+        linux = linux_target(cfg, data_dir=target.data_dir)
+        os_cat = linux.catalog()
+        os_cur = linux.current_values(list(os_cat.knobs))
+        host = host_state_source(cfg, target)
+        sources = [target.runtime_state] + ([host] if host is not None else [])
+        fp = host_fingerprint(target.kind, target.version_major(), hw)
+        ident = target_identity(target.kind, cfg.target.dsn or "")
+        hyps = [
+            Hypothesis(bottleneck=b, layer=Layer.os, score=1.0, evidence=["given"])
+            for b in (Bottleneck.memory_reclaim, Bottleneck.writeback, Bottleneck.io_queue)
+        ]
+
+        def os_recs(window_busy: bool) -> tuple[bool, list[Recommendation]]:
+            if not window_busy:
+                delta = observe(sources, 0.5)
+            else:
+
+                def sleeper() -> None:
+                    with psycopg.connect(cfg.target.dsn or "", autocommit=True) as conn:
+                        conn.execute("SELECT pg_sleep(2)")
+
+                t = threading.Thread(target=sleeper)
+                t.start()
+                try:
+                    delta = observe(sources, 1.0)
+                finally:
+                    t.join()
+            adv = Advisor(os_cat, hw, os_cur, delta, "linux", ident, [], fp)
+            return adv.server_busy(), [r for r in adv.recommendations(hyps) if r.rule.startswith("entry:")]
+
+        idle, idle_recs = os_recs(False)
+        busy, busy_recs = os_recs(True)
+    finally:
+        target.close()
+    assert not idle and busy
+    assert idle_recs and busy_recs, "the host-statistics entries give at least one OS move"
+    assert {r.confidence for r in idle_recs} == {"rule"}
+    assert all(r.confidence_origin == IDLE_HOST_ORIGIN and "idle" in r.confidence_origin for r in idle_recs)
+    assert {r.confidence for r in busy_recs} == {"diagnosis"}

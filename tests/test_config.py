@@ -22,6 +22,7 @@ BAD_EXPECT = {
     "share-ratio-one.toml": "loop.disturbance_share_ratio",
     "renamed-confirm-runs.toml": "loop.confirm_runs was replaced: use loop.max_pairs",
     "pairs-inverted.toml": "loop.max_pairs = 2 is below loop.min_pairs = 4",
+    "objective-workload.toml": "workload.objective = 'tps' cannot be measured by workload.kind = 'tpch'",
 }
 
 
@@ -100,3 +101,39 @@ def test_cli_overrides_are_checked_across_sections() -> None:
         load_config(None, {"workload": {"duration_s": -5}})
     with pytest.raises(ConfigError, match="workload.command"):
         load_config(None, {"workload": {"kind": "command"}})
+
+
+@pytest.mark.parametrize(
+    "kind,objective",
+    [
+        ("tpch", "tps"),
+        ("tpch", "tps_per_p95"),
+        ("pgbench", "total_time"),
+        ("sysbench-oltp-read-write", "total_time"),
+        ("ycsb-a", "total_time"),
+        ("live", "tps"),
+    ],
+)
+def test_objective_the_workload_cannot_produce_is_a_config_error(tmp_path: Path, kind: str, objective: str) -> None:
+    """The error names both settings, from the file and when a command-line --workload changes the kind."""
+    f = tmp_path / "c.toml"
+    f.write_text(f'[workload]\nkind = "{kind}"\nobjective = "{objective}"\n')
+    with pytest.raises(ConfigError) as exc:
+        load_config(f)
+    assert f"workload.objective = {objective!r}" in str(exc.value) and f"workload.kind = {kind!r}" in str(exc.value)
+    f.write_text(f'[workload]\nobjective = "{objective}"\n')
+    if objective != "total_time":  # pgbench (the default kind) produces the others
+        load_config(f)
+    with pytest.raises(ConfigError, match=r"workload\.objective = .* workload\.kind = "):
+        load_config(f, {"workload": {"kind": kind}})
+
+
+@pytest.mark.parametrize(
+    "kind,objective",
+    [("tpch", "total_time"), ("tpch", "p95"), ("pgbench", "p99"), ("command", "total_time"), ("command", "tps")],
+)
+def test_objective_the_workload_produces_loads(tmp_path: Path, kind: str, objective: str) -> None:
+    f = tmp_path / "c.toml"
+    extra = 'command = "true"\n' if kind == "command" else ""
+    f.write_text(f'[workload]\nkind = "{kind}"\nobjective = "{objective}"\n{extra}')
+    assert load_config(f).workload.objective == objective

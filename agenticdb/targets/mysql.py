@@ -246,7 +246,13 @@ class MySQLTarget(Target):
             if self.kind == "mariadb":
                 rows = self._rows("SELECT * FROM information_schema.SYSTEM_VARIABLES")
                 names = option_names(version, self.cache_dir, find_binary(self.bindir)) if self._local() else None
-                self._catalog = mariadb_catalog(rows, version, option_names=names)
+                active = frozenset(
+                    str(r["PLUGIN_NAME"]).lower()
+                    for r in self._rows(
+                        "SELECT PLUGIN_NAME FROM information_schema.PLUGINS WHERE PLUGIN_STATUS = 'ACTIVE'"
+                    )
+                )
+                self._catalog = mariadb_catalog(rows, version, option_names=names, active_plugins=active)
             else:
                 info = self._rows(
                     "SELECT VARIABLE_NAME, MIN_VALUE, MAX_VALUE, VARIABLE_SOURCE FROM performance_schema.variables_info"

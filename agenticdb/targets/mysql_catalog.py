@@ -18,8 +18,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import structlog
+from packaging.version import Version
+
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, VarType
 from agenticdb.resources import data_file
+from agenticdb.validation.rules import parse_version
+
+log = structlog.get_logger(__name__)
 
 MARIADB_DATA = "mariadb.toml"
 MYSQL8_DATA = "mysql-8.0.toml"
@@ -77,6 +83,9 @@ class MySQLData:
     mysql8_manual: str
     runtime_only: frozenset[str] = frozenset()
     option_aliases: dict[str, str] = field(default_factory=dict)
+    enum_plugins: tuple[tuple[str, str, str, str, str], ...] = ()
+    """``[[enum_plugin]]`` entries: (variable, value, plugin, since, source) — an enum value that servers from
+    version ``since`` on accept only while the plugin is active (MariaDB 10.7+ compression providers)."""
 
     def has_option_form(self, name: str, option_names: frozenset[str] | None) -> bool:
         """True when variable ``name`` may be written to an option file: the server's own option list
@@ -149,7 +158,32 @@ def load_data() -> MySQLData:
         mysql8_manual=mysql8.get("manual", "MySQL 8.0 Reference Manual"),
         runtime_only=frozenset(n.lower() for n in maria.get("runtime_only", {}).get("names", [])),
         option_aliases={k.lower(): v.lower() for k, v in maria.get("option_aliases", {}).get("names", {}).items()},
+        enum_plugins=tuple(_enum_plugins(maria.get("enum_plugin", []))),
     )
+
+
+def _enum_plugins(entries: list[dict[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    """``[[enum_plugin]]`` entries of catalogs/mariadb.toml as (variable, value, plugin, since, source).
+
+    Raises:
+        ValueError: an entry lacks ``variable``, ``value``, ``plugin``, ``since`` or ``source``.
+    """
+    keys = ("variable", "value", "plugin", "since", "source")
+    out: list[tuple[str, str, str, str, str]] = []
+    for entry in entries:
+        missing = [k for k in keys if not entry.get(k)]
+        if missing:
+            raise ValueError(f"catalogs/{MARIADB_DATA}: [[enum_plugin]] entry {entry!r} lacks {missing}")
+        out.append(
+            (
+                entry["variable"].lower(),
+                entry["value"].lower(),
+                entry["plugin"].lower(),
+                entry["since"],
+                entry["source"],
+            )
+        )
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -195,6 +229,7 @@ def mariadb_catalog(
     version: str,
     data: MySQLData | None = None,
     option_names: frozenset[str] | None = None,
+    active_plugins: frozenset[str] | None = None,
 ) -> Catalog:
     """Catalog from ``SELECT * FROM information_schema.SYSTEM_VARIABLES`` rows (dicts keyed by column).
 
@@ -209,6 +244,11 @@ def mariadb_catalog(
             underscores; ``mysqld --help --verbose``, see agenticdb.targets.mysql_options), or None when
             unknown (then the shipped ``[runtime_only]`` list of catalogs/mariadb.toml decides).
             ``KnobSpec.option_file`` is False for a variable without one.
+        active_plugins: names (lower case) of ``information_schema.PLUGINS`` with status ACTIVE, or None when
+            unknown. An enum value that needs a plugin (``[[enum_plugin]]`` of catalogs/mariadb.toml:
+            innodb_compression_algorithm=lzma needs provider_lzma) is dropped from ``enum_values`` when its
+            plugin is not active, and ``Catalog.unavailable_values`` says why: SYSTEM_VARIABLES'
+            ENUM_VALUE_LIST names every value the source knows, not what this build accepts.
 
     Facts (``Catalog.facts``): the global value of every variable that is not a knob (``innodb_page_size``,
     numbers as floats), and ``ignored:<name>`` with the server's comment for variables it describes as
@@ -247,7 +287,27 @@ def mariadb_catalog(
     for name in cat.knobs:
         cat.facts.pop(name, None)  # knobs are read from the current values, facts are the rest
     _add_aliases(cat, data)
+    if active_plugins is not None:
+        _drop_unavailable(cat, data, active_plugins)
     return cat
+
+
+def _drop_unavailable(cat: Catalog, data: MySQLData, active: frozenset[str]) -> None:
+    """Remove enum values whose plugin is not active (on versions from the entry's ``since`` on) from the
+    knobs' ``enum_values`` and record why in ``cat.unavailable_values``."""
+    running = parse_version(cat.version)
+    for variable, value, plugin, since, source in data.enum_plugins:
+        spec = cat.knobs.get(variable)
+        if spec is None or spec.enum_values is None or plugin in active:
+            continue
+        if running is not None and running < Version(since):
+            continue  # built in before the provider plugins
+        spec.enum_values = [v for v in spec.enum_values if v.lower() != value]
+        cat.unavailable_values.setdefault(variable, {})[value] = (
+            f"needs the plugin {plugin}, which is not active on this server (information_schema.PLUGINS); "
+            f"the server refuses the value ({source})"
+        )
+        log.info("catalog.enum_value_unavailable", variable=variable, value=value, plugin=plugin)
 
 
 def _mariadb_knob(row: dict[str, Any], name: str, read_only: bool, has_option: bool, data: MySQLData) -> KnobSpec:

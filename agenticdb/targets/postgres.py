@@ -408,7 +408,8 @@ class PostgresTarget(Target):
         """Check every change is in effect; return ``{name: current_setting}``.
 
         Numeric knobs compare pg_settings.setting (base unit) with ``base_value`` (relative tolerance
-        1e-6); booleans compare on/off/true/false alike; enums and strings case-insensitively.
+        1e-6), or with ``expected_base`` when the server computes the value (wal_buffers=-1); booleans
+        compare on/off/true/false alike; enums and strings case-insensitively.
 
         Raises:
             VerifyError: a value differs, or a changed parameter is pending_restart (names parameter,
@@ -437,7 +438,12 @@ class PostgresTarget(Target):
             if pending:
                 problems.append(f"{change.name}: pending_restart (file has {change.value!r}, running value {pretty!r})")
             elif not self._matches(vartype, setting, pretty, change):
-                problems.append(f"{change.name}: expected {change.value!r}, effective {pretty!r} (setting {setting})")
+                computed = (
+                    f" (the server computes {change.expected_base:g})" if change.expected_base is not None else ""
+                )
+                problems.append(
+                    f"{change.name}: expected {change.value!r}{computed}, effective {pretty!r} (setting {setting})"
+                )
         if problems:
             log.warning("verify.failed", problems=problems)
             raise VerifyError("not in effect: " + "; ".join(problems), logs=self.log_tail(20))
@@ -449,7 +455,8 @@ class PostgresTarget(Target):
         """Numbers in the base unit against ``base_value``; anything else by the one value comparison
         against either spelling the server shows (``setting`` "on" / ``current_setting`` "on")."""
         if vartype in ("integer", "real") and change.base_value is not None:
-            return numbers_equal(float(setting), change.base_value)
+            expected = change.expected_base if change.expected_base is not None else change.base_value
+            return numbers_equal(float(setting), expected)
         return values_equal(change.value, setting) or values_equal(change.value, pretty)
 
     def restore(self, snapshot: Snapshot) -> None:

@@ -3,7 +3,8 @@
 A rule file holds ``[[protected]]``, ``[[dangerous]]``, ``[[durability]]``, ``[[conflict]]``,
 ``[[server_check]]`` (the server's own checks beyond min/max), ``[[no_effect]]`` (changes that cannot act
 on this host or in this mode), ``[[harmful]]`` (values known to hurt database hosts), ``[[capacity]]``
-(never lowered below the observed peak), ``[[cpu_limit]]`` and ``[[ram_limit]]`` entries, plus one
+(never lowered below the observed peak), ``[[auto_value]]`` (special values such as -1 = auto, and what the
+server makes of them), ``[[cpu_limit]]`` and ``[[ram_limit]]`` entries, plus one
 ``[memory_budget]`` and one ``[disk_budget]`` table. Every entry has an
 ``id``, a ``reason``, a ``source`` and ``versions``: where the parameters it names exist, as version
 specifiers with an optional flavour prefix (``">=10"`` for PostgreSQL, ``"mariadb>=10.5"``,
@@ -306,6 +307,26 @@ class CapacityRule(NameRule):
     reserve: list[str] = Field(default_factory=list)
 
 
+class AutoValue(NameRule):
+    """A special value of ``parameter`` that stands for another one ("-1 = auto", "-1 = use X").
+
+    ``meaning`` says what it stands for, in the manual's words. With ``of`` the server computes the value
+    itself and reports the computed one (pg_settings shows wal_buffers=-1 as 4MB): ``factor`` × ``of`` (a
+    parameter of the resulting configuration or a read-only server fact, in bytes/ms), then at least
+    ``at_least`` and at most ``at_most`` (literals in ``parameter``'s spelling, or parameter/fact names),
+    rounded down to ``parameter``'s base unit; the change is verified against that value. Without
+    ``of`` the server keeps reporting the special value and falls back to ``uses`` where it acts.
+    """
+
+    value: str | int | float
+    meaning: str
+    of: str | None = None
+    factor: float = 1.0
+    at_least: str | int | float | None = None
+    at_most: str | int | float | None = None
+    uses: str | None = None
+
+
 class CpuLimit(Versioned):
     """``parameter`` may be at most ``per_core`` × cores (+ ``plus``)."""
 
@@ -383,6 +404,7 @@ class RuleSet(_Strict):
     memory_budget: MemoryBudget | None = None
     disk_budget: DiskBudget | None = None
     enum_hint: list[EnumHint] = Field(default_factory=list)
+    auto_value: list[AutoValue] = Field(default_factory=list)
 
     def all_rules(self) -> list[Versioned]:
         """Every rule with an id (budgets and hints have none)."""
@@ -397,6 +419,7 @@ class RuleSet(_Strict):
             *self.no_effect,
             *self.harmful,
             *self.capacity,
+            *self.auto_value,
         ]
 
     @model_validator(mode="after")
