@@ -322,43 +322,71 @@ def assess(
     why = cut_off(screen, best_level, protocol.prior)
     if why:
         return Assessment("worse", why, None, [screen], seconds=clock() - started)
-    pairs: list[tuple[Measurement, Measurement]] = []  # (candidate, best)
-    disturbed: list[str] = []
-    first, first_config = screen, "candidate"
-    pair_s: list[float] = []
+    pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
+    first, first_config = screen, _CANDIDATE
     while True:
-        t0 = clock()
-        other: Config = "best" if first_config == "candidate" else "candidate"
-        second = runs.run(other, f"{other} {len(pairs) + 1}")
-        reason = _disturbed(first, second, protocol.thresholds)
-        if reason:
-            disturbed.append(f"pair {len(pairs) + 1}: {reason}")
-            if on_disturbed is not None:
-                on_disturbed(f"{other} {len(pairs) + 1}", second, reason)
-            if len(disturbed) > protocol.max_disturbed_repeats:
-                return _too_disturbed(pairs, disturbed, protocol, clock() - started)
-        else:
-            cand, best = (first, second) if first_config == "candidate" else (second, first)
-            pairs.append((cand, best))
-            pair_s.append(clock() - t0)
-            # The time cap applies once the minimum pairs are in: a decision never ends on fewer.
-            late = len(pairs) >= protocol.policy.min_pairs and _out_of_time(
-                clock() - started, pair_s, protocol.budget_s
-            )
-            decision = _look(pairs, protocol, final=late)
-            if decision is not None:
-                return Assessment(
-                    decision[0],
-                    decision[1],
-                    decision[2],
-                    [c for c, _ in pairs],
-                    [b for _, b in pairs],
-                    disturbed,
-                    clock() - started,
-                )
+        done = pairs.complete(first, first_config)
+        if done is not None:
+            return done
         # The next pair starts with the configuration now in effect: one switch per pair.
-        first_config = other
-        first = runs.run(first_config, f"{first_config} {len(pairs) + 1}")
+        first_config = _other(first_config)
+        first = runs.run(first_config, f"{first_config} {len(pairs.valid) + 1}")
+
+
+_CANDIDATE: Config = "candidate"
+
+
+def _other(config: Config) -> Config:
+    """The configuration a pair compares ``config`` with."""
+    return "best" if config == "candidate" else "candidate"
+
+
+@dataclass
+class _Pairs:
+    """One decision's pairs so far: the valid ones (candidate, best), the discarded ones and the time each
+    valid pair's second run took (the estimate of the next pair's cost against the time cap)."""
+
+    runs: RunSource
+    protocol: DecisionRules
+    clock: Callable[[], float]
+    started: float
+    on_disturbed: Callable[[str, Measurement, str], object] | None
+    valid: list[tuple[Measurement, Measurement]] = field(default_factory=list)
+    disturbed: list[str] = field(default_factory=list)
+    pair_s: list[float] = field(default_factory=list)
+
+    def complete(self, first: Measurement, first_config: Config) -> Assessment | None:
+        """Measure the other configuration after ``first`` (run with ``first_config``) and look at the
+        pairs; the Assessment when the decision ends, None to measure another pair."""
+        t0 = self.clock()
+        other = _other(first_config)
+        label = f"{other} {len(self.valid) + 1}"
+        second = self.runs.run(other, label)
+        reason = _disturbed(first, second, self.protocol.thresholds)
+        if reason:
+            return self._discard(label, second, reason)
+        self.valid.append((first, second) if first_config == "candidate" else (second, first))
+        self.pair_s.append(self.clock() - t0)
+        # The time cap applies once the minimum pairs are in: a decision never ends on fewer.
+        late = len(self.valid) >= self.protocol.policy.min_pairs and _out_of_time(
+            self.clock() - self.started, self.pair_s, self.protocol.budget_s
+        )
+        decision = _look(self.valid, self.protocol, final=late)
+        return None if decision is None else self.assessment(*decision)
+
+    def _discard(self, label: str, second: Measurement, reason: str) -> Assessment | None:
+        """A pair the host disturbed: journaled and measured again, until the repeats are used up."""
+        self.disturbed.append(f"pair {len(self.valid) + 1}: {reason}")
+        if self.on_disturbed is not None:
+            self.on_disturbed(label, second, reason)
+        if len(self.disturbed) > self.protocol.max_disturbed_repeats:
+            return _too_disturbed(self.valid, self.disturbed, self.protocol, self.clock() - self.started)
+        return None
+
+    def assessment(self, verdict: Verdict, reason: str, estimate: Estimate | None) -> Assessment:
+        """The Assessment of ``verdict`` over the valid pairs so far."""
+        cand, best = [c for c, _ in self.valid], [b for _, b in self.valid]
+        return Assessment(verdict, reason, estimate, cand, best, self.disturbed, self.clock() - self.started)
 
 
 def _out_of_time(elapsed: float, pair_s: list[float], budget_s: float) -> bool:
