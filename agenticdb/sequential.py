@@ -158,11 +158,17 @@ class Estimate:
 
 @dataclass(frozen=True)
 class PairDecision:
-    """Result of one look: a verdict (None = not settled, measure another pair), the estimate, a reason."""
+    """Result of one look: a verdict (None = not settled, measure another pair), the estimate, a reason.
+
+    ``capped``: the verdict is a tie only because ``max_pairs`` or the caller's time cap was reached, not
+    because the rules settled it (the caller may call such an end "undecided" when the cap was not the
+    decision's own).
+    """
 
     verdict: Verdict | None
     estimate: Estimate
     reason: str
+    capped: bool = False
 
     @property
     def settled(self) -> bool:
@@ -289,7 +295,7 @@ def _rules(
         why = f"after {n} pairs" if n >= policy.max_pairs else "when the decision's time cap was reached"
         if agree < policy.agreement:
             why += f", pairs disagree in direction ({', '.join(_pct(math.expm1(d)) for d in ds)})"
-        return PairDecision("tie", est, f"change {said}: not settled {why}; a tie keeps the simpler config")
+        return PairDecision("tie", est, f"change {said}: not settled {why}; a tie keeps the simpler config", True)
     return PairDecision(None, est, f"{said}: not settled yet, measuring another pair")
 
 
