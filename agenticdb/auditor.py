@@ -7,8 +7,12 @@
   sequential test of :mod:`agenticdb.sequential` decides after every pair, stopping as soon as the
   decision is settled at the stated confidence, or as a tie after ``max_pairs`` pairs or the decision's
   time cap. A pair with a run the host disturbed (``agenticdb.disturbance``) is measured again, at most
-  ``max_disturbed_repeats`` times; after that the decision is a tie, "host too disturbed": never a verdict
-  from disturbed runs. ``assess`` measures only through the :class:`RunSource` it is given.
+  ``max_disturbed_repeats`` times and within the time cap; never a verdict from disturbed runs. A
+  decision its caps cut short uses the valid pairs when they are decisive by the sequential rule's own
+  criterion (an interval at a final look, even on one pair: a +17,104 % first pair is not a tie);
+  otherwise it is a tie ("host too disturbed", or the decision's time cap), or "undecided" when the
+  session's time budget ended it (not a measured tie; the best configuration so far stays).
+  ``assess`` measures only through the :class:`RunSource` it is given.
 * ``decide``: continue, redirect, switch_to_os or terminate after a round (pure).
 
 Every decision carries its estimate and interval ("+24 % [+11 %, +38 %], 5 pairs, 95 %").
@@ -26,10 +30,11 @@ from typing import Literal, Protocol
 from agenticdb.config import LoopConfig
 from agenticdb.disturbance import DisturbanceThresholds, classified
 from agenticdb.models import Decision, GainEstimate, Layer, Measurement, RoundOutcome
-from agenticdb.sequential import Estimate, Noise, SequentialPolicy, Verdict
+from agenticdb.sequential import Estimate, Noise, PairDecision, SequentialPolicy
 from agenticdb.sequential import decide as sequential_decide
 
 Config = Literal["best", "candidate"]
+Judgement = Literal["better", "worse", "tie", "undecided"]
 
 
 def noise_cv(values: list[float], floor: float = 0.03) -> float:
@@ -238,7 +243,8 @@ class Assessment:
     """The auditor's verdict on a candidate and the runs it rests on.
 
     Attributes:
-        verdict: "better", "worse" or "tie".
+        verdict: "better", "worse", "tie", or "undecided" (the session's time budget ended inside the
+            decision before its evidence was decisive: not a measured tie; the best configuration stays).
         reason: one line, with the estimate and its interval.
         estimate: the paired estimate (None when the screen was cut off before any pair).
         candidate, best: the runs of the valid pairs, in pair order (the screen alone when cut off).
@@ -246,7 +252,7 @@ class Assessment:
         seconds: wall time the decision took.
     """
 
-    verdict: Verdict
+    verdict: Judgement
     reason: str
     estimate: Estimate | None
     candidate: list[Measurement]
@@ -279,6 +285,9 @@ class DecisionRules:
     max_disturbed_repeats: int
     budget_s: float
     latency_guard: bool = False
+    session_cap: bool = False
+    """``budget_s`` is the session's time left, not ``loop.decision_budget_s``: a decision it cuts short
+    without decisive evidence is "undecided: budget ended", not a tie."""
 
 
 def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
@@ -345,54 +354,111 @@ def assess(
     why = cut_off(screen, best_level, protocol.prior)
     if why:
         return Assessment("worse", why, None, [screen], seconds=clock() - started)
-    pairs: list[tuple[Measurement, Measurement]] = []  # (candidate, best)
-    disturbed: list[str] = []
-    first, first_config = screen, "candidate"
-    pair_s: list[float] = []
+    pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
+    first, first_config = screen, _CANDIDATE
     while True:
-        t0 = clock()
-        other: Config = "best" if first_config == "candidate" else "candidate"
-        second = runs.run(other, f"{other} {len(pairs) + 1}")
-        reason = _disturbed(first, second, protocol.thresholds)
-        if reason:
-            disturbed.append(f"pair {len(pairs) + 1}: {reason}")
-            if on_disturbed is not None:
-                on_disturbed(f"{other} {len(pairs) + 1}", second, reason)
-            if len(disturbed) > protocol.max_disturbed_repeats:
-                return _too_disturbed(pairs, disturbed, protocol, clock() - started)
-        else:
-            cand, best = (first, second) if first_config == "candidate" else (second, first)
-            pairs.append((cand, best))
-            pair_s.append(clock() - t0)
-            # The time cap applies once the minimum pairs are in: a decision never ends on fewer.
-            late = len(pairs) >= protocol.policy.min_pairs and _out_of_time(
-                clock() - started, pair_s, protocol.budget_s
-            )
-            decision = _look(pairs, protocol, final=late)
-            if decision is not None:
-                return Assessment(
-                    decision[0],
-                    decision[1],
-                    decision[2],
-                    [c for c, _ in pairs],
-                    [b for _, b in pairs],
-                    disturbed,
-                    clock() - started,
-                )
+        done = pairs.complete(first, first_config)
+        if done is not None:
+            return done
         # The next pair starts with the configuration now in effect: one switch per pair.
-        first_config = other
-        first = runs.run(first_config, f"{first_config} {len(pairs) + 1}")
+        first_config = _other(first_config)
+        first = runs.run(first_config, f"{first_config} {len(pairs.valid) + 1}")
 
 
-def _out_of_time(elapsed: float, pair_s: list[float], budget_s: float) -> bool:
-    """True when another pair (as long as the slowest so far) would pass the decision's time cap."""
-    return elapsed + max(pair_s, default=0.0) > budget_s
+_CANDIDATE: Config = "candidate"
 
 
-def _look(
-    pairs: list[tuple[Measurement, Measurement]], protocol: DecisionRules, final: bool
-) -> tuple[Verdict, str, Estimate] | None:
-    """One look of the sequential test over the valid pairs; None = measure another pair."""
+def _other(config: Config) -> Config:
+    """The configuration a pair compares ``config`` with."""
+    return "best" if config == "candidate" else "candidate"
+
+
+@dataclass
+class _Pairs:
+    """One decision's pairs so far: the valid ones (candidate, best), the discarded ones and the time each
+    valid pair's second run took (the estimate of the next pair's cost against the time cap)."""
+
+    runs: RunSource
+    protocol: DecisionRules
+    clock: Callable[[], float]
+    started: float
+    on_disturbed: Callable[[str, Measurement, str], object] | None
+    valid: list[tuple[Measurement, Measurement]] = field(default_factory=list)
+    disturbed: list[str] = field(default_factory=list)
+    pair_s: list[float] = field(default_factory=list)
+
+    def complete(self, first: Measurement, first_config: Config) -> Assessment | None:
+        """Measure the other configuration after ``first`` (run with ``first_config``) and look at the
+        pairs; the Assessment when the decision ends, None to measure another pair."""
+        t0 = self.clock()
+        other = _other(first_config)
+        label = f"{other} {len(self.valid) + 1}"
+        second = self.runs.run(other, label)
+        reason = _disturbed(first, second, self.protocol.thresholds)
+        if reason:
+            return self._discard(label, second, reason, self.clock() - t0)
+        self.valid.append((first, second) if first_config == "candidate" else (second, first))
+        self.pair_s.append(self.clock() - t0)
+        # The time cap applies once the minimum pairs are in: a decision never ends on fewer valid pairs
+        # (except when the host disturbs the pairs that would make them up, see _discard).
+        late = len(self.valid) >= self.protocol.policy.min_pairs and self._out_of_time()
+        look = _look(self.valid, self.protocol, final=late)
+        if look.verdict is None:
+            return None
+        if look.capped and late and len(self.valid) < self.protocol.policy.max_pairs:
+            return self._cut_short("", look)
+        return self.assessment(look.verdict, look.reason, look.estimate)
+
+    def _discard(self, label: str, second: Measurement, reason: str, took_s: float) -> Assessment | None:
+        """A pair the host disturbed: journaled and measured again, until the repeats or the time are
+        used up; then the valid pairs decide when they are decisive on their own."""
+        self.disturbed.append(f"pair {len(self.valid) + 1}: {reason}")
+        if self.on_disturbed is not None:
+            self.on_disturbed(label, second, reason)
+        if len(self.disturbed) > self.protocol.max_disturbed_repeats:
+            return self._cut_short("host too disturbed")
+        if self._out_of_time(took_s):
+            return self._cut_short("")
+        return None
+
+    def _out_of_time(self, took_s: float = 0.0) -> bool:
+        """True when another pair (as long as the slowest so far) would pass the decision's time cap."""
+        elapsed = self.clock() - self.started
+        return elapsed + max([*self.pair_s, took_s]) > self.protocol.budget_s
+
+    def _cut_short(self, disturbed: str, look: PairDecision | None = None) -> Assessment:
+        """The end of a decision its caps stopped before the rules settled it (``disturbed``: the host
+        disturbed more pairs than the protocol repeats; '' = the time cap). Evidence already decisive by
+        the sequential rule's own criterion (its interval at a final look, even on fewer than ``min_pairs``
+        valid pairs) is the verdict; otherwise "host too disturbed" and the decision's own time cap are a
+        tie, and the session's time budget ending is "undecided": nothing was measured to a tie, and the
+        best configuration so far stays."""
+        if look is None and self.valid:
+            look = _look(self.valid, self.protocol, final=True)
+        if look is not None and not look.capped and look.verdict is not None:
+            cap = "the session's time budget ended" if self.protocol.session_cap else "the time cap was reached"
+            ended = disturbed or cap
+            why = f"{look.reason} ({ended} after {len(self.valid)} valid pair(s): decided on them)"
+            return self.assessment(look.verdict, why, look.estimate)
+        estimate = look.estimate if look is not None else None
+        if disturbed:
+            return self.assessment("tie", _too_disturbed_reason(self.disturbed, self.protocol, estimate), estimate)
+        if self.protocol.session_cap:
+            seen = f"{estimate.text()}, not settled" if estimate is not None else "no valid pair"
+            reason = f"undecided: budget ended inside the decision ({seen}); the best configuration so far stays"
+            return self.assessment("undecided", reason, estimate)
+        if look is not None and look.capped:
+            return self.assessment("tie", look.reason, estimate)
+        return self.assessment("tie", "the decision's time cap was reached before a valid pair; a tie", estimate)
+
+    def assessment(self, verdict: Judgement, reason: str, estimate: Estimate | None) -> Assessment:
+        """The Assessment of ``verdict`` over the valid pairs so far."""
+        cand, best = [c for c, _ in self.valid], [b for _, b in self.valid]
+        return Assessment(verdict, reason, estimate, cand, best, self.disturbed, self.clock() - self.started)
+
+
+def _look(pairs: list[tuple[Measurement, Measurement]], protocol: DecisionRules, final: bool) -> PairDecision:
+    """One look of the sequential test over the valid pairs (``verdict`` None = measure another pair)."""
     cand = [c.objective for c, _ in pairs]
     best = [b.objective for _, b in pairs]
     higher = pairs[0][0].higher_is_better
@@ -400,38 +466,22 @@ def _look(
     p95: tuple[list[float], list[float]] | None = None
     if protocol.latency_guard and all(c.latency_p95_ms and b.latency_p95_ms for c, b in pairs):
         p95 = ([float(c.latency_p95_ms or 0) for c, _ in pairs], [float(b.latency_p95_ms or 0) for _, b in pairs])
-    d = sequential_decide(cand, best, higher, protocol.policy, protocol.prior, within, p95, final=final)
-    if d.verdict is None:
-        return None
-    return d.verdict, d.reason, d.estimate
+    return sequential_decide(cand, best, higher, protocol.policy, protocol.prior, within, p95, final=final)
 
 
-def _too_disturbed(
-    pairs: list[tuple[Measurement, Measurement]], disturbed: list[str], protocol: DecisionRules, seconds: float
-) -> Assessment:
-    """The tie a decision ends in when the host disturbed more runs than the protocol repeats."""
-    estimate = None
-    if pairs:
-        look = sequential_decide(
-            [c.objective for c, _ in pairs],
-            [b.objective for _, b in pairs],
-            pairs[0][0].higher_is_better,
-            protocol.policy,
-            protocol.prior,
-            final=True,
-        )
-        estimate = look.estimate
+def _too_disturbed_reason(disturbed: list[str], protocol: DecisionRules, estimate: Estimate | None) -> str:
+    """Why a decision ends in a tie when the host disturbed more runs than the protocol repeats."""
     seen = f" (so far {estimate.text()})" if estimate is not None else ""
-    reason = (
+    return (
         f"host too disturbed: {len(disturbed)} pairs discarded, more than loop.max_disturbed_repeats = "
         f"{protocol.max_disturbed_repeats}{seen}; a tie keeps the simpler config. Last: {disturbed[-1]}"
     )
-    return Assessment("tie", reason, estimate, [c for c, _ in pairs], [b for _, b in pairs], disturbed, seconds)
 
 
 def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRules:
     """The decision protocol of ``[loop]`` with the session's pooled ``noise``; the decision's time cap is
-    ``loop.decision_budget_s`` or the session's time left (``left_s``, seconds), whichever is shorter."""
+    ``loop.decision_budget_s`` or the session's time left (``left_s``, seconds), whichever is shorter
+    (``session_cap`` says it is the session's)."""
     policy = SequentialPolicy(
         min_gain=loop.min_gain,
         confidence=loop.confidence,
@@ -446,6 +496,7 @@ def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRul
         loop.max_disturbed_repeats,
         max(min(loop.decision_budget_s, left_s), 0.0),
         latency_guard=loop.latency_guard is not None,
+        session_cap=left_s < loop.decision_budget_s,
     )
 
 

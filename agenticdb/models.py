@@ -524,7 +524,7 @@ class RoundOutcome(Strict):
     gain_vs_best: float | None = None
     estimate: GainEstimate | None = None
     best_objective: float | None = None
-    judged: Literal["better", "worse", "tie"] | None = None
+    judged: Literal["better", "worse", "tie", "undecided"] | None = None
     kept: bool = False
     failure: Failure | None = None
     recovery: RecoveryResult | None = None

@@ -158,11 +158,17 @@ class Estimate:
 
 @dataclass(frozen=True)
 class PairDecision:
-    """Result of one look: a verdict (None = not settled, measure another pair), the estimate, a reason."""
+    """Result of one look: a verdict (None = not settled, measure another pair), the estimate, a reason.
+
+    ``capped``: the verdict is a tie only because ``max_pairs`` or the caller's time cap was reached, not
+    because the rules settled it (the caller may call such an end "undecided" when the cap was not the
+    decision's own).
+    """
 
     verdict: Verdict | None
     estimate: Estimate
     reason: str
+    capped: bool = False
 
     @property
     def settled(self) -> bool:
@@ -238,7 +244,20 @@ def decide(
     if not candidate:
         raise ValueError("the sequential test needs at least one pair")
     ds = log_ratios(candidate, best, higher_is_better)
-    n = len(ds)
+    mean, half, est = _estimate(ds, policy, prior, within_se)
+    if len(ds) < policy.min_pairs and not final:
+        return PairDecision(None, est, f"{est.text()}: fewer than {policy.min_pairs} pairs, measuring another")
+    if p95 is not None and policy.latency_guard is not None:
+        guard = _latency_guard(p95, policy, prior, len(ds))
+        if guard:
+            return PairDecision("worse", est, f"{est.text()}; {guard}")
+    return _rules(ds, mean, half, est, policy, final)
+
+
+def _estimate(
+    ds: Sequence[float], policy: SequentialPolicy, prior: Noise, within_se: Sequence[float]
+) -> tuple[float, float, Estimate]:
+    """Mean log-ratio, half-width of its interval at this look, and the Estimate (relative gain) they give."""
     within_var = 0.0
     if within_se:
         # One pair's log-ratio carries the sampling error of both runs: 2 × the mean squared relative SE.
@@ -248,20 +267,22 @@ def decide(
         gain=math.exp(mean) - 1.0,
         low=math.exp(mean - half) - 1.0,
         high=math.exp(mean + half) - 1.0,
-        pairs=n,
+        pairs=len(ds),
         confidence=policy.confidence,
         sd=sd,
         df=df,
     )
+    return mean, half, est
+
+
+def _rules(
+    ds: Sequence[float], mean: float, half: float, est: Estimate, policy: SequentialPolicy, final: bool
+) -> PairDecision:
+    """The stopping rules of the module docstring (better, worse, settled tie, unsettled) at one look."""
     said = est.text()
-    if n < policy.min_pairs and not final:
-        return PairDecision(None, est, f"{said}: fewer than {policy.min_pairs} pairs, measuring another")
+    n = len(ds)
     agree = _agreement(ds, mean)
     margin = math.log1p(policy.min_gain)
-    if p95 is not None and policy.latency_guard is not None:
-        guard = _latency_guard(p95, policy, prior, n)
-        if guard:
-            return PairDecision("worse", est, f"{said}; {guard}")
     if mean - half > 0 and mean > margin and agree >= policy.agreement:
         return PairDecision("better", est, f"gain {said}: above zero and beyond min_gain {policy.min_gain:.0%}")
     if mean + half < 0 and agree >= policy.agreement:
@@ -274,7 +295,7 @@ def decide(
         why = f"after {n} pairs" if n >= policy.max_pairs else "when the decision's time cap was reached"
         if agree < policy.agreement:
             why += f", pairs disagree in direction ({', '.join(_pct(math.expm1(d)) for d in ds)})"
-        return PairDecision("tie", est, f"change {said}: not settled {why}; a tie keeps the simpler config")
+        return PairDecision("tie", est, f"change {said}: not settled {why}; a tie keeps the simpler config", True)
     return PairDecision(None, est, f"{said}: not settled yet, measuring another pair")
 
 

@@ -294,3 +294,64 @@ def test_a_failed_start_from_is_journaled_to_the_session_end(tmp_path: Path, res
         assert "recovery failed: could not restore the safe snapshot" in message
         assert "server log: FATAL: still broken" in message
         assert run.open_intents()
+
+
+# ------------------------------------------------------------------ a decision cut short by its caps
+def forced(gain: float) -> Callable[[dict[str, str]], float]:
+    """An objective where random_page_cost = 1.1 multiplies the baseline's 100 by ``gain`` (a forced
+    trial: every run of a configuration gives the same number, no timing involved)."""
+    return lambda values: 100.0 * gain if values.get("random_page_cost") == "1.1" else 100.0
+
+
+LATER_RUNS = set(range(5, 40))  # 2 baseline runs, the screen, best 1: every run after pair 1 is disturbed
+
+
+@pytest.mark.parametrize("cap", ["budget", "disturbed"])
+def test_a_decisive_first_pair_decides_when_the_caps_end_the_decision(tmp_path: Path, cap: str) -> None:
+    """Scenario pg-jit-forced: the first pair measured +17,104 %, then the host disturbed every later pair
+    (the session's budget already used up); the decision ended as a tie and nothing was kept. Evidence
+    this decisive by the sequential rule's own interval is the verdict, however the caps end it."""
+    ends = {"time_budget_s": 1e-6} if cap == "budget" else {"max_disturbed_repeats": 1}
+    loop = {"max_rounds": 1, **ends}
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop=loop)
+    run.workload.objective = forced(172.04)
+    run.workload.disturb_runs = LATER_RUNS
+    result = run.run()
+    judged = run.events("judged")[0].data
+    assert judged["verdict"] == "better" and judged["pairs"] == 1 and judged["low"] > 0, judged["reason"]
+    ended = "the session's time budget ended" if cap == "budget" else "host too disturbed"
+    assert f"({ended} after 1 valid pair(s): decided on them)" in judged["reason"]
+    assert len(judged["disturbed"]) == (1 if cap == "budget" else 2)  # the budget stops the repeats at once
+    assert result.rounds[0].kept and run.target.values["random_page_cost"] == "1.1"
+    assert not run.open_intents()
+
+
+def test_an_undecided_first_pair_at_the_budget_end_is_undecided_not_a_tie(tmp_path: Path) -> None:
+    """+50 % on one pair is not decisive by the rule (one pair, 5 % noise floor): when the session's budget
+    ends inside the decision, the round is undecided, the best configuration so far stays, verified."""
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 1e-6})
+    run.workload.objective = forced(1.5)
+    run.workload.disturb_runs = LATER_RUNS
+    result = run.run()
+    judged = run.events("judged")[0].data
+    assert judged["verdict"] == "undecided" and judged["pairs"] == 1
+    assert judged["reason"].startswith("undecided: budget ended inside the decision (+50 % [")
+    assert result.rounds[0].judged == "undecided" and not result.rounds[0].kept
+    assert run.target.values == DEFAULTS and run.events("reverted")[0].data["to"] == "baseline"
+    assert run.events("final")[0].data["verified"] is True and not run.open_intents()
+
+
+def test_unsettled_pairs_when_the_session_budget_ends_are_undecided(tmp_path: Path) -> None:
+    """Two valid pairs at +10 % each do not settle (interval still spans zero) and the session's time is
+    up: undecided, not "not settled … a tie"; a decision's own time cap still makes that a tie."""
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 1e-6})
+    run.workload.objective = forced(1.1)
+    run.run()
+    judged = run.events("judged")[0].data
+    assert judged["verdict"] == "undecided" and judged["pairs"] == 2 and not judged["disturbed"]
+    assert run.target.values == DEFAULTS
+    own_cap = Run(tmp_path / "own", [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "decision_budget_s": 1e-6})
+    own_cap.workload.objective = forced(1.1)
+    own_cap.run()
+    judged = own_cap.events("judged")[0].data
+    assert judged["verdict"] == "tie" and "time cap" in judged["reason"]
