@@ -197,6 +197,14 @@ class LiveConfig(Section):
         default=0.05, ge=0, le=1, description="the guard reverts when rolled back/failed transactions exceed this share"
     )
     guard_min_s: int = Field(default=1, ge=1, description="seconds of a window before the guard judges it")
+    turnover_max_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="seconds a window (other than a baseline one) waits for the application's sessions open when "
+        "it was announced to close, so settings that reach new sessions only (MariaDB SET GLOBAL of a session "
+        "variable) are in effect for all of its traffic; past it the window runs and its notes say it measured "
+        "old and new sessions (0 = never wait). Not used on PostgreSQL: a reload reaches open sessions",
+    )
 
 
 #: Keys of earlier versions and what replaced them (a config file using one gets this in its error).

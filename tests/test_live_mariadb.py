@@ -1,12 +1,22 @@
-"""Live mode on a real private MariaDB (performance_schema statement digests): the set-up check, and a
-change of the traffic mix alone is a tie. The application is ``tests/live_app_my.py`` in its own process."""
+"""Live mode on a real private MariaDB (performance_schema statement digests): the set-up check, a
+change of the traffic mix alone is a tie, the application's disk temporary tables are diagnosed and
+tmp_table_size/max_heap_table_size raised and kept, the guard reverts a harmful candidate, and windows
+start after the application's sessions turned over (SET GLOBAL reaches new sessions only).
+
+The application is ``tests/live_app_my.py`` in its own process; agenticdb sends no load. The faults are
+far larger than this host's noise: the spill test's GROUP BY takes 1.5–2 s per call with its temporary
+table on disk at the 16 MiB defaults and 0.3–0.4 s in memory at 64 MiB; the guard's candidate
+(tmp_table_size = 1 kB) makes the small GROUP BY about ten times slower than its baseline.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +26,10 @@ import pytest
 from agenticdb import auditor
 from agenticdb.config import LiveConfig, WorkloadConfig
 from agenticdb.disturbance import DisturbanceThresholds
+from agenticdb.journal import Journal, JournalEvent
+from agenticdb.livereport import round_changes
 from agenticdb.models import Measurement
-from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
+from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sequential import Noise, SequentialPolicy
 from agenticdb.workloads.live import LiveWorkload
 from agenticdb.workloads.livestats import MyStatReader
@@ -115,3 +127,178 @@ def test_mariadb_without_statement_digests_exits_with_one_line(my: MariaDBSandbo
     lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip() and not LOG_LINE.match(ln)]
     assert len(lines) == 1, lines
     assert "performance_schema" in lines[0] and "statements_digest = NO" in lines[0]
+
+
+# -- tuning beside the running application (its own private sandbox: the kept knobs stay there) ---------
+
+TEMP_KNOBS = ("tmp_table_size", "max_heap_table_size", "sort_buffer_size")
+GROUP = "GROUP BY `k`"
+LIVE_ARGS = ("tune", "--sandbox", "mariadb", "--workload", "live", "--stage", "dbms", "--planner")
+
+
+def run_cli(home: Path, env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTICDB_"))}
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            **base,
+            "AGENTICDB_HOME": str(home),
+            "AGENTICDB_WORKLOAD__WARMUP_MAX_S": "0",
+            "AGENTICDB_POLICY__ALLOW_SUPERUSER": "true",  # the sandbox connects as root
+            "AGENTICDB_LIVE__DATABASE": "liveapp",
+            **env,
+        },
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def home() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="agenticdb-live-my-"))
+    base.chmod(0o755)  # mariadbd runs as the mysql OS user and must traverse it
+    r = run_cli(base, {}, "sandbox", "up", "mariadb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        yield base
+    finally:
+        run_cli(base, {}, "sandbox", "down", "mariadb")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture()
+def tuned(home: Path) -> Iterator[MariaDBSandboxInfo]:
+    """The module's sandbox with the application's data, at the server defaults for the temp-table knobs
+    when the test starts and ends."""
+    i = MariaDBSandbox(home).info()
+    assert i is not None
+    if not getattr(tuned, "loaded", False):
+        subprocess.run([*APP, i.socket, "0", "--setup"], check=True, timeout=300)
+        tuned.loaded = True  # type: ignore[attr-defined]
+    set_globals(i, dict.fromkeys(TEMP_KNOBS, "DEFAULT"))
+    size_buffer_pool(i)
+    yield i
+    set_globals(i, dict.fromkeys(TEMP_KNOBS, "DEFAULT"))
+
+
+def size_buffer_pool(i: MariaDBSandboxInfo) -> None:
+    """The DBA sized the buffer pool: at least the playbook's floor (max(memory/64, 128 MiB), catalogs/
+    playbook-mysql.toml), so the heuristic's first move is its diagnosis, not the sandbox's 64 MiB pool."""
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    chunk = 128 * 2**20
+    want = -(-max(mem // 64, chunk) // chunk) * chunk
+    set_globals(i, {"innodb_buffer_pool_size": str(want)})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        db = i.connect()
+        try:
+            cur = db.cursor()
+            cur.execute("SELECT @@GLOBAL.innodb_buffer_pool_size")
+            row = cur.fetchone()
+        finally:
+            db.close()
+        if row is not None and int(row[0]) >= want:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"innodb_buffer_pool_size did not reach {want}")
+
+
+def set_globals(i: MariaDBSandboxInfo, values: dict[str, str]) -> None:
+    db = i.connect()
+    try:
+        for name, value in values.items():
+            db.cursor().execute(f"SET GLOBAL {name} = {value}")
+    finally:
+        db.close()
+
+
+def globals_of(i: MariaDBSandboxInfo) -> dict[str, int]:
+    db = i.connect()
+    try:
+        cur = db.cursor()
+        cur.execute("SELECT " + ", ".join(f"@@GLOBAL.{k}" for k in TEMP_KNOBS))
+        row = cur.fetchone()
+    finally:
+        db.close()
+    assert row is not None
+    return {k: int(v) for k, v in zip(TEMP_KNOBS, row, strict=True)}
+
+
+def start_app(i: MariaDBSandboxInfo, seconds: float, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*APP, i.socket, str(seconds), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def stop_app(app: subprocess.Popen[str]) -> str:
+    app.terminate()
+    out, _ = app.communicate(timeout=60)
+    return out
+
+
+def last_session(home: Path) -> tuple[str, list[JournalEvent]]:
+    journal = Journal(home / "journal.db")
+    sid = journal.sessions()[-1].id
+    assert journal.verify().ok
+    return sid, journal.events(sid)
+
+
+def no_traceback(r: subprocess.CompletedProcess[str]) -> None:
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out and "╭" not in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_mariadb_live_tune_diagnoses_disk_temp_tables_raises_and_keeps(home: Path, tuned: MariaDBSandboxInfo) -> None:
+    before = globals_of(tuned)
+    # The application reconnects every second (a pool with a connection lifetime): a SET GLOBAL reaches it.
+    app = start_app(tuned, 600, "--mix", "S", "--reconnect", "1")
+    try:
+        r = run_cli(
+            home,
+            {"AGENTICDB_LIVE__MIN_CALLS": "2"},
+            *LIVE_ARGS,
+            "heuristic",
+            "--duration",
+            "8",
+            "--rounds",
+            "1",
+            "--baseline-runs",
+            "2",
+            "--max-pairs",
+            "3",
+        )
+    finally:
+        app_out = stop_app(app)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    no_traceback(r)
+    assert "'connections': 1," not in app_out, app_out  # the application did turn its sessions over
+    sid, events = last_session(home)
+    (decision,) = [e.data for e in events if e.event == "decision"]
+    assert decision["bottleneck"] == "temp_spill" and decision["kept"] is True, decision
+    after = globals_of(tuned)
+    # Kept: the in-memory limit of an implicit temporary table, min(tmp_table_size, max_heap_table_size),
+    # went up from the 16 MiB default and is in effect after the session.
+    assert min(after["tmp_table_size"], after["max_heap_table_size"]) >= 4 * min(
+        before["tmp_table_size"], before["max_heap_table_size"]
+    ), (before, after)
+    (judged,) = [e.data for e in events if e.event == "judged"]
+    assert judged["verdict"] == "better" and judged["low"] > 0, judged  # the interval excludes zero
+    # Per statement over the paired windows: the GROUP BY got faster, its interval excludes zero, and it
+    # is the statement whose time changed most.
+    measured = [e.data for e in events if e.event == "measured"]
+    changes = round_changes(1, [e.data for e in events if e.event == "measured" and e.round_no == 1])
+    group = next(c for c in changes if GROUP in c.text)
+    assert group.high is not None and group.high < 0, group
+    assert changes[0].queryid == group.queryid
+    rep = run_cli(home, {}, "report", sid)
+    assert rep.returncode == 0, rep.stderr
+    assert "application statements whose time changed most" in rep.stdout and group.queryid in rep.stdout
+    # The diagnosis read the live statistics: the GROUP BY's disk temporary tables.
+    evidence = " ".join(decision["proposal"]["evidence"])
+    assert "Created_tmp_disk_tables" in evidence or "spill to temp files" in evidence, evidence
+    # Windows after a change started once the sessions open before them had closed.
+    notes = [n for d in measured for n in d["measurement"]["raw_tail"].split("; ")]
+    assert any("application sessions open before it closed" in n for n in notes), notes

@@ -24,6 +24,13 @@ Guard: every second of a candidate window (``next_run`` says which window is nex
 and the rollback rate are checked; beyond ``live.guard_max_slowdown`` or ``live.guard_max_error_rate``
 the window stops at once with :class:`GuardTripped` (a ``WorkloadError``), and the session's recovery
 puts the best configuration back (``recovery.restore_verified``). The error names the figures.
+
+Connection turnover: a MariaDB ``SET GLOBAL`` of a session variable (sort_buffer_size, tmp_table_size, …)
+reaches only sessions opened after it (MariaDB KB "SET"). ``next_run`` records the application's open
+sessions (``reader.sessions()``; None on PostgreSQL, where a reload reaches open sessions); the window
+then starts once they have all closed, waiting at most ``live.turnover_max_s``. When some are still
+open, the window runs anyway and its notes (journaled with the measurement) say it measured a mix of
+old and new sessions. Baseline windows do not wait: no change of ours precedes them.
 """
 
 from __future__ import annotations
@@ -145,6 +152,7 @@ class LiveWorkload(Workload):
         self.sleep = sleep
         self.baseline: Baseline | None = None
         self.guard_armed = True  # run() called without next_run (tests, the API): the guard watches
+        self._old_sessions: set[str] | None = None  # sessions open when the next window was announced
         self._lock = threading.Lock()  # the executor's state sampler reads from another thread
 
     def traits(self) -> WorkloadTraits:
@@ -168,8 +176,56 @@ class LiveWorkload(Workload):
 
     def next_run(self, label: str) -> None:
         """Arm the guard for candidate windows only: in a baseline or best window there is nothing to
-        revert to (a slowdown there is the traffic's, not a change's)."""
+        revert to (a slowdown there is the traffic's, not a change's). Outside baseline windows, record
+        the application's open sessions: the window waits for them to close (module docstring)."""
         self.guard_armed = "candidate" in label
+        self._old_sessions = None
+        if "baseline" not in label and self.live.turnover_max_s > 0:
+            self._old_sessions = self._sessions()
+
+    def _sessions(self) -> set[str] | None:
+        try:
+            with self._lock:
+                return self.reader.sessions()
+        except WorkloadError as exc:  # the turnover is a refinement; the window can still be measured
+            log.warning("live.sessions_unreadable", error=str(exc))
+            return None
+
+    def _turnover(self) -> str:
+        """Wait (≤ ``live.turnover_max_s``) until the sessions recorded by ``next_run`` have closed.
+
+        Returns:
+            The window's note: how long the turnover took, or that the window measures old and new
+            sessions ('' when there was nothing to wait for).
+        """
+        old, self._old_sessions = self._old_sessions, None
+        if not old:
+            return ""
+        start = self.clock()
+        left = old
+        while True:
+            now = self._sessions()
+            left = old & now if now is not None else left
+            waited = self.clock() - start
+            if not left or now is None or waited >= self.live.turnover_max_s:
+                break
+            self.sleep(min(0.5, self.live.turnover_max_s - waited))
+        if not left:
+            log.info("live.turnover", sessions=len(old), waited_s=round(waited, 1), reason="all closed")
+            return f"window started after the {len(old)} application sessions open before it closed ({waited:.0f} s)"
+        log.warning(
+            "live.mixed_sessions",
+            still_open=len(left),
+            sessions=len(old),
+            waited_s=round(waited, 1),
+            reason="sessions opened before the change still open at live.turnover_max_s",
+        )
+        return (
+            f"mixed sessions: {len(left)} of the {len(old)} application sessions open before this window were still "
+            f"open after {waited:.0f} s (live.turnover_max_s = {self.live.turnover_max_s:g}); settings that act on "
+            "new sessions only (MariaDB SET GLOBAL of sort_buffer_size, tmp_table_size, …) reached part of the "
+            "window's traffic"
+        )
 
     def warmup(self, seconds: float) -> None:
         """Wait ``seconds`` without measuring (connections turn over, caches settle after a change)."""
@@ -216,8 +272,9 @@ class LiveWorkload(Workload):
                 statistics could not be read.
         """
         secs = max(1, round(seconds))
+        turnover = self._turnover()
         snaps = [self._snapshot()]
-        notes: list[str] = []
+        notes: list[str] = [turnover] if turnover else []
         extensions = 0
         target = secs
         while True:

@@ -22,6 +22,7 @@ start-up settings).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -101,6 +102,11 @@ class StatReader(Protocol):
     def check(self) -> None: ...
 
     def snapshot(self) -> StatSnapshot: ...
+
+    def sessions(self) -> set[str] | None:
+        """The application's open sessions (ids), or None when a settings change reaches open sessions
+        too and no turnover is needed."""
+        ...
 
 
 class PgStatReader:
@@ -193,6 +199,13 @@ class PgStatReader:
         return StatSnapshot(
             queries, xacts=int(d[0]) + int(d[1]), rollbacks=int(d[1]), temp_bytes=int(d[2]), sessions=int(d[3])
         )
+
+    def sessions(self) -> None:
+        """None: no turnover is needed on PostgreSQL. A reload (``pg_reload_conf``) is propagated to every
+        running server process, "so that existing sessions also adopt the new values" after their
+        current command (manual 20.1.2 "Parameter Interaction via the Configuration File"); a restart
+        closes every session anyway."""
+        return None
 
     def close(self) -> None:
         if self._db is not None:
@@ -291,6 +304,32 @@ class MyStatReader:
             temp_bytes=status.get("CREATED_TMP_DISK_TABLES", 0),
             sessions=status.get("CONNECTIONS", 0),
         )
+
+    def sessions(self) -> set[str]:
+        """Ids of the application's open sessions: user sessions of ``information_schema.PROCESSLIST``
+        (in schema ``database`` when set), without agenticdb's own — those whose ``_pid`` connection
+        attribute (sent by PyMySQL; ``performance_schema.session_connect_attrs``) is this process.
+
+        ``SET GLOBAL`` of a variable with session scope (sort_buffer_size, tmp_table_size, join_buffer_size,
+        …) "affects all new sessions. It does not affect any currently open sessions" (MariaDB KB "SET",
+        "GLOBAL / SESSION"): the live workload waits for these sessions to close.
+
+        Raises:
+            WorkloadError: the process list could not be read.
+        """
+        cur = self._connect().cursor()
+        where = " AND p.DB = %s" if self.database else ""
+        try:
+            cur.execute(
+                "SELECT p.ID FROM information_schema.PROCESSLIST p WHERE p.ID <> CONNECTION_ID() "
+                "AND p.COMMAND NOT IN ('Daemon', 'Binlog Dump') AND p.USER NOT IN ('system user', 'event_scheduler') "
+                "AND p.ID NOT IN (SELECT a.PROCESSLIST_ID FROM performance_schema.session_connect_attrs a "
+                f"WHERE a.ATTR_NAME = '_pid' AND a.ATTR_VALUE = %s){where}",
+                (str(os.getpid()), self.database) if self.database else (str(os.getpid()),),
+            )
+            return {str(r[0]) for r in cur.fetchall()}
+        except pymysql.MySQLError as exc:
+            raise WorkloadError(f"live: reading the process list failed: {exc}") from None
 
     def close(self) -> None:
         if self._db is not None and self._db.open:
