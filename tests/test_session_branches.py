@@ -311,9 +311,12 @@ def test_a_decisive_first_pair_decides_when_the_caps_end_the_decision(tmp_path: 
     """Scenario pg-jit-forced: the first pair measured +17,104 %, then the host disturbed every later pair
     (the session's budget already used up); the decision ended as a tie and nothing was kept. Evidence
     this decisive by the sequential rule's own interval is the verdict, however the caps end it."""
-    ends = {"time_budget_s": 1e-6} if cap == "budget" else {"max_disturbed_repeats": 1}
+    # budget: round 1 may start (2 pairs of 1-s runs fit 4.5 s), then pair 1's best run takes 5 s
+    ends = {"time_budget_s": 4.5} if cap == "budget" else {"max_disturbed_repeats": 1}
     loop = {"max_rounds": 1, **ends}
     run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop=loop)
+    if cap == "budget":
+        run.workload.slow_runs = {4: 5.0}
     run.workload.objective = forced(172.04)
     run.workload.disturb_runs = LATER_RUNS
     result = run.run()
@@ -329,7 +332,8 @@ def test_a_decisive_first_pair_decides_when_the_caps_end_the_decision(tmp_path: 
 def test_an_undecided_first_pair_at_the_budget_end_is_undecided_not_a_tie(tmp_path: Path) -> None:
     """+50 % on one pair is not decisive by the rule (one pair, 5 % noise floor): when the session's budget
     ends inside the decision, the round is undecided, the best configuration so far stays, verified."""
-    run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 1e-6})
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 4.5})
+    run.workload.slow_runs = {4: 5.0}  # round 1 may start; pair 1's best run then spends the budget
     run.workload.objective = forced(1.5)
     run.workload.disturb_runs = LATER_RUNS
     result = run.run()
@@ -344,7 +348,8 @@ def test_an_undecided_first_pair_at_the_budget_end_is_undecided_not_a_tie(tmp_pa
 def test_unsettled_pairs_when_the_session_budget_ends_are_undecided(tmp_path: Path) -> None:
     """Two valid pairs at +10 % each do not settle (interval still spans zero) and the session's time is
     up: undecided, not "not settled … a tie"; a decision's own time cap still makes that a tie."""
-    run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 1e-6})
+    run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 4.5})
+    run.workload.slow_runs = {6: 5.0}  # round 1 may start; pair 2's candidate run then spends the budget
     run.workload.objective = forced(1.1)
     run.run()
     judged = run.events("judged")[0].data
