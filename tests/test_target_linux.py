@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.models import ApplyMode, Layer, NormalizedChange
+from agenticdb.memory import MemoryBook
+from agenticdb.models import ApplyMode, Layer, NormalizedChange, Snapshot
+from agenticdb.recovery import restore_os_originals, restore_verified
 from agenticdb.resources import data_file
 from agenticdb.targets.base import ApplyError, TargetError, VerifyError
 from agenticdb.targets.linux import LinuxTarget, data_devices, load_linux_catalog
@@ -187,19 +189,25 @@ def test_apply_verify_restore_originals_on_fake_tree(tree: Path) -> None:
         target.verify(changes)
     with pytest.raises(ApplyError, match="vm.nonexistent"):
         target.snapshot(["vm.nonexistent"])
-    assert target.restore_originals(["vm.swappiness"]) == {"vm.swappiness": "60"}
+    # the one restore path (recovery.restore_verified -> Target.restore), as rollback --os uses it
+    originals = target.originals()
+    one = restore_verified(target, Snapshot(target="linux", values={"vm.swappiness": originals["vm.swappiness"]}))
+    assert one.verified and one.changed == {"vm.swappiness": ("20", "60")}
     assert read(tree, "sys/block/vda/queue/read_ahead_kb") == "512"
-    target.restore_originals()
+    assert restore_verified(target, Snapshot(target="linux", values=originals)).verified
     assert read(tree, "proc/sys/vm/swappiness") == "60"
     assert read(tree, "sys/block/vda/queue/read_ahead_kb") == "128"
 
 
-def test_adopted_originals_restore_after_crash(tree: Path) -> None:
-    (tree / "proc/sys/vm/swappiness").write_text("1\n")  # left behind by a crashed session
-    target = LinuxTarget(root=tree, devices=["vda"])
-    target.adopt_originals({"vm.swappiness": "60"})
-    target.restore_originals()
+def test_originals_saved_by_a_crashed_session_restore_after_it(tree: Path, tmp_path: Path) -> None:
+    memory = MemoryBook(tmp_path / "memory.db")
+    memory.save_os_original("crashed", "vm.swappiness", "60")  # saved before the crashed session's write
+    (tree / "proc/sys/vm/swappiness").write_text("1\n")  # left behind by the crashed session
+    target = LinuxTarget(root=tree, devices=["vda"])  # a new process: nothing saved in this target
+    result = restore_os_originals(target, memory, memory.os_originals(), "after the crash")
+    assert result.verified, result.problem()
     assert read(tree, "proc/sys/vm/swappiness") == "60"
+    assert memory.os_originals() == []  # marked restored
 
 
 def test_ratio_bytes_pair_is_one_knob(tree: Path) -> None:
@@ -370,7 +378,7 @@ def test_real_host_apply_verify_restore(real_host: tuple[LinuxTarget, str]) -> N
     assert Path("/proc/sys/vm/dirty_background_ratio").read_text().strip() == new_ratio
     assert target.verify(changes) == {"vm.dirty_background_ratio": new_ratio, ra: new_ra}
     assert target.originals()["vm.dirty_background_ratio"] == before["vm.dirty_background_ratio"]
-    target.restore_originals()
+    assert restore_verified(target, Snapshot(target="linux", values=target.originals())).verified
     assert target.current_values(["vm.dirty_background_ratio", ra]) == before
 
 

@@ -442,29 +442,6 @@ class LinuxTarget(Target):
         """Values saved before the first write of each parameter in this target's lifetime."""
         return dict(self._originals)
 
-    def adopt_originals(self, values: dict[str, str]) -> None:
-        """Take over originals persisted by an earlier process (Memory Book) so ``restore_originals``
-        can put them back after a crash; values already saved here are kept."""
-        for name, value in values.items():
-            self._originals.setdefault(name, value)
-
-    def restore_originals(self, names: list[str] | None = None) -> dict[str, str]:
-        """Put saved originals back (all, or ``names`` and their pair partners).
-
-        Used by ``agenticdb rollback --os`` and at session end for values not kept.
-
-        Returns:
-            The values restored, by name.
-
-        Raises:
-            TargetError: some could not be written.
-        """
-        chosen = list(self._originals) if names is None else self._with_partners(names)
-        values = {n: self._originals[n] for n in chosen if n in self._originals}
-        self._restore_values(values)
-        log.info("linux.originals_restored", parameters=sorted(values))
-        return values
-
     # -- state ---------------------------------------------------------------------------------------
 
     def available(self) -> bool:
