@@ -75,6 +75,15 @@ def test_role_sql_names_every_knob_and_no_superuser() -> None:
     assert not any(" SUPER" in s for s in mysql)
 
 
+def _session_events(home: Path, event: str) -> list[dict[str, object]]:
+    """The ``event`` rows of the last session in the journal (``journal export``)."""
+    r = cli(home, "journal", "export")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    last = [row["session_id"] for row in rows if row["event"] == "session.start"][-1]
+    return [row for row in rows if row["session_id"] == last and row["event"] == event]
+
+
 def _grep_everything(home: Path, outputs: list[str], tmp: Path) -> dict[str, str]:
     """Every place a secret could reach, as text."""
     places = {f"output {i}": text for i, text in enumerate(outputs)}
@@ -136,6 +145,8 @@ def test_setup_role_refusal_tune_and_planted_secret(pg: tuple[Path, str, str], t
     outputs.append(r.stdout + r.stderr)
     assert r.returncode == 0, r.stdout + r.stderr
     assert '"event": "round.decided"' in r.stderr or '"event"' in r.stderr  # structlog output was produced
+    applied = _session_events(home, "applied")
+    assert applied, "the role's session applied no change: ALTER SYSTEM through the role was not exercised"
     # an error path that carries the DSN (nothing listens on port 1)
     r = cli(home, "tune", "--target", role_dsn.replace(f":{port}/", ":1/"), "--scale", "1", *SHORT)
     outputs.append(r.stdout + r.stderr)
@@ -179,3 +190,4 @@ def test_mariadb_setup_role_then_tune_with_it(mariadb: tuple[Path, str, int]) ->
     r = cli(home, "journal", "export")
     ends = [json.loads(line) for line in r.stdout.splitlines() if '"session.end"' in line]
     assert ends and ends[-1]["data"]["status"] == "completed"
+    assert _session_events(home, "applied"), "the account's session applied no change (SET GLOBAL not exercised)"
