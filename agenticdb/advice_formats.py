@@ -9,7 +9,8 @@ Only recommendations the validator accepted are written as statements; the other
   ``SET PERSIST_ONLY`` (MySQL 8.0 manual 13.7.6.1 SET Syntax for Variable Assignment).
 * ``conf``: a postgresql.conf include file (``include_if_exists``/``include_dir``) or a ``[mysqld]``
   section.
-* ``sysctl``: a sysctl.d(5) file of the ``sysctl`` recommendations (block-queue files as comments).
+* ``sysctl``: a sysctl.d(5) file of the ``sysctl`` recommendations (block-queue and THP sysfs files as
+  comments naming the file).
 * ``tuned``: a tuned profile (tuned.conf(5): ``[sysctl]``, ``[vm] transparent_hugepages``).
 """
 
@@ -106,16 +107,26 @@ def render_conf(advice: Advice) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sysfs_path(knob: str) -> str | None:
+    """The sysfs file of a Linux parameter that is not a sysctl (agenticdb.targets.linux's naming):
+    ``block.vda.iosched.fifo_batch`` → /sys/block/vda/queue/iosched/fifo_batch, ``thp.enabled`` →
+    /sys/kernel/mm/transparent_hugepage/enabled; None for a sysctl."""
+    if knob.startswith("block."):
+        _, dev, rest = knob.split(".", 2)
+        return f"/sys/block/{dev}/queue/{rest.replace('.', '/')}"
+    if knob.startswith("thp."):
+        return f"/sys/kernel/mm/transparent_hugepage/{knob.removeprefix('thp.')}"
+    return None
+
+
 def render_sysctl(advice: Advice) -> str:
-    """A sysctl.d(5) file: ``name = value`` per accepted sysctl recommendation; block-queue settings
-    (``block.<dev>.*``, not sysctls) as comments."""
+    """A sysctl.d(5) file: ``name = value`` per accepted sysctl recommendation; block-queue and THP
+    settings (sysfs files, not sysctls: ``sysctl -p`` would refuse them) as comments naming the file."""
     lines = _header(advice, "#")
     for r in _accepted(advice, Layer.os):
         lines.append(f"# {_why(r)}")
-        if r.knob.startswith("block."):
-            lines.append(f"# not a sysctl: write {r.recommended} to /sys/block/{r.knob.split('.', 2)[1]}/queue/...")
-        else:
-            lines.append(f"{r.knob} = {r.recommended}")
+        path = sysfs_path(r.knob)
+        lines.append(f"# not a sysctl: write {r.recommended} to {path}" if path else f"{r.knob} = {r.recommended}")
     return "\n".join(lines) + "\n"
 
 
@@ -123,7 +134,7 @@ def render_tuned(advice: Advice) -> str:
     """A tuned profile (``/etc/tuned/<name>/tuned.conf``): ``[sysctl]`` from the sysctl
     recommendations, ``[vm] transparent_hugepages=madvise`` when THP is ``always``."""
     lines = ["[main]", f"summary=agenticdb advice for {advice.target} ({advice.generated_at})", ""]
-    sysctls = [r for r in _accepted(advice, Layer.os) if not r.knob.startswith("block.")]
+    sysctls = [r for r in _accepted(advice, Layer.os) if sysfs_path(r.knob) is None]
     lines.append("[sysctl]")
     for r in sysctls:
         lines += [f"# {_why(r)}", f"{r.knob}={r.recommended}"]

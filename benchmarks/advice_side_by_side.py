@@ -2,7 +2,7 @@
 
 Usage (sandboxes from ``agenticdb sandbox up postgres|mariadb --home HOME``)::
 
-    python benchmarks/advice_side_by_side.py --home HOME > table.md
+    python -m benchmarks.advice_side_by_side --home HOME > table.md
 
 Prints Markdown: one table per server with the value in effect, PGTune's recommendation (PostgreSQL; the
 form filled as a DBA would from the host: OLTP, data size class, storage class from the data device),
@@ -20,6 +20,7 @@ from agenticdb.advice import Advice, advise
 from agenticdb.app import build_target, sandbox_target_config
 from agenticdb.config import load_config
 from agenticdb.hardware import detect_hardware
+from agenticdb.logs import configure_logging
 from benchmarks.harness import mysqltuner, pgtune_rules
 
 
@@ -102,6 +103,7 @@ def main() -> int:
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--observe", type=float, default=5.0, help="agenticdb's observation window (s)")
     args = ap.parse_args()
+    configure_logging()  # warnings to stderr: structlog's default prints every log line into the table
     out = postgres_table(args.home, args.observe) + mariadb_table(args.home, args.observe)
     sys.stdout.write("\n".join(out) + "\n")
     return 0

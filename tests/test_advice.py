@@ -208,9 +208,18 @@ def test_mariadb_json_and_conf_accepted_by_mariadbd(
         storage_home,
         '[workload]\nkind = "sysbench-oltp-read-write"',
     )
-    data = advice_json(config)
+    data, again = advice_json(config), advice_json(config)
+    for r in data["recommendations"]:
+        assert r["id"].startswith("R") and len(r["id"]) == 11 and r["evidence"] and r["source"]
+        assert r["apply"] in ("dynamic", "reload", "restart") and r["verdict"] in ("accept", "reject")
     pool = next(r for r in data["recommendations"] if r["knob"] == "innodb_buffer_pool_size")
-    assert pool["verdict"] == "accept" and pool["evidence"] and pool["id"].startswith("R")
+    assert pool["verdict"] == "accept"
+    # the same recommendation on the same server keeps its id across runs (as on PostgreSQL)
+    floors = {r["rule"]: r["id"] for r in data["recommendations"] if r["rule"].startswith(("floor:", "sizing:"))}
+    assert floors and floors == {r["rule"]: r["id"] for r in again["recommendations"] if r["rule"] in floors}
+    ids = {(r["knob"], r["rule"]): r["id"] for r in again["recommendations"]}
+    assert all(ids.get((r["knob"], r["rule"]), r["id"]) == r["id"] for r in data["recommendations"])
+    assert {f["id"] for f in data["findings"]} == {f["id"] for f in again["findings"]}
     adv = Advice.model_validate(data)
     conf = render(adv, "conf")
     assert "[mysqld]" in conf
@@ -253,9 +262,15 @@ def test_sysctl_file_is_accepted_by_sysctl_p(tmp_path: Path) -> None:
         evidence=["test"],
     )
     adv = Advice(target="t", kind="postgresql", version="15", generated_at="now", observed_s=0, hardware={})
-    adv.recommendations = [rec]
+    # sysfs files are not sysctls (sysctl -p would refuse them): comments that name the file
+    block = rec.model_copy(update={"id": "Rblk", "knob": "block.vda.iosched.fifo_batch", "recommended": "8"})
+    thp = rec.model_copy(update={"id": "Rthp", "knob": "thp.enabled", "recommended": "madvise"})
+    adv.recommendations = [rec, block, thp]
     f = tmp_path / "99-agenticdb.conf"
-    f.write_text(render(adv, "sysctl"))
+    text = render(adv, "sysctl")
+    assert "# not a sysctl: write 8 to /sys/block/vda/queue/iosched/fifo_batch" in text
+    assert "# not a sysctl: write madvise to /sys/kernel/mm/transparent_hugepage/enabled" in text
+    f.write_text(text)
     try:
         r = subprocess.run(["sysctl", "-p", str(f)], capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stderr

@@ -1,9 +1,10 @@
 """Prometheus metrics of issue 19: the collector over a real journal, and a real daemon process with a
-short cycle whose /metrics (HTTP GET, as curl would) and node_exporter textfile match its journal."""
+short cycle whose /metrics (``curl -s``) and node_exporter textfile match its journal."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -134,6 +136,18 @@ def _session_ended(journal: Path) -> bool:
         return any(e.event == "session.end" for e in j.events())
 
 
+def _scrape(port: int) -> str:
+    """``curl -s 127.0.0.1:PORT/metrics`` as an operator would type it (urllib when curl is missing)."""
+    curl = shutil.which("curl")
+    if curl:
+        r = subprocess.run([curl, "-s", "-f", f"127.0.0.1:{port}/metrics"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        assert resp.status == 200
+        return str(resp.read().decode())
+
+
 def test_daemon_serves_metrics_matching_its_journal(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
     home, cfg, textfile = tmp_path / "home", tmp_path / "agenticdb.toml", tmp_path / "textfile" / "agenticdb.prom"
     port = free_port()
@@ -152,9 +166,7 @@ def test_daemon_serves_metrics_matching_its_journal(pg: PostgresSandboxInfo, tmp
             assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
             time.sleep(0.5)
         assert _session_ended(home / "journal.db"), "no session ended in time"
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-            assert resp.status == 200
-            got = samples(resp.read().decode())
+        got = samples(_scrape(port))
         time.sleep(6)  # the textfile is rewritten every 5 s while idle
         from_file = samples(textfile.read_text())
     finally:
@@ -189,6 +201,19 @@ def test_daemon_serves_metrics_matching_its_journal(pg: PostgresSandboxInfo, tmp
         kept = [d for d in decisions if d["kept"]]
         expected_objective = kept[-1]["objective"] if kept else base["objectives"][0]
         assert metrics[("agenticdb_objective", ())] == pytest.approx(expected_objective)
+        assert metrics[("agenticdb_sessions_failed_total", ())] == (end["status"] in ("failed", "crashed"))
+        sign = 1 if base.get("higher_is_better", True) else -1
+        gain = sign * (expected_objective - base["objectives"][0]) / base["objectives"][0]
+        assert metrics[("agenticdb_gain", ())] == pytest.approx(gain)
+        judged = [e.data["gain"] for e in ev if e.event == "judged" and isinstance(e.data.get("gain"), int | float)]
+        if judged:
+            assert metrics[("agenticdb_last_trial_gain", ())] == pytest.approx(judged[-1])
+        decided = [e for e in ev if e.event == "decision"]
+        stamp = datetime.fromisoformat(decided[-1].ts).timestamp()
+        assert metrics[("agenticdb_last_decision_timestamp_seconds", ())] == pytest.approx(stamp, abs=0.01)
+        kept_at = [datetime.fromisoformat(e.ts).timestamp() for e in decided if e.data["kept"]]
+        change = metrics.get(("agenticdb_last_change_timestamp_seconds", ()))
+        assert change == (pytest.approx(kept_at[-1], abs=0.01) if kept_at else None)
 
 
 def test_daemon_uploads_pending_experience_on_its_cycle(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
