@@ -374,6 +374,16 @@ EXTRA: dict[str, dict[str, Any]] = {
         "propose": {"sql_buffer_result": "OFF", "innodb_io_capacity": 400},
         "runtime_only": ["sql_buffer_result"],
     },
+    # another tunable variable of the kind (its option is --max-delayed-threads; the variable
+    # max_insert_delayed_threads has no option form on 10.11; the other runtime-only names of
+    # catalogs/mariadb.toml are protected session switches or deprecated no-effect variables)
+    "mariadb-insert-delayed-threads-runtime-only": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
+        "propose": {"max_insert_delayed_threads": 10, "innodb_io_capacity": 400},
+        "runtime_only": ["max_insert_delayed_threads"],
+    },
     # ---- kind 3: no effect here
     "linux-overcommit-kbytes-no-effect": {
         "target": "linux",

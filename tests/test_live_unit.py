@@ -120,3 +120,52 @@ def test_live_signals_point_at_the_spill_and_discount_outside_cpu() -> None:
     assert {h.bottleneck: h for h in diagnose(delta, profile, "postgresql", Layer.dbms, bench)}[
         Bottleneck.cpu
     ].score == 1.0
+
+
+class _ScriptedReader:
+    """Cumulative snapshots from per-second increments (a fake pg_stat_statements)."""
+
+    def __init__(self, per_second: list[dict[str, tuple[int, float]]]) -> None:
+        self.per_second, self.i = per_second, 0
+        self.totals: dict[str, tuple[int, float]] = {}
+
+    def check(self) -> None:
+        pass
+
+    def sessions(self) -> None:
+        return None
+
+    def snapshot(self) -> StatSnapshot:
+        if self.i > 0:
+            for q, (c, t) in self.per_second[self.i - 1].items():
+                c0, t0 = self.totals.get(q, (0, 0.0))
+                self.totals[q] = (c0 + c, t0 + t)
+        self.i += 1
+        return StatSnapshot({q: QueryStat(calls=c, total_ms=t, text=q) for q, (c, t) in self.totals.items()}, 0, 0, 0)
+
+
+def test_window_se_is_not_taken_from_batches_without_the_heavy_statement() -> None:
+    """A 4-s window whose second 2-s batch has no call of the heavy statement (90 % of the baseline
+    time): that batch would be scored on the cheap statement alone, a different quantity; its spread
+    would inflate the window's standard error (a 4× faster candidate was judged a tie on a loaded host:
+    objective_se 2.1× the objective). The window gets no batch standard error instead."""
+    from agenticdb.config import LiveConfig, WorkloadConfig
+    from agenticdb.workloads.live import LiveWorkload
+
+    base_s = {"heavy": (1, 900.0), "cheap": (100, 100.0)}
+    # candidate: heavy 4× faster; the cheap statement slower in the second batch (another shape's load)
+    window = [{"heavy": (2, 450.0), "cheap": (100, 100.0)}] * 2 + [{"cheap": (100, 300.0)}] * 2
+    clock = [0.0]
+    w = LiveWorkload(
+        WorkloadConfig(kind="live"),
+        LiveConfig(min_calls=1, turnover_max_s=0),
+        _ScriptedReader([base_s] * 4 + [{}] + window),  # {}: the second between the windows
+        clock=lambda: clock[0],
+        sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+    )
+    w.prepare()
+    assert w.run(4).objective == pytest.approx(1.0)
+    w.guard_armed = False
+    m = w.run(4)
+    assert m.objective < 0.5
+    assert m.objective_se is None  # not |1.75 − 0.25| / 2 from a batch that saw only the cheap statement

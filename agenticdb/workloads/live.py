@@ -360,8 +360,11 @@ class LiveWorkload(Workload):
         ]
         per_batch: list[float] = []
         for span in batch_slices(secs):
-            b_index, _ = time_index(window_delta(snaps[span.start], snaps[span.stop]), base, 1)
-            if b_index is None:
+            # A batch scores the same statements as the window only when they carry the window's share
+            # of the baseline time: a batch without a call of the heavy statement would be scored on the
+            # cheap ones alone (another quantity), and its spread is not the window's sampling error.
+            b_index, b_covered = time_index(window_delta(snaps[span.start], snaps[span.stop]), base, 1)
+            if b_index is None or b_covered < min(covered, self.live.min_weight):
                 per_batch = []
                 break
             per_batch.append(b_index)
