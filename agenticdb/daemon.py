@@ -1,7 +1,7 @@
 """The long-lived service: crash reconciliation, scheduled sessions, monitoring, signals, sd_notify.
 
-Daemon hygiene (STYLE.md): signal handlers only set flags; repeated SIGHUPs merge into one reload; an
-invalid new configuration keeps the old one running; shutdown happens in ``finally``.
+Daemon hygiene (docs/architecture.md, "The daemon"): signal handlers only set flags; repeated SIGHUPs merge into
+one reload; an invalid new configuration keeps the old one running; shutdown happens in ``finally``.
 
 Signals:
   SIGTERM/SIGINT (first)  finish the current round safely: the trial in flight is measured and then kept

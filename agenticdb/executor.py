@@ -199,7 +199,7 @@ class Executor:
             self.workload.warmup(warmup)
         before = self.sample_state()
         sampler = _DuringRun(self.sample_state, self.duration_s + self.warmup_max_s)
-        watch = DisturbanceSampler(self._server_pid()) if self.watch_host else None
+        watch = DisturbanceSampler(self._server_pid()) if self.watch_host and self.workload.samples_host else None
         sampler.start()
         if watch is not None:
             watch.start()

@@ -152,6 +152,7 @@ class ScriptedWorkload(Workload):
     """
 
     name = "scripted"
+    samples_host = False  # its runs sleep: the real host's load must not flag them (disturb_runs does)
 
     def __init__(self, target: InMemoryTarget, objective: Callable[[dict[str, str]], float]) -> None:
         self.target = target

@@ -145,3 +145,23 @@ def test_family_spellings_are_normalised() -> None:
     raw, delta = _load(STATES / "mariadb_wal_fsync.json")
     hyps = diagnose(delta, _profile(), "MariaDB-10.11", Layer.dbms)
     assert hyps[0].bottleneck == Bottleneck.wal_fsync
+
+
+@pytest.mark.parametrize(("spill_share", "wal_waits", "first"), [(0.8, 6, "temp_spill"), (0.32, 9, "wal_fsync")])
+def test_scores_equal_at_the_cap_are_ordered_by_how_far_their_evidence_goes(
+    spill_share: float, wal_waits: int, first: str
+) -> None:
+    """A live window where statements that spill take 80 % of the application's time (over 3 × that
+    signal's certainty threshold of 30 %) and WAL waits just past theirs (50 %) both score 1.0: the spill
+    comes first, not the hypothesis listed first in DBMS_HYPOTHESES; with the readings the other way
+    round, WAL does."""
+    delta = StateDelta(
+        seconds=10.0,
+        totals={"live.exec_ms": 10_000.0, "live.spill_exec_ms": 10_000.0 * spill_share},
+        gauges={"pg_stat_activity.active": 10},
+        wait_events={"IO:WALSync": wal_waits, "IO:BufFileRead": 10 - wal_waits},
+    )
+    hyps = diagnose(delta, _profile(), "postgresql", Layer.dbms)
+    top = {h.bottleneck.value: h.score for h in hyps[:2]}
+    assert top == {"temp_spill": 1.0, "wal_fsync": 1.0}, [(h.bottleneck.value, h.score) for h in hyps]
+    assert hyps[0].bottleneck.value == first

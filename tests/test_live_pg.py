@@ -128,6 +128,7 @@ def no_traceback(r: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in out and "╭" not in out, out[-3000:]
 
 
+WHY = ("proposal", "judged", "run.disturbed")  # what a failed assertion prints: evidence and verdicts
 LIVE_ARGS = ("tune", "--sandbox", "postgres", "--workload", "live", "--stage", "dbms", "--planner")
 
 
@@ -162,7 +163,8 @@ def test_live_tune_diagnoses_the_spill_raises_work_mem_and_keeps_it(home: Path, 
     assert "phase A" in app_out and "phase B" in app_out, app_out  # the mix did change
     sid, events = last_session(home)
     (decision,) = [e.data for e in events if e.event == "decision"]
-    assert decision["bottleneck"] == "temp_spill" and decision["kept"] is True, decision
+    why = [(e.event, e.data.get("reason") or e.data.get("evidence")) for e in events if e.event in WHY]
+    assert decision["bottleneck"] == "temp_spill" and decision["kept"] is True, (decision, why)
     assert int(str(decision["changes"]["work_mem"]).removesuffix("MB")) >= 8
     assert work_mem_kb(pg) >= 8 * 1024  # kept: in effect after the session
     (judged,) = [e.data for e in events if e.event == "judged"]

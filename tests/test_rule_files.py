@@ -1,5 +1,5 @@
 """Every shipped rule file loads, and every parameter a rule names exists in the real catalog of the
-versions it claims (STYLE.md: pg_activity once shipped a path to a file that did not exist).
+versions it claims (a rule that names a missing parameter would silently never apply).
 
 PostgreSQL rules are checked against pg_settings of the private PostgreSQL 15 (``pg_sandbox``), MariaDB
 rules against information_schema.SYSTEM_VARIABLES of the private MariaDB 10.11 (``mariadb_sandbox``),

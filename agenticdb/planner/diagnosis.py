@@ -80,10 +80,16 @@ class _Signal:
 
     @property
     def contribution(self) -> float:
+        return min(self.weight * max(0.0, min(1.0, self.gate)), self.strength)
+
+    @property
+    def strength(self) -> float:
+        """The contribution before it is capped at the signal's ``hi`` (how far beyond certainty the
+        reading goes): it orders hypotheses whose scores are equal at the cap."""
         if self.hi <= self.lo:
             return 0.0
         x = (self.value - self.lo) / (self.hi - self.lo)
-        return self.weight * max(0.0, min(1.0, self.gate)) * max(0.0, min(1.0, x))
+        return self.weight * max(0.0, min(1.0, self.gate)) * max(0.0, x)
 
 
 def _fmt(x: float) -> str:
@@ -744,7 +750,8 @@ def diagnose(
         measurement: the run's workload result, used for transactions when commit counters are absent.
 
     Returns:
-        Hypotheses sorted by score, highest first (ties in the order of DBMS_HYPOTHESES/OS_HYPOTHESES).
+        Hypotheses sorted by score, highest first; equal scores by how far their strongest signal reads
+        beyond its threshold, then in the order of DBMS_HYPOTHESES/OS_HYPOTHESES.
 
     Raises:
         ValueError: ``family`` is not a known DBMS family for the DBMS stage.
@@ -777,7 +784,11 @@ def diagnose(
         _add_live(signals, v, measurement)
         order = DBMS_HYPOTHESES
     hyps = [_hypothesis(b, stage, signals[b]) for b in order]
-    ranked = sorted(hyps, key=lambda h: -h.score)
+    # Equal scores (most often two hypotheses both at 1.0) are ordered by their strongest signal's
+    # reading beyond its certainty threshold: a live window where spilling statements take 80 % of the
+    # application's time (3 × that signal's threshold) outranks WAL waits just past theirs.
+    strength = {b: max((s.strength for s in signals[b]), default=0.0) for b in order}
+    ranked = sorted(hyps, key=lambda h: (-h.score, -strength[h.bottleneck]))
     log.debug(
         "diagnosis.scored",
         stage=stage.value,

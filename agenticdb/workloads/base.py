@@ -63,6 +63,10 @@ class Workload(ABC):
 
     name: str
     limit: TrialLimit | None = None
+    samples_host: bool = True
+    """Whether the executor samples this host's CPU during the workload's runs to flag disturbed ones
+    (docs/measurement.md, "Host disturbance"). A workload whose runs put no load on this host (the session
+    tests' scripted workload) sets False: its measurements carry only the disturbance it reports itself."""
 
     @abstractmethod
     def traits(self) -> WorkloadTraits:
