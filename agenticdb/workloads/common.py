@@ -2,6 +2,10 @@
 objective, latency percentiles, and SQL connections (admin and benchmark database) for both DBMS
 families.
 
+Data loads (``prepare``) show a rich bar on a terminal; with stdout piped or under systemd they log
+plain ``workload.load_progress`` lines instead (``LoadProgressLog``). Measured runs log none: the
+session's table reports them.
+
 The objective rule (docs/measurement.md, AgenticDB paper): OLTP runs are compared on TPS divided by p95 latency
 in ms (higher is better); OLAP runs on the total execution time in seconds (lower is better).
 ``WorkloadConfig.objective`` overrides the default: ``"tps"`` (higher is better), ``"p95"`` and
@@ -19,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import psycopg
 import pymysql
@@ -48,14 +52,71 @@ def progress_enabled(progress: bool | None) -> bool:
     return sys.stdout.isatty()
 
 
+LoadUnit = Literal["bytes", "percent", "seconds"]
+"""What a load's ``completed`` counts: bytes, percent done, or seconds against an estimated time."""
+
+
+class LoadProgressLog:
+    """Plain progress of a data load for pipes and journald, called as ``update(completed, text=None)``.
+
+    One ``workload.load_progress`` line each time ``completed`` passes another ``STEP_PERCENT`` of a known
+    ``total`` (a jump over several steps gives one line); with no total, or when ``completed`` is only
+    time against an estimate (``unit="seconds"``), at most one line every ``EVERY_S`` seconds. Each line
+    names what is loading (``text`` renames it, e.g. per table), the percent and bytes done where known,
+    and the seconds elapsed.
+    """
+
+    STEP_PERCENT = 10.0
+    EVERY_S = 30.0
+
+    def __init__(
+        self, what: str, total: float | None, unit: LoadUnit, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.what = what
+        self.unit = unit
+        # A time estimate is no measure of the work done: report elapsed time only, against it.
+        self.total = total if total and unit != "seconds" else None
+        self.estimate_s = total if unit == "seconds" else None
+        self.clock = clock
+        self.started = clock()
+        self.steps_logged = 0
+        self.last_logged = self.started
+
+    def __call__(self, completed: float, text: str | None = None) -> None:
+        if text is not None:
+            self.what = text
+        now = self.clock()
+        fields: dict[str, Any] = {}
+        if self.total is not None:
+            percent = 100.0 * min(completed, self.total) / self.total
+            steps = int(percent // self.STEP_PERCENT)
+            if steps <= self.steps_logged:
+                return
+            self.steps_logged = steps
+            fields["percent"] = round(percent, 1)
+            if self.unit == "bytes":
+                fields.update(bytes=int(completed), total_bytes=int(self.total))
+        elif now - self.last_logged >= self.EVERY_S:
+            if self.estimate_s:
+                fields["estimate_s"] = round(self.estimate_s)
+        else:
+            return
+        self.last_logged = now
+        log.info("workload.load_progress", what=self.what, elapsed_s=round(now - self.started, 1), **fields)
+
+
 @contextmanager
-def progress_bar(enabled: bool, description: str, total: float | None) -> Iterator[Any]:
+def progress_bar(
+    enabled: bool, description: str, total: float | None, *, load_unit: LoadUnit | None = None
+) -> Iterator[Any]:
     """A rich progress bar (or a no-op stand-in when disabled) yielding ``update(completed, text=None)``.
 
-    ``total`` None gives an indeterminate (pulsing) bar.
+    ``total`` None gives an indeterminate (pulsing) bar. ``load_unit`` marks a data load counted in that
+    unit: with the bar disabled it logs plain progress lines (``LoadProgressLog``) instead of nothing.
+    Measured runs leave it None; the session's table reports them.
     """
     if not enabled:
-        yield lambda completed, text=None: None
+        yield LoadProgressLog(description, total, load_unit) if load_unit else lambda completed, text=None: None
         return
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -154,6 +215,7 @@ def run_tool(
     on_start: Callable[[int], object] | None = None,
     watch: Callable[[str], str] | None = None,
     progress_of: Callable[[str], float | None] | None = None,
+    load: bool = False,
 ) -> ToolResult:
     """Run ``argv`` (no shell), capture stdout+stderr to a temp file, show a time-based progress bar.
 
@@ -172,6 +234,8 @@ def run_tool(
         progress_of: reads the output so far and returns the percentage done (rows loaded, e.g. from
             ``pgbench -i``'s "N of M tuples" lines), or None when it cannot tell; the bar then counts
             percent instead of time.
+        load: this is a data load (``prepare``): with the bar off, log plain progress lines
+            (``LoadProgressLog``: percent from ``progress_of``, else seconds elapsed).
 
     Raises:
         WorkloadError: the executable is missing, or the timeout passed (output attached).
@@ -183,14 +247,15 @@ def run_tool(
         if on_start is not None:
             on_start(proc.pid)
         total = 100.0 if progress_of is not None else expected_s
-        with progress_bar(progress, description or os.path.basename(argv[0]), total) as update:
+        unit: LoadUnit | None = ("percent" if progress_of is not None else "seconds") if load else None
+        with progress_bar(progress, description or os.path.basename(argv[0]), total, load_unit=unit) as update:
             while True:
                 try:
                     proc.wait(timeout=0.25)
                     break
                 except subprocess.TimeoutExpired:
                     elapsed = time.monotonic() - started
-                    _show_progress(update, out.fileno(), elapsed, expected_s, progress_of if progress else None)
+                    _show_progress(update, out.fileno(), elapsed, expected_s, progress_of if progress or load else None)
                     stopped = _watched(watch, out.fileno(), elapsed, checked)
                     if stopped:
                         text = _killed(proc, out.fileno())

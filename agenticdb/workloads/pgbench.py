@@ -140,6 +140,7 @@ class PgbenchWorkload(Workload):
             expected_s=est.seconds if est else None,
             progress_of=init_progress,
             progress=self.progress,
+            load=True,
         )
         if result.returncode != 0:
             raise WorkloadError(f"pgbench -i -s {self.scale} failed (exit {result.returncode})", tail(result.output))

@@ -162,20 +162,24 @@ class _SysbenchBase(Workload):
         log.info("workload.prepare", workload=self.name, rows=self.rows)
         self._tool("cleanup", [], "cleanup")
         est = announce_load(self.name, self.rows, self.cfg.tables)  # tables counts for sysbench only
-        self._tool("prepare", self._prepare_extra(), f"{self.name}: loading", expected_s=est.seconds if est else None)
+        expected_s = est.seconds if est else None
+        self._tool("prepare", self._prepare_extra(), f"{self.name}: loading", expected_s=expected_s, load=True)
         if not self.is_loaded():
             raise WorkloadError(f"{self.name}: sysbench prepare finished but the tables are incomplete")
 
     def _prepare_extra(self) -> list[str]:
         return []
 
-    def _tool(self, command: str, extra: list[str], label: str, expected_s: float | None = None) -> str:
+    def _tool(
+        self, command: str, extra: list[str], label: str, expected_s: float | None = None, load: bool = False
+    ) -> str:
         result = run_tool(
             self._argv(command, extra),
             timeout_s=self.cfg.timeout_s,
             description=label,
             expected_s=expected_s,
             progress=self.progress,
+            load=load,
         )
         if result.returncode != 0:
             raise WorkloadError(

@@ -169,6 +169,7 @@ class TpchWorkload(Workload):
                 description=f"tpchgen SF {self.scale:g}",
                 expected_s=est.seconds / 10 if est else None,  # generating is ~1/10 of the load
                 progress=self.progress,
+                load=True,
             )
             if gen.returncode != 0:
                 raise WorkloadError(f"tpchgen-cli -s {self.scale:g} failed (exit {gen.returncode})", tail(gen.output))
@@ -190,7 +191,7 @@ class TpchWorkload(Workload):
                 for stmt in schema:
                     cur.execute(stmt)
                 done = 0
-                with progress_bar(self.progress, "TPC-H load", total) as update:
+                with progress_bar(self.progress, "TPC-H load", total, load_unit="bytes") as update:
                     for t in TABLES:
                         update(done, f"TPC-H load {t}")
                         if is_postgres(self.conn):
