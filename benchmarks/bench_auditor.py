@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -214,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_auditor: run as root (the private PostgreSQL runs as the postgres user)", file=sys.stderr)
         return 2
+    # SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so run()'s finally stops and removes the sandbox
+    signal.signal(signal.SIGTERM, lambda signo, frame: sys.exit(128 + signo))
     out = run(args)
     summary = {k: v for k, v in out.items() if k not in ("decisions", "settings")}
     print(json.dumps(summary, indent=2))
