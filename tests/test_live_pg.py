@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from noise import FAULT_FAR_BEYOND_DISTURBANCE
 from pytest_httpserver import HTTPServer
 
 from agenticdb import auditor
@@ -144,7 +145,7 @@ def test_live_tune_diagnoses_the_spill_raises_work_mem_and_keeps_it(home: Path, 
             # Three pairs: the per-statement interval below is a t-interval over the pairs; with two
             # (df = 1, t = 12.7) it excludes zero only when both pairs' speed-ups agree closely (a 10x speed-up:
             # within about 40 %), which a loaded host does not guarantee.
-            {"AGENTICDB_LIVE__MIN_CALLS": "2", "AGENTICDB_LOOP__MIN_PAIRS": "3"},
+            {"AGENTICDB_LIVE__MIN_CALLS": "2", "AGENTICDB_LOOP__MIN_PAIRS": "3", **FAULT_FAR_BEYOND_DISTURBANCE},
             *LIVE_ARGS,
             "heuristic",
             "--duration",

@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from noise import FAULT_FAR_BEYOND_DISTURBANCE
 
 from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
@@ -52,11 +53,14 @@ BAD_START = {
 }
 
 
-def _cli(home: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
+def _cli(
+    home: Path, *args: str, timeout: float = 1200, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     # A pair with a run the host disturbed is measured again (never judged); on a host shared with other
     # jobs that happens often, so these sessions may repeat up to 10 pairs per decision rather than end in
     # "host too disturbed" (tests/test_disturbance.py and test_auditor.py test that ending).
     env = {**os.environ, "AGENTICDB_HOME": str(home), "AGENTICDB_LOOP__MAX_DISTURBED_REPEATS": "10"}
+    env.update(env_extra or {})
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
     )
@@ -165,6 +169,7 @@ def test_bad_start_is_diagnosed_undone_and_beats_the_baseline_beyond_noise(
         "4",
         "--start-from",
         str(start),
+        env_extra=FAULT_FAR_BEYOND_DISTURBANCE,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     sid, events = _events(home)

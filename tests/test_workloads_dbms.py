@@ -38,7 +38,7 @@ def _plausible(m, min_tx: int = 10) -> None:  # type: ignore[no-untyped-def]
     assert m.transactions >= min_tx
     assert m.latency_mean_ms and m.latency_mean_ms > 0
     assert m.latency_p95_ms is not None and m.latency_p99_ms is not None
-    assert m.latency_p99_ms >= m.latency_p95_ms >= m.latency_mean_ms
+    assert m.latency_p99_ms >= m.latency_p95_ms > 0  # the mean may exceed p95: a few stalls skew it
     assert m.objective == pytest.approx(m.tps / m.latency_p95_ms)
     assert m.higher_is_better and m.objective_name == "tps_per_p95"
     assert 1.5 <= m.duration_s <= 4
@@ -58,7 +58,6 @@ def test_pgbench_prepare_idempotent_run_and_broken(request: pytest.FixtureReques
     assert time.monotonic() - started < 1.0
     m = w.run(RUN_S)
     _plausible(m)
-    assert m.latency_p95_ms >= m.latency_mean_ms
     assert m.errors == 0 and "tps =" in m.raw_tail
     t = w.traits()
     assert (t.benchmark, t.workload_class, t.concurrency, t.scale) == ("pgbench-tpcb", "oltp", 2, 1.0)
@@ -128,7 +127,9 @@ def test_ycsb_a_to_f(request: pytest.FixtureRequest, dbms: str) -> None:
         m = w.run(1 if letter in "bc" else RUN_S)
         assert m.tps and m.tps > 0 and m.transactions > 10, letter
         assert m.latency_p95_ms and m.latency_p99_ms
-        assert m.latency_p99_ms >= m.latency_p95_ms >= (m.latency_mean_ms or 0), letter
+        # p99 >= p95 always; the mean is not bounded by p95: a few stalls of a loaded host put the mean of
+        # a 1-s run above its p95 (CI: mean 0.32 ms, p95 0.23 ms for ycsb-b)
+        assert m.latency_p99_ms >= m.latency_p95_ms > 0 and (m.latency_mean_ms or 0) > 0, letter
         assert m.errors == 0
         if letter == "a":
             loaded_rows = _count(conn)
@@ -267,7 +268,7 @@ def test_pgbench_series_and_steady_window(request: pytest.FixtureRequest) -> Non
     assert sum(p.tps for p in m.series) == m.transactions
     per_second = [p.latency_p95_ms for p in window if p.latency_p95_ms is not None]
     assert min(per_second) <= m.latency_p95_ms <= max(per_second)
-    assert m.latency_p99_ms >= m.latency_p95_ms >= m.latency_mean_ms > 0
+    assert m.latency_p99_ms >= m.latency_p95_ms > 0 and m.latency_mean_ms > 0
 
 
 @pytest.mark.parametrize("dbms", DBMS)
