@@ -14,6 +14,7 @@ slower than its baseline, five times the guard's limit.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 from agenticdb import auditor
 from agenticdb.config import LiveConfig, WorkloadConfig
@@ -328,3 +330,82 @@ def test_mariadb_live_tune_diagnoses_disk_temp_tables_raises_and_keeps(home: Pat
     # Windows after a change started once the sessions open before them had closed.
     notes = [n for d in measured for n in d["measurement"]["raw_tail"].split("; ")]
     assert any("application sessions open before it closed" in n for n in notes), notes
+
+
+# -- the guard reverts a harmful candidate before its window ends ---------------------------------------
+
+SMALL_GROUP = "FROM `small_groups`"
+GUARD_MESSAGE = re.compile(
+    r"live guard: the top queries' mean time is (?P<slowdown>[\d.]+)× their baseline after (?P<after>\d+) s "
+    r"\(limit 2\.00× = 1 \+ live\.guard_max_slowdown; worst \w+ '(?P<worst>[^']+)': (?P<base_ms>[\d.]+) ms → "
+    r"(?P<ms>[\d.]+) ms"
+)
+
+
+def scripted_llm(changes: list[dict[str, str]]) -> HTTPServer:
+    """An OpenAI-compatible endpoint that answers every chat completion with one fixed proposal."""
+    reply = {
+        "bottleneck": "temp_spill",
+        "layer": "dbms",
+        "changes": changes,
+        "intended_effects": ["none"],
+        "risks": ["GROUP BYs on disk"],
+        "apply_requirement": "dynamic",
+        "evidence": ["scripted"],
+        "rationale": "scripted harmful candidate",
+    }
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "tuner-1",
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": json.dumps(reply)}}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+    }
+    llm = HTTPServer(host="127.0.0.1", threaded=True)
+    llm.start()
+    llm.expect_request("/v1/chat/completions", method="POST").respond_with_json(body)
+    return llm
+
+
+def test_mariadb_guard_reverts_harmful_candidate(home: Path, tuned: MariaDBSandboxInfo) -> None:
+    before = globals_of(tuned)
+    # tmp_table_size = 16 kB (its block size, the smallest value above 0) puts the small GROUP BY's temporary
+    # table on disk after a few rows: five to eight times its in-memory time at the 16 MiB default.
+    llm = scripted_llm([{"name": "tmp_table_size", "value": "16384", "rationale": "deliberately harmful"}])
+    env = {
+        "OPENAI_BASE_URL": llm.url_for("/v1"),
+        "OPENAI_API_KEY": "sk-test",
+        "AGENTICDB_LLM_MODEL": "tuner-1",
+        "AGENTICDB_POLICY__MAX_STEP_FACTOR": "2000",  # 16 MiB → 16 kB in one step
+        "AGENTICDB_LIVE__MIN_CALLS": "1",
+    }
+    # The application reconnects every second: the SET GLOBAL reaches its sessions (SET GLOBAL of a
+    # session variable acts on new sessions only).
+    app = start_app(tuned, 240, "--mix", "H", "--reconnect", "1")
+    try:
+        r = run_cli(home, env, *LIVE_ARGS, "llm", "--duration", "6", "--rounds", "1", "--baseline-runs", "1")
+    finally:
+        app_out = stop_app(app)
+        llm.clear()
+        llm.stop()
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    no_traceback(r)
+    assert app_counts(app_out)["connections"] > 5, app_out  # sessions opened after the change saw it
+    _, events = last_session(home)
+    (applied,) = [e.data for e in events if e.event == "applied"]
+    assert applied["changes"] == {"tmp_table_size": "16384"}, applied  # the harmful candidate was in effect
+    (failure,) = [e.data for e in events if e.event == "failure"]
+    # The figures: the slowdown, the limit and the worst statement, before the 6-s window ended.
+    guard = GUARD_MESSAGE.match(failure["message"])
+    assert guard is not None and failure["phase"] == "workload", failure["message"]
+    assert float(guard["slowdown"]) > 2 and int(guard["after"]) < 6, failure["message"]
+    assert SMALL_GROUP in guard["worst"] and float(guard["ms"]) > 2 * float(guard["base_ms"]), failure["message"]
+    assert not [e for e in events if e.event == "measured" and e.round_no == 1]  # the window never ended
+    (recovery,) = [e.data for e in events if e.event == "recovery"]
+    assert recovery["action"] == "restored" and recovery["verified"] is True, recovery
+    (decision,) = [e.data for e in events if e.event == "decision"]
+    assert decision["kept"] is False, decision
+    assert globals_of(tuned) == before  # reverted to the best configuration (the defaults)
