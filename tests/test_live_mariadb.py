@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from llmstub import chat_completion
 from pytest_httpserver import HTTPServer
 
 from agenticdb import auditor
@@ -364,16 +365,7 @@ def scripted_llm(changes: list[dict[str, str]]) -> HTTPServer:
         "evidence": ["scripted"],
         "rationale": "scripted harmful candidate",
     }
-    body = {
-        "id": "c",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": "tuner-1",
-        "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": json.dumps(reply)}}
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-    }
+    body = chat_completion(json.dumps(reply))
     llm = HTTPServer(host="127.0.0.1", threaded=True)
     llm.start()
     llm.expect_request("/v1/chat/completions", method="POST").respond_with_json(body)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from llmstub import chat_completion
 from noise import FAULT_FAR_BEYOND_DISTURBANCE
 from pytest_httpserver import HTTPServer
 
@@ -304,16 +305,7 @@ def test_guard_reverts_harmful_candidate(home: Path, pg: PostgresSandboxInfo, tm
         "evidence": ["scripted"],
         "rationale": "scripted harmful candidate",
     }
-    body = {
-        "id": "c",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": "tuner-1",
-        "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": json.dumps(reply)}}
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-    }
+    body = chat_completion(json.dumps(reply))
     llm.expect_request("/v1/chat/completions", method="POST").respond_with_json(body)
     env = {
         "OPENAI_BASE_URL": llm.url_for("/v1"),
