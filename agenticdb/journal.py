@@ -453,6 +453,20 @@ class Journal:
             raise JournalError(f"session {prefix!r}: not in the journal {self.path}")
         raise JournalError(f"session {prefix!r}: ambiguous, matches {', '.join(sorted(ids))}")
 
+    def newest_session(self) -> str:
+        """The id of the session whose first event is the newest in the journal.
+
+        Raises:
+            JournalError: the journal holds no session.
+        """
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT session_id FROM journal GROUP BY session_id ORDER BY MIN(id) DESC LIMIT 1"
+            ).fetchone()
+        if row is None:
+            raise JournalError(f"no session in the journal {self.path}")
+        return str(row[0])
+
     def sessions(self) -> list[SessionSummary]:
         """One summary per session, oldest first, from session.start/baseline/decision/session.end."""
         sql = """

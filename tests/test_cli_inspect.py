@@ -314,3 +314,17 @@ def test_journal_show_names_the_objective(tmp_path: Path) -> None:
     r = run("journal", "show", SID[:8], "--home", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "TPS/p95 (transactions per s per ms of p95 latency)" in r.stdout
+
+
+def test_journal_show_without_id_tells_the_newest_session(tmp_path: Path) -> None:
+    r = run("journal", "show", "--home", str(tmp_path))
+    assert r.returncode == 1 and "does not exist" in r.stderr
+    _journal(tmp_path)
+    newer = "20261202-070000-bbbbbb"
+    with Journal(tmp_path / "journal.db") as j:
+        j.append(newer, "session.start", {"target": "mysql", "workload": "sysbench", "planner": "heuristic"})
+    r = run("journal", "show", "--home", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert f"Session {newer}" in r.stdout and SID not in r.stdout
+    r = run("journal", "show", SID[:8], "--home", str(tmp_path))
+    assert r.returncode == 0 and f"Session {SID}" in r.stdout

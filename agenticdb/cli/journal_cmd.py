@@ -133,16 +133,19 @@ def list_sessions(
 
 @journal_app.command("show")
 def show(
-    session_id: Annotated[str, typer.Argument(help="session id (a unique prefix is enough)")],
+    session_id: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Argument(help="session id (a unique prefix is enough); default: the newest session"),
+    ] = None,
     config: ConfigOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Tell one session as a story, round by round."""
+    """Tell one session as a story, round by round (the newest one when no id is given)."""
     journal = _open(config, home)
     assert journal is not None
     with journal:
         try:
-            sid = journal.find_session(session_id)
+            sid = journal.find_session(session_id) if session_id is not None else journal.newest_session()
         except JournalError as exc:
             _fail(str(exc))
             return
