@@ -239,6 +239,9 @@ class LoopConfig(Section):
     - ``max_disturbed_repeats = 4``: each repeat costs a pair; ``decision_budget_s`` bounds the decision's
       time anyway, and on a host where other jobs start and stop (the reference host under a load average
       of 6-10 flagged about one run in three) two repeats ended too many decisions as "host too disturbed".
+    - ``baseline_budget_share = 0.3``: the baseline's extra runs and disturbed repeats stop after 30 % of
+      the time budget, which leaves a short session (8 min, 1-min runs) the 4 runs of one paired decision;
+      an 8-minute MariaDB session under 16-28 % steal time spent all of it on its baseline without it.
     """
 
     max_rounds: int = Field(default=10, ge=1)
@@ -256,6 +259,13 @@ class LoopConfig(Section):
         ge=1,
         description="more baseline runs, up to this many, while their CV is above 15 % (default: 5, or exactly "
         "baseline_runs when only that is set)",
+    )
+    baseline_budget_share: float = Field(
+        default=0.3,
+        gt=0,
+        le=1,
+        description="share of time_budget_s after which the baseline takes no extra runs and repeats no "
+        "disturbed run (its baseline_runs minimum is still measured)",
     )
     min_pairs: int = Field(default=2, ge=1, description="interleaved best/candidate pairs before any verdict")
     max_pairs: int = Field(

@@ -8,6 +8,7 @@ the run-to-run noise of this host before it judges any change (docs/measurement.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -100,12 +101,23 @@ NOISE_WARN_CV = 0.15
 
 
 def measure_baseline(
-    executor: Executor, loop: LoopConfig, on_disturbed: Callable[[str, Measurement], object] | None = None
+    executor: Executor,
+    loop: LoopConfig,
+    on_disturbed: Callable[[str, Measurement, bool], object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[list[Measurement], StateDelta, float]:
     """Measure the unchanged configuration: ``loop.baseline_runs`` runs, and more (up to
     ``loop.baseline_max_runs``) while their CV is above ``NOISE_WARN_CV``: the baseline is the noise
     estimate every later decision starts from, so a noisy host gets a better one. A run the host
-    disturbed is measured again (at most ``loop.max_disturbed_repeats`` times; ``on_disturbed`` is told).
+    disturbed is measured again (at most ``loop.max_disturbed_repeats`` times).
+
+    Extra runs and repeats stop once the baseline has used ``loop.baseline_budget_share`` of
+    ``loop.time_budget_s`` (seconds, by ``clock``): on a host that disturbs every other run they would
+    otherwise eat a short session's whole budget before the first round (seen on the reference host:
+    an 8-minute MariaDB session spent 9 min on its baseline, steal time 16-28 %, and judged nothing).
+    Past that share the ``baseline_runs`` minimum is still measured and a disturbed run is kept: it
+    widens the noise estimate, which only makes later decisions more careful. ``on_disturbed(label, run,
+    kept)`` is told of every disturbed run.
 
     Returns:
         (the runs kept, the runtime-state delta of the last run, their CV).
@@ -116,24 +128,32 @@ def measure_baseline(
     measurements: list[Measurement] = []
     delta = StateDelta()
     repeats = 0
+    began = clock()
+    share_s = loop.baseline_budget_share * loop.time_budget_s
     while len(measurements) < loop.baseline_max_runs:
+        over = clock() - began >= share_s
         enough = len(measurements) >= loop.baseline_runs
-        if enough and noise_cv([m.objective for m in measurements]) <= NOISE_WARN_CV:
+        if enough and (over or noise_cv([m.objective for m in measurements]) <= NOISE_WARN_CV):
             break
-        m, delta = executor.measure(0, f"baseline {len(measurements) + 1}")
-        if m.disturbance is not None and m.disturbance.disturbed and repeats < loop.max_disturbed_repeats:
+        label = f"baseline {len(measurements) + 1}"
+        m, delta = executor.measure(0, label)
+        disturbed = m.disturbance is not None and m.disturbance.disturbed
+        repeat = disturbed and repeats < loop.max_disturbed_repeats and clock() - began < share_s
+        if disturbed and on_disturbed is not None:
+            on_disturbed(label, m, not repeat)
+        if repeat:
             repeats += 1
-            if on_disturbed is not None:
-                on_disturbed(f"baseline {len(measurements) + 1}", m)
             continue
         measurements.append(m)
     cv = noise_cv([m.objective for m in measurements])
+    extra = len(measurements) > loop.baseline_runs
     log.info(
         "init.baseline",
         runs=len(measurements),
         median=round(statistics.median(m.objective for m in measurements), 3),
         cv=round(cv, 3),
-        reason="more runs while the CV is above 15 %" if len(measurements) > loop.baseline_runs else "",
+        seconds=round(clock() - began, 1),
+        reason="more runs while the CV is above 15 %" if extra else "",
     )
     return measurements, delta, cv
 
@@ -430,10 +450,16 @@ class Initializer:
         return SessionError(message)
 
     def _baseline(self, executor: Executor) -> tuple[list[Measurement], StateDelta, float]:
-        def disturbed(label: str, m: Measurement) -> None:
+        def disturbed(label: str, m: Measurement, kept: bool) -> None:
             reason = m.disturbance.reason if m.disturbance else ""
-            self.rec.event("run.disturbed", {"label": label, "reason": reason, "objective": m.objective}, 0)
-            log.warning("run.disturbed", label=label, reason=reason)
+            if kept:
+                reason += (
+                    f"; kept: no repeat left (loop.max_disturbed_repeats) or the baseline used its share of the "
+                    f"time budget (loop.baseline_budget_share={self.cfg.loop.baseline_budget_share:g})"
+                )
+            data = {"label": label, "reason": reason, "objective": m.objective, "kept": kept}
+            self.rec.event("run.disturbed", data, 0)
+            log.warning("run.disturbed", label=label, reason=reason, kept=kept)
 
         try:
             return measure_baseline(executor, self.cfg.loop, disturbed)

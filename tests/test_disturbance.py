@@ -11,8 +11,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import psutil
 import pytest
@@ -22,8 +23,9 @@ from hypothesis import strategies as st
 from agenticdb.config import LoopConfig, WorkloadConfig
 from agenticdb.disturbance import DisturbanceThresholds, HostSample, classified, classify, summarize
 from agenticdb.executor import Executor
+from agenticdb.initializer import measure_baseline
 from agenticdb.journal import Journal
-from agenticdb.models import Disturbance
+from agenticdb.models import Disturbance, Measurement, StateDelta
 from agenticdb.procstats import OursCpu
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.postgres import PostgresTarget
@@ -230,3 +232,75 @@ def test_cpu_hog_mid_run_makes_the_measured_run_disturbed(pg_sandbox: PostgresSa
     measured = [e for e in journal.events("hog") if e.event == "measured"]
     assert measured[-1].data["measurement"]["disturbance"]["disturbed"] is True
     assert measured[-1].data["measurement"]["disturbance"]["reason"] == d.reason
+
+
+# --------------------------------------------------------------------------- the baseline's share of the budget
+
+
+class _Runs:
+    """Stands in for ``Executor.measure``: each run takes ``seconds`` of a fake clock; the runs numbered in
+    ``disturbed`` (1-based, repeats included) are flagged as disturbed."""
+
+    def __init__(self, disturbed: set[int], seconds: float = 60.0) -> None:
+        self.now = 0.0
+        self.count = 0
+        self.disturbed = disturbed
+        self.seconds = seconds
+
+    def measure(self, round_no: int, label: str) -> tuple[Measurement, StateDelta]:
+        self.count += 1
+        self.now += self.seconds
+        flagged = self.count in self.disturbed
+        d = (
+            Disturbance(
+                samples=30, seconds=30, other_cpu_cores=0.1, other_cpu_spread=0.0, steal_pct=20.0, disturbed=True
+            )
+            if flagged
+            else None
+        )
+        m = Measurement(workload="w", tps=100.0 + self.count, objective=100.0 + self.count, disturbance=d)
+        return m, StateDelta()
+
+
+@pytest.mark.parametrize(
+    ("budget_s", "runs", "kept_disturbed"),
+    [
+        # 8 min, 1-min runs: 144 s is 30 %; run 3 ends at 180 s, past it, so it is kept and no run repeats
+        (480.0, 3, [True]),
+        # 1 h: runs 3-6 are repeated (4 repeats, within 1080 s), run 7 is kept as the third baseline run
+        (3600.0, 7, [False, False, False, False, True]),
+    ],
+)
+def test_the_baseline_stops_repeating_disturbed_runs_after_its_share_of_the_budget(
+    budget_s: float, runs: int, kept_disturbed: list[bool]
+) -> None:
+    fake = _Runs(disturbed=set(range(3, 40)))
+    told: list[tuple[str, bool]] = []
+    loop = LoopConfig(time_budget_s=budget_s)  # baseline_runs 3, baseline_budget_share 0.3
+    kept, _, _ = measure_baseline(
+        cast(Executor, fake), loop, lambda label, m, k: told.append((label, k)), clock=lambda: fake.now
+    )
+    assert fake.count == runs and len(kept) == loop.baseline_runs
+    assert [k for _, k in told] == kept_disturbed and {label for label, _ in told} == {"baseline 3"}
+    assert [m.disturbance is not None for m in kept] == [False, False, True]
+
+
+def test_extra_baseline_runs_for_a_high_cv_stop_after_the_share() -> None:
+    fake = _Runs(disturbed=set(), seconds=60.0)
+    fake.measure = _noisy(fake)  # type: ignore[method-assign]
+    kept, _, cv = measure_baseline(cast(Executor, fake), LoopConfig(time_budget_s=480.0), clock=lambda: fake.now)
+    assert len(kept) == 3 and cv > 0.15  # 180 s > 144 s: no fourth run although the CV is high
+    fake2 = _Runs(disturbed=set(), seconds=60.0)
+    fake2.measure = _noisy(fake2)  # type: ignore[method-assign]
+    kept2, _, _ = measure_baseline(cast(Executor, fake2), LoopConfig(time_budget_s=3600.0), clock=lambda: fake2.now)
+    assert len(kept2) == 5  # baseline_max_runs within 1080 s
+
+
+def _noisy(fake: _Runs) -> Callable[[int, str], tuple[Measurement, StateDelta]]:
+    def measure(round_no: int, label: str) -> tuple[Measurement, StateDelta]:
+        fake.count += 1
+        fake.now += fake.seconds
+        value = 100.0 if fake.count % 2 else 200.0  # CV far above 15 %
+        return Measurement(workload="w", objective=value), StateDelta()
+
+    return measure

@@ -360,3 +360,17 @@ def test_unsettled_pairs_when_the_session_budget_ends_are_undecided(tmp_path: Pa
     own_cap.run()
     judged = own_cap.events("judged")[0].data
     assert judged["verdict"] == "tie" and "time cap" in judged["reason"]
+
+
+def test_a_disturbed_baseline_run_past_the_baseline_share_is_kept_and_journaled(tmp_path: Path) -> None:
+    # The baseline may spend 1 % of a 10-s budget (0.1 s); runs 1-2 take 0.06 s each, so run 2 ends past
+    # it: disturbed, it is kept (no repeat) and journaled with kept = true, and the round loop still runs.
+    run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"time_budget_s": 10, "baseline_budget_share": 0.01})
+    run.workload.slow_runs = {1: 0.06, 2: 0.06}
+    run.workload.disturb_runs = {2}
+    result = run.run()
+    disturbed = run.events("run.disturbed")
+    assert [(e.data["label"], e.data["kept"]) for e in disturbed] == [("baseline 2", True)]
+    assert "loop.baseline_budget_share=0.01" in disturbed[0].data["reason"]
+    assert run.events("baseline")[0].data["objectives"] == [100.0, 100.0]
+    assert result.rounds and run.events("judged")
