@@ -253,7 +253,12 @@ class LoopConfig(Section):
         lt=1,
         description="confidence of every keep/revert decision, over all the looks of its sequential test",
     )
-    baseline_runs: int = Field(default=3, ge=1, description="baseline runs measured at least (noise estimate)")
+    baseline_runs: int = Field(
+        default=3,
+        ge=1,
+        description="baseline runs measured at least (noise estimate); 2 when a third would leave the time "
+        "budget no room for one decision",
+    )
     baseline_max_runs: int = Field(
         default=5,
         ge=1,

@@ -105,6 +105,7 @@ def measure_baseline(
     loop: LoopConfig,
     on_disturbed: Callable[[str, Measurement, bool], object] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    budget_left: Callable[[], float] | None = None,
 ) -> tuple[list[Measurement], StateDelta, float]:
     """Measure the unchanged configuration: ``loop.baseline_runs`` runs, and more (up to
     ``loop.baseline_max_runs``) while their CV is above ``NOISE_WARN_CV``: the baseline is the noise
@@ -119,6 +120,12 @@ def measure_baseline(
     widens the noise estimate, which only makes later decisions more careful. ``on_disturbed(label, run,
     kept)`` is told of every disturbed run.
 
+    ``budget_left()`` (seconds of the session's time budget still unused) lowers the minimum to 2 runs
+    when one more run would leave less than the smallest decision (``2 × loop.min_pairs`` runs at the
+    runs' mean cost): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a
+    decision that needs 308 s, and the session ended with nothing judged. Two runs are the fewest that
+    show a spread; the pairs of every decision estimate the noise again (``agenticdb.sequential``).
+
     Returns:
         (the runs kept, the runtime-state delta of the last run, their CV).
 
@@ -130,11 +137,19 @@ def measure_baseline(
     repeats = 0
     began = clock()
     share_s = loop.baseline_budget_share * loop.time_budget_s
+    taken = 0  # runs measured, repeats included: their mean is the cost of one more
+    tight = False
     while len(measurements) < loop.baseline_max_runs:
         over = clock() - began >= share_s
         enough = len(measurements) >= loop.baseline_runs
         if enough and (over or noise_cv([m.objective for m in measurements]) <= NOISE_WARN_CV):
             break
+        if len(measurements) >= 2 and budget_left is not None:
+            cost = (clock() - began) / taken
+            tight = budget_left() - cost < 2 * loop.min_pairs * cost
+            if tight:
+                break
+        taken += 1
         label = f"baseline {len(measurements) + 1}"
         m, delta = executor.measure(0, label)
         disturbed = m.disturbance is not None and m.disturbance.disturbed
@@ -153,7 +168,11 @@ def measure_baseline(
         median=round(statistics.median(m.objective for m in measurements), 3),
         cv=round(cv, 3),
         seconds=round(clock() - began, 1),
-        reason="more runs while the CV is above 15 %" if extra else "",
+        reason="more runs while the CV is above 15 %"
+        if extra
+        else "fewer runs: one more would leave the time budget no room for one decision"
+        if tight
+        else "",
     )
     return measurements, delta, cv
 
@@ -243,8 +262,10 @@ class Initializer:
         memory: MemoryBook,
         recorder: SessionRecorder,
         start_from: dict[str, object] | None = None,
+        started: float | None = None,
     ) -> None:
         self.cfg = cfg
+        self.started = time.monotonic() if started is None else started  # the session's clock (budget)
         self.target = target
         self.workload = workload
         self.memory = memory
@@ -449,6 +470,10 @@ class Initializer:
         log.warning("start_from.failed", reason=failure.server_reason or failure.message, recovery=result.action)
         return SessionError(message)
 
+    def budget_left(self) -> float:
+        """Seconds of ``loop.time_budget_s`` the session has not used yet (negative when overrun)."""
+        return self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
+
     def _baseline(self, executor: Executor) -> tuple[list[Measurement], StateDelta, float]:
         def disturbed(label: str, m: Measurement, kept: bool) -> None:
             reason = m.disturbance.reason if m.disturbance else ""
@@ -462,7 +487,7 @@ class Initializer:
             log.warning("run.disturbed", label=label, reason=reason, kept=kept)
 
         try:
-            return measure_baseline(executor, self.cfg.loop, disturbed)
+            return measure_baseline(executor, self.cfg.loop, disturbed, budget_left=self.budget_left)
         except WorkloadError as exc:
             self._end("failed", f"baseline run failed: {exc}", exc.output)
             raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc

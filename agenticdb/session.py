@@ -107,7 +107,7 @@ class TuningSession:
         self.round_seconds: list[float] = []  # wall time of each measured round (auditor.LoopState.round_cost_s)
         self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
-        self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from)
+        self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from, started=self.started)
 
     # ------------------------------------------------------------------ the session
     def run(self) -> SessionResult:

@@ -304,3 +304,15 @@ def _noisy(fake: _Runs) -> Callable[[int, str], tuple[Measurement, StateDelta]]:
         return Measurement(workload="w", objective=value), StateDelta()
 
     return measure
+
+
+@pytest.mark.parametrize(("run_s", "runs"), [(77.0, 2), (60.0, 3)])
+def test_the_baseline_leaves_room_for_one_decision(run_s: float, runs: int) -> None:
+    # 8-min budget: with 77-s runs (TPC-H SF 1 here) a third run would leave 249 s for a decision of
+    # 2 pairs = 308 s, so the baseline stops at 2; with 60-s runs the third leaves 300 s >= 240 s.
+    fake = _Runs(disturbed=set(), seconds=run_s)
+    loop = LoopConfig(time_budget_s=480.0)
+    kept, _, _ = measure_baseline(
+        cast(Executor, fake), loop, clock=lambda: fake.now, budget_left=lambda: 480.0 - fake.now
+    )
+    assert len(kept) == runs == fake.count
