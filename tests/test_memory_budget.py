@@ -5,9 +5,18 @@ private PostgreSQL 15."""
 from __future__ import annotations
 
 from memtarget import ScriptedPlanner
-from test_validator import HW, MARIADB, PG, WIDE, check, kinds
+from test_validator import HW, MARIADB, PG, WIDE, check, k, kinds
 
-from agenticdb.models import FailedCheck, Fingerprint, Layer, Observed, PlanningContext, RuntimeProfile
+from agenticdb.models import (
+    ApplyMode,
+    FailedCheck,
+    Fingerprint,
+    Layer,
+    Observed,
+    PlanningContext,
+    RuntimeProfile,
+    StateDelta,
+)
 from agenticdb.planner.search import RefiningPlanner
 from agenticdb.planner.trade import refused_growth
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
@@ -132,3 +141,67 @@ def test_mariadb_trades_per_session_buffers_for_the_buffer_pool() -> None:
     p = RefiningPlanner(ScriptedPlanner([])).propose(ctx)
     changes = {c.name: str(c.value) for c in p.changes}
     assert changes["innodb_buffer_pool_size"] == "1G" and changes["sort_buffer_size"] == "1048576", changes
+
+
+ENGINE_CACHES = MARIADB.model_copy(
+    update={
+        "knobs": {
+            **MARIADB.knobs,
+            "key_buffer_size": k("key_buffer_size", unit="B", min_value=8, max_value=2**64, default="134217728"),
+            "aria_pagecache_buffer_size": k(
+                "aria_pagecache_buffer_size", unit="B", min_value=131072, apply="restart", default="134217728"
+            ),
+        }
+    }
+)
+
+
+def _mariadb_ctx(gauges: dict[str, float]) -> PlanningContext:
+    refused = FailedCheck(
+        check="hardware",
+        parameter="innodb_buffer_pool_size",
+        value="134217728",
+        message="budget",
+        rule_id="memory_budget",
+    )
+    current = {
+        "innodb_buffer_pool_size": "67108864",
+        "key_buffer_size": "134217728",
+        "aria_pagecache_buffer_size": "134217728",
+        "sort_buffer_size": "2097152",
+    }
+    ctx = _ctx([refused], current)
+    profile = ctx.profile.model_copy(
+        update={"target": "mariadb", "baseline_state": StateDelta(gauges=gauges), "current_config": current}
+    )
+    fp = Fingerprint(dbms="mariadb", version_major="10", benchmark="sysbench", workload_class="oltp", read_fraction=0.7)
+    return ctx.model_copy(update={"catalog": ENGINE_CACHES, "fingerprint": fp, "profile": profile})
+
+
+def test_mariadb_trades_unused_myisam_and_aria_caches_for_the_buffer_pool() -> None:
+    # The 512 MiB harness scenario (mariadb-sysbench-rw-oom): InnoDB-only tables, the key cache 0 blocks
+    # used and the Aria page cache 14 (of 8 kB); 128 MiB each by default, more than the pool the budget
+    # refused. They give a factor 4 per round (policy.max_step_factor), never below twice their use.
+    gauges = {"global_status.Key_blocks_used": 0.0, "global_status.Aria_pagecache_blocks_used": 14.0}
+    p = RefiningPlanner(ScriptedPlanner([])).propose(_mariadb_ctx(gauges))
+    changes = {c.name: str(c.value) for c in p.changes}
+    assert changes == {
+        "innodb_buffer_pool_size": "134217728",
+        "key_buffer_size": "33554432",
+        "aria_pagecache_buffer_size": "33554432",
+        "sort_buffer_size": "1048576",
+    }, changes
+    assert p.apply_requirement == ApplyMode.restart  # aria_pagecache_buffer_size is read at startup
+
+    # a key cache in use gives only down to twice its blocks: 60,000 × 1 kB in use → at least 117 MiB
+    busy = RefiningPlanner(ScriptedPlanner([])).propose(
+        _mariadb_ctx({**gauges, "global_status.Key_blocks_used": 60000.0})
+    )
+    key = {c.name: int(str(c.value)) for c in busy.changes}.get("key_buffer_size")
+    assert key is not None and 2 * 60000 * 1024 <= key < 134217728, key
+
+
+def test_a_cache_whose_use_was_not_read_is_not_traded() -> None:
+    p = RefiningPlanner(ScriptedPlanner([])).propose(_mariadb_ctx({}))
+    names = {c.name for c in p.changes}
+    assert names == {"innodb_buffer_pool_size", "sort_buffer_size"}, names

@@ -24,12 +24,22 @@ log = structlog.get_logger(__name__)
 
 
 class Give(BaseModel):
-    """A knob a trade lowers: to ``factor`` × its current value, never below ``floor``."""
+    """A knob a trade lowers: to ``factor`` × its current value, never below ``floor``.
+
+    A cache that only some workloads use (the MyISAM key cache, the Aria page cache) names the gauge of
+    its blocks in use (``used_gauge``, a ``RuntimeState`` gauge), the knob of its block size in bytes
+    (``block_knob``) and that knob's server default (``block_bytes``, used when the knob's value is not
+    in the configuration read): it gives only when that gauge was read, and never below twice the bytes
+    in use.
+    """
 
     model_config = ConfigDict(extra="forbid")
     knob: str
     factor: float = Field(gt=0, lt=1)
     floor: str
+    used_gauge: str | None = None
+    block_knob: str | None = None
+    block_bytes: int = Field(default=1, ge=1)
 
 
 class Trade(BaseModel):
@@ -76,6 +86,8 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
     if trade is None:
         return None
     current = {**ctx.profile.current_config, **ctx.current_config}
+    delta = ctx.last_delta or ctx.profile.baseline_state
+    gauges = delta.gauges if delta is not None else {}
     changes = [Change(name=refused.parameter, value=refused.value, rationale=f"trade: grow ({trade.reason})")]
     applies = [ctx.catalog.knobs[refused.parameter].apply] if refused.parameter in ctx.catalog.knobs else []
     for g in trade.give:
@@ -85,7 +97,13 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
         cur, floor = parse_value(current.get(g.knob, spec.default), spec), parse_value(g.floor, spec)
         if cur is None or floor is None:
             continue
-        target = round_base(max(cur * g.factor, floor), spec)
+        lowest = max(cur * g.factor, floor)
+        if g.used_gauge is not None:
+            in_use = _bytes_in_use(g, gauges, current, ctx)
+            if in_use is None:
+                continue  # a cache whose use was not read is not given away
+            lowest = max(lowest, 2 * in_use + 2**20)  # one MiB more: round_base rounds down to whole MiB
+        target = round_base(lowest, spec)
         if target >= cur:
             continue
         value = format_value(target, spec, family)
@@ -110,3 +128,15 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
         planner=planner,
         stage="playbook",
     )
+
+
+def _bytes_in_use(g: Give, gauges: dict[str, float], current: dict[str, str], ctx: PlanningContext) -> float | None:
+    """Bytes of ``g.knob``'s cache in use: the gauge ``g.used_gauge`` (blocks) × the block size in bytes
+    (``g.block_knob``'s current value when the catalog knows the knob, else ``g.block_bytes``). None when
+    the gauge was not read."""
+    blocks = gauges.get(g.used_gauge or "")
+    if blocks is None:
+        return None
+    spec = ctx.catalog.knobs.get(g.block_knob or "")
+    size = parse_value(current[spec.name], spec) if spec is not None and spec.name in current else None
+    return blocks * (size or g.block_bytes)
