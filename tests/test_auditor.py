@@ -187,7 +187,16 @@ def test_the_time_cap_ends_the_decision_as_a_tie() -> None:
     runs = Script(best, cand, clock)
     a = assess(_m(120), 100.0, runs, _rules(budget=100.0), clock=lambda: clock[0])
     assert a.verdict == "tie" and "time cap" in a.reason
-    assert clock[0] <= 100.0 + 60.0  # it never starts a pair it cannot finish in the cap
+    assert clock[0] <= 100.0  # it never starts a pair it cannot finish in the cap
+
+
+def test_the_next_pair_is_costed_as_two_runs() -> None:
+    # 30-s runs, a 122-s cap: after pair 2 (90 s in) a third pair would end at 150 s. Costed as one run
+    # (90 + 30 <= 122) it was started anyway: a 480-s harness session ended at 534 s that way.
+    clock = [0.0]
+    runs = Script([_m(v) for v in (100, 100, 100, 100)], [_m(v) for v in (80, 125, 90)], clock)
+    a = assess(_m(120), 100.0, runs, _rules(budget=122.0), clock=lambda: clock[0])
+    assert a.estimate is not None and a.estimate.pairs == 2 and clock[0] == 90.0, (a.reason, clock)
 
 
 def test_the_latency_guard_turns_a_throughput_gain_with_worse_p95_into_worse() -> None:
