@@ -537,9 +537,9 @@ def test_every_shipped_playbook_loads_with_reason_and_source() -> None:
     for fam in ("postgresql", "mariadb", "mysql", "linux"):
         book = load_playbook(fam)
         assert book.entry
-        for e in [*book.entry, *book.floor, *book.report]:
+        for e in [*book.entry, *book.floor, *book.measured, *book.report]:
             assert e.source.strip()
-        assert all(e.reason.strip() for e in [*book.entry, *book.floor])
+        assert all(e.reason.strip() for e in [*book.entry, *book.floor, *book.measured])
     assert len(list(data_dir("catalogs").glob("playbook-*.toml"))) == 3
 
 
@@ -558,7 +558,7 @@ def test_postgresql_playbook_names_exist_on_the_real_server(pg_sandbox) -> None:
     ).stdout.split()
     names = set(out)
     book = load_playbook("postgresql")
-    missing = {e.knob for e in [*book.entry, *book.floor]} - names
+    missing = {e.knob for e in [*book.entry, *book.floor, *book.measured]} - names
     assert not missing
 
 

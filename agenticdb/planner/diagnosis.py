@@ -392,7 +392,7 @@ _PG_WAL_WAITS = (
     "LWLock:WALBufMapping",
     "Timeout:CommitDelay",
 )
-_DB, _BG, _WAL = "pg_stat_database.", "pg_stat_bgwriter.", "pg_stat_wal."
+_DB, _BG, _WAL, _PGSS = "pg_stat_database.", "pg_stat_bgwriter.", "pg_stat_wal.", "pg_stat_statements."
 
 
 def _pg_miss(s: _Sample) -> _Reading | None:
@@ -491,8 +491,20 @@ def _pg_lock_waiters(s: _Sample) -> _Reading | None:
     return waiting / active, f"pg_locks waiting/active backends = {_fmt(waiting)}/{_fmt(active)}", 1.0
 
 
+def _pg_jit_share(s: _Sample) -> _Reading | None:
+    """JIT compilation's share of statement execution time (pg_stat_statements, PostgreSQL 15+). Gate:
+    statements that ran for at least a fifth of the sample's wall time, so a handful of ms means little."""
+    jit, total = s.v.total(_PGSS + "jit_time"), s.v.total(_PGSS + "total_exec_time")
+    if jit is None or not total or total <= 0:
+        return None
+    share = min(jit / total, 1.0)
+    gate = total / (s.v.seconds * 1000.0 * 0.2)
+    return share, f"JIT compilation = {share:.0%} of statement execution time (pg_stat_statements) {s.v.over}", gate
+
+
 _MONITORING = "PostgreSQL manual, Monitoring Database Activity (pg_stat_database, pg_stat_bgwriter)"
 _WAL_CONFIG = "PostgreSQL manual, WAL Configuration"
+_JIT_DOC = "PostgreSQL 15 manual, 32.2 When to JIT?; F.32 pg_stat_statements (jit_*_time, total_exec_time)"
 _B = Bottleneck
 PG_SIGNALS: tuple[_Rule, ...] = (
     # blks_read: not found in shared buffers
@@ -533,6 +545,8 @@ PG_SIGNALS: tuple[_Rule, ...] = (
         0.4,
         source="PostgreSQL manual, Wait Events (IO:BufFileRead, IO:BufFileWrite)",
     ),
+    # JIT compile time against execution time: the compilation costs more than it saves on short queries
+    _Rule(_B.cpu, _pg_jit_share, 0.05, 0.25, source=_JIT_DOC),
     # pg_locks.granted = false; the deadlocks counter
     _Rule(
         _B.lock_contention,

@@ -46,6 +46,7 @@ from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.playbook import (
     FloorRule,
     HostFacts,
+    MeasuredRule,
     Playbook,
     PlaybookEntry,
     load_playbook,
@@ -70,8 +71,9 @@ class _Move:
     risk: str
     reason: str
     source: str
-    trap: bool = False  # a floor rule with revert_above: a known harmful setting put back to its default
+    trap: bool = False  # a known harmful setting undone: a floor rule with revert_above, or a [[measured]] rule
     start: str = ""  # floor moves: wording.start_kind of the value in effect (default, below default, ...)
+    measured: str = ""  # [[measured]] moves: the measured share that triggered the rule, for the summary
 
 
 @dataclass
@@ -218,6 +220,7 @@ class HeuristicPlanner(Planner):
         why: list[str] = []
         avoid = ""
         floors = self._floors(ctx, s.book, s.current, s.facts, s.family, hist)
+        floors += self._measured(ctx, s.book, s.delta, s.current, hist)
         traps = [m for m in floors if m.trap]
         if traps and len(traps) < len(floors):
             # The known traps (commit_delay: -39% write TPS here) go first and alone: they are reload-only
@@ -238,7 +241,12 @@ class HeuristicPlanner(Planner):
             floors.sort(key=lambda m: leader is None or m.bottleneck != leader.bottleneck)
             moves += floors
             label = floor_label([m.start for m in floors])
-            why.append(f"{label}: " + "; ".join(f"{m.name}={m.current} → {m.value}" for m in floors))
+            why.append(
+                f"{label}: "
+                + "; ".join(
+                    f"{m.name}={m.current} → {m.value}" + (f" ({m.measured})" if m.measured else "") for m in floors
+                )
+            )
             if hist.retried:
                 why.append("retrying a known trap's fix despite retrieved " + "; ".join(hist.retried))
         first_round = not any(r.stage == ctx.stage for r in ctx.rounds)
@@ -615,6 +623,53 @@ class HeuristicPlanner(Planner):
             if mv is not None:
                 moves.append(mv)
         return moves
+
+    def _measured(
+        self, ctx: PlanningContext, book: Playbook, delta: StateDelta, current: dict[str, str], hist: _History
+    ) -> list[_Move]:
+        """Moves of the ``[[measured]]`` rules whose measured cost share reached their threshold."""
+        moves: list[_Move] = []
+        for rule in book.measured:
+            spec = self._usable(ctx, rule.knob, hist)
+            if spec is None:
+                continue
+            mv = self._measured_move(rule, spec, delta, current, hist)
+            if mv is not None:
+                moves.append(mv)
+        return moves
+
+    @staticmethod
+    def _measured_move(
+        rule: MeasuredRule, spec: KnobSpec, delta: StateDelta, current: dict[str, str], hist: _History
+    ) -> _Move | None:
+        part, whole = delta.totals.get(rule.part), delta.totals.get(rule.whole)
+        if part is None or not whole or whole <= 0 or delta.seconds <= 0:
+            return None
+        share = min(part / whole, 1.0)
+        if share < rule.above or whole / delta.seconds < rule.min_whole_per_s:
+            return None
+        raw = current.get(rule.knob, spec.default)
+        key = canonical(rule.knob, rule.value, spec)
+        if raw is not None and canonical(rule.knob, str(raw), spec) == key:
+            return None
+        if key in hist.forbidden:
+            return None
+        seen = f"{rule.what} took {share:.0%} of {rule.whole} over the last sample ({part:.0f} of {whole:.0f})"
+        reason = f"{seen}, with {rule.knob} = {raw}; this rule acts from {rule.above:.0%}. {rule.reason}"
+        return _Move(
+            rule.knob,
+            rule.value,
+            spec,
+            rule.bottleneck,
+            raw,
+            rule.effect,
+            "",
+            reason,
+            rule.source,
+            trap=True,
+            start="measured",
+            measured=seen,
+        )
 
     def _floor_move(
         self,

@@ -3,7 +3,8 @@
 A playbook file lists, per bottleneck, the knobs a DBA would move, the direction, a first value sized
 from the host, step factors that shrink (×2, ×1.5, ×1.25), limits, and a reason and a source for each
 entry; ``[[floor]]`` rules catch a bad starting configuration (a knob far below a sane floor for the
-hardware, or a known trap such as ``commit_delay``); ``[[report]]`` notes say what a DBA should do
+hardware, or a known trap such as ``commit_delay``); ``[[measured]]`` rules undo a setting whose own cost
+the server's counters show (JIT compile time against statement time); ``[[report]]`` notes say what a DBA should do
 when no knob helps. Sizes are computed by :func:`size` from structured fields — never by ``eval``.
 
 Values are handled in the knob's *base unit* (``KnobSpec.unit``: PostgreSQL "8kB", "kB", "MB", "ms",
@@ -148,6 +149,26 @@ class FloorRule(_Strict):
         return self
 
 
+class MeasuredRule(_Strict):
+    """A setting whose own cost the server measures: set ``knob`` to ``value`` when, over the last
+    sample, counter ``part`` reached ``above`` of counter ``whole`` (e.g. JIT compile time over statement
+    execution time, both ms) while ``whole`` grew by at least ``min_whole_per_s`` a second (its unit per
+    second; the volume below which a share means little). Checked with the floor rules, before any
+    diagnosis-driven move; ``what`` names the cost in the rationale ("JIT compilation")."""
+
+    knob: str
+    bottleneck: Bottleneck
+    value: str
+    part: str
+    whole: str
+    above: float = Field(gt=0, le=1)
+    min_whole_per_s: float = Field(default=0.0, ge=0)
+    what: str
+    effect: str
+    reason: str
+    source: str
+
+
 class ReportNote(_Strict):
     """Advice for a bottleneck that knobs cannot fix (reported in the rationale)."""
 
@@ -165,6 +186,7 @@ class Playbook(_Strict):
     description: str = ""
     entry: list[PlaybookEntry] = Field(default_factory=list)
     floor: list[FloorRule] = Field(default_factory=list)
+    measured: list[MeasuredRule] = Field(default_factory=list)
     report: list[ReportNote] = Field(default_factory=list)
     probe: list[ProbeEntry] = Field(default_factory=list)
 

@@ -100,9 +100,12 @@ def floor_reason(
 
 def floor_label(kinds: list[str]) -> str:
     """The lead of a proposal made of floor moves: ``bad start`` only when a value is below its default
-    or a known trap; ``small for this host`` when the values are defaults or set above them."""
+    or a known trap; ``measured cost`` when every move undoes a cost the server's counters show
+    (``[[measured]]`` rules); ``small for this host`` when the values are defaults or set above them."""
     if any(k in ("trap", "below default") for k in kinds):
         return "bad start"
+    if kinds and all(k == "measured" for k in kinds):
+        return "measured cost"
     if all(k == "default" for k in kinds):
         return "defaults small for this host"
     return "small for this host"

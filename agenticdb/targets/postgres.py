@@ -29,7 +29,7 @@ from agenticdb.privileges import pg_is_superuser, unprivileged_parameters
 from agenticdb.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
-from agenticdb.targets.postgres_stats import parse_state, state_query
+from agenticdb.targets.postgres_stats import parse_state, pgss_jit_counters, state_query
 from agenticdb.units import numbers_equal, quantity, values_equal
 
 log = structlog.get_logger(__name__)
@@ -511,7 +511,9 @@ class PostgresTarget(Target):
         """One round trip of statistics.
 
         Counters: ``pg_stat_database.<col>`` (sum over databases), ``pg_stat_bgwriter.<col>``,
-        ``pg_stat_wal.<col>`` (PG14+), ``pg_stat_io.<backend_type>.<object>.<context>.<col>`` (PG16+).
+        ``pg_stat_wal.<col>`` (PG14+), ``pg_stat_io.<backend_type>.<object>.<context>.<col>`` (PG16+),
+        ``pg_stat_statements.{jit_time, total_exec_time, jit_functions}`` (PG15+, when the extension is
+        readable in the connected database: :func:`pgss_jit_counters`).
         Gauges: ``pg_stat_activity.{total,active,idle_in_transaction}`` (client backends except ours),
         ``pg_locks.{waiting,total}``, ``pg_database.size_bytes`` (bytes), ``settings.max_connections``,
         ``settings.shared_buffers_bytes`` (bytes), ``settings.shared_memory_size_bytes`` (bytes, the shared
@@ -523,8 +525,11 @@ class PostgresTarget(Target):
         query, views = state_query(self.major())
         with self._connect() as conn:
             row = conn.execute(query).fetchone()
+            jit = pgss_jit_counters(conn, self.major())
         assert row is not None
-        return parse_state(row, views)
+        state = parse_state(row, views)
+        state.counters.update(jit)
+        return state
 
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last ``lines`` lines of the server log file (empty when no log file is known/readable)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+
 from agenticdb.models import RuntimeState
 
 _DB_COUNTERS = (
@@ -107,6 +109,39 @@ def state_query(major: int) -> tuple[str, list[tuple[str, dict[str, str]]]]:
         *(f"(SELECT to_jsonb(v) FROM {view} v)" for view, since, _, _ in _STAT_VIEWS if major >= since),
     ]
     return "SELECT " + ",\n  ".join(parts), views
+
+
+# JIT time per statement: pg_stat_statements has jit_*_time columns since PostgreSQL 15 (manual F.32,
+# "jit_generation_time … jit_emission_time: total time spent by the statement on …"; times in ms). The
+# view is cluster-wide, so one extension in the connected database sees every database's statements.
+_PGSS_JIT_SINCE = 15
+PGSS_JIT_QUERY = (
+    "SELECT coalesce(sum(jit_generation_time + jit_inlining_time + jit_optimization_time + jit_emission_time), 0)"
+    "::float8, coalesce(sum(total_exec_time), 0)::float8, coalesce(sum(jit_functions), 0)::float8 "
+    "FROM pg_stat_statements"
+)
+
+
+def pgss_jit_counters(conn: Any, major: int) -> dict[str, float]:
+    """``pg_stat_statements.{jit_time, total_exec_time}`` (ms) and ``.jit_functions`` (count) summed over
+    the view, or {} when the server is older than 15, the extension is not created in the connected
+    database, or it cannot be read (created but not in ``shared_preload_libraries``: manual F.32)."""
+    if major < _PGSS_JIT_SINCE:
+        return {}
+    row = conn.execute("SELECT to_regclass('pg_stat_statements') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return {}
+    try:
+        with conn.transaction():
+            got = conn.execute(PGSS_JIT_QUERY).fetchone()
+    except psycopg.Error:
+        return {}
+    jit, total, functions = got
+    return {
+        "pg_stat_statements.jit_time": float(jit),
+        "pg_stat_statements.total_exec_time": float(total),
+        "pg_stat_statements.jit_functions": float(functions),
+    }
 
 
 def parse_state(row: tuple[Any, ...], views: list[tuple[str, dict[str, str]]]) -> RuntimeState:
