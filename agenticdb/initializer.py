@@ -125,6 +125,9 @@ def measure_baseline(
     runs' mean cost): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a
     decision that needs 308 s, and the session ended with nothing judged. Two runs are the fewest that
     show a spread; the pairs of every decision estimate the noise again (``agenticdb.sequential``).
+    By the same measure a disturbed run is kept rather than repeated when the runs still needed after
+    discarding it would leave less than that decision (an 8-minute TPC-H session at 122 s a run repeated
+    its disturbed first run, then had 119 s left and judged nothing).
 
     Returns:
         (the runs kept, the runtime-state delta of the last run, their CV).
@@ -154,6 +157,11 @@ def measure_baseline(
         m, delta = executor.measure(0, label)
         disturbed = m.disturbance is not None and m.disturbance.disturbed
         repeat = disturbed and repeats < loop.max_disturbed_repeats and clock() - began < share_s
+        if repeat and budget_left is not None:
+            # Discarding this run costs the runs still needed for two; they must leave one decision's room.
+            cost = (clock() - began) / taken
+            needed = max(2 - len(measurements), 1)
+            repeat = budget_left() - needed * cost >= 2 * loop.min_pairs * cost
         if disturbed and on_disturbed is not None:
             on_disturbed(label, m, not repeat)
         if repeat:
@@ -479,8 +487,9 @@ class Initializer:
             reason = m.disturbance.reason if m.disturbance else ""
             if kept:
                 reason += (
-                    f"; kept: no repeat left (loop.max_disturbed_repeats) or the baseline used its share of the "
-                    f"time budget (loop.baseline_budget_share={self.cfg.loop.baseline_budget_share:g})"
+                    f"; kept: no repeat left (loop.max_disturbed_repeats), the baseline used its share of the "
+                    f"time budget (loop.baseline_budget_share={self.cfg.loop.baseline_budget_share:g}), or a "
+                    "repeat would leave the time budget no room for one decision"
                 )
             data = {"label": label, "reason": reason, "objective": m.objective, "kept": kept}
             self.rec.event("run.disturbed", data, 0)

@@ -316,3 +316,26 @@ def test_the_baseline_leaves_room_for_one_decision(run_s: float, runs: int) -> N
         cast(Executor, fake), loop, clock=lambda: fake.now, budget_left=lambda: 480.0 - fake.now
     )
     assert len(kept) == runs == fake.count
+
+
+@pytest.mark.parametrize(("run_s", "repeated"), [(120.0, False), (40.0, True)])
+def test_a_disturbed_run_is_kept_when_its_repeat_would_leave_no_room_for_a_decision(
+    run_s: float, repeated: bool
+) -> None:
+    # 8-min budget, the first run disturbed. 120-s runs (TPC-H SF 1 on a slow hour here): discarding it
+    # needs 2 more runs, leaving 480 - 120 - 240 = 120 s < 2 pairs = 480 s, so it is kept and the
+    # baseline is 2 runs. 40-s runs: 480 - 40 - 80 = 360 s >= 160 s, so it is measured again.
+    fake = _Runs(disturbed={1}, seconds=run_s)
+    told: list[bool] = []
+    loop = LoopConfig(time_budget_s=480.0)
+    kept, _, _ = measure_baseline(
+        cast(Executor, fake),
+        loop,
+        lambda label, m, k: told.append(k),
+        clock=lambda: fake.now,
+        budget_left=lambda: 480.0 - fake.now,
+    )
+    assert told == [not repeated]
+    assert (kept[0].disturbance is not None) is not repeated
+    assert fake.count == len(kept) + (1 if repeated else 0)
+    assert len(kept) == (2 if not repeated else loop.baseline_runs)
