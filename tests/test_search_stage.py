@@ -215,6 +215,47 @@ def test_a_rejection_in_the_same_round_is_fed_back_to_the_study() -> None:
     assert s.infeasible_streak == 1 and "refused by the validator" in s.notes[-1]
 
 
+def test_a_knob_ruled_out_after_the_search_started_is_dropped_from_its_subspace() -> None:
+    """A person rejects (approval mode) the search's suggestion: the knob is banned for the session. The
+    search must build its subspace again without it and go on with the next knob, not ask TPE for
+    suggestions that all round to "no change" and give up (CI, 2026-12-02: round 2 of an approval
+    session proposed nothing)."""
+    from agenticdb.models import Catalog, Fingerprint, Hardware, PlanningContext, RuntimeProfile
+
+    hw = Hardware(cpu_count=2, memory_bytes=2**30, memory_limit_bytes=2**30)
+    profile = RuntimeProfile(target="postgresql", dbms_version="15", hardware=hw, current_config=dict(DEFAULTS))
+    fp = Fingerprint(
+        dbms="postgresql", version_major="15", benchmark="pgbench", workload_class="oltp", read_fraction=0.5
+    )
+    ctx = PlanningContext(
+        profile=profile,
+        fingerprint=fp,
+        catalog=Catalog(target="postgresql", version="15", knobs=dict(KNOBS)),
+        stage=Layer.dbms,
+    )
+    planner = RefiningPlanner(ScriptedPlanner([]), SearchSettings(max_knobs=1, seed=1))
+    first = planner.propose(ctx)
+    assert first.stage == "search" and len(first.changes) == 1, first
+    knob = first.changes[0].name
+    rejected = RoundOutcome(
+        session_id="s",
+        round_no=1,
+        stage=Layer.dbms,
+        bottleneck=first.bottleneck,
+        proposal=first,
+        verdict_ok=False,
+        failed_checks=[FailedCheck(check="approval", parameter=knob, value=first.changes[0].value, message="no")],
+        decision=Decision.redirect,
+        reason="not approved",
+    )
+    ctx = ctx.model_copy(update={"rounds": [rejected]})
+    second = planner.propose(ctx)
+    assert not second.plateau and second.changes, second.rationale
+    assert knob not in {c.name for c in second.changes}, second.changes
+    assert f"rebuilt without {knob}" in second.rationale
+    assert list(planner._searches[Layer.dbms].space) != [knob]
+
+
 def _ctx_with_feedback() -> Any:
     from agenticdb.models import Catalog, Fingerprint, Hardware, PlanningContext, RuntimeProfile
 

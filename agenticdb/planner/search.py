@@ -21,6 +21,10 @@ credits the LLM with a suggestion it did not make.
 * **Infeasible suggestions.** A suggestion the validator refuses (the planning retry carries the
   failed checks back, or the round ends rejected) or whose trial failed is told to the study as a
   failed trial: TPE ignores it, and it cost no measurement.
+* **Ruled-out knobs.** A knob banned after the search started (a check that rules it out for the
+  session, ``planner.base.bans_knob``, or a person's rejection in approval mode) leaves the subspace:
+  the search is built again without it (warm-started from the same measurements), so its suggestions
+  never reduce to "no change".
 
 Before either, a memory-budget refusal of growing the data cache is answered with a trade move
 (``agenticdb.planner.trade``). The stop rule for the search lives with the auditor (``auditor.decide``:
@@ -264,9 +268,10 @@ class RefiningPlanner(Planner):
             return f"{n} playbook rounds in a row were not kept (rounds {', '.join(str(r.round_no) for r in recent)})"
         return ""
 
-    def _start(self, ctx: PlanningContext, why: str) -> _Search | None:
+    def _start(self, ctx: PlanningContext, why: str, banned: set[str] | None = None) -> _Search | None:
         family = family_of_context(ctx)
-        space, specs, top, picked = subspace(ctx, family, self.settings.max_knobs, _banned(ctx.rounds))
+        banned = _banned(ctx.rounds) if banned is None else banned
+        space, specs, top, picked = subspace(ctx, family, self.settings.max_knobs, banned)
         if not space:
             self._exhausted[ctx.stage] = f"{why}; no numeric knob of the diagnosed bottlenecks to search"
             return None
@@ -366,11 +371,19 @@ class RefiningPlanner(Planner):
 
     def _suggest(self, ctx: PlanningContext, s: _Search) -> Proposal:
         self._tell_pending(ctx, s)
+        # a knob the validator will never accept (protected, durability, ...) or a person rejected stays at
+        # its current value; when it is one of the search's knobs, the subspace is built again without it
+        banned = _banned(ctx.rounds) | {fc.parameter for fc in ctx.validator_feedback if bans_knob(fc.check)}
+        if dropped := sorted(banned & s.space.keys()):
+            del self._searches[ctx.stage]
+            log.info("search.rebuilt", stage=ctx.stage.value, dropped=dropped, why="banned since the search started")
+            rebuilt = self._start(ctx, f"{s.why}; rebuilt without {', '.join(dropped)} (ruled out)", banned)
+            if rebuilt is None:
+                return self._plateau(ctx, self._exhausted[ctx.stage])
+            s = rebuilt
         family = family_of_context(ctx)
         current = {**ctx.profile.current_config, **ctx.current_config}
         tried = {canonical(n, v, ctx.catalog.get(n)) for r in ctx.rounds for n, v in r.changes.items()}
-        # a knob the validator will never accept (protected, durability, ...) stays at its current value
-        banned = _banned(ctx.rounds) | {fc.parameter for fc in ctx.validator_feedback if bans_knob(fc.check)}
         for _ in range(self.settings.max_infeasible):
             if s.infeasible_streak >= self.settings.max_infeasible:
                 break
