@@ -209,7 +209,7 @@ def test_a_rejection_in_the_same_round_is_fed_back_to_the_study() -> None:
         study, {"work_mem": dist}, {}, Bottleneck.temp_spill, "test", _Pending(trial.number, {"work_mem": "64MB"}, 0)
     )
     planner = RefiningPlanner(ScriptedPlanner([]))
-    ctx = _ctx_with_feedback()
+    ctx = _ctx(feedback=[FailedCheck(check="hardware", parameter="work_mem", value="64MB", message="budget")])
     planner._tell_pending(ctx, s)
     assert study.trials[0].state == optuna.trial.TrialState.FAIL
     assert s.infeasible_streak == 1 and "refused by the validator" in s.notes[-1]
@@ -220,19 +220,7 @@ def test_a_knob_ruled_out_after_the_search_started_is_dropped_from_its_subspace(
     search must build its subspace again without it and go on with the next knob, not ask TPE for
     suggestions that all round to "no change" and give up (CI, 2026-12-02: round 2 of an approval
     session proposed nothing)."""
-    from agenticdb.models import Catalog, Fingerprint, Hardware, PlanningContext, RuntimeProfile
-
-    hw = Hardware(cpu_count=2, memory_bytes=2**30, memory_limit_bytes=2**30)
-    profile = RuntimeProfile(target="postgresql", dbms_version="15", hardware=hw, current_config=dict(DEFAULTS))
-    fp = Fingerprint(
-        dbms="postgresql", version_major="15", benchmark="pgbench", workload_class="oltp", read_fraction=0.5
-    )
-    ctx = PlanningContext(
-        profile=profile,
-        fingerprint=fp,
-        catalog=Catalog(target="postgresql", version="15", knobs=dict(KNOBS)),
-        stage=Layer.dbms,
-    )
+    ctx = _ctx(knobs=dict(KNOBS), current=dict(DEFAULTS))
     planner = RefiningPlanner(ScriptedPlanner([]), SearchSettings(max_knobs=1, seed=1))
     first = planner.propose(ctx)
     assert first.stage == "search" and len(first.changes) == 1, first
@@ -256,20 +244,26 @@ def test_a_knob_ruled_out_after_the_search_started_is_dropped_from_its_subspace(
     assert list(planner._searches[Layer.dbms].space) != [knob]
 
 
-def _ctx_with_feedback() -> Any:
-    from agenticdb.models import Catalog, Fingerprint, Hardware, PlanningContext, RuntimeProfile
+def _ctx(
+    knobs: dict[str, KnobSpec] | None = None,
+    current: dict[str, str] | None = None,
+    feedback: list[FailedCheck] | None = None,
+) -> Any:
+    """A PostgreSQL 15 planning context on a 1-GiB host: catalog ``knobs``, starting values ``current``,
+    this round's validator ``feedback``."""
+    from agenticdb.models import Fingerprint, Hardware, PlanningContext, RuntimeProfile
 
     hw = Hardware(cpu_count=2, memory_bytes=2**30, memory_limit_bytes=2**30)
-    profile = RuntimeProfile(target="postgresql", dbms_version="15", hardware=hw)
+    profile = RuntimeProfile(target="postgresql", dbms_version="15", hardware=hw, current_config=current or {})
     fp = Fingerprint(
         dbms="postgresql", version_major="15", benchmark="pgbench", workload_class="oltp", read_fraction=0.5
     )
     return PlanningContext(
         profile=profile,
         fingerprint=fp,
-        catalog=Catalog(target="postgresql", version="15"),
+        catalog=Catalog(target="postgresql", version="15", knobs=knobs or {}),
         stage=Layer.dbms,
-        validator_feedback=[FailedCheck(check="hardware", parameter="work_mem", value="64MB", message="budget")],
+        validator_feedback=feedback or [],
     )
 
 

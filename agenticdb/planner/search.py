@@ -48,7 +48,6 @@ from agenticdb.models import (
     Layer,
     PlanningContext,
     Proposal,
-    RoundOutcome,
 )
 from agenticdb.planner.base import Planner, bans_knob
 from agenticdb.planner.diagnosis import diagnose
@@ -179,8 +178,11 @@ def _range(
     return optuna.distributions.FloatDistribution(lo, hi, log=True)
 
 
-def _banned(rounds: Sequence[RoundOutcome]) -> set[str]:
-    return {fc.parameter for r in rounds for fc in r.failed_checks if bans_knob(fc.check)}
+def _banned(ctx: PlanningContext) -> set[str]:
+    """Knobs ruled out for the session: a check that bans them (``planner.base.bans_knob``: protected,
+    durability, a person's rejection, ...) in an earlier round or in this round's planning retry."""
+    rounds = {fc.parameter for r in ctx.rounds for fc in r.failed_checks if bans_knob(fc.check)}
+    return rounds | {fc.parameter for fc in ctx.validator_feedback if bans_knob(fc.check)}
 
 
 def _measured_configs(ctx: PlanningContext) -> list[tuple[dict[str, str], float]]:
@@ -268,10 +270,9 @@ class RefiningPlanner(Planner):
             return f"{n} playbook rounds in a row were not kept (rounds {', '.join(str(r.round_no) for r in recent)})"
         return ""
 
-    def _start(self, ctx: PlanningContext, why: str, banned: set[str] | None = None) -> _Search | None:
+    def _start(self, ctx: PlanningContext, why: str) -> _Search | None:
         family = family_of_context(ctx)
-        banned = _banned(ctx.rounds) if banned is None else banned
-        space, specs, top, picked = subspace(ctx, family, self.settings.max_knobs, banned)
+        space, specs, top, picked = subspace(ctx, family, self.settings.max_knobs, _banned(ctx))
         if not space:
             self._exhausted[ctx.stage] = f"{why}; no numeric knob of the diagnosed bottlenecks to search"
             return None
@@ -371,13 +372,12 @@ class RefiningPlanner(Planner):
 
     def _suggest(self, ctx: PlanningContext, s: _Search) -> Proposal:
         self._tell_pending(ctx, s)
-        # a knob the validator will never accept (protected, durability, ...) or a person rejected stays at
-        # its current value; when it is one of the search's knobs, the subspace is built again without it
-        banned = _banned(ctx.rounds) | {fc.parameter for fc in ctx.validator_feedback if bans_knob(fc.check)}
-        if dropped := sorted(banned & s.space.keys()):
+        # a knob ruled out since the search started stays at its current value: the subspace is built again
+        # without it (the new subspace holds no banned knob, so no suggestion needs filtering)
+        if dropped := sorted(_banned(ctx) & s.space.keys()):
             del self._searches[ctx.stage]
             log.info("search.rebuilt", stage=ctx.stage.value, dropped=dropped, why="banned since the search started")
-            rebuilt = self._start(ctx, f"{s.why}; rebuilt without {', '.join(dropped)} (ruled out)", banned)
+            rebuilt = self._start(ctx, f"{s.why}; rebuilt without {', '.join(dropped)} (ruled out)")
             if rebuilt is None:
                 return self._plateau(ctx, self._exhausted[ctx.stage])
             s = rebuilt
@@ -389,7 +389,6 @@ class RefiningPlanner(Planner):
                 break
             trial = s.study.ask(dict(s.space))
             changes = self._changes(trial.params, s.specs, current, family)
-            changes = {n: v for n, v in changes.items() if n not in banned}
             keys = {canonical(n, v, s.specs[n]) for n, v in changes.items()}
             if not changes or keys <= tried:
                 why = "no change after rounding" if not changes else "already measured in this session"
