@@ -82,17 +82,26 @@ class LoopState:
     8-min budget by 194 s by starting a round 40 s before its end)."""
 
 
-def round_cost_prior(run_durations_s: list[float], warmup_s: float, min_pairs: int) -> float:
-    """What a round costs at least before any round is measured (seconds): ``min_pairs`` interleaved
-    best/candidate pairs, each run as long as the baseline's median run (``Measurement.duration_s``, or the
-    TPC-H query set's time) plus the configured warm-up. 0 when no baseline run was measured.
+def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
+    """Runs the smallest decision measures: ``min_pairs`` interleaved pairs, the screen included, less
+    the best run of pair 1 when a best run measured right before the trial stands for it
+    (``adoptable_prior``: the baseline's last run before round 1)."""
+    return 2 * min_pairs - (1 if reused_best_run else 0)
+
+
+def round_cost_prior(
+    run_durations_s: list[float], warmup_s: float, min_pairs: int, reused_best_run: bool = False
+) -> float:
+    """What a round costs at least before any round is measured (seconds): ``decision_runs`` runs, each
+    as long as the baseline's median run (``Measurement.duration_s``, or the TPC-H query set's time) plus
+    the configured warm-up. 0 when no baseline run was measured.
 
     A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
     round 1 with 32 s of a 240-s budget left and end at 488 s (issue 14)."""
     if not run_durations_s:
         return 0.0
     ordered = sorted(run_durations_s)
-    return 2 * min_pairs * (ordered[len(ordered) // 2] + max(warmup_s, 0.0))
+    return decision_runs(min_pairs, reused_best_run) * (ordered[len(ordered) // 2] + max(warmup_s, 0.0))
 
 
 def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
@@ -312,6 +321,34 @@ def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
     return ""
 
 
+#: The most a best run measured before the screen may precede it, in screen run lengths (beyond the apply
+#: and the screen run itself); further apart, the host may have moved between them (docs/measurement.md).
+PRIOR_GAP_RUNS = 2.0
+PRIOR_GAP_SLACK_S = 60.0
+
+
+def adoptable_prior(prior: Measurement | None, screen: Measurement) -> Measurement | None:
+    """``prior`` when it may stand as the best run of pair 1 beside ``screen``, else None.
+
+    ``prior`` is the best configuration's run measured last before the candidate was applied (the
+    baseline's last run before round 1, or the last run of a decision that ended on the configuration now
+    best; the caller checks that no other run came between). It is used when it was not disturbed by the
+    host, scores the same objective and ended at most ``PRIOR_GAP_RUNS`` screen run lengths plus
+    ``PRIOR_GAP_SLACK_S`` seconds before the screen ended (``Measurement.taken_at``): an approval that
+    waited, or a planner that took minutes, leaves the pair apart in time, and then the decision measures
+    its own best run as usual. Reusing it saves one run of the smallest decision: with 90-s TPC-H runs
+    the 2 baseline runs and a 2-pair decision fit an 8-minute budget only this way (issue 14)."""
+    if prior is None or prior.disturbance is not None and prior.disturbance.disturbed:
+        return None
+    if prior.objective <= 0 or prior.objective_name != screen.objective_name or prior.cut_off:
+        return None
+    run_s = screen.total_time_s or (screen.duration_s + (screen.steady_start_s or 0.0))
+    gap = screen.taken_at - prior.taken_at
+    if gap < 0 or gap > PRIOR_GAP_RUNS * max(run_s, 1.0) + run_s + PRIOR_GAP_SLACK_S:
+        return None
+    return prior
+
+
 def _disturbed(first: Measurement, second: Measurement, thresholds: DisturbanceThresholds) -> str:
     """Why the pair (first, second) cannot be used, or '' (the second run is also compared with the first's
     outside load: a pair must see the same host)."""
@@ -332,6 +369,7 @@ def assess(
     protocol: DecisionRules,
     on_disturbed: Callable[[str, Measurement, str], object] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    prior_best: Measurement | None = None,
 ) -> Assessment:
     """Decide whether the candidate (in effect, measured once as ``screen``) beats the best configuration.
 
@@ -342,6 +380,11 @@ def assess(
         protocol: the sequential test's policy and prior noise, disturbance thresholds, caps.
         on_disturbed: called with (label, measurement, reason) for each discarded run (the journal).
         clock: seconds, monotonic (the decision's time cap).
+        prior_best: the run of the best configuration measured right before the screen (nothing measured in
+            between, e.g. the baseline's last run before round 1): pair 1 is then (``prior_best``,
+            ``screen``) and costs no run, and pair 2 starts with the candidate, which is in effect (the
+            order stays best, candidate | candidate, best | …). The caller vouches that nothing but the
+            candidate's apply happened between the two runs (``adoptable_prior``).
 
     Returns:
         The Assessment; ``verdict`` is "tie" when the test did not settle within the caps or the host
@@ -356,6 +399,11 @@ def assess(
         return Assessment("worse", why, None, [screen], seconds=clock() - started)
     pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
     first, first_config = screen, _CANDIDATE
+    if prior_best is not None:
+        done = pairs.judge(prior_best, "best", screen, f"{_CANDIDATE} 1", 0.0)
+        if done is not None:
+            return done
+        first = runs.run(_CANDIDATE, f"{_CANDIDATE} {len(pairs.valid) + 1}")
     while True:
         done = pairs.complete(first, first_config)
         if done is not None:
@@ -394,11 +442,19 @@ class _Pairs:
         other = _other(first_config)
         label = f"{other} {len(self.valid) + 1}"
         second = self.runs.run(other, label)
+        return self.judge(first, first_config, second, label, self.clock() - t0)
+
+    def judge(
+        self, first: Measurement, first_config: Config, second: Measurement, label: str, took_s: float
+    ) -> Assessment | None:
+        """Add the pair (``first`` of ``first_config``, then ``second`` of the other configuration, which
+        took ``took_s`` seconds; 0 when it was measured before the decision) and look at the pairs."""
         reason = _disturbed(first, second, self.protocol.thresholds)
         if reason:
-            return self._discard(label, second, reason, self.clock() - t0)
+            return self._discard(label, second, reason, took_s)
         self.valid.append((first, second) if first_config == "candidate" else (second, first))
-        self.pair_s.append(self.clock() - t0)
+        if took_s > 0:
+            self.pair_s.append(took_s)
         # The time cap applies once the minimum pairs are in: a decision never ends on fewer valid pairs
         # (except when the host disturbs the pairs that would make them up, see _discard).
         late = len(self.valid) >= self.protocol.policy.min_pairs and self._out_of_time()

@@ -129,6 +129,9 @@ class Executor:
         self.server_pid = server_pid or target.server_pid
         self.disturbance = disturbance or DisturbanceThresholds()
         self.watch_host = watch_host
+        self.last_run: Measurement | None = None
+        """The last run this executor measured (None before the first): whether a best run was the last one
+        before a trial (``auditor.adoptable_prior``)."""
 
     @classmethod
     def for_stage(
@@ -215,6 +218,7 @@ class Executor:
             during = sampler.finish()
             samples = watch.stop() if watch is not None else []
         measurement = self._with_disturbance(measurement, samples, watch, label)
+        self.last_run = measurement
         after = self.sample_state()
         delta = StateDelta.between(before, after)
         if during is not None:

@@ -15,7 +15,7 @@ from typing import Literal
 
 import structlog
 
-from agenticdb.auditor import noise_cv
+from agenticdb.auditor import decision_runs, noise_cv
 from agenticdb.config import LoopConfig, Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.executor import Executor
@@ -121,9 +121,10 @@ def measure_baseline(
     kept)`` is told of every disturbed run.
 
     ``budget_left()`` (seconds of the session's time budget still unused) lowers the minimum to 2 runs
-    when one more run would leave less than the smallest decision (``2 × loop.min_pairs`` runs at the
-    runs' mean cost): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a
-    decision that needs 308 s, and the session ended with nothing judged. Two runs are the fewest that
+    when one more run would leave less than the smallest decision (``auditor.decision_runs``: 2 ×
+    ``loop.min_pairs`` − 1 runs, the baseline's last run standing as pair 1's best run, at the runs' mean
+    cost): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a decision that
+    needed 308 s, and the session ended with nothing judged. Two runs are the fewest that
     show a spread; the pairs of every decision estimate the noise again (``agenticdb.sequential``).
     By the same measure a disturbed run is kept rather than repeated when the runs still needed after
     discarding it would leave less than that decision (an 8-minute TPC-H session at 122 s a run repeated
@@ -149,7 +150,7 @@ def measure_baseline(
             break
         if len(measurements) >= 2 and budget_left is not None:
             cost = (clock() - began) / taken
-            tight = budget_left() - cost < 2 * loop.min_pairs * cost
+            tight = budget_left() - cost < decision_runs(loop.min_pairs, True) * cost
             if tight:
                 break
         taken += 1
@@ -161,7 +162,7 @@ def measure_baseline(
             # Discarding this run costs the runs still needed for two; they must leave one decision's room.
             cost = (clock() - began) / taken
             needed = max(2 - len(measurements), 1)
-            repeat = budget_left() - needed * cost >= 2 * loop.min_pairs * cost
+            repeat = budget_left() - needed * cost >= decision_runs(loop.min_pairs, True) * cost
         if disturbed and on_disturbed is not None:
             on_disturbed(label, m, not repeat)
         if repeat:

@@ -1,8 +1,11 @@
 """Which of the application's statements changed time most, per round of a live session (``workload.kind
 = "live"``), from the journal's ``measured`` events (each carries ``live_queries``).
 
-A round's windows are paired as the auditor paired them (``auditor.assess``): the i-th candidate window
-(``candidate``, ``confirm candidate N``) with the i-th best window (``confirm best N``). Per statement
+A round's windows are paired as the auditor paired them (``auditor.assess``), by the pair number in their
+labels: the candidate window of pair N (``candidate`` for pair 1, ``confirm candidate N``) with the best
+window of pair N (``confirm best N``); a pair measured again after a disturbed run keeps its later windows.
+The screen has no partner in the round when pair 1's best run was the one measured before the trial (the
+baseline's, journaled outside the round): it is left out. Per statement
 and pair, the log-ratio of its mean time (candidate / best); the change is ``exp(mean) − 1`` with a
 Student-t 95 % interval over the pairs (the same construction as ``agenticdb.sequential``, without the
 pooled prior: each statement has its own spread). A pair in which the statement had no call is left out.
@@ -45,11 +48,14 @@ class QueryChange:
         )
 
 
-def _side(label: str) -> str | None:
-    if label == "candidate" or label.startswith("confirm candidate"):
-        return "candidate"
-    if label.startswith("confirm best"):
-        return "best"
+def _side(label: str) -> tuple[str, int] | None:
+    """(side, pair number) of a window's label, or None for a window outside the pairs."""
+    if label == "candidate":
+        return "candidate", 1
+    for side in ("candidate", "best"):
+        prefix = f"confirm {side} "
+        if label.startswith(prefix) and label[len(prefix) :].isdigit():
+            return side, int(label[len(prefix) :])
     return None
 
 
@@ -64,14 +70,16 @@ def _means(m: dict[str, Any]) -> dict[str, tuple[float, str]]:
 def round_changes(round_no: int, measured: Iterable[dict[str, Any]]) -> list[QueryChange]:
     """Per-statement changes of one round from its ``measured`` event data (``label``, ``measurement``),
     largest absolute change first."""
-    sides: dict[str, list[dict[str, tuple[float, str]]]] = {"candidate": [], "best": []}
+    sides: dict[str, dict[int, dict[str, tuple[float, str]]]] = {"candidate": {}, "best": {}}
     for d in measured:
-        side = _side(str(d.get("label", "")))
-        if side is not None:
-            sides[side].append(_means(d.get("measurement") or {}))
+        found = _side(str(d.get("label", "")))
+        if found is not None:
+            side, pair = found
+            sides[side][pair] = _means(d.get("measurement") or {})  # a repeated pair: its later window
     per: dict[str, list[tuple[float, float]]] = {}
     texts: dict[str, str] = {}
-    for cand, best in zip(sides["candidate"], sides["best"], strict=False):
+    numbers = sorted(set(sides["candidate"]) & set(sides["best"]))
+    for cand, best in ((sides["candidate"][n], sides["best"][n]) for n in numbers):
         for qid, (c_ms, text) in cand.items():
             if qid in best and c_ms > 0 and best[qid][0] > 0:
                 per.setdefault(qid, []).append((c_ms, best[qid][0]))

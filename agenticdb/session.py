@@ -106,6 +106,8 @@ class TuningSession:
         self.noise = Noise()
         self.round_seconds: list[float] = []  # wall time of each measured round (auditor.LoopState.round_cost_s)
         self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
+        # the best configuration's run measured last by the stage's executor, while nothing ran after it
+        self.last_best_run: dict[Layer, Measurement] = {}
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
         self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from, started=self.started)
 
@@ -128,6 +130,8 @@ class TuningSession:
         if start.baseline:
             ordered = sorted(start.baseline, key=lambda m: m.objective)
             self.best_runs[Layer.dbms] = self.best_runs[Layer.os] = ordered[len(ordered) // 2]
+            if dbms_exec.last_run is start.baseline[-1]:
+                self.last_best_run[Layer.dbms] = start.baseline[-1]
         baseline_samples = [m.objective for m in start.baseline]
         stages = {Layer.dbms: StageState(self.target, dbms_exec, start.catalog, start.snapshot, baseline_samples)}
         layer = Layer.os if self.cfg.loop.stage == "os" else Layer.dbms
@@ -204,11 +208,14 @@ class TuningSession:
     def _no_room_for_first_round(self, start: Start) -> str:
         """Why round 1 may not start (the baseline left less time than its minimum pairs cost), or ''."""
         loop = self.cfg.loop
-        prior = auditor.round_cost_prior(
-            [m.total_time_s or m.duration_s for m in start.baseline], self.cfg.workload.warmup_s, loop.min_pairs
-        )
+        last = self.last_best_run.get(Layer.dbms)
+        reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
+        durations = [m.total_time_s or m.duration_s for m in start.baseline]
+        prior = auditor.round_cost_prior(durations, self.cfg.workload.warmup_s, loop.min_pairs, reused)
         elapsed = time.monotonic() - self.started
-        return auditor.no_room_for_round(elapsed, loop.time_budget_s, prior, f"{loop.min_pairs} pairs' minimum")
+        runs = auditor.decision_runs(loop.min_pairs, reused)
+        label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
+        return auditor.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():
@@ -303,6 +310,8 @@ class TuningSession:
             if refused is not None:
                 return refused_trial(r.outcome, r.plan.verdict, refused, self.recorder, r.no)
         r.safe = r.stage.snapshot
+        prior = self.last_best_run.pop(r.layer, None)
+        r.prior_best = prior if prior is not None and r.stage.executor.last_run is prior else None
         execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no, self._trial_limit(r))
         if execution.failure is not None:
             return self._failed(r, "trial", execution.failure)
@@ -331,8 +340,11 @@ class TuningSession:
             self.recorder.event("run.disturbed", data, r.no)
             log.warning("run.disturbed", round=r.no, label=label, reason=reason)
 
+        prior = auditor.adoptable_prior(r.prior_best, r.screen)
+        if prior is not None:
+            log.info("judge.prior_best", round=r.no, objective=round(prior.objective, 3), reason="pair 1's best run")
         try:
-            a = auditor.assess(r.screen, r.stage.objective, runs, self._rules(), disturbed)
+            a = auditor.assess(r.screen, r.stage.objective, runs, self._rules(), disturbed, prior_best=prior)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
             failure = r.stage.executor.failure(exc, phase, verdict.changes, r.no, "confirmation run failed")
@@ -343,7 +355,8 @@ class TuningSession:
             self.best_runs[r.layer] = fresh[-1]
         r.assessment = a
         auditor.record_assessment(a, r.outcome, r.screen, r.stage.objective, start.higher_is_better)
-        self.recorder.event("judged", auditor.judged_event(a, r.outcome), r.no)
+        judged = {**auditor.judged_event(a, r.outcome), "reused_best_run": prior is not None}
+        self.recorder.event("judged", judged, r.no)
         log.info("round.judged", round=r.no, verdict=a.verdict, reason=a.reason)
         return StepResult("judge", a.reason)
 
@@ -357,6 +370,7 @@ class TuningSession:
         assert r.assessment is not None and r.plan is not None and r.plan.verdict is not None
         assert r.outcome is not None and r.safe is not None
         a = r.assessment
+        self._note_last_best_run(r)
         if a.better:
             if r.runs is not None:
                 try:
@@ -376,6 +390,14 @@ class TuningSession:
             return StepResult("settle", f"reverted to '{r.safe.label}' and verified")
         message = f"revert failed: {reverted.problem('revert')}"
         return self._failed(r, "settle", Failure(phase="apply", message=message, attempted=r.plan.verdict.changes))
+
+    def _note_last_best_run(self, r: Round) -> None:
+        """Remember the decision's last run when it measured the configuration that is best after it (the
+        candidate when kept, the best one otherwise): the next trial's pair 1 may reuse it."""
+        assert r.assessment is not None
+        last, active = r.stage.executor.last_run, r.runs.active if r.runs is not None else "candidate"
+        if last is not None and active == ("candidate" if r.assessment.better else "best"):
+            self.last_best_run[r.layer] = last
 
     def _failed(self, r: Round, step: str, failure: Failure) -> StepResult:
         """A failed trial, confirmation or revert: recovery back to the safe snapshot ends the round

@@ -125,6 +125,7 @@ class Round:
     outcome: RoundOutcome | None = None
     safe: Snapshot | None = None
     screen: Measurement | None = None
+    prior_best: Measurement | None = None  # the best configuration's run right before the trial, if any
     runs: PairedRuns | None = None
     assessment: Assessment | None = None
     plateau: bool = False

@@ -148,7 +148,9 @@ class ScriptedWorkload(Workload):
 
     ``fail_runs``: run numbers (1-based, warm-ups excluded) that raise WorkloadError; ``disturb_runs``: run
     numbers measured as if a CPU hog had started mid-run (``Measurement.disturbance`` flagged);
-    ``slow_runs``: run number → wall seconds that run takes (to spend a session's time budget in a round).
+    ``slow_runs``: run number → wall seconds that run takes (to spend a session's time budget in a round);
+    ``taken_at_offset``: run number → seconds added to its ``Measurement.taken_at`` (a run that ended long
+    after the one before it, as after an approval that waited).
     """
 
     name = "scripted"
@@ -161,6 +163,7 @@ class ScriptedWorkload(Workload):
         self.fail_runs: set[int] = set()
         self.disturb_runs: set[int] = set()
         self.slow_runs: dict[int, float] = {}
+        self.taken_at_offset: dict[int, float] = {}
 
     def traits(self) -> WorkloadTraits:
         return WorkloadTraits("scripted", "oltp", 0.5, "uniform", 1, 1, "tps")
@@ -196,6 +199,7 @@ class ScriptedWorkload(Workload):
             objective_name="tps",
             duration_s=seconds,
             disturbance=disturbance,
+            taken_at=time.time() + self.taken_at_offset.get(self.runs, 0.0),
         )
 
 

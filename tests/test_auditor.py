@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenticdb.auditor import DecisionRules, LoopState, assess, decide, noise_cv, relative_gain
+from agenticdb.auditor import DecisionRules, LoopState, adoptable_prior, assess, decide, noise_cv, relative_gain
 from agenticdb.disturbance import DisturbanceThresholds
 from agenticdb.models import Bottleneck, Decision, Disturbance, Failure, Layer, Measurement, RoundOutcome
 from agenticdb.sequential import Noise, SequentialPolicy
@@ -211,3 +211,33 @@ def test_lower_is_better_objectives_are_judged_the_right_way_round() -> None:
     cand = [_m(30, higher=False)]
     a = assess(_m(31, higher=False), 60.0, Script(best, cand), _rules())
     assert a.verdict == "better" and a.estimate is not None and a.estimate.gain > 0.8
+
+
+def test_a_best_run_right_before_the_trial_is_pair_one_and_pair_two_starts_with_the_candidate() -> None:
+    runs = Script(best=[_m(101)], candidate=[_m(158)])
+    a = assess(_m(160), 100.0, runs, _rules(), prior_best=_m(100))
+    assert a.verdict == "better" and a.estimate is not None and a.estimate.pairs == 2
+    # best (reused), screen | candidate, best: one run fewer than without the reused run
+    assert runs.asked == ["candidate 2", "best 2"]
+    assert [m.objective for m in a.candidate] == [160, 158] and [m.objective for m in a.best] == [100, 101]
+
+
+def test_a_reused_best_run_the_host_disturbed_makes_pair_one_measured_again() -> None:
+    runs = Script(best=[_m(100), _m(101)], candidate=[_m(158), _m(159)])
+    a = assess(_m(160), 100.0, runs, _rules(), prior_best=_m(100, disturbed="steal time 30 %"))
+    assert len(a.disturbed) == 1 and "steal time" in a.disturbed[0]
+    assert a.verdict == "better" and [m.objective for m in a.best] == [100, 101]
+
+
+def test_only_an_undisturbed_recent_run_with_the_same_objective_is_adoptable() -> None:
+    screen = Measurement(workload="w", objective=150.0, duration_s=10.0, taken_at=1000.0)
+    recent = Measurement(workload="w", objective=100.0, duration_s=10.0, taken_at=985.0)
+    assert adoptable_prior(recent, screen) is recent
+    assert adoptable_prior(None, screen) is None
+    # ended more than 2 screen lengths + the screen + 60 s before the screen ended (approval waited)
+    assert adoptable_prior(recent.model_copy(update={"taken_at": 1000.0 - 91.0}), screen) is None
+    assert adoptable_prior(recent.model_copy(update={"taken_at": 1000.0 - 89.0}), screen) is not None
+    assert adoptable_prior(recent.model_copy(update={"objective_name": "tps"}), screen) is None
+    assert adoptable_prior(recent.model_copy(update={"cut_off": "stopped early"}), screen) is None
+    hog = _m(100, disturbed="a CPU hog").model_copy(update={"taken_at": 995.0})
+    assert adoptable_prior(hog, screen) is None

@@ -306,10 +306,11 @@ def _noisy(fake: _Runs) -> Callable[[int, str], tuple[Measurement, StateDelta]]:
     return measure
 
 
-@pytest.mark.parametrize(("run_s", "runs"), [(77.0, 2), (60.0, 3)])
+@pytest.mark.parametrize(("run_s", "runs"), [(90.0, 2), (60.0, 3)])
 def test_the_baseline_leaves_room_for_one_decision(run_s: float, runs: int) -> None:
-    # 8-min budget: with 77-s runs (TPC-H SF 1 here) a third run would leave 249 s for a decision of
-    # 2 pairs = 308 s, so the baseline stops at 2; with 60-s runs the third leaves 300 s >= 240 s.
+    # 8-min budget: with 90-s runs (TPC-H SF 0.3 in the harness) a third run would leave 210 s for the
+    # smallest decision, 2 pairs less the baseline's last run = 3 runs = 270 s, so the baseline stops at 2;
+    # with 60-s runs the third leaves 300 s >= 180 s.
     fake = _Runs(disturbed=set(), seconds=run_s)
     loop = LoopConfig(time_budget_s=480.0)
     kept, _, _ = measure_baseline(
@@ -323,8 +324,8 @@ def test_a_disturbed_run_is_kept_when_its_repeat_would_leave_no_room_for_a_decis
     run_s: float, repeated: bool
 ) -> None:
     # 8-min budget, the first run disturbed. 120-s runs (TPC-H SF 1 on a slow hour here): discarding it
-    # needs 2 more runs, leaving 480 - 120 - 240 = 120 s < 2 pairs = 480 s, so it is kept and the
-    # baseline is 2 runs. 40-s runs: 480 - 40 - 80 = 360 s >= 160 s, so it is measured again.
+    # needs 2 more runs, leaving 480 - 120 - 240 = 120 s < the smallest decision's 3 runs = 360 s, so it
+    # is kept and the baseline is 2 runs. 40-s runs: 480 - 40 - 80 = 360 s >= 120 s: measured again.
     fake = _Runs(disturbed={1}, seconds=run_s)
     told: list[bool] = []
     loop = LoopConfig(time_budget_s=480.0)

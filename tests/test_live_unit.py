@@ -93,6 +93,20 @@ def test_round_changes_pair_windows_and_rank_the_largest_change() -> None:
     assert live_report_lines([SimpleNamespace(event="measured", round_no=1, data={"measurement": {}})]) == []
 
 
+def test_round_changes_leave_out_a_screen_whose_best_window_was_the_baselines() -> None:
+    # pair 1 reused the baseline's last window (journaled outside the round); pair 2 was measured again
+    # after a disturbed best window: its later windows count
+    data = [
+        _measured("candidate", sort=100.0),
+        _measured("confirm candidate 2", sort=999.0),
+        _measured("confirm best 2", sort=1.0),
+        _measured("confirm best 2", sort=400.0),
+        _measured("confirm candidate 2", sort=110.0),
+    ]
+    (sort,) = round_changes(1, data)
+    assert sort.pairs == 1 and sort.best_ms == 400.0 and sort.candidate_ms == 110.0
+
+
 def test_live_signals_point_at_the_spill_and_discount_outside_cpu() -> None:
     delta = StateDelta(
         totals={

@@ -86,29 +86,57 @@ def test_a_real_gain_is_confirmed_interleaved_and_kept(tmp_path: Path) -> None:
     judged = run.events("judged")[0].data
     assert judged["verdict"] == "better" and judged["pairs"] == 2 and "2 pairs, 95 %" in judged["interval"]
     assert judged["low"] > 0 and judged["candidate_median"] == 150 and judged["best_median"] == 100
-    # the screen is pair 1's candidate run; pair 2 starts with the configuration in effect (one switch a
-    # pair, the order alternating); every switch goes through the one restore path
+    # pair 1 is the baseline's last run and the screen (nothing ran between them): no run of its own; pair 2
+    # starts with the configuration in effect (one switch a pair, the order alternating) and ends on the
+    # best one, so keeping puts the candidate back; every switch goes through the one restore path
+    assert judged["reused_best_run"] is True
     labels = [e.data["label"] for e in run.events("measured")]
-    assert labels[2:] == ["candidate", "confirm best 1", "confirm best 2", "confirm candidate 2"]
+    assert labels == ["baseline 1", "baseline 2", "candidate", "confirm candidate 2", "confirm best 2"]
     assert [s.label for s in run.target.restores[:2]] == ["baseline", "candidate 1"]
+    assert run.target.values["work_mem"] == "8MB"  # in effect, not the best run's 4MB
     assert result.rounds[0].estimate is not None and result.rounds[0].estimate.low > 0
     assert [e.data["how"] for e in run.events("intent.closed")][0] == "kept"
     assert run.events("final")[0].data["verified"] is True
     assert not run.open_intents()
 
 
-def test_a_decision_ending_on_the_best_configuration_keeps_the_candidate(tmp_path: Path) -> None:
-    # Run 4 (pair 1's best run) is disturbed: the pair is measured again starting with the best, so the
-    # two valid pairs end with the best configuration in effect; keeping must put the candidate back.
+def test_a_disturbed_pair_after_the_reused_one_is_measured_again(tmp_path: Path) -> None:
+    # Run 5 (pair 2's best run) is disturbed: pair 2 is measured again, starting with the best
+    # configuration now in effect, so the decision ends on the candidate and keeping needs no switch.
     run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"max_rounds": 1})
-    run.workload.disturb_runs = {4}
+    run.workload.disturb_runs = {5}
     result = run.run()
     assert result.rounds[0].kept and result.best_changes == {"work_mem": "8MB"}
     judged = run.events("judged")[0].data
-    assert judged["verdict"] == "better" and len(judged["disturbed"]) == 1
-    assert [e.data["label"] for e in run.events("run.disturbed")] == ["best 1"]
-    assert run.target.values["work_mem"] == "8MB"  # in effect, not the best run's 4MB
+    assert judged["verdict"] == "better" and judged["pairs"] == 2 and len(judged["disturbed"]) == 1
+    assert [e.data["label"] for e in run.events("run.disturbed")] == ["best 2"]
+    labels = [e.data["label"] for e in run.events("measured")][2:]
+    assert labels == ["candidate", "confirm candidate 2", "confirm best 2", "confirm best 2", "confirm candidate 2"]
+    assert run.target.values["work_mem"] == "8MB"
     assert run.events("final")[0].data["changes"] == {"work_mem": "8MB"}
+
+
+def test_only_a_run_of_the_configuration_now_best_is_reused_and_only_soon_after(tmp_path: Path) -> None:
+    # Kept, ending on the candidate (pair 2 measured again after a disturbed run): that last run is the
+    # new best configuration's, and round 2 reuses it.
+    kept = Run(tmp_path / "kept", [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}], loop={"max_rounds": 2})
+    kept.workload.disturb_runs = {5}
+    assert kept.run().best_changes == {"work_mem": "8MB"}
+    assert [e.data["reused_best_run"] for e in kept.events("judged")] == [True, True]
+    # A placebo tie runs to max_pairs and ends on the candidate, which is reverted: round 2 measures its
+    # own best run.
+    tie = Run(tmp_path / "tie", [{"random_page_cost": "1.1"}, {"work_mem": "8MB"}], loop={"max_rounds": 2})
+    assert tie.run().best_changes == {"work_mem": "8MB"}
+    judged = [e.data for e in tie.events("judged")]
+    assert [(j["verdict"], j["reused_best_run"]) for j in judged] == [("tie", True), ("better", False)]
+    # The screen ended an hour after the baseline's last run (an approval that waited): not reused.
+    late = Run(tmp_path / "late", [{"work_mem": "8MB"}], loop={"max_rounds": 1})
+    late.workload.taken_at_offset = {3: 3600.0}  # the screen ends an hour after the baseline's last run
+    late.run()
+    judged = late.events("judged")[0].data
+    assert judged["reused_best_run"] is False and judged["verdict"] == "better"
+    labels = [e.data["label"] for e in late.events("measured")][2:]
+    assert labels == ["candidate", "confirm best 1", "confirm best 2", "confirm candidate 2"]
 
 
 def test_a_tie_is_reverted_and_the_revert_verified(tmp_path: Path) -> None:
@@ -202,12 +230,13 @@ def test_the_time_budget_running_out_mid_round_ends_after_the_round(tmp_path: Pa
 
 
 def test_no_round_starts_when_the_baseline_left_less_than_its_minimum_pairs(tmp_path: Path) -> None:
-    # the baseline's 2 runs take 1 s each of a 3-s budget: 1 s left, 2 pairs of 1-s runs need 4 s
+    # the baseline's 2 runs take 1 s each of a 3-s budget: 1 s left, 2 pairs of 1-s runs (the baseline's
+    # last run standing for pair 1's best run) need 3 s
     run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"time_budget_s": 3.0})
     run.workload.slow_runs = {1: 1.0, 2: 1.0}
     result = run.run()
     assert result.rounds == [] and run.workload.runs == 2
-    assert result.status == "completed" and "2 pairs' minimum cost (4s)" in result.reason
+    assert result.status == "completed" and "the smallest decision's (2 pairs, 3 runs) cost (3s)" in result.reason
     stop = run.events("stop")
     assert len(stop) == 1 and stop[0].data["reason"] == result.reason
     assert run.target.values == DEFAULTS and not run.open_intents()
@@ -303,7 +332,9 @@ def forced(gain: float) -> Callable[[dict[str, str]], float]:
     return lambda values: 100.0 * gain if values.get("random_page_cost") == "1.1" else 100.0
 
 
-LATER_RUNS = set(range(5, 40))  # 2 baseline runs, the screen, best 1: every run after pair 1 is disturbed
+# 2 baseline runs and the screen: pair 1 (the baseline's last run stands for its best run); run 4 starts
+# pair 2 and every run after it is disturbed
+LATER_RUNS = set(range(5, 40))
 
 
 @pytest.mark.parametrize("cap", ["budget", "disturbed"])
@@ -311,7 +342,7 @@ def test_a_decisive_first_pair_decides_when_the_caps_end_the_decision(tmp_path: 
     """Scenario pg-jit-forced: the first pair measured +17,104 %, then the host disturbed every later pair
     (the session's budget already used up); the decision ended as a tie and nothing was kept. Evidence
     this decisive by the sequential rule's own interval is the verdict, however the caps end it."""
-    # budget: round 1 may start (2 pairs of 1-s runs fit 4.5 s), then pair 1's best run takes 5 s
+    # budget: round 1 may start (2 pairs of 1-s runs fit 4.5 s), then pair 2's first run takes 5 s
     ends = {"time_budget_s": 4.5} if cap == "budget" else {"max_disturbed_repeats": 1}
     loop = {"max_rounds": 1, **ends}
     run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop=loop)
@@ -333,7 +364,7 @@ def test_an_undecided_first_pair_at_the_budget_end_is_undecided_not_a_tie(tmp_pa
     """+50 % on one pair is not decisive by the rule (one pair, 5 % noise floor): when the session's budget
     ends inside the decision, the round is undecided, the best configuration so far stays, verified."""
     run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 4.5})
-    run.workload.slow_runs = {4: 5.0}  # round 1 may start; pair 1's best run then spends the budget
+    run.workload.slow_runs = {4: 5.0}  # round 1 may start; pair 2's first run then spends the budget
     run.workload.objective = forced(1.5)
     run.workload.disturb_runs = LATER_RUNS
     result = run.run()
@@ -349,7 +380,7 @@ def test_unsettled_pairs_when_the_session_budget_ends_are_undecided(tmp_path: Pa
     """Two valid pairs at +10 % each do not settle (interval still spans zero) and the session's time is
     up: undecided, not "not settled … a tie"; a decision's own time cap still makes that a tie."""
     run = Run(tmp_path, [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "time_budget_s": 4.5})
-    run.workload.slow_runs = {6: 5.0}  # round 1 may start; pair 2's candidate run then spends the budget
+    run.workload.slow_runs = {5: 5.0}  # round 1 may start; pair 2's best run then spends the budget
     run.workload.objective = forced(1.1)
     run.run()
     judged = run.events("judged")[0].data

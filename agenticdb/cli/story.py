@@ -186,7 +186,10 @@ def _judged(console: Console, d: dict[str, Any]) -> None:
     if d.get("candidate_median") is not None and d.get("best_median") is not None:
         medians = f"candidate {_num(d['candidate_median'])} vs best {_num(d['best_median'])} (medians of the pairs); "
     disturbed = f"; {len(d['disturbed'])} disturbed pair(s) measured again" if d.get("disturbed") else ""
-    _line(console, "Judged", f"{d.get('verdict')}: {medians}{d.get('reason', '')}{disturbed}")
+    reused = ""
+    if d.get("reused_best_run"):
+        reused = "; pair 1's best run is the best configuration's run just before the trial"
+    _line(console, "Judged", f"{d.get('verdict')}: {medians}{d.get('reason', '')}{disturbed}{reused}")
 
 
 def _disturbed(console: Console, d: dict[str, Any]) -> None:
