@@ -4,8 +4,9 @@
 A round's windows are paired as the auditor paired them (``auditor.assess``), by the pair number in their
 labels: the candidate window of pair N (``candidate`` for pair 1, ``confirm candidate N``) with the best
 window of pair N (``confirm best N``); a pair measured again after a disturbed run keeps its later windows.
-The screen has no partner in the round when pair 1's best run was the one measured before the trial (the
-baseline's, journaled outside the round): it is left out. Per statement
+When pair 1's best run was the one measured just before the trial (``judged.reused_best_run``: the
+baseline's last window, or the previous round's last), ``round_windows`` adds that window as pair 1's best
+one; without it the screen has no partner and is left out. Per statement
 and pair, the log-ratio of its mean time (candidate / best); the change is ``exp(mean) − 1`` with a
 Student-t 95 % interval over the pairs (the same construction as ``agenticdb.sequential``, without the
 pooled prior: each statement has its own spread). A pair in which the statement had no call is left out.
@@ -108,16 +109,36 @@ def _change(round_no: int, qid: str, text: str, pairs: list[tuple[float, float]]
     )
 
 
+def round_windows(events: Iterable[Any], round_no: int) -> list[dict[str, Any]]:
+    """The ``measured`` event data of round ``round_no``, in journal order, and, when its ``judged`` event
+    says pair 1 reused the best run measured just before the trial, that run (the ``measured`` event right
+    before the round's screen, from the baseline or the round before) labelled ``confirm best 1``.
+    ``events``: journal events in order, with ``event``, ``round_no`` and ``data``."""
+    out: list[dict[str, Any]] = []
+    previous: dict[str, Any] | None = None
+    reused = False
+    for e in events:
+        if e.event == "judged" and e.round_no == round_no:
+            reused = bool(e.data.get("reused_best_run"))
+        if e.event != "measured":
+            continue
+        if e.round_no == round_no:
+            if not out and previous is not None and e.data.get("label") == "candidate":
+                out.append({**previous, "label": "confirm best 1", "reused": True})
+            out.append(e.data)
+        previous = e.data
+    return out if reused else [d for d in out if not d.get("reused")]
+
+
 def live_report_lines(events: Iterable[Any], top: int = 5) -> list[str]:
     """Markdown lines "Application statements whose time changed most", per round (empty when the
     session was not live). ``events``: journal events with ``event``, ``round_no`` and ``data``."""
-    by_round: dict[int, list[dict[str, Any]]] = {}
-    for e in events:
-        if e.event == "measured" and e.round_no is not None and (e.data.get("measurement") or {}).get("live_queries"):
-            by_round.setdefault(int(e.round_no), []).append(e.data)
+    events = list(events)
+    live = [e for e in events if e.event == "measured" and (e.data.get("measurement") or {}).get("live_queries")]
+    rounds = sorted({int(e.round_no) for e in live if e.round_no is not None})
     lines: list[str] = []
-    for rno in sorted(by_round):
-        changes = round_changes(rno, by_round[rno])[:top]
+    for rno in rounds:
+        changes = round_changes(rno, round_windows(events, rno))[:top]
         if changes:
             lines += ["", f"## Round {rno}: application statements whose time changed most (candidate vs best)", ""]
             lines += [f"- {c.text_line()}" for c in changes]

@@ -33,7 +33,7 @@ from agenticdb import auditor
 from agenticdb.config import LiveConfig, WorkloadConfig
 from agenticdb.disturbance import DisturbanceThresholds
 from agenticdb.journal import Journal, JournalEvent
-from agenticdb.livereport import round_changes
+from agenticdb.livereport import round_changes, round_windows
 from agenticdb.models import Measurement
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sequential import Noise, SequentialPolicy
@@ -328,7 +328,7 @@ def test_mariadb_live_tune_diagnoses_disk_temp_tables_raises_and_keeps(home: Pat
     # Per statement over the paired windows: the GROUP BY got faster, its interval excludes zero, and it
     # is the statement whose time changed most.
     measured = [e.data for e in events if e.event == "measured"]
-    changes = round_changes(1, [e.data for e in events if e.event == "measured" and e.round_no == 1])
+    changes = round_changes(1, round_windows(events, 1))
     group = next(c for c in changes if GROUP in c.text)
     assert group.high is not None and group.high < 0, group
     assert changes[0].queryid == group.queryid

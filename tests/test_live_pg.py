@@ -30,7 +30,7 @@ from agenticdb import auditor
 from agenticdb.config import LiveConfig, WorkloadConfig
 from agenticdb.disturbance import DisturbanceThresholds
 from agenticdb.journal import Journal, JournalEvent
-from agenticdb.livereport import round_changes
+from agenticdb.livereport import round_changes, round_windows
 from agenticdb.models import Measurement
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.sequential import Noise, SequentialPolicy
@@ -172,7 +172,7 @@ def test_live_tune_diagnoses_the_spill_raises_work_mem_and_keeps_it(home: Path, 
     (judged,) = [e.data for e in events if e.event == "judged"]
     assert judged["verdict"] == "better" and judged["low"] > 0, judged  # the interval excludes zero
     # Per statement over the paired windows: the spilling anti-join got faster, its interval excludes zero.
-    changes = round_changes(1, [e.data for e in events if e.event == "measured" and e.round_no == 1])
+    changes = round_changes(1, round_windows(events, 1))
     anti = next(c for c in changes if ANTI in c.text)
     assert anti.high is not None and anti.high < 0, anti
     assert changes[0].queryid == anti.queryid  # the statement whose time changed most

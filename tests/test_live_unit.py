@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agenticdb.livereport import live_report_lines, round_changes
+from agenticdb.livereport import live_report_lines, round_changes, round_windows
 from agenticdb.models import Bottleneck, Disturbance, Layer, Measurement, RuntimeProfile, StateDelta
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.workloads.live import baseline_of, time_index, window_delta
@@ -183,3 +183,24 @@ def test_window_se_is_not_taken_from_batches_without_the_heavy_statement() -> No
     m = w.run(4)
     assert m.objective < 0.5
     assert m.objective_se is None  # not |1.75 − 0.25| / 2 from a batch that saw only the cheap statement
+
+
+def test_round_windows_add_the_reused_best_window_before_the_screen() -> None:
+    def ev(event: str, round_no: int | None, data: dict[str, object]) -> SimpleNamespace:
+        return SimpleNamespace(event=event, round_no=round_no, data=data)
+
+    events = [
+        ev("measured", None, _measured("baseline 1", sort=390.0)),
+        ev("measured", None, _measured("baseline 2", sort=400.0)),
+        ev("measured", 1, _measured("candidate", sort=100.0)),
+        ev("measured", 1, _measured("confirm candidate 2", sort=110.0)),
+        ev("measured", 1, _measured("confirm best 2", sort=410.0)),
+        ev("judged", 1, {"reused_best_run": True}),
+    ]
+    (sort,) = round_changes(1, round_windows(events, 1))
+    assert sort.pairs == 2 and sort.best_ms == 405.0 and sort.candidate_ms == 105.0
+    events[-1] = ev("judged", 1, {"reused_best_run": False})
+    (sort,) = round_changes(1, round_windows(events, 1))
+    assert sort.pairs == 1
+    lines = live_report_lines(events[:-1] + [ev("judged", 1, {"reused_best_run": True})])
+    assert any("2 pairs" in ln for ln in lines), lines
