@@ -16,7 +16,7 @@ from agenticdb.models import Bottleneck
 from benchmarks.scenarios import report
 from benchmarks.scenarios.model import Scenario, ScenarioError, load_all, load_file, select
 from benchmarks.scenarios.runner import RunOptions, qualification, run
-from benchmarks.scenarios.score import first_diagnosis, score, time_to_fix, violations
+from benchmarks.scenarios.score import first_diagnosis, outcome, score, time_to_fix, violations
 
 
 def test_every_shipped_scenario_loads_with_a_source_and_known_labels() -> None:
@@ -75,6 +75,25 @@ def test_score_reads_diagnosis_fix_round_and_violations_from_a_journal(tmp_path:
     assert s["diagnosis"] and s["outcome"] and not s["safe_pass"] and s["rounds"] == 2
     s = score(jp, scn, final=[50.0], free=[100.0], higher=True, server_up_after=False)
     assert not s["outcome"] and any("not answering" in x for x in s["violations"])
+
+
+def test_outcome_compares_each_final_run_with_the_fault_free_run_beside_it() -> None:
+    # The host's load moved between pairs (x2 from pair 1 to pair 2) and one final run was disturbed:
+    # the sides' medians (60 vs 98) come from different loads, each pair's two runs from the same one.
+    pairs = [(50.0, 52.0), (100.0, 98.0), (60.0, 120.0)]
+    finals, frees = [p[0] for p in pairs], [p[1] for p in pairs]
+    assert outcome(finals, frees, 15, higher=True) == (False, 38.8)
+    ok, short = outcome(finals, frees, 15, higher=True, pairs=pairs)
+    assert ok and short == 3.8
+    # a half repair stays a miss whatever the drift
+    half = [(50.0, 102.0), (26.0, 50.0), (25.0, 51.0)]
+    ok, short = outcome([p[0] for p in half], [p[1] for p in half], 15, higher=True, pairs=half)
+    assert not ok and short is not None and 45 < short < 55
+    # lower is better (total time): a final twice as slow as its neighbour is 100 % short
+    ok, short = outcome([20.0], [10.0], 15, higher=False, pairs=[(20.0, 10.0)])
+    assert not ok and short == 100.0
+    # no complete pair: the medians decide
+    assert outcome([95.0, 97.0], [100.0, 100.0], 15, higher=True, pairs=[]) == (True, 4.0)
 
 
 def test_report_counts_scored_rows_only() -> None:

@@ -92,19 +92,28 @@ def recovered(final: list[float], free: list[float], faulty: list[float]) -> flo
     return round(100 * (statistics.median(final) - statistics.median(faulty)) / gap, 1)
 
 
-def _interleaved(fx: Fixture, a: State, b: State, n: int) -> tuple[list[float], list[float]]:
+def _interleaved(fx: Fixture, a: State, b: State, n: int) -> tuple[list[float], list[float], list[tuple[float, float]]]:
+    """``n`` rounds of (a, b), the order alternating (a b | b a | …), every run from the pristine data.
+
+    Returns (a's values, b's values, the rounds in which both runs succeeded as (a, b) pairs): a pair's
+    two runs are adjacent in time, so their ratio is free of the host's drift between rounds."""
     xs: list[float] = []
     ys: list[float] = []
+    pairs: list[tuple[float, float]] = []
     for i in range(n):
-        order = [(a, xs), (b, ys)] if i % 2 == 0 else [(b, ys), (a, xs)]
-        for state, sink in order:
+        got: dict[str, float] = {}
+        order = [("a", a, xs), ("b", b, ys)] if i % 2 == 0 else [("b", b, ys), ("a", a, xs)]
+        for key, state, sink in order:
             try:
-                sink.append(fx.measure(state))
+                got[key] = fx.measure(state)
+                sink.append(got[key])
             except Exception as exc:  # noqa: BLE001 - a failed run is recorded as missing, the server brought back
                 log.warning("scenario.run_failed", state=state.label, error=str(exc)[:300])
                 if not fx.inst.available():
                     fx.inst.service().start()
-    return xs, ys
+        if len(got) == 2:
+            pairs.append((got["a"], got["b"]))
+    return xs, ys, pairs
 
 
 def _prepare(scn: Scenario, opts: RunOptions) -> tuple[Fixture, State, State, dict[str, Any], float]:
@@ -116,7 +125,7 @@ def _prepare(scn: Scenario, opts: RunOptions) -> tuple[Fixture, State, State, di
         fx.setup()
         free = fx.capture("fault-free")
         faulty = fx.inject()
-        xs, ys = _interleaved(fx, free, faulty, opts.repeats)
+        xs, ys, _ = _interleaved(fx, free, faulty, opts.repeats)
     except BaseException:
         fx.close(opts.keep)  # nothing left behind: server stopped, host values back, cgroup removed
         raise
@@ -224,15 +233,16 @@ def run(scn: Scenario, opts: RunOptions) -> dict[str, Any]:
             fx.inst.service().start()
         final = fx.capture("final")
         result["final_config_text"] = final.conf_text
-        finals, frees = _interleaved(fx, final, free, opts.final_repeats)
+        finals, frees, pairs = _interleaved(fx, final, free, opts.final_repeats)
         # The reference is the fault-free runs interleaved with the final ones (same host load); the
         # pre-session runs only when those failed. This host's load drifts by tens of % in minutes.
         free_ref = frees or q.get("free", [])
         result["final"] = [round(x, 3) for x in finals]
         result["free_after"] = [round(x, 3) for x in frees]
+        result["final_pairs"] = [[round(x, 3), round(y, 3)] for x, y in pairs]
         journal = opts.out / scn.name / "journal.db"
         if journal.exists():
-            result.update(score(journal, scn, finals, free_ref, fx.higher_is_better, up))
+            result.update(score(journal, scn, finals, free_ref, fx.higher_is_better, up, pairs=pairs))
             result["recovered_pct"] = recovered(finals, free_ref, q.get("faulty", []))
             result["reference"] = (
                 "fault-free runs interleaved with the final ones" if frees else "pre-session fault-free runs"
