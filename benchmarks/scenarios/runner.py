@@ -125,11 +125,15 @@ def _prepare(scn: Scenario, opts: RunOptions) -> tuple[Fixture, State, State, di
         fx.setup()
         free = fx.capture("fault-free")
         faulty = fx.inject()
+        t1 = time.monotonic()
         xs, ys, _ = _interleaved(fx, free, faulty, opts.repeats)
     except BaseException:
         fx.close(opts.keep)  # nothing left behind: server stopped, host values back, cgroup removed
         raise
-    return fx, free, faulty, qualification(xs, ys), t0
+    q = qualification(xs, ys)
+    # where a scenario's minutes go (the whole suite must fit 2 hours: benchmarks/README.md)
+    q.update(setup_min=round((t1 - t0) / 60, 2), measure_min=round((time.monotonic() - t1) / 60, 2))
+    return fx, free, faulty, q, t0
 
 
 def qualify(scn: Scenario, opts: RunOptions) -> dict[str, Any]:
@@ -233,7 +237,9 @@ def run(scn: Scenario, opts: RunOptions) -> dict[str, Any]:
             fx.inst.service().start()
         final = fx.capture("final")
         result["final_config_text"] = final.conf_text
+        t_final = time.monotonic()
         finals, frees, pairs = _interleaved(fx, final, free, opts.final_repeats)
+        result["final_min"] = round((time.monotonic() - t_final) / 60, 2)
         # The reference is the fault-free runs interleaved with the final ones (same host load); the
         # pre-session runs only when those failed. This host's load drifts by tens of % in minutes.
         free_ref = frees or q.get("free", [])
