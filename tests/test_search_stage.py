@@ -244,6 +244,37 @@ def test_a_knob_ruled_out_after_the_search_started_is_dropped_from_its_subspace(
     assert list(planner._searches[Layer.dbms].space) != [knob]
 
 
+def test_the_search_range_ends_at_the_validators_cpu_limit() -> None:
+    """max_parallel_workers_per_gather at its default 2 on 2 cores: a ×4 range would be [1, 8], but the
+    validator's pg.per_gather_cores allows 1 × cores. The demo of 2026-12-03 lost round 3 to three such
+    refusals in a row; the range now ends at the rule's cap, and the cap's value passes the validator."""
+    from agenticdb.models import Change
+    from agenticdb.planner.search import _range, cpu_cap
+    from agenticdb.validator import validate
+
+    spec = KnobSpec(
+        name="max_parallel_workers_per_gather",
+        vartype="integer",
+        min_value=0,
+        max_value=1024,
+        apply=ApplyMode.reload,
+        default="2",
+    )
+    ctx = _ctx(knobs={spec.name: spec}, current={spec.name: "2"})
+    assert cpu_cap(ctx, spec.name) == 2
+    assert cpu_cap(ctx, "work_mem") is None
+    dist = _range(ctx, spec.name, {spec.name: "2"}, set())
+    assert dist is not None and (dist.low, dist.high) == (1.0, 2.0)
+
+    def verdict(value: str) -> bool:
+        change = Change(name=spec.name, value=value)
+        p = Proposal(bottleneck=Bottleneck.cpu, changes=[change], rationale="t")
+        v = validate(p, ctx.catalog, {spec.name: "1"}, ctx.profile.hardware, PolicyConfig(), Layer.dbms)
+        return v.ok and not [f for f in v.failed if f.check == "hardware"]
+
+    assert verdict("2") and not verdict("3")
+
+
 def _ctx(
     knobs: dict[str, KnobSpec] | None = None,
     current: dict[str, str] | None = None,
