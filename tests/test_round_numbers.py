@@ -26,7 +26,7 @@ from agenticdb.cli.tune_cmd import _round_printer
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.journal import Journal
 from agenticdb.memory import MemoryBook
-from agenticdb.models import RoundOutcome
+from agenticdb.models import Bottleneck, Decision, FailedCheck, Layer, RoundOutcome
 from agenticdb.session import TuningSession
 
 JITTER = [0.00, 0.06, -0.05, 0.09, -0.08, 0.03, -0.02, 0.07, -0.06, 0.01, 0.04, -0.03]
@@ -130,3 +130,29 @@ def test_round_lines_and_report_show_the_journaled_decision(tmp_path: Path) -> N
     sessions = json.loads(_cli(tmp_path, "journal", "list", "--format", "json"))
     assert [s["id"] for s in sessions] == [session.session_id]
     assert json.loads(_cli(tmp_path, "memory", "list", "--format", "json"))[0]["session_id"] == session.session_id
+
+
+def test_a_refused_round_line_says_what_the_validator_refused() -> None:
+    """A round whose proposal the validator refused measured nothing: its line says why, not "→ —: —"."""
+    out = io.StringIO()
+    on_round = _round_printer(Console(file=out, soft_wrap=True, highlight=False), [], None)
+    msg = "max_parallel_workers_per_gather=4 exceeds 1 × 2 cores = 2 (rule pg.per_gather_cores: …)"
+    on_round(
+        RoundOutcome(
+            session_id="s",
+            round_no=3,
+            stage=Layer.dbms,
+            bottleneck=Bottleneck.wal_fsync,
+            changes={"max_parallel_workers_per_gather": "4"},
+            verdict_ok=False,
+            failed_checks=[
+                FailedCheck(check="hardware", parameter="max_parallel_workers_per_gather", value="4", message=msg),
+                FailedCheck(check="step", parameter="wal_buffers", value="3MB", message="too far"),
+            ],
+            decision=Decision.terminate,
+            reason="reached max rounds (3)",
+        )
+    )
+    line = out.getvalue().strip()
+    assert line.startswith("round 3 [dbms] wal_fsync: max_parallel_workers_per_gather=4 → —: —; terminate:")
+    assert line.endswith(f"; refused by the validator: {msg} (+1 more)"), line

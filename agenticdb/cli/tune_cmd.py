@@ -195,13 +195,22 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
             f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
             f"{medians_text(outcome, labelled=True)}: {estimate_text(outcome)}; "
-            f"{outcome.decision.value}: {outcome.reason}" + _failure_text(outcome),
+            f"{outcome.decision.value}: {outcome.reason}" + _refusal_text(outcome) + _failure_text(outcome),
             highlight=False,
             soft_wrap=True,
             markup=False,  # "[dbms]" and values in brackets are text, not rich markup
         )
 
     return on_round
+
+
+def _refusal_text(outcome: RoundOutcome) -> str:
+    """``; refused by the validator: <first failed check's message> (+N more)`` for a round whose last
+    proposal the validator refused (nothing was applied or measured), else ""."""
+    if outcome.verdict_ok or not outcome.failed_checks:
+        return ""
+    first, more = outcome.failed_checks[0], len(outcome.failed_checks) - 1
+    return f"; refused by the validator: {first.message}" + (f" (+{more} more)" if more else "")
 
 
 def _failure_text(outcome: RoundOutcome) -> str:
