@@ -191,7 +191,7 @@ def cpu_cap(ctx: PlanningContext, name: str) -> float | None:
     a round with nothing measured, demo 2026-12-03)."""
     flavor, version = flavor_of(ctx.catalog), ctx.catalog.version
     caps = [
-        lim.per_core * ctx.profile.hardware.cpu_count + lim.plus
+        lim.cap(ctx.profile.hardware.cpu_count)
         for lim in load_ruleset(family_of(ctx.catalog.target)).cpu_limit
         if lim.parameter.lower() == name.lower() and lim.applies(flavor, version)
     ]

@@ -84,7 +84,7 @@ def check_host(
         if not lim.applies(flavor, version) or not cfg.is_changed(lim.parameter):
             continue
         n, ch = cfg.number(lim.parameter), cfg.changed[cfg.key(lim.parameter)]
-        cap = lim.per_core * hw.cpu_count + lim.plus
+        cap = lim.cap(hw.cpu_count)
         if n is not None and n > cap:
             failed.append(
                 FailedCheck(

@@ -334,6 +334,10 @@ class CpuLimit(Versioned):
     per_core: float
     plus: float = 0.0
 
+    def cap(self, cpu_count: int) -> float:
+        """The ceiling on a host with ``cpu_count`` cores: ``per_core`` × cores + ``plus``."""
+        return self.per_core * cpu_count + self.plus
+
 
 class RamLimit(Versioned):
     """``parameter`` × ``unit_bytes`` may be at most ``fraction`` × the host's memory limit
