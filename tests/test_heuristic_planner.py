@@ -457,21 +457,31 @@ def test_bad_start_gets_the_floor_prescription() -> None:
     bad = {"shared_buffers": "128kB", "work_mem": "64kB", "max_wal_size": "32MB"}
     ctx = _ctx("pg_cpu", config=bad, max_step_factor=1024.0)
     p = PLANNER.propose(ctx)
-    assert {c.name: c.value for c in p.changes} == {
-        "shared_buffers": "128MB",
-        "work_mem": "1MB",
-        "max_wal_size": "256MB",
-    }
+    # Below its floor (and its shipped default), a knob goes back at least to the shipped default
+    # (work_mem 4MB, max_wal_size 1GB are above their floors of 1MB and 256MB) ...
+    defaults = {"shared_buffers": "128MB", "work_mem": "4MB", "max_wal_size": "1GB"}
+    assert {c.name: c.value for c in p.changes} == defaults
     assert "bad start" in p.rationale
-    # Default step bound ×4: a floor that is the server's default (shared_buffers 128MB) is reached in
-    # one move (a return to the default is not bounded, validation/steps.py is_default); the others
-    # move towards their floor.
+    # ... in one move at the default step bound ×4 too: a return to the default is not bounded
+    # (validation/steps.py is_default), so 128kB → 128MB and 32MB → 1GB pass the validator.
     p = PLANNER.propose(_ctx("pg_cpu", config=bad))
-    assert {c.name: c.value for c in p.changes} == {
-        "shared_buffers": "128MB",
-        "work_mem": "256kB",
-        "max_wal_size": "128MB",
-    }
+    assert {c.name: c.value for c in p.changes} == defaults
+
+
+def test_a_floor_above_the_default_is_reached_through_the_default_then_in_steps() -> None:
+    """Scenario mdb-buffer-pool-tiny (issue 22): innodb_buffer_pool_size 8M under the 1/64-of-memory
+    floor (384MiB on 24 GiB) moved ×4 to 32M and measured +4 %; the 128M default is one move away."""
+    ctx = _ctx("mariadb_buffer_cache", family="mariadb", mem_gib=24, config={"innodb_buffer_pool_size": str(8 * 2**20)})
+    moves = {c.name: int(c.value) for c in PLANNER.propose(ctx).changes}
+    assert moves.get("innodb_buffer_pool_size") == 128 * 2**20
+    ctx = _ctx(
+        "mariadb_buffer_cache",
+        family="mariadb",
+        mem_gib=24,
+        config={"innodb_buffer_pool_size": str(128 * 2**20 - 2**20)},
+    )
+    moves = {c.name: int(c.value) for c in PLANNER.propose(ctx).changes}
+    assert moves.get("innodb_buffer_pool_size") == 384 * 2**20  # ×4 from 127M reaches the floor
 
 
 def test_commit_delay_trap_is_reverted() -> None:

@@ -54,8 +54,7 @@ from agenticdb.planner.playbook import (
     size,
 )
 from agenticdb.planner.wording import floor_label, floor_reason, start_kind
-from agenticdb.units import canonical, family_of, format_value, parse_value, unit_bytes
-from agenticdb.validation.steps import is_default
+from agenticdb.units import canonical, format_value, parse_value, unit_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -699,10 +698,16 @@ class HeuristicPlanner(Planner):
             shipped = parse_value(spec.default, spec) if spec.default is not None else None
             if shipped is not None and cur >= shipped:
                 return None  # at or above the server's shipped default is not a broken start
-            # The floor in one move when it is the server's default (the validator does not bound a
-            # return to the default); otherwise towards it in steps of at most max_step_factor.
-            to_default = is_default(family_of(family), spec, floor)
-            target = round_base(floor if to_default else self._step_bound(ctx, floor, cur), spec)
+            # Below the floor is a broken start (and cur is below the shipped default, checked above).
+            # The repair goes back at least to the shipped default in one move — a return to the
+            # default is not a step into the unknown, and the validator does not bound it
+            # (validation/steps.is_default) — and towards a floor above the default in steps of at
+            # most max_step_factor. innodb_buffer_pool_size 8M under a 384M floor moves to the 128M
+            # default, not to 32M (scenario mdb-buffer-pool-tiny, issue 22).
+            target = self._step_bound(ctx, floor, cur)
+            if shipped is not None:
+                target = max(target, shipped)
+            target = round_base(target, spec)
             if target <= cur:
                 return None
             value = format_value(target, spec, family)
