@@ -43,6 +43,12 @@ class ServiceConfig(Section):
     kind ``pg_ctl``: ``data_dir`` + ``bindir`` (+ ``os_user`` when running as root);
     ``mariadbd``: a private mariadbd started with ``defaults_file``; ``systemd``: ``unit``;
     ``command``: explicit ``start``/``stop``/``status`` shell commands; ``none``: restarts impossible.
+
+    ``cgroup`` (pg_ctl and mariadbd kinds): a cgroup directory (e.g. ``/sys/fs/cgroup/db``) the server
+    is started in, so a restart by agenticdb keeps the memory limit the server was confined with. A
+    systemd unit does this itself (``MemoryMax=``); without one a restarted server would land in the
+    agent's own cgroup. Kernel Documentation/admin-guide/cgroup-v2.rst: a process is moved by writing
+    its pid to ``cgroup.procs``, and its children are born in the same cgroup.
     """
 
     kind: Literal["pg_ctl", "mariadbd", "systemd", "command", "none"] = "none"
@@ -56,10 +62,28 @@ class ServiceConfig(Section):
     status: str | None = None
     start_timeout_s: float = 60.0
     log_file: str | None = None
+    cgroup: str | None = None
+
+    @field_validator("cgroup")
+    @classmethod
+    def _cgroup_dir(cls, v: str | None) -> str | None:
+        if v is not None and not (Path(v) / "cgroup.procs").is_file():
+            raise ValueError(
+                f"target.service.cgroup = {v!r}: not a cgroup directory (no cgroup.procs in it); "
+                "give the directory of the cgroup the server runs in, e.g. /sys/fs/cgroup/<name>"
+            )
+        return v
 
     @model_validator(mode="after")
     def _needs(self) -> ServiceConfig:
         need = {"systemd": ("unit",), "pg_ctl": ("data_dir", "bindir"), "command": ("start", "stop")}
+        # kind "none" with a cgroup: the section of a config used with --sandbox, whose pg_ctl/mariadbd
+        # service takes the cgroup over (cli.settings)
+        if self.cgroup and self.kind in ("systemd", "command"):
+            raise ValueError(
+                f"target.service.cgroup applies to service kinds 'pg_ctl' and 'mariadbd', not {self.kind!r} "
+                "(a systemd unit sets its own limits; a 'command' start can join a cgroup itself)"
+            )
         missing = [k for k in need.get(self.kind, ()) if not getattr(self, k)]
         if missing:
             raise ValueError(

@@ -83,7 +83,10 @@ def settings(
                 tcfg = sandbox_target_config(sandbox, cfg.storage.home)
             except SetupError as exc:
                 fail(str(exc), 2)
-            cfg = cfg.model_copy(update={"target": tcfg.model_copy(update={"database": cfg.target.database})})
+            update: dict[str, Any] = {"database": cfg.target.database}
+            if cfg.target.service.cgroup:  # the sandbox server confined by the caller: restarts stay inside
+                update["service"] = tcfg.service.model_copy(update={"cgroup": cfg.target.service.cgroup})
+            cfg = cfg.model_copy(update={"target": tcfg.model_copy(update=update)})
         if target:
             kind = "postgresql" if target.startswith(("postgres", "host=")) else cfg.target.kind
             if target.startswith("mysql://") and kind == "postgresql":
