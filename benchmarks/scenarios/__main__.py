@@ -74,7 +74,7 @@ def run_cmd(
     out: OutOpt,
     planner: Annotated[str, typer.Option(help="heuristic | llm")] = "heuristic",
     only: OnlyOpt = None,
-    budget_s: Annotated[float, typer.Option("--budget-s", help="time budget of each tuning session (s)")] = 300,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="time budget of each tuning session (s)")] = 180,
     rounds: Annotated[int, typer.Option(help="max rounds of each session")] = 6,
     repeats: Annotated[int, typer.Option(help="fault-free / faulty runs each (qualification)")] = 3,
     final_repeats: Annotated[

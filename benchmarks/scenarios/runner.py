@@ -1,12 +1,13 @@
 """``qualify`` and ``run`` for one scenario (issue 22).
 
-qualify: fault-free and faulty configurations measured ``repeats`` times each, interleaved (free, faulty,
-free, …), every run from the pristine data. The *noise* is the larger coefficient of variation of the two
-groups; the *effect* is |ln(median faulty / median free)|. A scenario counts only when effect > 5 × noise.
+qualify: after one discarded fault-free run, fault-free and faulty configurations measured ``repeats``
+times each, interleaved (free, faulty, faulty, free, …), every run from the pristine data. The *noise*
+is the larger coefficient of variation of the two groups; the *effect* is |ln(median faulty / median
+free)|. A scenario counts only when effect > 5 × noise.
 
 run: the same measurements (so the fault-free reference and the qualification come from the same run),
 then the fault is put in effect on pristine data and one ``agenticdb tune`` session (a child process:
-``python -m agenticdb.cli tune --sandbox … --home …``, inside the server's cgroup when it has one)
+``python -m agenticdb.cli tune --sandbox … --home …``; it restarts the server into the server's cgroup)
 tunes it with a small budget. The configuration the session leaves is measured ``final_repeats`` times,
 interleaved with fault-free runs, and scored from the journal (``score.py``).
 """
@@ -43,7 +44,7 @@ class RunOptions:
 
     out: Path
     planner: str = "heuristic"
-    budget_s: float = 300.0
+    budget_s: float = 180.0  # the whole suite must fit 2 hours (issue 22): ~6 min per qualified scenario
     max_rounds: int = 6
     repeats: int = 3
     final_repeats: int = 3
@@ -116,6 +117,17 @@ def _interleaved(fx: Fixture, a: State, b: State, n: int) -> tuple[list[float], 
     return xs, ys, pairs
 
 
+def _discarded(fx: Fixture, state: State) -> None:
+    """One run of ``state`` whose result is not used (logged); a failure is logged, not raised."""
+    try:
+        value = fx.measure(state)
+        log.info("scenario.discarded_run", scenario=fx.scn.name, state=state.label, objective=round(value, 3))
+    except Exception as exc:  # noqa: BLE001 - only a warm-up; the measured runs report their own failures
+        log.warning("scenario.discarded_run_failed", scenario=fx.scn.name, error=str(exc)[:300])
+        if not fx.inst.available():
+            fx.inst.service().start()
+
+
 def _prepare(scn: Scenario, opts: RunOptions) -> tuple[Fixture, State, State, dict[str, Any], float]:
     out = opts.out / scn.name
     out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +138,10 @@ def _prepare(scn: Scenario, opts: RunOptions) -> tuple[Fixture, State, State, di
         free = fx.capture("fault-free")
         faulty = fx.inject()
         t1 = time.monotonic()
+        # One run discarded: the first run after loading was off in most scenarios of the quiet-host
+        # run of 2026-12-03 (pg-checkpoint-storm fault-free 858 then 1597, 1630 TPS; 6 of 9 MariaDB
+        # scenarios low by 7–34 %), and it alone decided the noise of several rejections.
+        _discarded(fx, free)
         xs, ys, _ = _interleaved(fx, free, faulty, opts.repeats)
     except BaseException:
         fx.close(opts.keep)  # nothing left behind: server stopped, host values back, cgroup removed
@@ -177,17 +193,27 @@ def _toml_value(v: object) -> str:
 
 
 def write_session_config(fx: Fixture, path: Path) -> None:
-    """A TOML config holding the scenario's workload and safety sections (durability strict)."""
+    """A TOML config holding the scenario's workload and safety sections (durability strict), the
+    database the data was loaded into, and the server's cgroup (``target.service.cgroup``: a restart by
+    the session starts the server inside it, so the scenario's memory limit holds)."""
     lines = ["[workload]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in fx.workload_fields.items()]
     lines += ["", "[policy]", f'durability = "{fx.scn.safety.durability}"']
     if fx.settings is not None:  # the database the data was loaded into (the sandbox default differs)
         lines += ["", "[target]", f"database = {_toml_value(fx.settings.target.database)}"]
+    if fx.cgroup is not None:
+        lines += ["", "[target.service]", f"cgroup = {_toml_value(str(fx.cgroup.path))}"]
     path.write_text("\n".join(lines) + "\n")
 
 
 def run_session(fx: Fixture, opts: RunOptions) -> dict[str, Any]:
-    """One ``agenticdb tune`` session in a child process; its journal is copied to the result folder."""
+    """One ``agenticdb tune`` session in a child process; its journal is copied to the result folder.
+
+    The session runs outside the server's cgroup, as an agent on a confined host would: it reads the
+    server's limit from the server's own cgroup (``detect_hardware(pid=…)``) and restarts the server
+    into it (``target.service.cgroup``). Run inside the cgroup, the agent and its workload clients were
+    charged to the server's memory: os-read-ahead-tiny's session (≈160 MiB) was OOM-killed inside
+    its 256 MiB limit (2026-12-03)."""
     out = fx.out
     config = out / "session.toml"
     write_session_config(fx, config)
@@ -203,7 +229,6 @@ def run_session(fx: Fixture, opts: RunOptions) -> dict[str, Any]:
             stderr=subprocess.STDOUT,
             env=env,
             timeout=opts.budget_s * 3 + 600,
-            preexec_fn=fx.cgroup.join_self if fx.cgroup else None,
             check=False,
         )
     journal = fx.base / "journal.db"
