@@ -83,6 +83,8 @@ PG_KNOBS = [  # PostgreSQL 15 pg_settings: name, vartype, context→apply, boot_
     _k("random_page_cost", "real", "reload", "4", None, 0, 1.79769e308),
     _k("bgwriter_lru_maxpages", "integer", "reload", "100", None, 0, 1073741823),
     _k("jit", "bool", "reload", "on"),
+    _k("enable_indexscan", "bool", "dynamic", "on"),
+    _k("enable_bitmapscan", "bool", "dynamic", "on"),
     _k("jit_above_cost", "real", "reload", "100000", None, -1, 1.79769e308),
     _k("max_parallel_workers_per_gather", "integer", "reload", "2", None, 0, 1024),
     _k("deadlock_timeout", "integer", "reload", "1000", "ms", 1, 2147483647),
@@ -105,6 +107,8 @@ PG_DEFAULTS = {  # current_setting() spellings, as the PostgreSQL target reports
     "random_page_cost": "4",
     "bgwriter_lru_maxpages": "100",
     "jit": "on",
+    "enable_indexscan": "on",
+    "enable_bitmapscan": "on",
     "max_parallel_workers_per_gather": "2",
     "deadlock_timeout": "1s",
     "max_connections": "100",
@@ -490,6 +494,23 @@ def test_commit_delay_trap_is_reverted() -> None:
     assert p.bottleneck == Bottleneck.wal_fsync
     assert p.changes[0].name == "commit_delay" and str(p.changes[0].value) == "0"
     assert "39%" in p.changes[0].rationale
+
+
+def test_a_planner_switch_left_off_is_a_trap_put_back_on() -> None:
+    """Scenario pg-enable-indexscan-off (issue 22): enable_indexscan / enable_bitmapscan = off for the
+    whole server turn pgbench's key lookups into full scans; both go back on in the first round."""
+    off = {"enable_indexscan": "off", "enable_bitmapscan": "off"}
+    p = PLANNER.propose(_ctx("pg_cpu", config=off))
+    assert p.bottleneck == Bottleneck.cpu
+    assert {c.name: str(c.value) for c in p.changes} == {"enable_indexscan": "on", "enable_bitmapscan": "on"}
+    rationale = " ".join(c.rationale for c in p.changes)
+    assert "enable_indexscan = off, a known trap (the postgresql default is on)" in rationale, rationale
+    assert "20.7.1 Planner Method Configuration" in rationale + p.rationale + " ".join(p.evidence)
+    # on (the default) is no trap; any spelling of off is ("false" as a config file may hold it)
+    p = PLANNER.propose(_ctx("pg_cpu", config={"enable_indexscan": "on"}))
+    assert "enable_indexscan" not in {c.name for c in p.changes}
+    p = PLANNER.propose(_ctx("pg_cpu", config={"enable_indexscan": "false"}))
+    assert {c.name: str(c.value) for c in p.changes}.get("enable_indexscan") == "on"
 
 
 def test_random_page_cost_trap_goes_back_to_the_default_in_one_move() -> None:

@@ -70,7 +70,7 @@ class _Move:
     risk: str
     reason: str
     source: str
-    trap: bool = False  # a known harmful setting undone: a floor rule with revert_above, or a [[measured]] rule
+    trap: bool = False  # a known harmful setting undone: a floor rule with revert_above/revert_if, or [[measured]]
     start: str = ""  # floor moves: wording.start_kind of the value in effect (default, below default, ...)
     measured: str = ""  # [[measured]] moves: the measured share that triggered the rule, for the summary
 
@@ -681,11 +681,18 @@ class HeuristicPlanner(Planner):
         hist: _History,
     ) -> _Move | None:
         raw = current.get(rule.knob, spec.default)
+        value: str | int | float
+        floor: float | None = None
+        if rule.revert_if is not None:  # a switch (bool/enum) compared as the server spells it
+            if raw is None or rule.value is None:
+                return None
+            if canonical(rule.knob, raw, spec) != canonical(rule.knob, rule.revert_if, spec):
+                return None
+            value = rule.value
+            return self._floor_result(rule, spec, raw, value, floor, facts, family, hist)
         cur = parse_value(raw, spec) if raw is not None else None
         if cur is None:
             return None
-        value: str | int | float
-        floor: float | None = None
         if rule.revert_above is not None:
             if cur <= rule.revert_above or rule.value is None:
                 return None
@@ -711,11 +718,25 @@ class HeuristicPlanner(Planner):
             if target <= cur:
                 return None
             value = format_value(target, spec, family)
+        return self._floor_result(rule, spec, raw, value, floor, facts, family, hist)
+
+    def _floor_result(
+        self,
+        rule: FloorRule,
+        spec: KnobSpec,
+        raw: str | None,
+        value: str | int | float,
+        floor: float | None,
+        facts: HostFacts,
+        family: str,
+        hist: _History,
+    ) -> _Move | None:
+        """The floor rule's move to ``value``, unless this session or experience already ruled it out."""
         key = canonical(rule.knob, value, spec)
         # A known trap's fix is retried although another session called it ineffective: one noisy tie
         # (or a bundle it was part of) must not leave commit_delay=1000 in place for good. Failures and
         # this session's own tries still rule it out.
-        retry = rule.revert_above is not None and key in hist.retrieved_ineffective
+        retry = rule.is_trap and key in hist.retrieved_ineffective
         if key in hist.forbidden and not retry:
             return None
         if retry:
@@ -732,7 +753,7 @@ class HeuristicPlanner(Planner):
             "",
             floor_reason(rule, spec, raw, floor, facts, family),
             rule.source,
-            trap=rule.revert_above is not None,
+            trap=rule.is_trap,
             start=start_kind(rule, spec, raw),
         )
 

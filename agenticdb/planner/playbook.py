@@ -127,7 +127,8 @@ class ProbeEntry(PlaybookEntry):
 
 class FloorRule(_Strict):
     """A floor rule: raise ``knob`` to ``floor`` when below it, or set it to ``value`` when above
-    ``revert_above`` (a known trap). Checked before any diagnosis-driven move. ``reason`` must hold
+    ``revert_above`` or equal to ``revert_if`` (a known trap: a number too high, or a switch such as
+    ``enable_indexscan = off``). Checked before any diagnosis-driven move. ``reason`` must hold
     whatever the value in effect; the case's own words (the value, whether it is the default, the floor
     and its basis, "bad start" only below the default or for a trap) come from ``planner.wording``."""
 
@@ -135,6 +136,7 @@ class FloorRule(_Strict):
     bottleneck: Bottleneck
     floor: Sizing | None = None
     revert_above: float | None = None
+    revert_if: str | None = None
     value: str | None = None
     effect: str
     reason: str
@@ -142,11 +144,20 @@ class FloorRule(_Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> FloorRule:
-        if (self.floor is None) == (self.revert_above is None):
-            raise ValueError(f"floor rule {self.knob!r}: give exactly one of 'floor' or 'revert_above'")
-        if self.revert_above is not None and self.value is None:
-            raise ValueError(f"floor rule {self.knob!r}: 'revert_above' needs 'value'")
+        given = [k for k in ("floor", "revert_above", "revert_if") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"floor rule {self.knob!r}: give exactly one of 'floor', 'revert_above' or 'revert_if' "
+                f"(given: {', '.join(given) or 'none'})"
+            )
+        if self.is_trap and self.value is None:
+            raise ValueError(f"floor rule {self.knob!r}: '{given[0]}' needs 'value'")
         return self
+
+    @property
+    def is_trap(self) -> bool:
+        """A known harmful value put back (``revert_above`` / ``revert_if``), not a floor to reach."""
+        return self.revert_above is not None or self.revert_if is not None
 
 
 class MeasuredRule(_Strict):

@@ -56,8 +56,9 @@ def _shown(base: float, spec: KnobSpec) -> str:
 
 def start_kind(rule: FloorRule, spec: KnobSpec, current: str | None) -> str:
     """``"default"`` when the value in effect is the knob's default, ``"below default"`` when a floor
-    knob is under its default, ``"trap"`` for a known-harmful value (``revert_above``), else ``"set"``."""
-    if rule.revert_above is not None:
+    knob is under its default, ``"trap"`` for a known-harmful value (``revert_above`` / ``revert_if``),
+    else ``"set"``."""
+    if rule.is_trap:
         return "trap"
     cur = parse_value(current, spec)
     default = parse_value(spec.default, spec)
@@ -82,10 +83,8 @@ def floor_reason(
     default = parse_value(spec.default, spec)
     default_shown = _shown(default, spec) if default is not None else str(spec.default)
     if kind == "trap":
-        head = (
-            f"{rule.knob} = {current} is above {rule.revert_above:g}, a known trap "
-            f"(the {family} default is {spec.default})"
-        )
+        what = f" is above {rule.revert_above:g}" if rule.revert_above is not None else ""
+        head = f"{rule.knob} = {current}{what}, a known trap (the {family} default is {spec.default})"
     else:
         where = {
             "default": f"is the {family} default",
