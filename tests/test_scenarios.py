@@ -16,7 +16,7 @@ from agenticdb.models import Bottleneck
 from benchmarks.scenarios import report
 from benchmarks.scenarios.model import Scenario, ScenarioError, load_all, load_file, select
 from benchmarks.scenarios.runner import RunOptions, qualification, run
-from benchmarks.scenarios.score import first_diagnosis, outcome, score, time_to_fix, violations
+from benchmarks.scenarios.score import first_diagnosis, outcome, outcome_margin, score, time_to_fix, violations
 
 
 def test_every_shipped_scenario_loads_with_a_source_and_known_labels() -> None:
@@ -94,6 +94,21 @@ def test_outcome_compares_each_final_run_with_the_fault_free_run_beside_it() -> 
     assert not ok and short == 100.0
     # no complete pair: the medians decide
     assert outcome([95.0, 97.0], [100.0, 100.0], 15, higher=True, pairs=[]) == (True, 4.0)
+
+
+def test_the_outcome_margin_is_at_least_twice_the_fault_free_noise() -> None:
+    """pg-random-page-cost-huge, 2026-12-03: the session left random_page_cost = 4 (the fault-free value)
+    and its pairs read 16 %, 20 % and −15 % short against fault-free runs that varied by 8 % (CV)."""
+    pairs = [(1217.3, 1448.0), (1244.8, 1561.8), (1621.2, 1407.1)]
+    free_runs = [1552.3, 1245.6, 1449.6, 1448.0, 1561.8, 1407.1]
+    margin = outcome_margin(15, free_runs)
+    assert margin == 16.0  # 2 × CV 8.0 % of the six fault-free runs
+    assert outcome([p[0] for p in pairs], [p[1] for p in pairs], margin, higher=True, pairs=pairs) == (True, 15.9)
+    # on a quiet run the scenario's own margin stands, and a half repair misses it either way
+    assert outcome_margin(15, [1000.0, 1010.0, 990.0]) == 15
+    half = [(700.0, 1448.0), (800.0, 1561.8), (750.0, 1407.1)]
+    assert not outcome([p[0] for p in half], [p[1] for p in half], margin, higher=True, pairs=half)[0]
+    assert outcome_margin(15, [1000.0]) == 15  # one run: no noise estimate
 
 
 def test_report_counts_scored_rows_only() -> None:

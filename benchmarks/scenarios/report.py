@@ -59,7 +59,8 @@ def _row(r: dict[str, Any]) -> str:
     tokens = int(llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0))
     return (
         f"| {r['scenario']} | {r['kind']} | {eff} | {r.get('diagnosis_label')} → {yes[bool(r['diagnosis'])]} "
-        f"| {r.get('shortfall_pct')} % → {yes[bool(r['outcome'])]} (gap closed {r.get('recovered_pct', '—')} %) "
+        f"| {r.get('shortfall_pct')} % (margin {r.get('margin_pct', '—')} %) → {yes[bool(r['outcome'])]} "
+        f"(gap closed {r.get('recovered_pct', '—')} %) "
         f"| {yes[bool(r['safe_pass'])]} "
         f"| {len(r.get('violations') or [])} | {r.get('round_fixed') or '—'} / {r.get('minutes_to_fix') or '—'} "
         f"| {', '.join(f'{k}={v}' for k, v in (r.get('kept_changes') or {}).items()) or '—'} "

@@ -273,7 +273,10 @@ def run(scn: Scenario, opts: RunOptions) -> dict[str, Any]:
         result["final_pairs"] = [[round(x, 3), round(y, 3)] for x, y in pairs]
         journal = opts.out / scn.name / "journal.db"
         if journal.exists():
-            result.update(score(journal, scn, finals, free_ref, fx.higher_is_better, up, pairs=pairs))
+            every_free = list(q.get("free", [])) + frees
+            result.update(
+                score(journal, scn, finals, free_ref, fx.higher_is_better, up, pairs=pairs, free_runs=every_free)
+            )
             result["recovered_pct"] = recovered(finals, free_ref, q.get("faulty", []))
             result["reference"] = (
                 "fault-free runs interleaved with the final ones" if frees else "pre-session fault-free runs"
