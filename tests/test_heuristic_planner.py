@@ -85,6 +85,8 @@ PG_KNOBS = [  # PostgreSQL 15 pg_settings: name, vartype, context→apply, boot_
     _k("jit", "bool", "reload", "on"),
     _k("enable_indexscan", "bool", "dynamic", "on"),
     _k("enable_bitmapscan", "bool", "dynamic", "on"),
+    _k("enable_hashjoin", "bool", "dynamic", "on"),
+    _k("enable_mergejoin", "bool", "dynamic", "on"),
     _k("jit_above_cost", "real", "reload", "100000", None, -1, 1.79769e308),
     _k("max_parallel_workers_per_gather", "integer", "reload", "2", None, 0, 1024),
     _k("deadlock_timeout", "integer", "reload", "1000", "ms", 1, 2147483647),
@@ -109,6 +111,8 @@ PG_DEFAULTS = {  # current_setting() spellings, as the PostgreSQL target reports
     "jit": "on",
     "enable_indexscan": "on",
     "enable_bitmapscan": "on",
+    "enable_hashjoin": "on",
+    "enable_mergejoin": "on",
     "max_parallel_workers_per_gather": "2",
     "deadlock_timeout": "1s",
     "max_connections": "100",
@@ -125,6 +129,7 @@ MY_KNOBS = [  # MariaDB 10.11 SYSTEM_VARIABLES
         block=1048576,
     ),
     _k("innodb_log_buffer_size", "integer", "restart", "16777216", "B", 262144, 18446744073709551615),
+    _k("join_cache_level", "integer", "dynamic", "2", None, 0, 8),
     _k(
         "innodb_flush_method",
         "enum",
@@ -511,6 +516,14 @@ def test_a_planner_switch_left_off_is_a_trap_put_back_on() -> None:
     assert "enable_indexscan" not in {c.name for c in p.changes}
     p = PLANNER.propose(_ctx("pg_cpu", config={"enable_indexscan": "false"}))
     assert {c.name: str(c.value) for c in p.changes}.get("enable_indexscan") == "on"
+    # the join switches (scenario pg-enable-join-off) and MariaDB's join buffers (mdb-join-cache-off)
+    p = PLANNER.propose(_ctx("pg_cpu", config={"enable_hashjoin": "off", "enable_mergejoin": "off"}))
+    assert {c.name: str(c.value) for c in p.changes} == {"enable_hashjoin": "on", "enable_mergejoin": "on"}
+    p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"join_cache_level": "0"}))
+    assert p.bottleneck == Bottleneck.cpu
+    assert {c.name: str(c.value) for c in p.changes}.get("join_cache_level") == "2"
+    p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"join_cache_level": "2"}))
+    assert "join_cache_level" not in {c.name for c in p.changes}
 
 
 def test_random_page_cost_trap_goes_back_to_the_default_in_one_move() -> None:
