@@ -356,6 +356,21 @@ def test_linux_moves_use_catalog_names_and_integers() -> None:
     assert p.changes[0].value == 67584 * 4 or p.changes[0].value <= 67584 * 4
 
 
+def test_a_tiny_read_ahead_goes_back_to_the_kernel_default_whatever_the_diagnosis() -> None:
+    """Scenario os-read-ahead-tiny (issue 22): read_ahead_kb = 8 under sequential scans in a 256 MiB cgroup
+    was diagnosed memory_reclaim (the cgroup's page cache thrashes either way) and the session tried
+    swappiness and min_free_kbytes; the device's read-ahead below any value the playbook would choose is a
+    bad start of its own, undone first (the kernel default 128 kB is one move away)."""
+    ctx = _ctx("os_memory_reclaim", stage=Layer.os, config={"block.vda.read_ahead_kb": "8"})
+    p = PLANNER.propose(ctx)
+    assert p.bottleneck == Bottleneck.io_queue
+    assert {c.name: c.value for c in p.changes}.get("block.vda.read_ahead_kb") == 128
+    assert "bad start" in p.rationale
+    # 16 kB and more is a choice the io_queue entries make themselves (OLTP: down to 32, then 16)
+    p = PLANNER.propose(_ctx("os_memory_reclaim", stage=Layer.os, config={"block.vda.read_ahead_kb": "16"}))
+    assert "block.vda.read_ahead_kb" not in {c.name for c in p.changes}
+
+
 # -------------------------------------------------------------------------------- refinement
 
 

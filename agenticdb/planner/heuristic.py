@@ -614,13 +614,15 @@ class HeuristicPlanner(Planner):
         hist: _History,
     ) -> list[_Move]:
         moves: list[_Move] = []
-        for rule in book.floor:
-            spec = self._usable(ctx, rule.knob, hist)
-            if spec is None:
-                continue
-            mv = self._floor_move(ctx, rule, spec, current, facts, family, hist)
-            if mv is not None:
-                moves.append(mv)
+        for general in book.floor:
+            for name in self._resolve(ctx, general.knob):  # "<dev>" → the data device
+                rule = general if name == general.knob else general.model_copy(update={"knob": name})
+                spec = self._usable(ctx, name, hist)
+                if spec is None:
+                    continue
+                mv = self._floor_move(ctx, rule, spec, current, facts, family, hist)
+                if mv is not None:
+                    moves.append(mv)
         return moves
 
     def _measured(
