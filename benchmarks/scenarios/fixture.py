@@ -38,6 +38,16 @@ log = structlog.get_logger(__name__)
 
 QLOOP = Path(__file__).parent / "qloop.py"
 
+SERVER_DEFAULTS: dict[str, dict[str, str]] = {
+    # The sandbox starts MariaDB with a 64 MiB buffer pool and a 48 MiB redo log (agenticdb/sandbox/
+    # mariadb.py: small enough for several test servers); the scenario's fault-free configuration is the
+    # server's shipped defaults, so the only thing wrong is the injected fault. Under the sandbox's values
+    # every MariaDB session began with the buffer-pool floor ("bad start") instead of the fault
+    # (mdb-redo-log-tiny, 2026-12-03). MariaDB 10.11 defaults: innodb_buffer_pool_size 128MiB,
+    # innodb_log_file_size 96MiB (MariaDB KB, InnoDB System Variables).
+    "mariadb": {"innodb_buffer_pool_size": "134217728", "innodb_log_file_size": "100663296"},
+}
+
 
 class InjectError(RuntimeError):
     """A fault could not be written or read back (message names the parameter, value and path)."""
@@ -94,8 +104,9 @@ class Fixture:
     def setup(self) -> None:
         """Create and start the server, load the workload's data, run ``setup_sql``, save pristine data."""
         tcfg = self.inst.up()
-        if self.scn.target.base_settings:
-            self.write_settings(self.scn.target.base_settings)
+        base = {**SERVER_DEFAULTS.get(self.scn.target.dbms, {}), **self.scn.target.base_settings}
+        if base:
+            self.write_settings(base)
             self.inst.stop()
             self.inst.service().start()
         self.settings = Settings(
