@@ -68,8 +68,9 @@ class ServiceConfig(Section):
     @classmethod
     def _cgroup_dir(cls, v: str | None) -> str | None:
         if v is not None and not (Path(v) / "cgroup.procs").is_file():
+            what = "not a cgroup directory (no cgroup.procs in it)" if Path(v).is_dir() else "no such directory"
             raise ValueError(
-                f"target.service.cgroup = {v!r}: not a cgroup directory (no cgroup.procs in it); "
+                f"target.service.cgroup = {v!r}: {what}; "
                 "give the directory of the cgroup the server runs in, e.g. /sys/fs/cgroup/<name>"
             )
         return v

@@ -55,6 +55,8 @@ def _in(cg: MemoryCgroup, pid: int) -> bool:
 def test_a_path_that_is_no_cgroup_or_a_kind_that_cannot_use_it_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"target.service.cgroup = .*no cgroup.procs"):
         ServiceConfig(kind="pg_ctl", data_dir="/d", bindir="/b", cgroup=str(tmp_path))
+    with pytest.raises(ValidationError, match=r"target.service.cgroup = .*missing': no such directory"):
+        ServiceConfig(kind="pg_ctl", data_dir="/d", bindir="/b", cgroup=str(tmp_path / "missing"))
     (tmp_path / "cgroup.procs").write_text("")
     with pytest.raises(ValidationError, match="applies to service kinds 'pg_ctl' and 'mariadbd', not 'systemd'"):
         ServiceConfig(kind="systemd", unit="postgresql", cgroup=str(tmp_path))
