@@ -14,9 +14,6 @@ the server, copies the pristine directory back (``rsync -a --delete``; PostgreSQ
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,99 +22,16 @@ import pymysql
 import structlog
 
 from agenticdb.config import TargetConfig
-from agenticdb.services import MariadbdService, PgCtlService, ServiceError
+from agenticdb.services import MariadbdService, PgCtlService, run_as
 from agenticdb.targets.base import Target
 from benchmarks.harness.cgroup import MemoryCgroup
 
 log = structlog.get_logger(__name__)
 
 
-def _run_in(cgroup: MemoryCgroup | None, argv: list[str], user: str | None, timeout: float) -> str:
-    if user and os.geteuid() == 0:
-        argv = ["runuser", "-u", user, "--", *argv]
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            preexec_fn=cgroup.join_self if cgroup else None,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ServiceError(f"{shlex.join(argv)} timed out after {timeout:.0f}s", str(exc.output or "")) from None
-    out = (proc.stdout or "") + (proc.stderr or "")
-    if proc.returncode != 0:
-        raise ServiceError(f"{shlex.join(argv)} exited {proc.returncode}", out)
-    return out
-
-
-class ConfinedPgCtl(PgCtlService):
-    """``PgCtlService`` whose ``pg_ctl start`` runs inside ``cgroup`` (restarts by the tuner included)."""
-
-    def __init__(self, cgroup: MemoryCgroup | None, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self.cgroup = cgroup
-
-    def _start(self) -> None:
-        if self.running():
-            return
-        argv = [
-            self.pg_ctl,
-            "start",
-            "-w",
-            "-t",
-            str(int(self.start_timeout_s)),
-            "-D",
-            self.data_dir,
-            "-l",
-            self.log_file,
-        ]
-        try:
-            _run_in(self.cgroup, argv, self.os_user, self.start_timeout_s + 10)
-        except ServiceError as exc:
-            raise ServiceError(f"PostgreSQL did not start: {exc}", exc.output + self._log_tail()) from None
-
-
-class ConfinedMariadbd(MariadbdService):
-    """``MariadbdService`` whose mariadbd is born inside ``cgroup``."""
-
-    def __init__(self, cgroup: MemoryCgroup | None, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self.cgroup = cgroup
-
-    def _start(self) -> None:
-        if self._pid() is not None:
-            return
-        argv = [self.binary, f"--defaults-file={self.defaults_file}"]
-        if self.os_user:
-            argv.append(f"--user={self.os_user}")
-        offset = self._log_size()
-        err = tempfile.TemporaryFile()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-            cwd="/",
-            preexec_fn=self.cgroup.join_self if self.cgroup else None,
-        )
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.is_ready():
-                return
-            if (code := proc.poll()) is not None:
-                err.seek(0)
-                raise ServiceError(
-                    f"mariadbd exited with code {code} before accepting connections",
-                    err.read().decode(errors="replace") + self._log_since(offset),
-                )
-            time.sleep(0.1)
-        raise ServiceError(
-            f"mariadbd not accepting connections after {self.start_timeout_s:.0f}s", self._log_since(offset)
-        )
+def _cg(cgroup: MemoryCgroup | None) -> str | None:
+    """The cgroup directory agenticdb's services start a process in (``target.service.cgroup``)."""
+    return str(cgroup.path) if cgroup else None
 
 
 class Instance:
@@ -173,20 +87,22 @@ class Instance:
                     conn.execute("SELECT 1")
                 return True
 
-            return ConfinedPgCtl(self.cgroup, ready, info.data_dir, info.bindir, info.os_user, "", info.log_file, 120.0)
+            return PgCtlService(
+                ready, info.data_dir, info.bindir, info.os_user, "", info.log_file, 120.0, cgroup=_cg(self.cgroup)
+            )
 
         def ready_m() -> bool:
             info.connect(timeout=2).close()
             return True
 
-        return ConfinedMariadbd(
-            self.cgroup,
+        return MariadbdService(
             ready_m,
             info.defaults_file,
             info.pid_file,
             info.os_user or "mysql",
             log_file=info.log_file,
             start_timeout_s=120.0,
+            cgroup=_cg(self.cgroup),
         )
 
     def target(self) -> Target:
@@ -248,5 +164,5 @@ class Instance:
         if keep_config and self.kind == "postgres":
             argv += ["--exclude", "postgresql.auto.conf"]
         argv += [src.rstrip("/") + "/", dst.rstrip("/") + "/"]
-        _run_in(self.cgroup, argv, None, 600)
-        _run_in(None, ["sync"], None, 120)
+        run_as(argv, None, 600, cgroup=_cg(self.cgroup))
+        run_as(["sync"], None, 120)
