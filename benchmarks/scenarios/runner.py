@@ -105,27 +105,30 @@ def _interleaved(fx: Fixture, a: State, b: State, n: int) -> tuple[list[float], 
         got: dict[str, float] = {}
         order = [("a", a, xs), ("b", b, ys)] if i % 2 == 0 else [("b", b, ys), ("a", a, xs)]
         for key, state, sink in order:
-            try:
-                got[key] = fx.measure(state)
-                sink.append(got[key])
-            except Exception as exc:  # noqa: BLE001 - a failed run is recorded as missing, the server brought back
-                log.warning("scenario.run_failed", state=state.label, error=str(exc)[:300])
-                if not fx.inst.available():
-                    fx.inst.service().start()
+            value = _measured_or_none(fx, state)
+            if value is not None:
+                got[key] = value
+                sink.append(value)
         if len(got) == 2:
             pairs.append((got["a"], got["b"]))
     return xs, ys, pairs
 
 
-def _discarded(fx: Fixture, state: State) -> None:
-    """One run of ``state`` whose result is not used (logged); a failure is logged, not raised."""
+def _measured_or_none(fx: Fixture, state: State) -> float | None:
+    """One run of ``state``; None when it failed (logged, the server brought back)."""
     try:
-        value = fx.measure(state)
-        log.info("scenario.discarded_run", scenario=fx.scn.name, state=state.label, objective=round(value, 3))
-    except Exception as exc:  # noqa: BLE001 - only a warm-up; the measured runs report their own failures
-        log.warning("scenario.discarded_run_failed", scenario=fx.scn.name, error=str(exc)[:300])
+        return fx.measure(state)
+    except Exception as exc:  # noqa: BLE001 - a failed run is recorded as missing, the server brought back
+        log.warning("scenario.run_failed", scenario=fx.scn.name, state=state.label, error=str(exc)[:300])
         if not fx.inst.available():
             fx.inst.service().start()
+        return None
+
+
+def _discarded(fx: Fixture, state: State) -> None:
+    """One run of ``state`` whose result is not used (logged)."""
+    value = _measured_or_none(fx, state)
+    log.info("scenario.discarded_run", scenario=fx.scn.name, state=state.label, objective=value)
 
 
 def _prepare(scn: Scenario, opts: RunOptions) -> tuple[Fixture, State, State, dict[str, Any], float]:
