@@ -24,6 +24,7 @@ from typing import Any
 
 from agenticdb.journal import Journal, JournalEvent
 from agenticdb.resources import data_file
+from agenticdb.series import cv
 from agenticdb.validation.rules import RULE_FILES, RuleSet, load_ruleset_file, rules_for
 from benchmarks.scenarios.model import Scenario
 
@@ -112,10 +113,10 @@ def outcome_margin(within_pct: float, free_runs: list[float]) -> float:
     shortfalls of an A/A comparison varies by about 1.2 × the CV, so 2 × the CV misses about one A/A in
     20. Faults count only beyond 5 × the noise (runner.NOISE_MULTIPLE), so a final configuration within
     2 × the noise has closed most of the gap."""
-    if len(free_runs) < 2 or statistics.fmean(free_runs) <= 0:
+    noise = cv(free_runs)
+    if noise is None:
         return within_pct
-    cv = statistics.stdev(free_runs) / statistics.fmean(free_runs)
-    return round(max(within_pct, OUTCOME_NOISE_MULTIPLE * 100 * cv), 1)
+    return round(max(within_pct, OUTCOME_NOISE_MULTIPLE * 100 * noise), 1)
 
 
 def outcome(
