@@ -87,6 +87,8 @@ PG_KNOBS = [  # PostgreSQL 15 pg_settings: name, vartype, context→apply, boot_
     _k("enable_bitmapscan", "bool", "dynamic", "on"),
     _k("enable_hashjoin", "bool", "dynamic", "on"),
     _k("enable_mergejoin", "bool", "dynamic", "on"),
+    _k("enable_nestloop", "bool", "dynamic", "on"),
+    _k("geqo", "bool", "dynamic", "on"),
     _k("jit_above_cost", "real", "reload", "100000", None, -1, 1.79769e308),
     _k("max_parallel_workers_per_gather", "integer", "reload", "2", None, 0, 1024),
     _k("deadlock_timeout", "integer", "reload", "1000", "ms", 1, 2147483647),
@@ -113,6 +115,8 @@ PG_DEFAULTS = {  # current_setting() spellings, as the PostgreSQL target reports
     "enable_bitmapscan": "on",
     "enable_hashjoin": "on",
     "enable_mergejoin": "on",
+    "enable_nestloop": "on",
+    "geqo": "on",
     "max_parallel_workers_per_gather": "2",
     "deadlock_timeout": "1s",
     "max_connections": "100",
@@ -130,6 +134,7 @@ MY_KNOBS = [  # MariaDB 10.11 SYSTEM_VARIABLES
     ),
     _k("innodb_log_buffer_size", "integer", "restart", "16777216", "B", 262144, 18446744073709551615),
     _k("join_cache_level", "integer", "dynamic", "2", None, 0, 8),
+    _k("optimizer_prune_level", "integer", "dynamic", "2", None, 0, 2),
     _k(
         "innodb_flush_method",
         "enum",
@@ -371,6 +376,29 @@ def test_a_tiny_read_ahead_goes_back_to_the_kernel_default_whatever_the_diagnosi
     assert "block.vda.read_ahead_kb" not in {c.name for c in p.changes}
 
 
+def _with_rows(delta: StateDelta, returned: float, fetched: float, commits: float) -> StateDelta:
+    totals = {
+        **delta.totals,
+        "pg_stat_database.tup_returned": returned,
+        "pg_stat_database.tup_fetched": fetched,
+        "pg_stat_database.xact_commit": commits,
+    }
+    return delta.model_copy(update={"totals": totals})
+
+
+def test_a_workload_that_scans_whole_tables_gets_the_analytic_read_ahead() -> None:
+    """Scenario os-read-ahead-tiny (issue 22): a command workload of full-table counts scored on TPS is
+    declared OLTP, and the io_queue entries lowered read-ahead for it. What the server counted (2 M rows
+    read by sequential scans per statement) makes it analytic: read-ahead goes up, not down."""
+    ctx = _ctx("os_io_queue", stage=Layer.os)
+    scans = _with_rows(ctx.last_delta, returned=2_000_000 * 30, fetched=40, commits=30)  # type: ignore[arg-type]
+    p = PLANNER.propose(ctx.model_copy(update={"last_delta": scans}))
+    assert {c.name: c.value for c in p.changes}.get("block.vda.read_ahead_kb") == 512  # 128 × 4 toward 1024
+    lookups = _with_rows(ctx.last_delta, returned=90_000, fetched=88_000, commits=30_000)  # type: ignore[arg-type]
+    p = PLANNER.propose(ctx.model_copy(update={"last_delta": lookups}))
+    assert {c.name: c.value for c in p.changes}.get("block.vda.read_ahead_kb") == 32
+
+
 # -------------------------------------------------------------------------------- refinement
 
 
@@ -539,6 +567,34 @@ def test_a_planner_switch_left_off_is_a_trap_put_back_on() -> None:
     assert {c.name: str(c.value) for c in p.changes}.get("join_cache_level") == "2"
     p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"join_cache_level": "2"}))
     assert "join_cache_level" not in {c.name for c in p.changes}
+
+
+def test_plan_search_traps_go_back_to_the_servers_own_default() -> None:
+    """Scenarios pg-geqo-off, mdb-prune-level-off and pg-enable-nestloop-off (issue 22): an exhaustive join
+    order search or a planner switch left off is put back to the server's shipped default
+    (``value = "default"``: MariaDB 10.11 ships optimizer_prune_level 2, MySQL 8 ships 1)."""
+    p = PLANNER.propose(_ctx("pg_cpu", config={"geqo": "off", "enable_nestloop": "off"}))
+    assert {c.name: str(c.value) for c in p.changes} == {"geqo": "on", "enable_nestloop": "on"}
+    assert "geqo = off, a known trap" in " ".join(c.rationale for c in p.changes)
+    p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"optimizer_prune_level": "0"}))
+    assert {c.name: str(c.value) for c in p.changes}.get("optimizer_prune_level") == "2"
+    mysql_like = [k.model_copy(update={"default": "1"}) if k.name == "optimizer_prune_level" else k for k in MY_KNOBS]
+    ctx = _ctx("mariadb_cpu", family="mariadb", config={"optimizer_prune_level": "0"})
+    ctx = ctx.model_copy(update={"catalog": _catalog("mariadb", mysql_like)})
+    p = PLANNER.propose(ctx)
+    assert {c.name: str(c.value) for c in p.changes}.get("optimizer_prune_level") == "1"
+    for level in ("1", "2"):
+        p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"optimizer_prune_level": level}))
+        assert "optimizer_prune_level" not in {c.name for c in p.changes}
+
+
+def test_a_trap_whose_value_is_the_servers_default_is_left_alone() -> None:
+    """A ``revert_if`` trap equal to the server's shipped default (a build whose default is the trap
+    value) proposes nothing: there is no default to go back to."""
+    knobs = [k.model_copy(update={"default": "off"}) if k.name == "geqo" else k for k in PG_KNOBS]
+    ctx = _ctx("pg_cpu", config={"geqo": "off"})
+    ctx = ctx.model_copy(update={"catalog": _catalog("postgresql", knobs)})
+    assert "geqo" not in {c.name for c in PLANNER.propose(ctx).changes}
 
 
 def test_random_page_cost_trap_goes_back_to_the_default_in_one_move() -> None:

@@ -42,6 +42,7 @@ from agenticdb.models import (
     RoundOutcome,
     StateDelta,
 )
+from agenticdb.planner import access
 
 log = structlog.get_logger(__name__)
 
@@ -253,10 +254,19 @@ def render_profile(ctx: PlanningContext) -> str:
 
 
 def render_fingerprint(ctx: PlanningContext) -> str:
-    """The workload fingerprint as ``key=value`` pairs."""
-    return ", ".join(
+    """The workload fingerprint as ``key=value`` pairs, then what the server counted of its access pattern
+    (planner.access: share of rows read by sequential scans, rows scanned per statement)."""
+    text = ", ".join(
         f"{k}={_num(v) if isinstance(v, float) else v}" for k, v in ctx.fingerprint.model_dump(mode="json").items()
     )
+    fig = access.scan_figures(current_delta(ctx))
+    if fig is not None:
+        cls = access.workload_class(ctx.fingerprint.workload_class, current_delta(ctx))
+        text += (
+            f"; measured: {fig[0]:.0%} of rows read by sequential scans, {_num(fig[1])} scanned rows per "
+            f"statement (treated as {cls})"
+        )
+    return text
 
 
 def current_delta(ctx: PlanningContext) -> StateDelta | None:

@@ -41,7 +41,9 @@ from agenticdb.models import (
     RoundOutcome,
     StateDelta,
 )
+from agenticdb.planner import access
 from agenticdb.planner.base import Planner, PlannerError, bans_knob
+from agenticdb.planner.context import current_delta
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.playbook import (
     FloorRule,
@@ -57,6 +59,12 @@ from agenticdb.planner.wording import floor_label, floor_reason, start_kind
 from agenticdb.units import canonical, format_value, parse_value, unit_bytes
 
 log = structlog.get_logger(__name__)
+
+
+def _workload_class(ctx: PlanningContext) -> str:
+    """The workload class the playbook filters use: declared, or "olap" when the last sample shows whole-table
+    scans (planner.access; a qloop of full scans scored on TPS reads like an analytic workload)."""
+    return access.workload_class(ctx.fingerprint.workload_class, current_delta(ctx))
 
 
 @dataclass
@@ -554,7 +562,7 @@ class HeuristicPlanner(Planner):
     ) -> list[_Move]:
         moves: list[_Move] = []
         for e in book.entries_for(b):
-            if e.workload_classes and ctx.fingerprint.workload_class not in e.workload_classes:
+            if e.workload_classes and _workload_class(ctx) not in e.workload_classes:
                 continue
             if h is not None and h.score < e.min_score:
                 continue
@@ -588,7 +596,7 @@ class HeuristicPlanner(Planner):
         moves: list[_Move] = []
         for e in book.probe:
             if e.bottleneck in hist.exhausted or (
-                e.workload_classes and ctx.fingerprint.workload_class not in e.workload_classes
+                e.workload_classes and _workload_class(ctx) not in e.workload_classes
             ):
                 continue
             for name in self._resolve(ctx, e.knob):
@@ -685,20 +693,25 @@ class HeuristicPlanner(Planner):
         raw = current.get(rule.knob, spec.default)
         value: str | int | float
         floor: float | None = None
+        # A trap goes back to ``value``; ``value = "default"`` is the server's own shipped default (MariaDB
+        # 10.11 ships optimizer_prune_level 2, MySQL 8 ships 1: one rule serves both).
+        back = spec.default if rule.value == "default" else rule.value
         if rule.revert_if is not None:  # a switch (bool/enum) compared as the server spells it
-            if raw is None or rule.value is None:
+            if raw is None or back is None:
                 return None
             if canonical(rule.knob, raw, spec) != canonical(rule.knob, rule.revert_if, spec):
                 return None
-            value = rule.value
+            if canonical(rule.knob, back, spec) == canonical(rule.knob, raw, spec):
+                return None  # the trap value is this server's default: nothing to put back
+            value = back
             return self._floor_result(rule, spec, raw, value, floor, facts, family, hist)
         cur = parse_value(raw, spec) if raw is not None else None
         if cur is None:
             return None
         if rule.revert_above is not None:
-            if cur <= rule.revert_above or rule.value is None:
+            if cur <= rule.revert_above or back is None:
                 return None
-            value = rule.value  # back to the default: a return to default is not a step outward
+            value = back  # back to the default: a return to default is not a step outward
         else:
             assert rule.floor is not None
             floor = size(rule.floor, facts, spec, cur)

@@ -128,7 +128,9 @@ class ProbeEntry(PlaybookEntry):
 class FloorRule(_Strict):
     """A floor rule: raise ``knob`` to ``floor`` when below it, or set it to ``value`` when above
     ``revert_above`` or equal to ``revert_if`` (a known trap: a number too high, or a switch such as
-    ``enable_indexscan = off``). Checked before any diagnosis-driven move. ``reason`` must hold
+    ``enable_indexscan = off``). ``value = "default"`` puts a trap back to the server's shipped default
+    (pg_settings.boot_val, information_schema.SYSTEM_VARIABLES.DEFAULT_VALUE), for knobs whose default
+    differs between the families a playbook serves. Checked before any diagnosis-driven move. ``reason`` must hold
     whatever the value in effect; the case's own words (the value, whether it is the default, the floor
     and its basis, "bad start" only below the default or for a trap) come from ``planner.wording``."""
 

@@ -1,0 +1,53 @@
+"""planner.access: the access pattern read from the server's row counters (issue 22, os-read-ahead-tiny)."""
+
+from __future__ import annotations
+
+from agenticdb.models import StateDelta
+from agenticdb.planner import access
+
+
+def _d(**totals: float) -> StateDelta:
+    return StateDelta(totals={k.replace("__", "."): v for k, v in totals.items()}, seconds=10.0)
+
+
+def test_postgresql_full_scans_are_analytic_and_key_lookups_are_not() -> None:
+    # 30 statements each counting a 2 M-row table by sequential scan
+    scans = _d(pg_stat_database__tup_returned=60e6, pg_stat_database__tup_fetched=40, pg_stat_database__xact_commit=30)
+    share, per_statement = access.scan_figures(scans)  # type: ignore[misc]
+    assert share > 0.99 and per_statement > 1e6
+    assert access.workload_class("oltp", scans) == "olap"
+    # pgbench: index lookups, a few rows per transaction
+    lookups = _d(
+        pg_stat_database__tup_returned=90_000,
+        pg_stat_database__tup_fetched=88_000,
+        pg_stat_database__xact_commit=30_000,
+    )
+    assert access.observed_class(lookups) is None
+    assert access.workload_class("oltp", lookups) == "oltp"
+    # a scan-heavy share of tiny tables (pgbench_branches scanned by seq scan) is not whole-table reading
+    small = _d(
+        pg_stat_database__tup_returned=100_000, pg_stat_database__tup_fetched=0, pg_stat_database__xact_commit=10_000
+    )
+    assert access.observed_class(small) is None
+
+
+def test_mariadb_table_scans_are_read_from_the_handler_counters() -> None:
+    scans = _d(
+        global_status__Handler_read_rnd_next=5e6, global_status__Handler_read_key=10, global_status__Questions=100
+    )
+    assert access.workload_class("mixed", scans) == "olap"
+    lookups = _d(
+        global_status__Handler_read_rnd_next=1_000,
+        global_status__Handler_read_key=200_000,
+        global_status__Handler_read_next=2_000_000,
+        global_status__Questions=200_000,
+    )
+    assert access.workload_class("oltp", lookups) == "oltp"
+
+
+def test_a_declared_analytic_workload_and_a_sample_without_row_counters_keep_their_class() -> None:
+    lookups = _d(pg_stat_database__tup_returned=10, pg_stat_database__tup_fetched=10, pg_stat_database__xact_commit=10)
+    assert access.workload_class("olap", lookups) == "olap"
+    assert access.scan_figures(_d(host__cpu_user=5.0)) is None
+    assert access.scan_figures(None) is None
+    assert access.workload_class("oltp", _d(pg_stat_database__tup_returned=0.0)) == "oltp"
