@@ -259,8 +259,8 @@ class Executor:
         d = classified(d, None, self.disturbance)
         if watch is not None and watch.server_pid is None:
             log.warning("disturbance.server_unknown", label=label, reason="no server pid: its CPU counts as outside")
-        if d.disturbed:
-            log.warning("run.disturbed", label=label, reason=d.reason)
+        if d.disturbed:  # the caller decides what a disturbed run means and warns once, with its decision
+            log.debug("run.disturbance_seen", label=label, reason=d.reason)
         return m.model_copy(update={"disturbance": d})
 
     def measure_at(
