@@ -32,7 +32,7 @@ from agenticdb.models import (
 )
 
 runner = CliRunner()
-N_ROWS = 17  # rows written by _write_session
+N_ROWS = 19  # rows written by _write_session
 
 
 def _snapshot() -> Snapshot:
@@ -47,6 +47,8 @@ def _snapshot() -> Snapshot:
 def _write_session(j: Journal, sid: str = "sess-0001") -> None:
     """A realistic two-round session as the round loop journals it."""
     j.append(sid, "session.start", {"target": "postgresql 15 @ sandbox", "workload": "pgbench"})
+    pristine = {"data_dir": "/srv/pg/data", "seconds": 0.4, "reason": "reset before every measured run"}
+    j.append(sid, "pristine.captured", pristine, round_no=0)
     j.append(sid, "baseline", {"objectives": [98.0, 100.0, 103.0], "noise_cv": 0.05}, round_no=0)
     proposal = Proposal(
         bottleneck=Bottleneck.buffer_cache,
@@ -154,6 +156,18 @@ def _write_session(j: Journal, sid: str = "sess-0001") -> None:
         round_no=3,
     )
     j.append(sid, "reverted", {"to": "round 1", "reason": "inside the noise band"}, round_no=3)
+    stop = {
+        "decision": "terminate",
+        "reason": "time budget used",
+        "elapsed_s": 231.5,
+        "time_budget_s": 240,
+        "budget_used": 0.965,
+        "rounds_done": 3,
+        "max_rounds": 100,
+        "round_cost_s": 41.0,
+        "search_rounds": [{"round": 3, "judged": "tie", "kept": False, "gain": -0.037, "low": -0.09, "high": 0.02}],
+    }
+    j.append(sid, "stop", stop, round_no=3)
     j.close_intent(sid, 3, "reverted")
     j.append(
         sid,
@@ -200,19 +214,19 @@ def test_tampered_row_is_named(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     j = Journal(path)
     _write_session(j)
-    # An attacker with file access drops the trigger and rewrites row 7 (the measurement).
+    # An attacker with file access drops the trigger and rewrites row 8 (the measurement).
     conn = sqlite3.connect(path)
     conn.execute("DROP TRIGGER journal_no_update")
-    conn.execute("UPDATE journal SET data = replace(data, '820.0', '9820.0') WHERE id = 7")
+    conn.execute("UPDATE journal SET data = replace(data, '820.0', '9820.0') WHERE id = 8")
     conn.commit()
     result = Journal(path).verify()
     assert not result.ok
-    assert result.first_bad_id == 7
+    assert result.first_bad_id == 8
     assert "modified" in result.reason
 
     res = runner.invoke(journal_app, ["verify", "--home", str(tmp_path)])
     assert res.exit_code == 1
-    assert "row 7" in res.output
+    assert "row 8" in res.output
 
 
 def test_deleted_rows_are_detected(tmp_path: Path) -> None:
@@ -226,7 +240,7 @@ def test_deleted_rows_are_detected(tmp_path: Path) -> None:
     assert (result.ok, result.first_bad_id) == (False, 5)
     assert "row 3" in result.reason
     conn.execute("DROP TRIGGER IF EXISTS journal_no_delete")
-    conn.execute("DELETE FROM journal WHERE id >= 5")  # rows 5..17
+    conn.execute("DELETE FROM journal WHERE id >= 5")  # rows 5..19
     conn.commit()
     conn.close()
     tail = Journal(path).verify()  # rows 1..3 chain fine, but 5..10 were handed out and are gone
@@ -399,6 +413,8 @@ def test_cli_list_show_tail_export(tmp_path: Path) -> None:
     out = res.output
     # the story, in order, per round
     order = [
+        "Pristine",
+        "data copied from /srv/pg/data in 0.4 s; reset before every measured run",
         "Round 1",
         "Evidence",
         "blks_read/s=1200",
@@ -431,6 +447,9 @@ def test_cli_list_show_tail_export(tmp_path: Path) -> None:
         "tie",
         "Reverted",
         "back to round 1",
+        "Stop",
+        "terminate: time budget used; 231.5 s of a 240 s budget (96%), 3 of 100 rounds",
+        "search round 3: tie, gain -3.7% [-9.0%, +2.0%], not kept",
         "Session end",
         "Best config",
         "shared_buffers=512MB",

@@ -219,6 +219,41 @@ def _final(console: Console, d: dict[str, Any]) -> None:
     )
 
 
+def _pristine(console: Console, d: dict[str, Any]) -> None:
+    _line(
+        console,
+        "Pristine",
+        f"data copied from {d.get('data_dir')} in {d.get('seconds')} s; {d.get('reason', '')}",
+        "dim",
+    )
+
+
+def _stop(console: Console, d: dict[str, Any]) -> None:
+    used = d.get("budget_used")
+    budget = d.get("time_budget_s")
+    parts = [f"{d.get('decision')}: {d.get('reason', '')}"]
+    if d.get("elapsed_s") is not None:
+        parts.append(
+            f"{d.get('elapsed_s')} s of a {budget} s budget"
+            + (f" ({float(used):.0%})" if isinstance(used, int | float) else "")
+            + f", {d.get('rounds_done')} of {d.get('max_rounds')} rounds"
+            + (f", a round costs about {d.get('round_cost_s')} s" if d.get("round_cost_s") else "")
+        )
+    _line(console, "Stop", "; ".join(parts), "bold")
+    for r in d.get("search_rounds") or []:
+        gain = r.get("gain")
+        interval = (
+            f" [{r['low']:+.1%}, {r['high']:+.1%}]"
+            if isinstance(r.get("low"), int | float) and isinstance(r.get("high"), int | float)
+            else ""
+        )
+        gain_text = f"{gain:+.1%}" if isinstance(gain, int | float) else "n/a"
+        console.print(
+            f"  {'':<12} • search round {r.get('round')}: {escape(str(r.get('judged')))}, gain {gain_text}"
+            f"{escape(interval)}, {'kept' if r.get('kept') else 'not kept'}"
+        )
+
+
 def _intent_closed(console: Console, d: dict[str, Any]) -> None:
     _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
 
@@ -241,6 +276,8 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "reverted": _reverted,
     "final": _final,
     "intent.closed": _intent_closed,
+    "pristine.captured": _pristine,
+    "stop": _stop,
 }
 
 
