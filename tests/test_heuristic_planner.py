@@ -399,6 +399,26 @@ def test_a_workload_that_scans_whole_tables_gets_the_analytic_read_ahead() -> No
     assert {c.name: c.value for c in p.changes}.get("block.vda.read_ahead_kb") == 32
 
 
+def test_jit_off_is_not_proposed_when_pg_stat_statements_measured_no_jit_time() -> None:
+    """A demo round proposed jit = off for pgbench while its own evidence read JIT at 0 % of statement
+    time: a placebo. With pg_stat_statements counting JIT below 1 % of execution time the cpu entry is
+    skipped; without the extension's counters it applies as before; at a real share it applies."""
+    ctx = _ctx("pg_cpu")
+    assert ctx.last_delta is not None
+
+    def with_jit(jit_ms: float) -> PlanningContext:
+        totals = {
+            **ctx.last_delta.totals,  # type: ignore[union-attr]
+            "pg_stat_statements.jit_time": jit_ms,
+            "pg_stat_statements.total_exec_time": 10_000.0,
+        }
+        return ctx.model_copy(update={"last_delta": ctx.last_delta.model_copy(update={"totals": totals})})  # type: ignore[union-attr]
+
+    assert "jit" not in {c.name for c in PLANNER.propose(with_jit(0.0)).changes}
+    assert {c.name: c.value for c in PLANNER.propose(ctx).changes}.get("jit") == "off"
+    assert {c.name: c.value for c in PLANNER.propose(with_jit(500.0)).changes}.get("jit") == "off"
+
+
 # -------------------------------------------------------------------------------- refinement
 
 

@@ -566,6 +566,16 @@ class HeuristicPlanner(Planner):
                 continue
             if h is not None and h.score < e.min_score:
                 continue
+            if e.absent_below is not None and (delta := current_delta(ctx)) is not None:
+                share = e.absent_below.share(delta.totals)
+                if share is not None and share < e.absent_below.below:
+                    log.info(
+                        "planner.entry_skipped",
+                        knob=e.knob,
+                        reason=f"measured {e.absent_below.part} / {e.absent_below.whole} = {share:.3f} "
+                        f"< {e.absent_below.below}: the cost this move removes is not there",
+                    )
+                    continue
             for name in self._resolve(ctx, e.knob):
                 if only is not None and name not in only:
                     continue

@@ -77,14 +77,34 @@ class Sizing(_Strict):
         return self
 
 
+class MeasuredShare(_Strict):
+    """A cost the server measures as a share of a whole (two counters of the last sample, same unit):
+    ``part / whole``, e.g. pg_stat_statements JIT time over statement execution time (ms). An entry with
+    ``absent_below`` is skipped when the sample holds both counters and the share is below ``below``:
+    the cost it removes was measured and is not there (a move that cannot help is a placebo). Without
+    the counters (extension not installed) the entry applies as written."""
+
+    part: str
+    whole: str
+    below: float = Field(gt=0, le=1)
+
+    def share(self, totals: dict[str, float]) -> float | None:
+        """``part / whole`` over the sample, or ``None`` when either counter is missing or whole is 0."""
+        part, whole = totals.get(self.part), totals.get(self.whole)
+        if part is None or not whole or whole <= 0:
+            return None
+        return part / whole
+
+
 class PlaybookEntry(_Strict):
     """One move of the playbook: ``knob`` towards ``direction`` when ``bottleneck`` is diagnosed.
 
     ``direction = "set"`` writes ``value`` or the first of ``prefer`` the knob's enum offers, unless
     the current value is in ``unless_current_in``. ``limit`` is the upper bound for "up" and the lower
     bound for "down". ``workload_classes`` restricts the entry (empty: all); ``min_score`` asks for a
-    stronger diagnosis (e.g. raise max_connections only when really near the limit). ``<dev>`` in a
-    Linux knob name is the data device.
+    stronger diagnosis (e.g. raise max_connections only when really near the limit); ``absent_below``
+    skips it when the server measured the cost it removes and found almost none (:class:`MeasuredShare`).
+    ``<dev>`` in a Linux knob name is the data device.
     """
 
     bottleneck: Bottleneck
@@ -98,6 +118,7 @@ class PlaybookEntry(_Strict):
     steps: list[float] = Field(default_factory=lambda: [2.0, 1.5, 1.25])
     workload_classes: list[str] = Field(default_factory=list)
     min_score: float = 0.0
+    absent_below: MeasuredShare | None = None
     effect: str
     risk: str = ""
     reason: str
