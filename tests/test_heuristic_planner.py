@@ -361,6 +361,28 @@ def test_linux_moves_use_catalog_names_and_integers() -> None:
     assert p.changes[0].value == 67584 * 4 or p.changes[0].value <= 67584 * 4
 
 
+def test_min_free_kbytes_stays_under_the_validators_cap_of_the_memory_limit() -> None:
+    """The Linux playbook sizes vm.min_free_kbytes from RAM; the validator caps it at 5 % of the memory
+    limit (min(RAM, cgroup limit), validators/linux.toml linux.min_free_kbytes). Under a 256 MiB limit
+    the first os-read-ahead-tiny probe wasted two rounds on refusals: the planner now stops at the cap,
+    and proposes nothing when the value in effect is already above it."""
+    from agenticdb.config import PolicyConfig
+    from agenticdb.validator import validate
+
+    relaxed = {"vm.swappiness": "1", "vm.vfs_cache_pressure": "50"}
+    ctx = _ctx("os_memory_reclaim", stage=Layer.os, config={**relaxed, "vm.min_free_kbytes": "4096"})
+    hw = ctx.profile.hardware.model_copy(update={"memory_limit_bytes": 256 * 1024 * 1024})
+    profile = ctx.profile.model_copy(update={"hardware": hw})
+    ctx = ctx.model_copy(update={"profile": profile, "catalog": _catalog("linux", LINUX_KNOBS)})
+    p = PLANNER.propose(ctx)
+    value = {c.name: c.value for c in p.changes}["vm.min_free_kbytes"]
+    assert 4096 < int(value) <= 0.05 * 256 * 1024
+    verdict = validate(p, ctx.catalog, ctx.current_config, hw, PolicyConfig(), Layer.os)
+    assert not [f for f in verdict.failed if f.parameter == "vm.min_free_kbytes"], verdict.failed
+    ctx = ctx.model_copy(update={"current_config": {**ctx.current_config, "vm.min_free_kbytes": "67584"}})
+    assert "vm.min_free_kbytes" not in {c.name for c in PLANNER.propose(ctx).changes}
+
+
 def test_a_tiny_read_ahead_goes_back_to_the_kernel_default_whatever_the_diagnosis() -> None:
     """Scenario os-read-ahead-tiny (issue 22): read_ahead_kb = 8 under sequential scans in a 256 MiB cgroup
     was diagnosed memory_reclaim (the cgroup's page cache thrashes either way) and the session tried

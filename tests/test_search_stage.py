@@ -249,7 +249,8 @@ def test_the_search_range_ends_at_the_validators_cpu_limit() -> None:
     validator's pg.per_gather_cores allows 1 × cores. The demo of 2026-12-03 lost round 3 to three such
     refusals in a row; the range now ends at the rule's cap, and the cap's value passes the validator."""
     from agenticdb.models import Change
-    from agenticdb.planner.search import _range, cpu_cap
+    from agenticdb.planner.caps import cpu_cap
+    from agenticdb.planner.search import _range
     from agenticdb.validator import validate
 
     spec = KnobSpec(

@@ -43,6 +43,7 @@ from agenticdb.models import (
 )
 from agenticdb.planner import access
 from agenticdb.planner.base import Planner, PlannerError, bans_knob
+from agenticdb.planner.caps import host_cap
 from agenticdb.planner.context import current_delta
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.playbook import (
@@ -488,6 +489,8 @@ class HeuristicPlanner(Planner):
         elif up:
             target = first if cur < first / 1.2 else cur * step
             target = min(target, limit if limit is not None else math.inf)
+            # never above the validator's host ceiling (cores, memory limit): a move it refuses costs a round
+            target = min(target, host_cap(ctx, name) or math.inf)
             bound = hist.bound_up.get(name)
             if bound is not None and target >= bound:
                 target = math.sqrt(cur * bound) if cur > 0 else bound / 2

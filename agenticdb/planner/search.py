@@ -50,13 +50,12 @@ from agenticdb.models import (
     Proposal,
 )
 from agenticdb.planner.base import Planner, bans_knob
+from agenticdb.planner.caps import host_cap
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import _family as family_of_context
 from agenticdb.planner.playbook import load_playbook, round_base
 from agenticdb.planner.trade import refused_growth, trade_proposal
-from agenticdb.units import canonical, family_of, format_value, parse_value, unit_bytes
-from agenticdb.validation.rules import load_ruleset
-from agenticdb.validator import flavor_of
+from agenticdb.units import canonical, format_value, parse_value, unit_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -175,27 +174,11 @@ def _range(
     mem = ctx.profile.hardware.memory_limit_bytes or ctx.profile.hardware.memory_bytes
     if ub and mem:
         hi = min(hi, MEMORY_CAP_FRACTION * mem / ub)
-    if (cap := cpu_cap(ctx, name)) is not None:
+    if (cap := host_cap(ctx, name)) is not None:
         hi = min(hi, cap)
     if lo <= 0 or hi <= lo * 1.01:
         return None
     return optuna.distributions.FloatDistribution(lo, hi, log=True)
-
-
-def cpu_cap(ctx: PlanningContext, name: str) -> float | None:
-    """The validator's ``[[cpu_limit]]`` ceiling for ``name`` on this host (per_core × cores + plus, in the
-    knob's base unit), the lowest when several rules apply; None when no rule names it.
-
-    The search range ends there, so TPE does not spend the round's planning retries on suggestions the
-    validator refuses (max_parallel_workers_per_gather searched in [1, 8] on 2 cores: three refusals and
-    a round with nothing measured, demo 2026-12-03)."""
-    flavor, version = flavor_of(ctx.catalog), ctx.catalog.version
-    caps = [
-        lim.cap(ctx.profile.hardware.cpu_count)
-        for lim in load_ruleset(family_of(ctx.catalog.target)).cpu_limit
-        if lim.parameter.lower() == name.lower() and lim.applies(flavor, version)
-    ]
-    return min(caps) if caps else None
 
 
 def _banned(ctx: PlanningContext) -> set[str]:
