@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from agenticdb.cli.output import print_table
 from benchmarks.scenarios import report
 from benchmarks.scenarios.model import ScenarioError, load_all, select
 from benchmarks.scenarios.runner import RunOptions, qualify, run
@@ -46,7 +47,7 @@ def list_cmd(only: OnlyOpt = None) -> None:
             ",".join(s.expect.repair),
             s.fault.source[:60] + ("…" if len(s.fault.source) > 60 else ""),
         )
-    console.print(t)
+    print_table(console, t)  # in a pipe: a plain table, or one block per row when wider than a terminal
 
 
 @app.command("qualify")
