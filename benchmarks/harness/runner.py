@@ -20,6 +20,7 @@ import structlog
 from agenticdb.hardware import detect_hardware
 from agenticdb.journal import Journal
 from agenticdb.models import ApplyMode, Snapshot
+from agenticdb.series import cv as series_cv
 from benchmarks.harness import competitors as C
 from benchmarks.harness import scenarios
 from benchmarks.harness.cgroup import CgroupError, MemoryCgroup
@@ -169,9 +170,8 @@ def measure_final(bench: C.Bench, snap: Snapshot) -> tuple[float, float | None, 
 
 
 def cv(xs: list[float]) -> float:
-    if len(xs) < 2 or statistics.mean(xs) == 0:
-        return 0.0
-    return statistics.stdev(xs) / abs(statistics.mean(xs))
+    """Coefficient of variation (agenticdb.series.cv), 0 for fewer than two values or a mean of 0."""
+    return series_cv(xs) or 0.0
 
 
 def judge(cand: list[float], ref: list[float], higher: bool, noise_cv: float) -> tuple[str, float]:

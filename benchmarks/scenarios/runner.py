@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from agenticdb.series import cv as series_cv
 from benchmarks.scenarios.fixture import Fixture, State
 from benchmarks.scenarios.model import Scenario
 from benchmarks.scenarios.score import score
@@ -53,10 +54,8 @@ class RunOptions:
 
 
 def cv(xs: list[float]) -> float:
-    """Coefficient of variation (stdev / |mean|), 0 for fewer than two values."""
-    if len(xs) < 2 or statistics.fmean(xs) == 0:
-        return 0.0
-    return statistics.stdev(xs) / abs(statistics.fmean(xs))
+    """Coefficient of variation (agenticdb.series.cv), 0 for fewer than two values or a mean of 0."""
+    return series_cv(xs) or 0.0
 
 
 def qualification(free: list[float], faulty: list[float]) -> dict[str, Any]:
