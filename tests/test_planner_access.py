@@ -51,3 +51,41 @@ def test_a_declared_analytic_workload_and_a_sample_without_row_counters_keep_the
     assert access.scan_figures(_d(host__cpu_user=5.0)) is None
     assert access.scan_figures(None) is None
     assert access.workload_class("oltp", _d(pg_stat_database__tup_returned=0.0)) == "oltp"
+
+
+def test_mariadb_count_star_by_full_index_scan_is_a_scan() -> None:
+    """InnoDB counts a whole table through an index: Handler_read_first once per statement, then
+    Handler_read_next per row; Handler_read_rnd_next stays 0 (review of 2026-12-03)."""
+    counts = _d(
+        global_status__Handler_read_rnd_next=0,
+        global_status__Handler_read_first=100,
+        global_status__Handler_read_next=2_000_000,
+        global_status__Com_select=100,
+        global_status__Questions=400,
+    )
+    assert access.workload_class("oltp", counts) == "olap"
+    # range reads by key (Handler_read_key + read_next) without full index scans stay lookups
+    ranges = _d(
+        global_status__Handler_read_rnd_next=0,
+        global_status__Handler_read_first=1,
+        global_status__Handler_read_key=100,
+        global_status__Handler_read_next=2_000_000,
+        global_status__Com_select=100,
+    )
+    assert access.observed_class(ranges) is None
+
+
+def test_the_thresholds_are_inclusive_and_both_must_hold() -> None:
+    at = _d(
+        pg_stat_database__tup_returned=100_000, pg_stat_database__tup_fetched=10_000, pg_stat_database__xact_commit=9
+    )
+    assert access.scan_figures(at) == (0.9, 10_000.0)
+    assert access.observed_class(at) == "olap"
+    below_share = _d(
+        pg_stat_database__tup_returned=100_000, pg_stat_database__tup_fetched=10_001, pg_stat_database__xact_commit=1
+    )
+    assert access.observed_class(below_share) is None
+    below_rows = _d(
+        pg_stat_database__tup_returned=100_000, pg_stat_database__tup_fetched=0, pg_stat_database__xact_commit=11
+    )
+    assert access.observed_class(below_rows) is None
