@@ -120,16 +120,25 @@ def apply_recommendations(
         ex = Executor(
             target, [target.runtime_state], workload, journal, sid, cfg.workload.warmup_s, cfg.workload.duration_s
         )
+
+        def measured(round_no: int, label: str, after_restart: bool = False) -> float:
+            m = ex.measure(round_no, label, after_restart=after_restart)[0]
+            if m.disturbance is not None and m.disturbance.disturbed:  # said once, here: the executor does not
+                data = {"label": label, "reason": m.disturbance.reason, "objective": m.objective}
+                journal.append(sid, "run.disturbed", data, round_no=round_no)
+                log.warning("run.disturbed", label=label, reason=m.disturbance.reason)
+            return m.objective
+
         if measure:
             workload.prepare()
-            done.objectives["before"] = ex.measure(0, "before apply")[0].objective
+            done.objectives["before"] = measured(0, "before apply")
         for round_no, (layer, tgt) in enumerate(groups, start=1):
             chosen = [r for r in recs if r.layer == layer]
             if chosen:
                 group_ex = ex if tgt is target else Executor(tgt, [], workload, journal, sid, 0.0, 0.0)
                 _apply_group(cfg, chosen, group_ex, journal, round_no, done)
         if measure:
-            done.objectives["after"] = ex.measure(3, "after apply", after_restart=done.restarted)[0].objective
+            done.objectives["after"] = measured(3, "after apply", after_restart=done.restarted)
         journal.append(sid, "session.end", {"status": "applied", "best_changes": done.effective, "reason": "applied"})
         return done
     except ApplyRefused as exc:

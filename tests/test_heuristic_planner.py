@@ -428,16 +428,22 @@ def test_jit_off_is_not_proposed_when_pg_stat_statements_measured_no_jit_time() 
     ctx = _ctx("pg_cpu")
     assert ctx.last_delta is not None
 
-    def with_jit(jit_ms: float) -> PlanningContext:
+    def with_jit(jit_ms: float, exec_ms: float = 10_000.0) -> PlanningContext:  # over the 15-s sample
         totals = {
             **ctx.last_delta.totals,  # type: ignore[union-attr]
             "pg_stat_statements.jit_time": jit_ms,
-            "pg_stat_statements.total_exec_time": 10_000.0,
+            "pg_stat_statements.total_exec_time": exec_ms,
         }
         return ctx.model_copy(update={"last_delta": ctx.last_delta.model_copy(update={"totals": totals})})  # type: ignore[union-attr]
 
-    assert "jit" not in {c.name for c in PLANNER.propose(with_jit(0.0)).changes}
+    p = PLANNER.propose(with_jit(0.0))
+    assert "jit" not in {c.name for c in p.changes}
+    assert "not jit: measured pg_stat_statements.jit_time / pg_stat_statements.total_exec_time = 0.0%" in (
+        p.rationale
+    ), p.rationale
     assert {c.name: c.value for c in PLANNER.propose(ctx).changes}.get("jit") == "off"
+    # 100 ms of statement time in 15 s is too little volume to call JIT absent: the entry applies
+    assert {c.name: c.value for c in PLANNER.propose(with_jit(0.0, exec_ms=100.0)).changes}.get("jit") == "off"
     assert {c.name: c.value for c in PLANNER.propose(with_jit(500.0)).changes}.get("jit") == "off"
 
 
@@ -685,6 +691,25 @@ def test_first_proposal_starts_from_experience_and_avoids_its_failures() -> None
     r1 = _round(1, Bottleneck.buffer_cache, {k: str(v) for k, v in vals.items()}, kept=False)
     p = PLANNER.propose(_ctx("pg_io_queue", experience=[exp], rounds=[r1]))
     assert "effective_io_concurrency" not in {c.name for c in p.changes}
+
+
+def test_an_experience_seed_stops_at_the_validators_core_cap() -> None:
+    """An experience learned on a bigger host replays max_parallel_workers_per_gather = 8; on this 2-core
+    host the validator caps it at 1 per core (validators/postgresql.toml pg.per_gather_cores), so the seed
+    is proposed at 2, not refused (review of 2026-12-03)."""
+    old = Fingerprint(
+        dbms="postgresql", version_major="15", benchmark="sysbench", workload_class="oltp", read_fraction=0.7
+    )
+    exp = Experience(
+        fingerprint=old,
+        session_id="s-big",
+        beneficial=[{"changes": {"max_parallel_workers_per_gather": "8"}, "gain": 0.2, "bottleneck": "cpu"}],
+    )
+    p = PLANNER.propose(_ctx("pg_cpu", experience=[exp], config={"max_parallel_workers_per_gather": "1"}))
+    assert {c.name: c.value for c in p.changes}.get("max_parallel_workers_per_gather") == 2
+    # at the cap already: nothing left to seed
+    p = PLANNER.propose(_ctx("pg_cpu", experience=[exp], config={"max_parallel_workers_per_gather": "2"}))
+    assert "max_parallel_workers_per_gather" not in {c.name for c in p.changes}
 
 
 # --------------------------------------------------------------------------- playbooks as data

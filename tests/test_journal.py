@@ -160,7 +160,7 @@ def _write_session(j: Journal, sid: str = "sess-0001") -> None:
         "decision": "terminate",
         "reason": "time budget used",
         "elapsed_s": 231.5,
-        "time_budget_s": 240,
+        "time_budget_s": 240.0,
         "budget_used": 0.965,
         "rounds_done": 3,
         "max_rounds": 100,

@@ -230,11 +230,11 @@ def _pristine(console: Console, d: dict[str, Any]) -> None:
 
 def _stop(console: Console, d: dict[str, Any]) -> None:
     used = d.get("budget_used")
-    budget = d.get("time_budget_s")
+    budget = float(d.get("time_budget_s") or 0.0)
     parts = [f"{d.get('decision')}: {d.get('reason', '')}"]
     if d.get("elapsed_s") is not None:
         parts.append(
-            f"{d.get('elapsed_s')} s of a {budget} s budget"
+            f"{d.get('elapsed_s')} s of a {budget:g} s budget"
             + (f" ({float(used):.0%})" if isinstance(used, int | float) else "")
             + f", {d.get('rounds_done')} of {d.get('max_rounds')} rounds"
             + (f", a round costs about {d.get('round_cost_s')} s" if d.get("round_cost_s") else "")

@@ -32,13 +32,12 @@ def ram_cap(ctx: PlanningContext, name: str) -> float | None:
     cgroup limit), in the knob's own unit: vm.min_free_kbytes in kB), the lowest when several rules apply;
     None when no rule names it. Under a 256 MiB cgroup the Linux playbook sized min_free_kbytes from RAM and
     the validator refused it twice (scenario os-read-ahead-tiny, 2026-12-03)."""
-    hw = ctx.profile.hardware
-    mem = hw.memory_limit_bytes or hw.memory_bytes
+    mem = ctx.profile.hardware.memory_limit_bytes  # what validation/host.py checks against
     if not mem:
         return None
     flavor, version = flavor_of(ctx.catalog), ctx.catalog.version
     caps = [
-        lim.fraction * mem / lim.unit_bytes
+        lim.cap(mem)
         for lim in load_ruleset(family_of(ctx.catalog.target)).ram_limit
         if lim.parameter.lower() == name.lower() and lim.applies(flavor, version)
     ]

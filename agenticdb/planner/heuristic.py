@@ -53,6 +53,7 @@ from agenticdb.planner.playbook import (
     Playbook,
     PlaybookEntry,
     load_playbook,
+    measured_share,
     round_base,
     size,
 )
@@ -97,6 +98,7 @@ class _History:
     exhausted: dict[Bottleneck, str] = field(default_factory=dict)
     push_from: RoundOutcome | None = None
     notes: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # entries a measurement ruled out, said in the rationale
     # values only retrieved experience called ineffective (not tried in this session) → their note
     retrieved_ineffective: dict[tuple[str, str], str] = field(default_factory=dict)
     retried: list[str] = field(default_factory=list)
@@ -321,7 +323,7 @@ class HeuristicPlanner(Planner):
             )
             return self._proposal(ctx, probes[0].bottleneck, probes, hyps, s.hist, s.family, lead + ".")
         reason = "plateau: nothing promising left — " + (
-            "; ".join(skipped) or f"no hypothesis above {self.min_score:.2f}"
+            "; ".join(skipped + s.hist.skipped) or f"no hypothesis above {self.min_score:.2f}"
         )
         top = hyps[0].bottleneck if hyps and hyps[0].score >= self.min_score else Bottleneck.unknown
         log.info("planner.plateau", stage=ctx.stage.value, reason=reason)
@@ -460,6 +462,19 @@ class HeuristicPlanner(Planner):
         pat = re.compile("^" + re.escape(knob).replace(re.escape("<dev>"), r"[^.]+") + "$")
         return sorted(n for n in ctx.catalog.knobs if pat.match(n))[:1]
 
+    @staticmethod
+    def _capped(ctx: PlanningContext, name: str, spec: KnobSpec, target: float) -> float:
+        """``target`` rounded (``round_base``) and never above the validator's host ceiling for ``name``
+        (``planner.caps.host_cap``: cores, memory limit), rounded down when the ceiling is what limits it: a
+        move the validator refuses costs a round (vm.min_free_kbytes sized from RAM under a 256 MiB cgroup;
+        an experience seed of max_parallel_workers_per_gather learned on a bigger host)."""
+        cap = host_cap(ctx, name)
+        if cap is None or target <= cap:
+            return round_base(target, spec)
+        capped = round_base(cap, spec)
+        # round_base rounds integers below 1 MiB to the nearest (819.6 → 820, refused): round down instead
+        return round_base(math.floor(cap), spec) if capped > cap else capped
+
     def _step_bound(self, ctx: PlanningContext, target: float, cur: float | None) -> float:
         if cur is None or cur <= 0:
             return target
@@ -489,8 +504,6 @@ class HeuristicPlanner(Planner):
         elif up:
             target = first if cur < first / 1.2 else cur * step
             target = min(target, limit if limit is not None else math.inf)
-            # never above the validator's host ceiling (cores, memory limit): a move it refuses costs a round
-            target = min(target, host_cap(ctx, name) or math.inf)
             bound = hist.bound_up.get(name)
             if bound is not None and target >= bound:
                 target = math.sqrt(cur * bound) if cur > 0 else bound / 2
@@ -500,7 +513,7 @@ class HeuristicPlanner(Planner):
             bound = hist.bound_down.get(name)
             if bound is not None and target <= bound:
                 target = math.sqrt(cur * bound) if cur > 0 and bound > 0 else (cur + bound) / 2
-        target = round_base(self._step_bound(ctx, target, cur), spec)
+        target = self._capped(ctx, name, spec, self._step_bound(ctx, target, cur))
         if cur is not None and ((up and target <= cur) or (not up and target >= cur)):
             return None
         return target
@@ -570,14 +583,15 @@ class HeuristicPlanner(Planner):
             if h is not None and h.score < e.min_score:
                 continue
             if e.absent_below is not None and (delta := current_delta(ctx)) is not None:
-                share = e.absent_below.share(delta.totals)
+                share = e.absent_below.share(delta)
                 if share is not None and share < e.absent_below.below:
-                    log.info(
-                        "planner.entry_skipped",
-                        knob=e.knob,
-                        reason=f"measured {e.absent_below.part} / {e.absent_below.whole} = {share:.3f} "
-                        f"< {e.absent_below.below}: the cost this move removes is not there",
+                    why = (
+                        f"not {e.knob}: measured {e.absent_below.part} / {e.absent_below.whole} = {share:.1%}, "
+                        f"below {e.absent_below.below:.0%}: the cost it removes is not there"
                     )
+                    log.info("planner.entry_skipped", knob=e.knob, reason=why)
+                    if why not in hist.skipped:
+                        hist.skipped.append(why)
                     continue
             for name in self._resolve(ctx, e.knob):
                 if only is not None and name not in only:
@@ -664,12 +678,10 @@ class HeuristicPlanner(Planner):
     def _measured_move(
         rule: MeasuredRule, spec: KnobSpec, delta: StateDelta, current: dict[str, str], hist: _History
     ) -> _Move | None:
-        part, whole = delta.totals.get(rule.part), delta.totals.get(rule.whole)
-        if part is None or not whole or whole <= 0 or delta.seconds <= 0:
+        share = measured_share(delta, rule.part, rule.whole, rule.min_whole_per_s)
+        if share is None or share < rule.above:
             return None
-        share = min(part / whole, 1.0)
-        if share < rule.above or whole / delta.seconds < rule.min_whole_per_s:
-            return None
+        part, whole = delta.totals[rule.part], delta.totals[rule.whole]
         raw = current.get(rule.knob, spec.default)
         key = canonical(rule.knob, rule.value, spec)
         if raw is not None and canonical(rule.knob, str(raw), spec) == key:
@@ -820,7 +832,7 @@ class HeuristicPlanner(Planner):
                 if isinstance(frac, int | float) and ub and mem:
                     target = frac * mem / ub
                 if target is not None:
-                    target = round_base(self._step_bound(ctx, target, cur), spec)
+                    target = self._capped(ctx, name, spec, self._step_bound(ctx, target, cur))
                     value = format_value(target, spec, family)
                 d = _direction(name, str(value), spec, current)
                 if d == "same" or (name, d) in hist.dead or canonical(name, value, spec) in hist.forbidden:
@@ -883,6 +895,8 @@ class HeuristicPlanner(Planner):
         rationale = (
             f"{lead} Prescribing " + ", ".join(f"{m.name}={m.value}" for m in moves) + f" from the {family} playbook."
         )
+        if hist.skipped:  # entries a measurement ruled out (absent_below), so the journal says why not
+            rationale += " Skipped: " + "; ".join(hist.skipped) + "."
         log.info(
             "planner.proposed",
             stage=ctx.stage.value,

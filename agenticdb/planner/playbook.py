@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agenticdb.models import Bottleneck, Hardware, KnobSpec, Layer
+from agenticdb.models import Bottleneck, Hardware, KnobSpec, Layer, StateDelta
 from agenticdb.resources import data_dir
 from agenticdb.units import unit_bytes
 
@@ -77,23 +77,32 @@ class Sizing(_Strict):
         return self
 
 
+def measured_share(delta: StateDelta, part: str, whole: str, min_whole_per_s: float = 0.0) -> float | None:
+    """``part / whole`` of two counters of the sample (same unit, e.g. ms), capped at 1; ``None`` when a
+    counter is missing, ``whole`` is 0, or ``whole`` grew by less than ``min_whole_per_s`` a second (too
+    little volume for the share to mean anything)."""
+    p, w = delta.totals.get(part), delta.totals.get(whole)
+    if p is None or not w or w <= 0 or delta.seconds <= 0 or w / delta.seconds < min_whole_per_s:
+        return None
+    return min(p / w, 1.0)
+
+
 class MeasuredShare(_Strict):
     """A cost the server measures as a share of a whole (two counters of the last sample, same unit):
     ``part / whole``, e.g. pg_stat_statements JIT time over statement execution time (ms). An entry with
-    ``absent_below`` is skipped when the sample holds both counters and the share is below ``below``:
-    the cost it removes was measured and is not there (a move that cannot help is a placebo). Without
-    the counters (extension not installed) the entry applies as written."""
+    ``absent_below`` is skipped when the sample holds both counters, ``whole`` grew by at least
+    ``min_whole_per_s`` a second, and the share is below ``below``: the cost it removes was measured and
+    is not there (a move that cannot help is a placebo). Without the counters (extension not installed)
+    or the volume, the entry applies as written."""
 
     part: str
     whole: str
     below: float = Field(gt=0, le=1)
+    min_whole_per_s: float = Field(default=0.0, ge=0)
 
-    def share(self, totals: dict[str, float]) -> float | None:
-        """``part / whole`` over the sample, or ``None`` when either counter is missing or whole is 0."""
-        part, whole = totals.get(self.part), totals.get(self.whole)
-        if part is None or not whole or whole <= 0:
-            return None
-        return part / whole
+    def share(self, delta: StateDelta) -> float | None:
+        """:func:`measured_share` of this pair over ``delta``."""
+        return measured_share(delta, self.part, self.whole, self.min_whole_per_s)
 
 
 class PlaybookEntry(_Strict):
@@ -144,6 +153,12 @@ class ProbeEntry(PlaybookEntry):
     """
 
     min_device_iops: float = Field(default=20.0, ge=0)
+
+    @model_validator(mode="after")
+    def _no_absent_below(self) -> ProbeEntry:
+        if self.absent_below is not None:
+            raise ValueError(f"probe {self.knob!r}: 'absent_below' is for [[entry]] moves, not probes")
+        return self
 
 
 class FloorRule(_Strict):

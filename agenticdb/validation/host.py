@@ -101,7 +101,7 @@ def check_host(
         if not ram.applies(flavor, version) or not cfg.is_changed(ram.parameter):
             continue
         n, ch = cfg.number(ram.parameter), cfg.changed[cfg.key(ram.parameter)]
-        cap = ram.fraction * hw.memory_limit_bytes
+        cap = ram.cap(hw.memory_limit_bytes) * ram.unit_bytes  # bytes
         if n is not None and n * ram.unit_bytes > cap:
             failed.append(
                 FailedCheck(

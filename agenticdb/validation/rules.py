@@ -347,6 +347,10 @@ class RamLimit(Versioned):
     fraction: float = Field(gt=0, le=1)
     unit_bytes: int = 1
 
+    def cap(self, memory_limit_bytes: int) -> float:
+        """The ceiling in the parameter's own unit: ``fraction`` × the memory limit / ``unit_bytes``."""
+        return self.fraction * memory_limit_bytes / self.unit_bytes
+
 
 class MemoryBudget(_Strict):
     """Terms of the memory estimate (names of size knobs; absent knobs are skipped).
