@@ -89,6 +89,7 @@ PG_KNOBS = [  # PostgreSQL 15 pg_settings: name, vartype, context→apply, boot_
     _k("enable_mergejoin", "bool", "dynamic", "on"),
     _k("enable_nestloop", "bool", "dynamic", "on"),
     _k("geqo", "bool", "dynamic", "on"),
+    _k("enable_partition_pruning", "bool", "dynamic", "on"),
     _k("jit_above_cost", "real", "reload", "100000", None, -1, 1.79769e308),
     _k("max_parallel_workers_per_gather", "integer", "reload", "2", None, 0, 1024),
     _k("deadlock_timeout", "integer", "reload", "1000", "ms", 1, 2147483647),
@@ -135,6 +136,7 @@ MY_KNOBS = [  # MariaDB 10.11 SYSTEM_VARIABLES
     _k("innodb_log_buffer_size", "integer", "restart", "16777216", "B", 262144, 18446744073709551615),
     _k("join_cache_level", "integer", "dynamic", "2", None, 0, 8),
     _k("optimizer_prune_level", "integer", "dynamic", "2", None, 0, 2),
+    _k("optimizer_max_sel_arg_weight", "integer", "dynamic", "32000", None, 0, 18446744073709551615),
     _k(
         "innodb_flush_method",
         "enum",
@@ -623,6 +625,8 @@ def test_plan_search_traps_go_back_to_the_servers_own_default() -> None:
     (``value = "default"``: MariaDB 10.11 ships optimizer_prune_level 2, MySQL 8 ships 1)."""
     p = PLANNER.propose(_ctx("pg_cpu", config={"geqo": "off", "enable_nestloop": "off"}))
     assert {c.name: str(c.value) for c in p.changes} == {"geqo": "on", "enable_nestloop": "on"}
+    pruning = PLANNER.propose(_ctx("pg_cpu", config={"enable_partition_pruning": "off"}))
+    assert {c.name: str(c.value) for c in pruning.changes}.get("enable_partition_pruning") == "on"
     assert "geqo = off, a known trap" in " ".join(c.rationale for c in p.changes)
     p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"optimizer_prune_level": "0"}))
     assert {c.name: str(c.value) for c in p.changes}.get("optimizer_prune_level") == "2"
@@ -634,6 +638,16 @@ def test_plan_search_traps_go_back_to_the_servers_own_default() -> None:
     for level in ("1", "2"):
         p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"optimizer_prune_level": level}))
         assert "optimizer_prune_level" not in {c.name for c in p.changes}
+
+
+def test_a_range_optimizer_cap_far_below_its_default_goes_back_but_zero_means_no_limit() -> None:
+    """Scenario mdb-sel-arg-weight-tiny (issue 22): optimizer_max_sel_arg_weight = 1 turns 20-key IN lists
+    into full scans; it goes back to the default 32000 in one move. 0 (no limit) is no bad start."""
+    p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"optimizer_max_sel_arg_weight": "1"}))
+    assert {c.name: str(c.value) for c in p.changes}.get("optimizer_max_sel_arg_weight") == "32000"
+    for fine in ("0", "32000", "1000"):
+        p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"optimizer_max_sel_arg_weight": fine}))
+        assert "optimizer_max_sel_arg_weight" not in {c.name for c in p.changes}, fine
 
 
 def test_a_trap_whose_value_is_the_servers_default_is_left_alone() -> None:

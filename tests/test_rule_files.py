@@ -270,6 +270,7 @@ def test_linux_rule_names_exist_on_this_kernel() -> None:
 MARIADB_ONLY = {
     "binlog_commit_wait_count": "MariaDB KB, Group Commit for the Binary Log",
     "join_cache_level": "MariaDB KB, join_cache_level (MySQL has block nested loop / hash join instead)",
+    "optimizer_max_sel_arg_weight": "MariaDB KB, optimizer_max_sel_arg_weight (MariaDB 10.5.9+)",
 }
 
 

@@ -718,6 +718,10 @@ class HeuristicPlanner(Planner):
         raw = current.get(rule.knob, spec.default)
         value: str | int | float
         floor: float | None = None
+        if raw is not None and any(
+            canonical(rule.knob, raw, spec) == canonical(rule.knob, v, spec) for v in rule.unless_in
+        ):
+            return None  # a value with a meaning of its own (0 = no limit), not a small one
         # A trap goes back to ``value``; ``value = "default"`` is the server's own shipped default (MariaDB
         # 10.11 ships optimizer_prune_level 2, MySQL 8 ships 1: one rule serves both).
         back = spec.default if rule.value == "default" else rule.value

@@ -166,7 +166,8 @@ class FloorRule(_Strict):
     ``revert_above`` or equal to ``revert_if`` (a known trap: a number too high, or a switch such as
     ``enable_indexscan = off``). ``value = "default"`` puts a trap back to the server's shipped default
     (pg_settings.boot_val, information_schema.SYSTEM_VARIABLES.DEFAULT_VALUE), for knobs whose default
-    differs between the families a playbook serves. Checked before any diagnosis-driven move. ``reason`` must hold
+    differs between the families a playbook serves. ``unless_in`` lists values with a meaning of their own
+    that are never a bad start (0 = no limit). Checked before any diagnosis-driven move. ``reason`` must hold
     whatever the value in effect; the case's own words (the value, whether it is the default, the floor
     and its basis, "bad start" only below the default or for a trap) come from ``planner.wording``."""
 
@@ -176,6 +177,7 @@ class FloorRule(_Strict):
     revert_above: float | None = None
     revert_if: str | None = None
     value: str | None = None
+    unless_in: list[str] = Field(default_factory=list)
     effect: str
     reason: str
     source: str
