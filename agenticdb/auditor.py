@@ -23,15 +23,25 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from agenticdb.config import LoopConfig
 from agenticdb.disturbance import DisturbanceThresholds, classified
-from agenticdb.models import Decision, GainEstimate, Layer, Measurement, RoundOutcome
+from agenticdb.models import (
+    Catalog,
+    Decision,
+    GainEstimate,
+    Layer,
+    Measurement,
+    NormalizedChange,
+    Proposal,
+    RoundOutcome,
+)
 from agenticdb.sequential import Estimate, Noise, PairDecision, SequentialPolicy
 from agenticdb.sequential import decide as sequential_decide
+from agenticdb.units import canonical
 
 Config = Literal["best", "candidate"]
 Judgement = Literal["better", "worse", "tie", "undecided"]
@@ -534,6 +544,33 @@ def _too_disturbed_reason(disturbed: list[str], protocol: DecisionRules, estimat
     return (
         f"host too disturbed: {len(disturbed)} pairs discarded, more than loop.max_disturbed_repeats = "
         f"{protocol.max_disturbed_repeats}{seen}; a tie keeps the simpler config. Last: {disturbed[-1]}"
+    )
+
+
+def repair_kept(a: Assessment, proposal: Proposal, changes: Sequence[NormalizedChange], catalog: Catalog) -> str | None:
+    """Why an undecided round is kept after all, or None (revert as usual).
+
+    A round whose every change puts a knob back to the server's shipped default from a known bad start
+    (``Proposal.repairs``: a trap such as commit_delay = 1000, or a size below its default under a floor
+    rule; each checked here against the catalog's default) does not need to prove a gain to stay: the
+    default is the vendor's own starting point and the value it replaces is known to be harmful. When the
+    session's budget ended inside the decision ("undecided") with the candidate ahead on the median of the
+    valid pairs, it is kept. Anything measured worse, a tie, or a median at or below 0 is reverted as
+    usual. (Scenarios mdb-tmp-table-tiny: +156 % [−7 %, +610 %] on 2 pairs, and os-read-ahead-tiny: +18 %
+    [−7 %, +48 %] on 3 pairs, were reverted to the fault when the 180-s budget ended, 2026-12-03.)"""
+    if a.verdict != "undecided" or a.estimate is None or a.estimate.gain <= 0 or not changes:
+        return None
+    for ch in changes:
+        spec = catalog.knobs.get(ch.name)
+        if ch.name not in proposal.repairs or spec is None or spec.default is None:
+            return None
+        if canonical(ch.name, str(ch.value), spec) != canonical(ch.name, spec.default, spec):
+            return None
+    names = ", ".join(f"{ch.name}={ch.value}" for ch in changes)
+    return (
+        f"kept: {names} puts the server's default back from a known bad start, and the candidate was ahead "
+        f"when the budget ended ({a.estimate.text()}, not settled); a repair to the default needs no proof of "
+        "gain, only no measured loss"
     )
 
 

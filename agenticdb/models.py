@@ -395,6 +395,11 @@ class Proposal(Strict):
     stage: Literal["playbook", "search"] = "playbook"
     """Which stage proposed it: the playbook (diagnosis → prescription) or the refinement search
     (``agenticdb.planner.search``, model-based search after the playbook is used up)."""
+    repairs: list[str] = Field(default_factory=list)
+    """Knobs this proposal puts back to the server's shipped default from a known bad start (a trap, or a
+    value below the default under a floor rule). When the session's budget ends inside the decision and
+    every change is such a repair measured better on the median, the round keeps it
+    (``auditor.repair_kept``)."""
 
 
 class NormalizedChange(Strict):

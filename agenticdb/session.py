@@ -370,8 +370,12 @@ class TuningSession:
         assert r.assessment is not None and r.plan is not None and r.plan.verdict is not None
         assert r.outcome is not None and r.safe is not None
         a = r.assessment
+        repair = auditor.repair_kept(a, r.plan.proposal, r.plan.verdict.changes, r.stage.catalog)
+        if repair is not None:  # an undecided return to the default from a known bad start stays
+            log.info("round.repair_kept", round=r.no, reason=repair)
+            self.recorder.event("repair_kept", {"reason": repair}, r.no)
         self._note_last_best_run(r)
-        if a.better:
+        if a.better or repair is not None:
             if r.runs is not None:
                 try:
                     r.runs.keep_candidate()  # the last pair may have ended on the best configuration

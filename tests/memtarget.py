@@ -209,9 +209,10 @@ class ScriptedPlanner(Planner):
 
     name = "scripted"
 
-    def __init__(self, script: list[dict[str, str] | Exception]) -> None:
+    def __init__(self, script: list[dict[str, str] | Exception], repairs: set[str] | None = None) -> None:
         self.script = list(script)
         self.calls = 0
+        self.repairs = repairs or set()  # knobs each proposal claims to put back from a known bad start
 
     def propose(self, ctx: PlanningContext) -> Proposal:
         self.calls += 1
@@ -228,6 +229,7 @@ class ScriptedPlanner(Planner):
             changes=[Change(name=k, value=v, rationale="scripted") for k, v in step.items()],
             rationale="scripted proposal",
             planner=self.name,
+            repairs=[k for k in step if k in self.repairs],
         )
 
 

@@ -394,7 +394,7 @@ def test_a_tiny_read_ahead_goes_back_to_the_kernel_default_whatever_the_diagnosi
     p = PLANNER.propose(ctx)
     assert p.bottleneck == Bottleneck.io_queue
     assert {c.name: c.value for c in p.changes}.get("block.vda.read_ahead_kb") == 128
-    assert "bad start" in p.rationale
+    assert "bad start" in p.rationale and p.repairs == ["block.vda.read_ahead_kb"]
     # 16 kB and more is a choice the io_queue entries make themselves (OLTP: down to 32, then 16)
     p = PLANNER.propose(_ctx("os_memory_reclaim", stage=Layer.os, config={"block.vda.read_ahead_kb": "16"}))
     assert "block.vda.read_ahead_kb" not in {c.name for c in p.changes}
@@ -444,6 +444,7 @@ def test_jit_off_is_not_proposed_when_pg_stat_statements_measured_no_jit_time() 
         p.rationale
     ), p.rationale
     assert {c.name: c.value for c in PLANNER.propose(ctx).changes}.get("jit") == "off"
+    assert "jit" not in PLANNER.propose(ctx).repairs  # off is not the default: a move, not a repair
     # 100 ms of statement time in 15 s is too little volume to call JIT absent: the entry applies
     assert {c.name: c.value for c in PLANNER.propose(with_jit(0.0, exec_ms=100.0)).changes}.get("jit") == "off"
     assert {c.name: c.value for c in PLANNER.propose(with_jit(500.0)).changes}.get("jit") == "off"
@@ -601,6 +602,7 @@ def test_a_planner_switch_left_off_is_a_trap_put_back_on() -> None:
     p = PLANNER.propose(_ctx("pg_cpu", config=off))
     assert p.bottleneck == Bottleneck.cpu
     assert {c.name: str(c.value) for c in p.changes} == {"enable_indexscan": "on", "enable_bitmapscan": "on"}
+    assert sorted(p.repairs) == ["enable_bitmapscan", "enable_indexscan"]  # back to the default from a trap
     rationale = " ".join(c.rationale for c in p.changes)
     assert "enable_indexscan = off, a known trap (the postgresql default is on)" in rationale, rationale
     assert "20.7.1 Planner Method Configuration" in rationale + p.rationale + " ".join(p.evidence)

@@ -42,6 +42,7 @@ class Run:
         loop: dict[str, Any] | None = None,
         on_round: Callable[[RoundOutcome], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        repairs: set[str] | None = None,
     ) -> None:
         self.target = target or InMemoryTarget()
         self.workload = ScriptedWorkload(self.target, objective)
@@ -58,7 +59,7 @@ class Run:
             cfg,
             self.target,
             self.workload,
-            ScriptedPlanner(script),
+            ScriptedPlanner(script, repairs),
             self.journal,
             self.memory,
             on_round=on_round,
@@ -373,6 +374,36 @@ def test_an_undecided_first_pair_at_the_budget_end_is_undecided_not_a_tie(tmp_pa
     assert judged["reason"].startswith("undecided: budget ended inside the decision (+50 % [")
     assert result.rounds[0].judged == "undecided" and not result.rounds[0].kept
     assert run.target.values == DEFAULTS and run.events("reverted")[0].data["to"] == "baseline"
+    assert run.events("final")[0].data["verified"] is True and not run.open_intents()
+
+
+@pytest.mark.parametrize(
+    ("value", "claimed", "kept"),
+    [("4", True, True), ("4", False, False), ("250000", True, False)],
+    ids=["repair-to-default", "not-a-repair", "repair-claimed-but-not-the-default"],
+)
+def test_an_undecided_repair_to_the_default_is_kept(tmp_path: Path, value: str, claimed: bool, kept: bool) -> None:
+    """Scenarios mdb-tmp-table-tiny and os-read-ahead-tiny (2026-12-03): the fix of a known bad start was
+    ahead (+156 %, +18 %) when the 180-s budget ended inside the decision, and the round reverted to the
+    fault. A change set that only puts knobs back to the server's default from a known bad start
+    (``Proposal.repairs``, checked against the catalog's default) stays when undecided and ahead; a change
+    that is not claimed as a repair, or is not the default, is reverted as before."""
+    target = InMemoryTarget(values={**DEFAULTS, "random_page_cost": "1000000"})
+    claim = {"random_page_cost"} if claimed else set()
+    run = Run(tmp_path, [{"random_page_cost": value}], target, {"max_rounds": 1, "time_budget_s": 4.5}, repairs=claim)
+    run.workload.slow_runs = {4: 5.0}  # round 1 may start; pair 2's first run then spends the budget
+    run.workload.objective = lambda values: 150.0 if values.get("random_page_cost") != "1000000" else 100.0
+    run.workload.disturb_runs = LATER_RUNS
+    result = run.run()
+    judged = run.events("judged")[0].data
+    assert judged["verdict"] == "undecided" and judged["pairs"] == 1, judged["reason"]
+    assert result.rounds[0].kept is kept
+    if kept:
+        why = run.events("repair_kept")[0].data["reason"]
+        assert why.startswith("kept: random_page_cost=4 puts the server's default back from a known bad start")
+        assert run.target.values["random_page_cost"] == "4" and result.best_changes == {"random_page_cost": "4"}
+    else:
+        assert not run.events("repair_kept") and run.target.values["random_page_cost"] == "1000000"
     assert run.events("final")[0].data["verified"] is True and not run.open_intents()
 
 

@@ -892,6 +892,13 @@ class HeuristicPlanner(Planner):
             for m in moves
         ]
         apply = ApplyMode.strongest([m.spec.apply for m in moves])
+        repairs = [
+            m.name
+            for m in moves
+            if (m.trap or m.start == "below default")
+            and m.spec.default is not None
+            and canonical(m.name, m.value, m.spec) == canonical(m.name, m.spec.default, m.spec)
+        ]
         risks = [f"{m.name}: {m.risk}" for m in moves if m.risk]
         if apply == ApplyMode.restart:
             restarts = [m.name for m in moves if m.spec.apply == ApplyMode.restart]
@@ -919,4 +926,5 @@ class HeuristicPlanner(Planner):
             ruled_out=self._ruled_out(hyps, hist, bottleneck),
             rationale=rationale,
             planner=self.name,
+            repairs=repairs,
         )
