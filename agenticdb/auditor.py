@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from agenticdb import series
 from agenticdb.config import LoopConfig
 from agenticdb.disturbance import DisturbanceThresholds, classified
 from agenticdb.models import (
@@ -54,12 +55,8 @@ def noise_cv(values: list[float], floor: float = 0.03) -> float:
     saw 5–19 % on this kind of host). ``floor`` keeps a lucky quiet baseline from making every wiggle
     "significant".
     """
-    if len(values) < 2:
-        return 0.10
-    mean = statistics.fmean(values)
-    if mean == 0:
-        return 0.10
-    return max(statistics.stdev(values) / abs(mean), floor)
+    spread = series.cv(values)
+    return 0.10 if spread is None else max(spread, floor)
 
 
 def relative_gain(candidate: float, best: float, higher_is_better: bool) -> float:

@@ -137,6 +137,7 @@ MY_KNOBS = [  # MariaDB 10.11 SYSTEM_VARIABLES
     _k("join_cache_level", "integer", "dynamic", "2", None, 0, 8),
     _k("optimizer_prune_level", "integer", "dynamic", "2", None, 0, 2),
     _k("optimizer_max_sel_arg_weight", "integer", "dynamic", "32000", None, 0, 18446744073709551615),
+    _k("join_buffer_size", "integer", "dynamic", "262144", "B", 128, 18446744073709551615, block=128),
     _k(
         "innodb_flush_method",
         "enum",
@@ -650,6 +651,18 @@ def test_a_range_optimizer_cap_far_below_its_default_goes_back_but_zero_means_no
     for fine in ("0", "32000", "1000"):
         p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"optimizer_max_sel_arg_weight": fine}))
         assert "optimizer_max_sel_arg_weight" not in {c.name for c in p.changes}, fine
+
+
+def test_a_join_buffer_of_a_few_rows_goes_back_to_the_default() -> None:
+    """Scenario mdb-join-buffer-tiny (issue 22): join_buffer_size = 128 B holds one outer row, so a join
+    on a column without an index rescans the inner rows for each outer row; it goes back to the 256 KiB
+    default in one move. 128 KiB and above are no bad start."""
+    p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"join_buffer_size": "128"}))
+    assert {c.name: str(c.value) for c in p.changes}.get("join_buffer_size") == "262144"
+    assert "join_buffer_size" in p.repairs
+    for fine in ("131072", "262144", "8388608"):
+        p = PLANNER.propose(_ctx("mariadb_cpu", family="mariadb", config={"join_buffer_size": fine}))
+        assert "join_buffer_size" not in {c.name for c in p.changes}, fine
 
 
 def test_a_trap_whose_value_is_the_servers_default_is_left_alone() -> None:

@@ -212,15 +212,12 @@ def test_mix_only_change_is_a_tie(pg: PostgresSandboxInfo, tmp_path: Path) -> No
     set_work_mem(pg, "16MB")  # both shapes fast: many calls per window
     mix = tmp_path / "mix"
     mix.write_text("A")
-    app = start_app(pg, 120, "--mix-file", str(mix))
+    app = start_app(pg, 240, "--mix-file", str(mix))
     try:
         conn = connection_from_dsn("postgresql", pg.dsn, "postgres")
         live = LiveConfig(min_calls=2)
         workload = LiveWorkload(WorkloadConfig(kind="live"), live, PgStatReader(conn))
         workload.prepare()
-        runs = MixRuns(workload, mix, 4)
-        base = runs.run("candidate", "baseline")
-        screen = runs.run("candidate", "candidate")
         rules = auditor.DecisionRules(
             SequentialPolicy(min_pairs=2, max_pairs=3),
             Noise(),
@@ -228,7 +225,16 @@ def test_mix_only_change_is_a_tie(pg: PostgresSandboxInfo, tmp_path: Path) -> No
             max_disturbed_repeats=0,
             budget_s=300,
         )
-        a = auditor.assess(screen, base.objective, runs, rules)
+        # The subject is the mix normalisation, not the cut-off: a screen the host slowed so far that the
+        # cut-off stopped the decision before any pair compared nothing, so the decision is measured
+        # again (once). Any other verdict, a cut-off again included, is the result.
+        for _attempt in range(2):
+            runs = MixRuns(workload, mix, 4)
+            base = runs.run("candidate", "baseline")
+            screen = runs.run("candidate", "candidate")
+            a = auditor.assess(screen, base.objective, runs, rules)
+            if not (a.estimate is None and "cut off" in a.reason):
+                break
     finally:
         stop_app(app)
     assert a.verdict == "tie", a.reason

@@ -137,23 +137,24 @@ def test_report_counts_scored_rows_only() -> None:
     assert "Rejected" in report.markdown(rows, "heuristic")
 
 
+#: A scaled-down pgbench for the end-to-end runs: short runs on a scale-1 database.
+SMOKE_WORKLOAD = {
+    "kind": "pgbench",
+    "scale": 1,
+    "clients": 2,
+    "threads": 1,
+    "duration_s": 3,
+    "warmup_s": 1,
+    "warmup_max_s": 0,
+    "objective": "tps",
+}
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("pgbench"), reason="needs root and pgbench")
 def test_one_scenario_end_to_end_scores_from_its_journal(tmp_path: Path) -> None:
     """Giant fault (commit_delay 100 ms on every commit: ~10× fewer TPS), short runs, two rounds."""
-    scn = _scenario(
-        name="smoke-commit-delay",
-        workload={
-            "kind": "pgbench",
-            "scale": 1,
-            "clients": 2,
-            "threads": 1,
-            "duration_s": 3,
-            "warmup_s": 1,
-            "warmup_max_s": 0,
-            "objective": "tps",
-        },
-    )
+    scn = _scenario(name="smoke-commit-delay", workload=SMOKE_WORKLOAD)
     opts = RunOptions(out=tmp_path, budget_s=45, max_rounds=2, repeats=2, final_repeats=1)
     r = run(scn, opts)
     q = r["qualification"]
@@ -171,3 +172,56 @@ def test_one_scenario_end_to_end_scores_from_its_journal(tmp_path: Path) -> None
     saved = json.loads((tmp_path / scn.name / "run.json").read_text())
     assert saved["diagnosis_label"] == r["diagnosis_label"]
     assert not list(Path("/tmp").glob(f"agscn-{scn.name[:12]}-*")), "instance folder left behind"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("pgbench"), reason="needs root and pgbench")
+def test_the_llm_planner_runs_a_scenario_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run --planner llm`` through the real ``openai`` client and a local OpenAI-compatible server
+    scripted to diagnose WAL flushing and undo commit_delay: the planner's label is what Diagnosis
+    reads, and the tokens and cost are the server's usage fields priced as configured."""
+    from llmstub import chat_completion
+    from pytest_httpserver import HTTPServer
+
+    reply = {
+        "bottleneck": "wal_fsync",
+        "layer": "dbms",
+        "changes": [{"name": "commit_delay", "value": 0, "rationale": "every commit sleeps 100 ms first"}],
+        "intended_effects": ["higher tps"],
+        "risks": ["none known"],
+        "apply_requirement": "dynamic",
+        "evidence": ["scripted"],
+        "rationale": "scripted reply",
+    }
+    srv = HTTPServer(host="127.0.0.1", threaded=True)
+    srv.expect_request("/v1/chat/completions", method="POST").respond_with_json(
+        chat_completion(json.dumps(reply), prompt_tokens=1000, completion_tokens=100)
+    )
+    srv.start()
+    try:
+        for k in [k for k in os.environ if k.startswith(("OPENAI_", "AGENTICDB_"))]:
+            monkeypatch.delenv(k)
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url_for("/v1"))
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("AGENTICDB_LLM_MODEL", "tuner-1")
+        monkeypatch.setenv("AGENTICDB_PLANNER__PRICE_PROMPT_PER_MTOK", "2.0")
+        monkeypatch.setenv("AGENTICDB_PLANNER__PRICE_COMPLETION_PER_MTOK", "8.0")
+        scn = _scenario(name="smoke-llm-commit-delay", workload=SMOKE_WORKLOAD)
+        opts = RunOptions(out=tmp_path, planner="llm", budget_s=40, max_rounds=1, repeats=2, final_repeats=1)
+        r = run(scn, opts)
+        calls = len(srv.log)
+    finally:
+        srv.clear()
+        srv.stop()
+    assert r["status"] == "scored", r
+    assert r["session"]["exit_code"] == 0, (tmp_path / scn.name / "session.log").read_text()[-3000:]
+    assert calls >= 1
+    with Journal(tmp_path / scn.name / "journal.db", read_only=True) as j:
+        assert j.verify().ok
+        events = j.events()
+    planners = {e.data.get("planner") for e in events if e.event == "proposal"}
+    assert planners == {"llm"}, planners
+    assert r["diagnosis_label"] == "wal_fsync" and r["diagnosis"] is True
+    assert r["llm"]["prompt_tokens"] == 1000 * calls and r["llm"]["completion_tokens"] == 100 * calls
+    assert r["llm"]["cost_usd"] == pytest.approx(calls * (1000 * 2.0 + 100 * 8.0) / 1e6)
+    assert r["safe_pass"] == (r["outcome"] and not r["violations"])
