@@ -80,7 +80,10 @@ def _cli(home: Path, *args: str) -> str:
     return r.stdout
 
 
-LINE = re.compile(r"^round (\d+) \[dbms\] \S+: (\S+) → candidate (\S+) vs best (\S+): (.+?)(?: kept)?; (\w+): ")
+LINE = re.compile(
+    r"^round (\d+) \[dbms\] \S+: (\S+) → candidate (\S+) vs best (\S+) \(medians\), paired estimate: "
+    r"(.+?)(?: kept)?; (\w+): "
+)
 
 
 def test_round_lines_and_report_show_the_journaled_decision(tmp_path: Path) -> None:

@@ -49,8 +49,8 @@ def medians_text(r: RoundOutcome, labelled: bool = False) -> str:
         return "—"
     if r.best_objective is None:  # cut off after its screen: one run, not a median of pairs
         return f"{_fmt_obj(r.objective)} (one screen run)"
-    if labelled:
-        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)}"
+    if labelled:  # the estimate that follows is not their ratio: say so (a new user's trial, 2026-12-04)
+        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)} (medians), paired estimate"
     return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
 
 
