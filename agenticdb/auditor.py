@@ -34,6 +34,7 @@ from agenticdb.models import (
     Catalog,
     Decision,
     GainEstimate,
+    KnobSpec,
     Layer,
     Measurement,
     NormalizedChange,
@@ -42,7 +43,7 @@ from agenticdb.models import (
 )
 from agenticdb.sequential import Estimate, Noise, PairDecision, SequentialPolicy
 from agenticdb.sequential import decide as sequential_decide
-from agenticdb.units import canonical
+from agenticdb.units import canonical, parse_value
 
 Config = Literal["best", "candidate"]
 Judgement = Literal["better", "worse", "tie", "undecided"]
@@ -554,21 +555,43 @@ def repair_kept(a: Assessment, proposal: Proposal, changes: Sequence[NormalizedC
     session's budget ended inside the decision ("undecided") with the candidate ahead on the median of the
     valid pairs, it is kept. Anything measured worse, a tie, or a median at or below 0 is reverted as
     usual. (Scenarios mdb-tmp-table-tiny: +156 % [−7 %, +610 %] on 2 pairs, and os-read-ahead-tiny: +18 %
-    [−7 %, +48 %] on 3 pairs, were reverted to the fault when the 180-s budget ended, 2026-12-03.)"""
+    [−7 %, +48 %] on 3 pairs, were reverted to the fault when the 180-s budget ended, 2026-12-03.)
+
+    A trade move that pays for such a repair only by lowering caches measured unused
+    (``Proposal.releases``, set by ``agenticdb.planner.trade`` only; each must lower its knob here) is a
+    repair too: the 512 MiB MariaDB scenario's buffer pool back to 128 MiB from 64 MiB needed the idle
+    MyISAM key cache to give (+20 % [−0.3 %, +44 %] on 3 pairs when the 8-min budget ended, 2026-12-05)."""
     if a.verdict != "undecided" or a.estimate is None or a.estimate.gain <= 0 or not changes:
         return None
+    repaired: list[str] = []
+    released: list[str] = []
     for ch in changes:
         spec = catalog.knobs.get(ch.name)
-        if ch.name not in proposal.repairs or spec is None or spec.default is None:
+        if spec is None:
+            return None
+        if ch.name in proposal.releases and _lowers(ch, spec):
+            released.append(f"{ch.name}={ch.value}")
+            continue
+        if ch.name not in proposal.repairs or spec.default is None:
             return None
         if canonical(ch.name, str(ch.value), spec) != canonical(ch.name, spec.default, spec):
             return None
-    names = ", ".join(f"{ch.name}={ch.value}" for ch in changes)
+        repaired.append(f"{ch.name}={ch.value}")
+    if not repaired:
+        return None
+    paid = f", paid for by lowering caches measured unused ({', '.join(released)})," if released else ""
     return (
-        f"kept: {names} puts the server's default back from a known bad start, and the candidate was ahead "
-        f"when the budget ended ({a.estimate.text()}, not settled); a repair to the default needs no proof of "
-        "gain, only no measured loss"
+        f"kept: {', '.join(repaired)} puts the server's default back from a known bad start{paid} and the "
+        f"candidate was ahead when the budget ended ({a.estimate.text()}, not settled); a repair to the "
+        "default needs no proof of gain, only no measured loss"
     )
+
+
+def _lowers(ch: NormalizedChange, spec: KnobSpec) -> bool:
+    """Whether ``ch`` sets a numeric knob below the value in effect before it."""
+    before = parse_value(ch.previous, spec) if ch.previous is not None else None
+    after = ch.base_value if ch.base_value is not None else parse_value(ch.value, spec)
+    return before is not None and after is not None and after < before
 
 
 def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRules:

@@ -400,6 +400,11 @@ class Proposal(Strict):
     value below the default under a floor rule). When the session's budget ends inside the decision and
     every change is such a repair measured better on the median, the round keeps it
     (``auditor.repair_kept``)."""
+    releases: list[str] = Field(default_factory=list)
+    """Knobs a trade move lowered to give back a cache measured as unused (the MyISAM key cache, the Aria
+    page cache: never below twice the blocks in use; ``agenticdb.planner.trade``). A repair paid for only
+    with such releases is still a repair for ``auditor.repair_kept``. Set by our planners only: the LLM
+    planner's schema leaves it out and its replies cannot set it."""
 
 
 class NormalizedChange(Strict):
@@ -440,6 +445,9 @@ class FailedCheck(Strict):
     message: str
     source: str = ""
     rule_id: str = ""
+    excess_bytes: float | None = None
+    """``memory_budget`` refusals only: bytes by which the estimate exceeds the allowed memory, so a trade
+    move (``agenticdb.planner.trade``) can give back no more than that from caches it knows the size of."""
 
 
 class Verdict(Strict):

@@ -39,7 +39,14 @@ from agenticdb.models import (
 )
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planner.context import quote_untrusted, render_catalog, sanitize
-from agenticdb.planner.llm import LLMAuthError, LLMCallRecord, LLMPlanner, extract_json, parse_reply
+from agenticdb.planner.llm import (
+    LLMAuthError,
+    LLMCallRecord,
+    LLMPlanner,
+    extract_json,
+    parse_reply,
+    proposal_schema,
+)
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 
 CHAT = "/v1/chat/completions"
@@ -301,6 +308,15 @@ def test_reply_wrapped_in_prose_and_fence_is_extracted() -> None:
     text = "Here you go:\n```json\n" + reply_json({"max_wal_size": "2GB"}, "checkpoint") + "\n```\nThanks."
     assert parse_reply(text).changes[0].name == "max_wal_size"
     assert extract_json('noise {"a": 1} trailing')["a"] == 1
+
+
+def test_a_reply_cannot_claim_releases_that_would_make_a_change_a_repair() -> None:
+    """``Proposal.releases`` rests on cache gauges only the trade move reads (``auditor.repair_kept``
+    keeps an undecided repair paid for with them): the model is not offered it and cannot set it."""
+    data = json.loads(reply_json({"key_buffer_size": "8M"}, "buffer_cache"))
+    data["releases"] = ["key_buffer_size"]
+    assert parse_reply(json.dumps(data)).releases == []
+    assert "releases" not in proposal_schema()["properties"] and "repairs" in proposal_schema()["properties"]
 
 
 # -- invalid replies ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 from memtarget import ScriptedPlanner
 from test_validator import HW, MARIADB, PG, WIDE, check, k, kinds
 
+from agenticdb.auditor import Assessment, repair_kept
 from agenticdb.models import (
     ApplyMode,
     FailedCheck,
@@ -14,12 +15,14 @@ from agenticdb.models import (
     Layer,
     Observed,
     PlanningContext,
+    Proposal,
     RuntimeProfile,
     StateDelta,
 )
 from agenticdb.planner.search import RefiningPlanner
 from agenticdb.planner.trade import refused_growth
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.sequential import Estimate
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validator import validate
 
@@ -205,3 +208,89 @@ def test_a_cache_whose_use_was_not_read_is_not_traded() -> None:
     p = RefiningPlanner(ScriptedPlanner([])).propose(_mariadb_ctx({}))
     names = {c.name for c in p.changes}
     assert names == {"innodb_buffer_pool_size", "sort_buffer_size"}, names
+
+
+# ------------------------------------------------------------------ a trade that only gives what is needed
+
+# The 512 MiB harness scenario (mariadb-sysbench-rw-oom) as read on 2026-12-05: buffer pool 64 MiB (a bad
+# start, below MariaDB's 128 MiB default), the MyISAM key cache and the Aria page cache 128 MiB each by
+# default and idle (InnoDB-only tables), 5 connected threads.
+MDB_BAD_START = {
+    "innodb_buffer_pool_size": "67108864",
+    "key_buffer_size": "134217728",
+    "aria_pagecache_buffer_size": "134217728",
+    "sort_buffer_size": "2097152",
+    "max_connections": "100",
+}
+MDB_IDLE_CACHES = {"global_status.Key_blocks_used": 0.0, "global_status.Aria_pagecache_blocks_used": 14.0}
+MDB_THREADS = Observed(gauges={"global_status.Threads_connected": 5.0})
+
+
+def _refused_pool(value: str = "134217728") -> FailedCheck:
+    v = check(ENGINE_CACHES, {"innodb_buffer_pool_size": value}, hw=SMALL, current=MDB_BAD_START, observed=MDB_THREADS)
+    assert kinds(v) == {"innodb_buffer_pool_size": "hardware"}, v.failed
+    return v.failed[0]
+
+
+def _mdb_trade(refused: FailedCheck) -> Proposal:
+    ctx = _mariadb_ctx(MDB_IDLE_CACHES)
+    profile = ctx.profile.model_copy(update={"current_config": MDB_BAD_START})
+    return RefiningPlanner(ScriptedPlanner([])).propose(
+        ctx.model_copy(update={"validator_feedback": [refused], "profile": profile, "current_config": MDB_BAD_START})
+    )
+
+
+def test_a_memory_budget_refusal_says_by_how_much_the_estimate_is_over() -> None:
+    refused = _refused_pool()
+    # 128 MiB pool + 128 + 128 MiB engine caches + per-session buffers of 5 threads > 384 MiB
+    assert refused.rule_id == "memory_budget" and refused.excess_bytes is not None
+    assert 0 < refused.excess_bytes < 64 * MiB, refused.excess_bytes
+    assert f"{(refused.excess_bytes + 384 * MiB) / MiB:.0f} MiB" in refused.message, refused.message
+
+
+def test_a_trade_gives_idle_caches_first_and_no_more_than_the_excess() -> None:
+    p = _mdb_trade(_refused_pool())
+    changes = {c.name: str(c.value) for c in p.changes}
+    # the idle key cache alone (128 → 32 MiB) frees more than the excess: the sort buffer stays
+    assert changes == {"innodb_buffer_pool_size": "134217728", "key_buffer_size": "33554432"}, changes
+    assert p.repairs == ["innodb_buffer_pool_size"] and p.releases == ["key_buffer_size"], (p.repairs, p.releases)
+    assert "A repair: innodb_buffer_pool_size goes back to the server's default" in p.rationale, p.rationale
+    v = validate(p, ENGINE_CACHES, MDB_BAD_START, SMALL, WIDE, Layer.dbms, observed=MDB_THREADS)
+    assert v.ok, v.failed
+
+
+def test_a_trade_that_must_lower_per_session_buffers_is_not_a_repair() -> None:
+    # over by more than the idle caches hold (2 × 96 MiB): every give is taken, the sort buffer too, and a
+    # trade that takes per-session memory is a trade, not a repair, though the pool goes back to its default
+    p = _mdb_trade(_refused_pool().model_copy(update={"excess_bytes": 300.0 * MiB}))
+    names = {c.name for c in p.changes}
+    assert names == {"innodb_buffer_pool_size", "key_buffer_size", "aria_pagecache_buffer_size", "sort_buffer_size"}
+    assert p.repairs == [] and p.releases == [], (p.repairs, p.releases)
+    # growing beyond the default is no repair either, whatever gives
+    beyond = _mdb_trade(_refused_pool("268435456"))
+    assert beyond.repairs == [] and {c.name for c in beyond.changes} >= {"key_buffer_size"}, beyond.changes
+
+
+def _undecided(gain: float) -> Assessment:
+    est = Estimate(gain=gain, low=-0.003, high=0.44, pairs=3, confidence=0.95)
+    return Assessment(
+        verdict="undecided", reason="undecided: budget ended inside the decision", estimate=est, candidate=[]
+    )
+
+
+def test_a_repair_paid_for_with_idle_caches_is_kept_when_ahead_and_undecided() -> None:
+    """The 512 MiB MariaDB scenario (2026-12-05): the pool back to its 128 MiB default, paid for with the
+    idle key cache, read +20 % [−0.3 %, +44 %] on 3 pairs when the 8-min budget ended, and was reverted."""
+    p = _mdb_trade(_refused_pool())
+    changes = validate(p, ENGINE_CACHES, MDB_BAD_START, SMALL, WIDE, Layer.dbms, observed=MDB_THREADS).changes
+    why = repair_kept(_undecided(0.20), p, changes, ENGINE_CACHES)
+    assert why is not None and why.startswith(
+        "kept: innodb_buffer_pool_size=134217728 puts the server's default back from a known bad start, paid "
+        "for by lowering caches measured unused (key_buffer_size=33554432)"
+    ), why
+    assert repair_kept(_undecided(-0.05), p, changes, ENGINE_CACHES) is None  # behind on the median: revert
+    # a "release" that raises its knob is no release; without the repair the releases alone are not kept
+    raised = [c.model_copy(update={"base_value": 2.0**28}) if c.name == "key_buffer_size" else c for c in changes]
+    assert repair_kept(_undecided(0.20), p, raised, ENGINE_CACHES) is None
+    only = [c for c in changes if c.name == "key_buffer_size"]
+    assert repair_kept(_undecided(0.20), p, only, ENGINE_CACHES) is None

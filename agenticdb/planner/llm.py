@@ -168,9 +168,10 @@ class _StopAtDeadline(stop_base):
 
 
 def proposal_schema() -> dict[str, Any]:
-    """JSON schema of ``Proposal`` as sent to the model, without the internal ``planner`` and ``stage`` fields."""
+    """JSON schema of ``Proposal`` as sent to the model, without the internal ``planner``, ``stage`` and
+    ``releases`` fields (releases rest on cache gauges only our trade moves read)."""
     schema = Proposal.model_json_schema()
-    for internal in ("planner", "stage"):
+    for internal in ("planner", "stage", "releases"):
         schema["properties"].pop(internal, None)
         if "required" in schema:
             schema["required"] = [r for r in schema["required"] if r != internal]
@@ -212,6 +213,7 @@ def parse_reply(text: str) -> Proposal:
         raise ReplyError("the reply was empty")
     data = extract_json(text)
     data.pop("planner", None)
+    data.pop("releases", None)
     try:
         proposal = Proposal.model_validate(data)
     except ValidationError as exc:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agenticdb.models import ApplyMode, Bottleneck, Change, FailedCheck, PlanningContext, Proposal
 from agenticdb.planner.playbook import round_base
 from agenticdb.resources import data_file
-from agenticdb.units import canonical, format_value, parse_value
+from agenticdb.units import bytes_of, canonical, format_value, parse_value
 
 log = structlog.get_logger(__name__)
 
@@ -79,7 +79,18 @@ def refused_growth(ctx: PlanningContext) -> FailedCheck | None:
 
 
 def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, planner: str) -> Proposal | None:
-    """The refused growth paired with lower per-session/maintenance memory; None when no knob can give."""
+    """The refused growth paired with lower per-session/maintenance memory; None when no knob can give.
+
+    The gives are taken in the order of ``catalogs/trades.toml``, caches measured unused first. Once the
+    caches given so far free the refusal's ``excess_bytes`` (global caches: their size is what the
+    estimate counts), no more is given: a per-session buffer such as sort_buffer_size is lowered only
+    when the unused caches do not cover the excess (the 512 MiB MariaDB scenario, 2026-12-05: the pool's
+    32 MiB excess was paid for with 192 MiB of unused key/Aria caches *and* a halved sort buffer).
+
+    When the refused growth puts the cache back to the server's default from below it (a bad start, as
+    the floor rules say) and every give is such a release, the proposal lists the growth in ``repairs``
+    and the gives in ``releases``: the auditor treats it as a repair (``auditor.repair_kept``).
+    """
     trade = next(
         (t for t in load_trades() if family in t.families and t.grow.lower() == refused.parameter.lower()), None
     )
@@ -90,7 +101,11 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
     gauges = delta.gauges if delta is not None else {}
     changes = [Change(name=refused.parameter, value=refused.value, rationale=f"trade: grow ({trade.reason})")]
     applies = [ctx.catalog.knobs[refused.parameter].apply] if refused.parameter in ctx.catalog.knobs else []
+    releases: list[str] = []
+    freed = 0.0
     for g in trade.give:
+        if refused.excess_bytes is not None and releases and freed >= refused.excess_bytes:
+            break
         spec = ctx.catalog.knobs.get(g.knob)
         if spec is None or spec.layer != ctx.stage or (spec.apply == ApplyMode.restart and not ctx.allow_restart):
             continue
@@ -113,21 +128,55 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
             Change(name=g.knob, value=value, rationale=f"trade: give ({g.knob}: {current.get(g.knob)} → {value})")
         )
         applies.append(spec.apply)
+        if g.used_gauge is not None:
+            releases.append(g.knob)
+            freed += bytes_of(family, spec, cur - target) or 0.0
     if len(changes) < 2:
         return None
+    changes = changes[: ctx.max_changes]
+    kept = {c.name for c in changes}
+    releases = [r for r in releases if r in kept]
+    only_releases = len(releases) == len(changes) - 1
+    repairs = [refused.parameter] if only_releases and _restores_default(ctx, refused, current) else []
     text = ", ".join(f"{c.name}={c.value}" for c in changes)
-    log.info("planner.trade", grow=refused.parameter, changes=text)
+    log.info(
+        "planner.trade",
+        grow=refused.parameter,
+        changes=text,
+        freed_bytes=freed,
+        excess_bytes=refused.excess_bytes,
+        repair=bool(repairs),
+    )
     return Proposal(
         bottleneck=Bottleneck.buffer_cache,
         layer=ctx.stage,
-        changes=changes[: ctx.max_changes],
+        changes=changes,
         intended_effects=[f"{refused.parameter}: a bigger cache within the same memory budget"],
         apply_requirement=ApplyMode.strongest(applies),
         evidence=[f"the memory budget refused {refused.parameter}={refused.value}: {refused.message}"],
-        rationale=f"trade move: {text} — {trade.reason} (source: {trade.source}).",
+        rationale=f"trade move: {text} — {trade.reason} (source: {trade.source})."
+        + (
+            f" A repair: {refused.parameter} goes back to the server's default from below it, paid for only "
+            f"with caches measured unused ({', '.join(releases)})."
+            if repairs
+            else ""
+        ),
         planner=planner,
         stage="playbook",
+        repairs=repairs,
+        releases=releases if repairs else [],
     )
+
+
+def _restores_default(ctx: PlanningContext, refused: FailedCheck, current: dict[str, str]) -> bool:
+    """Whether the refused growth sets the knob to the server's shipped default from a value below it."""
+    spec = ctx.catalog.knobs.get(refused.parameter)
+    if spec is None or spec.default is None or refused.parameter not in current:
+        return False
+    if canonical(spec.name, str(refused.value), spec) != canonical(spec.name, spec.default, spec):
+        return False
+    now, default = parse_value(current[refused.parameter], spec), parse_value(spec.default, spec)
+    return now is not None and default is not None and now < default
 
 
 def _bytes_in_use(g: Give, gauges: dict[str, float], current: dict[str, str], ctx: PlanningContext) -> float | None:

@@ -184,6 +184,7 @@ def check_memory(
             parameter=ch.name,
             value=ch.value,
             rule_id="memory_budget",
+            excess_bytes=est.total - allowed,
             source=budget.source + (f"; {budget.measured_source}" if budget.measured_source else ""),
             message=f"{ch.name}={ch.value} (rule memory_budget): estimated server memory {_size(est.total)} "
             f"({est.terms()}; {est.basis}) exceeds memory_fraction {policy.memory_fraction:g} × "
