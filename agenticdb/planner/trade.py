@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agenticdb.models import ApplyMode, Bottleneck, Change, FailedCheck, PlanningContext, Proposal
 from agenticdb.planner.playbook import round_base
 from agenticdb.resources import data_file
-from agenticdb.units import bytes_of, canonical, format_value, parse_value
+from agenticdb.units import bytes_of, canonical, family_of, format_value, parse_value
 
 log = structlog.get_logger(__name__)
 
@@ -130,7 +130,7 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
         applies.append(spec.apply)
         if g.used_gauge is not None:
             releases.append(g.knob)
-            freed += bytes_of(family, spec, cur - target) or 0.0
+            freed += bytes_of(family_of(family), spec, cur - target) or 0.0
     if len(changes) < 2:
         return None
     changes = changes[: ctx.max_changes]
