@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llmstub import chat_completion
+from llmstub import ScriptedLLMServer, chat_completion
 from pytest_httpserver import HTTPServer
 
 from agenticdb import auditor
@@ -366,7 +366,7 @@ def scripted_llm(changes: list[dict[str, str]]) -> HTTPServer:
         "rationale": "scripted harmful candidate",
     }
     body = chat_completion(json.dumps(reply))
-    llm = HTTPServer(host="127.0.0.1", threaded=True)
+    llm = ScriptedLLMServer()
     llm.start()
     llm.expect_request("/v1/chat/completions", method="POST").respond_with_json(body)
     return llm
@@ -391,6 +391,7 @@ def test_mariadb_guard_reverts_harmful_candidate(home: Path, tuned: MariaDBSandb
         r = run_cli(home, env, *LIVE_ARGS, "llm", "--duration", "6", "--rounds", "1", "--baseline-runs", "1")
     finally:
         app_out = stop_app(app)
+        llm.assert_idle()
         llm.clear()
         llm.stop()
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from llmstub import chat_completion
+from llmstub import ScriptedLLMServer, chat_completion
 from noise import FAULT_FAR_BEYOND_DISTURBANCE
-from pytest_httpserver import HTTPServer
 
 from agenticdb import auditor
 from agenticdb.config import LiveConfig, WorkloadConfig
@@ -299,7 +298,7 @@ def test_guard_reverts_harmful_candidate(home: Path, pg: PostgresSandboxInfo, tm
     set_work_mem(pg, "16MB")  # the baseline: the anti-join is hashed and fast
     mix = tmp_path / "mix"
     mix.write_text("B")  # anti-join heavy
-    llm = HTTPServer(host="127.0.0.1", threaded=True)
+    llm = ScriptedLLMServer()
     llm.start()
     reply = {
         "bottleneck": "temp_spill",
@@ -325,6 +324,7 @@ def test_guard_reverts_harmful_candidate(home: Path, pg: PostgresSandboxInfo, tm
         r = run_cli(home, env, *LIVE_ARGS, "llm", "--duration", "10", "--rounds", "1", "--baseline-runs", "1")
     finally:
         stop_app(app)
+        llm.assert_idle()
         llm.clear()
         llm.stop()
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from llmstub import ScriptedLLMServer, scripted_llm
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -80,20 +82,17 @@ class FixedPlanner(Planner):
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[HTTPServer]:
-    srv = HTTPServer(host="127.0.0.1", threaded=True)
-    srv.start()
-    try:
+def server() -> Iterator[ScriptedLLMServer]:
+    with scripted_llm() as srv:
         yield srv
-    finally:
-        srv.clear()
-        srv.stop()
 
 
 @pytest.fixture()
-def llm(server: HTTPServer) -> Iterator[HTTPServer]:
+def llm(server: ScriptedLLMServer) -> Iterator[ScriptedLLMServer]:
     server.clear()
     yield server
+    # A request still being served would land in the next test's log: none may outlive its test.
+    server.assert_idle()
     server.check_assertions()
 
 
@@ -443,16 +442,21 @@ def test_401_raises_auth_error_naming_the_variable_without_retry(llm: HTTPServer
 
 
 def test_round_deadline_falls_back(llm: HTTPServer) -> None:
+    release = threading.Event()
+
     def slow(request: Request) -> Response:
-        time.sleep(1.5)
+        release.wait(10.0)  # answers only after the round deadline has cut the call short
         return Response(json.dumps(completion(reply_json({"work_mem": "8MB"}))), content_type="application/json")
 
     llm.expect_request(CHAT, method="POST").respond_with_handler(slow)
     planner, rec = make_planner(llm, round_deadline_s=0.6, timeout_s=5.0)
 
-    proposal = planner.propose(make_ctx())
+    try:
+        proposal = planner.propose(make_ctx())
+    finally:
+        release.set()  # the handler ends inside this test, not in the next one's request log
 
-    # The endpoint would have answered (after 1.5 s) with a valid proposal: a fallback proposal whose
+    # The endpoint would have answered (once released) with a valid proposal: a fallback proposal whose
     # reason is the deadline shows the 0.6 s round deadline cut the call short, however busy the host.
     assert proposal.planner == "fixed"
     assert rec.events[-1][0] == "planner.fallback" and rec.events[-1][1]["reason"] == "deadline"

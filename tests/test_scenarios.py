@@ -180,8 +180,7 @@ def test_the_llm_planner_runs_a_scenario_end_to_end(tmp_path: Path, monkeypatch:
     """``run --planner llm`` through the real ``openai`` client and a local OpenAI-compatible server
     scripted to diagnose WAL flushing and undo commit_delay: the planner's label is what Diagnosis
     reads, and the tokens and cost are the server's usage fields priced as configured."""
-    from llmstub import chat_completion
-    from pytest_httpserver import HTTPServer
+    from llmstub import chat_completion, scripted_llm
 
     reply = {
         "bottleneck": "wal_fsync",
@@ -193,12 +192,10 @@ def test_the_llm_planner_runs_a_scenario_end_to_end(tmp_path: Path, monkeypatch:
         "evidence": ["scripted"],
         "rationale": "scripted reply",
     }
-    srv = HTTPServer(host="127.0.0.1", threaded=True)
-    srv.expect_request("/v1/chat/completions", method="POST").respond_with_json(
-        chat_completion(json.dumps(reply), prompt_tokens=1000, completion_tokens=100)
-    )
-    srv.start()
-    try:
+    with scripted_llm() as srv:
+        srv.expect_request("/v1/chat/completions", method="POST").respond_with_json(
+            chat_completion(json.dumps(reply), prompt_tokens=1000, completion_tokens=100)
+        )
         for k in [k for k in os.environ if k.startswith(("OPENAI_", "AGENTICDB_"))]:
             monkeypatch.delenv(k)
         monkeypatch.setenv("OPENAI_BASE_URL", srv.url_for("/v1"))
@@ -210,9 +207,6 @@ def test_the_llm_planner_runs_a_scenario_end_to_end(tmp_path: Path, monkeypatch:
         opts = RunOptions(out=tmp_path, planner="llm", budget_s=40, max_rounds=1, repeats=2, final_repeats=1)
         r = run(scn, opts)
         calls = len(srv.log)
-    finally:
-        srv.clear()
-        srv.stop()
     assert r["status"] == "scored", r
     assert r["session"]["exit_code"] == 0, (tmp_path / scn.name / "session.log").read_text()[-3000:]
     assert calls >= 1

@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from llmstub import scripted_llm
 from pytest_httpserver import HTTPServer
 
 from agenticdb.journal import Journal, JournalEvent
@@ -80,13 +81,8 @@ def info(home: Path) -> PostgresSandboxInfo:
 
 @pytest.fixture()
 def llm() -> Iterator[HTTPServer]:
-    srv = HTTPServer(host="127.0.0.1", threaded=True)
-    srv.start()
-    try:
+    with scripted_llm() as srv:
         yield srv
-    finally:
-        srv.clear()
-        srv.stop()
 
 
 # -- helpers ------------------------------------------------------------------------------------------
