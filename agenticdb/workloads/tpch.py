@@ -32,9 +32,9 @@ import structlog
 from psycopg import sql
 
 from agenticdb.config import WorkloadConfig
+from agenticdb.measure.series import percentile
 from agenticdb.models import Measurement
 from agenticdb.resources import data_dir
-from agenticdb.series import percentile
 from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
@@ -343,7 +343,7 @@ class TpchWorkload(Workload):
         )
 
     def _stopped(self, per_query: dict[str, float], reason: str, lines: list[str]) -> Measurement:
-        """The measurement of a query set stopped as far slower than the best (``agenticdb.trial_limit``):
+        """The measurement of a query set stopped as far slower than the best (``agenticdb.measure.trial_limit``):
         the elapsed time is a lower bound of the total; the objective is scaled from the best level by
         the time ratio (for ``total_time`` it is the elapsed time itself)."""
         assert self.limit is not None
