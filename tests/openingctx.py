@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import Fingerprint, Layer, PlanningContext, RuntimeProfile, StateDelta
 from agenticdb.targets.base import Target
 

@@ -21,7 +21,7 @@ from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
-from agenticdb.validator import flavor_of
+from agenticdb.validation.validator import flavor_of
 
 GiB = 1024**3
 MiB = 1024**2
