@@ -32,7 +32,7 @@ from agenticdb.advice.approval import refused_trial
 from agenticdb.config import Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.host.services import ServiceError
-from agenticdb.loop import auditor
+from agenticdb.loop import auditor, rootcause_step
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
 from agenticdb.loop.planning import check, plan_round, planning_context
@@ -54,6 +54,7 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.rootcause import Finding
 from agenticdb.store.faults import StorageError, storage_fault_stop
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory import MemoryBook
@@ -85,9 +86,12 @@ class TuningSession:
         start_from: dict[str, object] | None = None,
         on_status: Callable[[str], object] | None = None,
         approve: Callable[[str, int, Proposal, Verdict], str | None] | None = None,
+        remediate: rootcause_step.Remediate | None = None,
     ) -> None:
         self.cfg = cfg
         self.approve = approve  # policy.mode = "approve": None from it means a person allowed the trial
+        self.remediate = remediate  # approve mode with [remediation] dsn: runs an approved remedy (issue 40)
+        self.root_cause: Finding | None = None  # a dominant cause no setting fixes (agenticdb.rootcause)
         self.target = target
         self.workload = workload
         self.planner = planner
@@ -124,7 +128,16 @@ class TuningSession:
         """
         self.init.open_session(self.planner.name)
         dbms_exec = self._executor(self.target)
-        start = self.init.run(dbms_exec)
+        watcher = rootcause_step.watcher_for(self.cfg, self.target)  # watches the baseline window
+        try:
+            start = self.init.run(dbms_exec)
+        except BaseException:
+            if watcher is not None:
+                watcher.stop()
+            raise
+        self.root_cause = rootcause_step.conclude(
+            watcher, lambda event, data: self.recorder.event(event, data, 0), self.recorder.on_status
+        )
         self.noise = start.noise
         self.warnings += start.warnings
         if start.baseline:
@@ -176,6 +189,12 @@ class TuningSession:
         """
         round_no = 0
         delta: StateDelta | None = start.delta
+        if self.root_cause is not None:  # not a configuration problem: no knob, no race (issue 40)
+            done = self.remediate(self.session_id, self.root_cause) if self.remediate is not None else None
+            reason = rootcause_step.stop_reason(self.root_cause, done)
+            self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": reason}, 0)
+            log.info("session.no_round", reason=reason)
+            return "completed", reason, layer
         no_room = self._no_room_for_first_round(start)
         if no_room:
             self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": no_room}, 0)
