@@ -22,13 +22,13 @@ import psutil
 import pytest
 
 from agenticdb.config import PolicyConfig
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.mysql_options import binary_version, find_binary, option_names, parse_help
 from agenticdb.targets.postgres import PostgresTarget
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 
 
 def cases_dir() -> Path:
@@ -157,6 +157,17 @@ EXTRA: dict[str, dict[str, Any]] = {
         "expect": "accept",
         "propose": {"wal_level": "minimal", "max_wal_senders": 0, "archive_mode": "off"},
         "normalized": {"wal_level": "minimal", "max_wal_senders": "0", "archive_mode": "off"},
+        "verified_apply": "restart",
+    },
+    # issue 38: since PostgreSQL 12 WAL senders have their own slots; PG 15 starts with these
+    # (tests/test_rule_starts.py starts it)
+    "pg15-wal-senders-above-connections": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "current": {"max_connections": "8"},
+        "propose": {"max_wal_senders": 12},
+        "normalized": {"max_wal_senders": "12"},
         "verified_apply": "restart",
     },
     "pg-restart-outside-window": {

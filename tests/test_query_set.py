@@ -1,4 +1,4 @@
-"""The per-query statistic for query sets (agenticdb.query_set, issue 36 point 3): its arithmetic (pure), a
+"""The per-query statistic for query sets (agenticdb.measure.query_set, issue 36 point 3): its arithmetic (pure), a
 seeded simulation of its error rates through the real sequential test, the auditor judging pairs on it
 (a cut-off run never pairs), and a session freezing the weights from its baseline (in-memory target of
 tests/memtarget.py; mechanics only, its runs are deterministic)."""
@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
-from agenticdb import auditor
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.disturbance import DisturbanceThresholds
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
+from agenticdb.loop import auditor
+from agenticdb.loop.session import TuningSession
+from agenticdb.measure.disturbance import DisturbanceThresholds
+from agenticdb.measure.query_set import QueryWeights
+from agenticdb.measure.sequential import Noise, SequentialPolicy, decide
 from agenticdb.models import Disturbance, Measurement
-from agenticdb.query_set import QueryWeights
-from agenticdb.sequential import Noise, SequentialPolicy, decide
-from agenticdb.session import TuningSession
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 
 #: Per-query seconds of a TPC-H-like query set (shape of SF 0.3 on PostgreSQL 15 here: a few queries of
 #: 1–3 s carry most of the time, several take milliseconds).
