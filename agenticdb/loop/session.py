@@ -39,6 +39,7 @@ from agenticdb.loop.planning import check, plan_round, planning_context
 from agenticdb.loop.round import Round, round_failed
 from agenticdb.loop.stage import StageState, apply_final, enter_os_stage, loop_ended, storage_fault_stop
 from agenticdb.loop.steps import RoundCallback, SessionRecorder, SessionResult, StepResult
+from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import (
@@ -109,6 +110,8 @@ class TuningSession:
         self.warnings: list[str] = []
         self.started = time.monotonic()
         self.noise = Noise()
+        # query sets: the per-query weights frozen from the baseline (agenticdb.measure.query_set); None otherwise
+        self.query_weights: QueryWeights | None = None
         self.round_seconds: list[float] = []  # wall time of each measured round (auditor.LoopState.round_cost_s)
         self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         # the best configuration's run measured last by the stage's executor, while nothing ran after it
@@ -140,6 +143,9 @@ class TuningSession:
             watcher, lambda event, data: self.recorder.event(event, data, 0), self.recorder.on_status
         )
         self.noise = start.noise
+        self.query_weights = start.query_weights
+        if self.query_weights is not None:
+            self._journal_weights(self.query_weights)
         self.warnings += start.warnings
         if start.baseline:
             ordered = sorted(start.baseline, key=lambda m: m.objective)
@@ -383,7 +389,17 @@ class TuningSession:
     def _rules(self) -> auditor.DecisionRules:
         """The decision protocol from ``[loop]``, with the noise learnt so far and the time left."""
         left = self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
-        return auditor.decision_rules(self.cfg.loop, self.noise, left)
+        return auditor.decision_rules(self.cfg.loop, self.noise, left, self.query_weights)
+
+    def _journal_weights(self, weights: QueryWeights) -> None:
+        """One ``query_weights`` event: the decisions on this query set use the per-query statistic."""
+        top = ", ".join(f"{q} {w:.0%}" for q, w in weights.top())
+        reason = (
+            f"pairs judged on d = Σ w_q·ln(best_q/candidate_q), weights frozen from {weights.runs} baseline runs "
+            f"(heaviest: {top}); noise prior on the same statistic: run CV {self.noise.run_cv:.1%}"
+        )
+        self.recorder.event("query_weights", {"weights": dict(weights.weights), "reason": reason}, None)
+        log.info("judge.query_weights", queries=len(weights.weights), reason=reason)
 
     def _settle(self, r: Round, start: Start) -> StepResult:
         """Keep a change that beat the best; otherwise revert to the best configuration and verify it."""
