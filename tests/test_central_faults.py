@@ -20,11 +20,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.memory import MemoryBook
-from agenticdb.memory.backends import SqliteBackend
-from agenticdb.memory.central import NewerSchemaError, PostgresBackend, attach_central, migrations
 from agenticdb.models import Experience, Fingerprint
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.memory import MemoryBook
+from agenticdb.store.memory.backends import SqliteBackend
+from agenticdb.store.memory.central import NewerSchemaError, PostgresBackend, attach_central, migrations
 from agenticdb.targets.postgres import PostgresTarget
 
 PASSWORD = "pw-Secret-38"

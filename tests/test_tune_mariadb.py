@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.journal import Journal
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
+from agenticdb.store.journal import Journal
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agenticdb.config import PolicyConfig
-from agenticdb.hardware import block_device_of, cgroup_memory_limit, detect_hardware, read_meminfo
+from agenticdb.host.hardware import block_device_of, cgroup_memory_limit, detect_hardware, read_meminfo
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -21,9 +21,10 @@ from agenticdb.models import (
     Proposal,
     Verdict,
 )
+from agenticdb.rule_files import RULE_FILES, harmful_rule_ids
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset
-from agenticdb.validator import in_window, validate
+from agenticdb.validation.validator import in_window, validate
 
 GiB = 1024**3
 
@@ -486,6 +487,12 @@ def test_policy_allow_harmful_names_only_known_rules() -> None:
         PolicyConfig(allow_harmful=["linux.thp-sometimes"])
 
 
+def test_harmful_ids_the_config_reads_are_those_of_the_full_rule_sets() -> None:
+    # config reads only the ids (agenticdb.rule_files, below the validator); the validator loads the rules
+    full = {r.id for family in RULE_FILES for r in load_ruleset(family).harmful}
+    assert full and harmful_rule_ids() == full
+
+
 def test_capacity_is_never_lowered_below_the_peak_and_not_at_all_without_one() -> None:
     pg = PG.model_copy(
         update={
@@ -537,7 +544,7 @@ def test_condition_arithmetic_is_described_as_evaluated() -> None:
 
 
 def test_host_facts_from_a_copied_proc_and_sys(tmp_path: Path) -> None:
-    from agenticdb.hardware import huge_page_sizes, numa_nodes, server_rlimits
+    from agenticdb.host.hardware import huge_page_sizes, numa_nodes, server_rlimits
 
     proc, sys = _tree(tmp_path, "0::/\n", "", {})
     Path(sys, "devices/system/node").mkdir(parents=True)

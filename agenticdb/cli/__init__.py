@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.config import ConfigError, Settings, load_config, register_settings_secrets
 from agenticdb.logs import configure_logging
 from agenticdb.redaction import redact
 
@@ -94,8 +94,6 @@ def settings(
             cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": target, "kind": kind})})
     except ConfigError as exc:
         fail(str(exc), 2)
-    from agenticdb.redaction import register_settings_secrets
-
     register_settings_secrets(cfg)  # --target/--sandbox DSNs came after load_config
     return cfg
 
@@ -558,7 +556,7 @@ def setup_role_cmd(
     """Print (and with --apply run) the SQL creating a least-privilege login role for agenticdb: ALTER SYSTEM on each tunable knob, pg_monitor and a benchmark database it owns (PostgreSQL 15); SUPER, PROCESS and its own schema (MariaDB: SET GLOBAL still needs SUPER); SYSTEM_VARIABLES_ADMIN (MySQL 8)."""  # noqa: E501 - typer shows the docstring as one help paragraph
     from agenticdb.app import SetupError, require_dsn
     from agenticdb.cli.role_cmd import read_password, setup_role
-    from agenticdb.privileges import PrivilegeError
+    from agenticdb.host.privileges import PrivilegeError
 
     cfg = settings(config, target, sandbox, home)
     try:
@@ -595,7 +593,7 @@ _add_subapps()
 def main() -> None:
     """Console-script entry point: set-up and configuration errors end as one line, exit 2."""
     from agenticdb.app import SetupError
-    from agenticdb.storefault import StorageError
+    from agenticdb.store.faults import StorageError
 
     try:
         app(prog_name="agenticdb")

@@ -14,16 +14,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.config import Settings
-from agenticdb.journal import Journal, JournalError
-from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.redaction import redact
+from agenticdb.store.journal import Journal, JournalError
+from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
 from agenticdb.workloads.base import Workload, WorkloadError
 
 if TYPE_CHECKING:
-    from agenticdb.lock import TargetLock
+    from agenticdb.store.lock import TargetLock
 
 log = structlog.get_logger(__name__)
 
@@ -49,9 +49,20 @@ def medians_text(r: RoundOutcome, labelled: bool = False) -> str:
         return "—"
     if r.best_objective is None:  # cut off after its screen: one run, not a median of pairs
         return f"{_fmt_obj(r.objective)} (one screen run)"
-    if labelled:  # the estimate that follows is not their ratio: say so (a new user's trial, 2026-12-04)
-        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)} (medians), paired estimate"
+    if labelled:  # the estimate that follows is not their ratio: show the pairs it is made of (issue 39)
+        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)} (medians){pairs_text(r)}"
     return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
+
+
+def pairs_text(r: RoundOutcome) -> str:
+    """``; pairs +3.1 %, -8.0 %, -3.5 %; paired estimate (their geometric mean)``: the per-pair ratios the
+    estimate is made of, so a median ratio of the other sign is not read as a contradiction; without them
+    (records before issue 39) ``, paired estimate`` and why it may differ."""
+    gains = r.estimate.pair_gains if r.estimate is not None else []
+    if not gains:
+        return ", paired estimate (mean of the pair ratios, not the medians' ratio)"
+    shown = ", ".join(f"{g:+.1%}".replace("%", " %") for g in gains)
+    return f"; pairs candidate/best {shown}; paired estimate (their geometric mean)"
 
 
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
@@ -82,7 +93,7 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
     from agenticdb.app import build_session
-    from agenticdb.session import SessionError
+    from agenticdb.loop.session import SessionError
 
     parts = _tune_parts(cfg, console)
     if isinstance(parts, int):
@@ -141,7 +152,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
 
 def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
     """The target's lock, held; None (said why) when another process holds it or its file cannot be written."""
-    from agenticdb.lock import LockError, TargetLock
+    from agenticdb.store.lock import LockError, TargetLock
 
     try:
         lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
@@ -150,7 +161,7 @@ def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
         console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return None
     except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
-        from agenticdb.storefault import cause_of
+        from agenticdb.store.faults import cause_of
 
         console.print(f"[red]error:[/] cannot write the lock file {lock.path}: {cause_of(exc)}", highlight=False)
         return None
@@ -281,7 +292,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     direction = "higher is better" if result.higher_is_better else "lower is better"
     gain = None
     if result.baseline_objective and result.best_objective:
-        from agenticdb.auditor import relative_gain
+        from agenticdb.loop.auditor import relative_gain
 
         gain = relative_gain(result.best_objective, result.baseline_objective, result.higher_is_better)
     console.print()
@@ -322,6 +333,12 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     console.print(f"memory:  {cfg.storage.memory_db}")
 
 
+def largest_effect(measured: list[RoundOutcome]) -> RoundOutcome:
+    """The round whose paired estimate is largest by magnitude (a -14 % round beats a +3 % one; the text
+    keeps its sign); the earliest on a tie. ``measured`` is non-empty and every round has an estimate."""
+    return max(measured, key=lambda r: abs(r.estimate.gain) if r.estimate else 0.0)
+
+
 def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
     """What the decisions showed: each kept change with its interval, or the largest effect seen."""
     kept = [r for r in rounds if r.kept]
@@ -334,11 +351,11 @@ def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
     if not measured:
         console.print("no change was measured against the starting configuration", highlight=False)
         return
-    top = max(measured, key=lambda r: r.estimate.gain if r.estimate else 0.0)
+    top = largest_effect(measured)
     assert top.estimate is not None
     changes = ", ".join(f"{k}={v}" for k, v in top.changes.items())
     console.print(
-        f"nothing beat the starting configuration: largest effect seen {top.estimate.text} "
+        f"nothing beat the starting configuration: largest effect seen (by magnitude) {top.estimate.text} "
         f"(round {top.round_no}: {changes})",
         highlight=False,
         soft_wrap=True,
@@ -368,7 +385,7 @@ def run_rollback(
     """Restore the DBMS snapshot of a session (baseline or last safe) and/or the saved OS originals,
     printing every value that changed (``name: now → restored``) and verifying the result.
 
-    Both go through ``agenticdb.recovery.restore_verified``, the path the session's revert and the
+    Both go through ``agenticdb.loop.recovery.restore_verified``, the path the session's revert and the
     daemon's reconciliation use. OS originals come from the Memory Book (saved before agenticdb's first
     write of each parameter); when several interrupted sessions saved one name, the oldest value is the
     host's own and wins.
@@ -403,8 +420,8 @@ def run_rollback(
 def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, console: Console, dry_run: bool) -> int:
     """``rollback --dbms``: the session's baseline or last safe snapshot, under the target lock."""
     from agenticdb.app import build_target
-    from agenticdb.lock import LockError, TargetLock
-    from agenticdb.recovery import restore_verified
+    from agenticdb.loop.recovery import restore_verified
+    from agenticdb.store.lock import LockError, TargetLock
 
     snap = _find_snapshot(journal, session, to)
     if snap is None:
@@ -461,7 +478,7 @@ def _rollback_os(
 ) -> int:
     """``rollback --os``: every unrestored OS original saved in the Memory Book."""
     from agenticdb.app import linux_target
-    from agenticdb.recovery import restore_os_originals
+    from agenticdb.loop.recovery import restore_os_originals
 
     originals = memory.os_originals(session_id=None, unrestored_only=True)
     if not originals:
