@@ -425,6 +425,12 @@ class PolicyConfig(Section):
     )
     max_changes: int = Field(default=4, ge=1)
     max_step_factor: float = Field(default=4.0, gt=1)
+    opening_step_bound: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="whether the opening's whole configurations (issue 36) are held to max_changes and "
+        "max_step_factor like a round: 'auto' keeps the bound in live mode (a production workload) and drops "
+        "it otherwise, 'on' always, 'off' never",
+    )
     memory_fraction: float = Field(default=0.75, gt=0, le=1)
     disk_fraction: float = Field(default=0.5, gt=0, le=1)
     per_connection_work_mem_factor: float = Field(default=1.0, gt=0)

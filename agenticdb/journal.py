@@ -55,10 +55,11 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import to_jsonable_python
 
-from agenticdb.journal_key import KEYED_PREFIX, JournalKey, create_private, load_key, load_or_create_key
+from agenticdb.journal_key import KEYED_PREFIX, JournalKey, load_key, load_or_create_key
 from agenticdb.models import Snapshot
 from agenticdb.redaction import redact_obj
 from agenticdb.resources import data_file
+from agenticdb.sqlite_create import create_sqlite_atomically
 from agenticdb.storefault import guarded
 
 log = structlog.get_logger(__name__)
@@ -254,7 +255,7 @@ class Journal:
             self._conn.row_factory = sqlite3.Row
             self.key = load_key(self.key_file) if self.key_file is not None else None
             return
-        create_private(self.path)
+        create_sqlite_atomically(self.path, data_file("memory", "journal.sql").read_text())
         self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")

@@ -159,6 +159,17 @@ EXTRA: dict[str, dict[str, Any]] = {
         "normalized": {"wal_level": "minimal", "max_wal_senders": "0", "archive_mode": "off"},
         "verified_apply": "restart",
     },
+    # issue 38: since PostgreSQL 12 WAL senders have their own slots; PG 15 starts with these
+    # (tests/test_rule_starts.py starts it)
+    "pg15-wal-senders-above-connections": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "current": {"max_connections": "8"},
+        "propose": {"max_wal_senders": 12},
+        "normalized": {"max_wal_senders": "12"},
+        "verified_apply": "restart",
+    },
     "pg-restart-outside-window": {
         "target": "postgresql-15",
         "stage": "dbms",

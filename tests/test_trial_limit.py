@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
@@ -17,7 +18,7 @@ from agenticdb.models import Measurement
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.session import TuningSession
-from agenticdb.trial_limit import TrialLimit, interval_tps, progress_tps
+from agenticdb.trial_limit import QUERY_FLOOR_S, TrialLimit, interval_tps, progress_tps
 from agenticdb.workloads import build_workload, connection_from_dsn
 
 PROGRESS = """progress: 1.0 s, 90.0 tps, lat 10.0 ms stddev 1.0
@@ -130,3 +131,67 @@ def test_a_stopped_trial_the_host_disturbed_is_measured_again_in_pairs(tmp_path:
     assert judged["best"], judged  # paired runs were measured: the disturbed stop was not a verdict
     assert result.rounds[0].judged == "worse"
     assert workload.runs > 3
+
+
+# ---- the race form (issue 36): total and per-query bounds for query sets ------------------------------
+
+
+def _best_run(per_query: dict[str, float]) -> Measurement:
+    total = sum(per_query.values())
+    return Measurement(
+        workload="tpch",
+        objective=total,
+        objective_name="total_time",
+        higher_is_better=False,
+        total_time_s=total,
+        per_query_s=per_query,
+    )
+
+
+def test_race_bound_is_k_times_the_best_query_with_a_floor_and_the_total_left() -> None:
+    limit = TrialLimit.race(_best_run({"q01": 4.0, "q02": 0.003, "q03": 2.0}), k=2.0)
+    assert limit.best_seconds == 6.003 and limit.time_factor == 2.0
+    seconds, why = limit.query_bound("q01", 0.0) or (0.0, "")
+    assert seconds == 8.0 and "q01 ran past 2 × the best configuration's 4.000 s" in why
+    # a 3-ms query gets the 1-s floor, not 6 ms
+    assert (limit.query_bound("q02", 0.0) or (0.0, ""))[0] == QUERY_FLOOR_S
+    # 11.5 s of the 12.006-s total bound used: the total left bounds q03, not 2 × 2 s
+    seconds, why = limit.query_bound("q03", 11.5) or (0.0, "")
+    assert seconds == pytest.approx(0.506) and "query set past 2 ×" in why
+    assert (limit.query_bound("q03", 20.0) or (0.0, ""))[0] == 0.001  # never 0 (= no timeout)
+    assert TrialLimit(best_objective=1.0, best_seconds=5.0).query_bound("q01", 0.0) is None  # not a race
+    # the estimate of a stopped run: what ran, plus the best's time of what did not
+    assert limit.estimate_total_s({"q01": 8.0}, ["q01", "q02", "q03"]) == pytest.approx(10.003)
+
+
+def test_race_bound_refuses_what_cannot_bound_a_race() -> None:
+    best = _best_run({"q01": 1.0})
+    with pytest.raises(ValueError, match="race k=1: must be > 1"):
+        TrialLimit.race(best, k=1.0)
+    with pytest.raises(ValueError, match="floor_s=0: must be > 0"):
+        TrialLimit.race(best, k=2.0, floor_s=0.0)
+    with pytest.raises(ValueError, match="cut off"):
+        TrialLimit.race(best.model_copy(update={"cut_off": "cut"}), k=2.0)
+    with pytest.raises(ValueError, match="without per-query times"):
+        TrialLimit.race(best.model_copy(update={"per_query_s": {}}), k=2.0)
+
+
+def test_a_real_query_past_its_race_bound_is_a_cut_off_not_an_error(pg_sandbox: PostgresSandboxInfo) -> None:
+    conn = connection_from_dsn("postgresql", pg_sandbox.dsn, "wl_race_bound")
+    w = build_workload(WorkloadConfig(kind="tpch", scale=0.01, query_timeout_s=60), conn, progress=False)
+    w.prepare()
+    best = w.run(0)
+    assert not best.cut_off and len(best.per_query_s) == 22
+    # forced: the best's q01 "took" 10 µs and the floor is 1 ms, so q01 (lineitem scan, > 1 ms) is stopped
+    # by the statement timeout; every other query keeps a generous bound
+    fast = {q: (1e-5 if q == "q01" else 100.0) for q in best.per_query_s}
+    w.limit = TrialLimit.race(_best_run(fast), k=2.0, floor_s=0.001)
+    m = w.run(0)
+    assert m.cut_off and "q01 ran past 2 × the best configuration's 0.000 s (at least 0.001 s)" in m.cut_off, m
+    assert list(m.per_query_s) == ["q01"] and m.per_query_s["q01"] == 0.001
+    assert m.total_time_s == pytest.approx(0.001 + sum(v for q, v in fast.items() if q != "q01"))
+    assert m.objective == m.total_time_s and m.errors == 0
+    # the statement timeout went back to workload.query_timeout_s for the next run without a limit
+    w.limit = None
+    again = w.run(0)
+    assert not again.cut_off and len(again.per_query_s) == 22 and again.errors == 0

@@ -19,10 +19,10 @@ import sqlite_utils
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.journal_key import create_private
 from agenticdb.memory.backends import SqliteBackend, default_host_label, migrate_local, origin_host, rank
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
+from agenticdb.sqlite_create import create_sqlite_atomically
 from agenticdb.storefault import guarded
 
 if TYPE_CHECKING:
@@ -95,7 +95,8 @@ class MemoryBook:
     @guarded("memory", "open")
     def __init__(self, path: Path | str, host: str | None = None) -> None:
         self.path = Path(path)
-        create_private(self.path)  # 0600: configurations and host facts are the operator's business
+        # 0600: configurations and host facts are the operator's business; whole or not at all
+        create_sqlite_atomically(self.path, data_file("memory", "memory.sql").read_text())
         self.db = sqlite_utils.Database(self.path)
         self.db.conn.execute("PRAGMA busy_timeout = 30000")
         self.db.enable_wal()

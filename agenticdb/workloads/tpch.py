@@ -13,6 +13,12 @@ Timeout policy: a timed-out query counts as one error and adds the full timeout 
 (a penalty, so a configuration cannot look faster by timing out); the run still returns a measurement
 unless the timed-out fraction of the 22 queries exceeds ``workload.max_error_rate``, which raises
 ``WorkloadError``. Any other SQL error (e.g. a missing table) raises ``WorkloadError`` at once.
+
+Trial limits (``agenticdb.trial_limit``): the query set stops once it has run ``time_factor`` × the best
+configuration's time; in the race form each query also runs under the statement timeout
+``TrialLimit.query_bound`` gives (k × the best's time of the query, at least 1 s, and no more than the
+total time left). A query stopped by that bound ends the run as a ``cut_off`` measurement (a screen
+result), never a ``WorkloadError`` and never a timeout penalty.
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ class TpchWorkload(Workload):
         self.query_dir = data_dir("benchmarks") / "tpch" / self.dialect
         self.last_rows: dict[str, int] = {}
         self.last_timeouts: list[str] = []
+        self._mariadb: bool | None = None
 
     def traits(self) -> WorkloadTraits:
         # Every TPC-H query is read-only; the power test runs one stream.
@@ -243,16 +250,19 @@ class TpchWorkload(Workload):
         if seconds > 0:
             self.run(seconds)
 
-    def _set_timeout(self, cur: Any) -> None:
-        t = self.cfg.query_timeout_s
+    def _set_timeout(self, cur: Any, seconds: float) -> None:
+        """The session's statement timeout on the workload's connection, in seconds (≥ 1 ms)."""
+        ms = max(int(seconds * 1000), 1)  # 0 would mean "no timeout"
         if is_postgres(self.conn):
-            cur.execute(f"SET statement_timeout = {int(t * 1000)}")
+            cur.execute(f"SET statement_timeout = {ms}")
             return
-        cur.execute("SELECT VERSION()")
-        if "mariadb" in str(cur.fetchone()[0]).lower():
-            cur.execute(f"SET SESSION max_statement_time = {t:g}")
+        if self._mariadb is None:
+            cur.execute("SELECT VERSION()")
+            self._mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
+        if self._mariadb:
+            cur.execute(f"SET SESSION max_statement_time = {ms / 1000:g}")
         else:
-            cur.execute(f"SET SESSION max_execution_time = {int(t * 1000)}")
+            cur.execute(f"SET SESSION max_execution_time = {ms}")
 
     def _is_timeout(self, exc: Exception) -> bool:
         if isinstance(exc, psycopg.errors.QueryCanceled):
@@ -275,12 +285,20 @@ class TpchWorkload(Workload):
         rows: dict[str, int] = {}
         timeouts: list[str] = []
         lines: list[str] = []
+        timeout_s = self.cfg.query_timeout_s
         with connect(self.conn) as db:
             cur = db.cursor()
-            self._set_timeout(cur)
+            self._set_timeout(cur, timeout_s)
+            in_effect = timeout_s
             with progress_bar(self.progress, "TPC-H", len(queries)) as update:
                 for i, (q, text) in enumerate(queries.items()):
                     update(i, f"TPC-H {q}")
+                    bound = self.limit.query_bound(q, sum(per_query.values())) if self.limit is not None else None
+                    bounded = bound is not None and bound[0] < timeout_s
+                    wanted = bound[0] if bound is not None and bounded else timeout_s
+                    if wanted != in_effect:
+                        self._set_timeout(cur, wanted)
+                        in_effect = wanted
                     start = time.perf_counter()
                     try:
                         cur.execute(text)
@@ -289,16 +307,20 @@ class TpchWorkload(Workload):
                         lines.append(f"{q} {per_query[q]:.3f}s {rows[q]} rows")
                         stop = self.limit.olap(sum(per_query.values())) if self.limit is not None else ""
                         if stop:
-                            return self._stopped(per_query, stop, lines)
+                            return self._stopped(per_query, stop, lines, list(queries))
                     except (psycopg.Error, pymysql.MySQLError) as exc:
                         if not self._is_timeout(exc):
                             lines.append(f"{q} ERROR {exc}")
                             raise WorkloadError(f"TPC-H {q} failed: {exc}", tail("\n".join(lines))) from None
                         if is_postgres(self.conn):
                             db.rollback()
+                        if bound is not None and bounded:
+                            per_query[q] = bound[0]  # ran at least this long
+                            why = f"cut off after {sum(per_query.values()):,.1f} s: {bound[1]} ({bound[0]:,.3f} s)"
+                            return self._stopped(per_query, why, lines, list(queries))
                         timeouts.append(q)
-                        per_query[q] = self.cfg.query_timeout_s
-                        lines.append(f"{q} TIMEOUT after {self.cfg.query_timeout_s:g}s")
+                        per_query[q] = timeout_s
+                        lines.append(f"{q} TIMEOUT after {timeout_s:g}s")
                         log.warning("workload.query_timeout", workload=self.name, query=q, timeout_s=per_query[q])
                 update(len(queries))
         self.last_rows, self.last_timeouts = rows, timeouts
@@ -342,21 +364,24 @@ class TpchWorkload(Workload):
             raw_tail=tail(output),
         )
 
-    def _stopped(self, per_query: dict[str, float], reason: str, lines: list[str]) -> Measurement:
+    def _stopped(self, per_query: dict[str, float], reason: str, lines: list[str], queries: list[str]) -> Measurement:
         """The measurement of a query set stopped as far slower than the best (``agenticdb.trial_limit``):
-        the elapsed time is a lower bound of the total; the objective is scaled from the best level by
-        the time ratio (for ``total_time`` it is the elapsed time itself)."""
+        ``per_query`` holds the queries that ran (a query stopped by its bound at that bound); the total is
+        estimated by ``TrialLimit.estimate_total_s`` (what ran, plus the best's time of the queries that did
+        not) and the objective scaled from the best level by the time ratio (for ``total_time`` it is that
+        estimate itself)."""
         assert self.limit is not None
         elapsed = sum(per_query.values())
+        total = max(self.limit.estimate_total_s(per_query, queries), elapsed)
         obj_name = self.cfg.objective or "total_time"
         higher = obj_name not in ("p95", "p99", "total_time")
-        ratio = (self.limit.best_seconds or elapsed) / elapsed if elapsed > 0 else 1.0
+        ratio = (self.limit.best_seconds or total) / total if total > 0 else 1.0
         best = self.limit.best_objective
         log.info("workload.stopped_early", workload=self.name, reason=reason, queries=len(per_query))
         return Measurement(
             workload=self.name,
             duration_s=elapsed,
-            total_time_s=elapsed,
+            total_time_s=total,
             per_query_s=dict(per_query),
             objective=best * ratio if higher else best / ratio,
             objective_name=obj_name,

@@ -1,0 +1,252 @@
+"""The opening (issue 36 point 1): up to K whole candidate configurations, each validated as one set.
+
+Sources, each a coherent set with a rationale and a source per knob, different from each other by design:
+
+- ``host-sized`` — what a DBA's sizing tool writes for this host (PGTune / MySQLTuner and the MariaDB KB;
+  :mod:`agenticdb.planner.opening_host`);
+- ``evidence`` — what the baseline's own statistics show (JIT and parallel shares, temp spill, buffer
+  misses, WAL/checkpoint pressure, data size against the cache);
+- ``limits`` — the playbook's limits for the diagnosed workload class;
+- ``experience`` — the nearest experience's best configuration scaled to this host (when there is one);
+- ``llm`` — the LLM planner's whole configuration (when an LLM planner is given).
+
+The last two, when present, replace the weakest of the first three (the one that moves fewest knobs: it
+departs least from the baseline already measured — judgement). Each candidate is validated as ONE set
+(:func:`agenticdb.validation.sets.validate_set`: memory budget with every connection × hash_mem_multiplier,
+durability, server checks, restart window; no per-round step bound unless ``policy.opening_step_bound`` keeps
+it); a set over the memory budget is repaired with the trade move (:mod:`agenticdb.planner.trade`), else
+dropped with the reason. Restart-only knobs of the anchor candidate (host-sized when present) are shared by
+the others where their set does not name its own, so the race restarts once. Identical sets are merged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+
+import structlog
+
+from agenticdb.config import PolicyConfig
+from agenticdb.models import ApplyMode, FailedCheck, Observed, PlanningContext
+from agenticdb.planner.opening_host import host_sized
+from agenticdb.planner.opening_types import SOURCES, Candidate, Opening
+from agenticdb.planner.opening_values import HostView, current_config, delta_of, host_view
+from agenticdb.planner.trade import load_trades, trade_proposal
+from agenticdb.validation.sets import SetVerdict, step_bound_for, validate_set
+from agenticdb.validator import flavor_of
+
+__all__ = ["Candidate", "Opening", "generate_opening", "repair_set"]
+
+log = structlog.get_logger(__name__)
+
+#: Trade rounds a set over the memory budget may take before it is dropped (each halves the gives).
+MAX_REPAIRS = 4
+
+Source = Callable[[PlanningContext, HostView, PolicyConfig], tuple[Candidate | None, str]]
+
+
+def _sources() -> dict[str, Source]:
+    """The base sources by name (experience and llm are added by :func:`generate_opening` when present)."""
+    return {"host-sized": host_sized}
+
+
+def generate_opening(
+    ctx: PlanningContext,
+    k: int = 3,
+    *,
+    llm: object | None = None,
+    policy: PolicyConfig,
+    can_restart: bool = True,
+    now: datetime | None = None,
+    observed: Observed | None = None,
+    live: bool | None = None,
+) -> Opening:
+    """Up to ``k`` validated whole configurations for ``ctx``'s server (DBMS stage).
+
+    Args:
+        ctx: the planner's context after the baseline (profile with hardware and current configuration,
+            fingerprint, catalog, the baseline's statistics delta, retrieved experience).
+        k: at most this many candidates (≥ 1).
+        llm: an ``agenticdb.planner.llm.LLMPlanner`` whose whole configuration is one candidate; None: no
+            LLM candidate.
+        policy: the safety policy (durability, memory_fraction, restart permission and window,
+            ``opening_step_bound``).
+        can_restart: False when the target's service cannot be restarted.
+        now: clock for the restart window (default: local now).
+        observed: gauges for the measured memory budget and capacity floors (default: the baseline
+            delta's gauges).
+        live: live mode (a production workload); None: ``ctx.fingerprint.benchmark == "live"``.
+
+    Returns:
+        Opening: candidates (validated, deduplicated, restart knobs shared where possible), the absent
+        sources with why, notes on evidence not measured, and dropped sets with the reason.
+
+    Raises:
+        ValueError: ``k`` < 1.
+    """
+    if k < 1:
+        raise ValueError(f"k={k}: the opening needs at least one candidate (rule: 1 ≤ k)")
+    flavor = flavor_of(ctx.catalog)
+    host = host_view(ctx, flavor)
+    if observed is None:
+        delta = delta_of(ctx)
+        observed = Observed(gauges=dict(delta.gauges)) if delta is not None else None
+    live = ctx.fingerprint.benchmark == "live" if live is None else live
+    bound = step_bound_for(policy, live)
+    raw, absent, notes = _collect(ctx, host, policy, llm)
+    dropped: list[tuple[str, str]] = []
+
+    def check(changes: dict[str, str], label: str) -> SetVerdict:
+        return validate_set(
+            changes,
+            ctx.catalog,
+            current_config(ctx),
+            ctx.profile.hardware,
+            policy,
+            step_bound=bound,
+            can_restart=can_restart and ctx.allow_restart,
+            now=now,
+            observed=observed,
+            label=label,
+        )
+
+    valid: list[Candidate] = []
+    for cand in raw:
+        got, why = repair_set(ctx, cand, check)
+        if got is None:
+            dropped.append((cand.name, why))
+            log.info("opening.dropped", candidate=cand.name, reason=why)
+        else:
+            valid.append(got)
+    valid = _share_restarts(valid, check)
+    chosen = _dedupe(valid, k, dropped)
+    opening = Opening(candidates=chosen, absent=absent, notes=notes, dropped=dropped)
+    log.info(
+        "opening.generated",
+        candidates=[c.name for c in chosen],
+        restart_knobs=opening.restart_knobs,
+        absent=absent,
+        dropped=dropped,
+        step_bound=bound,
+        reason=f"{len(chosen)} of {len(raw)} generated sets validated as whole configurations",
+    )
+    return opening
+
+
+def _collect(
+    ctx: PlanningContext, host: HostView, policy: PolicyConfig, llm: object | None
+) -> tuple[list[Candidate], list[str], list[str]]:
+    """The sets the sources generate, the sources that produced none (with why) and evidence notes."""
+    raw: list[Candidate] = []
+    absent: list[str] = []
+    notes: list[str] = []
+    for name, source in _sources().items():
+        cand, why = source(ctx, host, policy)
+        if cand is None or not cand.changes:
+            absent.append(f"{name}: {why or 'no change from the configuration in effect'}")
+            continue
+        raw.append(cand)
+    absent += [f"{n}: source not built yet" for n in SOURCES if n not in _sources() and n not in ("experience", "llm")]
+    if llm is None:
+        absent.append("llm: no LLM planner configured")
+    if not ctx.experience:
+        absent.append("experience: no experience retrieved for this fingerprint")
+    return raw, absent, notes
+
+
+def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> list[Candidate]:
+    """The first ``k`` pairwise different sets; duplicates and the rest go to ``dropped`` with why."""
+    chosen: list[Candidate] = []
+    for cand in valid:
+        twin = next((c for c in chosen if c.key() == cand.key()), None)
+        if twin is not None:
+            dropped.append((cand.name, f"the same configuration as {twin.name}"))
+            continue
+        chosen.append(cand)
+    dropped += [(c.name, f"beyond k={k}") for c in chosen[k:]]
+    return chosen[:k]
+
+
+def _with_modes(ctx: PlanningContext, cand: Candidate, sv: SetVerdict) -> Candidate:
+    modes: dict[str, ApplyMode] = {c.name: c.apply for c in sv.verdict.changes}
+    for name in cand.changes:
+        spec = ctx.catalog.knobs.get(name)
+        if name not in modes and spec is not None:
+            modes[name] = spec.apply
+    return replace(cand, apply_modes=modes, warnings=tuple(sv.verdict.warnings))
+
+
+def repair_set(
+    ctx: PlanningContext, cand: Candidate, check: Callable[[dict[str, str], str], SetVerdict]
+) -> tuple[Candidate | None, str]:
+    """``cand`` validated as one set; over the memory budget, repaired with trade moves (at most
+    :data:`MAX_REPAIRS`, each lowering the trade's gives of ``catalogs/trades.toml`` from the set's values).
+
+    Args:
+        ctx: the planning context (catalog, current configuration, statistics for the caches in use).
+        cand: the candidate as its source generated it.
+        check: judges a set (``validate_set`` bound to the server, policy and clock).
+
+    Returns:
+        (the validated candidate, possibly repaired, with apply modes and warnings; "") or (None, the
+        failed checks that no trade could repair).
+    """
+    changes = dict(cand.changes)
+    sources = dict(cand.sources)
+    repaired: list[str] = []
+    for _ in range(MAX_REPAIRS + 1):
+        sv = check(changes, cand.name)
+        if sv.ok:
+            return _with_modes(ctx, replace(cand, changes=changes, sources=sources, repaired=tuple(repaired)), sv), ""
+        refusal = sv.memory_refusal
+        if not sv.memory_only or refusal is None:
+            return None, sv.reasons()
+        moves = _trade(ctx, changes, refusal)
+        if not moves:
+            return None, f"over the memory budget and no trade move left: {sv.reasons()}"
+        for name, value, why in moves:
+            repaired.append(f"{name}: {changes.get(name, current_config(ctx).get(name, '?'))} → {value} ({why})")
+            changes[name] = value
+            sources[name] = f"trade move (catalogs/trades.toml): {why}"
+    return None, f"still over the memory budget after {MAX_REPAIRS} trade moves: {sv.reasons()}"
+
+
+def _trade(ctx: PlanningContext, changes: dict[str, str], refusal: FailedCheck) -> list[tuple[str, str, str]]:
+    """The gives of one trade move from the set's values: (knob, value, why) for each knob it lowers."""
+    flavor = flavor_of(ctx.catalog)
+    merged = {**current_config(ctx), **changes}
+    grow = next((t.grow for t in load_trades() if flavor in t.families and t.grow in ctx.catalog.knobs), None)
+    if grow is None:
+        return []
+    synthetic = refusal.model_copy(update={"parameter": grow, "value": merged.get(grow, "")})
+    tctx = ctx.model_copy(update={"current_config": merged, "max_changes": 64, "validator_feedback": [synthetic]})
+    proposal = trade_proposal(tctx, flavor, synthetic, "opening")
+    if proposal is None:
+        return []
+    return [(c.name, str(c.value), c.rationale) for c in proposal.changes if c.name != grow]
+
+
+def _share_restarts(cands: list[Candidate], check: Callable[[dict[str, str], str], SetVerdict]) -> list[Candidate]:
+    """Give every candidate the anchor's restart-only values it does not set itself (anchor: host-sized when
+    present, else the first), when the set still validates: the race then restarts once."""
+    if len(cands) < 2:
+        return cands
+    anchor = next((c for c in cands if c.name == "host-sized"), cands[0])
+    shared = {k: anchor.changes[k] for k in anchor.restart_knobs}
+    out: list[Candidate] = []
+    for c in cands:
+        missing = {k: v for k, v in shared.items() if k not in c.changes}
+        if c is anchor or not missing:
+            out.append(c)
+            continue
+        changes = {**c.changes, **missing}
+        sv = check(changes, c.name)
+        if not sv.ok:
+            log.info("opening.restart_not_shared", candidate=c.name, reason=sv.reasons())
+            out.append(c)
+            continue
+        sources = {**c.sources, **{k: f"shared with {anchor.name} (one restart for the race)" for k in missing}}
+        modes = {**c.apply_modes, **{k: anchor.apply_modes[k] for k in missing}}
+        out.append(replace(c, changes=changes, sources=sources, apply_modes=modes))
+    return out

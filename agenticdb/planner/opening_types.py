@@ -1,0 +1,91 @@
+"""The opening's data (issue 36 point 1): whole candidate configurations and what the generator says about
+them. Plain frozen dataclasses, so the race (``agenticdb.planner.opening`` consumers) and the journal can
+read them without importing the sources."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agenticdb.models import ApplyMode
+
+SourceName = Literal["host-sized", "evidence", "limits", "experience", "llm"]
+SOURCES: tuple[SourceName, ...] = ("host-sized", "evidence", "limits", "experience", "llm")
+"""Every candidate source, in the order the generator asks them."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One whole configuration the opening may race.
+
+    Attributes:
+        name: its source: "host-sized" | "evidence" | "limits" | "experience" | "llm".
+        changes: knob → value in the server's spelling ("256MB", "off", "1.1"; MariaDB sizes in bytes).
+            Only knobs whose value differs from the current configuration.
+        rationale: one paragraph: what the set is for and why these values.
+        sources: knob → where its figure comes from (a manual page, a tool's documented rule, a measured
+            statistic of this baseline, an experience record, the LLM's reply).
+        apply_modes: knob → how it takes effect (server metadata: ``KnobSpec.apply``); filled by the
+            generator, so :attr:`restart_knobs` needs no catalog.
+        repaired: what the set validation changed to make the set fit (``"work_mem: 64MB → 32MB (trade: …)"``),
+            empty when it passed as generated.
+        warnings: the validator's warnings for the whole set (worst-case memory, auto values …).
+    """
+
+    name: str
+    changes: dict[str, str]
+    rationale: str
+    sources: dict[str, str]
+    apply_modes: dict[str, ApplyMode] = field(default_factory=dict)
+    repaired: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def restart_knobs(self) -> list[str]:
+        """The knobs of the set that take effect only after a restart (sorted)."""
+        return sorted(k for k, m in self.apply_modes.items() if m == ApplyMode.restart and k in self.changes)
+
+    @property
+    def needs_restart(self) -> bool:
+        """Whether applying the set needs a server restart."""
+        return bool(self.restart_knobs)
+
+    def key(self) -> tuple[tuple[str, str], ...]:
+        """Identity of the configuration (sorted knob/value pairs, values lower-cased): two candidates with
+        the same key are the same configuration whatever their source."""
+        return tuple(sorted((k.lower(), str(v).strip().lower()) for k, v in self.changes.items()))
+
+
+@dataclass(frozen=True)
+class Opening:
+    """The opening: up to K validated whole configurations, and what could not be produced.
+
+    Attributes:
+        candidates: validated sets, in race order (the strongest first), at most K, pairwise different.
+        absent: one line per source that produced no set, with why ("experience: no experience retrieved").
+        notes: evidence the sources needed and did not have ("JIT share not measured: …").
+        dropped: (candidate name, reason) for sets the validation refused and could not repair, and for
+            duplicates and sets beyond K.
+    """
+
+    candidates: list[Candidate]
+    absent: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def restart_knobs(self) -> list[str]:
+        """Restart-only knobs across all candidates (sorted): the race restarts once when they agree."""
+        return sorted({k for c in self.candidates for k in c.restart_knobs})
+
+    def describe(self) -> str:
+        """A readable multi-line summary (one block per candidate, then absent/notes/dropped)."""
+        lines: list[str] = []
+        for c in self.candidates:
+            lines.append(f"[{c.name}] " + ", ".join(f"{k}={v}" for k, v in sorted(c.changes.items())))
+            lines.append(f"  why: {c.rationale}")
+            lines += [f"  repaired: {r}" for r in c.repaired]
+        lines += [f"absent: {a}" for a in self.absent]
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"dropped {n}: {r}" for n, r in self.dropped]
+        return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""What every opening source reads and writes: the configuration in effect, the host's facts, values in the
+server's spelling, and the memory the budget leaves for per-connection buffers (issue 36)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agenticdb.config import PolicyConfig
+from agenticdb.memory.backends import storage_class
+from agenticdb.models import KnobSpec, PlanningContext, StateDelta
+from agenticdb.planner import access
+from agenticdb.planner.playbook import round_base
+from agenticdb.units import bytes_of, canonical, family_of, format_value, parse_value, unit_bytes
+
+MiB = 1024**2
+GiB = 1024**3
+
+
+@dataclass(frozen=True)
+class HostView:
+    """The facts a source sizes from.
+
+    Attributes:
+        family: "postgresql" or "mysql" (units dialect, ``agenticdb.units.family_of``).
+        flavor: "postgresql", "mariadb" or "mysql".
+        memory_bytes: the memory the server may use: min(RAM, its cgroup limit) (``Hardware.memory_limit_bytes``).
+        cgroup: True when that is a cgroup limit below RAM.
+        cpus: logical CPUs.
+        storage: "nvme" | "ssd" | "hdd" | "unknown", from /sys/block/<dev>/queue/rotational of the data device.
+        device: the data device's name, None when unknown.
+        workload_class: the declared class, or "olap" when the baseline measurably scans whole tables
+            (``planner.access.workload_class``).
+        data_bytes: the databases' size read by the statistics (PostgreSQL ``pg_database.size_bytes``,
+            MariaDB ``information_schema`` sizes), None when not read.
+        max_connections: the DBA's connection limit (never lowered by the opening).
+        major: the server's major version (15, 10 …).
+    """
+
+    family: str
+    flavor: str
+    memory_bytes: int
+    cgroup: bool
+    cpus: int
+    storage: str
+    device: str | None
+    workload_class: str
+    data_bytes: float | None
+    max_connections: int
+    major: int
+
+
+def current_config(ctx: PlanningContext) -> dict[str, str]:
+    """The configuration in effect: the profile's values overlaid with the session's."""
+    return {**ctx.profile.current_config, **ctx.current_config}
+
+
+def delta_of(ctx: PlanningContext) -> StateDelta | None:
+    """The newest runtime-statistics delta (the session's, else the baseline's)."""
+    return ctx.last_delta or ctx.profile.baseline_state
+
+
+def host_view(ctx: PlanningContext, flavor: str) -> HostView:
+    """The :class:`HostView` of ``ctx`` (``flavor`` from ``agenticdb.validator.flavor_of``)."""
+    hw = ctx.profile.hardware
+    cur = current_config(ctx)
+    delta = delta_of(ctx)
+    gauges = delta.gauges if delta is not None else {}
+    data = gauges.get("pg_database.size_bytes") or gauges.get("data.size_bytes")
+    try:
+        maxc = int(float(cur.get("max_connections", "100")))
+    except ValueError:
+        maxc = 100
+    try:
+        major = int(ctx.catalog.version.split(".")[0])
+    except ValueError:
+        major = 0
+    return HostView(
+        family=family_of(ctx.catalog.target),
+        flavor=flavor,
+        memory_bytes=hw.memory_limit_bytes or hw.memory_bytes,
+        cgroup=bool(hw.cgroup_memory_limit_bytes and hw.cgroup_memory_limit_bytes < hw.memory_bytes),
+        cpus=max(1, hw.cpu_count),
+        storage=storage_class(hw.data_device),
+        device=hw.data_device,
+        workload_class=access.workload_class(ctx.fingerprint.workload_class, delta),
+        data_bytes=float(data) if data else None,
+        max_connections=maxc,
+        major=major,
+    )
+
+
+class SetBuilder:
+    """Builds one candidate set: values in the server's spelling, only where they differ from the current
+    configuration, each with its source.
+
+    ``put_bytes``/``put`` round sizes as the playbook does (whole MiB, block multiples, the knob's own range)
+    and skip knobs this server does not have (``absent`` lists them).
+    """
+
+    def __init__(self, ctx: PlanningContext) -> None:
+        self.ctx = ctx
+        self.family = family_of(ctx.catalog.target)
+        self.current = current_config(ctx)
+        self.changes: dict[str, str] = {}
+        self.sources: dict[str, str] = {}
+        self.absent: list[str] = []
+
+    def spec(self, name: str) -> KnobSpec | None:
+        """The catalog's spec of ``name`` (None when the server does not have it or it is excluded)."""
+        return self.ctx.catalog.knobs.get(name)
+
+    def now(self, name: str) -> float | None:
+        """The value in effect of ``name`` in its base unit (the set's, when the set already has it)."""
+        spec = self.spec(name)
+        if spec is None:
+            return None
+        raw = self.changes.get(name, self.current.get(name, spec.default))
+        return parse_value(raw, spec)
+
+    def now_bytes(self, name: str) -> float | None:
+        """The value in effect of a memory knob in bytes."""
+        spec, base = self.spec(name), self.now(name)
+        if spec is None or base is None:
+            return None
+        return bytes_of(self.family, spec, base)
+
+    def put(self, name: str, value: str | float, source: str) -> bool:
+        """Set ``name`` to ``value`` (a base-unit number, rounded, or a spelling such as "off"); False when the
+        server has no such knob or the value is what is in effect already."""
+        spec = self.spec(name)
+        if spec is None:
+            self.absent.append(name)
+            return False
+        text = (
+            str(value)
+            if isinstance(value, str)
+            else str(format_value(round_base(float(value), spec), spec, self.family))
+        )
+        if name in self.current and canonical(name, text, spec) == canonical(name, self.current[name], spec):
+            self.changes.pop(name, None)
+            self.sources.pop(name, None)
+            return False
+        self.changes[name] = text
+        self.sources[name] = source
+        return True
+
+    def put_bytes(self, name: str, nbytes: float, source: str) -> bool:
+        """Set a memory knob to ``nbytes`` bytes (converted to its base unit)."""
+        spec = self.spec(name)
+        ub = unit_bytes(spec.unit) if spec is not None else None
+        if spec is None or not ub:
+            if spec is None:
+                self.absent.append(name)
+            return False
+        return self.put(name, nbytes / ub, source)
+
+
+def budget_bytes(ctx: PlanningContext, policy: PolicyConfig) -> float:
+    """The memory budget: ``policy.memory_fraction`` × the server's memory limit (validators' memory_budget)."""
+    hw = ctx.profile.hardware
+    return policy.memory_fraction * (hw.memory_limit_bytes or hw.memory_bytes)
+
+
+def per_connection_room(
+    committed_bytes: float, ctx: PlanningContext, policy: PolicyConfig, connections: int, multiplier: float
+) -> float:
+    """Bytes each connection's per-connection buffer may take so that ``committed_bytes`` (global buffers and
+    maintenance memory) + ``connections`` × it × ``multiplier`` × ``policy.per_connection_work_mem_factor``
+    fits the budget; 0 when nothing is left."""
+    room = budget_bytes(ctx, policy) - committed_bytes
+    per = max(connections, 1) * max(multiplier, 1.0) * policy.per_connection_work_mem_factor
+    return max(room / per, 0.0)
+
+
+def floor_mib(nbytes: float) -> float:
+    """``nbytes`` rounded down to whole MiB (at least 1 MiB)."""
+    return max(math.floor(nbytes / MiB), 1) * MiB
