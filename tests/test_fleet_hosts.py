@@ -23,6 +23,8 @@ import pytest
 from agenticdb.journal import Journal
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 TUNE = [
     "tune",

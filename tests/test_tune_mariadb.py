@@ -21,6 +21,8 @@ import pytest
 from agenticdb.journal import Journal
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -53,6 +53,7 @@ from agenticdb.models import (
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.heuristic import _family as family_of_context
+from agenticdb.planner.opening_types import Candidate
 from agenticdb.planning import Plan, check, planning_context
 from agenticdb.recovery import StageState, recover_round
 from agenticdb.services import ServiceError
@@ -63,35 +64,42 @@ from agenticdb.workloads.base import WorkloadError
 if TYPE_CHECKING:
     from agenticdb.initializer import Start
     from agenticdb.models import PlanningContext
+    from agenticdb.planner.llm import LLMPlanner
     from agenticdb.session import TuningSession
 
 log = structlog.get_logger(__name__)
 
 
-class CandidateLike(Protocol):
-    """What the race reads of a candidate (``agenticdb.planner.opening_types.Candidate``)."""
-
-    name: str
-    changes: dict[str, str]
-    rationale: str
-    sources: dict[str, str]
-
-
-OpeningSource = Callable[["PlanningContext", int], tuple[Sequence[CandidateLike], list[str]]]
+OpeningSource = Callable[["PlanningContext", int], tuple[Sequence[Candidate], list[str]]]
 """``source(ctx, k)`` → (up to k candidates in the generator's order, notes: absent sources, dropped sets)."""
 
 
 def default_source(session: TuningSession) -> OpeningSource:
-    """The opening's generator (``agenticdb.planner.opening.generate_opening``) with the session's policy."""
+    """The opening's generator (``agenticdb.planner.opening.generate_opening``) with the session's policy and
+    its LLM planner when it has one (its whole configuration is then a candidate)."""
 
-    def source(ctx: PlanningContext, k: int) -> tuple[Sequence[CandidateLike], list[str]]:
+    def source(ctx: PlanningContext, k: int) -> tuple[Sequence[Candidate], list[str]]:
         from agenticdb.planner.opening import generate_opening  # lazy: the generator loads its data on use
 
-        opening = generate_opening(ctx, k, llm=getattr(session.planner, "opening_llm", None), policy=session.cfg.policy)
+        opening = generate_opening(
+            ctx, k, llm=llm_of(session.planner), policy=session.cfg.policy, can_restart=session.target.can_restart()
+        )
         notes = [*opening.absent, *opening.notes, *(f"dropped {n}: {why}" for n, why in opening.dropped)]
         return list(opening.candidates), notes
 
     return source
+
+
+def llm_of(planner: object) -> LLMPlanner | None:
+    """The LLM planner inside ``planner`` (the refinement search and the harness's timing wrapper hold theirs
+    as ``inner``), or None."""
+    from agenticdb.planner.llm import LLMPlanner  # lazy: the openai client's import cost, for LLM sessions only
+
+    for _ in range(4):
+        if isinstance(planner, LLMPlanner):
+            return planner
+        planner = getattr(planner, "inner", None)
+    return None
 
 
 class OpeningRun:
@@ -174,7 +182,7 @@ class OpeningRun:
         log.info("opening.skipped", reason=why)
         return 0
 
-    def _plan(self, c: CandidateLike, top: Proposal) -> _Entry:
+    def _plan(self, c: Candidate, top: Proposal) -> _Entry:
         """The candidate as a proposal, validated as one set against the starting values (no step bound: a
         whole configuration is a start, not a step)."""
         proposal = Proposal(

@@ -28,7 +28,6 @@ are raced before the diagnosis rounds:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -300,7 +299,8 @@ def opening_cost_s(
     restarts, no reused best run). 0 when no baseline run was measured."""
     if not run_durations_s:
         return 0.0
-    run = statistics.median(run_durations_s)
+    ordered = sorted(run_durations_s)
+    run = ordered[len(ordered) // 2]  # as auditor.round_cost_prior: the upper median
     warm, cold = warm_costs(run, warmup_s, query_set)
     cold_screens = screens if reset_each_run else min(race_restarts, screens)
     race = screens * run + cold_screens * cold + (screens - cold_screens) * warm + race_restarts * restart_s
