@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agenticdb.config import Settings, TargetConfig
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
 from agenticdb.workloads.base import Connection, Workload, WorkloadError
 
 if TYPE_CHECKING:
-    from agenticdb.session import TuningSession
+    from agenticdb.loop.session import TuningSession
     from agenticdb.targets.linux import LinuxTarget
 
 log = structlog.get_logger(__name__)
@@ -95,13 +95,13 @@ def target_for_snapshot(cfg: Settings, snapshot_target: str) -> Target:
 
 
 def check_privileges(cfg: Settings) -> None:
-    """Refuse a superuser DSN unless ``policy.allow_superuser`` (agenticdb.privileges; issue 21).
+    """Refuse a superuser DSN unless ``policy.allow_superuser`` (agenticdb.host.privileges; issue 21).
 
     Raises:
         SetupError: the DSN connects as a superuser (the message names ``agenticdb setup-role``), or the
             server cannot be asked.
     """
-    from agenticdb.privileges import PrivilegeError, check_not_superuser
+    from agenticdb.host.privileges import PrivilegeError, check_not_superuser
 
     try:
         check_not_superuser(cfg.target.kind, require_dsn(cfg), cfg.policy.allow_superuser)
@@ -156,8 +156,8 @@ def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, s
 def host_state_source(cfg: Settings, target: Target) -> Callable[[], RuntimeState] | None:
     """Host statistics sampler (CPU, vmstat, diskstats, PSI) for bottleneck evidence."""
     try:
-        from agenticdb.hardware import detect_hardware
-        from agenticdb.hoststats import host_state
+        from agenticdb.host.hardware import detect_hardware
+        from agenticdb.measure.hoststats import host_state
     except ImportError:
         return None
     device = detect_hardware(target.data_dir).data_device
@@ -243,7 +243,7 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
     Raises:
         StorageError: the home folder or a file cannot be created, opened or written.
     """
-    from agenticdb.storefault import StorageError, cause_of
+    from agenticdb.store.faults import StorageError, cause_of
 
     assert cfg.storage.journal_db is not None and cfg.storage.memory_db is not None
     try:
@@ -257,7 +257,7 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
 def open_memory(cfg: Settings, journal: Journal | None = None) -> MemoryBook:
     """The local Memory Book, linked to the central one when ``storage.memory_url`` is set (issue 19):
     an unreachable central book is journaled once as ``memory.central_unreachable``."""
-    from agenticdb.memory.central import attach_central, safe_url
+    from agenticdb.store.memory.central import attach_central, safe_url
 
     assert cfg.storage.memory_db is not None
     book = MemoryBook(cfg.storage.memory_db, host=cfg.storage.host_label)
@@ -285,7 +285,7 @@ def build_session(
 ) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
-    from agenticdb.session import TuningSession
+    from agenticdb.loop.session import TuningSession
 
     session = TuningSession(
         cfg,

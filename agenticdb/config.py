@@ -243,7 +243,7 @@ class LoopConfig(Section):
     """Round loop bounds and the auditor's decision protocol (docs/measurement.md "Decisions").
 
     A candidate is compared with the best configuration on interleaved pairs of runs, by a sequential
-    test (``agenticdb.sequential``) that stops as soon as the decision is settled at ``confidence``:
+    test (``agenticdb.measure.sequential``) that stops as soon as the decision is settled at ``confidence``:
     at least ``min_pairs``, at most ``max_pairs`` pairs or ``decision_budget_s`` seconds, after which an
     unsettled decision is a tie. ``min_gain`` is the smallest gain that counts.
 
@@ -323,7 +323,7 @@ class LoopConfig(Section):
         description="stop after this many measured search suggestions in a row stayed inside the noise band",
     )
     search_knobs: int = Field(default=3, ge=1, le=8, description="knobs in the search subspace")
-    # Bounded bad trials (issue 14; agenticdb.trial_limit): a candidate's first run far worse than the best
+    # Bounded bad trials (issue 14; agenticdb.measure.trial_limit): a candidate's first run far worse than the best
     # is stopped early and counted as worse (unless the host disturbed it).
     trial_cut_ratio: float = Field(
         default=0.5,
@@ -593,7 +593,7 @@ class DaemonConfig(Section):
     @classmethod
     def _metrics_listen(cls, v: str | None) -> str | None:
         if v is not None:
-            from agenticdb.metrics import parse_listen
+            from agenticdb.report.metrics import parse_listen
 
             parse_listen(v)
         return v

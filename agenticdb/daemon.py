@@ -24,15 +24,15 @@ import psutil
 import structlog
 
 from agenticdb.config import ConfigError, Settings, in_window, load_config
-from agenticdb.journal import Intent, Journal
-from agenticdb.journal_key import anchor_head
-from agenticdb.lock import LockError, TargetLock
+from agenticdb.host.notify import Notifier
 from agenticdb.logs import configure_logging
-from agenticdb.memory import MemoryBook
-from agenticdb.metrics import DaemonMetrics, start_metrics
+from agenticdb.loop.recovery import restore_os_originals, restore_verified
 from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
-from agenticdb.notify import Notifier
-from agenticdb.recovery import restore_os_originals, restore_verified
+from agenticdb.report.metrics import DaemonMetrics, start_metrics
+from agenticdb.store.journal import Intent, Journal
+from agenticdb.store.journal_key import anchor_head
+from agenticdb.store.lock import LockError, TargetLock
+from agenticdb.store.memory import MemoryBook
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +52,7 @@ def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
     """Restore the last safe configuration for every open intent (a crash mid-trial), and put back OS
     originals of sessions that never finished. Returns one line per action (journaled too).
 
-    Every restore goes through ``agenticdb.recovery.restore_verified``, the path the session's revert and
+    Every restore goes through ``agenticdb.loop.recovery.restore_verified``, the path the session's revert and
     ``agenticdb rollback`` use.
 
     Raises:
@@ -107,7 +107,7 @@ def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
 
 def anchor_session(journal: Journal, session_id: str) -> str:
     """Write the journal's chain head after ``session_id`` to the system journal (external anchor,
-    agenticdb.journal_key.anchor_head) and record the channel in a ``journal.anchored`` event.
+    agenticdb.store.journal_key.anchor_head) and record the channel in a ``journal.anchored`` event.
     Returns the channel ("journald", "syslog" or "none: why")."""
     row_id, head = journal.head()
     channel = anchor_head(session_id, row_id, head)
@@ -427,7 +427,7 @@ class Daemon:
 
     def _approval_ready(self, journal: Journal) -> bool:
         """Create the approval queue before READY; False (logged and journaled) when it cannot exist."""
-        from agenticdb.approval import ApprovalError
+        from agenticdb.advice.approval import ApprovalError
 
         try:
             self._approval()
@@ -438,9 +438,9 @@ class Daemon:
         return True
 
     def _approval(self) -> Any:
-        """The approval desk (agenticdb.approval.Desk) of policy.mode approve/advise, made on first use."""
+        """The approval desk (agenticdb.advice.approval.Desk) of policy.mode approve/advise, made on first use."""
         if self._desk is None:
-            from agenticdb.approval import Desk
+            from agenticdb.advice.approval import Desk
 
             self._desk = Desk(self.cfg)
         return self._desk

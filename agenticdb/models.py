@@ -206,7 +206,7 @@ class Disturbance(Strict):
     the run differ (``series.level_shift``; 1.0 = no change). On a saturated host an outside load shows
     there more than in other-CPU. ``steal_pct`` is the share of all CPU time the hypervisor gave to other guests (%),
     ``psi_cpu_some_pct`` the share of wall time some task waited for a CPU (/proc/pressure/cpu, %; None
-    without PSI). ``disturbed``/``reason`` come from ``agenticdb.disturbance.classify``.
+    without PSI). ``disturbed``/``reason`` come from ``agenticdb.measure.disturbance.classify``.
     """
 
     samples: int = Field(ge=0)
@@ -281,7 +281,7 @@ class Measurement(Strict):
     objective_se: float | None = None
     disturbance: Disturbance | None = None
     cut_off: str | None = None
-    """Why the run was stopped early as far worse than the best configuration (``agenticdb.trial_limit``);
+    """Why the run was stopped early as far worse than the best configuration (``agenticdb.measure.trial_limit``);
     its objective is then an estimate from the part that ran. None for a full run."""
     live_queries: list[LiveQuery] = Field(default_factory=list)  # workload live: the top statements
 
@@ -471,7 +471,7 @@ FailurePhase = Literal["snapshot", "apply", "restart", "verify", "workload", "co
 
 class Failure(Strict):
     """What went wrong in the executor, with server log lines for recovery and the journal;
-    ``server_reason`` is the server's own one-line reason found in them (``agenticdb.server_log``)."""
+    ``server_reason`` is the server's own one-line reason found in them (``agenticdb.host.server_log``)."""
 
     phase: FailurePhase
     message: str

@@ -16,10 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from agenticdb.advice import Advice, advise
+from agenticdb.advice.advise import Advice, advise
 from agenticdb.app import build_target, sandbox_target_config
 from agenticdb.config import load_config
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.logs import configure_logging
 from benchmarks.harness import mysqltuner, pgtune_rules
 

@@ -34,21 +34,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agenticdb import auditor
 from agenticdb.app import build_target, build_workload
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.disturbance import DisturbanceThresholds
-from agenticdb.executor import Executor, PairedRuns
-from agenticdb.hardware import detect_hardware
-from agenticdb.initializer import measure_baseline
-from agenticdb.journal import Journal
+from agenticdb.host.hardware import detect_hardware
+from agenticdb.loop import auditor
+from agenticdb.loop.executor import Executor, PairedRuns
+from agenticdb.loop.initializer import measure_baseline
+from agenticdb.loop.recovery import restore_verified
+from agenticdb.measure.disturbance import DisturbanceThresholds
+from agenticdb.measure.sequential import Noise, SequentialPolicy
 from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Proposal
-from agenticdb.pristine import PristineData
-from agenticdb.recovery import restore_verified
 from agenticdb.sandbox.postgres import PostgresSandbox
-from agenticdb.sequential import Noise, SequentialPolicy
+from agenticdb.sandbox.pristine import PristineData
+from agenticdb.store.journal import Journal
 from agenticdb.targets.base import Target
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 
 BEST = {"commit_delay": "1000", "commit_siblings": "2"}
 FIX = {"commit_delay": "0"}

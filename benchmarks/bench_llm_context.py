@@ -142,7 +142,7 @@ def mariadb_inputs(base: Path) -> tuple[Catalog, dict[str, str], StateDelta, str
 def first_round_ctx(
     family: str, version: str, catalog: Catalog, current: dict[str, str], delta: StateDelta
 ) -> PlanningContext:
-    from agenticdb.hardware import detect_hardware
+    from agenticdb.host.hardware import detect_hardware
 
     hw = detect_hardware(None)
     baseline = [

@@ -1,4 +1,4 @@
-"""Latency of agenticdb.validator.validate for a 20-change proposal against a cached catalog.
+"""Latency of agenticdb.validation.validator.validate for a 20-change proposal against a cached catalog.
 
 Run: ``python benchmarks/bench_validator.py [--reps 2000] [--pg-dsn postgresql://...]``. Without a DSN the
 catalog is a hand-built PostgreSQL 15 subset (the validator cost does not depend on where the catalog came
@@ -14,7 +14,7 @@ import time
 
 from agenticdb.config import PolicyConfig
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, KnobSpec, Layer, Proposal
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 
 
 def _catalog() -> Catalog:

@@ -19,14 +19,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from agenticdb.advice import Advice, Recommendation, advise
-from agenticdb.advice_formats import render
+from agenticdb.advice.advise import Advice, Recommendation, advise
+from agenticdb.advice.formats import render
 from agenticdb.app import build_target
 from agenticdb.config import TargetConfig, load_config
-from agenticdb.journal import Journal
 from agenticdb.models import ApplyMode, Layer
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.store.journal import Journal
 
 ENV = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
 
@@ -293,10 +293,10 @@ def test_sysctl_file_is_accepted_by_sysctl_p(tmp_path: Path) -> None:
 def test_confidence_says_where_an_experience_comes_from(pg_config: Path, storage_home: Path) -> None:
     """An experience from this host (same DBMS, version, memory, CPUs) is "measured"; one from a host of
     another size is "experience"; both come from the real Memory Book (SQLite)."""
-    from agenticdb.advice import host_fingerprint
-    from agenticdb.hardware import detect_hardware
-    from agenticdb.memory import MemoryBook
+    from agenticdb.advice.advise import host_fingerprint
+    from agenticdb.host.hardware import detect_hardware
     from agenticdb.models import Experience
+    from agenticdb.store.memory import MemoryBook
 
     cfg = load_config(pg_config)
     target = build_target(cfg)
@@ -382,9 +382,9 @@ def test_os_confidence_is_rule_only_when_the_server_was_idle(pg_config: Path) ->
     pressure is."""
     import threading
 
-    from agenticdb.advice import IDLE_HOST_ORIGIN, Advisor, host_fingerprint, observe, target_identity
+    from agenticdb.advice.advise import IDLE_HOST_ORIGIN, Advisor, host_fingerprint, observe, target_identity
     from agenticdb.app import host_state_source, linux_target
-    from agenticdb.hardware import detect_hardware
+    from agenticdb.host.hardware import detect_hardware
     from agenticdb.models import Bottleneck
     from agenticdb.planner.diagnosis import Hypothesis
 

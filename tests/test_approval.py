@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.approval import Queue, may_decide
-from agenticdb.journal import Journal
+from agenticdb.advice.approval import Queue, may_decide
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.store.journal import Journal
 from tests.test_advice import cli, write_config
 from tests.test_daemon import NotifySocket
 
@@ -120,7 +120,7 @@ advice_observe_s = 0
 
 
 def test_proposals_expire_and_the_group_decides(tmp_path: Path) -> None:
-    from agenticdb.advice import Recommendation
+    from agenticdb.advice.advise import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     q = Queue(tmp_path / "q")
@@ -148,8 +148,8 @@ def test_proposals_expire_and_the_group_decides(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["advise"])
 def test_advise_mode_never_applies(tmp_path: Path, mode: str) -> None:
-    from agenticdb.advice import Recommendation
-    from agenticdb.approval import ApprovalError
+    from agenticdb.advice.advise import Recommendation
+    from agenticdb.advice.approval import ApprovalError
     from agenticdb.models import ApplyMode, Layer
 
     q = Queue(tmp_path / "q")
@@ -270,7 +270,7 @@ proposal_ttl_s = 600
 
 
 def _decide_as(uid: int, gid: int, root: Path, group: str, conn) -> None:  # type: ignore[no-untyped-def]
-    from agenticdb.approval import ApprovalError
+    from agenticdb.advice.approval import ApprovalError
 
     os.setgroups([])
     os.setgid(gid)
@@ -290,7 +290,7 @@ def test_a_user_outside_the_group_cannot_decide(tmp_path: Path) -> None:
     and the proposal stays pending."""
     import multiprocessing
 
-    from agenticdb.advice import Recommendation
+    from agenticdb.advice.advise import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     tmp_path.chmod(0o755)

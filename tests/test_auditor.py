@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenticdb.auditor import DecisionRules, LoopState, adoptable_prior, assess, decide, noise_cv, relative_gain
-from agenticdb.disturbance import DisturbanceThresholds
+from agenticdb.loop.auditor import DecisionRules, LoopState, adoptable_prior, assess, decide, noise_cv, relative_gain
+from agenticdb.measure.disturbance import DisturbanceThresholds
+from agenticdb.measure.sequential import Noise, SequentialPolicy
 from agenticdb.models import Bottleneck, Decision, Disturbance, Failure, Layer, Measurement, RoundOutcome
-from agenticdb.sequential import Noise, SequentialPolicy
 
 
 def outcome(

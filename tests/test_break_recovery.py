@@ -18,8 +18,8 @@ import psycopg
 import pymysql
 import pytest
 
+from agenticdb.loop.recovery import Recovery
 from agenticdb.models import ApplyMode, Failure, NormalizedChange
-from agenticdb.recovery import Recovery
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.targets.base import ApplyError

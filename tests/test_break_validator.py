@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from agenticdb.config import PolicyConfig
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Proposal, Verdict
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 
 
 @dataclass

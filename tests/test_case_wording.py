@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import Fingerprint, Layer, PlanningContext, Proposal, RuntimeProfile, StateDelta
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.wording import human_bytes

@@ -22,13 +22,13 @@ import psutil
 import pytest
 
 from agenticdb.config import PolicyConfig
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.mysql_options import binary_version, find_binary, option_names, parse_help
 from agenticdb.targets.postgres import PostgresTarget
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 
 
 def cases_dir() -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.journal import Journal
+from agenticdb.store.journal import Journal
 
 ENV = {**os.environ, "COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
 ENV = {k: v for k, v in ENV.items() if not k.startswith("AGENTICDB_")}
@@ -290,7 +290,7 @@ def test_journal_export_format_and_verify_is_read_only(tmp_path: Path) -> None:
 
 
 def test_memory_list_not_squeezed(tmp_path: Path) -> None:
-    from agenticdb.memory import MemoryBook
+    from agenticdb.store.memory import MemoryBook
 
     with MemoryBook(tmp_path / "memory.db"):
         pass

@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from agenticdb.daemon import in_window
-from agenticdb.journal import Journal
-from agenticdb.notify import Notifier
+from agenticdb.host.notify import Notifier
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.journal import Journal
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 
@@ -367,8 +367,8 @@ def test_second_sigterm_stops_waiting_for_the_benchmark(pg: PostgresSandboxInfo,
 
 def test_open_intent_of_a_live_tune_is_not_reconciled(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
     """A `tune` holding the target lock owns its open intent: the daemon must not roll it back."""
-    from agenticdb.lock import TargetLock
     from agenticdb.models import Snapshot
+    from agenticdb.store.lock import TargetLock
 
     home = tmp_path / "home"
     home.mkdir()

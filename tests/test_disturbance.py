@@ -21,13 +21,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agenticdb.config import LoopConfig, WorkloadConfig
-from agenticdb.disturbance import DisturbanceThresholds, HostSample, classified, classify, summarize
-from agenticdb.executor import Executor
-from agenticdb.initializer import measure_baseline
-from agenticdb.journal import Journal
+from agenticdb.loop.executor import Executor
+from agenticdb.loop.initializer import measure_baseline
+from agenticdb.measure.disturbance import DisturbanceThresholds, HostSample, classified, classify, summarize
+from agenticdb.measure.procstats import OursCpu
 from agenticdb.models import Disturbance, Measurement, StateDelta
-from agenticdb.procstats import OursCpu
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.store.journal import Journal
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.workloads import build_workload, connection_from_dsn
 

@@ -25,7 +25,7 @@ from rich.console import Console
 
 from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal
+from agenticdb.loop.session import TuningSession
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -39,7 +39,7 @@ from agenticdb.models import (
 from agenticdb.planner.base import Planner
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.session import TuningSession
+from agenticdb.store.journal import Journal
 from agenticdb.targets.mysql import MySQLTarget
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
@@ -91,7 +91,7 @@ def test_failed_start_from_is_journaled_and_told_with_the_servers_reason(
 ) -> None:
     from agenticdb.cli.tune_cmd import run_tune
 
-    monkeypatch.setattr("agenticdb.initializer.validate", _forced)
+    monkeypatch.setattr("agenticdb.loop.initializer.validate", _forced)
     before = _min_wal_size(info)
     out = io.StringIO()
     code = run_tune(_settings(tmp_path, info), Console(file=out, width=400), {"min_wal_size": "20MB"})
@@ -140,7 +140,7 @@ class _BadPlanner(Planner):
 def test_failed_trial_restart_is_journaled_recovered_and_in_the_summary(
     tmp_path: Path, info: PostgresSandboxInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agenticdb.session.check", _forced)
+    monkeypatch.setattr("agenticdb.loop.session.check", _forced)
     before = _min_wal_size(info)
     cfg = _settings(tmp_path, info)
     journal, memory = open_stores(cfg)
@@ -198,7 +198,7 @@ def test_mariadb_unknown_variable_in_the_option_file_is_told_and_recovered(
     bad = NormalizedChange(name="sql_buffer_result", value="ON", apply=ApplyMode.restart)
     monkeypatch.setattr(MySQLTarget, "catalog", stale_catalog)
     monkeypatch.setattr(
-        "agenticdb.initializer.validate",
+        "agenticdb.loop.initializer.validate",
         lambda *a, **k: Verdict(ok=True, changes=[bad], apply_requirement=ApplyMode.restart),
     )
     tcfg = maria.target_config()

@@ -20,8 +20,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.journal import Journal
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.journal import Journal
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 

@@ -12,8 +12,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.memory import MemoryBook
-from agenticdb.memory.backends import (
+from agenticdb.models import Bottleneck, Decision, Experience, Fingerprint, HostOrigin, Layer, RoundOutcome
+from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.memory import MemoryBook
+from agenticdb.store.memory.backends import (
     ExperienceBackend,
     ExperienceRecord,
     RoundRecord,
@@ -23,9 +25,7 @@ from agenticdb.memory.backends import (
     retrieved_payload,
     storage_class,
 )
-from agenticdb.memory.central import CentralLink, PostgresBackend, attach_central, safe_url, sync
-from agenticdb.models import Bottleneck, Decision, Experience, Fingerprint, HostOrigin, Layer, RoundOutcome
-from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.memory.central import CentralLink, PostgresBackend, attach_central, safe_url, sync
 
 
 @pytest.fixture(scope="module")

@@ -33,14 +33,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agenticdb.config import PolicyConfig
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import Catalog, Hardware, KnobSpec, Layer, NormalizedChange, Proposal, Verdict
 from agenticdb.sandbox.mariadb import MARIADBD, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.linux import LinuxTarget
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 
 EXAMPLES = 1000
 MIN_ACCEPTED = 50

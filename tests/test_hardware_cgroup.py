@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.hardware import cgroup_memory_limit, detect_hardware
+from agenticdb.host.hardware import cgroup_memory_limit, detect_hardware
 
 V1 = Path("/sys/fs/cgroup/memory")
 V2 = Path("/sys/fs/cgroup")

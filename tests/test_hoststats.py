@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from agenticdb.hoststats import derived, host_state
+from agenticdb.measure.hoststats import derived, host_state
 from agenticdb.models import RuntimeState, StateDelta
 
 HZ = os.sysconf("SC_CLK_TCK")

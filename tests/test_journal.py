@@ -15,7 +15,6 @@ import pytest
 from typer.testing import CliRunner
 
 from agenticdb.cli.journal_cmd import journal_app
-from agenticdb.journal import GENESIS_HASH, Journal, JournalError, row_hash
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -30,6 +29,7 @@ from agenticdb.models import (
     Snapshot,
     Verdict,
 )
+from agenticdb.store.journal import GENESIS_HASH, Journal, JournalError, row_hash
 
 runner = CliRunner()
 N_ROWS = 19  # rows written by _write_session
@@ -381,7 +381,7 @@ def test_two_processes_append_to_one_chain(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     Journal(path).append("main", "session.start", {})
     code = (
-        "import sys; from agenticdb.journal import Journal\n"
+        "import sys; from agenticdb.store.journal import Journal\n"
         "j = Journal(sys.argv[1])\n"
         "for i in range(40): j.append('child', 'measured', {'i': i}, round_no=1)\n"
     )

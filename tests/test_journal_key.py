@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agenticdb.cli.journal_cmd import journal_app
-from agenticdb.journal import GENESIS_HASH, Journal, row_hash
-from agenticdb.journal_key import KEYED_PREFIX, JournalKeyError, anchor_head, load_key
+from agenticdb.store.journal import GENESIS_HASH, Journal, row_hash
+from agenticdb.store.journal_key import KEYED_PREFIX, JournalKeyError, anchor_head, load_key
 
 
 def _mode(path: Path) -> int:

@@ -25,14 +25,14 @@ import pytest
 from llmstub import ScriptedLLMServer, chat_completion
 from noise import FAULT_FAR_BEYOND_DISTURBANCE
 
-from agenticdb import auditor
 from agenticdb.config import LiveConfig, WorkloadConfig
-from agenticdb.disturbance import DisturbanceThresholds
-from agenticdb.journal import Journal, JournalEvent
-from agenticdb.livereport import round_changes, round_windows
+from agenticdb.loop import auditor
+from agenticdb.measure.disturbance import DisturbanceThresholds
+from agenticdb.measure.sequential import Noise, SequentialPolicy
 from agenticdb.models import Measurement
+from agenticdb.report.live import round_changes, round_windows
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.sequential import Noise, SequentialPolicy
+from agenticdb.store.journal import Journal, JournalEvent
 from agenticdb.workloads.live import LiveWorkload
 from agenticdb.workloads.livestats import PgStatReader
 from agenticdb.workloads.registry import connection_from_dsn

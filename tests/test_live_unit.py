@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from agenticdb.livereport import live_report_lines, round_changes, round_windows
 from agenticdb.models import Bottleneck, Disturbance, Layer, Measurement, RuntimeProfile, StateDelta
 from agenticdb.planner.diagnosis import diagnose
+from agenticdb.report.live import live_report_lines, round_changes, round_windows
 from agenticdb.workloads.live import baseline_of, time_index, window_delta
 from agenticdb.workloads.livestats import QueryStat, StatSnapshot, is_own_statement, short_text
 

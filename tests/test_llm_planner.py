@@ -377,8 +377,8 @@ def test_validator_feedback_is_sent_in_the_next_request(llm: HTTPServer) -> None
 
 
 def rejection_of(proposal: Proposal, ctx: PlanningContext) -> list[FailedCheck]:
-    """Failed checks for ``proposal`` from the real validator (``agenticdb.validator.validate``)."""
-    validator = pytest.importorskip("agenticdb.validator")
+    """Failed checks for ``proposal`` from the real validator (``agenticdb.validation.validator.validate``)."""
+    validator = pytest.importorskip("agenticdb.validation.validator")
     verdict = validator.validate(
         proposal, ctx.catalog, ctx.current_config, ctx.profile.hardware, PolicyConfig(), ctx.stage
     )
@@ -622,9 +622,9 @@ def test_bottleneck_hypotheses_from_diagnosis_are_in_the_prompt(llm: HTTPServer)
 def test_llm_proposal_flows_through_validator_and_target_on_private_postgres(
     llm: HTTPServer, pg_sandbox: PostgresSandboxInfo
 ) -> None:
-    validator = pytest.importorskip("agenticdb.validator")
+    validator = pytest.importorskip("agenticdb.validation.validator")
     heuristic = pytest.importorskip("agenticdb.planner.heuristic")
-    from agenticdb.hardware import detect_hardware
+    from agenticdb.host.hardware import detect_hardware
     from agenticdb.targets.postgres import from_config
 
     target = from_config(pg_sandbox.target_config())

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.lock import LockError, TargetLock
+from agenticdb.store.lock import LockError, TargetLock
 
 
 def test_second_holder_is_refused_and_named(tmp_path: Path) -> None:
     dsn = "postgresql://postgres@127.0.0.1:5999/postgres"
     with TargetLock(tmp_path, dsn):
         code = (
-            "import sys; from pathlib import Path; from agenticdb.lock import TargetLock, LockError\n"
+            "import sys; from pathlib import Path; from agenticdb.store.lock import TargetLock, LockError\n"
             f"try:\n    TargetLock(Path({str(tmp_path)!r}), {dsn!r}).acquire()\nexcept LockError as e:\n"
             "    print(e); sys.exit(3)\n"
         )

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from agenticdb.cli.memory_cmd import memory_app
-from agenticdb.memory import WEIGHTS, MemoryBook, MemoryBookError, similarity
 from agenticdb.models import Bottleneck, Decision, Experience, Fingerprint, Layer, Measurement, RoundOutcome
+from agenticdb.store.memory import WEIGHTS, MemoryBook, MemoryBookError, similarity
 
 runner = CliRunner()
 

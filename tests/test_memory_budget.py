@@ -7,7 +7,8 @@ from __future__ import annotations
 from memtarget import ScriptedPlanner
 from test_validator import HW, MARIADB, PG, WIDE, check, k, kinds
 
-from agenticdb.auditor import Assessment, repair_kept
+from agenticdb.loop.auditor import Assessment, repair_kept
+from agenticdb.measure.sequential import Estimate
 from agenticdb.models import (
     ApplyMode,
     FailedCheck,
@@ -22,9 +23,8 @@ from agenticdb.models import (
 from agenticdb.planner.search import RefiningPlanner
 from agenticdb.planner.trade import refused_growth
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
-from agenticdb.sequential import Estimate
 from agenticdb.targets.postgres import PostgresTarget
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 
 MiB = 1024**2
 # A 512 MiB cgroup: memory_fraction 0.75 leaves 384 MiB for the server.

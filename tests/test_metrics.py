@@ -20,10 +20,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agenticdb.config import DaemonConfig
-from agenticdb.journal import Journal
-from agenticdb.metrics import JournalCollector, parse_listen
+from agenticdb.report.metrics import JournalCollector, parse_listen
 from agenticdb.sandbox import free_port
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.journal import Journal
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 
@@ -223,8 +223,8 @@ def test_daemon_uploads_pending_experience_on_its_cycle(pg: PostgresSandboxInfo,
     (here: its start), once."""
     import psycopg
 
-    from agenticdb.memory import MemoryBook
     from agenticdb.models import Experience, Fingerprint
+    from agenticdb.store.memory import MemoryBook
 
     with psycopg.connect(pg.dsn, autocommit=True) as c:
         c.execute("DROP DATABASE IF EXISTS central_daemon")

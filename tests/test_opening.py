@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from agenticdb.config import PolicyConfig
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Fingerprint, Layer, PlanningContext, RuntimeProfile, StateDelta
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_types import Candidate

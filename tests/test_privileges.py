@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.privileges import role_sql
+from agenticdb.host.privileges import role_sql
 from agenticdb.sandbox.mariadb import MariaDBSandbox
 from agenticdb.sandbox.postgres import PostgresSandbox
 

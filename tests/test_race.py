@@ -4,7 +4,7 @@ Fast mechanics tests run a real TuningSession (real journal and Memory Book file
 target of tests/memtarget.py, with hand-written whole configurations as the opening's candidates (a real
 input of the race: the generator's output has this shape). Their outcomes are forced: the winner is 3 ×
 the start and the loser 10 × worse, so nothing depends on this host's noise. The OLTP cut-off is the real
-progress-line rule of ``agenticdb.trial_limit`` applied to the scripted run's per-second TPS; the query
+progress-line rule of ``agenticdb.measure.trial_limit`` applied to the scripted run's per-second TPS; the query
 set's is ``TrialLimit.race``'s per-query bound.
 """
 
@@ -17,16 +17,16 @@ from typing import Any
 
 from memtarget import KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
-from agenticdb.auditor import round_cost_prior
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal, JournalEvent
+from agenticdb.loop.auditor import round_cost_prior
 from agenticdb.loop.race import opening_cost_s, race_limit, race_order, restarts_needed
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.session import TuningSession
+from agenticdb.measure.trial_limit import stopped_oltp
 from agenticdb.models import ApplyMode, KnobSpec, Measurement, PlanningContext, Proposal
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.search import _measured_configs
-from agenticdb.session import TuningSession
-from agenticdb.trial_limit import stopped_oltp
+from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.memory import MemoryBook
 from benchmarks.scenarios.score import first_diagnosis
 
 WINNER = {"work_mem": "8MB", "random_page_cost": "2"}

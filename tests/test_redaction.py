@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agenticdb.config import PlannerConfig, load_config
-from agenticdb.journal import Journal
 from agenticdb.redaction import dsn_password, read_api_key, redact, redact_obj, register_secret
+from agenticdb.store.journal import Journal
 
 
 @pytest.mark.parametrize(

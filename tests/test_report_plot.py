@@ -18,11 +18,11 @@ from typer.testing import CliRunner
 
 from agenticdb.cli import app
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal, JournalEvent
 from agenticdb.logs import configure_logging
-from agenticdb.memory import MemoryBook
-from agenticdb.plot import DPI, FIGSIZE, PlotError, curve_of
-from agenticdb.session import TuningSession
+from agenticdb.loop.session import TuningSession
+from agenticdb.report.plot import DPI, FIGSIZE, PlotError, curve_of
+from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.memory import MemoryBook
 
 WIDTH, HEIGHT = int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI)
 

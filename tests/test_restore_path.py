@@ -25,12 +25,12 @@ from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.cli.tune_cmd import run_rollback
 from agenticdb.config import Settings, load_config
 from agenticdb.daemon import reconcile
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.session import TuningSession
 from agenticdb.models import Bottleneck, Change, PlanningContext, Proposal
 from agenticdb.planner.base import Planner
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.session import TuningSession
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 

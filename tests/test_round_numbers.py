@@ -24,10 +24,10 @@ from rich.console import Console
 
 from agenticdb.cli.tune_cmd import _round_printer
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.session import TuningSession
 from agenticdb.models import Bottleneck, Decision, FailedCheck, Layer, RoundOutcome
-from agenticdb.session import TuningSession
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 
 JITTER = [0.00, 0.06, -0.05, 0.09, -0.08, 0.03, -0.02, 0.07, -0.06, 0.01, 0.04, -0.03]
 

@@ -27,9 +27,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from agenticdb.host.services import ServiceError, run_as
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.services import ServiceError, run_as
 from agenticdb.validation.rules import ConflictRule, ServerCheck, Versioned, load_ruleset
 
 

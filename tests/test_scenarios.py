@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.journal import Journal
 from agenticdb.models import Bottleneck
+from agenticdb.store.journal import Journal
 from benchmarks.scenarios import report
 from benchmarks.scenarios.model import Scenario, ScenarioError, load_all, load_file, select
 from benchmarks.scenarios.runner import RunOptions, qualification, run

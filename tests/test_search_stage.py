@@ -23,11 +23,10 @@ import pytest
 from memtarget import DEFAULTS, KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
 from agenticdb.app import build_target, build_workload, open_stores
-from agenticdb.auditor import LoopState, decide, search_converged
 from agenticdb.config import LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.hardware import detect_hardware
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
+from agenticdb.host.hardware import detect_hardware
+from agenticdb.loop.auditor import LoopState, decide, search_converged
+from agenticdb.loop.session import SessionResult, TuningSession
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -43,7 +42,8 @@ from agenticdb.models import (
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.search import RefiningPlanner, SearchSettings
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.session import SessionResult, TuningSession
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 
 
 def smooth(values: dict[str, str]) -> float:
@@ -251,7 +251,7 @@ def test_the_search_range_ends_at_the_validators_cpu_limit() -> None:
     from agenticdb.models import Change
     from agenticdb.planner.caps import cpu_cap
     from agenticdb.planner.search import _range
-    from agenticdb.validator import validate
+    from agenticdb.validation.validator import validate
 
     spec = KnobSpec(
         name="max_parallel_workers_per_gather",

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenticdb.sequential import Noise, SequentialPolicy, decide, log_ratios
+from agenticdb.measure.sequential import Noise, SequentialPolicy, decide, log_ratios
 
 
 def _session(delta: float, sigma: float, rng: random.Random, policy: SequentialPolicy, heavy: bool = False):

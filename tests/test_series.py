@@ -1,4 +1,4 @@
-"""Pure series logic (agenticdb.series): per-second aggregation, MSER-5 steady state, batch-means
+"""Pure series logic (agenticdb.measure.series): per-second aggregation, MSER-5 steady state, batch-means
 standard error. Synthetic series with known structure; property-based where a rule holds for all inputs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agenticdb.series import (
+from agenticdb.measure.series import (
     SHIFT_CAP,
     batch_means_se,
     batch_slices,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.server_log import mysql_reason, postgres_reason, server_reason, with_reason
+from agenticdb.host.server_log import mysql_reason, postgres_reason, server_reason, with_reason
 
 LOGS = Path(__file__).parent / "data" / "server_logs"
 

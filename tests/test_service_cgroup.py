@@ -19,10 +19,10 @@ from pydantic import ValidationError
 
 from agenticdb.cli import settings as cli_settings
 from agenticdb.config import ServiceConfig
-from agenticdb.hardware import cgroup_memory_limit
+from agenticdb.host.hardware import cgroup_memory_limit
+from agenticdb.host.services import build_service
 from agenticdb.sandbox.mariadb import MariaDBSandbox
 from agenticdb.sandbox.postgres import PostgresSandbox
-from agenticdb.services import build_service
 from benchmarks.harness.cgroup import CgroupError, MemoryCgroup
 
 LIMIT = 768 * 2**20

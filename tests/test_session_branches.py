@@ -16,11 +16,11 @@ import pytest
 from memtarget import DEFAULTS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal, JournalEvent
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.session import SessionError, SessionResult, TuningSession
 from agenticdb.models import RoundOutcome
 from agenticdb.planner.base import PlannerError
-from agenticdb.session import SessionError, SessionResult, TuningSession
+from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.memory import MemoryBook
 
 
 def objective(values: dict[str, str]) -> float:
@@ -273,7 +273,7 @@ def test_a_planner_with_nothing_to_propose_terminates(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("reset", [True])
 def test_reset_data_outside_a_sandbox_is_refused_before_anything_is_journaled(tmp_path: Path, reset: bool) -> None:
-    from agenticdb.session import SessionUsageError
+    from agenticdb.loop.session import SessionUsageError
 
     run = Run(tmp_path, [], loop={"reset_data": reset})
     with pytest.raises(SessionUsageError, match="only on a sandbox"):

@@ -30,13 +30,13 @@ from rich.console import Console
 
 from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.session import TuningSession
 from agenticdb.models import Bottleneck, Change, PlanningContext, Proposal, RuntimeState
 from agenticdb.planner.base import Planner
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.session import TuningSession
-from agenticdb.storefault import StorageError
+from agenticdb.store.faults import StorageError
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
-from agenticdb.storefault import StorageError, cause_of
+from agenticdb.store.faults import StorageError, cause_of
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 

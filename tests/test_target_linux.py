@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.recovery import restore_os_originals, restore_verified
 from agenticdb.models import ApplyMode, Layer, NormalizedChange, Snapshot
-from agenticdb.recovery import restore_os_originals, restore_verified
 from agenticdb.resources import data_file
+from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import ApplyError, TargetError, VerifyError
 from agenticdb.targets.linux import LinuxTarget, data_devices, load_linux_catalog
 
@@ -477,9 +477,9 @@ def test_real_kernel_nr_requests_check_agrees_with_the_kernel(idle_loop: str) ->
     scheduler nr_requests cannot exceed the hardware queue depth; with one it can (up to 2048). Writing
     the scheduler and nr_requests in one batch works because the scheduler is written first."""
     from agenticdb.config import PolicyConfig
-    from agenticdb.hardware import detect_hardware
+    from agenticdb.host.hardware import detect_hardware
     from agenticdb.models import Bottleneck, Change, Proposal
-    from agenticdb.validator import validate
+    from agenticdb.validation.validator import validate
 
     dev = idle_loop
     target = LinuxTarget(devices=[dev])
@@ -520,9 +520,9 @@ def test_real_kernel_scheduler_tunable_needs_its_scheduler(idle_loop: str) -> No
     it is written after the scheduler and verified; restoring the snapshot switches back, after which the
     tunable reads as the kernel default again."""
     from agenticdb.config import PolicyConfig
-    from agenticdb.hardware import detect_hardware
+    from agenticdb.host.hardware import detect_hardware
     from agenticdb.models import Bottleneck, Change, Proposal
-    from agenticdb.validator import validate
+    from agenticdb.validation.validator import validate
 
     dev = idle_loop
     target = LinuxTarget(devices=[dev])

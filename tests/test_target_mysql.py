@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from agenticdb.host.services import ServiceError
 from agenticdb.models import ApplyMode, NormalizedChange
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
-from agenticdb.services import ServiceError
 from agenticdb.targets.base import ApplyError, VerifyError
 from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn, parse_size
 from agenticdb.targets.mysql_catalog import load_data, mysql8_catalog

@@ -1,4 +1,4 @@
-"""Bounded bad trials (issue 14, agenticdb.trial_limit): the rules (pure), a real pgbench run stopped
+"""Bounded bad trials (issue 14, agenticdb.measure.trial_limit): the rules (pure), a real pgbench run stopped
 early on a private PostgreSQL, and the session counting a stopped trial as worse unless the host
 disturbed it (in-memory target of tests/memtarget.py; the mechanics tests force their trial)."""
 
@@ -12,13 +12,13 @@ import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.session import TuningSession
+from agenticdb.measure.trial_limit import QUERY_FLOOR_S, TrialLimit, interval_tps, progress_tps
 from agenticdb.models import Measurement
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
-from agenticdb.session import TuningSession
-from agenticdb.trial_limit import QUERY_FLOOR_S, TrialLimit, interval_tps, progress_tps
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 from agenticdb.workloads import build_workload, connection_from_dsn
 
 PROGRESS = """progress: 1.0 s, 90.0 tps, lat 10.0 ms stddev 1.0

@@ -29,12 +29,12 @@ from noise import FAULT_FAR_BEYOND_DISTURBANCE
 
 from agenticdb.app import build_target, build_workload, open_stores
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.journal import Journal
+from agenticdb.loop.session import TuningSession
 from agenticdb.models import Bottleneck, Change, PlanningContext, Proposal
 from agenticdb.planner.base import Planner
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.session import TuningSession
+from agenticdb.store.journal import Journal
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 

@@ -27,8 +27,8 @@ import pytest
 from llmstub import scripted_llm
 from pytest_httpserver import HTTPServer
 
-from agenticdb.journal import Journal, JournalEvent
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.journal import Journal, JournalEvent
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 

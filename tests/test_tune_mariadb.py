@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.journal import Journal
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
+from agenticdb.store.journal import Journal
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
 from agenticdb.models import ApplyMode, NormalizedChange
 from agenticdb.sandbox.postgres import PostgresSandbox
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.linux import LinuxTarget
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]

@@ -18,14 +18,14 @@ import psycopg
 import pytest
 
 from agenticdb.config import PolicyConfig, WorkloadConfig
-from agenticdb.executor import Executor
-from agenticdb.hardware import detect_hardware
-from agenticdb.journal import Journal
+from agenticdb.host.hardware import detect_hardware
+from agenticdb.loop.executor import Executor
+from agenticdb.loop.recovery import Recovery
 from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, NormalizedChange, Proposal, Verdict
-from agenticdb.recovery import Recovery
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.journal import Journal
 from agenticdb.targets.postgres import PostgresTarget
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 from agenticdb.workloads import build_workload, connection_from_dsn
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agenticdb.config import PolicyConfig
-from agenticdb.hardware import block_device_of, cgroup_memory_limit, detect_hardware, read_meminfo
+from agenticdb.host.hardware import block_device_of, cgroup_memory_limit, detect_hardware, read_meminfo
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -23,7 +23,7 @@ from agenticdb.models import (
 )
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset
-from agenticdb.validator import in_window, validate
+from agenticdb.validation.validator import in_window, validate
 
 GiB = 1024**3
 
@@ -537,7 +537,7 @@ def test_condition_arithmetic_is_described_as_evaluated() -> None:
 
 
 def test_host_facts_from_a_copied_proc_and_sys(tmp_path: Path) -> None:
-    from agenticdb.hardware import huge_page_sizes, numa_nodes, server_rlimits
+    from agenticdb.host.hardware import huge_page_sizes, numa_nodes, server_rlimits
 
     proc, sys = _tree(tmp_path, "0::/\n", "", {})
     Path(sys, "devices/system/node").mkdir(parents=True)

@@ -558,7 +558,7 @@ def setup_role_cmd(
     """Print (and with --apply run) the SQL creating a least-privilege login role for agenticdb: ALTER SYSTEM on each tunable knob, pg_monitor and a benchmark database it owns (PostgreSQL 15); SUPER, PROCESS and its own schema (MariaDB: SET GLOBAL still needs SUPER); SYSTEM_VARIABLES_ADMIN (MySQL 8)."""  # noqa: E501 - typer shows the docstring as one help paragraph
     from agenticdb.app import SetupError, require_dsn
     from agenticdb.cli.role_cmd import read_password, setup_role
-    from agenticdb.privileges import PrivilegeError
+    from agenticdb.host.privileges import PrivilegeError
 
     cfg = settings(config, target, sandbox, home)
     try:
@@ -595,7 +595,7 @@ _add_subapps()
 def main() -> None:
     """Console-script entry point: set-up and configuration errors end as one line, exit 2."""
     from agenticdb.app import SetupError
-    from agenticdb.storefault import StorageError
+    from agenticdb.store.faults import StorageError
 
     try:
         app(prog_name="agenticdb")

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agenticdb.advice import SEVERITIES, Advice, Recommendation
+from agenticdb.advice.advise import SEVERITIES, Advice, Recommendation
 from agenticdb.cli.output import print_line, print_table
 from agenticdb.config import Settings
 
@@ -28,7 +28,7 @@ def _err(message: str) -> None:
 
 def compute(cfg: Settings, observe_s: float, os_layer: bool) -> Advice | None:
     """Advice for the configured target (None, said why on stderr, when it does not answer)."""
-    from agenticdb.advice import advise
+    from agenticdb.advice.advise import advise
     from agenticdb.app import build_target
     from agenticdb.cli.tune_cmd import _safe_dsn
 
@@ -44,7 +44,7 @@ def compute(cfg: Settings, observe_s: float, os_layer: bool) -> Advice | None:
 
 def run_advise(cfg: Settings, fmt: str, fail_on: str | None, observe_s: float, os_layer: bool, console: Console) -> int:
     """Print the advice in ``fmt``; exit 3 when ``fail_on`` is reached (see the module docstring)."""
-    from agenticdb.advice_formats import FORMATS, render
+    from agenticdb.advice.formats import FORMATS, render
 
     if fmt not in FORMATS:
         _err(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
@@ -124,10 +124,10 @@ def pick(advice: Advice, ids: list[str]) -> list[Recommendation] | str:
 
 
 def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, console: Console) -> int:
-    """Recompute the advice, apply the chosen recommendations (``agenticdb.advice_apply``)."""
-    from agenticdb.advice_apply import ApplyRefused, apply_recommendations
+    """Recompute the advice, apply the chosen recommendations (``agenticdb.advice.apply``)."""
+    from agenticdb.advice.apply import ApplyRefused, apply_recommendations
     from agenticdb.app import build_target
-    from agenticdb.lock import LockError
+    from agenticdb.store.lock import LockError
 
     advice = compute(cfg, observe_s, os_layer=True)
     if advice is None:
@@ -158,7 +158,7 @@ def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, co
 
 def run_pending(cfg: Settings, console: Console) -> int:
     """List the proposals waiting in the daemon's queue."""
-    from agenticdb.approval import ApprovalError, Queue, queue_dir
+    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir
 
     q = Queue(queue_dir(cfg), cfg.daemon.approval_group)
     try:
@@ -191,7 +191,7 @@ def run_decide(
     cfg: Settings, rid: str, decision: Literal["approve", "reject"], why: str, wait_s: float, console: Console
 ) -> int:
     """Write a decision for the daemon; with ``wait_s`` > 0, wait until the daemon consumed it."""
-    from agenticdb.approval import ApprovalError, Queue, queue_dir
+    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir
 
     q = Queue(queue_dir(cfg), cfg.daemon.approval_group)
     try:

@@ -14,9 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.journal_cmd import _fail, load_settings
-from agenticdb.memory import MemoryBook
-from agenticdb.memory.backends import ExperienceRecord, SqliteBackend
-from agenticdb.memory.central import CentralError, PostgresBackend, safe_url, sync
+from agenticdb.store.memory import MemoryBook
+from agenticdb.store.memory.backends import ExperienceRecord, SqliteBackend
+from agenticdb.store.memory.central import CentralError, PostgresBackend, safe_url, sync
 
 
 def run_sync(config: Path | None, home: Path | None, console: Console) -> None:

@@ -9,12 +9,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agenticdb.cli.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
 from agenticdb.cli.tune_cmd import _safe_dsn, estimate_text, medians_text
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.redaction import redact
+from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of, unit_bytes, values_equal
 
@@ -65,8 +65,8 @@ def _validated(
 ) -> tuple[Verdict, Catalog, dict[str, str]]:
     """The validator's verdict on ``changes`` against ``target`` now (its values, the host's hardware and
     the server's usage), with the catalog and values it read; closes ``target``."""
-    from agenticdb.hardware import detect_hardware
-    from agenticdb.validator import validate
+    from agenticdb.host.hardware import detect_hardware
+    from agenticdb.validation.validator import validate
 
     catalog = target.catalog()
     proposal = Proposal(
@@ -229,7 +229,7 @@ def run_catalog(
     (protected / dangerous / durability, from ``validators/<family>.toml``). Byte-sized limits are
     also shown in KiB/MiB/GiB so a DBA can read them at a glance. Read-only."""
     from agenticdb.validation.rules import load_ruleset
-    from agenticdb.validator import flavor_of
+    from agenticdb.validation.validator import flavor_of
 
     target = _inspected_target(cfg, os_stage, console)
     if target is None:
@@ -331,8 +331,8 @@ def run_report(cfg: Settings, session: str | None, console: Console, fmt: str = 
     ``session`` may be a unique id prefix. The text is written as is (never hard-wrapped, so Markdown
     tables survive a pipe). Returns 1 with a one-line reason on stderr when there is no such session.
     """
-    from agenticdb.journal import Journal, JournalError
-    from agenticdb.memory import MemoryBook
+    from agenticdb.store.journal import Journal, JournalError
+    from agenticdb.store.memory import MemoryBook
 
     jpath, mpath = cfg.storage.journal_db, cfg.storage.memory_db
     assert jpath is not None and mpath is not None
@@ -357,7 +357,7 @@ def run_report(cfg: Settings, session: str | None, console: Console, fmt: str = 
         with MemoryBook(mpath) as memory:
             rounds = memory.rounds(sid)
     if fmt == "json":
-        from agenticdb.cli.report_data import report_data
+        from agenticdb.report.data import report_data
 
         print_json(console, report_data(sid, meta, events, rounds))
         return 0
@@ -388,7 +388,7 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     else:
         lines.append("unknown: the session has not ended (still running, or the process died)")
     lines += _report_start_from(by.get("start_from"))
-    from agenticdb.livereport import live_report_lines  # workload live: the statements that changed most
+    from agenticdb.report.live import live_report_lines  # workload live: the statements that changed most
 
     return lines + _report_rounds(rounds, unit) + live_report_lines(events)
 

@@ -1,7 +1,7 @@
 """``agenticdb journal list | show ID | tail [-n N] [-f] | verify | export`` (issue 9, "Journal CLI").
 
 ``show`` tells a session as a story, one block per round: evidence → diagnosis → proposal → verdict →
-apply → measurement → decision, from the payloads documented in :mod:`agenticdb.journal`.
+apply → measurement → decision, from the payloads documented in :mod:`agenticdb.store.journal`.
 Exit codes: 0 success, 1 the operation failed (broken chain, unknown session, missing file),
 2 bad usage or configuration.
 """
@@ -22,9 +22,9 @@ from rich.table import Table
 from agenticdb.cli.output import print_json, print_table
 from agenticdb.cli.story import render_story
 from agenticdb.config import ConfigError, Settings, load_config
-from agenticdb.journal import Journal, JournalError, JournalEvent
-from agenticdb.journal_key import JournalKeyError
 from agenticdb.redaction import redact
+from agenticdb.store.journal import Journal, JournalError, JournalEvent
+from agenticdb.store.journal_key import JournalKeyError
 
 journal_app = typer.Typer(no_args_is_help=True, help="Read and check the audit journal.")
 

@@ -16,9 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.journal_cmd import ConfigOpt, HomeOpt, _fail, load_settings
-from agenticdb.cli.labels import objective_label
 from agenticdb.cli.output import print_json, print_table
-from agenticdb.memory import MemoryBook, MemoryBookError
+from agenticdb.report.labels import objective_label
+from agenticdb.store.memory import MemoryBook, MemoryBookError
 
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the experience memory.")
 

@@ -1,6 +1,6 @@
 """``agenticdb report ID --plot FILE.png`` and ``agenticdb report ID --format html`` (issue 19).
 
-The PNG is drawn by ``agenticdb.plot`` from the journal; the HTML page embeds it (base64 data URI)
+The PNG is drawn by ``agenticdb.report.plot`` from the journal; the HTML page embeds it (base64 data URI)
 above the summary and the round table, so one file can be mailed or attached to a ticket.
 Exit codes: 0 written, 1 no such session / nothing to draw / matplotlib missing.
 """
@@ -16,12 +16,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from agenticdb.cli.labels import objective_label
 from agenticdb.cli.tune_cmd import estimate_text, medians_text
 from agenticdb.config import Settings
-from agenticdb.journal import Journal, JournalError, JournalEvent
 from agenticdb.models import RoundOutcome
-from agenticdb.plot import PlotError, plot_session
+from agenticdb.report.labels import objective_label
+from agenticdb.report.plot import PlotError, plot_session
+from agenticdb.store.journal import Journal, JournalError, JournalEvent
 
 
 def _load(cfg: Settings, session: str | None) -> tuple[str, list[JournalEvent], list[RoundOutcome]]:
@@ -30,7 +30,7 @@ def _load(cfg: Settings, session: str | None) -> tuple[str, list[JournalEvent], 
     Raises:
         PlotError: no journal, no sessions or no such session (the message says which).
     """
-    from agenticdb.memory import MemoryBook
+    from agenticdb.store.memory import MemoryBook
 
     jpath, mpath = cfg.storage.journal_db, cfg.storage.memory_db
     assert jpath is not None and mpath is not None

@@ -13,7 +13,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import structlog
 
 from agenticdb.config import Settings
-from agenticdb.privileges import DEFAULT_ROLE, PrivilegeError, connected_user, role_sql
+from agenticdb.host.privileges import DEFAULT_ROLE, PrivilegeError, connected_user, role_sql
 from agenticdb.redaction import register_secret
 
 log = structlog.get_logger(__name__)

@@ -1,6 +1,6 @@
 """``agenticdb journal show``: a session's events told as a story, one block per round: evidence →
 diagnosis → proposal → verdict → apply → measurement → decision, from the payloads documented in
-:mod:`agenticdb.journal`. One small renderer per event kind; kinds without one print their payload.
+:mod:`agenticdb.store.journal`. One small renderer per event kind; kinds without one print their payload.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
-from agenticdb.cli.labels import objective_label, objective_unit
-from agenticdb.journal import JournalEvent
+from agenticdb.report.labels import objective_label, objective_unit
+from agenticdb.store.journal import JournalEvent
 
 
 def _num(value: Any, digits: int = 2) -> str:

@@ -14,16 +14,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.config import Settings
-from agenticdb.journal import Journal, JournalError
-from agenticdb.memory import MemoryBook
 from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.redaction import redact
+from agenticdb.store.journal import Journal, JournalError
+from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of
 from agenticdb.workloads.base import Workload, WorkloadError
 
 if TYPE_CHECKING:
-    from agenticdb.lock import TargetLock
+    from agenticdb.store.lock import TargetLock
 
 log = structlog.get_logger(__name__)
 
@@ -82,7 +82,7 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
     from agenticdb.app import build_session
-    from agenticdb.session import SessionError
+    from agenticdb.loop.session import SessionError
 
     parts = _tune_parts(cfg, console)
     if isinstance(parts, int):
@@ -141,7 +141,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
 
 def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
     """The target's lock, held; None (said why) when another process holds it or its file cannot be written."""
-    from agenticdb.lock import LockError, TargetLock
+    from agenticdb.store.lock import LockError, TargetLock
 
     try:
         lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
@@ -150,7 +150,7 @@ def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
         console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return None
     except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
-        from agenticdb.storefault import cause_of
+        from agenticdb.store.faults import cause_of
 
         console.print(f"[red]error:[/] cannot write the lock file {lock.path}: {cause_of(exc)}", highlight=False)
         return None
@@ -279,7 +279,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     direction = "higher is better" if result.higher_is_better else "lower is better"
     gain = None
     if result.baseline_objective and result.best_objective:
-        from agenticdb.auditor import relative_gain
+        from agenticdb.loop.auditor import relative_gain
 
         gain = relative_gain(result.best_objective, result.baseline_objective, result.higher_is_better)
     console.print()
@@ -366,7 +366,7 @@ def run_rollback(
     """Restore the DBMS snapshot of a session (baseline or last safe) and/or the saved OS originals,
     printing every value that changed (``name: now → restored``) and verifying the result.
 
-    Both go through ``agenticdb.recovery.restore_verified``, the path the session's revert and the
+    Both go through ``agenticdb.loop.recovery.restore_verified``, the path the session's revert and the
     daemon's reconciliation use. OS originals come from the Memory Book (saved before agenticdb's first
     write of each parameter); when several interrupted sessions saved one name, the oldest value is the
     host's own and wins.
@@ -401,8 +401,8 @@ def run_rollback(
 def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, console: Console, dry_run: bool) -> int:
     """``rollback --dbms``: the session's baseline or last safe snapshot, under the target lock."""
     from agenticdb.app import build_target
-    from agenticdb.lock import LockError, TargetLock
-    from agenticdb.recovery import restore_verified
+    from agenticdb.loop.recovery import restore_verified
+    from agenticdb.store.lock import LockError, TargetLock
 
     snap = _find_snapshot(journal, session, to)
     if snap is None:
@@ -459,7 +459,7 @@ def _rollback_os(
 ) -> int:
     """``rollback --os``: every unrestored OS original saved in the Memory Book."""
     from agenticdb.app import linux_target
-    from agenticdb.recovery import restore_os_originals
+    from agenticdb.loop.recovery import restore_os_originals
 
     originals = memory.os_originals(session_id=None, unrestored_only=True)
     if not originals:

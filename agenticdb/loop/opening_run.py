@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from agenticdb.auditor import relative_gain
+from agenticdb.host.services import ServiceError
+from agenticdb.loop.auditor import relative_gain
+from agenticdb.loop.planning import Plan, check, planning_context
 from agenticdb.loop.race import (
     RESTART_PRIOR_S,
     RaceState,
@@ -39,6 +41,8 @@ from agenticdb.loop.race import (
     restarts_needed,
     switch_changes,
 )
+from agenticdb.loop.recovery import StageState, recover_round
+from agenticdb.loop.steps import Round, StepResult
 from agenticdb.models import (
     ApplyMode,
     Change,
@@ -54,18 +58,14 @@ from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.heuristic import _family as family_of_context
 from agenticdb.planner.opening_types import Candidate
-from agenticdb.planning import Plan, check, planning_context
-from agenticdb.recovery import StageState, recover_round
-from agenticdb.services import ServiceError
-from agenticdb.steps import Round, StepResult
 from agenticdb.targets.base import TargetError
 from agenticdb.workloads.base import WorkloadError
 
 if TYPE_CHECKING:
-    from agenticdb.initializer import Start
+    from agenticdb.loop.initializer import Start
+    from agenticdb.loop.session import TuningSession
     from agenticdb.models import PlanningContext
     from agenticdb.planner.llm import LLMPlanner
-    from agenticdb.session import TuningSession
 
 log = structlog.get_logger(__name__)
 

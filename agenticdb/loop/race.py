@@ -31,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agenticdb.auditor import cut_off as counted_cut_off
-from agenticdb.auditor import relative_gain, round_cost_prior, warm_costs
 from agenticdb.config import LoopConfig
+from agenticdb.loop.auditor import cut_off as counted_cut_off
+from agenticdb.loop.auditor import relative_gain, round_cost_prior, warm_costs
+from agenticdb.measure.sequential import Noise
+from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
-from agenticdb.sequential import Noise
-from agenticdb.trial_limit import TrialLimit
 from agenticdb.units import UnitError, canonical, family_of, normalize
 
 #: A restart's cost before the session measured one (seconds): PostgreSQL restarts in ~0.6 s and MariaDB in

@@ -6,7 +6,7 @@ from __future__ import annotations
 from agenticdb.models import PlanningContext
 from agenticdb.units import family_of
 from agenticdb.validation.rules import load_ruleset
-from agenticdb.validator import flavor_of
+from agenticdb.validation.validator import flavor_of
 
 __all__ = ["cpu_cap", "host_cap", "ram_cap"]
 

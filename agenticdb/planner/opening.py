@@ -34,7 +34,7 @@ from agenticdb.planner.opening_types import SOURCES, Candidate, Opening
 from agenticdb.planner.opening_values import HostView, current_config, delta_of, host_view
 from agenticdb.planner.trade import load_trades, trade_proposal
 from agenticdb.validation.sets import SetVerdict, step_bound_for, validate_set
-from agenticdb.validator import flavor_of
+from agenticdb.validation.validator import flavor_of
 
 __all__ = ["Candidate", "Opening", "generate_opening", "repair_set"]
 

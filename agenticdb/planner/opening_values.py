@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass
 
 from agenticdb.config import PolicyConfig
-from agenticdb.memory.backends import storage_class
 from agenticdb.models import KnobSpec, PlanningContext, StateDelta
 from agenticdb.planner import access
 from agenticdb.planner.playbook import round_base
+from agenticdb.store.memory.backends import storage_class
 from agenticdb.units import bytes_of, canonical, family_of, format_value, parse_value, unit_bytes
 
 MiB = 1024**2
@@ -61,7 +61,7 @@ def delta_of(ctx: PlanningContext) -> StateDelta | None:
 
 
 def host_view(ctx: PlanningContext, flavor: str) -> HostView:
-    """The :class:`HostView` of ``ctx`` (``flavor`` from ``agenticdb.validator.flavor_of``)."""
+    """The :class:`HostView` of ``ctx`` (``flavor`` from ``agenticdb.validation.validator.flavor_of``)."""
     hw = ctx.profile.hardware
     cur = current_config(ctx)
     delta = delta_of(ctx)

@@ -18,8 +18,8 @@ import structlog
 from pydantic import BaseModel
 
 from agenticdb.config import ServiceConfig, TargetConfig
+from agenticdb.host.services import PgCtlService, ServiceError, run_as
 from agenticdb.sandbox import free_port, make_traversable
-from agenticdb.services import PgCtlService, ServiceError, run_as
 
 log = structlog.get_logger(__name__)
 

@@ -7,7 +7,7 @@ directory, the service controller, the pid file, which files of the data directo
 how a clean shutdown is prepared, how a version is cut to its major — is answered by the target itself,
 never by a ``kind == ...`` branch elsewhere.
 
-Restoring a snapshot *and proving it* is one function for every caller: ``agenticdb.recovery.
+Restoring a snapshot *and proving it* is one function for every caller: ``agenticdb.loop.recovery.
 restore_verified`` (the session's revert and final apply, recovery, the daemon's reconciliation and
 ``agenticdb rollback`` all go through it); targets implement the ``restore`` step it calls.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from agenticdb.host.services import Service
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
-from agenticdb.services import Service
 from agenticdb.units import family_of, values_equal
 
 
@@ -141,7 +141,7 @@ class Target(ABC):
         """Put the snapshot's files/values back and bring the target up with them (restart if needed).
 
         Works while a DBMS is down. Raises TargetError when the target cannot be brought back. Callers
-        use ``agenticdb.recovery.restore_verified``, which also proves the values are in effect.
+        use ``agenticdb.loop.recovery.restore_verified``, which also proves the values are in effect.
         """
 
     @abstractmethod

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import structlog
 
-from agenticdb.hoststats import host_state
+from agenticdb.measure.hoststats import host_state
 from agenticdb.models import (
     ApplyMode,
     Catalog,
@@ -449,5 +449,5 @@ class LinuxTarget(Target):
         return os.access(self.root / "proc/sys", os.R_OK)
 
     def runtime_state(self) -> RuntimeState:
-        """Host counters/gauges for the data devices (see :func:`agenticdb.hoststats.host_state`)."""
+        """Host counters/gauges for the data devices (see :func:`agenticdb.measure.hoststats.host_state`)."""
         return host_state(self.root, self.devices)

@@ -37,8 +37,8 @@ import pymysql
 import structlog
 
 from agenticdb.config import TargetConfig
+from agenticdb.host.services import Service, ServiceError, build_service
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
-from agenticdb.services import Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
 from agenticdb.targets.mysql_files import (

@@ -24,9 +24,9 @@ import structlog
 from psycopg import sql
 
 from agenticdb.config import TargetConfig
+from agenticdb.host.privileges import pg_is_superuser, unprivileged_parameters
+from agenticdb.host.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
-from agenticdb.privileges import pg_is_superuser, unprivileged_parameters
-from agenticdb.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
 from agenticdb.targets.postgres_stats import parse_state, pgss_jit_counters, state_query
@@ -189,7 +189,7 @@ class PostgresTarget(Target):
 
     def _drop_unprivileged(self, cat: Catalog) -> None:
         """Move the knobs this role may not ``ALTER SYSTEM`` (no superuser, no ``GRANT ALTER SYSTEM ON
-        PARAMETER``, PostgreSQL 15+) to the exclusions, with one log line (agenticdb.privileges)."""
+        PARAMETER``, PostgreSQL 15+) to the exclusions, with one log line (agenticdb.host.privileges)."""
         if self.major() < 15:
             return
         with self._connect() as conn:

@@ -1,2 +1,2 @@
-"""Parts of the validator (entry point: ``agenticdb.validator.validate``): rule files, the resulting
+"""Parts of the validator (entry point: ``agenticdb.validation.validator.validate``): rule files, the resulting
 configuration with its conflict rules, and the host (memory/disk/CPU) checks."""

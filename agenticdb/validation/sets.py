@@ -1,7 +1,7 @@
 """Validation of a whole configuration as ONE set (issue 36): the opening's candidates and ``advise``'s
 advice are judged together, so their memory adds up once and their restart is one restart.
 
-It is the validator (:func:`agenticdb.validator.validate`: names, types, ranges, durability, the memory
+It is the validator (:func:`agenticdb.validation.validator.validate`: names, types, ranges, durability, the memory
 budget on the resulting configuration, the server's own checks, the restart window) run on the whole set,
 with two differences from a tuning round:
 
@@ -30,7 +30,7 @@ from agenticdb.models import Bottleneck, Catalog, Change, FailedCheck, Hardware,
 from agenticdb.units import family_of
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset
-from agenticdb.validator import _index, validate
+from agenticdb.validation.validator import _index, validate
 
 log = structlog.get_logger(__name__)
 
@@ -96,7 +96,7 @@ def validate_set(
     Args:
         changes: the whole set; knobs not in it keep their ``current`` values.
         catalog, current, hardware, policy, stage, can_restart, now, observed: as for
-            :func:`agenticdb.validator.validate`.
+            :func:`agenticdb.validation.validator.validate`.
         step_bound: apply ``policy.max_changes``/``policy.max_step_factor`` (see :func:`step_bound_for`).
         label: a name for the log line (the candidate's source).
 

@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import Measurement
-from agenticdb.trial_limit import TrialLimit
 
 
 class WorkloadError(RuntimeError):
@@ -56,7 +56,7 @@ class WorkloadTraits:
 class Workload(ABC):
     """One benchmark against one database.
 
-    ``limit``: set by the executor for a trial's first run only (``agenticdb.trial_limit``): a workload
+    ``limit``: set by the executor for a trial's first run only (``agenticdb.measure.trial_limit``): a workload
     that supports it stops a run far worse than the best configuration early and returns a measurement
     with ``cut_off`` set. None: every run goes to its end.
     """

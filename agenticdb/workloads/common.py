@@ -10,7 +10,7 @@ The objective rule (docs/measurement.md, AgenticDB paper): OLTP runs are compare
 in ms (higher is better); OLAP runs on the total execution time in seconds (lower is better).
 ``WorkloadConfig.objective`` overrides the default: ``"tps"`` (higher is better), ``"p95"`` and
 ``"p99"`` (ms, lower is better), ``"total_time"`` (s, lower is better). ``percentile`` (nearest rank)
-lives in ``agenticdb.series`` and is re-exported here.
+lives in ``agenticdb.measure.series`` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import structlog
 from psycopg import sql
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from agenticdb.series import percentile as percentile  # re-exported for callers of the old home
+from agenticdb.measure.series import percentile as percentile  # re-exported for callers of the old home
 from agenticdb.workloads.base import Connection, WorkloadError
 
 log = structlog.get_logger(__name__)
@@ -230,7 +230,7 @@ def run_tool(
         on_start: called with the tool's process id right after it started (the executor's disturbance
             sampler counts the tool's CPU as ours, not as outside load).
         watch: called about once a second with the output so far; a non-empty reason kills the tool and
-            the result comes back with ``stopped`` set (``agenticdb.trial_limit``: a far worse trial).
+            the result comes back with ``stopped`` set (``agenticdb.measure.trial_limit``: a far worse trial).
         progress_of: reads the output so far and returns the percentage done (rows loaded, e.g. from
             ``pgbench -i``'s "N of M tuples" lines), or None when it cannot tell; the bar then counts
             percent instead of time.

@@ -14,7 +14,7 @@ so each statement is compared with itself: a shift of the traffic mix (more of a
 an expensive one) leaves the index at 1, a configuration that makes the heavy queries faster lowers it.
 The baseline window scores 1 by definition. Throughput (statements/s, transactions/s) is reported in
 ``qps``/``tps`` beside it, never used as the objective. The standard error comes from batch means over
-the per-second snapshots (``agenticdb.series``).
+the per-second snapshots (``agenticdb.measure.series``).
 
 Quiet windows: when the counted top queries carry less than ``live.min_weight`` of the baseline time
 (too few calls), the window is extended by ``duration_s``, at most ``live.max_extend`` times; after that
@@ -43,8 +43,8 @@ from dataclasses import dataclass
 import structlog
 
 from agenticdb.config import LiveConfig, WorkloadConfig
+from agenticdb.measure.series import batch_slices, se_of_batches
 from agenticdb.models import LiveQuery, Measurement, RuntimeState, SeriesPoint
-from agenticdb.series import batch_slices, se_of_batches
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.livestats import QueryStat, StatReader, StatSnapshot, short_text, stat_reader
 

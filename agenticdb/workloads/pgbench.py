@@ -23,9 +23,9 @@ from collections.abc import Callable
 import structlog
 
 from agenticdb.config import WorkloadConfig
+from agenticdb.measure.series import SecondBin, bin_transactions, percentile, points_from_bins
+from agenticdb.measure.trial_limit import progress_tps, stopped_oltp
 from agenticdb.models import Measurement
-from agenticdb.series import SecondBin, bin_transactions, percentile, points_from_bins
-from agenticdb.trial_limit import progress_tps, stopped_oltp
 from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (

@@ -1,5 +1,5 @@
 """Score an OLTP run on its steady window: find the window in the per-second series (MSER-5), compute
-the objective over it, and its batch-means standard error (``agenticdb.series``, docs/measurement.md).
+the objective over it, and its batch-means standard error (``agenticdb.measure.series``, docs/measurement.md).
 
 Each workload supplies ``stats_of(a, b)``: TPS and latency percentiles over seconds ``a`` … ``b - 1`` of
 its run. pgbench computes them exactly from its per-transaction log; sysbench and the command workload
@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agenticdb.measure.series import batch_slices, cv, se_of_batches, steady_window
 from agenticdb.models import SeriesPoint
-from agenticdb.series import batch_slices, cv, se_of_batches, steady_window
 from agenticdb.workloads.base import WorkloadError
 from agenticdb.workloads.common import objective
 

@@ -28,9 +28,9 @@ from collections.abc import Callable
 import structlog
 
 from agenticdb.config import WorkloadConfig
+from agenticdb.measure.trial_limit import interval_tps, stopped_oltp
 from agenticdb.models import Measurement, SeriesPoint
 from agenticdb.resources import data_file
-from agenticdb.trial_limit import interval_tps, stopped_oltp
 from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (

@@ -14,7 +14,7 @@ Timeout policy: a timed-out query counts as one error and adds the full timeout 
 unless the timed-out fraction of the 22 queries exceeds ``workload.max_error_rate``, which raises
 ``WorkloadError``. Any other SQL error (e.g. a missing table) raises ``WorkloadError`` at once.
 
-Trial limits (``agenticdb.trial_limit``): the query set stops once it has run ``time_factor`` × the best
+Trial limits (``agenticdb.measure.trial_limit``): the query set stops once it has run ``time_factor`` × the best
 configuration's time; in the race form each query also runs under the statement timeout
 ``TrialLimit.query_bound`` gives (k × the best's time of the query, at least 1 s, and no more than the
 total time left). A query stopped by that bound ends the run as a ``cut_off`` measurement (a screen
@@ -38,9 +38,9 @@ import structlog
 from psycopg import sql
 
 from agenticdb.config import WorkloadConfig
+from agenticdb.measure.series import percentile
 from agenticdb.models import Measurement
 from agenticdb.resources import data_dir
-from agenticdb.series import percentile
 from agenticdb.workload_defaults import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
@@ -365,7 +365,7 @@ class TpchWorkload(Workload):
         )
 
     def _stopped(self, per_query: dict[str, float], reason: str, lines: list[str], queries: list[str]) -> Measurement:
-        """The measurement of a query set stopped as far slower than the best (``agenticdb.trial_limit``):
+        """The measurement of a query set stopped as far slower than the best (``agenticdb.measure.trial_limit``):
         ``per_query`` holds the queries that ran (a query stopped by its bound at that bound); the total is
         estimated by ``TrialLimit.estimate_total_s`` (what ran, plus the best's time of the queries that did
         not) and the objective scaled from the best level by the time ratio (for ``total_time`` it is that

@@ -26,9 +26,9 @@ import structlog
 
 from agenticdb.app import host_state_source, refining
 from agenticdb.config import LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
-from agenticdb.executor import Executor
-from agenticdb.journal import Journal
-from agenticdb.memory import MemoryBook
+from agenticdb.loop.executor import Executor
+from agenticdb.loop.recovery import Recovery
+from agenticdb.loop.session import TuningSession  # imported before fork: parent and child run the same code
 from agenticdb.models import (
     Bottleneck,
     Catalog,
@@ -43,10 +43,10 @@ from agenticdb.models import (
 )
 from agenticdb.planner.base import Planner
 from agenticdb.planner.heuristic import HeuristicPlanner
-from agenticdb.recovery import Recovery
-from agenticdb.session import TuningSession  # imported before fork: parent and child run the same code
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
-from agenticdb.validator import validate
+from agenticdb.validation.validator import validate
 from agenticdb.workloads import build_workload, connection_from_dsn
 from agenticdb.workloads.base import Workload, WorkloadTraits
 from benchmarks.harness import search_space

@@ -22,7 +22,7 @@ import pymysql
 import structlog
 
 from agenticdb.config import TargetConfig
-from agenticdb.services import MariadbdService, PgCtlService, run_as
+from agenticdb.host.services import MariadbdService, PgCtlService, run_as
 from agenticdb.targets.base import Target
 from benchmarks.harness.cgroup import MemoryCgroup
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import structlog
 
-from agenticdb.hardware import detect_hardware
-from agenticdb.journal import Journal
+from agenticdb.host.hardware import detect_hardware
+from agenticdb.measure.series import cv as series_cv
 from agenticdb.models import ApplyMode, Snapshot
-from agenticdb.series import cv as series_cv
+from agenticdb.store.journal import Journal
 from benchmarks.harness import competitors as C
 from benchmarks.harness import scenarios
 from benchmarks.harness.cgroup import CgroupError, MemoryCgroup
@@ -170,7 +170,7 @@ def measure_final(bench: C.Bench, snap: Snapshot) -> tuple[float, float | None, 
 
 
 def cv(xs: list[float]) -> float:
-    """Coefficient of variation (agenticdb.series.cv), 0 for fewer than two values or a mean of 0."""
+    """Coefficient of variation (agenticdb.measure.series.cv), 0 for fewer than two values or a mean of 0."""
     return series_cv(xs) or 0.0
 
 

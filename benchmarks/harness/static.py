@@ -20,9 +20,9 @@ import time
 import psycopg
 import structlog
 
-from agenticdb.journal import Journal
+from agenticdb.loop.recovery import Recovery
 from agenticdb.models import Verdict
-from agenticdb.recovery import Recovery
+from agenticdb.store.journal import Journal
 from benchmarks.harness import mysqltuner, pgtune_rules
 from benchmarks.harness.competitors import Bench, Result, executor, validate_config
 from benchmarks.harness.pgtune_rules import PgTuneInputs

@@ -27,7 +27,7 @@ import structlog
 from psycopg import sql
 
 from agenticdb.config import Settings, StorageConfig, WorkloadConfig
-from agenticdb.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.workloads.base import Workload
 from benchmarks.harness.cgroup import CgroupError, MemoryCgroup
 from benchmarks.harness.competitors import build_workload_for

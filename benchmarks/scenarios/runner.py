@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from agenticdb.series import cv as series_cv
+from agenticdb.measure.series import cv as series_cv
 from benchmarks.scenarios.fixture import Fixture, State
 from benchmarks.scenarios.model import Scenario
 from benchmarks.scenarios.score import score
@@ -54,7 +54,7 @@ class RunOptions:
 
 
 def cv(xs: list[float]) -> float:
-    """Coefficient of variation (agenticdb.series.cv), 0 for fewer than two values or a mean of 0."""
+    """Coefficient of variation (agenticdb.measure.series.cv), 0 for fewer than two values or a mean of 0."""
     return series_cv(xs) or 0.0
 
 
@@ -236,7 +236,7 @@ def run_session(fx: Fixture, opts: RunOptions) -> dict[str, Any]:
     journal = fx.base / "journal.db"
     if journal.exists():
         shutil.copyfile(journal, out / "journal.db")
-        key = journal.with_suffix(".key")  # the journal's HMAC key (agenticdb.journal_key): verify needs it
+        key = journal.with_suffix(".key")  # the journal's HMAC key (agenticdb.store.journal_key): verify needs it
         if key.exists():
             shutil.copyfile(key, out / "journal.key")
     return {"exit_code": proc.returncode, "argv": argv, "wall_min": round((time.monotonic() - t0) / 60, 2)}

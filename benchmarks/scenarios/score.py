@@ -22,9 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agenticdb.journal import Journal, JournalEvent
+from agenticdb.measure.series import cv
 from agenticdb.resources import data_file
-from agenticdb.series import cv
+from agenticdb.store.journal import Journal, JournalEvent
 from agenticdb.validation.rules import RULE_FILES, RuleSet, load_ruleset_file, rules_for
 from benchmarks.scenarios.model import Scenario
 

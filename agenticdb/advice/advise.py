@@ -1,0 +1,507 @@
+"""Advice without change: what agenticdb would recommend for a server, for a person to apply (issue 16).
+
+:func:`advise` reads the hardware, the configuration in effect and a short observation window of runtime
+statistics (two samples ``observe_s`` seconds apart, no benchmark, nothing written), then asks the same
+parts a tuning session asks:
+
+* the diagnosis (:func:`agenticdb.planner.diagnosis.diagnose`) of the observation window;
+* the playbook (``catalogs/playbook-*.toml``): bad-start floors and known traps, the moves of every
+  bottleneck the diagnosis scores, and host sizing rules for memory-sized knobs ("rule only");
+* the nearest experiences of the Memory Book (directions that helped on a similar fingerprint);
+* the validator (:func:`agenticdb.validation.validator.validate`), each recommendation on its own, with the
+  ``--start-from`` relaxation (no step bound: a person applies the value, not a tuning round).
+
+Each :class:`Recommendation` has a stable id: a hash of (target identity, knob, rule), so the same
+recommendation on the same server keeps its id across runs. :class:`Finding` lists what is not a knob
+change (durability relaxed, pg_stat_statements missing, THP always, swap in use), with a severity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+import structlog
+from pydantic import BaseModel, Field
+
+from agenticdb.config import PolicyConfig, Settings
+from agenticdb.loop.executor import merge_states
+from agenticdb.models import (
+    ApplyMode,
+    Catalog,
+    Change,
+    Experience,
+    Fingerprint,
+    Hardware,
+    Layer,
+    PlanningContext,
+    Proposal,
+    RuntimeProfile,
+    RuntimeState,
+    StateDelta,
+)
+from agenticdb.planner.diagnosis import Hypothesis, diagnose
+from agenticdb.planner.heuristic import HeuristicPlanner, _Move
+from agenticdb.planner.playbook import HostFacts, load_playbook, round_base, size
+from agenticdb.store.memory import MemoryBook
+from agenticdb.targets.base import Target
+from agenticdb.units import family_of, format_value, parse_value
+
+log = structlog.get_logger(__name__)
+
+Severity = Literal["info", "low", "medium", "high", "critical"]
+SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high", "critical")
+"""Severities from least to most urgent (``--fail-on`` compares by this order)."""
+
+CONFIDENCE_ORIGINS = {
+    "measured": "measured on this host (same DBMS, version, memory and CPUs) in an earlier session",
+    "experience": "experience from a similar host (Memory Book fingerprint match)",
+    "diagnosis": "rule of the playbook, backed by this server's runtime statistics",
+    "rule": "rule only (no runtime evidence in the observation window)",
+}
+IDLE_HOST_ORIGIN = (
+    "rule only: a playbook move for host statistics seen while the database server was idle in the observation "
+    "window (no load seen), so they are not evidence about its workload"
+)
+"""``confidence_origin`` of an OS move whose hypothesis was scored on an idle server (confidence "rule")."""
+"""What each confidence level rests on, shown beside every recommendation."""
+
+MIN_SCORE = 0.15
+"""Hypotheses scoring below this get no diagnosis-driven moves (HeuristicPlanner's default)."""
+
+
+class Recommendation(BaseModel):
+    """One knob change to consider. Values in the server's spelling (``units.format_value``).
+
+    ``verdict`` is the validator's ("accept" or "reject" with ``verdict_detail``); ``confidence`` is
+    "measured" | "experience" | "diagnosis" | "rule" with ``confidence_origin`` saying what it rests on.
+    """
+
+    id: str
+    knob: str
+    layer: Layer
+    current: str | None
+    recommended: str
+    apply: ApplyMode
+    bottleneck: str
+    rule: str
+    reason: str
+    source: str
+    effect: str = ""
+    risk: str = ""
+    evidence: list[str] = Field(default_factory=list)
+    severity: Severity = "low"
+    confidence: Literal["measured", "experience", "diagnosis", "rule"] = "rule"
+    confidence_origin: str = ""
+    verdict: Literal["accept", "reject"] = "accept"
+    verdict_detail: str = ""
+    option_file: bool | None = None
+    """MySQL/MariaDB: False when the server accepts the variable only at run time (``SET GLOBAL``), so
+    it must not be written to an option file (the next start would abort); None when not applicable."""
+
+
+class Finding(BaseModel):
+    """Something a DBA should know that is not a knob change agenticdb would make."""
+
+    id: str
+    title: str
+    severity: Severity
+    evidence: str
+    advice: str
+    source: str
+
+
+class Advice(BaseModel):
+    """The whole answer of ``agenticdb advise``."""
+
+    target: str
+    kind: str
+    version: str
+    generated_at: str
+    observed_s: float
+    hardware: dict[str, float | int | str | None]
+    diagnosis: list[dict[str, object]] = Field(default_factory=list)
+    recommendations: list[Recommendation] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def worst(self) -> str | None:
+        """The most urgent severity among accepted recommendations and findings (None when empty)."""
+        levels = [r.severity for r in self.recommendations if r.verdict == "accept"]
+        levels += [f.severity for f in self.findings]
+        return max(levels, key=SEVERITIES.index) if levels else None
+
+
+# ------------------------------------------------------------------------------------------ identity
+def target_identity(kind: str, dsn: str) -> str:
+    """``kind:host:port/database`` of a DSN (URL or ``key=value`` form), without user or password: the
+    part of a recommendation id that names the server."""
+    if "://" in dsn:
+        u = urlsplit(dsn)
+        host, port, db = u.hostname or "", u.port or "", u.path.lstrip("/")
+    else:
+        kv = dict(p.split("=", 1) for p in dsn.split() if "=" in p)
+        host, port, db = kv.get("host", ""), kv.get("port", ""), kv.get("dbname", "")
+    return f"{kind}:{host}:{port}/{db}"
+
+
+def stable_id(prefix: str, *parts: str) -> str:
+    """``prefix`` + the first 10 hex digits of sha256 over ``parts``: same inputs, same id."""
+    return prefix + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:10]
+
+
+# -------------------------------------------------------------------------------------- observation
+def observe(sources: list[Callable[[], RuntimeState]], seconds: float) -> StateDelta:
+    """Two samples of every source ``seconds`` apart (no load is generated): the counter deltas and the
+    later gauges. A source that fails contributes nothing."""
+
+    def sample() -> RuntimeState:
+        got = []
+        for s in sources:
+            try:
+                got.append(s())
+            except Exception as exc:  # noqa: BLE001 - statistics are evidence; a missing source is not fatal
+                log.warning("advise.sample_failed", error=str(exc))
+        return merge_states(*got) if got else RuntimeState()
+
+    before = sample()
+    time.sleep(max(0.0, seconds))
+    return StateDelta.between(before, sample())
+
+
+def host_fingerprint(kind: str, version_major: str, hardware: Hardware) -> Fingerprint:
+    """A fingerprint for Memory Book retrieval when no workload is known (an OLTP guess at half reads)."""
+    return Fingerprint(
+        dbms=kind,
+        version_major=version_major,
+        benchmark="observed",
+        workload_class="oltp",
+        read_fraction=0.5,
+        memory_gib=round(hardware.memory_limit_bytes / 2**30, 1),
+        cpu_count=hardware.cpu_count,
+    )
+
+
+def _same_host(fp: Fingerprint, exp: Experience) -> bool:
+    o = exp.fingerprint
+    return (o.dbms, o.version_major, o.memory_gib, o.cpu_count) == (
+        fp.dbms,
+        fp.version_major,
+        fp.memory_gib,
+        fp.cpu_count,
+    )
+
+
+# ------------------------------------------------------------------------------------ the advisor
+class Advisor:
+    """Builds recommendations for one layer of one target from the planner's playbook and memory.
+
+    Args:
+        catalog: the target's knobs (the DBMS's or the Linux host's).
+        hardware: the host as the DBMS sees it.
+        current: effective values of every catalog knob.
+        delta: the observation window.
+        family: "postgresql" | "mariadb" | "mysql" | "linux".
+        identity: :func:`target_identity` of the server (ids are derived from it).
+        experience: retrieved experiences (nearest first).
+        fingerprint: this server's fingerprint (to tell "measured here" from "similar host").
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        hardware: Hardware,
+        current: dict[str, str],
+        delta: StateDelta,
+        family: str,
+        identity: str,
+        experience: list[Experience],
+        fingerprint: Fingerprint,
+    ) -> None:
+        self.catalog, self.hardware, self.current, self.delta = catalog, hardware, current, delta
+        self.family, self.identity, self.experience, self.fp = family, identity, experience, fingerprint
+        self.layer = Layer.os if family == "linux" else Layer.dbms
+        self.planner = HeuristicPlanner()
+        self.ctx = PlanningContext(
+            profile=RuntimeProfile(
+                target=catalog.target, dbms_version=catalog.version, hardware=hardware, current_config=current
+            ),
+            fingerprint=fingerprint,
+            catalog=catalog,
+            stage=self.layer,
+            experience=experience,
+            current_config=current,
+            last_delta=delta,
+            max_changes=1000,
+            max_step_factor=1e12,  # a person applies the value: no tuning-round step bound
+            allow_restart=True,
+        )
+
+    def hypotheses(self) -> list[Hypothesis]:
+        """The diagnosis of the observation window for this layer."""
+        return diagnose(self.delta, self.ctx.profile, self.family, self.layer)
+
+    def recommendations(self, hyps: list[Hypothesis]) -> list[Recommendation]:
+        """Floors and traps, diagnosis-driven moves, experience seeds and host sizing, one per knob (the
+        first source wins, in that order)."""
+        p, ctx, cur = self.planner, self.ctx, self.current
+        book = load_playbook(self.family)
+        facts = _facts(self.hardware, cur)
+        hist = p._history(ctx, cur)
+        out: dict[str, Recommendation] = {}
+        by_b = {h.bottleneck: h for h in hyps}
+        for m in p._floors(ctx, book, cur, facts, self.family, hist):
+            sev: Severity = "high" if m.trap else "medium"
+            kind = "trap" if m.trap else "floor"
+            out.setdefault(m.name, self._rec(m, f"{kind}:{m.name}", sev, "rule", [f"{m.name} = {m.current}"]))
+        busy = self.server_busy()
+        # Idle server: host pressure is no evidence about it. DBMS moves are left out; OS moves stay (the
+        # host's own state) but say they rest on the rule alone.
+        for h in hyps if busy or self.layer == Layer.os else []:
+            if h.score < MIN_SCORE:
+                continue
+            for m in p._moves_for(ctx, book, h.bottleneck, h, cur, facts, self.family, hist):
+                sev = "medium" if h.score >= 0.5 else "low"
+                ev = [f"{h.bottleneck.value} (score {h.score:.2f}): {e}" for e in h.evidence[:3]]
+                rec = self._rec(m, f"entry:{h.bottleneck.value}:{m.name}", sev, "diagnosis" if busy else "rule", ev)
+                if not busy:
+                    rec.confidence_origin = IDLE_HOST_ORIGIN
+                log.info(
+                    "advise.confidence",
+                    knob=m.name,
+                    confidence=rec.confidence,
+                    reason="server busy in the window" if busy else "server idle in the window: rule only",
+                )
+                out.setdefault(m.name, rec)
+        for m in p._seeds(ctx, cur, self.family, hist, by_b, taken=set(out)):
+            exp = next((e for e in self.experience if e.session_id in m.source), None)
+            conf = "measured" if exp is not None and _same_host(self.fp, exp) else "experience"
+            out.setdefault(m.name, self._rec(m, f"experience:{m.name}", "low", conf, [m.reason]))
+        for m in self._sizing(book, facts, hist, set()):
+            have = out.get(m.name)
+            if have is None:
+                sev = "medium" if _far_below(m) else "info"
+                out[m.name] = self._rec(m, f"sizing:{m.name}", sev, "rule", [f"{m.name} = {m.current}"])
+            elif have.rule.startswith("floor:") and _larger(m, have.recommended):
+                # the floor says "too small"; the sizing rule says how large a DBA would start
+                have.recommended = str(m.value)
+                have.evidence.append(f"sized by the playbook: {m.reason} ({m.source})")
+        return list(out.values())
+
+    def server_busy(self, min_rate: float = 5.0, min_count: float = 20.0) -> bool:
+        """True when the server did work in the window (at least ``min_count`` transactions or statements
+        and ``min_rate`` per second, so agenticdb's own sampling queries never count as load, or an active
+        session): only then is host pressure evidence about *this* server. The same test for both layers:
+        the OS advisor's window holds the database's counters too (:func:`advise` merges them); a window
+        without them saw no load."""
+        d = self.delta
+        names = ("pg_stat_database.xact_commit", "pg_stat_database.xact_rollback", "global_status.Questions")
+        total = sum(d.totals.get(k, 0.0) for k in names)
+        busy = total >= max(min_count, min_rate * d.seconds)
+        return busy or d.gauges.get("pg_stat_activity.active", 0.0) > 0
+
+    def _sizing(self, book: object, facts: HostFacts, hist: object, taken: set[str]) -> list[_Move]:
+        """Memory- and CPU-sized first values of the playbook's "up" entries where the value in effect is
+        below 1/2 of it (what PGTune-like tools recommend; here labelled rule only)."""
+        moves: list[_Move] = []
+        for e in getattr(book, "entry", []):
+            if e.direction != "up" or e.first is None or e.knob in taken or "<dev>" in e.knob:
+                continue
+            if e.first.fraction_of_memory is None and e.first.fraction_of_ram is None and e.first.per_cpu is None:
+                continue
+            spec = self.catalog.get(e.knob)
+            raw = self.current.get(e.knob, spec.default if spec else None)
+            cur = parse_value(raw, spec) if spec is not None and raw is not None else None
+            first = size(e.first, facts, spec, cur) if spec is not None else None
+            if spec is None or cur is None or first is None or any(m.name == e.knob for m in moves):
+                continue
+            target = round_base(first, spec)
+            if cur >= target / 2:
+                continue
+            value = format_value(target, spec, self.family)
+            moves.append(_Move(e.knob, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source))
+        return moves
+
+    def _rec(self, m: _Move, rule: str, sev: Severity, conf: str, evidence: list[str]) -> Recommendation:
+        return Recommendation(
+            id=stable_id("R", self.identity, m.name, rule),
+            knob=m.name,
+            layer=self.layer,
+            current=m.current,
+            recommended=str(m.value),
+            apply=m.spec.apply,
+            bottleneck=m.bottleneck.value,
+            rule=rule,
+            reason=m.reason,
+            source=m.source,
+            effect=m.effect,
+            risk=m.risk or ("needs a server restart" if m.spec.apply == ApplyMode.restart else ""),
+            evidence=evidence,
+            severity=sev,
+            confidence=conf,  # type: ignore[arg-type]
+            confidence_origin=CONFIDENCE_ORIGINS[conf],
+            option_file=m.spec.option_file,
+        )
+
+
+SIZING_FAR_FACTOR = 8.0
+"""A value in effect at most 1/8 of what the playbook's host sizing gives (shared_buffers 128MB against
+6 GB on a 24 GiB host) is a medium finding, not information: the server's shipped default is sized for a
+minimal machine (PostgreSQL manual, 20.4.1: "the default is typically 128 megabytes ... a reasonable
+starting value for shared_buffers is 25% of the memory")."""
+
+
+def _far_below(m: _Move) -> bool:
+    """True when the recommended size is at least ``SIZING_FAR_FACTOR`` × the value in effect."""
+    a, b = parse_value(str(m.value), m.spec), parse_value(m.current, m.spec) if m.current else None
+    return a is not None and b is not None and b > 0 and a >= SIZING_FAR_FACTOR * b
+
+
+def _larger(m: _Move, other: str) -> bool:
+    a, b = parse_value(str(m.value), m.spec), parse_value(other, m.spec)
+    return a is not None and b is not None and a > b
+
+
+def _facts(hw: Hardware, current: dict[str, str]) -> HostFacts:
+    return HostFacts.of(hw, current)
+
+
+def advice_policy(policy: PolicyConfig, n: int) -> PolicyConfig:
+    """The policy recommendations are validated under: the configured one without the tuning loop's step
+    bound and change count (as for ``tune --start-from``: a person applies a value, not a trial step)."""
+    return policy.model_copy(update={"max_changes": max(n, 1), "max_step_factor": 1e12})
+
+
+def judge(
+    recs: list[Recommendation],
+    catalog: Catalog,
+    current: dict[str, str],
+    hardware: Hardware,
+    policy: PolicyConfig,
+    can_restart: bool,
+) -> None:
+    """Fill ``verdict``/``verdict_detail`` (and the verified apply mode) of each recommendation, validated
+    on its own."""
+    from agenticdb.models import Bottleneck
+    from agenticdb.validation.validator import validate
+
+    for r in recs:
+        proposal = Proposal(
+            bottleneck=Bottleneck.unknown, layer=r.layer, changes=[Change(name=r.knob, value=r.recommended)]
+        )
+        v = validate(
+            proposal,
+            catalog,
+            current,
+            hardware,
+            advice_policy(policy, 1),
+            r.layer,
+            can_restart=can_restart,
+        )
+        if v.ok:
+            r.verdict, r.apply = "accept", v.apply_requirement
+            r.verdict_detail = "; ".join(v.accepted_risks) or "accepted"
+        else:
+            r.verdict = "reject"
+            r.verdict_detail = "; ".join(f"[{f.check}] {f.message}" for f in v.failed)
+
+
+# ------------------------------------------------------------------------------------------ entry
+def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool = True) -> Advice:
+    """Recommendations and findings for ``target`` (see the module docstring). Changes nothing.
+
+    Args:
+        cfg: settings (policy for the validator, storage for the Memory Book, ``[os]`` for the host).
+        target: the DBMS target (must accept connections).
+        observe_s: seconds between the two statistics samples.
+        os_layer: also advise Linux sysctl/block parameters of the host.
+
+    Raises:
+        TargetError / psycopg / PyMySQL errors: the server stopped answering while being read.
+    """
+    from agenticdb.advice.findings import findings
+    from agenticdb.app import host_state_source
+    from agenticdb.host.hardware import detect_hardware
+
+    catalog = target.catalog()
+    hardware = detect_hardware(target.data_dir, pid=target.server_pid())
+    current = target.current_values(list(catalog.knobs))
+    identity = target_identity(target.kind, cfg.target.dsn or "")
+    sources: list[Callable[[], RuntimeState]] = [target.runtime_state]
+    host = host_state_source(cfg, target)
+    if host is not None:
+        sources.append(host)
+    delta = observe(sources, observe_s)
+    fp = host_fingerprint(target.kind, target.version_major(), hardware)
+    experience = _retrieve(cfg, fp)
+    adv = Advisor(catalog, hardware, current, delta, family_of(catalog.target), identity, experience, fp)
+    hyps = adv.hypotheses()
+    recs = adv.recommendations(hyps)
+    judge(recs, catalog, current, hardware, cfg.policy, target.can_restart())
+    all_hyps = list(hyps)
+    if os_layer:
+        os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp)
+        recs += os_recs
+        all_hyps += os_hyps
+    found = findings(family_of(catalog.target), target.current_values, hardware, delta, identity, Path(cfg.os.root))
+    for r in recs:
+        log.info("advise.recommended", id=r.id, knob=r.knob, value=r.recommended, verdict=r.verdict, reason=r.rule)
+    return Advice(
+        target=identity,
+        kind=target.kind,
+        version=catalog.version,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        observed_s=round(delta.seconds, 2),
+        hardware={
+            "cpu_count": hardware.cpu_count,
+            "memory_limit_bytes": hardware.memory_limit_bytes,
+            "data_device": hardware.data_device,
+            "swap_bytes": hardware.swap_bytes,
+        },
+        diagnosis=[
+            {"bottleneck": h.bottleneck.value, "layer": h.layer.value, "score": h.score, "evidence": h.evidence[:2]}
+            for h in all_hyps
+            if h.score > 0
+        ],
+        recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
+        findings=found,
+        notes=[] if adv.server_busy() else [_idle_note(delta.seconds)],
+    )
+
+
+def _idle_note(seconds: float) -> str:
+    return (
+        f"the server was idle in the {seconds:.1f} s window (< 20 transactions and < 5/s, no active "
+        "session): "
+        "host pressure is not evidence about it, so no diagnosis-driven DBMS moves and OS moves are rule "
+        "only; observe under load with --observe for those"
+    )
+
+
+def _os_advice(
+    cfg: Settings, target: Target, hardware: Hardware, delta: StateDelta, identity: str, fp: Fingerprint
+) -> tuple[list[Recommendation], list[Hypothesis]]:
+    """Recommendations (judged by the validator) and hypotheses for the Linux host of ``target``."""
+    from agenticdb.app import linux_target
+
+    linux = linux_target(cfg, data_dir=target.data_dir)
+    os_cat = linux.catalog()
+    os_current = linux.current_values(list(os_cat.knobs))
+    osa = Advisor(os_cat, hardware, os_current, delta, "linux", identity, [], fp)
+    os_hyps = osa.hypotheses()
+    os_recs = osa.recommendations(os_hyps)
+    judge(os_recs, os_cat, os_current, hardware, cfg.policy, True)
+    return os_recs, os_hyps
+
+
+def _retrieve(cfg: Settings, fp: Fingerprint) -> list[Experience]:
+    path = cfg.storage.memory_db
+    if path is None or not path.exists():
+        return []
+    with MemoryBook(path) as book:
+        return [e for _, e in book.retrieve(fp)]

@@ -1,0 +1,156 @@
+"""Findings of ``agenticdb advise``: what a DBA should know that is not a knob change (issue 16).
+
+Server settings are checked by the ``[[setting]]`` rules of ``catalogs/findings.toml`` (durability
+relaxed, pg_stat_statements missing, …); host checks are here: transparent huge pages set to
+``always`` and swap in use.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from agenticdb.advice.advise import Finding, Severity, stable_id
+from agenticdb.models import Hardware, StateDelta
+from agenticdb.resources import data_dir
+
+THP_SOURCE = (
+    "Linux kernel admin-guide/mm/transhuge.rst; PostgreSQL 15 manual 19.4.5 (huge_pages); "
+    "MariaDB KB 'Configuring Linux for MariaDB' (transparent huge pages)"
+)
+SWAP_SOURCE = "Linux kernel admin-guide/sysctl/vm.rst (swappiness); PostgreSQL 15 manual 19.4 Managing Kernel Resources"
+
+
+class SettingRule(BaseModel):
+    """One ``[[setting]]`` of catalogs/findings.toml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    families: list[str]
+    parameter: str
+    bad: list[str] = []
+    must_contain: str | None = None
+    severity: Literal["info", "low", "medium", "high", "critical"]
+    title: str
+    advice: str
+    source: str
+
+    def fires(self, value: str) -> bool:
+        """True when ``value`` (the server's spelling) is one this rule warns about."""
+        v = value.strip().lower()
+        if self.must_contain is not None:
+            return self.must_contain.lower() not in [p.strip().strip("'\"") for p in v.split(",")]
+        return v in [b.lower() for b in self.bad]
+
+
+@lru_cache(maxsize=1)
+def setting_rules() -> list[SettingRule]:
+    """The shipped ``catalogs/findings.toml`` rules.
+
+    Raises:
+        ValueError: the file breaks the schema (pydantic names the field).
+    """
+    raw = tomllib.loads((data_dir("catalogs") / "findings.toml").read_text())
+    return [SettingRule.model_validate(r) for r in raw.get("setting", [])]
+
+
+def _read(read: Callable[[list[str]], dict[str, str]], name: str) -> str | None:
+    try:
+        return read([name]).get(name)
+    except Exception:  # noqa: BLE001 - a parameter this server does not have is simply not checked
+        return None
+
+
+def findings(
+    family: str,
+    read: Callable[[list[str]], dict[str, str]],
+    hardware: Hardware,
+    delta: StateDelta,
+    identity: str,
+    root: Path = Path("/"),
+) -> list[Finding]:
+    """Every finding for this server and host.
+
+    Args:
+        family: "postgresql" | "mariadb" | "mysql".
+        read: returns current values for names (``Target.current_values``).
+        hardware: host facts (swap size).
+        delta: the observation window (``vmstat.pswpin``/``pswpout`` when the host was sampled).
+        identity: the server's identity (finding ids are derived from it and the rule id).
+        root: filesystem root holding ``proc/`` and ``sys/``.
+    """
+    out: list[Finding] = []
+    for rule in setting_rules():
+        if family not in rule.families:
+            continue
+        value = _read(read, rule.parameter)
+        if value is not None and rule.fires(value):
+            out.append(
+                Finding(
+                    id=stable_id("F", identity, rule.id),
+                    title=rule.title,
+                    severity=rule.severity,
+                    evidence=f"{rule.parameter} = {value!r}",
+                    advice=rule.advice,
+                    source=rule.source,
+                )
+            )
+    thp = _thp(root)
+    if thp == "always":
+        out.append(
+            Finding(
+                id=stable_id("F", identity, "host.thp-always"),
+                title="transparent huge pages = always: latency stalls from compaction and khugepaged",
+                severity="medium",
+                evidence="/sys/kernel/mm/transparent_hugepage/enabled = [always]",
+                advice="echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (or the tuned profile's [vm])",
+                source=THP_SOURCE,
+            )
+        )
+    out += _swap(hardware, delta, identity, root)
+    return out
+
+
+def _thp(root: Path) -> str | None:
+    """The selected THP mode (the bracketed word), None when the file is absent."""
+    try:
+        text = (root / "sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else None
+
+
+def _swap(hardware: Hardware, delta: StateDelta, identity: str, root: Path) -> list[Finding]:
+    total = free = 0
+    try:
+        for line in (root / "proc/meminfo").read_text().splitlines():
+            if line.startswith("SwapTotal:"):
+                total = int(line.split()[1]) * 1024
+            elif line.startswith("SwapFree:"):
+                free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return []
+    used = max(0, total - free)
+    paging = delta.totals.get("vmstat.pswpin", 0.0) + delta.totals.get("vmstat.pswpout", 0.0)
+    if used <= 0 and paging <= 0:
+        return []
+    severity: Severity = "medium" if paging > 0 else "low"
+    return [
+        Finding(
+            id=stable_id("F", identity, "host.swap-used"),
+            title="swap in use" + (" and paging during the observation window" if paging > 0 else ""),
+            severity=severity,
+            evidence=f"swap used {used / 2**20:,.0f} MiB of {total / 2**20:,.0f} MiB; "
+            f"pages swapped in+out in {delta.seconds:.1f} s: {paging:,.0f}",
+            advice="find what uses the memory before raising any memory knob; vm.swappiness lower keeps "
+            "database pages resident",
+            source=SWAP_SOURCE,
+        )
+    ]

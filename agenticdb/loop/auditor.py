@@ -1,0 +1,687 @@
+"""Auditor: keep-or-revert decisions and the loop's next move (docs/measurement.md "Decisions").
+
+* ``assess``: is a candidate better than the best configuration? The candidate's first run (the trial)
+  is a screen: a catastrophically worse, undisturbed screen is cut off at once (a bad trial costs one
+  run). Otherwise best and candidate are measured in interleaved pairs (candidate, best, best,
+  candidate, …: one switch per pair, and the order alternates so linear drift cancels) and the
+  sequential test of :mod:`agenticdb.measure.sequential` decides after every pair, stopping as soon as the
+  decision is settled at the stated confidence, or as a tie after ``max_pairs`` pairs or the decision's
+  time cap. A pair with a run the host disturbed (``agenticdb.measure.disturbance``) is measured again, at most
+  ``max_disturbed_repeats`` times and within the time cap; never a verdict from disturbed runs. A
+  decision its caps cut short uses the valid pairs when they are decisive by the sequential rule's own
+  criterion (an interval at a final look, even on one pair: a +17,104 % first pair is not a tie);
+  otherwise it is a tie ("host too disturbed", or the decision's time cap), or "undecided" when the
+  session's time budget ended it (not a measured tie; the best configuration so far stays).
+  ``assess`` measures only through the :class:`RunSource` it is given.
+* ``decide``: continue, redirect, switch_to_os or terminate after a round (pure).
+
+Every decision carries its estimate and interval ("+24 % [+11 %, +38 %], 5 pairs, 95 %").
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from agenticdb.config import LoopConfig
+from agenticdb.measure import series
+from agenticdb.measure.disturbance import DisturbanceThresholds, classified
+from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy
+from agenticdb.measure.sequential import decide as sequential_decide
+from agenticdb.models import (
+    Catalog,
+    Decision,
+    GainEstimate,
+    KnobSpec,
+    Layer,
+    Measurement,
+    NormalizedChange,
+    Proposal,
+    RoundOutcome,
+)
+from agenticdb.units import canonical, parse_value
+
+Config = Literal["best", "candidate"]
+Judgement = Literal["better", "worse", "tie", "undecided"]
+
+
+def noise_cv(values: list[float], floor: float = 0.03) -> float:
+    """Coefficient of variation (stdev / mean) of repeated measurements of one configuration.
+
+    With fewer than two values the spread is unknown, so the conservative 0.10 is used (docs/measurement.md
+    saw 5–19 % on this kind of host). ``floor`` keeps a lucky quiet baseline from making every wiggle
+    "significant".
+    """
+    spread = series.cv(values)
+    return 0.10 if spread is None else max(spread, floor)
+
+
+def relative_gain(candidate: float, best: float, higher_is_better: bool) -> float:
+    """Relative improvement of ``candidate`` over ``best`` (positive = better)."""
+    if best == 0:
+        return 0.0
+    if higher_is_better:
+        return candidate / best - 1.0
+    return best / candidate - 1.0 if candidate else 0.0
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """What ``decide`` needs beyond the round history."""
+
+    stage: Layer
+    rounds_done: int
+    max_rounds: int
+    elapsed_s: float
+    time_budget_s: float
+    plateau_rounds: int
+    os_stage_enabled: bool
+    planner_plateau: bool = False
+    search_patience: int = 0
+    """>0: the planner refines with search (``agenticdb.planner.search``); the session stops when this
+    many search suggestions in a row were measured without a kept gain, instead of ``plateau_rounds``."""
+    round_cost_s: float = 0.0
+    """Median wall time of this session's measured rounds (s); 0 = none yet. A round is not started when
+    less time than this is left: it could not finish inside the budget (issue 14: a session overran an
+    8-min budget by 194 s by starting a round 40 s before its end)."""
+
+
+def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
+    """Runs the smallest decision measures: ``min_pairs`` interleaved pairs, the screen included, less
+    the best run of pair 1 when a best run measured right before the trial stands for it
+    (``adoptable_prior``: the baseline's last run before round 1)."""
+    return 2 * min_pairs - (1 if reused_best_run else 0)
+
+
+def round_cost_prior(
+    run_durations_s: list[float],
+    warmup_s: float,
+    min_pairs: int,
+    reused_best_run: bool = False,
+    *,
+    restarts: bool = False,
+    restart_s: float = 0.0,
+    query_set: bool = False,
+    reset_each_run: bool = False,
+) -> float:
+    """What a round costs at least before any round is measured (seconds): ``decision_runs`` runs, each
+    as long as the baseline's median run (``Measurement.duration_s``, or the TPC-H query set's time) plus
+    its warm-up (:func:`warm_costs`). 0 when no baseline run was measured.
+
+    A change that needs a restart (``restarts``) restarts the server at the trial, at every switch between
+    the two configurations (one per pair) and at the revert: each costs ``restart_s`` and the longer warm-up
+    after it; for a query set that warm-up is a whole unmeasured pass (issue 36: pg-tpch's one round cost
+    340 s against 171 s expected). ``reset_each_run`` (``loop.reset_data``): every run starts after a
+    restart.
+
+    A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
+    round 1 with 32 s of a 240-s budget left and end at 488 s (issue 14)."""
+    if not run_durations_s:
+        return 0.0
+    ordered = sorted(run_durations_s)
+    run = ordered[len(ordered) // 2]
+    runs = decision_runs(min_pairs, reused_best_run)
+    warm, cold = warm_costs(run, warmup_s, query_set)
+    switches = min(runs, min_pairs + (0 if reused_best_run else 1)) if restarts else 0
+    cold_runs = runs if reset_each_run else switches
+    restart_cost = (switches + 1) * max(restart_s, 0.0) if restarts else 0.0
+    return runs * run + cold_runs * cold + (runs - cold_runs) * warm + restart_cost
+
+
+def warm_costs(run_s: float, warmup_s: float, query_set: bool) -> tuple[float, float]:
+    """(the warm-up before a run, the warm-up after a restart), seconds, as ``Executor.measure`` does them:
+    ``warmup_s``, or after a restart ``max(3 s, 2 × warmup_s)``. A query set warms up with one unmeasured
+    pass of the set instead (``workloads.tpch``: any warm-up > 0 is one pass), so always after a restart."""
+    if query_set:
+        return (run_s if warmup_s > 0 else 0.0), run_s
+    return max(warmup_s, 0.0), max(3.0, 2 * warmup_s)
+
+
+def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
+    """Why no round may start now (the time left is less than a round's cost, seconds), or ''.
+
+    ``cost_label`` names where the cost comes from ("a measured round's median", "the minimum pairs")."""
+    left = time_budget_s - elapsed_s
+    if round_cost_s <= left:
+        return ""
+    return (
+        f"time budget nearly used: {max(left, 0):.0f}s of {time_budget_s:.0f}s left, less than {cost_label} "
+        f"cost ({round_cost_s:.0f}s)"
+    )
+
+
+def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str]:
+    """Decide what the loop does after the latest round.
+
+    Rules, in order:
+      1. time budget or max rounds reached, or less time left than a measured round's median cost →
+         terminate;
+      2. the planner has nothing left (plateau) → switch_to_os in the DBMS stage when the OS stage is
+         enabled, else terminate;
+      3. without search: no kept gain in the last ``plateau_rounds`` rounds of this stage → switch_to_os /
+         terminate; with search (``search_patience`` > 0): the last ``search_patience`` measured search
+         suggestions of this stage all stayed inside the noise band (not kept) → switch_to_os / terminate,
+         with their gains and intervals in the reason (``search_converged``);
+      4. the latest round kept a gain → continue in that direction;
+      5. otherwise (tie, loss, rejection, failure) → redirect to another hypothesis.
+    """
+    if state.elapsed_s >= state.time_budget_s:
+        return Decision.terminate, f"time budget of {state.time_budget_s:.0f}s used ({state.elapsed_s:.0f}s)"
+    if state.rounds_done >= state.max_rounds:
+        return Decision.terminate, f"reached max rounds ({state.max_rounds})"
+    no_room = no_room_for_round(state.elapsed_s, state.time_budget_s, state.round_cost_s, "a measured round's median")
+    if no_room:
+        return Decision.terminate, no_room
+
+    def plateau_exit(why: str) -> tuple[Decision, str]:
+        if state.stage == Layer.dbms and state.os_stage_enabled:
+            return Decision.switch_to_os, f"{why}: switching to the OS stage"
+        return Decision.terminate, f"{why}: stopping"
+
+    if state.planner_plateau:
+        return plateau_exit(f"no promising {state.stage.value} change left")
+    stage_rounds = [r for r in history if r.stage == state.stage]
+    stalled = _stalled(stage_rounds, state)
+    if stalled:
+        return plateau_exit(stalled)
+    if not stage_rounds:
+        return Decision.continue_, "first round of the stage"
+    last = stage_rounds[-1]
+    if last.kept:
+        gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
+        return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
+    if last.failure is not None:
+        return (
+            Decision.redirect,
+            f"round failed in {last.failure.phase}: never repeat it, try another direction",
+        )
+    if not last.verdict_ok:
+        return Decision.redirect, "proposal rejected by the validator: try another direction"
+    return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"
+
+
+def _stalled(stage_rounds: list[RoundOutcome], state: LoopState) -> str:
+    """Why the stage stalled, or '': the search's patience rule, else ``plateau_rounds`` unkept rounds."""
+    if state.search_patience > 0:
+        return search_converged(stage_rounds, state.search_patience)
+    # the opening's screens are single runs of whole configurations, not diagnosis rounds
+    recent = [r for r in stage_rounds if not r.opening][-state.plateau_rounds :]
+    if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
+        return f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds"
+    return ""
+
+
+def stop_figures(history: list[RoundOutcome], state: LoopState) -> dict[str, object]:
+    """The figures a stop rests on, for the journal's ``stop`` event: time used of the budget, rounds of
+    the maximum, the patience rule and the measured search suggestions it counted (gain and interval)."""
+    stage_rounds = [r for r in history if r.stage == state.stage]
+    measured = [
+        r for r in stage_rounds if r.proposal is not None and r.proposal.stage == "search" and r.judged is not None
+    ]
+    recent = measured[-state.search_patience :] if state.search_patience > 0 else []
+    return {
+        "elapsed_s": round(state.elapsed_s, 1),
+        "time_budget_s": state.time_budget_s,
+        "budget_used": round(state.elapsed_s / state.time_budget_s, 3) if state.time_budget_s else None,
+        "rounds_done": state.rounds_done,
+        "max_rounds": state.max_rounds,
+        "round_cost_s": round(state.round_cost_s, 1),
+        "search_patience": state.search_patience,
+        "plateau_rounds": state.plateau_rounds,
+        "search_rounds": [
+            {
+                "round": r.round_no,
+                "judged": r.judged,
+                "kept": r.kept,
+                "gain": r.gain_vs_best,
+                "low": r.estimate.low if r.estimate is not None else None,
+                "high": r.estimate.high if r.estimate is not None else None,
+            }
+            for r in recent
+        ],
+    }
+
+
+def search_converged(stage_rounds: list[RoundOutcome], patience: int) -> str:
+    """Why the refinement search has converged, or '': the last ``patience`` search suggestions that were
+    measured (refused ones cost nothing and do not count) were none of them kept, i.e. the improvement
+    each one showed stayed inside the noise band of the auditor's paired test. The reason lists each
+    suggestion's round, gain and interval."""
+    measured = [
+        r for r in stage_rounds if r.proposal is not None and r.proposal.stage == "search" and r.judged is not None
+    ]
+    recent = measured[-patience:]
+    if patience <= 0 or len(recent) < patience or any(r.kept for r in recent):
+        return ""
+    figures = "; ".join(
+        f"round {r.round_no} {r.judged} "
+        + (r.estimate.text if r.estimate is not None else f"{(r.gain_vs_best or 0.0):+.1%} (screen)")
+        for r in recent
+    )
+    return (
+        f"search converged: the last {patience} measured search suggestions stayed inside the noise band "
+        f"(none kept; loop.search_patience = {patience}): {figures}"
+    )
+
+
+# ------------------------------------------------------------------ the keep-or-revert protocol
+
+#: A screen run this far below the best level (as a ratio) is cut off without pairs, when it is also
+#: beyond ``CUTOFF_SDS`` run-noise standard deviations and the host did not disturb it.
+CUTOFF_RATIO = 0.5
+CUTOFF_SDS = 5.0
+
+
+class RunSource(Protocol):
+    """Measures one configuration once, switching to it first when it is not in effect.
+
+    ``run`` raises what the executor raises (WorkloadError, TargetError); the session handles it.
+    """
+
+    def run(self, config: Config, label: str) -> Measurement: ...
+
+
+@dataclass
+class Assessment:
+    """The auditor's verdict on a candidate and the runs it rests on.
+
+    Attributes:
+        verdict: "better", "worse", "tie", or "undecided" (the session's time budget ended inside the
+            decision before its evidence was decisive: not a measured tie; the best configuration stays).
+        reason: one line, with the estimate and its interval.
+        estimate: the paired estimate (None when the screen was cut off before any pair).
+        candidate, best: the runs of the valid pairs, in pair order (the screen alone when cut off).
+        disturbed: one line per run discarded as disturbed.
+        seconds: wall time the decision took.
+    """
+
+    verdict: Judgement
+    reason: str
+    estimate: Estimate | None
+    candidate: list[Measurement]
+    best: list[Measurement] = field(default_factory=list)
+    disturbed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def better(self) -> bool:
+        return self.verdict == "better"
+
+    def log_ratios(self) -> list[float]:
+        """The valid pairs' oriented log-ratios (positive = candidate better); for the noise estimate."""
+        out = []
+        for c, b in zip(self.candidate, self.best, strict=False):
+            if c.objective > 0 and b.objective > 0:
+                d = math.log(c.objective / b.objective)
+                out.append(d if c.higher_is_better else -d)
+        return out
+
+
+@dataclass(frozen=True)
+class DecisionRules:
+    """Everything ``assess`` needs beyond the runs: the test's policy, the noise known so far, how to
+    recognise a disturbed run and the caps. ``budget_s``: the decision's time cap (seconds)."""
+
+    policy: SequentialPolicy
+    prior: Noise
+    thresholds: DisturbanceThresholds
+    max_disturbed_repeats: int
+    budget_s: float
+    latency_guard: bool = False
+    session_cap: bool = False
+    """``budget_s`` is the session's time left, not ``loop.decision_budget_s``: a decision it cuts short
+    without decisive evidence is "undecided: budget ended", not a tie."""
+
+
+def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
+    """A reason to stop after the screen, or '': the candidate ran far below the best (a bad trial costs
+    one run), or its run was already stopped early by the trial limit (``Measurement.cut_off``). Only an
+    undisturbed screen below ``CUTOFF_RATIO`` × the best level and beyond ``CUTOFF_SDS`` standard
+    deviations of the run noise (at least 10 % per run) is cut."""
+    if screen.disturbance is not None and screen.disturbance.disturbed:
+        return ""
+    if screen.cut_off:
+        # stopped early by the trial limit (agenticdb.measure.trial_limit), on a host that did not disturb it
+        return f"{screen.cut_off}; counted as worse (the host was not disturbed)"
+    if screen.objective <= 0 or best_level <= 0:
+        return ""
+    ratio = screen.objective / best_level if screen.higher_is_better else best_level / screen.objective
+    sd = max(prior.run_cv, 0.10)
+    if ratio < CUTOFF_RATIO and math.log(ratio) < -CUTOFF_SDS * sd:
+        return (
+            f"cut off after the screen: {ratio - 1:+.0%} against the best level, beyond {CUTOFF_SDS:g} × the run "
+            f"noise ({sd:.0%}) and the host was not disturbed"
+        )
+    return ""
+
+
+#: The most a best run measured before the screen may precede it, in screen run lengths (beyond the apply
+#: and the screen run itself); further apart, the host may have moved between them (docs/measurement.md).
+PRIOR_GAP_RUNS = 2.0
+PRIOR_GAP_SLACK_S = 60.0
+
+
+def adoptable_prior(prior: Measurement | None, screen: Measurement) -> Measurement | None:
+    """``prior`` when it may stand as the best run of pair 1 beside ``screen``, else None.
+
+    ``prior`` is the best configuration's run measured last before the candidate was applied (the
+    baseline's last run before round 1, or the last run of a decision that ended on the configuration now
+    best; the caller checks that no other run came between). It is used when it was not disturbed by the
+    host, scores the same objective and ended at most ``PRIOR_GAP_RUNS`` screen run lengths plus
+    ``PRIOR_GAP_SLACK_S`` seconds before the screen ended (``Measurement.taken_at``): an approval that
+    waited, or a planner that took minutes, leaves the pair apart in time, and then the decision measures
+    its own best run as usual. Reusing it saves one run of the smallest decision: with 90-s TPC-H runs
+    the 2 baseline runs and a 2-pair decision fit an 8-minute budget only this way (issue 14)."""
+    if prior is None or prior.disturbance is not None and prior.disturbance.disturbed:
+        return None
+    if prior.objective <= 0 or prior.objective_name != screen.objective_name or prior.cut_off:
+        return None
+    run_s = screen.total_time_s or (screen.duration_s + (screen.steady_start_s or 0.0))
+    gap = screen.taken_at - prior.taken_at
+    if gap < 0 or gap > PRIOR_GAP_RUNS * max(run_s, 1.0) + run_s + PRIOR_GAP_SLACK_S:
+        return None
+    return prior
+
+
+def _disturbed(first: Measurement, second: Measurement, thresholds: DisturbanceThresholds) -> str:
+    """Why the pair (first, second) cannot be used, or '' (the second run is also compared with the first's
+    outside load: a pair must see the same host)."""
+    reasons = []
+    if first.disturbance is not None and first.disturbance.disturbed:
+        reasons.append(first.disturbance.reason)
+    if second.disturbance is not None:
+        d = classified(second.disturbance, first.disturbance, thresholds)
+        if d.disturbed:
+            reasons.append(d.reason)
+    return "; ".join(r for r in reasons if r)
+
+
+def assess(
+    screen: Measurement,
+    best_level: float,
+    runs: RunSource,
+    protocol: DecisionRules,
+    on_disturbed: Callable[[str, Measurement, str], object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    prior_best: Measurement | None = None,
+) -> Assessment:
+    """Decide whether the candidate (in effect, measured once as ``screen``) beats the best configuration.
+
+    Args:
+        screen: the candidate's first run (the trial's measurement): the first run of pair 1.
+        best_level: the best configuration's objective level so far (median of its runs), for the cut-off.
+        runs: measures best or candidate once (switching when needed).
+        protocol: the sequential test's policy and prior noise, disturbance thresholds, caps.
+        on_disturbed: called with (label, measurement, reason) for each discarded run (the journal).
+        clock: seconds, monotonic (the decision's time cap).
+        prior_best: the run of the best configuration measured right before the screen (nothing measured in
+            between, e.g. the baseline's last run before round 1): pair 1 is then (``prior_best``,
+            ``screen``) and costs no run, and pair 2 starts with the candidate, which is in effect (the
+            order stays best, candidate | candidate, best | …). The caller vouches that nothing but the
+            candidate's apply happened between the two runs (``adoptable_prior``).
+
+    Returns:
+        The Assessment; ``verdict`` is "tie" when the test did not settle within the caps or the host
+        stayed too disturbed.
+
+    Raises:
+        WorkloadError, TargetError, ServiceError: from ``runs`` (the session turns them into a failure).
+    """
+    started = clock()
+    why = cut_off(screen, best_level, protocol.prior)
+    if why:
+        return Assessment("worse", why, None, [screen], seconds=clock() - started)
+    pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
+    first, first_config = screen, _CANDIDATE
+    if prior_best is not None:
+        done = pairs.judge(prior_best, "best", screen, f"{_CANDIDATE} 1", 0.0)
+        if done is not None:
+            return done
+        first = runs.run(_CANDIDATE, f"{_CANDIDATE} {len(pairs.valid) + 1}")
+    while True:
+        done = pairs.complete(first, first_config)
+        if done is not None:
+            return done
+        # The next pair starts with the configuration now in effect: one switch per pair.
+        first_config = _other(first_config)
+        first = runs.run(first_config, f"{first_config} {len(pairs.valid) + 1}")
+
+
+_CANDIDATE: Config = "candidate"
+
+
+def _other(config: Config) -> Config:
+    """The configuration a pair compares ``config`` with."""
+    return "best" if config == "candidate" else "candidate"
+
+
+@dataclass
+class _Pairs:
+    """One decision's pairs so far: the valid ones (candidate, best), the discarded ones and the time each
+    valid pair's second run took (the estimate of the next pair's cost against the time cap)."""
+
+    runs: RunSource
+    protocol: DecisionRules
+    clock: Callable[[], float]
+    started: float
+    on_disturbed: Callable[[str, Measurement, str], object] | None
+    valid: list[tuple[Measurement, Measurement]] = field(default_factory=list)
+    disturbed: list[str] = field(default_factory=list)
+    pair_s: list[float] = field(default_factory=list)
+
+    def complete(self, first: Measurement, first_config: Config) -> Assessment | None:
+        """Measure the other configuration after ``first`` (run with ``first_config``) and look at the
+        pairs; the Assessment when the decision ends, None to measure another pair."""
+        t0 = self.clock()
+        other = _other(first_config)
+        label = f"{other} {len(self.valid) + 1}"
+        second = self.runs.run(other, label)
+        return self.judge(first, first_config, second, label, self.clock() - t0)
+
+    def judge(
+        self, first: Measurement, first_config: Config, second: Measurement, label: str, took_s: float
+    ) -> Assessment | None:
+        """Add the pair (``first`` of ``first_config``, then ``second`` of the other configuration, which
+        took ``took_s`` seconds; 0 when it was measured before the decision) and look at the pairs."""
+        reason = _disturbed(first, second, self.protocol.thresholds)
+        if reason:
+            return self._discard(label, second, reason, took_s)
+        self.valid.append((first, second) if first_config == "candidate" else (second, first))
+        if took_s > 0:
+            self.pair_s.append(took_s)
+        # The time cap applies once the minimum pairs are in: a decision never ends on fewer valid pairs
+        # (except when the host disturbs the pairs that would make them up, see _discard).
+        late = len(self.valid) >= self.protocol.policy.min_pairs and self._out_of_time()
+        look = _look(self.valid, self.protocol, final=late)
+        if look.verdict is None:
+            return None
+        if look.capped and late and len(self.valid) < self.protocol.policy.max_pairs:
+            return self._cut_short("", look)
+        return self.assessment(look.verdict, look.reason, look.estimate)
+
+    def _discard(self, label: str, second: Measurement, reason: str, took_s: float) -> Assessment | None:
+        """A pair the host disturbed: journaled and measured again, until the repeats or the time are
+        used up; then the valid pairs decide when they are decisive on their own."""
+        self.disturbed.append(f"pair {len(self.valid) + 1}: {reason}")
+        if self.on_disturbed is not None:
+            self.on_disturbed(label, second, reason)
+        if len(self.disturbed) > self.protocol.max_disturbed_repeats:
+            return self._cut_short("host too disturbed")
+        if self._out_of_time(took_s):
+            return self._cut_short("")
+        return None
+
+    def _out_of_time(self, took_s: float = 0.0) -> bool:
+        """True when another pair would pass the decision's time cap. ``pair_s`` holds the time of each
+        valid pair's second run (the first run of pair 1 is the screen, measured before the decision); the
+        next pair is two runs, so it costs twice the slowest of them. (Counting one run let a 480-s
+        harness session start a third pair with 6 s left and end at 534 s.)"""
+        elapsed = self.clock() - self.started
+        return elapsed + 2 * max([*self.pair_s, took_s]) > self.protocol.budget_s
+
+    def _cut_short(self, disturbed: str, look: PairDecision | None = None) -> Assessment:
+        """The end of a decision its caps stopped before the rules settled it (``disturbed``: the host
+        disturbed more pairs than the protocol repeats; '' = the time cap). Evidence already decisive by
+        the sequential rule's own criterion (its interval at a final look, even on fewer than ``min_pairs``
+        valid pairs) is the verdict; otherwise "host too disturbed" and the decision's own time cap are a
+        tie, and the session's time budget ending is "undecided": nothing was measured to a tie, and the
+        best configuration so far stays."""
+        if look is None and self.valid:
+            look = _look(self.valid, self.protocol, final=True)
+        if look is not None and not look.capped and look.verdict is not None:
+            cap = "the session's time budget ended" if self.protocol.session_cap else "the time cap was reached"
+            ended = disturbed or cap
+            why = f"{look.reason} ({ended} after {len(self.valid)} valid pair(s): decided on them)"
+            return self.assessment(look.verdict, why, look.estimate)
+        estimate = look.estimate if look is not None else None
+        if disturbed:
+            return self.assessment("tie", _too_disturbed_reason(self.disturbed, self.protocol, estimate), estimate)
+        if self.protocol.session_cap:
+            seen = f"{estimate.text()}, not settled" if estimate is not None else "no valid pair"
+            reason = f"undecided: budget ended inside the decision ({seen}); the best configuration so far stays"
+            return self.assessment("undecided", reason, estimate)
+        if look is not None and look.capped:
+            return self.assessment("tie", look.reason, estimate)
+        return self.assessment("tie", "the decision's time cap was reached before a valid pair; a tie", estimate)
+
+    def assessment(self, verdict: Judgement, reason: str, estimate: Estimate | None) -> Assessment:
+        """The Assessment of ``verdict`` over the valid pairs so far."""
+        cand, best = [c for c, _ in self.valid], [b for _, b in self.valid]
+        return Assessment(verdict, reason, estimate, cand, best, self.disturbed, self.clock() - self.started)
+
+
+def _look(pairs: list[tuple[Measurement, Measurement]], protocol: DecisionRules, final: bool) -> PairDecision:
+    """One look of the sequential test over the valid pairs (``verdict`` None = measure another pair)."""
+    cand = [c.objective for c, _ in pairs]
+    best = [b.objective for _, b in pairs]
+    higher = pairs[0][0].higher_is_better
+    within = [m.objective_se / m.objective for pair in pairs for m in pair if m.objective_se and m.objective > 0]
+    p95: tuple[list[float], list[float]] | None = None
+    if protocol.latency_guard and all(c.latency_p95_ms and b.latency_p95_ms for c, b in pairs):
+        p95 = ([float(c.latency_p95_ms or 0) for c, _ in pairs], [float(b.latency_p95_ms or 0) for _, b in pairs])
+    return sequential_decide(cand, best, higher, protocol.policy, protocol.prior, within, p95, final=final)
+
+
+def _too_disturbed_reason(disturbed: list[str], protocol: DecisionRules, estimate: Estimate | None) -> str:
+    """Why a decision ends in a tie when the host disturbed more runs than the protocol repeats."""
+    seen = f" (so far {estimate.text()})" if estimate is not None else ""
+    return (
+        f"host too disturbed: {len(disturbed)} pairs discarded, more than loop.max_disturbed_repeats = "
+        f"{protocol.max_disturbed_repeats}{seen}; a tie keeps the simpler config. Last: {disturbed[-1]}"
+    )
+
+
+def repair_kept(a: Assessment, proposal: Proposal, changes: Sequence[NormalizedChange], catalog: Catalog) -> str | None:
+    """Why an undecided round is kept after all, or None (revert as usual).
+
+    A round whose every change puts a knob back to the server's shipped default from a known bad start
+    (``Proposal.repairs``: a trap such as commit_delay = 1000, or a size below its default under a floor
+    rule; each checked here against the catalog's default) does not need to prove a gain to stay: the
+    default is the vendor's own starting point and the value it replaces is known to be harmful. When the
+    session's budget ended inside the decision ("undecided") with the candidate ahead on the median of the
+    valid pairs, it is kept. Anything measured worse, a tie, or a median at or below 0 is reverted as
+    usual. (Scenarios mdb-tmp-table-tiny: +156 % [−7 %, +610 %] on 2 pairs, and os-read-ahead-tiny: +18 %
+    [−7 %, +48 %] on 3 pairs, were reverted to the fault when the 180-s budget ended, 2026-12-03.)
+
+    A trade move that pays for such a repair only by lowering caches measured unused
+    (``Proposal.releases``, set by ``agenticdb.planner.trade`` only; each must lower its knob here) is a
+    repair too: the 512 MiB MariaDB scenario's buffer pool back to 128 MiB from 64 MiB needed the idle
+    MyISAM key cache to give (+20 % [−0.3 %, +44 %] on 3 pairs when the 8-min budget ended, 2026-12-05)."""
+    if a.verdict != "undecided" or a.estimate is None or a.estimate.gain <= 0 or not changes:
+        return None
+    repaired: list[str] = []
+    released: list[str] = []
+    for ch in changes:
+        spec = catalog.knobs.get(ch.name)
+        if spec is None:
+            return None
+        if ch.name in proposal.releases and _lowers(ch, spec):
+            released.append(f"{ch.name}={ch.value}")
+            continue
+        if ch.name not in proposal.repairs or spec.default is None:
+            return None
+        if canonical(ch.name, str(ch.value), spec) != canonical(ch.name, spec.default, spec):
+            return None
+        repaired.append(f"{ch.name}={ch.value}")
+    if not repaired:
+        return None
+    paid = f", paid for by lowering caches measured unused ({', '.join(released)})," if released else ""
+    return (
+        f"kept: {', '.join(repaired)} puts the server's default back from a known bad start{paid} and the "
+        f"candidate was ahead when the budget ended ({a.estimate.text()}, not settled); a repair to the "
+        "default needs no proof of gain, only no measured loss"
+    )
+
+
+def _lowers(ch: NormalizedChange, spec: KnobSpec) -> bool:
+    """Whether ``ch`` sets a numeric knob below the value in effect before it."""
+    before = parse_value(ch.previous, spec) if ch.previous is not None else None
+    after = ch.base_value if ch.base_value is not None else parse_value(ch.value, spec)
+    return before is not None and after is not None and after < before
+
+
+def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRules:
+    """The decision protocol of ``[loop]`` with the session's pooled ``noise``; the decision's time cap is
+    ``loop.decision_budget_s`` or the session's time left (``left_s``, seconds), whichever is shorter
+    (``session_cap`` says it is the session's)."""
+    policy = SequentialPolicy(
+        min_gain=loop.min_gain,
+        confidence=loop.confidence,
+        min_pairs=loop.min_pairs,
+        max_pairs=loop.max_pairs,
+        latency_guard=loop.latency_guard,
+    )
+    return DecisionRules(
+        policy,
+        noise,
+        DisturbanceThresholds.from_config(loop),
+        loop.max_disturbed_repeats,
+        max(min(loop.decision_budget_s, left_s), 0.0),
+        latency_guard=loop.latency_guard is not None,
+        session_cap=left_s < loop.decision_budget_s,
+    )
+
+
+def record_assessment(
+    a: Assessment, outcome: RoundOutcome, screen: Measurement, best_level: float, higher_is_better: bool
+) -> None:
+    """Put the numbers the decision used into ``outcome``: the medians of the paired runs, the verdict and
+    the estimate with its interval (or, without pairs, the screen's gain over ``best_level``)."""
+    outcome.measurement = a.candidate[-1] if a.candidate else screen
+    outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
+    outcome.best_objective = statistics.median(m.objective for m in a.best) if a.best else None
+    outcome.judged = a.verdict
+    if a.estimate is not None:
+        e = a.estimate
+        outcome.gain_vs_best = e.gain
+        outcome.estimate = GainEstimate(
+            gain=e.gain, low=e.low, high=e.high, pairs=e.pairs, confidence=e.confidence, text=e.text()
+        )
+    else:
+        outcome.gain_vs_best = relative_gain(screen.objective, best_level, higher_is_better)
+
+
+def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
+    """The ``judged`` journal event: the verdict, the estimate with its interval, and the runs it rests on
+    (objective values; medians as shown by ``tune`` and ``report``)."""
+    e = outcome.estimate
+    return {
+        "verdict": a.verdict,
+        "gain": outcome.gain_vs_best,
+        "low": e.low if e else None,
+        "high": e.high if e else None,
+        "pairs": e.pairs if e else 0,
+        "confidence": e.confidence if e else None,
+        "interval": e.text if e else None,
+        "reason": a.reason,
+        "candidate": [m.objective for m in a.candidate],
+        "best": [m.objective for m in a.best],
+        "candidate_median": outcome.objective,
+        "best_median": outcome.best_objective,
+        "disturbed": a.disturbed,
+        "seconds": round(a.seconds, 1),
+    }

@@ -1,0 +1,483 @@
+"""One reconfiguration process: the round loop (docs/architecture.md "The loop").
+
+    Initializer → (observe → plan → trial → judge → settle → decide)* → final apply → Experience
+
+Every component is passed in (``agenticdb.app`` builds them from the configuration). This module only
+sequences named steps; each step is a small method that hands the work to its role and returns a
+one-line :class:`~agenticdb.loop.steps.StepResult` for the log, the systemd STATUS line and the journal:
+
+=========  ===========================================================================================
+step       role
+=========  ===========================================================================================
+observe    read the live values; a knob someone else changed is left to them (``recovery.StageState``)
+plan       planner + validator with feedback retries (``planning``)
+trial      snapshot, intent, apply, verify, measure (``executor``); a failure goes to ``recovery``
+judge      screen, then paired interleaved confirmation (``auditor.assess``)
+settle     keep the change, or revert it and verify the revert (``recovery``)
+decide     continue, redirect, switch to the OS stage or terminate (``auditor.decide``)
+=========  ===========================================================================================
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+
+from agenticdb.advice.approval import refused_trial
+from agenticdb.config import Settings
+from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
+from agenticdb.host.services import ServiceError
+from agenticdb.loop import auditor
+from agenticdb.loop.executor import Executor, PairedRuns
+from agenticdb.loop.initializer import Initializer, Start
+from agenticdb.loop.opening_run import OpeningRun, OpeningSource, default_source
+from agenticdb.loop.planning import check, plan_round, planning_context
+from agenticdb.loop.recovery import StageState, apply_final, enter_os_stage, loop_ended, round_failed
+from agenticdb.loop.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
+from agenticdb.measure.sequential import Noise
+from agenticdb.measure.trial_limit import TrialLimit
+from agenticdb.models import (
+    ApplyMode,
+    Decision,
+    Failure,
+    FailurePhase,
+    Layer,
+    Measurement,
+    Proposal,
+    RoundOutcome,
+    RuntimeState,
+    StateDelta,
+    Verdict,
+)
+from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.store.faults import StorageError, storage_fault_stop
+from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
+from agenticdb.store.memory.backends import learn
+from agenticdb.targets.base import Target, TargetError
+from agenticdb.workloads.base import Workload, WorkloadError
+
+__all__ = ["SessionError", "SessionInterrupted", "SessionResult", "SessionUsageError", "TuningSession"]
+
+log = structlog.get_logger(__name__)
+
+
+class TuningSession:
+    """Runs one tuning session against ``target`` (and, in the OS stage, ``os_target``)."""
+
+    def __init__(
+        self,
+        cfg: Settings,
+        target: Target,
+        workload: Workload,
+        planner: Planner,
+        journal: Journal,
+        memory: MemoryBook,
+        os_target: Target | None = None,
+        state_sources: list[Callable[[], RuntimeState]] | None = None,
+        on_round: RoundCallback | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        session_id: str | None = None,
+        start_from: dict[str, object] | None = None,
+        on_status: Callable[[str], object] | None = None,
+        approve: Callable[[str, int, Proposal, Verdict], str | None] | None = None,
+        opening: OpeningSource | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.approve = approve  # policy.mode = "approve": None from it means a person allowed the trial
+        self.target = target
+        self.workload = workload
+        self.planner = planner
+        self.journal = journal
+        self.memory = memory
+        self.os_target = os_target
+        self.extra_state_sources = state_sources or []
+        self.on_round = on_round or (lambda outcome: None)
+        self.should_stop = should_stop or (lambda: False)
+        self.session_id = session_id or datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self.start_from = start_from
+        # the opening's candidate source (loop.opening; default: agenticdb.planner.opening's generator)
+        self.opening_source = opening
+        self.opening_rounds = 0  # rounds the opening used beyond one (it counts as one of loop.max_rounds)
+        self.rounds: list[RoundOutcome] = []
+        self.current_round = 0
+        self.warnings: list[str] = []
+        self.started = time.monotonic()
+        self.noise = Noise()
+        self.round_seconds: list[float] = []  # wall time of each measured round (auditor.LoopState.round_cost_s)
+        self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
+        # the best configuration's run measured last by the stage's executor, while nothing ran after it
+        self.last_best_run: dict[Layer, Measurement] = {}
+        self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
+        self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from, started=self.started)
+
+    # ------------------------------------------------------------------ the session
+    def run(self) -> SessionResult:
+        """Initialise, run rounds until the auditor stops, put the best configuration back, learn.
+
+        Raises:
+            SessionUsageError: ``loop.reset_data`` on anything but a sandbox (nothing ran).
+            SessionError: the target cannot be profiled or measured before the first round.
+            SessionInterrupted: Ctrl-C before the first round.
+            StorageError: the journal or Memory Book could not be written; when rounds had begun, the
+                safe configuration of every stage was put back first (``storefault.storage_fault_stop``).
+        """
+        self.init.open_session(self.planner.name)
+        dbms_exec = self._executor(self.target)
+        start = self.init.run(dbms_exec)
+        self.noise = start.noise
+        self.warnings += start.warnings
+        if start.baseline:
+            ordered = sorted(start.baseline, key=lambda m: m.objective)
+            self.best_runs[Layer.dbms] = self.best_runs[Layer.os] = ordered[len(ordered) // 2]
+            if dbms_exec.last_run is start.baseline[-1]:
+                self.last_best_run[Layer.dbms] = start.baseline[-1]
+        baseline_samples = [m.objective for m in start.baseline]
+        stages = {Layer.dbms: StageState(self.target, dbms_exec, start.catalog, start.snapshot, baseline_samples)}
+        layer = Layer.os if self.cfg.loop.stage == "os" else Layer.dbms
+        if layer == Layer.os:
+            stages[Layer.os] = self._enter_os_stage(baseline_samples)
+        try:
+            return self._rounds_and_end(stages, layer, start)
+        except StorageError as exc:
+            raise storage_fault_stop(stages, exc) from exc
+
+    def _rounds_and_end(self, stages: dict[Layer, StageState], layer: Layer, start: Start) -> SessionResult:
+        """The round loop, the final apply (always) and the session's end."""
+        status, reason = "completed", ""
+        try:
+            status, reason, layer = self._loop(stages, layer, start)
+        finally:
+            try:
+                start_from = {k: str(v) for k, v in (self.start_from or {}).items()}
+                final_problem = apply_final(stages, self.recorder, self.memory, start_from)
+            finally:
+                self.init.discard()
+        if final_problem:
+            status, reason = "failed", final_problem
+        return self._conclude(stages, layer, start, status, reason or "done")
+
+    def _executor(self, target: Target) -> Executor:
+        reset = self.init.reset_data if self.cfg.loop.reset_data else None
+        return Executor.for_stage(
+            self.cfg, target, self.target, self.workload, self.journal, self.session_id, self.extra_state_sources, reset
+        )
+
+    def _enter_os_stage(self, dbms_samples: list[float]) -> StageState:
+        if self.os_target is None:
+            raise SessionError("OS stage requested but no Linux target is configured")
+        return enter_os_stage(self.os_target, self._executor(self.os_target), dbms_samples, self.recorder)
+
+    # ------------------------------------------------------------------ the loop
+    def _loop(self, stages: dict[Layer, StageState], layer: Layer, start: Start) -> tuple[str, str, Layer]:
+        """Rounds until the auditor terminates, a stop is requested or service cannot be restored.
+
+        Returns (status, reason, the stage the session ended in).
+        """
+        round_no = 0
+        delta: StateDelta | None = start.delta
+        no_room = self._no_room_for_first_round(start)
+        if no_room:
+            self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": no_room}, 0)
+            log.info("session.no_round", reason=no_room)
+            return "completed", no_room, layer
+        try:
+            if self.cfg.loop.opening and layer == Layer.dbms and not self.should_stop():
+                round_no = OpeningRun(self, stages[layer], start, self.opening_source or default_source(self)).run()
+                ended = self._after_opening()
+                if ended is not None:
+                    return (*ended, layer)
+            while not self._stop_requested(round_no):
+                round_no += 1
+                self.current_round = round_no
+                began = time.monotonic()
+                r = self._round(Round(round_no, layer, stages[layer], delta), start)
+                if r.outcome is not None and r.outcome.judged is not None:
+                    self.round_seconds.append(time.monotonic() - began)  # a measured round's cost
+                delta = r.delta
+                outcome, decision = self._decide(r)
+                if outcome.recovery is not None and not outcome.recovery.service_available:
+                    cause = f"{outcome.failure.message}; " if outcome.failure is not None else ""
+                    return "failed", f"{cause}recovery could not restore service: {outcome.recovery.details}", layer
+                if decision == Decision.terminate:
+                    return "completed", outcome.reason, layer
+                if decision == Decision.switch_to_os:
+                    layer = Layer.os
+                    stages[Layer.os] = self._enter_os_stage(stages[Layer.dbms].samples)
+            return "stopped", "stop requested (signal): ended after the last full round", layer
+        except (KeyboardInterrupt, PlannerError, TargetError, ServiceError, WorkloadError, OSError) as exc:
+            # outside a trial: entering the OS stage may fail before its stage exists (the DBMS stage's
+            # executor journals that failure)
+            return (*loop_ended(exc, stages.get(layer, stages[Layer.dbms]), self.recorder, round_no), layer)
+
+    def _after_opening(self) -> tuple[str, str] | None:
+        """How the session ends right after the opening ((status, reason)), or None to go on with rounds:
+        a recovery that could not restore service, or the auditor's terminate after the proof."""
+        last = self.rounds[-1] if self.rounds else None
+        if last is None or not last.opening:
+            return None
+        if last.recovery is not None and not last.recovery.service_available:
+            cause = f"{last.failure.message}; " if last.failure is not None else ""
+            return "failed", f"{cause}recovery could not restore service: {last.recovery.details}"
+        if last.decision == Decision.terminate and last.judged is not None:
+            return "completed", last.reason
+        return None
+
+    def _no_room_for_first_round(self, start: Start) -> str:
+        """Why round 1 may not start (the baseline left less time than its minimum pairs cost), or ''."""
+        loop = self.cfg.loop
+        last = self.last_best_run.get(Layer.dbms)
+        reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
+        durations = [m.total_time_s or m.duration_s for m in start.baseline]
+        query_set = any(m.per_query_s for m in start.baseline)
+        prior = auditor.round_cost_prior(
+            durations,
+            self.cfg.workload.warmup_s,
+            loop.min_pairs,
+            reused,
+            query_set=query_set,
+            reset_each_run=loop.reset_data,
+        )
+        elapsed = time.monotonic() - self.started
+        runs = auditor.decision_runs(loop.min_pairs, reused)
+        label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
+        return auditor.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
+
+    def _stop_requested(self, after_round: int) -> bool:
+        if not self.should_stop():
+            return False
+        self.recorder.event("stop.requested", {"after_round": after_round}, after_round)
+        return True
+
+    def _round(self, r: Round, start: Start) -> Round:
+        """One round as named steps; a step that ends the round skips the rest."""
+        steps: tuple[Callable[[Round, Start], StepResult], ...] = (
+            self._observe,
+            self._plan,
+            self._trial,
+            self._judge,
+            self._settle,
+        )
+        for step in steps:
+            if self.recorder.step(r.no, step(r, start)).ends_round:
+                break
+        return r
+
+    def _decide(self, r: Round) -> tuple[RoundOutcome, Decision]:
+        """The auditor's decision after the round; journaled with the round's steps."""
+        assert r.outcome is not None
+        outcome, loop = r.outcome, self.cfg.loop
+        state = auditor.LoopState(
+            stage=r.layer,
+            rounds_done=r.no - self.opening_rounds,
+            max_rounds=loop.max_rounds,
+            elapsed_s=time.monotonic() - self.started,
+            time_budget_s=loop.time_budget_s,
+            plateau_rounds=loop.plateau_rounds,
+            os_stage_enabled=loop.stage == "both" and self.os_target is not None,
+            planner_plateau=r.plateau,
+            search_patience=loop.search_patience if self.planner.refines else 0,
+            round_cost_s=statistics.median(self.round_seconds) if self.round_seconds else 0.0,
+        )
+        outcome.decision, outcome.reason = auditor.decide(self.rounds, state)
+        outcome.finished_at = time.time()
+        if outcome.decision in (Decision.terminate, Decision.switch_to_os):
+            # why the stage stops, with the figures the rule looked at (budget, rounds, patience)
+            figures = auditor.stop_figures(self.rounds, state)
+            self.recorder.event("stop", {"decision": outcome.decision.value, "reason": outcome.reason, **figures}, r.no)
+        self.memory.record_round(outcome)
+        self.recorder.event("decision", {**outcome.model_dump(mode="json"), "steps": self.recorder.take_steps()}, r.no)
+        log.info("round.decided", round=r.no, decision=outcome.decision.value, reason=outcome.reason)
+        self.on_round(outcome)
+        return outcome, outcome.decision
+
+    # ------------------------------------------------------------------ the steps of a round
+    def _observe(self, r: Round, start: Start) -> StepResult:
+        """Read the live values; a value that differs from what agenticdb left was changed by someone
+        else: journaled, left alone and excluded for the rest of the session."""
+        r.current = r.stage.target.current_values(list(r.stage.catalog.knobs))
+        rivals = r.stage.find_rivals(r.current)
+        if rivals:
+            r.stage.leave_to_rivals(rivals, self.recorder, r.no)
+        left = f"; left to another owner: {', '.join(sorted(rivals))}" if rivals else ""
+        return StepResult("observe", f"{len(r.current)} {r.layer.value} values read{left}")
+
+    def _plan(self, r: Round, start: Start) -> StepResult:
+        """Planner and validator, with the failed checks fed back up to ``loop.max_planner_retries`` times."""
+        ctx = planning_context(
+            r.stage,
+            r.layer,
+            start.profile,
+            start.fingerprint,
+            self.rounds,
+            start.experience,
+            r.current,
+            r.delta,
+            self.cfg.policy,
+        )
+        plan = plan_round(
+            self.planner,
+            ctx,
+            lambda p: check(p, r.stage, start.profile, r.layer, self.cfg.policy, r.delta),
+            self.cfg.loop.max_planner_retries,
+            lambda event, data: self.recorder.event(event, data, r.no),
+            r.no,
+        )
+        r.plan, r.plateau = plan, plan.plateau
+        r.outcome = plan.outcome(self.session_id, r.no, r.layer)
+        self.rounds.append(r.outcome)
+        return StepResult("plan", plan.line(), ends_round=not plan.accepted)
+
+    def _trial(self, r: Round, start: Start) -> StepResult:
+        """Snapshot, intent, apply, verify and measure once; a failure goes to recovery."""
+        assert r.plan is not None and r.plan.verdict is not None and r.outcome is not None
+        if self.approve is not None:
+            refused = self.approve(self.session_id, r.no, r.plan.proposal, r.plan.verdict)
+            if refused is not None:
+                return refused_trial(r.outcome, r.plan.verdict, refused, self.recorder, r.no)
+        r.safe = r.stage.snapshot
+        prior = self.last_best_run.pop(r.layer, None)
+        r.prior_best = prior if prior is not None and r.stage.executor.last_run is prior else None
+        execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no, self._trial_limit(r))
+        if execution.failure is not None:
+            return self._failed(r, "trial", execution.failure)
+        assert execution.measurement is not None
+        r.screen = execution.measurement
+        r.delta = execution.state_delta or r.delta
+        how = "restarted" if execution.restarted else r.plan.verdict.apply_requirement.value
+        return StepResult("trial", f"applied ({how}), verified, objective {r.screen.objective:,.3f}")
+
+    def _trial_limit(self, r: Round) -> TrialLimit | None:
+        """The bound of the trial's first run (``agenticdb.measure.trial_limit``), from a recent best run."""
+        return TrialLimit.for_best(self.cfg.loop, r.stage.objective, self.best_runs.get(r.layer))
+
+    def _judge(self, r: Round, start: Start) -> StepResult:
+        """The auditor's keep-or-revert protocol (``auditor.assess``): screen, then interleaved pairs until
+        the sequential test settles or its caps make it a tie."""
+        assert r.screen is not None and r.plan is not None and r.plan.verdict is not None and r.outcome is not None
+        assert r.safe is not None
+        verdict = r.plan.verdict
+        restarts = verdict.apply_requirement == ApplyMode.restart
+        runs = PairedRuns(r.stage.executor, list(r.stage.catalog.knobs), r.safe, verdict.changes, r.no, restarts)
+        r.runs = runs
+
+        def disturbed(label: str, m: Measurement, reason: str) -> None:
+            data = {"label": label, "reason": reason, "objective": m.objective}
+            self.recorder.event("run.disturbed", data, r.no)
+            log.warning("run.disturbed", round=r.no, label=label, reason=reason)
+
+        prior = auditor.adoptable_prior(r.prior_best, r.screen)
+        if prior is not None:
+            log.info("judge.prior_best", round=r.no, objective=round(prior.objective, 3), reason="pair 1's best run")
+        try:
+            a = auditor.assess(r.screen, r.stage.objective, runs, self._rules(), disturbed, prior_best=prior)
+        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
+            phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
+            failure = r.stage.executor.failure(exc, phase, verdict.changes, r.no, "confirmation run failed")
+            return self._failed(r, "judge", failure)
+        self.noise = self.noise.pool(Noise.from_pairs(a.log_ratios()))
+        fresh = a.candidate if a.better else a.best
+        if fresh:
+            self.best_runs[r.layer] = fresh[-1]
+        r.assessment = a
+        auditor.record_assessment(a, r.outcome, r.screen, r.stage.objective, start.higher_is_better)
+        judged = {**auditor.judged_event(a, r.outcome), "reused_best_run": prior is not None}
+        self.recorder.event("judged", judged, r.no)
+        log.info("round.judged", round=r.no, verdict=a.verdict, reason=a.reason)
+        return StepResult("judge", a.reason)
+
+    def _rules(self) -> auditor.DecisionRules:
+        """The decision protocol from ``[loop]``, with the noise learnt so far and the time left."""
+        left = self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
+        return auditor.decision_rules(self.cfg.loop, self.noise, left)
+
+    def _settle(self, r: Round, start: Start) -> StepResult:
+        """Keep a change that beat the best; otherwise revert to the best configuration and verify it."""
+        assert r.assessment is not None and r.plan is not None and r.plan.verdict is not None
+        assert r.outcome is not None and r.safe is not None
+        a = r.assessment
+        repair = auditor.repair_kept(a, r.plan.proposal, r.plan.verdict.changes, r.stage.catalog)
+        if repair is not None:  # an undecided return to the default from a known bad start stays
+            log.info("round.repair_kept", round=r.no, reason=repair)
+            self.recorder.event("repair_kept", {"reason": repair}, r.no)
+        self._note_last_best_run(r)
+        if a.better or repair is not None:
+            if r.runs is not None:
+                try:
+                    r.runs.keep_candidate()  # the last pair may have ended on the best configuration
+                except (TargetError, ServiceError) as exc:
+                    failure = Failure(phase="apply", message=f"keep failed: {exc}", attempted=r.plan.verdict.changes)
+                    return self._failed(r, "settle", failure)
+            r.outcome.kept = True
+            changes = {c.name: c.value for c in r.plan.verdict.changes}
+            r.stage.keep(changes, [m.objective for m in a.candidate], r.no)
+            self.recorder.close_intent(r.no, "kept")
+            return StepResult("settle", f"kept; best configuration is now '{r.stage.snapshot.label}'")
+        reverted = r.stage.revert()
+        if reverted.verified:
+            self.recorder.event("reverted", {"to": r.safe.label, "reason": a.reason}, r.no)
+            self.recorder.close_intent(r.no, "reverted")
+            return StepResult("settle", f"reverted to '{r.safe.label}' and verified")
+        message = f"revert failed: {reverted.problem('revert')}"
+        return self._failed(r, "settle", Failure(phase="apply", message=message, attempted=r.plan.verdict.changes))
+
+    def _note_last_best_run(self, r: Round) -> None:
+        """Remember the decision's last run when it measured the configuration that is best after it (the
+        candidate when kept, the best one otherwise): the next trial's pair 1 may reuse it."""
+        assert r.assessment is not None
+        last, active = r.stage.executor.last_run, r.runs.active if r.runs is not None else "candidate"
+        if last is not None and active == ("candidate" if r.assessment.better else "best"):
+            self.last_best_run[r.layer] = last
+
+    def _failed(self, r: Round, step: str, failure: Failure) -> StepResult:
+        """A failed trial, confirmation or revert: recovery back to the safe snapshot ends the round
+        (``recovery.round_failed``); the summary tells it in full, with the server's own reason."""
+        result = round_failed(r, step, failure, self.recorder)
+        self.warnings.append(f"round {r.no} {result.line}")
+        return result
+
+    # ------------------------------------------------------------------ the end
+    def _conclude(
+        self, stages: dict[Layer, StageState], layer: Layer, start: Start, status: str, reason: str
+    ) -> SessionResult:
+        """Experience, the Memory Book's session row, ``session.end`` and the result."""
+        best: dict[str, str] = {}
+        for st in stages.values():
+            best.update(st.changes)
+        best_obj = stages[layer].objective
+        if any(r.proposal is not None and r.changes for r in self.rounds):
+            # A session that tried nothing (stopped at once, planner had nothing) teaches nothing.
+            catalogs = [self.target.catalog()] + ([self.os_target.catalog()] if self.os_target else [])
+            gain = auditor.relative_gain(best_obj, start.objective, start.higher_is_better)
+            learn(self.memory, self.session_id, start.fingerprint, start.hardware, self.rounds, best, catalogs, gain)
+        self.memory.end_session(
+            self.session_id,
+            status=status,
+            baseline_objective=start.objective,
+            best_objective=best_obj,
+            best_config=best,
+        )
+        usage = self.planner.usage()
+        end = {"status": status, "reason": reason, "baseline_objective": start.objective, "best_objective": best_obj}
+        self.recorder.event("session.end", {**end, "best_changes": best, "rounds": len(self.rounds), "llm": usage})
+        log.info("session.end", session=self.session_id, status=status, reason=reason, best=round(best_obj, 3))
+        return SessionResult(
+            self.session_id,
+            status,
+            reason,
+            start.objective,
+            best_obj,
+            start.baseline[0].objective_name,
+            start.higher_is_better,
+            best,
+            list(self.rounds),
+            start.cv,
+            usage,
+            {k: str(v) for k, v in (self.start_from or {}).items()},
+            list(self.warnings),
+        )

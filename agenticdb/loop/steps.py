@@ -1,0 +1,131 @@
+"""Named steps of a round, the round's working state, and the recorder that writes a session's record.
+
+A round reads as a list of named steps — observe → plan → trial → judge → settle — each a small method
+owned by its role that returns a :class:`StepResult`: the step's name and one line saying what it did
+(Patroni's ``ha.py`` ``_run_cycle`` returns such a message per cycle). The :class:`SessionRecorder`
+sends that line to the log and to the systemd STATUS line, and keeps the round's lines for the journal's
+``decision`` event (``"steps"``); it is also the one writer of the session's journal events and intent
+closures (docs/architecture.md "The round").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pydantic import BaseModel
+
+from agenticdb.models import Layer, Measurement, RoundOutcome, Snapshot, StateDelta
+from agenticdb.store.journal import Intent, Journal
+
+if TYPE_CHECKING:
+    from agenticdb.loop.auditor import Assessment
+    from agenticdb.loop.executor import PairedRuns
+    from agenticdb.loop.planning import Plan
+    from agenticdb.loop.recovery import StageState
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step of a round did.
+
+    Attributes:
+        step: the step's name ("observe", "plan", "trial", "judge", "settle").
+        line: one line for people: the log, ``systemctl status`` and the journal.
+        ends_round: True when the round has nothing more to do (rejected, failed, planner plateau).
+    """
+
+    step: str
+    line: str
+    ends_round: bool = False
+
+
+@dataclass
+class SessionRecorder:
+    """Writes one session's journal events, intent closures and step lines.
+
+    Args:
+        journal: the audit journal.
+        session_id: the session every event belongs to.
+        on_status: called with a short status line after every step (the daemon's sd_notify STATUS).
+        max_rounds: shown in status lines ("round 3/10").
+    """
+
+    journal: Journal
+    session_id: str
+    on_status: Callable[[str], object] | None = None
+    max_rounds: int = 0
+    steps: list[str] = field(default_factory=list)
+
+    def event(self, event: str, data: BaseModel | dict[str, Any], round_no: int | None = None) -> None:
+        """Append ``event`` with ``data`` (a pydantic model is stored as its JSON)."""
+        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+        self.journal.append(self.session_id, event, payload, round_no)
+
+    def close_intent(self, round_no: int | None, how: str) -> None:
+        """Close the open intent of ``round_no`` (None: session-level, e.g. the final apply)."""
+        self.journal.close_intent(self.session_id, round_no, how)
+
+    def open_intents(self) -> list[Intent]:
+        """This session's intents that are still open."""
+        return [i for i in self.journal.open_intents() if i.session_id == self.session_id]
+
+    def step(self, round_no: int, result: StepResult) -> StepResult:
+        """Record one step: a log line, the STATUS line, and the round's step list for the journal."""
+        line = f"{result.step}: {result.line}"
+        self.steps.append(line)
+        log.info("round.step", round=round_no, step=result.step, result=result.line, ends_round=result.ends_round)
+        if self.on_status is not None:
+            of = f"/{self.max_rounds}" if self.max_rounds else ""
+            self.on_status(f"round {round_no}{of}: {line}"[:200])
+        return result
+
+    def take_steps(self) -> list[str]:
+        """The step lines recorded since the last call (one round's), oldest first."""
+        lines, self.steps = self.steps, []
+        return lines
+
+
+@dataclass
+class SessionResult:
+    """What ``tune`` prints at the end and returns to the caller."""
+
+    session_id: str
+    status: str
+    reason: str
+    baseline_objective: float | None = None
+    best_objective: float | None = None
+    objective_name: str = ""
+    higher_is_better: bool = True
+    best_changes: dict[str, str] = field(default_factory=dict)
+    rounds: list[RoundOutcome] = field(default_factory=list)
+    noise_cv: float = 0.0
+    llm_totals: dict[str, float] = field(default_factory=dict)
+    start_from: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+RoundCallback = Callable[[RoundOutcome], None]
+
+
+@dataclass
+class Round:
+    """The working state of one round while its steps run."""
+
+    no: int
+    layer: Layer
+    stage: StageState
+    delta: StateDelta | None
+    current: dict[str, str] = field(default_factory=dict)
+    plan: Plan | None = None
+    outcome: RoundOutcome | None = None
+    safe: Snapshot | None = None
+    screen: Measurement | None = None
+    prior_best: Measurement | None = None  # the best configuration's run right before the trial, if any
+    runs: PairedRuns | None = None
+    assessment: Assessment | None = None
+    plateau: bool = False

@@ -1,0 +1,46 @@
+"""One PostgreSQL detection pass: read the server after the window, run every detector (issue 40)."""
+
+from __future__ import annotations
+
+import psycopg
+import structlog
+
+from agenticdb.rootcause import pg
+from agenticdb.rootcause import pg_read as rd
+from agenticdb.rootcause.model import RootCauses, t
+
+log = structlog.get_logger(__name__)
+
+
+def detect_pg(dsn: str, database: str | None, watch: rd.Watch | None, statements: list[str], server: str) -> RootCauses:
+    """Every PostgreSQL detector over the window of ``watch`` (None: cumulative counters, no lock samples).
+
+    Never raises: an unreadable server gives an empty result with a note naming the error.
+    """
+    out = RootCauses(family=pg.FAMILY)
+    try:
+        with rd.connect(dsn, database) as conn:
+            after = rd.snapshot(conn)
+            w = pg._Window(watch.before if watch is not None else None, after)
+            plans = rd.explain_statements(conn, statements, t("explain_timeout_s")) if statements else rd.PlanEvidence()
+            out.notes += plans.problems
+            if statements:
+                out.notes.append(f"plan evidence: EXPLAIN ANALYZE of {plans.explained} benchmark statement(s)")
+            else:
+                out.notes.append("plan evidence: none ([rootcause] statements not given); table counters only")
+            tops = rd.top_statements(conn, database or "")
+            out.notes.append(
+                f"pg_stat_statements: {len(tops)} top statement(s) read" if tops else "pg_stat_statements: not readable"
+            )
+            hold = rd.holders(conn)
+            samples = (watch.samples if watch is not None else []) or [rd.lock_sample(conn)]
+            pg.stale_statistics(w, plans, server, out)
+            pg.missing_index(conn, w, plans, tops, server, out)
+            pg.vacuum_held_back(w, hold, server, out)
+            pg.lock_chains(samples, hold, server, out, w)
+            pg.link_chains(out)
+            out.notes.append(f"counters {w.label}; {len(samples)} lock sample(s)")
+    except psycopg.Error as exc:
+        out.notes.append(f"root causes not read: {str(exc).strip()[:200]}")
+        log.warning("rootcause.unreadable", error=str(exc)[:200], reason="no root-cause evidence this window")
+    return out

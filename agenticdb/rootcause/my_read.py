@@ -1,0 +1,235 @@
+"""What the MariaDB detectors read (MariaDB 10.11): statement digests, InnoDB table statistics, the
+history list length, transactions and lock waits.
+
+Sources (MariaDB KB): "Performance Schema events_statements_summary_by_digest Table" (SUM_NO_INDEX_USED,
+SUM_ROWS_EXAMINED), "Information Schema INNODB_SYS_TABLESTATS Table" (MODIFIED_COUNTER, NUM_ROWS),
+"Information Schema INNODB_METRICS Table" (trx_rseg_history_len), "Information Schema INNODB_TRX Table"
+and "INNODB_LOCK_WAITS Table", "InnoDB Persistent Statistics" (innodb_stats_auto_recalc).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import structlog
+
+from agenticdb.targets.mysql_files import parse_mysql_dsn
+
+log = structlog.get_logger(__name__)
+
+DIGESTS_SQL = """
+SELECT coalesce(SCHEMA_NAME, ''), DIGEST, DIGEST_TEXT, COUNT_STAR, SUM_TIMER_WAIT, SUM_NO_INDEX_USED,
+       SUM_NO_GOOD_INDEX_USED, SUM_ROWS_EXAMINED
+FROM performance_schema.events_statements_summary_by_digest WHERE DIGEST IS NOT NULL
+"""
+
+TABLESTATS_SQL = """
+SELECT s.NAME, s.NUM_ROWS, s.MODIFIED_COUNTER, coalesce(t.CREATE_OPTIONS, '')
+FROM information_schema.INNODB_SYS_TABLESTATS s
+LEFT JOIN information_schema.TABLES t ON concat(t.TABLE_SCHEMA, '/', t.TABLE_NAME) = s.NAME
+WHERE s.NAME NOT LIKE 'mysql/%%' AND s.NAME NOT LIKE 'sys/%%'
+"""
+
+TRX_SQL = """
+SELECT t.trx_id, t.trx_mysql_thread_id, t.trx_state, TIMESTAMPDIFF(SECOND, t.trx_started, NOW()),
+       coalesce(p.COMMAND, ''), coalesce(p.TIME, 0), left(coalesce(t.trx_query, p.INFO, ''), 300),
+       t.trx_rows_locked, t.trx_tables_locked
+FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE t.trx_mysql_thread_id <> CONNECTION_ID()
+ORDER BY t.trx_started
+"""
+
+WAITS_SQL = """
+SELECT w.requesting_trx_id, w.blocking_trx_id FROM information_schema.INNODB_LOCK_WAITS w
+"""
+
+
+@dataclass(frozen=True)
+class Digest:
+    """One statement digest's cumulative counters (timer in picoseconds)."""
+
+    schema: str
+    text: str
+    count: int
+    timer_ps: int
+    no_index: int
+    no_good_index: int
+    rows_examined: int
+
+
+@dataclass(frozen=True)
+class TableStat:
+    """INNODB_SYS_TABLESTATS of one table (``name``: db/table)."""
+
+    name: str
+    rows: int
+    modified: int
+    auto_recalc_off: bool
+
+
+@dataclass
+class Snapshot:
+    """Digests and table statistics at one moment (``at``: time.monotonic())."""
+
+    digests: dict[str, Digest]
+    tables: dict[str, TableStat]
+    settings: dict[str, str]
+    at: float
+
+
+@dataclass(frozen=True)
+class Trx:
+    """An InnoDB transaction with its connection: idle ("Sleep") or running, ages in seconds."""
+
+    trx_id: str
+    thread: int
+    state: str
+    age_s: float
+    command: str
+    idle_s: float
+    query: str
+    rows_locked: int
+    tables_locked: int
+
+    def describe(self) -> str:
+        """One line: thread, state, age, statement."""
+        idle = f"idle (Sleep) for {self.idle_s:,.0f} s in it" if self.command == "Sleep" else f"running {self.command}"
+        q = f", statement {self.query.strip()[:120]!r}" if self.query else ""
+        return (
+            f"thread {self.thread}: transaction {self.trx_id} open {self.age_s:,.0f} s, {idle}, "
+            f"{self.rows_locked:,} row lock(s) on {self.tables_locked} table(s){q}"
+        )
+
+
+def connect(dsn: str, database: str | None) -> pymysql.connections.Connection:
+    """An autocommit PyMySQL connection from a ``mysql://`` DSN (``database`` replaces its database)."""
+    kwargs: dict[str, Any] = parse_mysql_dsn(dsn)
+    if database:
+        kwargs["database"] = database
+    return pymysql.connect(**kwargs, connect_timeout=5, autocommit=True)
+
+
+def _rows(conn: pymysql.connections.Connection, query: str, args: Any = None) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(query, args)
+        return list(cur.fetchall())
+
+
+def snapshot(conn: pymysql.connections.Connection) -> Snapshot:
+    """Digests (empty when performance_schema is off), table statistics and settings now."""
+    digests: dict[str, Digest] = {}
+    try:
+        for schema, dig, text, n, timer, noidx, nogood, rows in _rows(conn, DIGESTS_SQL):
+            digests[f"{schema}/{dig}"] = Digest(
+                str(schema), str(text or ""), int(n), int(timer), int(noidx), int(nogood), int(rows)
+            )
+    except pymysql.MySQLError as exc:
+        log.info("rootcause.digests_unreadable", error=str(exc)[:200])
+    tables = {}
+    for name, rows, modified, opts in _rows(conn, TABLESTATS_SQL):
+        tables[str(name)] = TableStat(str(name), int(rows), int(modified), "stats_auto_recalc=0" in str(opts).lower())
+    names = ("performance_schema", "innodb_stats_auto_recalc", "innodb_stats_persistent")
+    settings = {
+        str(k).lower(): str(v) for k, v in _rows(conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN %s", (names,))
+    }
+    return Snapshot(digests, tables, settings, time.monotonic())
+
+
+def history_length(conn: pymysql.connections.Connection) -> int | None:
+    """trx_rseg_history_len (INNODB_METRICS), None when the counter is disabled or missing."""
+    rows = _rows(
+        conn, "SELECT COUNT, ENABLED FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'"
+    )
+    if not rows or not int(rows[0][1]):
+        return None
+    return int(rows[0][0])
+
+
+def transactions(conn: pymysql.connections.Connection) -> list[Trx]:
+    """Open InnoDB transactions of other connections, oldest first."""
+    return [
+        Trx(str(a), int(b), str(c), float(d or 0), str(e), float(f or 0), str(g), int(h or 0), int(i or 0))
+        for a, b, c, d, e, f, g, h, i in _rows(conn, TRX_SQL)
+    ]
+
+
+@dataclass
+class LockSample:
+    """One look at INNODB_LOCK_WAITS: waiting transactions and the root blockers (trx id → Trx)."""
+
+    waiters: int
+    roots: dict[str, Trx]
+
+
+def lock_sample(conn: pymysql.connections.Connection) -> LockSample:
+    """Who waits on whom now; a root blocker waits on nobody."""
+    pairs = [(str(a), str(b)) for a, b in _rows(conn, WAITS_SQL)]
+    if not pairs:
+        return LockSample(0, {})
+    waiting = {a for a, _ in pairs}
+    roots = {b for _, b in pairs} - waiting
+    trx = {x.trx_id: x for x in transactions(conn)}
+    return LockSample(len(waiting), {r: trx[r] for r in roots if r in trx})
+
+
+class Watch:
+    """Counters before the window, lock waits sampled every ``interval_s`` in a thread, stopped by ``stop``."""
+
+    def __init__(self, dsn: str, database: str | None, interval_s: float = 1.0) -> None:
+        self.dsn, self.database, self.interval_s = dsn, database, interval_s
+        self.before: Snapshot | None = None
+        self.samples: list[LockSample] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Watch:
+        """Take the first snapshot and start sampling (a failed snapshot leaves ``before`` None)."""
+        try:
+            conn = connect(self.dsn, self.database)
+            try:
+                self.before = snapshot(conn)
+            finally:
+                conn.close()
+        except pymysql.MySQLError as exc:
+            log.warning("rootcause.snapshot_failed", error=str(exc)[:200], reason="window without counters before")
+        self._thread = threading.Thread(target=self._run, name="rootcause-locks", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            conn = connect(self.dsn, self.database)
+            try:
+                while not self._stop.wait(self.interval_s):
+                    self.samples.append(lock_sample(conn))
+            finally:
+                conn.close()
+        except pymysql.MySQLError as exc:
+            log.info("rootcause.sampling_ended", error=str(exc)[:200], samples=len(self.samples))
+
+    def stop(self) -> None:
+        """Stop sampling (waits for the thread)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def leading_index_columns(conn: pymysql.connections.Connection, schema: str, table: str) -> dict[str, str]:
+    """Leading column → index name of every index of ``schema.table``."""
+    rows = _rows(
+        conn,
+        "SELECT lower(COLUMN_NAME), INDEX_NAME FROM information_schema.STATISTICS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND SEQ_IN_INDEX = 1",
+        (schema, table),
+    )
+    return {str(c): str(n) for c, n in rows}
+
+
+def plan_of(conn: pymysql.connections.Connection, statement: str) -> str:
+    """``EXPLAIN`` of ``statement`` (``{r}`` → 1) as text rows: the plan before/after a remedy."""
+    rows = _rows(conn, "EXPLAIN " + statement.replace("{r}", "1").strip().rstrip(";"))
+    return "\n".join(" | ".join(str(x) for x in r) for r in rows)

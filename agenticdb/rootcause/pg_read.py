@@ -1,0 +1,330 @@
+"""What the PostgreSQL detectors read: table counters, sessions holding the xmin horizon or locks, lock
+waits sampled over a window, and plans of the benchmark's own statements (PostgreSQL 15 views).
+
+Sources (PostgreSQL 15 manual): 28.2.18 pg_stat_all_tables (n_mod_since_analyze, n_dead_tup, seq_scan,
+seq_tup_read, idx_tup_fetch), 28.2.3 pg_stat_activity (backend_xmin, xact_start, state), 54.12 pg_locks
+and 9.26 pg_blocking_pids(), 54.19 pg_replication_slots, 54.17 pg_prepared_xacts, F.32
+pg_stat_statements, 14.1 EXPLAIN (ANALYZE: "Plan Rows" against "Actual Rows" per loop).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import structlog
+
+log = structlog.get_logger(__name__)
+
+TABLES_SQL = """
+SELECT s.schemaname || '.' || s.relname, c.reltuples::float8, s.n_live_tup, s.n_dead_tup,
+       s.n_mod_since_analyze, coalesce(s.seq_scan, 0), coalesce(s.seq_tup_read, 0), coalesce(s.idx_scan, 0),
+       coalesce(s.idx_tup_fetch, 0), (s.last_analyze IS NOT NULL OR s.last_autoanalyze IS NOT NULL),
+       coalesce(c.reloptions, '{}'), pg_total_relation_size(c.oid), s.relname
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+"""
+
+SETTINGS = (
+    "autovacuum",
+    "autovacuum_analyze_threshold",
+    "autovacuum_analyze_scale_factor",
+    "autovacuum_vacuum_threshold",
+    "autovacuum_vacuum_scale_factor",
+)
+
+HOLDERS_SQL = """
+SELECT a.pid, coalesce(a.state, ''), extract(epoch FROM now() - a.xact_start)::float8,
+       extract(epoch FROM now() - a.state_change)::float8, left(coalesce(a.query, ''), 300),
+       greatest(age(a.backend_xmin), age(a.backend_xid)), a.backend_type
+FROM pg_stat_activity a
+WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL
+  AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+  AND a.backend_type NOT IN ('autovacuum worker', 'walsender')
+ORDER BY a.xact_start
+"""
+
+LOCKED_SQL = """
+SELECT l.pid, array_agg(DISTINCT n.nspname || '.' || c.relname) FILTER (WHERE c.relkind = 'r'), count(*)
+FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE l.granted AND l.pid <> pg_backend_pid()
+GROUP BY l.pid
+"""
+
+SLOTS_SQL = """
+SELECT slot_name, greatest(age(xmin), age(catalog_xmin)), active FROM pg_replication_slots
+WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL
+"""
+
+PREPARED_SQL = "SELECT gid, age(transaction), extract(epoch FROM now() - prepared)::float8 FROM pg_prepared_xacts"
+
+WAITS_SQL = """
+SELECT pid, pg_blocking_pids(pid), coalesce(wait_event_type, ''), left(coalesce(query, ''), 200)
+FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND cardinality(pg_blocking_pids(pid)) > 0
+"""
+
+SESSION_SQL = """
+SELECT pid, coalesce(state, ''), extract(epoch FROM now() - coalesce(xact_start, backend_start))::float8,
+       left(coalesce(query, ''), 300)
+FROM pg_stat_activity WHERE pid = ANY(%s)
+"""
+
+PGSS_SQL = """
+SELECT left(query, 2000), calls, total_exec_time FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = %s) ORDER BY total_exec_time DESC LIMIT 20
+"""
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """pg_stat_user_tables + pg_class of one table (``name``: schema.table; counters cumulative)."""
+
+    name: str
+    reltuples: float
+    n_live: int
+    n_dead: int
+    n_mod: int
+    seq_scan: int
+    seq_tup_read: int
+    idx_scan: int
+    idx_tup_fetch: int
+    analyzed: bool
+    reloptions: tuple[str, ...]
+    size_bytes: int
+    relname: str
+
+    @property
+    def autovacuum_enabled(self) -> bool:
+        """False when the table's storage parameter ``autovacuum_enabled`` is off."""
+        return not any(o.lower() in ("autovacuum_enabled=false", "autovacuum_enabled=off") for o in self.reloptions)
+
+    @property
+    def rows(self) -> float:
+        """Rows as the counters know them: reltuples (−1 = never analyzed on PG14+), else n_live_tup."""
+        return self.reltuples if self.reltuples >= 0 else float(self.n_live)
+
+
+@dataclass
+class Snapshot:
+    """Table counters and the autovacuum settings at one moment (``at``: time.monotonic())."""
+
+    tables: dict[str, TableStats]
+    settings: dict[str, str]
+    at: float
+
+
+def connect(dsn: str, database: str | None) -> psycopg.Connection[Any]:
+    """An autocommit connection to ``database`` (the tables' database) with the server's ``dsn``."""
+    conninfo = psycopg.conninfo.make_conninfo(dsn, dbname=database) if database else dsn
+    return psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> Snapshot:
+    """The table counters and autovacuum settings now."""
+    tables = {}
+    for r in conn.execute(TABLES_SQL).fetchall():
+        n = [int(x or 0) for x in r[2:9]]
+        ts = TableStats(
+            str(r[0]),
+            float(r[1]),
+            n[0],
+            n[1],
+            n[2],
+            n[3],
+            n[4],
+            n[5],
+            n[6],
+            bool(r[9]),
+            tuple(r[10]),
+            int(r[11]),
+            r[12],
+        )
+        tables[ts.name] = ts
+    rows = conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(SETTINGS),)).fetchall()
+    return Snapshot(tables, {n: str(v) for n, v in rows}, time.monotonic())
+
+
+@dataclass
+class Holder:
+    """A session, replication slot or prepared transaction holding the xmin horizon (or locks)."""
+
+    kind: str  # "session" | "slot" | "prepared"
+    ident: str
+    state: str
+    age_s: float | None
+    xid_age: int
+    query: str = ""
+    tables: list[str] = field(default_factory=list)
+    locks: int = 0
+
+    def describe(self) -> str:
+        """One line: what it is, its state, age and statement."""
+        age = f" for {self.age_s:,.0f} s" if self.age_s is not None else ""
+        q = f", last statement {self.query.strip()[:120]!r}" if self.query else ""
+        held = f", holding {self.locks} lock(s) on {', '.join(self.tables)}" if self.tables else ""
+        return f"{self.kind} {self.ident} {self.state}{age} (xmin age {self.xid_age:,} xids){held}{q}"
+
+
+def holders(conn: psycopg.Connection[Any]) -> list[Holder]:
+    """Sessions with an open transaction holding an xmin/xid, replication slots and prepared transactions
+    that hold the xmin horizon; oldest first."""
+    locks = {int(pid): (list(tabs or []), int(n)) for pid, tabs, n in conn.execute(LOCKED_SQL).fetchall()}
+    out = []
+    for pid, state, xact_s, _state_s, query, xid_age, _btype in conn.execute(HOLDERS_SQL).fetchall():
+        tabs, n = locks.get(int(pid), ([], 0))
+        out.append(Holder("session", f"pid {pid}", state, float(xact_s or 0), int(xid_age or 0), query, tabs, n))
+    for name, xid_age, active in conn.execute(SLOTS_SQL).fetchall():
+        out.append(Holder("slot", repr(name), "active" if active else "inactive", None, int(xid_age or 0)))
+    for gid, xid_age, age_s in conn.execute(PREPARED_SQL).fetchall():
+        out.append(Holder("prepared", repr(gid), "prepared", float(age_s or 0), int(xid_age or 0)))
+    return sorted(out, key=lambda h: -h.xid_age)
+
+
+@dataclass
+class LockSample:
+    """One look at pg_blocking_pids(): waiting pids and the root holders they wait behind."""
+
+    waiters: int
+    roots: dict[int, tuple[str, float, str]]  # pid → (state, age s, statement)
+    waiter_queries: list[str]
+
+
+def lock_sample(conn: psycopg.Connection[Any]) -> LockSample:
+    """Who waits on whom now; a root is a blocker that waits on nobody."""
+    rows = conn.execute(WAITS_SQL).fetchall()
+    blocked = {int(r[0]) for r in rows}
+    blockers = {int(b) for r in rows for b in r[1]}
+    roots = sorted(blockers - blocked)
+    info: dict[int, tuple[str, float, str]] = {}
+    if roots:
+        for pid, state, age, q in conn.execute(SESSION_SQL, (roots,)).fetchall():
+            info[int(pid)] = (state, float(age or 0), q)
+    return LockSample(len(blocked), info, [r[3] for r in rows][:5])
+
+
+class Watch:
+    """Counters before a window, lock waits sampled in a thread every ``interval_s`` during it, counters
+    after (``stop``). A connection error ends the sampling, logged; the window keeps what it got."""
+
+    def __init__(self, dsn: str, database: str | None, interval_s: float = 1.0) -> None:
+        self.dsn, self.database, self.interval_s = dsn, database, interval_s
+        self.before: Snapshot | None = None
+        self.samples: list[LockSample] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Watch:
+        """Take the first snapshot and start sampling (a failed snapshot leaves ``before`` None)."""
+        try:
+            with connect(self.dsn, self.database) as conn:
+                self.before = snapshot(conn)
+        except psycopg.Error as exc:
+            log.warning("rootcause.snapshot_failed", error=str(exc)[:200], reason="window without counters before")
+        self._thread = threading.Thread(target=self._run, name="rootcause-locks", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            with connect(self.dsn, self.database) as conn:
+                while not self._stop.wait(self.interval_s):
+                    self.samples.append(lock_sample(conn))
+        except psycopg.Error as exc:  # a restart in the window ends sampling; what was sampled stays
+            log.info("rootcause.sampling_ended", error=str(exc)[:200], samples=len(self.samples))
+
+    def stop(self) -> None:
+        """Stop sampling (waits for the thread)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def top_statements(conn: psycopg.Connection[Any], database: str) -> list[tuple[str, int, float]]:
+    """pg_stat_statements' top 20 statements of ``database`` by total execution time (normalised text,
+    calls, ms); empty when the view is missing or unreadable."""
+    try:
+        return [(str(q), int(c), float(t)) for q, c, t in conn.execute(PGSS_SQL, (database,)).fetchall()]
+    except psycopg.Error:
+        return []
+
+
+@dataclass
+class PlanEvidence:
+    """Worst row misestimate per table and sequential-scan filters seen in the statements' plans."""
+
+    error: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)  # table → (factor, est, act, stmt)
+    seq_filters: dict[str, set[str]] = field(default_factory=dict)  # relname → predicate columns
+    problems: list[str] = field(default_factory=list)
+    explained: int = 0
+
+
+def _walk(node: dict[str, Any], stmt: str, ev: PlanEvidence) -> None:
+    rel = node.get("Relation Name")
+    est, act = float(node.get("Plan Rows", 0) or 0), node.get("Actual Rows")
+    if rel and act is not None and node.get("Actual Loops", 1):
+        factor = max(float(act), 1.0) / max(est, 1.0)
+        factor = max(factor, 1.0 / factor)
+        if factor > ev.error.get(rel, (0.0, 0.0, 0.0, ""))[0]:
+            ev.error[rel] = (factor, est, float(act), stmt)
+    if rel and node.get("Node Type") == "Seq Scan" and node.get("Filter"):
+        ev.seq_filters.setdefault(rel, set()).update(predicate_columns(str(node["Filter"])))
+    for child in node.get("Plans", []) or []:
+        _walk(child, stmt, ev)
+
+
+_PRED = re.compile(r"(?:\b\w+\.)?\"?([a-z_][a-z0-9_]*)\"?\s*(?:=|<=|>=|<|>|\bbetween\b|\bin\b|~~)", re.I)
+_NOT_COLUMNS = {"and", "or", "not", "select", "where", "from", "limit", "by", "on", "then", "else", "case", "when"}
+
+
+def predicate_columns(text: str) -> set[str]:
+    """Column names compared in a filter or WHERE text (``(customer = 42)``, ``c.status = $1``)."""
+    return {m.group(1).lower() for m in _PRED.finditer(text) if m.group(1).lower() not in _NOT_COLUMNS}
+
+
+def explain_statements(conn: psycopg.Connection[Any], statements: list[str], timeout_s: float) -> PlanEvidence:
+    """``EXPLAIN (ANALYZE, FORMAT JSON)`` of each SELECT in ``statements`` inside a transaction that is
+    rolled back, with ``statement_timeout``; ``{r}`` placeholders (the scenario query driver's) become 1.
+    Statements that are not SELECTs are skipped (ANALYZE executes them)."""
+    ev = PlanEvidence()
+    for raw in statements:
+        stmt = raw.replace("{r}", "1").strip().rstrip(";")
+        if not stmt.lower().startswith(("select", "with")):
+            ev.problems.append(f"not explained (not a SELECT): {stmt[:80]!r}")
+            continue
+        try:
+            with conn.transaction(force_rollback=True):
+                conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
+                row = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {stmt}").fetchone()
+        except psycopg.errors.QueryCanceled:
+            ev.problems.append(f"EXPLAIN ANALYZE exceeded {timeout_s:g} s: {stmt[:80]!r}")
+            continue
+        except psycopg.Error as exc:
+            ev.problems.append(f"EXPLAIN failed ({str(exc).strip()[:80]}): {stmt[:80]!r}")
+            continue
+        assert row is not None
+        plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+        _walk(plan[0]["Plan"], stmt[:120], ev)
+        ev.explained += 1
+    return ev
+
+
+def plan_of(conn: psycopg.Connection[Any], statement: str) -> str:
+    """The plain ``EXPLAIN`` of ``statement`` (``{r}`` → 1) as one text: plan before/after a remedy."""
+    stmt = statement.replace("{r}", "1").strip().rstrip(";")
+    rows = conn.execute(f"EXPLAIN {stmt}").fetchall()
+    return "\n".join(str(r[0]) for r in rows)
+
+
+def indexed_leading_columns(conn: psycopg.Connection[Any], table: str) -> dict[str, str]:
+    """Leading column → index name of every valid index of ``table`` (schema.table)."""
+    rows = conn.execute(
+        """SELECT a.attname, i.indexrelid::regclass::text FROM pg_index i
+           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+           WHERE i.indrelid = %s::regclass AND i.indisvalid""",
+        (table,),
+    ).fetchall()
+    return {str(c).lower(): str(n) for c, n in rows}

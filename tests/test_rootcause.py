@@ -1,0 +1,205 @@
+"""Root-cause logic without a server (issue 40): thresholds and their bases, dominance along chains,
+the PostgreSQL detectors on hand-made counter snapshots, predicate parsing. Real-server tests:
+test_rootcause_pg.py, test_rootcause_mariadb.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agenticdb.rootcause import Cause, Finding, RootCauses, blocks_knob, dominant
+from agenticdb.rootcause import pg as det
+from agenticdb.rootcause import pg_read as rd
+from agenticdb.rootcause.model import REQUIRED, ramp, stable_id, thresholds
+
+
+def _f(cause: Cause, score: float, fid: str, caused_by: str | None = None) -> Finding:
+    return Finding(id=fid, cause=cause, family="postgresql", subject="s", score=score, summary=fid, caused_by=caused_by)
+
+
+def test_every_threshold_has_a_basis_that_is_a_manual_a_measurement_or_judgement() -> None:
+    th = thresholds()
+    assert set(REQUIRED) <= set(th)
+    for name, x in th.items():
+        assert re.search(r"manual|MariaDB KB|measurement|judgement", x.basis), (name, x.basis)
+
+
+def test_dominant_is_none_below_the_threshold_and_the_highest_above() -> None:
+    assert dominant([_f(Cause.missing_index, 0.5, "a")]) is None
+    top = dominant([_f(Cause.missing_index, 0.7, "a"), _f(Cause.stale_statistics, 0.9, "b")])
+    assert top is not None and top.id == "b"
+
+
+def test_dominant_follows_a_lock_chain_to_its_upstream_cause() -> None:
+    # DBA-Bench's composite chain: stale statistics → slow transaction → lock waits. The waits score
+    # highest; the cause named is the stale statistics (even below the threshold on its own).
+    stale = _f(Cause.stale_statistics, 0.4, "stale")
+    chain = _f(Cause.lock_chain, 1.0, "chain", caused_by="stale")
+    top = dominant([chain, stale])
+    assert top is not None and top.cause == Cause.stale_statistics
+    # a missing upstream id leaves the chain itself; a cycle ends
+    assert dominant([_f(Cause.lock_chain, 1.0, "x", caused_by="gone")]).id == "x"  # type: ignore[union-attr]
+    loop = [_f(Cause.lock_chain, 1.0, "p", caused_by="q"), _f(Cause.lock_chain, 0.9, "q", caused_by="p")]
+    assert dominant(loop) is not None
+
+
+def test_symptom_knobs_are_blocked_only_while_their_cause_dominates() -> None:
+    idle = _f(Cause.idle_in_transaction, 1.0, "i")
+    assert blocks_knob(idle, "deadlock_timeout")
+    assert not blocks_knob(idle, "shared_buffers")
+    assert not blocks_knob(None, "deadlock_timeout")
+
+
+def test_ids_are_stable_and_differ_by_object() -> None:
+    assert stable_id("pg:db", "stale_statistics", "public.t") == stable_id("pg:db", "stale_statistics", "public.t")
+    assert stable_id("pg:db", "stale_statistics", "public.t") != stable_id("pg:db", "stale_statistics", "public.u")
+
+
+def test_ramp() -> None:
+    assert ramp(0.1, 0.2, 0.5) == 0.0
+    assert ramp(0.35, 0.2, 0.5) == pytest.approx(0.5)
+    assert ramp(9, 0.2, 0.5) == 1.0
+
+
+def test_predicate_columns_from_plan_filters_and_normalised_texts() -> None:
+    assert rd.predicate_columns("(customer = 42)") == {"customer"}
+    assert rd.predicate_columns("((o.status = 1) AND (region >= 3))") == {"status", "region"}
+    assert rd.predicate_columns("c.k = $1 and pad ~~ 'x%'") == {"k", "pad"}
+
+
+def _ts(
+    name: str,
+    reltuples: float,
+    mod: int,
+    *,
+    dead: int = 0,
+    seq: int = 0,
+    seq_read: int = 0,
+    idx: int = 0,
+    on: bool = True,
+) -> rd.TableStats:
+    opts = () if on else ("autovacuum_enabled=off",)
+    return rd.TableStats(
+        f"public.{name}", reltuples, int(reltuples), dead, mod, seq, seq_read, 0, idx, True, opts, 10**8, name
+    )
+
+
+def _win(before: list[rd.TableStats], after: list[rd.TableStats]) -> det._Window:
+    s = {"autovacuum": "on", "autovacuum_analyze_threshold": "50", "autovacuum_analyze_scale_factor": "0.1"}
+    s |= {"autovacuum_vacuum_threshold": "50", "autovacuum_vacuum_scale_factor": "0.2"}
+    return det._Window(
+        rd.Snapshot({t.name: t for t in before}, s, 0.0), rd.Snapshot({t.name: t for t in after}, s, 60.0)
+    )
+
+
+def test_stale_statistics_scores_the_modified_share_and_halves_what_autovacuum_will_heal() -> None:
+    out = RootCauses(family="postgresql")
+    before = [_ts("orders", 1e6, 900_000, on=False), _ts("items", 1e6, 900_000), _ts("small", 100, 90)]
+    after = [
+        _ts("orders", 1e6, 900_000, idx=5000, on=False),
+        _ts("items", 1e6, 900_000, idx=5000),
+        _ts("small", 100, 90, idx=9),
+    ]
+    plans = rd.PlanEvidence(error={"orders": (50.0, 10, 500, "q"), "items": (50.0, 10, 500, "q")}, explained=1)
+    det.stale_statistics(_win(before, after), plans, "srv", out)
+    by = {f.subject: f for f in out.findings}
+    assert by["public.orders"].score == 1.0
+    assert by["public.items"].score == 0.5  # autovacuum enabled: due on its next pass
+    assert "public.small" not in by  # below min_table_rows
+    assert by["public.orders"].remedies[0].sql == 'ANALYZE "public"."orders"'
+    assert by["public.orders"].remedies[0].automatic
+    assert any("threshold 50 + 0.1 × reltuples = 100,050" in e for e in by["public.orders"].evidence)
+
+
+def test_modification_counters_alone_make_a_suspect_not_a_dominant_cause() -> None:
+    out = RootCauses(family="postgresql")
+    before = [_ts("orders", 1e6, 900_000, on=False)]
+    det.stale_statistics(_win(before, [_ts("orders", 1e6, 900_000, idx=9, on=False)]), rd.PlanEvidence(), "s", out)
+    assert out.findings[0].score == 0.5 and dominant(out.findings) is None
+    assert any("table counters only" in e for e in out.findings[0].evidence)
+
+
+def test_a_stale_table_the_workload_does_not_read_cannot_dominate() -> None:
+    out = RootCauses(family="postgresql")
+    rows = [_ts("archive", 1e6, 900_000, on=False)]
+    plans = rd.PlanEvidence(error={"archive": (50.0, 10, 500, "q")}, explained=1)
+    det.stale_statistics(_win(rows, rows), plans, "srv", out)
+    assert out.findings[0].score < 0.6 and dominant(out.findings) is None
+    assert any("not read by the workload" in e for e in out.findings[0].evidence)
+
+
+def test_fresh_statistics_are_ruled_out_with_the_threshold() -> None:
+    out = RootCauses(family="postgresql")
+    rows = [_ts("orders", 1e6, 1000, idx=10)]
+    det.stale_statistics(_win(rows, rows), rd.PlanEvidence(), "srv", out)
+    assert not out.findings
+    assert out.ruled_out[0].cause == Cause.stale_statistics and "analyze threshold" in out.ruled_out[0].reason
+
+
+def test_plan_error_confirms_stale_statistics() -> None:
+    out = RootCauses(family="postgresql")
+    before = [_ts("orders", 1e6, 150_000, on=False)]
+    after = [_ts("orders", 1e6, 150_000, idx=100, on=False)]
+    plans = rd.PlanEvidence(error={"orders": (400.0, 2000, 800_000, "SELECT …")}, explained=1)
+    det.stale_statistics(_win(before, after), plans, "srv", out)
+    assert out.findings[0].score == 1.0  # 15 % modified alone ramps low; the 400× misestimate is certain
+    assert any("EXPLAIN ANALYZE" in e and "400" in e for e in out.findings[0].evidence)
+
+
+def test_vacuum_held_back_needs_dead_tuples_and_an_old_holder() -> None:
+    rows = [_ts("accounts", 1e6, 0, dead=900_000)]
+    old = rd.Holder("session", "pid 42", "idle in transaction", 120.0, 50_000, "SELECT 1", ["public.accounts"], 3)
+    young = rd.Holder("session", "pid 43", "active", 2.0, 10, "UPDATE …")
+    out = RootCauses(family="postgresql")
+    det.vacuum_held_back(_win(rows, rows), [young], "srv", out)
+    assert not out.findings and "no transaction" in out.ruled_out[0].reason
+    out = RootCauses(family="postgresql")
+    det.vacuum_held_back(_win(rows, rows), [old, young], "srv", out)
+    f = out.findings[0]
+    assert f.cause == Cause.vacuum_held_back and f.score == 1.0 and "pid 42" in f.summary
+    # terminating the holder is only advised (destructive); the VACUUM may run
+    assert [r.automatic for r in f.remedies] == [False, True]
+    assert "pg_terminate_backend(42)" in f.remedies[0].sql and "destructive" in f.remedies[0].lock_impact
+    # the holder is itself a finding: the vacuum finding points at it, and it is what dominates
+    idle = Finding(
+        id="I", cause=Cause.idle_in_transaction, family="postgresql", subject="pid 42", score=1.0, summary="i"
+    )
+    out.findings.insert(0, idle)
+    det.link_chains(out)
+    assert f.caused_by == "I" and dominant(out.findings) is idle
+
+
+def test_an_idle_holder_at_the_head_of_a_lock_chain_is_named_idle_in_transaction() -> None:
+    samples = [rd.LockSample(3, {42: ("idle in transaction", 300.0, "SELECT … FOR UPDATE")}, [])] * 8
+    samples += [rd.LockSample(0, {}, [])] * 2
+    hold = [rd.Holder("session", "pid 42", "idle in transaction", 300.0, 9, "SELECT", ["public.accounts"], 4)]
+    out = RootCauses(family="postgresql")
+    rows = [_ts("accounts", 1e6, 0)]
+    det.lock_chains(samples, hold, "srv", out, _win(rows, rows))
+    assert [f.cause for f in out.findings] == [Cause.idle_in_transaction]
+    f = out.findings[0]
+    assert f.score == 1.0 and "3.0 session(s) wait" in f.summary and not any(r.automatic for r in f.remedies)
+    assert blocks_knob(dominant(out.findings), "deadlock_timeout")
+
+
+def test_a_lock_chain_behind_a_statement_on_a_stale_table_is_caused_by_it() -> None:
+    out = RootCauses(family="postgresql")
+    stale = Finding(
+        id="S", cause=Cause.stale_statistics, family="postgresql", subject="public.orders", score=0.7,
+        summary="stale", tables=["public.orders", "orders"],
+    )  # fmt: skip
+    out.findings.append(stale)
+    samples = [rd.LockSample(2, {7: ("active", 40.0, "UPDATE orders SET x = 1 WHERE status = 1")}, [])] * 5
+    det.lock_chains(samples, [], "srv", out, _win([], []))
+    det.link_chains(out)
+    chain = next(f for f in out.findings if f.cause == Cause.lock_chain)
+    assert chain.caused_by == "S"
+    assert dominant(out.findings) is stale
+
+
+def test_no_waits_and_no_idle_holder_rule_the_lock_chain_out() -> None:
+    out = RootCauses(family="postgresql")
+    det.lock_chains([rd.LockSample(0, {}, [])] * 5, [], "srv", out, _win([], []))
+    assert not out.findings and out.ruled_out[0].cause == Cause.lock_chain
+    assert "0 of 5 lock samples" in out.ruled_out[0].reason

@@ -1,0 +1,101 @@
+"""Root causes on a real private MariaDB 10.11 with huge injected faults (issue 40): a 300k-row table with
+STATS_AUTO_RECALC=0 and 90 % of its rows modified; a connection idle in a transaction holding a row lock
+while others wait; a statement examining the whole table for a column without an index."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pymysql
+import pytest
+
+from agenticdb.rootcause import Cause, Watcher, blocks_knob, dominant
+from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
+
+DB = "rc_test"
+
+
+@pytest.fixture(scope="module")
+def my(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[MariaDBSandboxInfo]:
+    with mariadb_sandbox.connect() as c, c.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+        cur.execute(f"CREATE DATABASE {DB}")
+    yield mariadb_sandbox
+    with mariadb_sandbox.connect() as c, c.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+
+
+def _exec(info: MariaDBSandboxInfo, *stmts: str) -> None:
+    with info.connect(DB) as c, c.cursor() as cur:
+        for s in stmts:
+            cur.execute(s)
+            cur.fetchall()
+
+
+def test_stale_statistics_with_recalculation_off_and_an_unindexed_statement_are_found(my: MariaDBSandboxInfo) -> None:
+    _exec(
+        my,
+        "DROP TABLE IF EXISTS orders",
+        "CREATE TABLE orders(id int PRIMARY KEY, customer int, status int, pad char(40)) STATS_AUTO_RECALC=0",
+        "INSERT INTO orders SELECT seq, seq % 50000, 0, 'x' FROM seq_1_to_300000",
+        "ANALYZE TABLE orders",
+        "UPDATE orders SET status = 1 WHERE id % 10 <> 0",
+    )
+    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
+    _exec(my, *["SELECT count(*) FROM orders WHERE customer = 7"] * 5)
+    rc = w.finish()
+    stale = next(f for f in rc.findings if f.cause == Cause.stale_statistics)
+    assert stale.subject == "rc_test.orders" and stale.score == 1.0
+    assert "MODIFIED_COUNTER 270,000" in stale.evidence[0] and "STATS_AUTO_RECALC=0" in stale.evidence[1]
+    assert stale.remedies[0].sql == "ANALYZE TABLE `rc_test`.`orders`"
+    miss = next(f for f in rc.findings if f.cause == Cause.missing_index)
+    assert miss.subject == "rc_test.orders(customer)" and miss.score == 1.0
+    assert "ADD INDEX `orders_customer_idx` (`customer`), ALGORITHM=INPLACE, LOCK=NONE" in miss.remedies[0].sql
+    _exec(my, stale.remedies[0].sql, miss.remedies[0].sql)
+    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
+    _exec(my, *["SELECT count(*) FROM orders WHERE customer = 7"] * 5)
+    again = w.finish()
+    assert not any(f.cause in (Cause.stale_statistics, Cause.missing_index) for f in again.findings)
+    assert {r.cause for r in again.ruled_out} >= {Cause.stale_statistics, Cause.missing_index, Cause.purge_lag}
+
+
+def test_an_idle_transaction_holding_a_row_lock_heads_the_lock_chain(my: MariaDBSandboxInfo) -> None:
+    _exec(
+        my,
+        "DROP TABLE IF EXISTS accounts",
+        "CREATE TABLE accounts(id int PRIMARY KEY, balance int)",
+        "INSERT INTO accounts SELECT seq, 0 FROM seq_1_to_1000",
+    )
+    holder = my.connect(DB)
+    holder.autocommit(False)
+    with holder.cursor() as cur:
+        cur.execute("SELECT * FROM accounts WHERE id = 1 FOR UPDATE")
+    thread = holder.thread_id()
+
+    def waiter() -> None:
+        with my.connect(DB) as c, c.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 8")
+            try:
+                cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+            except pymysql.MySQLError:
+                pass
+
+    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for th in threads:
+        th.start()
+    time.sleep(6)
+    try:
+        rc = w.finish()
+    finally:
+        holder.rollback()
+        holder.close()
+        for th in threads:
+            th.join(timeout=20)
+    top = dominant(rc.findings)
+    assert top is not None and top.cause == Cause.idle_in_transaction and top.subject == f"thread {thread}"
+    assert "idle in transaction" in top.summary and "wait behind it" in top.summary
+    assert top.remedies[0].sql == f"KILL {thread}" and not top.remedies[0].automatic
+    assert blocks_knob(top, "innodb_lock_wait_timeout")

@@ -1,0 +1,152 @@
+"""Root causes on a real private PostgreSQL 15 with huge injected faults (issue 40): a 1M-row table with
+autovacuum off and 90 % of its rows modified since ANALYZE; a session idle in transaction holding a row
+lock while others wait and dead tuples pile up; a 1M-row table scanned for a column without an index,
+and the same scans with an index the planner is told not to use (the knob decoy)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from agenticdb.rootcause import Cause, Watcher, blocks_knob, dominant
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+
+DB = "rc_test"
+
+
+@pytest.fixture(scope="module")
+def db(pg_sandbox: PostgresSandboxInfo) -> Iterator[str]:
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB}")
+        c.execute(f"CREATE DATABASE {DB}")
+    yield pg_sandbox.dsn
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+
+
+def _conn(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(psycopg.conninfo.make_conninfo(dsn, dbname=DB), autocommit=True)
+
+
+def _orders(dsn: str, name: str) -> None:
+    """1M rows, 0.1 % with status 1, index on status, analyzed, autovacuum off for the table."""
+    with _conn(dsn) as c:
+        c.execute(f"DROP TABLE IF EXISTS {name}")
+        c.execute(
+            f"CREATE TABLE {name}(id int PRIMARY KEY, customer int, status int, pad text) "
+            "WITH (autovacuum_enabled = off)"
+        )
+        c.execute(
+            f"INSERT INTO {name} SELECT g, g % 50000, CASE WHEN g % 1000 = 0 THEN 1 ELSE 0 END, repeat('x', 40) "
+            "FROM generate_series(1, 1000000) g"
+        )
+        c.execute(f"CREATE INDEX ON {name}(status)")
+        c.execute(f"ANALYZE {name}")
+
+
+def test_stale_statistics_on_a_huge_table_dominate_with_plan_evidence_and_analyze_clears_them(db: str) -> None:
+    _orders(db, "orders")
+    with _conn(db) as c:
+        c.execute("UPDATE orders SET status = 1 WHERE id % 10 <> 0")  # 90 % modified, statistics untouched
+    stmt = "SELECT count(*) FROM orders WHERE status = 1"
+    w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
+    with _conn(db) as c:
+        for _ in range(3):
+            c.execute(stmt).fetchall()
+    rc = w.finish()
+    top = dominant(rc.findings)
+    assert top is not None and top.cause == Cause.stale_statistics and top.subject == "public.orders"
+    text = " ".join(top.evidence)
+    assert "n_mod_since_analyze 900,000" in text and "autovacuum_enabled = off" in text
+    assert "EXPLAIN ANALYZE" in text  # the benchmark statement's estimate vs actual rows
+    assert top.remedies[0].sql == 'ANALYZE "public"."orders"' and top.remedies[0].automatic
+    assert blocks_knob(top, "random_page_cost")
+    assert {r.cause for r in rc.ruled_out} >= {Cause.vacuum_held_back, Cause.lock_chain}
+    with _conn(db) as c:
+        c.execute(top.remedies[0].sql)
+    again = Watcher("postgresql", db, DB, [stmt], server="pgtest").start().finish()
+    assert not any(f.cause == Cause.stale_statistics for f in again.findings)
+    assert any(r.cause == Cause.stale_statistics for r in again.ruled_out)
+
+
+def test_idle_in_transaction_holding_a_row_lock_is_the_dominant_cause_and_holds_vacuum_back(db: str) -> None:
+    with _conn(db) as c:
+        c.execute("DROP TABLE IF EXISTS accounts")
+        c.execute("CREATE TABLE accounts(id int PRIMARY KEY, balance int) WITH (autovacuum_enabled = off)")
+        c.execute("INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 200000) g")
+        c.execute("ANALYZE accounts")
+    holder = _conn(db)
+    holder.autocommit = False
+    holder.execute("SELECT * FROM accounts WHERE id = 1 FOR UPDATE")  # then idle in transaction
+    pid = holder.info.backend_pid
+    stop = threading.Event()
+
+    def waiter() -> None:
+        with _conn(db) as c:
+            c.execute("SET lock_timeout = '60s'")
+            try:
+                c.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+            except psycopg.Error:
+                pass
+
+    w = Watcher("postgresql", db, DB, server="pgtest").start()
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for th in threads:
+        th.start()
+    with _conn(db) as c:  # dead tuples the open snapshot keeps: 3 × 200k updated rows
+        for _ in range(3):
+            c.execute("UPDATE accounts SET balance = balance + 1 WHERE id > 1")
+    time.sleep(max(0.0, 31 - (time.monotonic() - w.started)))  # the holder is now older than holder_age_s
+    try:
+        rc = w.finish()
+    finally:
+        stop.set()
+        holder.rollback()
+        holder.close()
+        for th in threads:
+            th.join(timeout=70)
+    top = dominant(rc.findings)
+    assert top is not None and top.cause == Cause.idle_in_transaction and top.subject == f"pid {pid}"
+    assert "wait behind it" in top.summary
+    assert blocks_knob(top, "deadlock_timeout") and blocks_knob(top, "lock_timeout")
+    assert f"pg_terminate_backend({pid})" in top.remedies[0].sql and not top.remedies[0].automatic
+    vac = next(f for f in rc.findings if f.cause == Cause.vacuum_held_back)
+    assert f"pid {pid}" in vac.summary and "idle in transaction" in vac.summary
+
+
+def test_a_missing_index_names_the_column_and_an_unused_index_is_ruled_out_as_a_knob_question(db: str) -> None:
+    with _conn(db) as c:
+        c.execute("DROP TABLE IF EXISTS big")
+        c.execute("CREATE TABLE big(id int PRIMARY KEY, customer int, pad text)")
+        c.execute("INSERT INTO big SELECT g, g % 50000, repeat('x', 40) FROM generate_series(1, 1000000) g")
+        c.execute("ANALYZE big")
+    stmt = "SELECT count(*) FROM big WHERE customer = {r}"
+    w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
+    with _conn(db) as c:
+        for r in range(3):
+            c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+    rc = w.finish()
+    top = dominant(rc.findings)
+    assert top is not None and top.cause == Cause.missing_index and top.subject == "public.big(customer)"
+    assert top.remedies[0].sql == 'CREATE INDEX CONCURRENTLY "big_customer_idx" ON "public"."big" ("customer")'
+    # the decoy: an index exists, but the server is told not to use it (a knob fault with seq-scan symptoms)
+    with _conn(db) as c:
+        c.execute("CREATE INDEX big_customer_idx ON big(customer)")
+        c.execute("ALTER DATABASE rc_test SET enable_indexscan = off")
+        c.execute("ALTER DATABASE rc_test SET enable_bitmapscan = off")
+    try:
+        w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
+        with _conn(db) as c:
+            for r in range(3):
+                c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+        rc = w.finish()
+    finally:
+        with _conn(db) as c:
+            c.execute("ALTER DATABASE rc_test RESET ALL")
+    assert dominant(rc.findings) is None
+    why = next(r.reason for r in rc.ruled_out if r.cause == Cause.missing_index)
+    assert "big_customer_idx" in why and "knob" in why
