@@ -17,6 +17,10 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from agenticdb.redaction import dsn_password, redact, redact_obj, register_secret
+from agenticdb.rule_files import harmful_rule_ids
+from agenticdb.workload_defaults import first_run_defaults
+
 
 class ConfigError(ValueError):
     """A configuration file or override is invalid; the message names the key and the rule."""
@@ -190,8 +194,6 @@ class WorkloadConfig(Section):
         # scale, clients, duration_s and warmup_max_s that no source set follow the kind
         # (agenticdb.workload_defaults.FIRST_RUN: tpch SF 0.1, sysbench 100,000 rows, ...). They are
         # written without marking them set, so a later --workload flag derives them again.
-        from agenticdb.workload_defaults import first_run_defaults
-
         for key, value in first_run_defaults(self.kind).items():
             if key not in self.model_fields_set:
                 self.__dict__[key] = int(value) if key == "clients" else float(value)
@@ -471,8 +473,6 @@ class PolicyConfig(Section):
     @field_validator("allow_harmful")
     @classmethod
     def _known_harm(cls, v: list[str]) -> list[str]:
-        from agenticdb.validation.rules import harmful_rule_ids  # the rule files are data loaded on demand
-
         known = harmful_rule_ids()
         unknown = [x for x in v if x not in known]
         if unknown:
@@ -593,8 +593,6 @@ class DaemonConfig(Section):
     @classmethod
     def _metrics_listen(cls, v: str | None) -> str | None:
         if v is not None:
-            from agenticdb.report.metrics import parse_listen
-
             parse_listen(v)
         return v
 
@@ -652,9 +650,28 @@ class Settings(BaseSettings):
 
 def _safe(dsn: str) -> str:
     """A DSN without its password (for messages; agenticdb.redaction.redact)."""
-    from agenticdb.redaction import redact
-
     return redact(dsn)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``"127.0.0.1:9187"`` → ``("127.0.0.1", 9187)`` (``daemon.metrics_listen``).
+
+    Raises:
+        ValueError: not ``host:port`` with a port in 1..65535 (the message names the value and the rule).
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"daemon.metrics_listen={text!r}: must be 'host:port' with a port in 1..65535")
+    return host.strip("[]"), int(port)
+
+
+def register_settings_secrets(cfg: Settings) -> None:
+    """Register the secrets a configuration holds: the target DSN's password, the planner's API key
+    (inline) and ``OPENAI_API_KEY`` from the environment."""
+    register_secret(dsn_password(cfg.target.dsn))
+    register_secret(cfg.planner.api_key)
+    register_secret(os.environ.get("OPENAI_API_KEY"))
+    register_secret(os.environ.get("PGPASSWORD"))
 
 
 def check_window(key: str, v: str) -> str:
@@ -825,8 +842,6 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
                 raise ConfigError(f"invalid configuration (command-line options): {exc}") from None
     except ValidationError as exc:
         raise ConfigError(_format_validation(where, exc, env=_env_values())) from None
-    from agenticdb.redaction import register_settings_secrets
-
     register_settings_secrets(settings)
     return settings
 
@@ -851,8 +866,6 @@ def _from_env(env: dict[str, Any], loc: tuple[Any, ...]) -> bool:
 
 
 def _redacted(value: Any) -> Any:
-    from agenticdb.redaction import redact_obj
-
     return redact_obj(value)
 
 

@@ -506,7 +506,9 @@ class GainEstimate(Strict):
     with its interval (positive = better, whatever the objective's direction; 0.24 = +24 %).
 
     ``confidence`` is the overall confidence of the sequential test the interval belongs to; ``pairs``
-    the interleaved pairs it rests on; ``text`` the human form ("+24 % [+11 %, +38 %], 5 pairs, 95 %").
+    the interleaved pairs it rests on; ``text`` the human form ("+24 % [+11 %, +38 %], 5 pairs, 95 %");
+    ``pair_gains`` each pair's candidate/best − 1, oriented like ``gain``, in pair order (the estimate
+    is their geometric mean, which can differ in sign from the ratio of the medians).
     """
 
     gain: float
@@ -515,6 +517,7 @@ class GainEstimate(Strict):
     pairs: int
     confidence: float
     text: str
+    pair_gains: list[float] = Field(default_factory=list)
 
 
 class RoundOutcome(Strict):

@@ -9,7 +9,7 @@ Memory Book export.
 :func:`redact` removes two kinds of secret:
 
 - values registered with :func:`register_secret` (the configured DSN's password and the API key are
-  registered when the configuration is loaded, :func:`register_settings_secrets`), wherever they occur;
+  registered when the configuration is loaded, ``config.register_settings_secrets``), wherever they occur;
 - patterns that carry a secret whatever its value: ``scheme://user:PASSWORD@host`` (RFC 3986 userinfo),
   libpq ``password=...`` keywords (PostgreSQL manual 34.1.2 "Parameter Key Words"), ``api_key=...`` /
   ``"api_key": "..."``, ``Authorization: Bearer ...`` and ``.pgpass`` lines
@@ -23,11 +23,8 @@ import re
 import threading
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
-
-if TYPE_CHECKING:
-    from agenticdb.config import PlannerConfig, Settings
 
 MASK = "***"
 """What a secret is replaced with."""
@@ -125,7 +122,15 @@ def structlog_redactor(logger: Any, method: str, event_dict: MutableMapping[str,
     return event_dict
 
 
-def read_api_key(cfg: PlannerConfig) -> str | None:
+class ApiKeySource(Protocol):
+    """Where an API key may come from (``config.PlannerConfig`` has these fields)."""
+
+    api_key: str | None
+    api_key_file: Path | None
+    api_key_credential: str
+
+
+def read_api_key(cfg: ApiKeySource) -> str | None:
     """The LLM API key, from the first of: ``planner.api_key``; the file ``planner.api_key_file``;
     the systemd credential ``planner.api_key_credential`` in ``$CREDENTIALS_DIRECTORY``
     (``LoadCredential=``, systemd.exec(5)); the ``OPENAI_API_KEY`` environment variable. The key is
@@ -148,12 +153,3 @@ def read_api_key(cfg: PlannerConfig) -> str | None:
     key = key or os.environ.get("OPENAI_API_KEY")
     register_secret(key)
     return key or None
-
-
-def register_settings_secrets(cfg: Settings) -> None:
-    """Register the secrets a configuration holds: the target DSN's password, the planner's API key
-    (inline) and ``OPENAI_API_KEY`` from the environment."""
-    register_secret(dsn_password(cfg.target.dsn))
-    register_secret(cfg.planner.api_key)
-    register_secret(os.environ.get("OPENAI_API_KEY"))
-    register_secret(os.environ.get("PGPASSWORD"))

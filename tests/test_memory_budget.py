@@ -294,3 +294,16 @@ def test_a_repair_paid_for_with_idle_caches_is_kept_when_ahead_and_undecided() -
     assert repair_kept(_undecided(0.20), p, raised, ENGINE_CACHES) is None
     only = [c for c in changes if c.name == "key_buffer_size"]
     assert repair_kept(_undecided(0.20), p, only, ENGINE_CACHES) is None
+
+
+def test_worst_case_names_hash_mem_multiplier_and_counts_it() -> None:
+    """Issue 39: the worst case is work_mem × max_connections × hash_mem_multiplier (manual 20.4.1), and
+    each term reads "<factors> = <size>" (no bare "× 2 8 MiB")."""
+    pg = PG.model_copy(deep=True)
+    pg.knobs["hash_mem_multiplier"] = k("hash_mem_multiplier", "real", min_value=1, max_value=1000, default="2")
+    current = {**BAD_START, "hash_mem_multiplier": "2"}
+    v = check(pg, {"shared_buffers": "64MB"}, hw=SMALL, current=current, observed=GAUGES)
+    worst = [w for w in v.warnings if "worst case" in w]
+    assert worst, v.warnings
+    assert "work_mem × 100 max_connections × hash_mem_multiplier 2 = 800 MiB" in worst[0], worst[0]
+    assert "work_mem × 8 backends × hash_mem_multiplier 2 = 64 MiB" in worst[0], worst[0]

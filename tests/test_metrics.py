@@ -19,8 +19,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agenticdb.config import DaemonConfig
-from agenticdb.report.metrics import JournalCollector, parse_listen
+from agenticdb.config import DaemonConfig, parse_listen
+from agenticdb.report.metrics import JournalCollector
 from agenticdb.sandbox import free_port
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal

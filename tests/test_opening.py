@@ -3,51 +3,23 @@ and MariaDB 10.11's context, validated as one set, repaired with the trade move 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
+from openingctx import context_of
 
 from agenticdb.config import PolicyConfig
-from agenticdb.host.hardware import detect_hardware
-from agenticdb.models import ApplyMode, Fingerprint, Layer, PlanningContext, RuntimeProfile, StateDelta
+from agenticdb.models import ApplyMode
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
-from agenticdb.targets.base import Target
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.sets import validate_set
 
 GiB = 1024**3
 MiB = 1024**2
-
-
-def context_of(
-    target: Target, *, workload_class: str = "oltp", memory: int | None = None, benchmark: str = "pgbench"
-) -> PlanningContext:
-    """A planning context read from a real server: catalog, values in effect, a 1-s statistics delta and this
-    host's hardware (``memory``: a cgroup limit to pretend, bytes)."""
-    catalog = target.catalog()
-    current = target.current_values()
-    before = target.runtime_state()
-    time.sleep(1.0)
-    delta = StateDelta.between(before, target.runtime_state())
-    hw = detect_hardware(target.data_dir)
-    if memory is not None:
-        hw = hw.model_copy(update={"memory_limit_bytes": memory, "cgroup_memory_limit_bytes": memory})
-    fp = Fingerprint(
-        dbms=catalog.target,
-        version_major=target.version_major(),
-        benchmark=benchmark,
-        workload_class=workload_class,  # type: ignore[arg-type]
-        read_fraction=0.9,
-    )
-    profile = RuntimeProfile(
-        target=catalog.target, dbms_version=target.version(), hardware=hw, current_config=current, baseline_state=delta
-    )
-    return PlanningContext(profile=profile, fingerprint=fp, catalog=catalog, stage=Layer.dbms, current_config=current)
 
 
 @pytest.fixture()

@@ -81,8 +81,8 @@ def _cli(home: Path, *args: str) -> str:
 
 
 LINE = re.compile(
-    r"^round (\d+) \[dbms\] \S+: (\S+) → candidate (\S+) vs best (\S+) \(medians\), paired estimate: "
-    r"(.+?)(?: kept)?; (\w+): "
+    r"^round (\d+) \[dbms\] \S+: (\S+) → candidate (\S+) vs best (\S+) \(medians\); pairs candidate/best "
+    r"(.+?); paired estimate \(their geometric mean\): (.+?)(?: kept)?; (\w+): "
 )
 
 
@@ -109,7 +109,10 @@ def test_round_lines_and_report_show_the_journaled_decision(tmp_path: Path) -> N
         data = judged[int(m.group(1))]
         assert m.group(3) == f"{data['candidate_median']:,.3f}"
         assert m.group(4) == f"{data['best_median']:,.3f}"
-        assert m.group(5) == data["interval"]
+        assert m.group(6) == data["interval"]
+        # the pair ratios shown are those of the journaled runs, in pair order (issue 39)
+        ratios = [c / b - 1 for c, b in zip(data["candidate"], data["best"], strict=True)]
+        assert m.group(5) == ", ".join(f"{g:+.1%}".replace("%", " %") for g in ratios)
 
     report = _cli(tmp_path, "report", session.session_id)
     rows = {int(r.split("|")[1]): r for r in report.splitlines() if re.match(r"^\| \d+ \|", r)}

@@ -21,6 +21,7 @@ from agenticdb.models import (
     Proposal,
     Verdict,
 )
+from agenticdb.rule_files import RULE_FILES, harmful_rule_ids
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validation.validator import in_window, validate
@@ -484,6 +485,12 @@ def test_policy_allow_harmful_names_only_known_rules() -> None:
     assert PolicyConfig(allow_harmful=["linux.thp-always"]).allow_harmful == ["linux.thp-always"]
     with pytest.raises(ValueError, match="linux.thp-sometimes"):
         PolicyConfig(allow_harmful=["linux.thp-sometimes"])
+
+
+def test_harmful_ids_the_config_reads_are_those_of_the_full_rule_sets() -> None:
+    # config reads only the ids (agenticdb.rule_files, below the validator); the validator loads the rules
+    full = {r.id for family in RULE_FILES for r in load_ruleset(family).harmful}
+    assert full and harmful_rule_ids() == full
 
 
 def test_capacity_is_never_lowered_below_the_peak_and_not_at_all_without_one() -> None:

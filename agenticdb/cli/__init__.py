@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.config import ConfigError, Settings, load_config, register_settings_secrets
 from agenticdb.logs import configure_logging
 from agenticdb.redaction import redact
 
@@ -94,8 +94,6 @@ def settings(
             cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": target, "kind": kind})})
     except ConfigError as exc:
         fail(str(exc), 2)
-    from agenticdb.redaction import register_settings_secrets
-
     register_settings_secrets(cfg)  # --target/--sandbox DSNs came after load_config
     return cfg
 

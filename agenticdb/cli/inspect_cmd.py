@@ -17,6 +17,9 @@ from agenticdb.redaction import redact
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of, unit_bytes, values_equal
+from agenticdb.validation.exclusions import LeftOut, left_out
+from agenticdb.validation.rules import load_ruleset
+from agenticdb.validation.validator import flavor_of
 
 
 def run_validate(
@@ -191,36 +194,6 @@ def _same(family: str, catalog: Catalog, name: str, value: str, current: str | N
 
 
 # ------------------------------------------------------------------------------------- catalog
-def policy_of(rules: Any, flavor: str, version: str, name: str, durability: str) -> tuple[str, str]:
-    """(policy, reason) of a catalog name under the validator's rule set: protected/dangerous names are
-    never tuned; durability rules reject some values (always, or unless ``policy.durability = relaxed``
-    and the rule allows it). ``("", "")`` for an ordinary knob."""
-    for kind, group in (("protected", rules.protected), ("dangerous", rules.dangerous)):
-        r = next((r for r in group if r.matches(name)), None)
-        if r is not None:
-            return f"{kind}: never tuned", f"{r.reason} (rule {r.id}; {r.source})"
-    dur = [r for r in rules.durability if r.matches(name) and r.applies(flavor, version)]
-    if not dur:
-        return "", ""
-    parts, reasons = [], []
-    for r in dur:
-        vals = (
-            ", ".join(map(str, r.unsafe))
-            if r.unsafe is not None
-            else "anything but " + ", ".join(map(str, r.safe or []))
-        )
-        when = (
-            "never set (any durability policy)"
-            if not r.allowed_when_relaxed
-            else "rejected under strict"
-            if durability == "strict"
-            else "accepted as a risk (relaxed)"
-        )
-        parts.append(f"{vals} {when}")
-        reasons.append(f"{r.reason} (rule {r.id}; {r.source})")
-    return "durability: " + "; ".join(parts), " / ".join(reasons)
-
-
 def run_catalog(
     cfg: Settings, excluded: bool, os_stage: bool, like: str | None, console: Console, fmt: str = "text"
 ) -> int:
@@ -228,22 +201,17 @@ def run_catalog(
     values, the value in effect now, how a change takes effect and the validator's policy for it
     (protected / dangerous / durability, from ``validators/<family>.toml``). Byte-sized limits are
     also shown in KiB/MiB/GiB so a DBA can read them at a glance. Read-only."""
-    from agenticdb.validation.rules import load_ruleset
-    from agenticdb.validation.validator import flavor_of
-
     target = _inspected_target(cfg, os_stage, console)
     if target is None:
         return 1
     cat = target.catalog()
     rules = load_ruleset(family_of(cat.target))
-    flavor = flavor_of(cat)
-    dur = cfg.policy.durability
-    policy = {n: policy_of(rules, flavor, cat.version, n, dur) for n in cat.knobs}
+    out = left_out(cat.knobs, cat.excluded, cat.unsupported, rules, flavor_of(cat), cat.version, cfg.policy.durability)
     if excluded:
-        t = _excluded_table(cat, policy, like)
+        t = _excluded_table(cat, out, like)
     else:
         names = sorted(n for n in cat.knobs if like is None or like in n)
-        t = _knob_table(cat, policy, names, target.current_values(names) if names else {}, like)
+        t = _knob_table(cat, out, names, target.current_values(names) if names else {}, like)
     target.close()
     if fmt == "json":
         print_json(console, {"title": str(t.title or ""), "rows": table_rows(t)})
@@ -252,26 +220,32 @@ def run_catalog(
     return 0
 
 
-def _excluded_table(cat: Catalog, policy: dict[str, tuple[str, str]], like: str | None) -> Table:
-    t = Table(title=f"{cat.target} {cat.version}: excluded, unsupported and restricted by policy")
+def catalog_counts(cat: Catalog, out: dict[str, LeftOut]) -> str:
+    """The header's counts, from the same entries ``--excluded`` lists: tunable knobs, those of them
+    restricted by a durability rule, and the names left out (excluded, unsupported, never tuned)."""
+    restricted = sum(1 for item in out.values() if item.restricted)
+    return (
+        f"{len(cat.knobs)} knobs, {restricted} of them restricted; {len(out) - restricted} left out "
+        f"(--excluded: {len(out)} rows)"
+    )
+
+
+def _excluded_table(cat: Catalog, out: dict[str, LeftOut], like: str | None) -> Table:
+    t = Table(title=f"{cat.target} {cat.version}: {catalog_counts(cat, out)}: excluded, unsupported and restricted")
     t.add_column("name", no_wrap=True)
     t.add_column("status", no_wrap=True)
     t.add_column("reason", overflow="fold")
-    rows = [(n, "excluded", r) for n, r in cat.excluded.items()]
-    rows += [(n, "unsupported", r) for n, r in cat.unsupported.items()]
-    rows += [(n, pol, reason) for n, (pol, reason) in policy.items() if pol]
-    for name, status, reason in sorted(rows, key=lambda x: x[0].lower()):
+    for name in sorted(out, key=str.lower):
         if like is None or like in name:
-            t.add_row(escape(name), escape(status), escape(reason))
+            t.add_row(escape(name), escape(out[name].status), escape(out[name].reason))
     return t
 
 
 def _knob_table(
-    cat: Catalog, policy: dict[str, tuple[str, str]], names: list[str], current: dict[str, str], like: str | None
+    cat: Catalog, out: dict[str, LeftOut], names: list[str], current: dict[str, str], like: str | None
 ) -> Table:
     t = Table(
-        title=f"{cat.target} {cat.version}: {len(cat.knobs)} parameters "
-        f"({sum(1 for p in policy.values() if p[0])} restricted by policy = see --excluded)"
+        title=f"{cat.target} {cat.version}: {catalog_counts(cat, out)}"
         + (f" ({len(names)} matching {like!r})" if like is not None else "")
     )
     t.add_column("name", no_wrap=True)
@@ -292,7 +266,7 @@ def _knob_table(
             escape(",".join(k.enum_values or [])[:60]),
             escape(_num_text(current.get(name, ""), k.unit)),
             k.apply.value,
-            escape(policy[name][0] or "tunable"),
+            escape(out[name].status if name in out else "tunable"),
         )
     return t
 

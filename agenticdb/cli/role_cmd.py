@@ -59,7 +59,8 @@ def catalog_parameters(cfg: Settings) -> list[str]:
     parameters (unless ``policy.durability = "relaxed"`` allows that rule). A grant on ``fsync`` or
     ``session_replication_role`` would let the role do what agenticdb itself refuses."""
     from agenticdb.app import build_target
-    from agenticdb.validation.rules import load_ruleset, rules_for
+    from agenticdb.validation.exclusions import never_tuned
+    from agenticdb.validation.rules import load_ruleset
 
     target = build_target(cfg)
     try:
@@ -67,20 +68,8 @@ def catalog_parameters(cfg: Settings) -> list[str]:
     finally:
         target.close()
     rules = load_ruleset("postgresql")
-    relaxed = cfg.policy.durability == "relaxed"
-
-    def never(name: str) -> bool:
-        flavor, version = "postgresql", catalog.version
-        if any(
-            r.applies(flavor, version) for r in [*rules_for(rules.protected, name), *rules_for(rules.dangerous, name)]
-        ):
-            return True
-        return any(
-            r.applies(flavor, version) and not (relaxed and r.allowed_when_relaxed)
-            for r in rules_for(rules.durability, name)
-        )
-
-    return [name for name in catalog.knobs if not never(name)]
+    durability = cfg.policy.durability
+    return [n for n in catalog.knobs if not never_tuned(rules, "postgresql", catalog.version, n, durability)]
 
 
 def _pg_apply(dsn: str, statements: list[str], role: str, database: str) -> list[str]:

@@ -49,9 +49,20 @@ def medians_text(r: RoundOutcome, labelled: bool = False) -> str:
         return "—"
     if r.best_objective is None:  # cut off after its screen: one run, not a median of pairs
         return f"{_fmt_obj(r.objective)} (one screen run)"
-    if labelled:  # the estimate that follows is not their ratio: say so (a new user's trial, 2026-12-04)
-        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)} (medians), paired estimate"
+    if labelled:  # the estimate that follows is not their ratio: show the pairs it is made of (issue 39)
+        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)} (medians){pairs_text(r)}"
     return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
+
+
+def pairs_text(r: RoundOutcome) -> str:
+    """``; pairs +3.1 %, -8.0 %, -3.5 %; paired estimate (their geometric mean)``: the per-pair ratios the
+    estimate is made of, so a median ratio of the other sign is not read as a contradiction; without them
+    (records before issue 39) ``, paired estimate`` and why it may differ."""
+    gains = r.estimate.pair_gains if r.estimate is not None else []
+    if not gains:
+        return ", paired estimate (mean of the pair ratios, not the medians' ratio)"
+    shown = ", ".join(f"{g:+.1%}".replace("%", " %") for g in gains)
+    return f"; pairs candidate/best {shown}; paired estimate (their geometric mean)"
 
 
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
@@ -320,6 +331,12 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     console.print(f"memory:  {cfg.storage.memory_db}")
 
 
+def largest_effect(measured: list[RoundOutcome]) -> RoundOutcome:
+    """The round whose paired estimate is largest by magnitude (a -14 % round beats a +3 % one; the text
+    keeps its sign); the earliest on a tie. ``measured`` is non-empty and every round has an estimate."""
+    return max(measured, key=lambda r: abs(r.estimate.gain) if r.estimate else 0.0)
+
+
 def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
     """What the decisions showed: each kept change with its interval, or the largest effect seen."""
     kept = [r for r in rounds if r.kept]
@@ -332,11 +349,11 @@ def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
     if not measured:
         console.print("no change was measured against the starting configuration", highlight=False)
         return
-    top = max(measured, key=lambda r: r.estimate.gain if r.estimate else 0.0)
+    top = largest_effect(measured)
     assert top.estimate is not None
     changes = ", ".join(f"{k}={v}" for k, v in top.changes.items())
     console.print(
-        f"nothing beat the starting configuration: largest effect seen {top.estimate.text} "
+        f"nothing beat the starting configuration: largest effect seen (by magnitude) {top.estimate.text} "
         f"(round {top.round_no}: {changes})",
         highlight=False,
         soft_wrap=True,

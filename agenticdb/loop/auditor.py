@@ -659,7 +659,13 @@ def record_assessment(
         e = a.estimate
         outcome.gain_vs_best = e.gain
         outcome.estimate = GainEstimate(
-            gain=e.gain, low=e.low, high=e.high, pairs=e.pairs, confidence=e.confidence, text=e.text()
+            gain=e.gain,
+            low=e.low,
+            high=e.high,
+            pairs=e.pairs,
+            confidence=e.confidence,
+            text=e.text(),
+            pair_gains=[math.expm1(d) for d in a.log_ratios()],
         )
     else:
         outcome.gain_vs_best = relative_gain(screen.objective, best_level, higher_is_better)

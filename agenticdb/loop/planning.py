@@ -17,7 +17,7 @@ import structlog
 from pydantic import BaseModel
 
 from agenticdb.config import PolicyConfig
-from agenticdb.loop.recovery import StageState
+from agenticdb.loop.stage import StageState
 from agenticdb.models import (
     Decision,
     Experience,

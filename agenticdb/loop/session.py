@@ -9,7 +9,7 @@ one-line :class:`~agenticdb.loop.steps.StepResult` for the log, the systemd STAT
 =========  ===========================================================================================
 step       role
 =========  ===========================================================================================
-observe    read the live values; a knob someone else changed is left to them (``recovery.StageState``)
+observe    read the live values; a knob someone else changed is left to them (``stage.StageState``)
 plan       planner + validator with feedback retries (``planning``)
 trial      snapshot, intent, apply, verify, measure (``executor``); a failure goes to ``recovery``
 judge      screen, then paired interleaved confirmation (``auditor.assess``)
@@ -37,8 +37,9 @@ from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
 from agenticdb.loop.opening_run import OpeningRun, OpeningSource, default_source
 from agenticdb.loop.planning import check, plan_round, planning_context
-from agenticdb.loop.recovery import StageState, apply_final, enter_os_stage, loop_ended, round_failed
-from agenticdb.loop.steps import Round, RoundCallback, SessionRecorder, SessionResult, StepResult
+from agenticdb.loop.round import Round, round_failed
+from agenticdb.loop.stage import StageState, apply_final, enter_os_stage, loop_ended, storage_fault_stop
+from agenticdb.loop.steps import RoundCallback, SessionRecorder, SessionResult, StepResult
 from agenticdb.measure.sequential import Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import (
@@ -55,7 +56,7 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.planner.base import Planner, PlannerError
-from agenticdb.store.faults import StorageError, storage_fault_stop
+from agenticdb.store.faults import StorageError
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory import MemoryBook
 from agenticdb.store.memory.backends import learn
@@ -125,7 +126,7 @@ class TuningSession:
             SessionError: the target cannot be profiled or measured before the first round.
             SessionInterrupted: Ctrl-C before the first round.
             StorageError: the journal or Memory Book could not be written; when rounds had begun, the
-                safe configuration of every stage was put back first (``storefault.storage_fault_stop``).
+                safe configuration of every stage was put back first (``stage.storage_fault_stop``).
         """
         self.init.open_session(self.planner.name)
         dbms_exec = self._executor(self.target)
@@ -436,7 +437,7 @@ class TuningSession:
 
     def _failed(self, r: Round, step: str, failure: Failure) -> StepResult:
         """A failed trial, confirmation or revert: recovery back to the safe snapshot ends the round
-        (``recovery.round_failed``); the summary tells it in full, with the server's own reason."""
+        (``round.round_failed``); the summary tells it in full, with the server's own reason."""
         result = round_failed(r, step, failure, self.recorder)
         self.warnings.append(f"round {r.no} {result.line}")
         return result

@@ -1,4 +1,4 @@
-"""Named steps of a round, the round's working state, and the recorder that writes a session's record.
+"""Named steps of a round and the recorder that writes a session's record (the round's working state: ``loop.round``).
 
 A round reads as a list of named steps — observe → plan → trial → judge → settle — each a small method
 owned by its role that returns a :class:`StepResult`: the step's name and one line saying what it did
@@ -12,19 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.models import Layer, Measurement, RoundOutcome, Snapshot, StateDelta
+from agenticdb.models import RoundOutcome
 from agenticdb.store.journal import Intent, Journal
-
-if TYPE_CHECKING:
-    from agenticdb.loop.auditor import Assessment
-    from agenticdb.loop.executor import PairedRuns
-    from agenticdb.loop.planning import Plan
-    from agenticdb.loop.recovery import StageState
 
 log = structlog.get_logger(__name__)
 
@@ -110,22 +104,3 @@ class SessionResult:
 
 
 RoundCallback = Callable[[RoundOutcome], None]
-
-
-@dataclass
-class Round:
-    """The working state of one round while its steps run."""
-
-    no: int
-    layer: Layer
-    stage: StageState
-    delta: StateDelta | None
-    current: dict[str, str] = field(default_factory=dict)
-    plan: Plan | None = None
-    outcome: RoundOutcome | None = None
-    safe: Snapshot | None = None
-    screen: Measurement | None = None
-    prior_best: Measurement | None = None  # the best configuration's run right before the trial, if any
-    runs: PairedRuns | None = None
-    assessment: Assessment | None = None
-    plateau: bool = False

@@ -29,10 +29,20 @@ import structlog
 
 from agenticdb.config import PolicyConfig
 from agenticdb.models import ApplyMode, FailedCheck, Observed, PlanningContext
+from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_host import host_sized
+from agenticdb.planner.opening_limits import at_limits
 from agenticdb.planner.opening_types import SOURCES, Candidate, Opening
-from agenticdb.planner.opening_values import HostView, current_config, delta_of, host_view
+from agenticdb.planner.opening_values import (
+    HostView,
+    SourceInput,
+    SourceOutput,
+    current_config,
+    delta_of,
+    host_view,
+)
 from agenticdb.planner.trade import load_trades, trade_proposal
+from agenticdb.targets.postgres_plans import PlanEvidence
 from agenticdb.validation.sets import SetVerdict, step_bound_for, validate_set
 from agenticdb.validation.validator import flavor_of
 
@@ -43,12 +53,12 @@ log = structlog.get_logger(__name__)
 #: Trade rounds a set over the memory budget may take before it is dropped (each halves the gives).
 MAX_REPAIRS = 4
 
-Source = Callable[[PlanningContext, HostView, PolicyConfig], tuple[Candidate | None, str]]
+Source = Callable[[SourceInput], SourceOutput]
 
 
 def _sources() -> dict[str, Source]:
     """The base sources by name (experience and llm are added by :func:`generate_opening` when present)."""
-    return {"host-sized": host_sized}
+    return {"host-sized": host_sized, "evidence": evidence_driven, "limits": at_limits}
 
 
 def generate_opening(
@@ -61,6 +71,7 @@ def generate_opening(
     now: datetime | None = None,
     observed: Observed | None = None,
     live: bool | None = None,
+    plans: PlanEvidence | None = None,
 ) -> Opening:
     """Up to ``k`` validated whole configurations for ``ctx``'s server (DBMS stage).
 
@@ -77,6 +88,9 @@ def generate_opening(
         observed: gauges for the measured memory budget and capacity floors (default: the baseline
             delta's gauges).
         live: live mode (a production workload); None: ``ctx.fingerprint.benchmark == "live"``.
+        plans: plan evidence of the workload's own statements (PostgreSQL,
+            ``agenticdb.targets.postgres_plans.explain_statements``, read once outside measured runs); None:
+            the evidence source reads the baseline's statistics only and says what was not measured.
 
     Returns:
         Opening: candidates (validated, deduplicated, restart knobs shared where possible), the absent
@@ -94,7 +108,7 @@ def generate_opening(
         observed = Observed(gauges=dict(delta.gauges)) if delta is not None else None
     live = ctx.fingerprint.benchmark == "live" if live is None else live
     bound = step_bound_for(policy, live)
-    raw, absent, notes = _collect(ctx, host, policy, llm)
+    raw, absent, notes = _collect(ctx, host, policy, llm, plans)
     dropped: list[tuple[str, str]] = []
 
     def check(changes: dict[str, str], label: str) -> SetVerdict:
@@ -135,18 +149,20 @@ def generate_opening(
 
 
 def _collect(
-    ctx: PlanningContext, host: HostView, policy: PolicyConfig, llm: object | None
+    ctx: PlanningContext, host: HostView, policy: PolicyConfig, llm: object | None, plans: PlanEvidence | None
 ) -> tuple[list[Candidate], list[str], list[str]]:
     """The sets the sources generate, the sources that produced none (with why) and evidence notes."""
     raw: list[Candidate] = []
     absent: list[str] = []
     notes: list[str] = []
+    inp = SourceInput(ctx=ctx, host=host, policy=policy, plans=plans, llm=llm)
     for name, source in _sources().items():
-        cand, why = source(ctx, host, policy)
-        if cand is None or not cand.changes:
-            absent.append(f"{name}: {why or 'no change from the configuration in effect'}")
+        out = source(inp)
+        notes += out.notes
+        if out.candidate is None or not out.candidate.changes:
+            absent.append(f"{name}: {out.why or 'no change from the configuration in effect'}")
             continue
-        raw.append(cand)
+        raw.append(out.candidate)
     absent += [f"{n}: source not built yet" for n in SOURCES if n not in _sources() and n not in ("experience", "llm")]
     if llm is None:
         absent.append("llm: no LLM planner configured")
@@ -228,16 +244,19 @@ def _trade(ctx: PlanningContext, changes: dict[str, str], refusal: FailedCheck) 
 
 
 def _share_restarts(cands: list[Candidate], check: Callable[[dict[str, str], str], SetVerdict]) -> list[Candidate]:
-    """Give every candidate the anchor's restart-only values it does not set itself (anchor: host-sized when
-    present, else the first), when the set still validates: the race then restarts once."""
-    if len(cands) < 2:
+    """Give every candidate that restarts the server the anchor's restart-only values it does not set itself
+    (anchor: host-sized when present, else the first that restarts), when the set still validates. Candidates
+    that need no restart are left alone: the race runs them before any restart (:meth:`Opening.race_order`),
+    so the race restarts once per distinct restart-only configuration, usually once."""
+    restarting = [c for c in cands if c.needs_restart]
+    if len(restarting) < 2:
         return cands
-    anchor = next((c for c in cands if c.name == "host-sized"), cands[0])
+    anchor = next((c for c in restarting if c.name == "host-sized"), restarting[0])
     shared = {k: anchor.changes[k] for k in anchor.restart_knobs}
     out: list[Candidate] = []
     for c in cands:
         missing = {k: v for k, v in shared.items() if k not in c.changes}
-        if c is anchor or not missing:
+        if c is anchor or not c.needs_restart or not missing:
             out.append(c)
             continue
         changes = {**c.changes, **missing}

@@ -50,6 +50,8 @@ from agenticdb.planner.opening_values import (
     HostView,
     MiB,
     SetBuilder,
+    SourceInput,
+    SourceOutput,
     budget_bytes,
     delta_of,
     floor_mib,
@@ -66,17 +68,14 @@ _WAL_BY_CLASS = {"oltp": (2 * GiB, 8 * GiB), "olap": (4 * GiB, 16 * GiB), "mixed
 _IO_CONCURRENCY = {"hdd": 2, "ssd": 200, "nvme": 1000, "unknown": 200}
 
 
-def host_sized(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> tuple[Candidate | None, str]:
-    """The host-sized candidate of ``ctx``'s server, or (None, why not).
-
-    Returns:
-        (candidate, "") or (None, reason) — the reason names the family when it has no sizing rules here.
-    """
+def host_sized(inp: SourceInput) -> SourceOutput:
+    """The host-sized candidate of the server of ``inp.ctx`` (None with why for a family without sizing rules)."""
+    ctx, host, policy = inp.ctx, inp.host, inp.policy
     if host.family == "postgresql":
-        return _postgresql(ctx, host, policy), ""
+        return SourceOutput(_postgresql(ctx, host, policy))
     if host.flavor in ("mariadb", "mysql"):
-        return _mariadb(ctx, host, policy), ""
-    return None, f"no host-sizing rules for {host.flavor}"
+        return SourceOutput(_mariadb(ctx, host, policy))
+    return SourceOutput(None, f"no host-sizing rules for {host.flavor}")
 
 
 def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> Candidate:

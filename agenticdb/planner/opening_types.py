@@ -78,6 +78,30 @@ class Opening:
         """Restart-only knobs across all candidates (sorted): the race restarts once when they agree."""
         return sorted({k for c in self.candidates for k in c.restart_knobs})
 
+    def restart_groups(self) -> list[tuple[tuple[str, str], ...]]:
+        """The distinct restart-only configurations of the candidates that restart (sorted knob/value pairs),
+        in race order: the race needs one restart per group."""
+        groups: list[tuple[tuple[str, str], ...]] = []
+        for c in self.race_order():
+            g = tuple(sorted((k, c.changes[k]) for k in c.restart_knobs))
+            if g and g not in groups:
+                groups.append(g)
+        return groups
+
+    def race_order(self) -> list[Candidate]:
+        """The candidates in an order that restarts least: those that need no restart first, then grouped by
+        their restart-only values (the group of the first restarting candidate first); stable otherwise."""
+        firsts: dict[tuple[tuple[str, str], ...], int] = {}
+        for i, c in enumerate(self.candidates):
+            firsts.setdefault(tuple(sorted((k, c.changes[k]) for k in c.restart_knobs)), i)
+
+        def rank(item: tuple[int, Candidate]) -> tuple[int, int, int]:
+            i, c = item
+            g = tuple(sorted((k, c.changes[k]) for k in c.restart_knobs))
+            return (1 if g else 0, firsts[g], i)
+
+        return [c for _, c in sorted(enumerate(self.candidates), key=rank)]
+
     def describe(self) -> str:
         """A readable multi-line summary (one block per candidate, then absent/notes/dropped)."""
         lines: list[str] = []

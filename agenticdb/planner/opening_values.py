@@ -4,13 +4,15 @@ server's spelling, and the memory the budget leaves for per-connection buffers (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agenticdb.config import PolicyConfig
 from agenticdb.models import KnobSpec, PlanningContext, StateDelta
 from agenticdb.planner import access
+from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.playbook import round_base
 from agenticdb.store.memory.backends import storage_class
+from agenticdb.targets.postgres_plans import PlanEvidence
 from agenticdb.units import bytes_of, canonical, family_of, format_value, parse_value, unit_bytes
 
 MiB = 1024**2
@@ -48,6 +50,28 @@ class HostView:
     data_bytes: float | None
     max_connections: int
     major: int
+
+
+@dataclass(frozen=True)
+class SourceInput:
+    """What a source reads: the context, the host's facts, the policy, plan evidence (PostgreSQL, read once
+    outside measured runs; None when not read) and the LLM planner (None: none configured)."""
+
+    ctx: PlanningContext
+    host: HostView
+    policy: PolicyConfig
+    plans: PlanEvidence | None = None
+    llm: object | None = None
+
+
+@dataclass
+class SourceOutput:
+    """A source's answer: its candidate (None: it has nothing to propose), why not, and notes on evidence it
+    needed and did not have ("JIT share not measured: …")."""
+
+    candidate: Candidate | None
+    why: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 def current_config(ctx: PlanningContext) -> dict[str, str]:

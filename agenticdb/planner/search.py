@@ -55,7 +55,7 @@ from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import _family as family_of_context
 from agenticdb.planner.playbook import load_playbook, round_base
 from agenticdb.planner.trade import refused_growth, trade_proposal
-from agenticdb.units import canonical, format_value, parse_value, unit_bytes
+from agenticdb.units import canonical, format_value, parse_value, readable, unit_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -421,6 +421,7 @@ class RefiningPlanner(Planner):
 
     def _proposal(self, ctx: PlanningContext, s: _Search, changes: dict[str, str], number: int) -> Proposal:
         specs = [s.specs[n] for n in changes]
+        family = family_of_context(ctx)
         notes, s.notes = s.notes, []
         current = {**ctx.profile.current_config, **ctx.current_config}
         complete = len([t for t in s.study.trials if t.state == optuna.trial.TrialState.COMPLETE])
@@ -436,7 +437,8 @@ class RefiningPlanner(Planner):
                 Change(
                     name=n,
                     value=v,
-                    rationale=f"TPE suggestion in [{_span(s.space[n], s.specs[n])}] ({n}: {current.get(n)} → {v})",
+                    rationale=f"TPE suggestion in [{_span(s.space[n], s.specs[n], family)}] "
+                    f"({n}: {current.get(n)} → {v})",
                 )
                 for n, v in changes.items()
             ],
@@ -464,9 +466,11 @@ def _text(changes: dict[str, str]) -> str:
     return ", ".join(f"{n}={v}" for n, v in changes.items()) or "no change"
 
 
-def _span(dist: optuna.distributions.FloatDistribution, spec: KnobSpec) -> str:
-    unit = f" × {spec.unit}" if spec.unit else ""
-    return f"{dist.low:.4g} .. {dist.high:.4g}{unit}, log scale"
+def _span(dist: optuna.distributions.FloatDistribution, spec: KnobSpec, family: str) -> str:
+    """The search range with each end in the knob's own spelling ("50ms .. 800ms, log scale";
+    "1MB .. 64MB"), not a bare number times the unit (issue 39's "[50 .. 800 × ms]")."""
+    lo, hi = (readable(family, spec, round(v) if spec.vartype == "integer" else v) for v in (dist.low, dist.high))
+    return f"{lo} .. {hi}, log scale"
 
 
 def expected_gain_text(gains: Sequence[float | None]) -> str:

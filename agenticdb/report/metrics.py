@@ -44,25 +44,13 @@ from prometheus_client import CollectorRegistry, start_http_server, write_to_tex
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agenticdb.config import Settings
+from agenticdb.config import Settings, parse_listen
 from agenticdb.store.journal import Journal, JournalEvent
 
 log = structlog.get_logger(__name__)
 
 FAILED_STATUSES = frozenset({"failed", "crashed"})
 TEXTFILE_EVERY_S = 5.0
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``"127.0.0.1:9187"`` → ``("127.0.0.1", 9187)``.
-
-    Raises:
-        ValueError: not ``host:port`` with a port in 1..65535 (the message names the value and the rule).
-    """
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(f"daemon.metrics_listen={text!r}: must be 'host:port' with a port in 1..65535")
-    return host.strip("[]"), int(port)
 
 
 class JournalCollector(Collector):

@@ -19,15 +19,11 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import structlog
 
 from agenticdb.errors import SessionError
-
-if TYPE_CHECKING:
-    from agenticdb.loop.recovery import StageState
-    from agenticdb.models import Layer
 
 log = structlog.get_logger(__name__)
 
@@ -135,30 +131,3 @@ def guarded(what: str, action: str = "write") -> Callable[[Callable[P, R]], Call
         return inner
 
     return wrap
-
-
-def storage_fault_stop(stages: dict[Layer, StageState], exc: StorageError) -> StorageError:
-    """A running session lost its journal or Memory Book: put every stage's safe configuration back
-    (its last verified snapshot, through ``recovery.restore_verified``) without writing to either store,
-    and return the error to stop with, saying whether the restore verified.
-
-    Nothing is journaled: the journal is what failed. An OS stage's originals stay marked unrestored in
-    the Memory Book, so ``agenticdb rollback --os`` and the daemon's reconciliation still know them.
-    """
-    from agenticdb.loop.recovery import restore_verified
-
-    notes = []
-    for layer, st in reversed(list(stages.items())):
-        result = restore_verified(st.target, st.snapshot, attempts=2, retry_pause_s=1.0)
-        if result.verified:
-            notes.append(f"{layer.value}: safe configuration '{st.snapshot.label}' put back and verified")
-        else:
-            notes.append(f"{layer.value}: safe configuration '{st.snapshot.label}' NOT verified ({result.problem()})")
-        log.error(
-            "storage.fault_restore",
-            stage=layer.value,
-            snapshot=st.snapshot.label,
-            verified=result.verified,
-            reason=f"{exc.what} {exc.path} cannot be written: the session stops with its safe configuration",
-        )
-    return StorageError(exc.path, exc.what, exc.cause, exc.action, "; ".join(notes) + "; session stopped")

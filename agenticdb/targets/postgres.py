@@ -31,6 +31,8 @@ from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
 from agenticdb.targets.postgres_stats import parse_state, pgss_jit_counters, state_query
 from agenticdb.units import numbers_equal, quantity, values_equal
+from agenticdb.validation.exclusions import denied_reason
+from agenticdb.validation.rules import load_ruleset
 
 log = structlog.get_logger(__name__)
 
@@ -189,7 +191,9 @@ class PostgresTarget(Target):
 
     def _drop_unprivileged(self, cat: Catalog) -> None:
         """Move the knobs this role may not ``ALTER SYSTEM`` (no superuser, no ``GRANT ALTER SYSTEM ON
-        PARAMETER``, PostgreSQL 15+) to the exclusions, with one log line (agenticdb.host.privileges)."""
+        PARAMETER``, PostgreSQL 15+) to the exclusions with their reason from
+        :func:`agenticdb.validation.exclusions.denied_reason`: the validator rule that made ``setup-role``
+        leave a knob out is logged at info (expected), a real privilege gap as one warning."""
         if self.major() < 15:
             return
         with self._connect() as conn:
@@ -197,16 +201,24 @@ class PostgresTarget(Target):
             if superuser:
                 return
             denied = set(unprivileged_parameters(conn, list(cat.knobs)))
-        dropped = [name for name in cat.knobs if name.lower() in denied]
-        for name in dropped:
+        rules = load_ruleset("postgresql")
+        gaps: list[str] = []
+        ruled: list[str] = []
+        for name in [name for name in cat.knobs if name.lower() in denied]:
             del cat.knobs[name]
-            cat.excluded[name] = f"role {user!r} lacks ALTER SYSTEM on it (agenticdb setup-role grants it)"
-        if dropped:
+            item = denied_reason(rules, "postgresql", cat.version, name, user)
+            cat.excluded[name] = item.reason
+            (gaps if item.status == "unprivileged" else ruled).append(name)
+        if ruled:
+            log.info("catalog.never_granted", role=user, left_out=len(ruled), reason="validator rules (setup-role)")
+        if gaps:
             log.warning(
                 "catalog.unprivileged",
                 role=user,
-                dropped=len(dropped),
-                note=f"{len(dropped)} knob(s) need superuser or GRANT ALTER SYSTEM ON PARAMETER: left out",
+                dropped=len(gaps),
+                names=gaps[:10],
+                note=f"{len(gaps)} knob(s) lack GRANT ALTER SYSTEM ON PARAMETER: left out; "
+                "`agenticdb setup-role --apply` grants them",
             )
 
     def _internal_facts(self) -> dict[str, float | str]:

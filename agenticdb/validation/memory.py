@@ -48,9 +48,10 @@ class MemoryEstimate:
     basis: str
 
     def terms(self) -> str:
-        """The terms, largest first ("shared memory 0.14 GiB, work_mem × 8 backends 0.06 GiB")."""
+        """The terms, largest first ("shared memory = 0.14 GiB, work_mem × 8 backends × hash_mem_multiplier
+        2 = 64 MiB"): each label names every factor, the size follows " = "."""
         ordered = sorted(self.parts.items(), key=lambda kv: -kv[1])
-        return ", ".join(f"{k} {_size(v)}" for k, v in ordered if v > 0)
+        return ", ".join(f"{k} = {_size(v)}" for k, v in ordered if v > 0)
 
 
 def _size(n: float) -> str:
@@ -77,6 +78,19 @@ def _workers(cfg: ResultingConfig, budget: MemoryBudget) -> dict[str, float]:
         label = f"{w['each']} × {count:g} {w['count']}"
         parts[label] = parts.get(label, 0.0) + count * each
     return parts
+
+
+def per_connection_factor(cfg: ResultingConfig, budget: MemoryBudget, policy: PolicyConfig) -> tuple[float, str]:
+    """(factor, label) of every per-connection term: ``hash_mem_multiplier`` where the DBMS has one
+    (PostgreSQL manual 20.4.1: a hash operation may use work_mem × hash_mem_multiplier) times
+    ``policy.per_connection_work_mem_factor``; the label names each factor that is not 1
+    (" × hash_mem_multiplier 2")."""
+    mult = cfg.number(budget.per_connection_multiplier) if budget.per_connection_multiplier else None
+    mult = mult if mult and mult > 0 else 1.0
+    label = f" × {budget.per_connection_multiplier} {mult:g}" if mult != 1 else ""
+    if policy.per_connection_work_mem_factor != 1:
+        label += f" × per_connection_work_mem_factor {policy.per_connection_work_mem_factor:g}"
+    return mult * policy.per_connection_work_mem_factor, label
 
 
 def peak_connections(budget: MemoryBudget, observed: Observed | None) -> float | None:
@@ -108,8 +122,7 @@ def measured_estimate(
     else:
         parts.update({n: _global(cfg, n) for n in budget.global_})
         basis = "global buffers as configured"
-    mult = cfg.number(budget.per_connection_multiplier) if budget.per_connection_multiplier else None
-    factor = (mult if mult and mult > 0 else 1.0) * policy.per_connection_work_mem_factor
+    factor, factor_label = per_connection_factor(cfg, budget, policy)
     backends = max(peak, 1.0)
     conns = cfg.number(budget.connections) if budget.connections else None
     more_conns = conns is not None and conns > (before.number(budget.connections or "") or 0.0)
@@ -122,21 +135,23 @@ def measured_estimate(
         raised = conns is not None and (more_conns or n > (before.number(name) or 0.0))
         count = conns if raised and conns is not None else backends
         who = f"{count:g} {budget.connections} (raised)" if raised else f"{backends:g} backends"
-        parts[f"{name} × {who}" + (f" × {factor:g}" if factor != 1 else "")] = count * n * factor
+        parts[f"{name} × {who}{factor_label}"] = count * n * factor
     parts.update(_workers(cfg, budget))
     basis += f"; peak {backends:g} connected backends observed ({', '.join(budget.observed_connections)})"
     return MemoryEstimate(sum(parts.values()), parts, basis)
 
 
 def worst_case(cfg: ResultingConfig, budget: MemoryBudget, policy: PolicyConfig) -> MemoryEstimate:
-    """Every connection of ``connections`` (max_connections) holding every per-connection buffer."""
+    """Every connection of ``connections`` (max_connections) holding every per-connection buffer times
+    :func:`per_connection_factor` (hash_mem_multiplier included)."""
     parts = {n: _global(cfg, n) for n in budget.global_}
     conns = cfg.number(budget.connections) if budget.connections else None
+    factor, factor_label = per_connection_factor(cfg, budget, policy)
     if conns:
         for name in budget.per_connection:
             n = cfg.number(name)
             if n is not None and n > 0:
-                parts[f"{name} × {conns:g} {budget.connections}"] = conns * n * policy.per_connection_work_mem_factor
+                parts[f"{name} × {conns:g} {budget.connections}{factor_label}"] = conns * n * factor
     parts.update(_workers(cfg, budget))
     return MemoryEstimate(sum(parts.values()), parts, f"worst case: every one of {budget.connections} connections")
 

@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agenticdb.resources import data_dir
+from agenticdb.rule_files import RULE_FILES
 
 Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not_in"]
 
@@ -440,9 +441,6 @@ class RuleSet(_Strict):
         return self
 
 
-RULE_FILES = {"postgresql": "postgresql.toml", "mysql": "mysql.toml", "linux": "linux.toml"}
-
-
 def load_ruleset_file(path: Path) -> RuleSet:
     """Load and validate one rule file.
 
@@ -464,8 +462,3 @@ def load_ruleset_file(path: Path) -> RuleSet:
 def load_ruleset(family: str) -> RuleSet:
     """The shipped rule set of ``family`` ("postgresql", "mysql", "linux"), loaded once per process."""
     return load_ruleset_file(data_dir("validators") / RULE_FILES[family])
-
-
-def harmful_rule_ids() -> set[str]:
-    """Ids of every shipped ``[[harmful]]`` rule (what ``policy.allow_harmful`` may name)."""
-    return {r.id for family in RULE_FILES for r in load_ruleset(family).harmful}

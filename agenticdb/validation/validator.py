@@ -359,6 +359,9 @@ def _unknown(r: _Round, name: str, shown: str, never: tuple[NameRule | None, Nam
     missing = _unknown_message(name, shown, r.catalog, r.fold)
     durability = rules_for(r.rules.durability, name)
     rule = never[0] or never[1]
+    if (rule is not None or durability) and _listed(name, r.catalog.excluded, r.fold):
+        # the rule is why the name was left out (setup-role does not grant it): the strongest reason alone
+        missing = f"left out of the catalog ({_listed(name, r.catalog.excluded, r.fold)})"
     if rule is not None:
         kind = "protected" if never[0] else "dangerous"
         r.fail(
@@ -423,6 +426,11 @@ def _in_range(spec: KnobSpec, b: float) -> bool:
     return not (
         (spec.min_value is not None and b < spec.min_value) or (spec.max_value is not None and b > spec.max_value)
     )
+
+
+def _listed(name: str, table: dict[str, str], fold: bool) -> str | None:
+    """The reason ``table`` gives for ``name`` (case-folded for DBMS names), or None."""
+    return next((reason for k, reason in table.items() if ((k.lower() == name.lower()) if fold else k == name)), None)
 
 
 def _unknown_message(name: str, shown: str, catalog: Catalog, fold: bool) -> str:

@@ -1,0 +1,41 @@
+"""The working state of one round while its steps run, and how a failed step ends it (beside the session)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agenticdb.loop.auditor import Assessment
+from agenticdb.loop.executor import PairedRuns
+from agenticdb.loop.planning import Plan
+from agenticdb.loop.stage import StageState, recover_round
+from agenticdb.loop.steps import SessionRecorder, StepResult
+from agenticdb.models import Failure, Layer, Measurement, RoundOutcome, Snapshot, StateDelta
+
+
+@dataclass
+class Round:
+    """The working state of one round while its steps run."""
+
+    no: int
+    layer: Layer
+    stage: StageState
+    delta: StateDelta | None
+    current: dict[str, str] = field(default_factory=dict)
+    plan: Plan | None = None
+    outcome: RoundOutcome | None = None
+    safe: Snapshot | None = None
+    screen: Measurement | None = None
+    prior_best: Measurement | None = None  # the best configuration's run right before the trial, if any
+    runs: PairedRuns | None = None
+    assessment: Assessment | None = None
+    plateau: bool = False
+
+
+def round_failed(r: Round, step: str, failure: Failure, recorder: SessionRecorder) -> StepResult:
+    """A failed trial, confirmation or revert of round ``r`` (in ``step``): recovery back to the round's safe
+    snapshot (:func:`recover_round`), both kept on the round's outcome; the returned step ends the round and
+    tells the failure with the server's own reason (``Failure.message``) and how recovery ended."""
+    assert r.outcome is not None and r.safe is not None
+    r.outcome.failure = failure
+    r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, recorder, r.no)
+    return StepResult(step, f"failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}", True)

@@ -1,0 +1,290 @@
+"""The opening's evidence-driven candidate (issue 36): what the baseline's own statistics show, and only that.
+
+Each knob is moved because a measured figure of this baseline says so, and its source names the figure.
+What a rule needed and could not read becomes a note ("JIT share not measured: …"), never silence.
+
+PostgreSQL (counters of the baseline's ``StateDelta``; plan evidence from
+``agenticdb.targets.postgres_plans`` when it was read):
+
+- JIT: compile time's share of execution time, from the plans (leader and workers) or else from
+  pg_stat_statements (leader only). At 1 % or more, jit = off (below 1 % it cannot help: the playbook's
+  ``absent_below``; PostgreSQL 15 manual 32.2 "When to JIT?");
+- parallel query: ≥ 50 % of the time in plans that launched workers → max_parallel_workers_per_gather up to
+  the cores the validator allows (manual 20.4.6, 15.1);
+- temporary files: the average spill per temp file (pg_stat_database temp_bytes / temp_files) is what one
+  sort or hash lacked → work_mem that size, only as far as the budget holds with every allowed connection ×
+  hash_mem_multiplier (manual 20.4.1);
+- buffer misses against the data size: when the data fits in 40 % of the memory limit (the playbook's
+  shared_buffers limit, manual 20.4.1), shared_buffers = 1.25 × the data; larger data is left to the kernel
+  page cache (a cache inside a cgroup competes with it: on pg-tpch, 1 GiB, shared_buffers 128 → 256 MB alone
+  measured −23 %, benchmarks/README.md) and effective_cache_size is brought to 75 % of the memory limit
+  when it claims more (manual 20.7.2);
+- WAL and checkpoints: requested checkpoints ≥ half of all → max_wal_size twice the WAL written per
+  checkpoint_timeout (manual 30.5); wal_buffers_full > 0 → wal_buffers 16MB (manual 20.5.1); full-page
+  images ≥ 30 % of WAL records → wal_compression (manual 20.5.1).
+
+MariaDB (global_status counters): buffer pool misses → the pool takes what the budget holds after the
+per-session buffers of the observed threads (KB "InnoDB Buffer Pool"); Created_tmp_disk_tables ≥ 10 % of
+temporary tables → tmp_table_size = max_heap_table_size × 4 (KB "tmp_table_size"); Innodb_log_waits → a
+64 MiB log buffer (KB "InnoDB Status Variables"); checkpoint age ≥ half the redo capacity → twice the redo
+log (KB "InnoDB Redo Log").
+"""
+
+from __future__ import annotations
+
+import math
+
+from agenticdb.models import StateDelta
+from agenticdb.planner.caps import cpu_cap
+from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.opening_values import (
+    GiB,
+    MiB,
+    SetBuilder,
+    SourceInput,
+    SourceOutput,
+    budget_bytes,
+    delta_of,
+    per_connection_room,
+)
+
+_DB, _BG, _WAL, _PGSS, _GS = (
+    "pg_stat_database.",
+    "pg_stat_bgwriter.",
+    "pg_stat_wal.",
+    "pg_stat_statements.",
+    "global_status.",
+)
+JIT_FLOOR = 0.01
+MIN_EXEC_MS_PER_S = 200.0  # the playbook's min_whole_per_s for the JIT rules
+PARALLEL_SHARE = 0.5
+MISS_RATIO = 0.05
+SHARED_BUFFERS_LIMIT = 0.40
+
+
+def _total(d: StateDelta | None, name: str) -> float | None:
+    if d is None:
+        return None
+    if name in d.totals:
+        return d.totals[name]
+    return d.per_second[name] * d.seconds if name in d.per_second else None
+
+
+def evidence_driven(inp: SourceInput) -> SourceOutput:
+    """The evidence-driven candidate (rules in the module docstring)."""
+    if inp.host.family == "postgresql":
+        return _postgresql(inp)
+    if inp.host.flavor in ("mariadb", "mysql"):
+        return _mariadb(inp)
+    return SourceOutput(None, f"no evidence rules for {inp.host.flavor}")
+
+
+def _done(b: SetBuilder, notes: list[str], what: str) -> SourceOutput:
+    if not b.changes:
+        return SourceOutput(None, f"the baseline's statistics call for no change ({what})", notes)
+    reasons = "; ".join(f"{k}: {v}" for k, v in b.sources.items())
+    cand = Candidate(
+        name="evidence",
+        changes=dict(b.changes),
+        rationale=f"what this baseline measured: {reasons}",
+        sources=dict(b.sources),
+    )
+    return SourceOutput(cand, "", notes)
+
+
+def _postgresql(inp: SourceInput) -> SourceOutput:
+    ctx, host = inp.ctx, inp.host
+    d = delta_of(ctx)
+    b = SetBuilder(ctx)
+    notes: list[str] = []
+    _jit(inp, b, d, notes)
+    _parallel(inp, b, notes)
+    _spill(inp, b, d, notes)
+    _cache(inp, b, d, notes)
+    _wal(b, d, notes)
+    if d is None:
+        notes.append("baseline statistics not measured: no runtime-state delta in the context")
+    return _done(b, notes, f"{host.workload_class} workload")
+
+
+def _jit(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
+    if (b.current.get("jit") or "on").lower() in ("off", "false", "0"):
+        return
+    share, where = None, ""
+    if inp.plans is not None and inp.plans.jit_share is not None:
+        share = inp.plans.jit_share
+        where = f"plans of {inp.plans.statements} statements (EXPLAIN ANALYZE, leader and workers)"
+    else:
+        jit, total = _total(d, _PGSS + "jit_time"), _total(d, _PGSS + "total_exec_time")
+        if jit is not None and total is not None and d is not None and total / max(d.seconds, 1e-6) < MIN_EXEC_MS_PER_S:
+            notes.append(
+                f"JIT share not measured: statements ran {total:.0f} ms in {d.seconds:.0f} s, under "
+                f"{MIN_EXEC_MS_PER_S:.0f} ms a second (the playbook's volume gate)"
+            )
+            return
+        if jit is not None and total:
+            share, where = min(jit / total, 1.0), "pg_stat_statements jit_*_time / total_exec_time (leader only)"
+    if share is None:
+        notes.append(
+            "JIT share not measured: no pg_stat_statements counters in the baseline statistics (the extension "
+            "is not created in the database agenticdb reads) and no plan evidence"
+        )
+        return
+    if share < JIT_FLOOR:
+        notes.append(f"JIT share measured {share:.1%} of execution time ({where}): below 1 %, jit kept")
+        return
+    b.put("jit", "off", f"measured: JIT compilation {share:.1%} of execution time ({where}); manual 32.2")
+
+
+def _parallel(inp: SourceInput, b: SetBuilder, notes: list[str]) -> None:
+    plans = inp.plans
+    if plans is None or plans.parallel_share is None:
+        notes.append("parallel-query share not measured: no plan evidence (EXPLAIN ANALYZE of the workload)")
+        return
+    share = plans.parallel_share
+    if share < PARALLEL_SHARE:
+        notes.append(f"parallel plans {share:.0%} of execution time: parallel workers kept")
+        return
+    cap = cpu_cap(inp.ctx, "max_parallel_workers_per_gather") or float(inp.host.cpus)
+    want = int(min(inp.host.cpus, cap))
+    now = b.now("max_parallel_workers_per_gather") or 0.0
+    if want <= now:
+        return
+    why = f"measured: {share:.0%} of execution time in parallel plans ({plans.workers_launched} workers launched)"
+    b.put("max_parallel_workers_per_gather", str(want), f"{why}; up to the {want} cores allowed (manual 20.4.6)")
+    if (b.now("max_parallel_workers") or 0.0) < want:
+        b.put("max_parallel_workers", str(want), f"{why}; the pool must hold the workers per Gather")
+
+
+def _spill(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
+    tb, tf = _total(d, _DB + "temp_bytes"), _total(d, _DB + "temp_files")
+    if tb is None:
+        notes.append("temporary-file spill not measured (no pg_stat_database counters)")
+        return
+    if tb <= 0 or not tf:
+        return
+    avg = tb / tf
+    now = b.now_bytes("work_mem") or 4 * MiB
+    committed = (
+        (b.now_bytes("shared_buffers") or 0.0)
+        + (b.now_bytes("wal_buffers") or 16 * MiB)
+        + (b.now_bytes("maintenance_work_mem") or 64 * MiB) * (b.now("autovacuum_max_workers") or 3.0)
+    )
+    mult = b.now("hash_mem_multiplier") or 1.0
+    room = per_connection_room(committed, inp.ctx, inp.policy, inp.host.max_connections, mult)
+    want = min(max(math.ceil(avg / MiB) * MiB, now * 2), room)
+    spill = f"measured: {tb / MiB:.0f} MiB in {tf:.0f} temporary files, {avg / MiB:.1f} MiB each"
+    if want <= now:
+        notes.append(
+            f"{spill}, but the memory budget ({budget_bytes(inp.ctx, inp.policy) / MiB:.0f} MiB) holds no more "
+            f"work_mem for {inp.host.max_connections} connections × hash_mem_multiplier {mult:g} "
+            f"({room / MiB:.1f} MiB each): work_mem kept"
+        )
+        return
+    b.put_bytes("work_mem", want, f"{spill}; capped by the budget at {room / MiB:.1f} MiB per connection")
+
+
+def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
+    mem, data = inp.host.memory_bytes, inp.host.data_bytes
+    ecs = b.now_bytes("effective_cache_size")
+    if ecs is not None and ecs > 0.75 * mem:
+        b.put_bytes(
+            "effective_cache_size",
+            math.floor(0.75 * mem / MiB) * MiB,
+            f"measured: it claims {ecs / GiB:.2f} GiB of cache, more than 75 % of the server's memory limit "
+            f"{mem / GiB:.2f} GiB (manual 20.7.2)",
+        )
+    rd, hit = _total(d, _DB + "blks_read"), _total(d, _DB + "blks_hit")
+    if rd is None or hit is None or rd + hit <= 0:
+        notes.append("buffer misses not measured (no pg_stat_database counters)")
+        return
+    miss = rd / (rd + hit)
+    if miss < MISS_RATIO:
+        return
+    sb = b.now_bytes("shared_buffers") or 128 * MiB
+    if data is None:
+        notes.append(f"buffer misses {miss:.0%} measured but the data size was not: shared_buffers kept")
+        return
+    if data > SHARED_BUFFERS_LIMIT * mem:
+        notes.append(
+            f"buffer misses {miss:.0%}; the data ({data / GiB:.2f} GiB) exceeds 40 % of the memory limit "
+            f"({mem / GiB:.2f} GiB): shared_buffers kept, the kernel page cache serves the misses"
+        )
+        return
+    want = math.ceil(1.25 * data / MiB) * MiB
+    if want > sb:
+        b.put_bytes(
+            "shared_buffers",
+            want,
+            f"measured: {miss:.0%} of block reads missed shared buffers; the data ({data / MiB:.0f} MiB) fits in "
+            "40 % of the memory limit, so 1.25 × the data holds it (manual 20.4.1)",
+        )
+
+
+def _wal(b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
+    req, timed = _total(d, _BG + "checkpoints_req"), _total(d, _BG + "checkpoints_timed")
+    wal = _total(d, _WAL + "wal_bytes")
+    if req is not None and timed is not None and req >= 2 and req >= timed and wal and d is not None:
+        timeout_s = b.now("checkpoint_timeout") or 300.0
+        per_ckpt = wal / d.seconds * timeout_s
+        want = max(2 * per_ckpt, 2 * (b.now_bytes("max_wal_size") or GiB))
+        b.put_bytes(
+            "max_wal_size",
+            math.ceil(want / GiB) * GiB,
+            f"measured: {req:.0f} requested vs {timed:.0f} timed checkpoints; {wal / d.seconds / MiB:.1f} MiB/s of "
+            f"WAL is {per_ckpt / GiB:.2f} GiB per checkpoint_timeout (manual 30.5)",
+        )
+    full = _total(d, _WAL + "wal_buffers_full")
+    if full and full > 0:
+        if (b.now_bytes("wal_buffers") or 0.0) < 16 * MiB:
+            b.put_bytes("wal_buffers", 16 * MiB, f"measured: wal_buffers_full = {full:.0f} (manual 20.5.1)")
+    fpi, recs = _total(d, _WAL + "wal_fpi"), _total(d, _WAL + "wal_records")
+    if fpi and recs and fpi / recs >= 0.3 and (b.current.get("wal_compression") or "off") in ("off", "false"):
+        b.put("wal_compression", "lz4", f"measured: full-page images {fpi / recs:.0%} of WAL records (20.5.1)")
+    if wal is None:
+        notes.append("WAL volume not measured (no pg_stat_wal counters)")
+
+
+_SESSION = ("sort_buffer_size", "join_buffer_size", "read_buffer_size", "read_rnd_buffer_size", "thread_stack")
+_GLOBALS = ("key_buffer_size", "aria_pagecache_buffer_size", "innodb_log_buffer_size", "query_cache_size")
+
+
+def _mariadb(inp: SourceInput) -> SourceOutput:
+    ctx, policy = inp.ctx, inp.policy
+    d = delta_of(ctx)
+    b = SetBuilder(ctx)
+    notes: list[str] = []
+    if d is None:
+        return SourceOutput(None, "no baseline statistics", ["baseline statistics not measured"])
+    rd, req = _total(d, _GS + "Innodb_buffer_pool_reads"), _total(d, _GS + "Innodb_buffer_pool_read_requests")
+    peak = d.gauges.get(_GS + "Threads_connected")
+    if rd is None or not req:
+        notes.append("buffer pool misses not measured")
+    elif rd / req >= 0.005:
+        conns = math.ceil((peak or inp.host.max_connections) * (1 + policy.capacity_headroom))
+        per = sum(b.now_bytes(n) or 0.0 for n in _SESSION)
+        room = budget_bytes(ctx, policy) - sum(b.now_bytes(n) or 0.0 for n in _GLOBALS) - conns * per
+        if room > (b.now_bytes("innodb_buffer_pool_size") or 0.0):
+            b.put_bytes(
+                "innodb_buffer_pool_size",
+                math.floor(room / MiB) * MiB,
+                f"measured: Innodb_buffer_pool_reads/read_requests = {rd / req:.3f}; the pool takes what the budget "
+                f"leaves after global caches and {conns} sessions' buffers (KB InnoDB Buffer Pool)",
+            )
+    disk, tmp = _total(d, _GS + "Created_tmp_disk_tables"), _total(d, _GS + "Created_tmp_tables")
+    if disk and tmp and disk / tmp >= 0.1:
+        for name in ("tmp_table_size", "max_heap_table_size"):
+            now = b.now_bytes(name) or 16 * MiB
+            b.put_bytes(name, min(now * 4, 256 * MiB), f"measured: {disk / tmp:.0%} of temporary tables on disk")
+    waits = _total(d, _GS + "Innodb_log_waits")
+    if waits and waits > 0 and (b.now_bytes("innodb_log_buffer_size") or 0.0) < 64 * MiB:
+        b.put_bytes("innodb_log_buffer_size", 64 * MiB, f"measured: Innodb_log_waits = {waits:.0f}")
+    age, cap = d.gauges.get("innodb.checkpoint_age_bytes"), d.gauges.get("variables.innodb_redo_log_capacity")
+    if age and cap and age / cap >= 0.5:
+        b.put_bytes(
+            "innodb_log_file_size",
+            2 * (b.now_bytes("innodb_log_file_size") or cap),
+            f"measured: checkpoint age {age / cap:.0%} of the redo capacity (KB InnoDB Redo Log)",
+        )
+    notes.append("data size not measured for MariaDB: the buffer pool is sized from the budget only")
+    return _done(b, notes, f"{inp.host.workload_class} workload")

@@ -1,0 +1,178 @@
+"""The opening's "at the playbook's limits" candidate (issue 36): every playbook move that serves the workload
+class, taken at once to its ``limit`` (``catalogs/playbook-*.toml``), inside the validator's host ceilings
+(``planner.caps``) and the memory budget.
+
+The classes' bottlenecks (judgement, from what each class spends its time on):
+
+- OLAP (scans, joins, sorts of large tables): cpu (parallel workers per Gather up to the cores), temp_spill
+  (work_mem), io_queue (random_page_cost / effective_io_concurrency for the measured device) — and
+  jit = off: on pg-tpch (TPC-H SF 1 under 1 GiB, benchmarks/README.md 2026-12-05) TPE's best configuration
+  had jit = off, +81.6 % against the default, while JIT compile time measured only 0.7–3 % of statement time
+  (pg_stat_statements counts the leader, not the workers; measurement on this host). The buffer cache is left
+  alone: scans of data larger than the cache are served by the kernel page cache (shared_buffers 128 → 256 MB
+  alone measured −23 % on pg-tpch);
+- OLTP: buffer_cache, wal_fsync, checkpoint, io_queue, cpu (the playbook's jit entry for OLTP);
+- mixed: buffer_cache, checkpoint, io_queue, cpu, temp_spill.
+
+The diagnosis's top bottleneck is added when it is not among the class's. Never moved: max_connections (a
+DBA's requirement), maintenance_work_mem (it serves no query and counts once per autovacuum worker).
+work_mem takes only what the budget holds with every allowed connection × hash_mem_multiplier. Random I/O
+knobs follow the device: the playbook's flash limits (random_page_cost 1.1, effective_io_concurrency 1000)
+only on SSD/NVMe or when the data fits in memory; on a rotating disk they are left as they are.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agenticdb.models import Bottleneck
+from agenticdb.planner.caps import host_cap
+from agenticdb.planner.diagnosis import diagnose
+from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.opening_values import (
+    MiB,
+    SetBuilder,
+    SourceInput,
+    SourceOutput,
+    current_config,
+    delta_of,
+    per_connection_room,
+)
+from agenticdb.planner.playbook import HostFacts, Playbook, PlaybookEntry, load_playbook, size
+from agenticdb.units import unit_bytes
+
+_B = Bottleneck
+CLASS_BOTTLENECKS: dict[str, tuple[Bottleneck, ...]] = {
+    "olap": (_B.cpu, _B.temp_spill, _B.io_queue),
+    "oltp": (_B.buffer_cache, _B.wal_fsync, _B.checkpoint, _B.io_queue, _B.cpu),
+    "mixed": (_B.buffer_cache, _B.checkpoint, _B.io_queue, _B.cpu, _B.temp_spill),
+}
+NEVER = frozenset({"max_connections", "maintenance_work_mem"})
+_RANDOM_IO = frozenset({"random_page_cost", "effective_io_concurrency", "innodb_io_capacity", "innodb_io_capacity_max"})
+_PER_CONNECTION = frozenset({"work_mem"})
+PGTPCH_JIT = (
+    "measurement on this host: pg-tpch (TPC-H SF 1, 1 GiB) TPE's best configuration had jit = off, +81.6 % vs "
+    "the default (benchmarks/README.md, 2026-12-05); PostgreSQL 15 manual 32.2 When to JIT?"
+)
+
+
+def at_limits(inp: SourceInput) -> SourceOutput:
+    """The candidate at the playbook's limits for the workload class (see the module docstring)."""
+    ctx, host = inp.ctx, inp.host
+    try:
+        book = load_playbook(host.flavor)
+    except ValueError as exc:
+        return SourceOutput(None, str(exc))
+    cls = host.workload_class
+    wanted = list(CLASS_BOTTLENECKS.get(cls, CLASS_BOTTLENECKS["mixed"]))
+    notes: list[str] = []
+    top = _diagnosed(inp)
+    if top is not None and top not in wanted:
+        wanted.append(top)
+    b = SetBuilder(ctx)
+    facts = HostFacts.of(ctx.profile.hardware, current_config(ctx))
+    flash = host.storage in ("ssd", "nvme") or (host.data_bytes is not None and host.data_bytes < host.memory_bytes)
+    for entry in _entries(book, wanted, cls):
+        if entry.knob in NEVER or entry.knob in b.changes or entry.knob in _PER_CONNECTION:
+            continue
+        if entry.knob in _RANDOM_IO and not flash:
+            notes.append(f"limits: {entry.knob} left for the {host.storage} data device")
+            continue
+        _take(inp, b, entry, facts)
+    if host.family == "postgresql" and cls == "olap" and "jit" in ctx.catalog.knobs:
+        b.put("jit", "off", PGTPCH_JIT)
+    for entry in _entries(book, wanted, cls):
+        if entry.knob in _PER_CONNECTION:
+            _work_mem(inp, b, entry, facts, notes)
+    if not b.changes:
+        return SourceOutput(None, f"every playbook move for {cls} is at its limit already", notes)
+    cand = Candidate(
+        name="limits",
+        changes=dict(b.changes),
+        rationale=f"the playbook's moves for a {cls} workload ({', '.join(x.value for x in wanted)}) at their "
+        "limits at once, inside the host's ceilings and the memory budget",
+        sources=dict(b.sources),
+    )
+    return SourceOutput(cand, "", notes)
+
+
+def _entries(book: Playbook, wanted: list[Bottleneck], cls: str) -> list[PlaybookEntry]:
+    """The playbook's entries for ``wanted`` bottlenecks (in that order) that serve workload class ``cls``."""
+    return [e for bn in wanted for e in book.entries_for(bn) if not e.workload_classes or cls in e.workload_classes]
+
+
+def _diagnosed(inp: SourceInput) -> Bottleneck | None:
+    """The diagnosis's top bottleneck of the baseline (None without statistics or when nothing scored)."""
+    d = delta_of(inp.ctx)
+    if d is None:
+        return None
+    hyps = [
+        h
+        for h in diagnose(d, inp.ctx.profile, inp.ctx.catalog.target, inp.ctx.stage)
+        if not h.ruled_out and h.score > 0
+    ]
+    return max(hyps, key=lambda h: h.score).bottleneck if hyps else None
+
+
+def _take(inp: SourceInput, b: SetBuilder, entry: PlaybookEntry, facts: HostFacts) -> None:
+    spec = b.spec(entry.knob)
+    if spec is None:
+        return
+    src = f"playbook {entry.bottleneck.value} limit ({entry.source})"
+    if entry.direction == "set":
+        value = entry.value
+        if value is None:
+            allowed = [v.lower() for v in spec.enum_values or []]
+            value = next((p for p in entry.prefer if p.lower() in allowed), None)
+        if value is not None and (b.current.get(entry.knob) or "").lower() not in entry.unless_current_in:
+            b.put(entry.knob, value, src)
+        return
+    if entry.limit is None:
+        return
+    now = b.now(entry.knob)
+    target = size(entry.limit, facts, spec, now)
+    if target is None:
+        return
+    cap = host_cap(inp.ctx, entry.knob)
+    if cap is not None and entry.direction == "up":
+        target = min(target, cap)
+        src += f"; within the validator's host ceiling {cap:g}"
+    if now is not None and (
+        (entry.direction == "up" and target <= now) or (entry.direction == "down" and target >= now)
+    ):
+        return
+    if entry.knob.startswith("innodb_log_file") or entry.knob == "innodb_redo_log_capacity":
+        pool = b.now("innodb_buffer_pool_size")
+        if pool is not None and target > pool:
+            target, src = pool, src + "; at most the buffer pool's size (judgement: a larger redo buys no more)"
+    b.put(entry.knob, target, src)
+
+
+def _work_mem(inp: SourceInput, b: SetBuilder, entry: PlaybookEntry, facts: HostFacts, notes: list[str]) -> None:
+    spec = b.spec(entry.knob)
+    if spec is None or entry.limit is None:
+        return
+    ub = unit_bytes(spec.unit) or 1
+    limit = size(entry.limit, facts, spec, b.now(entry.knob))
+    committed = (
+        (b.now_bytes("shared_buffers") or 0.0)
+        + (b.now_bytes("wal_buffers") or 16 * MiB)
+        + (b.now_bytes("maintenance_work_mem") or 64 * MiB) * (b.now("autovacuum_max_workers") or 3.0)
+    )
+    mult = b.now("hash_mem_multiplier") or 1.0
+    room = per_connection_room(committed, inp.ctx, inp.policy, inp.host.max_connections, mult)
+    want = min((limit or 0.0) * ub, room)
+    want = math.floor(want / MiB) * MiB if want >= MiB else want
+    now = b.now_bytes(entry.knob) or 0.0
+    if want <= now:
+        notes.append(
+            f"limits: {entry.knob} at the budget already ({room / MiB:.1f} MiB per connection for "
+            f"{inp.host.max_connections} connections × hash_mem_multiplier {mult:g})"
+        )
+        return
+    b.put_bytes(
+        entry.knob,
+        want,
+        f"playbook temp_spill limit ({entry.source}), capped by the memory budget: {room / MiB:.1f} MiB for each of "
+        f"{inp.host.max_connections} connections × hash_mem_multiplier {mult:g}",
+    )

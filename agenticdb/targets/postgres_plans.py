@@ -1,0 +1,213 @@
+"""Plan evidence (issue 36 point 4): where a query set's time goes, read once from the plans of the workload's
+own statements with ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)``, outside measured runs.
+
+What the cumulative statistics cannot say, the executed plans do:
+
+- JIT: the plan's "JIT" section sums the compilation time of the leader and of every parallel worker
+  (PostgreSQL 15 manual, 14.1 Using EXPLAIN and 32.4 JIT Configuration; ``explain.c`` ExplainPrintJITSummary
+  aggregates the workers' instrumentation). pg_stat_statements' jit_*_time counts the leader only (manual
+  F.32), so with 95 % of the time in parallel plans it understates what JIT costs;
+- parallel query: statements whose plans launched parallel workers (Gather / Gather Merge nodes, "Workers
+  Launched"), and the time of those statements;
+- temporary files and buffer misses per statement ("Temp Written Blocks", "Shared Read Blocks", BUFFERS).
+
+EXPLAIN ANALYZE executes the statement (manual: "the statement is actually executed"): only read-only
+statements (SELECT / WITH … SELECT / VALUES / TABLE) are explained, each inside a transaction that is rolled
+back, under a statement timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import structlog
+
+log = structlog.get_logger(__name__)
+
+_READ_ONLY = re.compile(r"^\s*(select|with|values|table)\b", re.IGNORECASE)
+_WRITES = re.compile(r"\b(insert|update|delete|merge|create|drop|alter|truncate|copy|grant|revoke)\b", re.IGNORECASE)
+SOURCE = "PostgreSQL 15 manual, 14.1 Using EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) and 32 Just-in-Time Compilation"
+
+
+@dataclass(frozen=True)
+class PlanEvidence:
+    """What the executed plans of a statement set showed (times in ms, sizes in 8 kB blocks).
+
+    Attributes:
+        statements: statements explained.
+        exec_ms: their execution time (sum of "Execution Time").
+        jit_ms: JIT compilation time, leader and workers summed ("JIT" → "Timing" → "Total").
+        jit_functions: functions JIT-compiled.
+        parallel_ms: execution time of the statements whose plan launched at least one parallel worker.
+        workers_planned, workers_launched: over all Gather / Gather Merge nodes.
+        temp_written_blocks: temporary-file blocks written (the top plan node counts its children).
+        shared_read_blocks, shared_hit_blocks: shared-buffer misses and hits.
+        skipped: statement name → why it was not explained (not read-only, an error, the timeout).
+    """
+
+    statements: int = 0
+    exec_ms: float = 0.0
+    jit_ms: float = 0.0
+    jit_functions: int = 0
+    parallel_ms: float = 0.0
+    workers_planned: int = 0
+    workers_launched: int = 0
+    temp_written_blocks: int = 0
+    shared_read_blocks: int = 0
+    shared_hit_blocks: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def jit_share(self) -> float | None:
+        """JIT compilation time over execution time (capped at 1; the sum over workers can exceed the wall
+        time); None when nothing was explained."""
+        return min(self.jit_ms / self.exec_ms, 1.0) if self.exec_ms > 0 else None
+
+    @property
+    def parallel_share(self) -> float | None:
+        """Share of execution time in statements that ran parallel workers; None when nothing was explained."""
+        return self.parallel_ms / self.exec_ms if self.exec_ms > 0 else None
+
+    def counters(self) -> dict[str, float]:
+        """The evidence as ``plans.*`` counters (a ``StateDelta.totals`` shape: ms, blocks, counts)."""
+        return {
+            "plans.statements": float(self.statements),
+            "plans.exec_time": self.exec_ms,
+            "plans.jit_time": self.jit_ms,
+            "plans.jit_functions": float(self.jit_functions),
+            "plans.parallel_exec_time": self.parallel_ms,
+            "plans.workers_planned": float(self.workers_planned),
+            "plans.workers_launched": float(self.workers_launched),
+            "plans.temp_written_blocks": float(self.temp_written_blocks),
+            "plans.shared_read_blocks": float(self.shared_read_blocks),
+            "plans.shared_hit_blocks": float(self.shared_hit_blocks),
+        }
+
+    def summary(self) -> str:
+        """One line for the journal: the shares and the statements explained or skipped."""
+        if not self.statements:
+            return f"no statement explained ({len(self.skipped)} skipped)"
+        js, ps = self.jit_share or 0.0, self.parallel_share or 0.0
+        reads = self.shared_read_blocks + self.shared_hit_blocks
+        miss = self.shared_read_blocks / reads if reads else 0.0
+        return (
+            f"{self.statements} statements explained ({self.exec_ms / 1000:.1f} s): JIT compilation {js:.1%} of "
+            f"execution time ({self.jit_functions} functions, leader and workers), {ps:.0%} of the time in "
+            f"parallel plans ({self.workers_launched}/{self.workers_planned} workers launched), "
+            f"{self.temp_written_blocks * 8 / 1024:.0f} MiB written to temporary files, shared-buffer misses "
+            f"{miss:.0%}" + (f"; {len(self.skipped)} skipped" if self.skipped else "")
+        )
+
+
+def _jit_total(jit: dict[str, Any]) -> float:
+    """JIT "Timing" → "Total" in ms; PostgreSQL 17 nests each phase as {"Total": …}."""
+    timing = jit.get("Timing") or {}
+    total = timing.get("Total")
+    if isinstance(total, dict):
+        total = total.get("Total")
+    return float(total or 0.0)
+
+
+def _walk(node: dict[str, Any]) -> tuple[int, int]:
+    """(workers planned, workers launched) over the Gather / Gather Merge nodes under ``node``."""
+    planned = launched = 0
+    if node.get("Node Type") in ("Gather", "Gather Merge"):
+        planned += int(node.get("Workers Planned") or 0)
+        launched += int(node.get("Workers Launched") or 0)
+    for child in node.get("Plans") or []:
+        p, w = _walk(child)
+        planned, launched = planned + p, launched + w
+    return planned, launched
+
+
+def parse_plan(doc: list[dict[str, Any]] | dict[str, Any]) -> dict[str, float]:
+    """The figures of one ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` result: exec_ms, jit_ms, jit_functions,
+    workers_planned, workers_launched, temp_written, shared_read, shared_hit.
+
+    Raises:
+        ValueError: the document has no "Plan" (not an EXPLAIN ANALYZE result).
+    """
+    top = doc[0] if isinstance(doc, list) else doc
+    plan = top.get("Plan")
+    if not isinstance(plan, dict):
+        raise ValueError(f"EXPLAIN result without a 'Plan': keys {sorted(top)}")
+    planned, launched = _walk(plan)
+    jit = top.get("JIT") or {}
+    return {
+        "exec_ms": float(top.get("Execution Time") or 0.0),
+        "jit_ms": _jit_total(jit),
+        "jit_functions": float(jit.get("Functions") or 0),
+        "workers_planned": float(planned),
+        "workers_launched": float(launched),
+        "temp_written": float(plan.get("Temp Written Blocks") or 0),
+        "shared_read": float(plan.get("Shared Read Blocks") or 0),
+        "shared_hit": float(plan.get("Shared Hit Blocks") or 0),
+    }
+
+
+def explain_statements(
+    conn: psycopg.Connection[Any], statements: dict[str, str], timeout_s: float = 300.0
+) -> PlanEvidence:
+    """Run ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` once for each read-only statement of ``statements``
+    (name → SQL) on ``conn`` (a connection to the workload's own database, with the configuration to be
+    judged), each in a transaction rolled back, under ``statement_timeout`` = ``timeout_s``.
+
+    Returns:
+        PlanEvidence; statements not read-only, or that failed or timed out, are in ``skipped`` with why.
+    """
+    totals = dict.fromkeys(
+        (
+            "exec_ms",
+            "jit_ms",
+            "jit_functions",
+            "workers_planned",
+            "workers_launched",
+            "temp_written",
+            "shared_read",
+            "shared_hit",
+        ),
+        0.0,
+    )
+    parallel_ms, done = 0.0, 0
+    skipped: dict[str, str] = {}
+    for name, text in statements.items():
+        sql = text.strip().rstrip(";")
+        if not _READ_ONLY.match(sql) or _WRITES.search(sql):
+            skipped[name] = "not a read-only statement (EXPLAIN ANALYZE executes it)"
+            continue
+        try:
+            with conn.transaction(force_rollback=True):
+                conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
+                row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}").fetchone()
+        except psycopg.Error as exc:
+            skipped[name] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+            continue
+        if row is None:
+            skipped[name] = "EXPLAIN returned no row"
+            continue
+        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+        got = parse_plan(doc)
+        for key in totals:
+            totals[key] += got[key]
+        if got["workers_launched"] > 0:
+            parallel_ms += got["exec_ms"]
+        done += 1
+    ev = PlanEvidence(
+        statements=done,
+        exec_ms=totals["exec_ms"],
+        jit_ms=totals["jit_ms"],
+        jit_functions=int(totals["jit_functions"]),
+        parallel_ms=parallel_ms,
+        workers_planned=int(totals["workers_planned"]),
+        workers_launched=int(totals["workers_launched"]),
+        temp_written_blocks=int(totals["temp_written"]),
+        shared_read_blocks=int(totals["shared_read"]),
+        shared_hit_blocks=int(totals["shared_hit"]),
+        skipped=skipped,
+    )
+    log.info("plans.explained", statements=done, skipped=len(skipped), reason=ev.summary())
+    return ev

@@ -1,0 +1,52 @@
+"""Texts a DBA reads (issue 39): ranges in the knob's own spelling, summary lines computed from the
+numbers of the decision. Pure functions, no server."""
+
+from __future__ import annotations
+
+import optuna
+
+from agenticdb.cli.tune_cmd import largest_effect, medians_text
+from agenticdb.models import ApplyMode, Bottleneck, Decision, GainEstimate, KnobSpec, Layer, RoundOutcome
+from agenticdb.planner.search import _span
+
+
+def test_search_range_reads_in_the_knobs_spelling() -> None:
+    ms = KnobSpec(name="commit_delay_ms", vartype="integer", unit="ms", apply=ApplyMode.reload)
+    text = _span(optuna.distributions.FloatDistribution(50, 800.3, log=True), ms, "postgresql")
+    assert text == "50ms .. 800ms, log scale"
+    pages = KnobSpec(name="shared_buffers", vartype="integer", unit="8kB", apply=ApplyMode.restart)
+    assert _span(optuna.distributions.FloatDistribution(16384, 65536, log=True), pages, "postgresql").startswith(
+        "128MB .. 512MB"
+    )
+
+
+def _round(no: int, gain: float, pair_gains: list[float], cand: float = 1006.0, best: float = 977.0) -> RoundOutcome:
+    est = GainEstimate(
+        gain=gain, low=gain - 0.05, high=gain + 0.05, pairs=len(pair_gains), confidence=0.95,
+        text=f"{gain:+.1%}", pair_gains=pair_gains,
+    )  # fmt: skip
+    return RoundOutcome(
+        session_id="s",
+        round_no=no,
+        stage=Layer.dbms,
+        bottleneck=Bottleneck.unknown,
+        changes={"work_mem": "8MB"},
+        objective=cand,
+        best_objective=best,
+        estimate=est,
+        decision=Decision.continue_,
+        reason="tie",
+    )
+
+
+def test_round_line_shows_the_pair_ratios_behind_the_estimate() -> None:
+    # medians say +3 %, the pairs say -2.8 % on average: the line shows both so neither reads as a slip
+    r = _round(1, -0.028, [0.031, -0.080, -0.035])
+    text = medians_text(r, labelled=True)
+    assert text.startswith("candidate 1,006.000 vs best 977.000 (medians)")
+    assert "pairs candidate/best +3.1 %, -8.0 %, -3.5 %" in text and "geometric mean" in text
+
+
+def test_largest_effect_is_by_magnitude_and_keeps_its_sign() -> None:
+    rounds = [_round(1, 0.03, [0.03]), _round(2, -0.14, [-0.14]), _round(3, 0.05, [0.05])]
+    assert largest_effect(rounds).round_no == 2

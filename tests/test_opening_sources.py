@@ -1,0 +1,172 @@
+"""The opening's evidence and limits sources and the plan evidence (issue 36 points 1 and 4), on real private
+PostgreSQL 15 / MariaDB 10.11 servers with huge, forced faults (a 64 kB work_mem sort, JIT at cost 0, parallel
+setup at cost 0, 1 kB in-memory temporary tables)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pymysql
+import pytest
+from openingctx import context_of
+
+from agenticdb.config import PolicyConfig
+from agenticdb.planner.opening import generate_opening
+from agenticdb.planner.opening_evidence import evidence_driven
+from agenticdb.planner.opening_limits import at_limits
+from agenticdb.planner.opening_values import SourceInput, host_view
+from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
+from agenticdb.targets.postgres import PostgresTarget
+from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
+from agenticdb.validation.validator import flavor_of
+
+GiB = 1024**3
+MiB = 1024**2
+ROWS = 300_000
+FORCE_JIT_AND_PARALLEL = (
+    "SET jit = on; SET jit_above_cost = 0; SET jit_inline_above_cost = 0; SET jit_optimize_above_cost = 0; "
+    "SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+    "SET max_parallel_workers_per_gather = 2"
+)
+
+
+@pytest.fixture(scope="module")
+def pg_table(pg_sandbox: PostgresSandboxInfo) -> Iterator[str]:
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS opening_t")
+        db.execute(f"CREATE TABLE opening_t AS SELECT g AS x, md5(g::text) AS s FROM generate_series(1, {ROWS}) g")
+        db.execute("ANALYZE opening_t")
+    yield pg_sandbox.dsn
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS opening_t")
+
+
+@pytest.fixture()
+def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
+    t = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
+    yield t
+    t.close()
+
+
+def _plans(dsn: str) -> PlanEvidence:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(FORCE_JIT_AND_PARALLEL)  # type: ignore[arg-type]
+        return explain_statements(
+            conn,
+            {
+                "agg": "SELECT sum(x), count(DISTINCT s) FROM opening_t WHERE x % 7 = 3",
+                "write": "DELETE FROM opening_t",
+            },
+        )
+
+
+def test_plan_evidence_reads_jit_and_parallel_time_from_the_executed_plans(pg_table: str) -> None:
+    ev = _plans(pg_table)
+    assert ev.statements == 1 and "write" in ev.skipped and "read-only" in ev.skipped["write"]
+    assert ev.jit_functions > 0 and ev.jit_ms > 0, ev
+    assert ev.workers_launched >= 1 and ev.parallel_share == 1.0, ev
+    assert ev.exec_ms > 0 and ev.shared_hit_blocks + ev.shared_read_blocks > 0
+    assert "JIT compilation" in ev.summary() and "parallel plans" in ev.summary()
+    assert ev.counters()["plans.jit_time"] == ev.jit_ms
+    with psycopg.connect(pg_table) as db:  # nothing was written
+        row = db.execute("SELECT count(*) FROM opening_t").fetchone()
+        assert row is not None and row[0] == ROWS
+
+
+def _spill(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("SET work_mem = '64kB'")
+        for _ in range(3):
+            db.execute("SELECT s FROM opening_t ORDER BY s DESC OFFSET 1000 LIMIT 1").fetchone()
+
+
+def test_evidence_sizes_work_mem_from_the_spill_and_turns_jit_off_from_the_plans(
+    pg: PostgresTarget, pg_table: str
+) -> None:
+    ctx = context_of(pg, workload_class="olap", memory=16 * GiB, load=lambda: _spill(pg_table))
+    inp = SourceInput(
+        ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=PolicyConfig(), plans=_plans(pg_table)
+    )
+    out = evidence_driven(inp)
+    c = out.candidate
+    assert c is not None and c.name == "evidence", out
+    assert c.changes["jit"] == "off" and "EXPLAIN ANALYZE, leader and workers" in c.sources["jit"]
+    wm = int(c.changes["work_mem"].removesuffix("MB"))
+    assert wm >= 8, c.changes  # at least twice the 4MB in effect, sized to the measured spill
+    assert "temporary files" in c.sources["work_mem"]
+    assert not any("not measured" in n and "JIT" in n for n in out.notes), out.notes
+
+
+def test_evidence_says_what_it_could_not_measure(pg: PostgresTarget) -> None:
+    ctx = context_of(pg)
+    out = evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=PolicyConfig()))
+    assert any(n.startswith("JIT share not measured") for n in out.notes), out.notes
+    assert any(n.startswith("parallel-query share not measured") for n in out.notes), out.notes
+    opening = generate_opening(ctx, policy=PolicyConfig())
+    assert any(n.startswith("JIT share not measured") for n in opening.notes)
+
+
+def test_limits_for_analytics_under_1gib_turn_jit_off_and_leave_the_cache(pg: PostgresTarget) -> None:
+    ctx = context_of(pg, workload_class="olap", memory=1 * GiB)
+    out = at_limits(SourceInput(ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=PolicyConfig()))
+    c = out.candidate
+    assert c is not None
+    assert c.changes["jit"] == "off" and "+81.6 %" in c.sources["jit"]
+    assert not {"shared_buffers", "max_connections", "maintenance_work_mem"} & set(c.changes), c.changes
+    # work_mem only as far as 768 MiB − 128 MiB − 3 × 64 MiB … holds for 50 connections × hash_mem_multiplier 2
+    if "work_mem" in c.changes:
+        assert int(c.changes["work_mem"].removesuffix("MB")) <= 4, c.changes
+    else:
+        assert any("work_mem at the budget" in n for n in out.notes), out.notes
+
+
+def test_limits_for_oltp_take_the_cache_to_the_playbook_limit(pg: PostgresTarget) -> None:
+    ctx = context_of(pg, workload_class="oltp", memory=16 * GiB)
+    opening = generate_opening(ctx, policy=PolicyConfig())
+    c = next(c for c in opening.candidates if c.name == "limits")
+    assert c.changes["shared_buffers"] == "6553MB", c.changes  # 40 % of 16 GiB (manual 20.4.1)
+    assert c.changes["jit"] == "off" and "max_connections" not in c.changes
+    assert c.restart_knobs == ["shared_buffers", "wal_buffers"], c.restart_knobs
+    # the candidates that restart are raced after those that do not
+    order = opening.race_order()
+    assert [x.needs_restart for x in order] == sorted(x.needs_restart for x in order)
+    groups = opening.restart_groups()
+    assert 1 <= len(groups) <= sum(1 for x in opening.candidates if x.needs_restart), groups
+
+
+@pytest.fixture()
+def maria(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[MySQLTarget]:
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    yield t
+    t.close()
+
+
+def _disk_tables(dsn: str) -> None:
+    kw = parse_mysql_dsn(dsn)
+    with pymysql.connect(**kw) as db, db.cursor() as cur:  # type: ignore[arg-type]
+        cur.execute("CREATE DATABASE IF NOT EXISTS opening_m")
+        cur.execute("USE opening_m")
+        cur.execute("CREATE TABLE IF NOT EXISTS opening_m.t (a INT, b VARCHAR(64))")
+        cur.execute("INSERT INTO opening_m.t SELECT seq, md5(seq) FROM seq_1_to_20000")
+        cur.execute("SET SESSION tmp_table_size = 1024, max_heap_table_size = 16384")
+        for _ in range(5):
+            cur.execute("SELECT b, count(*) FROM opening_m.t GROUP BY b ORDER BY 2 DESC LIMIT 1")
+            cur.fetchall()
+        cur.execute("DROP DATABASE opening_m")
+
+
+def test_mariadb_evidence_raises_temporary_tables_that_went_to_disk(
+    maria: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo
+) -> None:
+    ctx = context_of(
+        maria, memory=2 * GiB, benchmark="sysbench", load=lambda: _disk_tables(mariadb_sandbox.target_config().dsn)
+    )
+    out = evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=PolicyConfig()))
+    c = out.candidate
+    assert c is not None, out
+    assert int(c.changes["tmp_table_size"]) == 64 * MiB and int(c.changes["max_heap_table_size"]) == 64 * MiB
+    assert "temporary tables on disk" in c.sources["tmp_table_size"]
+    assert any("data size not measured" in n for n in out.notes)
