@@ -41,8 +41,9 @@ from agenticdb.loop.race import (
     restarts_needed,
     switch_changes,
 )
-from agenticdb.loop.recovery import StageState, recover_round
-from agenticdb.loop.steps import Round, StepResult
+from agenticdb.loop.round import Round
+from agenticdb.loop.stage import StageState, recover_round
+from agenticdb.loop.steps import StepResult
 from agenticdb.models import (
     ApplyMode,
     Change,
