@@ -557,6 +557,25 @@ class OSConfig(Section):
     devices: list[str] = Field(default_factory=list, description="block devices; default: the data dir's")
 
 
+class RootCauseConfig(Section):
+    """Root causes a setting cannot fix (issue 40, ``agenticdb.rootcause``)."""
+
+    enabled: bool = Field(default=True, description="look for stale statistics, missing indexes, lock chains, …")
+    statements: list[str] = Field(
+        default_factory=list,
+        description="the workload's own SELECTs to EXPLAIN ANALYZE for plan evidence ({r} becomes 1); "
+        "PostgreSQL 15 cannot explain pg_stat_statements' normalised texts",
+    )
+
+
+class RemediationConfig(Section):
+    """Where approved remediation (ANALYZE, VACUUM, CREATE INDEX CONCURRENTLY) runs. The tuning role
+    is not the tables' owner (PostgreSQL 15: those statements need the owner or a superuser), so without
+    ``dsn`` — a DSN of the tables' owner — remediation stays advice."""
+
+    dsn: str | None = Field(default=None, description="DSN of the tables' owner; unset: advice only")
+
+
 class DaemonConfig(Section):
     """Long-lived service schedule."""
 
@@ -629,6 +648,8 @@ class Settings(BaseSettings):
     os: OSConfig = Field(default_factory=OSConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     live: LiveConfig = Field(default_factory=LiveConfig)
+    rootcause: RootCauseConfig = Field(default_factory=RootCauseConfig)
+    remediation: RemediationConfig = Field(default_factory=RemediationConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 from agenticdb.config import LoopConfig
 from agenticdb.measure import series
 from agenticdb.measure.disturbance import DisturbanceThresholds, classified
+from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy
 from agenticdb.measure.sequential import decide as sequential_decide
 from agenticdb.models import (
@@ -306,13 +307,18 @@ class Assessment:
     best: list[Measurement] = field(default_factory=list)
     disturbed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    query_weights: QueryWeights | None = None
 
     @property
     def better(self) -> bool:
         return self.verdict == "better"
 
     def log_ratios(self) -> list[float]:
-        """The valid pairs' oriented log-ratios (positive = candidate better); for the noise estimate."""
+        """The valid pairs' oriented log-ratios (positive = candidate better), on the statistic the test
+        used (``query_weights``: the per-query statistic of ``agenticdb.measure.query_set``); for the noise estimate."""
+        if self.query_weights is not None:
+            ds = [self.query_weights.log_ratio(c, b) for c, b in zip(self.candidate, self.best, strict=False)]
+            return [d for d in ds if d is not None]
         out = []
         for c, b in zip(self.candidate, self.best, strict=False):
             if c.objective > 0 and b.objective > 0:
@@ -335,6 +341,9 @@ class DecisionRules:
     session_cap: bool = False
     """``budget_s`` is the session's time left, not ``loop.decision_budget_s``: a decision it cuts short
     without decisive evidence is "undecided: budget ended", not a tie."""
+    query_weights: QueryWeights | None = None
+    """Query sets (total_time): the pairs are judged on the per-query statistic of ``agenticdb.measure.query_set``
+    with these frozen weights, not on the total time."""
 
 
 def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
@@ -437,6 +446,8 @@ def assess(
         return Assessment("worse", why, None, [screen], seconds=clock() - started)
     pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
     first, first_config = screen, _CANDIDATE
+    if screen.cut_off:  # disturbed (else cut_off() made it worse): a screen only, never one side of a pair
+        first, prior_best = runs.run(_CANDIDATE, f"{_CANDIDATE} 1"), None
     if prior_best is not None:
         done = pairs.judge(prior_best, "best", screen, f"{_CANDIDATE} 1", 0.0)
         if done is not None:
@@ -488,6 +499,8 @@ class _Pairs:
         """Add the pair (``first`` of ``first_config``, then ``second`` of the other configuration, which
         took ``took_s`` seconds; 0 when it was measured before the decision) and look at the pairs."""
         reason = _disturbed(first, second, self.protocol.thresholds)
+        if first.cut_off or second.cut_off:
+            reason = "; ".join(r for r in (reason, "a cut-off run is a screen only") if r)
         if reason:
             return self._discard(label, second, reason, took_s)
         self.valid.append((first, second) if first_config == "candidate" else (second, first))
@@ -551,14 +564,19 @@ class _Pairs:
     def assessment(self, verdict: Judgement, reason: str, estimate: Estimate | None) -> Assessment:
         """The Assessment of ``verdict`` over the valid pairs so far."""
         cand, best = [c for c, _ in self.valid], [b for _, b in self.valid]
-        return Assessment(verdict, reason, estimate, cand, best, self.disturbed, self.clock() - self.started)
+        took = self.clock() - self.started
+        return Assessment(verdict, reason, estimate, cand, best, self.disturbed, took, self.protocol.query_weights)
 
 
 def _look(pairs: list[tuple[Measurement, Measurement]], protocol: DecisionRules, final: bool) -> PairDecision:
-    """One look of the sequential test over the valid pairs (``verdict`` None = measure another pair)."""
+    """One look of the sequential test over the valid pairs (``verdict`` None = measure another pair); on
+    the per-query scores of ``agenticdb.measure.query_set`` when the protocol has query weights."""
     cand = [c.objective for c, _ in pairs]
     best = [b.objective for _, b in pairs]
     higher = pairs[0][0].higher_is_better
+    scored = protocol.query_weights.scores(pairs) if protocol.query_weights is not None else None
+    if scored is not None:
+        cand, best, higher = scored[0], scored[1], False
     within = [m.objective_se / m.objective for pair in pairs for m in pair if m.objective_se and m.objective > 0]
     p95: tuple[list[float], list[float]] | None = None
     if protocol.latency_guard and all(c.latency_p95_ms and b.latency_p95_ms for c, b in pairs):
@@ -624,10 +642,13 @@ def _lowers(ch: NormalizedChange, spec: KnobSpec) -> bool:
     return before is not None and after is not None and after < before
 
 
-def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRules:
+def decision_rules(
+    loop: LoopConfig, noise: Noise, left_s: float, query_weights: QueryWeights | None = None
+) -> DecisionRules:
     """The decision protocol of ``[loop]`` with the session's pooled ``noise``; the decision's time cap is
     ``loop.decision_budget_s`` or the session's time left (``left_s``, seconds), whichever is shorter
-    (``session_cap`` says it is the session's)."""
+    (``session_cap`` says it is the session's). ``query_weights``: judge query-set pairs on the per-query
+    statistic (``agenticdb.measure.query_set``); ``noise`` must then be of that statistic too."""
     policy = SequentialPolicy(
         min_gain=loop.min_gain,
         confidence=loop.confidence,
@@ -643,6 +664,7 @@ def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRul
         max(min(loop.decision_budget_s, left_s), 0.0),
         latency_guard=loop.latency_guard is not None,
         session_cap=left_s < loop.decision_budget_s,
+        query_weights=query_weights,
     )
 
 

@@ -23,6 +23,7 @@ from agenticdb.loop.auditor import decision_runs, noise_cv
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.recovery import Recovery, restore_verified
 from agenticdb.loop.steps import SessionRecorder
+from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise, SequentialPolicy, detectable_gain
 from agenticdb.models import (
     ApplyMode,
@@ -251,8 +252,18 @@ class Start:
         return self.baseline[0].higher_is_better
 
     @property
+    def query_weights(self) -> QueryWeights | None:
+        """Query sets (total_time): the per-query weights frozen from the baseline (``agenticdb.measure.query_set``);
+        None for any other workload or objective."""
+        return QueryWeights.from_baseline(self.baseline)
+
+    @property
     def noise(self) -> Noise:
-        """The pair noise the baseline's repeated runs show: the sequential test's first prior."""
+        """The pair noise the baseline's repeated runs show: the sequential test's first prior, on the
+        statistic the test uses (the per-query statistic for query sets)."""
+        weights = self.query_weights
+        if weights is not None:
+            return weights.noise(self.baseline)
         return Noise.from_repeats([m.objective for m in self.baseline])
 
     @property

@@ -135,6 +135,7 @@ class Result:
     planner_ms: list[float] = field(default_factory=list)
     overhead: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    could_not_advise: str = ""  # a peer that gave no advice (its tool died): why; the table says so
 
 
 def better(a: float, b: float, higher: bool) -> bool:

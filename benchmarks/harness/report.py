@@ -25,10 +25,12 @@ def _row(r: dict, share: bool) -> str:
     res = r["result"]
     spread = "—" if not r["spread"] else f"{_f(r['spread'][0])}–{_f(r['spread'][1])}"
     name = r["competitor"] + (f" — {res['label']}" if res.get("label") else "")
+    # a peer whose tool died gave no advice: its configuration is the start, not "advised nothing"
+    verdict = f"could not advise: {res['could_not_advise']}" if res.get("could_not_advise") else r["verdict_vs_default"]
     line = (
         f"| {name} | {_f(r['median'])} | {spread} | {_f(r['tps_median'], 0)} | "
         f"{_f(r['p95_median_ms'])} | {100 * r['gain_vs_default']:+.1f} % | "
-        f"{r['verdict_vs_default']} | {res['time_to_best_s'] / 60:.1f} | {res['rounds']} | "
+        f"{verdict} | {res['time_to_best_s'] / 60:.1f} | {res['rounds']} | "
         f"{res['failed']} / {res['recovered']} | {res['rejected']} | {res['left_down']} |"
     )
     if share:
@@ -70,7 +72,7 @@ def markdown(summaries: list[dict]) -> str:
         out.append("")
         for r in s["rows"]:
             res = r["result"]
-            bits = []
+            bits = [f"could not advise: {res['could_not_advise']}"] if res.get("could_not_advise") else []
             if r["agenticdb_vs"]:
                 bits.append(
                     "vs " + ", ".join(f"{k}: {v[0]} ({100 * v[1]:+.1f} %)" for k, v in r["agenticdb_vs"].items())
