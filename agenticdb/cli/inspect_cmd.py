@@ -15,6 +15,7 @@ from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.redaction import redact
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
+from agenticdb.rootcause.text import report_lines as root_cause_lines
 from agenticdb.targets.base import Target
 from agenticdb.units import family_of, unit_bytes, values_equal
 from agenticdb.validation.exclusions import LeftOut, left_out
@@ -129,7 +130,10 @@ def _inspected_target(cfg: Settings, os_stage: bool, console: Console) -> Target
         return linux_target(cfg)
     target = build_target(cfg)
     if not target.available():
-        console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
+        why = target.unavailable_reason or "not accepting connections"
+        console.print(
+            f"[red]error:[/] target at {escape(_safe_dsn(cfg.target.dsn or ''))}: {escape(why)}", highlight=False
+        )
         return None
     return target
 
@@ -353,6 +357,7 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     unit = objective_unit(obj)
     lines = [f"# agenticdb session {sid}", ""]
     lines += _report_summary(meta, by, obj, unit)
+    lines += root_cause_lines(by.get("root_cause"))
     lines += ["", "## Best configuration", ""]
     best_changes = end.get("best_changes") or end.get("best_config")
     if best_changes:

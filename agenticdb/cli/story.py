@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.rule import Rule
 
 from agenticdb.report.labels import objective_label, objective_unit
+from agenticdb.rootcause.text import story_line
 from agenticdb.store.journal import JournalEvent
 
 
@@ -278,6 +279,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "intent.closed": _intent_closed,
     "pristine.captured": _pristine,
     "stop": _stop,
+    "root_cause": lambda console, d: _line(console, "Root cause", story_line(d), "bold"),
 }
 
 

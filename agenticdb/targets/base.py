@@ -48,6 +48,8 @@ class Target(ABC):
 
     kind: str
     service: Service | None = None
+    unavailable_reason: str | None = None
+    """Why the last :meth:`available` said False, in one line (``agenticdb.connfault``); None: it answered."""
 
     # ---- identity ------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ import pymysql
 import structlog
 
 from agenticdb.config import TargetConfig
+from agenticdb.connfault import describe_fault
 from agenticdb.host.services import Service, ServiceError, build_service
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
@@ -226,8 +227,10 @@ class MySQLTarget(Target):
         try:
             with self._cursor() as cur:
                 cur.execute("SELECT 1")
+            self.unavailable_reason = None
             return True
-        except pymysql.MySQLError:
+        except pymysql.MySQLError as exc:
+            self.unavailable_reason = describe_fault(exc)
             self._conn = None
             return False
 

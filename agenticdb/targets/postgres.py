@@ -24,6 +24,7 @@ import structlog
 from psycopg import sql
 
 from agenticdb.config import TargetConfig
+from agenticdb.connfault import describe_fault
 from agenticdb.host.privileges import pg_is_superuser, unprivileged_parameters
 from agenticdb.host.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
@@ -95,9 +96,12 @@ class PostgresTarget(Target):
         """True when ``SELECT 1`` answers within a 2 s connect timeout."""
         try:
             with self._connect(timeout=2) as conn:
-                return conn.execute("SELECT 1").fetchone() == (1,)
-        except psycopg.Error:
+                ok = conn.execute("SELECT 1").fetchone() == (1,)
+        except psycopg.Error as exc:
+            self.unavailable_reason = describe_fault(exc)
             return False
+        self.unavailable_reason = None
+        return ok
 
     def close(self) -> None:
         """Nothing is held open between operations."""

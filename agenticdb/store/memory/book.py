@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
-from agenticdb.sqlite_create import create_sqlite_atomically
 from agenticdb.store.faults import guarded
 from agenticdb.store.memory.backends import SqliteBackend, default_host_label, migrate_local, origin_host, rank
+from agenticdb.store.sqlite_create import create_sqlite_atomically
 
 if TYPE_CHECKING:
     from agenticdb.store.memory.central import CentralLink
