@@ -346,6 +346,20 @@ class LoopConfig(Section):
         ge=0,
         description="OLAP: stop a trial's query set once it runs this × the best's query-set time (0 = never)",
     )
+    # The opening (issue 36; agenticdb.loop.race): whole configurations raced before the diagnosis rounds.
+    opening: bool = Field(
+        default=True,
+        description="race whole candidate configurations (host-sized, evidence, playbook limits, experience, "
+        "LLM) once each before the diagnosis rounds, and prove the leader on fresh pairs",
+    )
+    opening_candidates: int = Field(default=3, ge=1, le=8, description="candidates the opening races (K)")
+    race_time_factor: float = Field(
+        default=1.5,
+        gt=1,
+        le=10,
+        description="a race screen stops once it is this much worse than the best run so far: OLTP below "
+        "1/k of its TPS, query sets past k × its time in total or per query (λ-Tune's bound)",
+    )
     max_planner_retries: int = Field(default=2, ge=0)
     stage: Literal["dbms", "os", "both"] = "dbms"
     start_from: str | None = None

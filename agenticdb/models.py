@@ -394,9 +394,10 @@ class Proposal(Strict):
     rationale: str = ""
     planner: str = "heuristic"
     plateau: bool = False
-    stage: Literal["playbook", "search"] = "playbook"
-    """Which stage proposed it: the playbook (diagnosis → prescription) or the refinement search
-    (``agenticdb.planner.search``, model-based search after the playbook is used up)."""
+    stage: Literal["playbook", "search", "opening"] = "playbook"
+    """Which stage proposed it: the playbook (diagnosis → prescription), the refinement search
+    (``agenticdb.planner.search``, model-based search after the playbook is used up) or the opening's race
+    of whole configurations (``agenticdb.loop.race``: one screen each, then the leader's proof)."""
     repairs: list[str] = Field(default_factory=list)
     """Knobs this proposal puts back to the server's shipped default from a known bad start (a trap, or a
     value below the default under a floor rule). When the session's budget ends inside the decision and
@@ -555,6 +556,11 @@ class RoundOutcome(Strict):
     reason: str
     started_at: float = Field(default_factory=time.time)
     finished_at: float = Field(default_factory=time.time)
+
+    @property
+    def opening(self) -> bool:
+        """A round of the opening's race (a screen or the leader's proof), not a diagnosis round."""
+        return self.proposal is not None and self.proposal.stage == "opening"
 
 
 class HostOrigin(Strict):

@@ -102,7 +102,7 @@ def _session(tmp_path: Path, disturb: set[int]) -> tuple[TuningSession, LimitedW
     journal = Journal(tmp_path / "journal.db")
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=1, baseline_runs=2, max_pairs=2, search=False),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=2, max_pairs=2, search=False),
         storage=StorageConfig(home=tmp_path),
     )
     planner = ScriptedPlanner([{"autovacuum_naptime": "4min"}])
