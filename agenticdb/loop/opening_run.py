@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -63,12 +63,43 @@ from agenticdb.targets.base import TargetError
 from agenticdb.workloads.base import WorkloadError
 
 if TYPE_CHECKING:
+    from agenticdb.config import Settings
     from agenticdb.loop.initializer import Start
-    from agenticdb.loop.session import TuningSession
-    from agenticdb.models import PlanningContext
+    from agenticdb.loop.steps import SessionRecorder
+    from agenticdb.measure.sequential import Noise
+    from agenticdb.models import Failure, Measurement, PlanningContext
+    from agenticdb.planner.base import Planner
     from agenticdb.planner.llm import LLMPlanner
+    from agenticdb.store.memory import MemoryBook
+    from agenticdb.targets.base import Target
 
 log = structlog.get_logger(__name__)
+
+
+class TuningSession(Protocol):
+    """What the opening uses of ``agenticdb.loop.session.TuningSession`` (a protocol, so the session imports
+    this module and not the other way round)."""
+
+    cfg: Settings
+    recorder: SessionRecorder
+    planner: Planner
+    target: Target
+    memory: MemoryBook
+    session_id: str
+    rounds: list[RoundOutcome]
+    best_runs: dict[Layer, Measurement]
+    noise: Noise
+    started: float
+    current_round: int
+    opening_rounds: int
+    round_seconds: list[float]
+    approve: Callable[[str, int, Proposal, Verdict], str | None] | None
+    on_round: Callable[[RoundOutcome], None]
+
+    def _judge(self, r: Round, start: Start) -> StepResult: ...
+    def _settle(self, r: Round, start: Start) -> StepResult: ...
+    def _decide(self, r: Round) -> tuple[RoundOutcome, Decision]: ...
+    def _failed(self, r: Round, step: str, failure: Failure) -> StepResult: ...
 
 
 OpeningSource = Callable[["PlanningContext", int], tuple[Sequence[Candidate], list[str]]]

@@ -282,6 +282,22 @@ def race_table(state: RaceState, best_level: float, prior: Noise) -> list[dict[s
     return rows
 
 
+def race_lines(event: dict[str, object]) -> list[str]:
+    """The ``race`` journal event as lines for people (``journal story``): one per screened candidate with
+    its knobs and result, then the leader (or why the race did not run)."""
+    if event.get("skipped"):
+        return [f"opening skipped: {event['skipped']}"]
+    rows = event.get("table")
+    lines = []
+    for row in rows if isinstance(rows, list) else []:
+        knobs = row.get("knobs") if isinstance(row, dict) else None
+        text = ", ".join(f"{k}={v}" for k, v in knobs.items()) if isinstance(knobs, dict) else ""
+        lines.append(f"round {row.get('round')} {row.get('candidate')}: {text} → {row.get('result')}")
+    leader = event.get("leader")
+    lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
+    return lines
+
+
 def opening_cost_s(
     run_durations_s: list[float],
     warmup_s: float,
@@ -325,6 +341,7 @@ __all__ = [
     "counted_worse",
     "opening_cost_s",
     "race_limit",
+    "race_lines",
     "race_order",
     "race_table",
     "restart_names",
