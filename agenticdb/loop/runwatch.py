@@ -13,7 +13,8 @@ from pathlib import Path
 
 import structlog
 
-from agenticdb.measure.worldwatch import lines_after, oom_kills, outside_restart, server_cgroup, world_changes
+from agenticdb.host.hardware import memory_events_file
+from agenticdb.measure.worldwatch import lines_after, oom_kills, outside_restart, world_changes
 from agenticdb.models import Disturbance, Measurement
 from agenticdb.targets.base import Target
 from agenticdb.workloads.base import WorkloadError
@@ -57,7 +58,8 @@ class RunWatch:
         self.mark = self._mark()
         self.anchor = self.target.log_tail(LOG_ANCHOR_LINES)
         try:
-            self.cgroup = server_cgroup(self.server_pid())
+            pid = self.server_pid()
+            self.cgroup = memory_events_file(pid) if pid is not None else None
         except Exception:  # noqa: BLE001 - no pid: no OOM evidence (the failure stays the candidate's)
             self.cgroup = None
         self.oom_before = oom_kills(self.cgroup)

@@ -146,27 +146,13 @@ REQUESTED_SHUTDOWN = re.compile(
 CRASH = re.compile(r"terminated by signal|\bOOM\b|out of memory|mysqld got signal|mariadbd got signal", re.I)
 
 
-def server_cgroup(pid: int | None, root: Path = Path("/")) -> Path | None:
-    """The cgroup v2 folder of process ``pid`` (``/proc/<pid>/cgroup`` line ``0::<path>``), None when unknown."""
-    if pid is None:
+def oom_kills(events: Path | None) -> int | None:
+    """``oom_kill`` of a memory cgroup's ``memory.events`` (v2) or ``memory.oom_control`` (v1): processes in it
+    killed by an OOM killer; None when unreadable (``agenticdb.host.hardware.memory_events_file`` finds it)."""
+    if events is None:
         return None
     try:
-        text = (root / f"proc/{pid}/cgroup").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("0::"):
-            return root / "sys/fs/cgroup" / line[3:].lstrip("/")
-    return None
-
-
-def oom_kills(cgroup: Path | None) -> int | None:
-    """``oom_kill`` of the cgroup's ``memory.events`` (processes in it killed by an OOM killer), None when
-    unreadable."""
-    if cgroup is None:
-        return None
-    try:
-        for line in (cgroup / "memory.events").read_text().splitlines():
+        for line in events.read_text().splitlines():
             key, _, value = line.partition(" ")
             if key == "oom_kill":
                 return int(value)
