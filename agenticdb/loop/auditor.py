@@ -191,10 +191,19 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
         return plateau_exit(stalled)
     if not stage_rounds:
         return Decision.continue_, "first round of the stage"
-    last = stage_rounds[-1]
+    return _after(stage_rounds[-1], stage_rounds)
+
+
+def _after(last: RoundOutcome, stage_rounds: list[RoundOutcome]) -> tuple[Decision, str]:
+    """The decision that follows the stage's last round."""
     if last.kept:
         gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
         return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
+    if last.interrupted:
+        before = stage_rounds[-2] if len(stage_rounds) > 1 else None
+        if before is not None and before.interrupted:
+            return Decision.terminate, "interrupted by an outside restart twice in a row: stopping"
+        return Decision.continue_, "round interrupted by an outside restart (not the candidate's failure): try again"
     if last.failure is not None:
         return (
             Decision.redirect,
