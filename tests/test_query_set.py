@@ -271,7 +271,7 @@ def test_a_query_set_session_freezes_weights_and_judges_on_them(tmp_path: Path) 
     journal = Journal(tmp_path / "journal.db")
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=1, baseline_runs=2, max_pairs=3, search=False),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=2, max_pairs=3, search=False),
         storage=StorageConfig(home=tmp_path),
     )
     planner = ScriptedPlanner([{"autovacuum_naptime": "4min"}])
