@@ -283,3 +283,7 @@ def test_a_query_set_session_freezes_weights_and_judges_on_them(tmp_path: Path) 
     assert events["query_weights"]["weights"] == {"q01": 0.8, "q02": 0.2}
     assert result.rounds[0].judged == "better" and result.rounds[0].kept
     assert result.rounds[0].gain_vs_best == pytest.approx(1.0)  # every query twice as fast: d = ln 2
+    judged = events["judged"]
+    assert judged["statistic"].startswith("per-query d") and judged["d"] == pytest.approx(
+        [math.log(2)] * judged["pairs"]
+    )

@@ -704,9 +704,10 @@ def record_assessment(
 
 def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
     """The ``judged`` journal event: the verdict, the estimate with its interval, and the runs it rests on
-    (objective values; medians as shown by ``tune`` and ``report``)."""
+    (objective values; medians as shown by ``tune`` and ``report``); for query sets also the statistic the
+    test ran on and each pair's ``d`` (``agenticdb.measure.query_set``)."""
     e = outcome.estimate
-    return {
+    event: dict[str, object] = {
         "verdict": a.verdict,
         "gain": outcome.gain_vs_best,
         "low": e.low if e else None,
@@ -722,3 +723,6 @@ def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
         "disturbed": a.disturbed,
         "seconds": round(a.seconds, 1),
     }
+    if a.query_weights is not None:
+        event |= {"statistic": "per-query d = Σ w_q·ln(best_q/candidate_q)", "d": a.log_ratios()}
+    return event
