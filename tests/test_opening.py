@@ -108,7 +108,7 @@ def test_the_set_budget_counts_hash_mem_multiplier_on_the_worst_case(pg: Postgre
     # 952 MiB with hash_mem_multiplier 2 does not
     v = validate_set({"shared_buffers": "256MB", "work_mem": "5MB"}, ctx.catalog, cur, hw, PolicyConfig())
     assert not v.ok and v.memory_only, v.reasons()
-    assert "whole set" in v.reasons() and "hash_mem_multiplier 2" in v.reasons() and "952 MiB" in v.reasons()
+    assert "hash_mem_multiplier 2" in v.reasons() and "952 MiB" in v.reasons(), v.reasons()
     assert validate_set({"shared_buffers": "256MB", "work_mem": "3MB"}, ctx.catalog, cur, hw, PolicyConfig()).ok
 
 

@@ -23,12 +23,16 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
 from pydantic import BaseModel, Field
 
+from agenticdb.advice.recommendation import SEVERITIES as SEVERITIES
+from agenticdb.advice.recommendation import Recommendation as Recommendation
+from agenticdb.advice.recommendation import Severity as Severity
+from agenticdb.advice.sizing import hold_to_reference, judge_set, reference
 from agenticdb.config import PolicyConfig, Settings
 from agenticdb.loop.executor import merge_states
 from agenticdb.loop.rootcause_step import record, watcher_for
@@ -40,6 +44,7 @@ from agenticdb.models import (
     Fingerprint,
     Hardware,
     Layer,
+    Observed,
     PlanningContext,
     Proposal,
     RuntimeProfile,
@@ -54,10 +59,6 @@ from agenticdb.targets.base import Target
 from agenticdb.units import family_of, format_value, parse_value
 
 log = structlog.get_logger(__name__)
-
-Severity = Literal["info", "low", "medium", "high", "critical"]
-SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high", "critical")
-"""Severities from least to most urgent (``--fail-on`` compares by this order)."""
 
 CONFIDENCE_ORIGINS = {
     "measured": "measured on this host (same DBMS, version, memory and CPUs) in an earlier session",
@@ -74,36 +75,6 @@ IDLE_HOST_ORIGIN = (
 
 MIN_SCORE = 0.15
 """Hypotheses scoring below this get no diagnosis-driven moves (HeuristicPlanner's default)."""
-
-
-class Recommendation(BaseModel):
-    """One knob change to consider. Values in the server's spelling (``units.format_value``).
-
-    ``verdict`` is the validator's ("accept" or "reject" with ``verdict_detail``); ``confidence`` is
-    "measured" | "experience" | "diagnosis" | "rule" with ``confidence_origin`` saying what it rests on.
-    """
-
-    id: str
-    knob: str
-    layer: Layer
-    current: str | None
-    recommended: str
-    apply: ApplyMode
-    bottleneck: str
-    rule: str
-    reason: str
-    source: str
-    effect: str = ""
-    risk: str = ""
-    evidence: list[str] = Field(default_factory=list)
-    severity: Severity = "low"
-    confidence: Literal["measured", "experience", "diagnosis", "rule"] = "rule"
-    confidence_origin: str = ""
-    verdict: Literal["accept", "reject"] = "accept"
-    verdict_detail: str = ""
-    option_file: bool | None = None
-    """MySQL/MariaDB: False when the server accepts the variable only at run time (``SET GLOBAL``), so
-    it must not be written to an option file (the next start would abort); None when not applicable."""
 
 
 class Finding(BaseModel):
@@ -451,7 +422,12 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
     adv = Advisor(catalog, hardware, current, delta, family_of(catalog.target), identity, experience, fp)
     hyps = adv.hypotheses()
     recs = adv.recommendations(hyps)
+    ref = reference(adv.ctx, cfg.policy)
+    if ref is not None:
+        hold_to_reference(recs, ref, catalog)
     judge(recs, catalog, current, hardware, cfg.policy, target.can_restart())
+    observed = Observed(gauges=dict(delta.gauges))
+    set_notes = judge_set(recs, catalog, current, hardware, cfg.policy, target.can_restart(), observed)
     all_hyps = list(hyps)
     if os_layer:
         os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp)
@@ -481,7 +457,7 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         ],
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=cause_notes + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
+        notes=cause_notes + set_notes + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
         root_cause=record(causes) if causes is not None else None,
     )
 

@@ -130,7 +130,10 @@ def _inspected_target(cfg: Settings, os_stage: bool, console: Console) -> Target
         return linux_target(cfg)
     target = build_target(cfg)
     if not target.available():
-        console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
+        why = target.unavailable_reason or "not accepting connections"
+        console.print(
+            f"[red]error:[/] target at {escape(_safe_dsn(cfg.target.dsn or ''))}: {escape(why)}", highlight=False
+        )
         return None
     return target
 

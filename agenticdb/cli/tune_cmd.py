@@ -182,9 +182,11 @@ def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, T
     try:
         target = build_target(cfg)
         if not target.available():
+            why = target.unavailable_reason or "not accepting connections"
             console.print(
-                f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
-                "accepting connections"
+                f"[red]error:[/] target {cfg.target.kind} at {escape(_safe_dsn(cfg.target.dsn or ''))}: {escape(why)}",
+                highlight=False,
+                soft_wrap=True,
             )
             return 1
         check_privileges(cfg)

@@ -31,6 +31,7 @@ from agenticdb.config import PolicyConfig
 from agenticdb.models import ApplyMode, FailedCheck, Observed, PlanningContext
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_host import host_sized
+from agenticdb.planner.opening_learned import from_experience, from_llm
 from agenticdb.planner.opening_limits import at_limits
 from agenticdb.planner.opening_types import SOURCES, Candidate, Opening
 from agenticdb.planner.opening_values import (
@@ -50,6 +51,9 @@ __all__ = ["Candidate", "Opening", "generate_opening", "repair_set"]
 
 log = structlog.get_logger(__name__)
 
+LEARNED = ("experience", "llm")
+"""Sources that, when they produce a set, replace the weakest of the rule-based ones."""
+
 #: Trade rounds a set over the memory budget may take before it is dropped (each halves the gives).
 MAX_REPAIRS = 4
 
@@ -57,8 +61,14 @@ Source = Callable[[SourceInput], SourceOutput]
 
 
 def _sources() -> dict[str, Source]:
-    """The base sources by name (experience and llm are added by :func:`generate_opening` when present)."""
-    return {"host-sized": host_sized, "evidence": evidence_driven, "limits": at_limits}
+    """The sources by name, in the order they are asked (:data:`LEARNED` replace the weakest of the others)."""
+    return {
+        "host-sized": host_sized,
+        "evidence": evidence_driven,
+        "limits": at_limits,
+        "experience": from_experience,
+        "llm": from_llm,
+    }
 
 
 def generate_opening(
@@ -163,16 +173,14 @@ def _collect(
             absent.append(f"{name}: {out.why or 'no change from the configuration in effect'}")
             continue
         raw.append(out.candidate)
-    absent += [f"{n}: source not built yet" for n in SOURCES if n not in _sources() and n not in ("experience", "llm")]
-    if llm is None:
-        absent.append("llm: no LLM planner configured")
-    if not ctx.experience:
-        absent.append("experience: no experience retrieved for this fingerprint")
+    absent += [f"{n}: source not built" for n in SOURCES if n not in _sources()]
     return raw, absent, notes
 
 
 def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> list[Candidate]:
-    """The first ``k`` pairwise different sets; duplicates and the rest go to ``dropped`` with why."""
+    """At most ``k`` pairwise different sets: duplicates go; each learned candidate (:data:`LEARNED`) replaces
+    the weakest rule-based one — the one that moves fewest knobs, as it departs least from the baseline
+    already measured (judgement) — and anything beyond ``k`` goes; ``dropped`` says why."""
     chosen: list[Candidate] = []
     for cand in valid:
         twin = next((c for c in chosen if c.key() == cand.key()), None)
@@ -180,8 +188,19 @@ def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> l
             dropped.append((cand.name, f"the same configuration as {twin.name}"))
             continue
         chosen.append(cand)
-    dropped += [(c.name, f"beyond k={k}") for c in chosen[k:]]
-    return chosen[:k]
+    learned = [c for c in chosen if c.name in LEARNED]
+    base = [c for c in chosen if c.name not in LEARNED]
+    for replacing in learned:
+        if not base or len(base) + len(learned) <= k:
+            break
+        weakest = min(reversed(base), key=lambda c: len(c.changes))
+        base.remove(weakest)
+        dropped.append(
+            (weakest.name, f"replaced by {replacing.name}: the weakest rule-based set ({len(weakest.changes)} knobs)")
+        )
+    kept = [c for c in chosen if c in base or c in learned]
+    dropped += [(c.name, f"beyond k={k}") for c in kept[k:]]
+    return kept[:k]
 
 
 def _with_modes(ctx: PlanningContext, cand: Candidate, sv: SetVerdict) -> Candidate:
