@@ -224,6 +224,14 @@ class LiveConfig(Section):
         default=0.05, ge=0, le=1, description="the guard reverts when rolled back/failed transactions exceed this share"
     )
     guard_min_s: int = Field(default=1, ge=1, description="seconds of a window before the guard judges it")
+    guard_min_mean_ms: float = Field(
+        default=1.0,
+        ge=0,
+        description="the guard judges only statements whose baseline mean is at least this (ms): a 0.02-ms "
+        "statement measured 0.08 ms after jit = off in issue 38, a 4× 'slowdown' made of one preemption or "
+        "cache miss (a scheduler time slice is milliseconds); such statements are too short to time reliably "
+        "per second (judgement, measured on a busy 2-core host)",
+    )
     turnover_max_s: float = Field(
         default=30.0,
         ge=0,

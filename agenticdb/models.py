@@ -223,6 +223,8 @@ class Disturbance(Strict):
     psi_cpu_some_pct: float | None = None
     disturbed: bool = False
     reason: str = ""
+    world: list[str] = Field(default_factory=list)
+    """What changed under the run that agenticdb did not do (restart, statistics reset, reload; issue 38)."""
 
 
 class LiveQuery(Strict):
@@ -478,6 +480,9 @@ class Failure(Strict):
     logs: list[str] = Field(default_factory=list)
     server_reason: str = ""
     attempted: list[NormalizedChange] = Field(default_factory=list)
+    outside: str = ""
+    """Evidence that someone else restarted the server (``agenticdb.measure.worldwatch.outside_restart``): then the
+    failure is not the candidate's and is never recorded as failed."""
 
 
 class Execution(Strict):
@@ -545,6 +550,8 @@ class RoundOutcome(Strict):
     kept: bool = False
     failure: Failure | None = None
     recovery: RecoveryResult | None = None
+    interrupted: str = ""
+    """Set when an outside restart interrupted the round (the evidence); such a round has no failure."""
     decision: Decision
     reason: str
     started_at: float = Field(default_factory=time.time)

@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 warmup_max_s=args.warmup_max,
                 objective=args.objective,
             ),
-            loop=LoopConfig(baseline_runs=args.baseline_runs, decision_budget_s=args.decision_budget),
+            loop=LoopConfig(baseline_runs=args.baseline_runs, decision_budget_s=args.decision_budget or 180.0),
             storage=StorageConfig(home=base / "home"),
         )
         (base / "home").mkdir()
@@ -213,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=float, default=50000)
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--baseline-runs", type=int, default=3)
-    p.add_argument("--decision-budget", type=float, default=180.0, help="seconds per decision (loop.decision_budget_s)")
+    p.add_argument(
+        "--decision-budget",
+        type=float,
+        default=None,
+        help="seconds per decision (loop.decision_budget_s); 180 in oltp mode, 300 (the [loop] default) in query-set",
+    )
     p.add_argument("--no-reset", dest="reset", action="store_false", help="no pristine data reset before runs")
     p.add_argument("--mode", choices=("oltp", "query-set"), default="oltp", help="oltp (sysbench) or query-set (TPC-H)")
     from benchmarks import bench_auditor_qset  # lazy: it imports this module (its _apply)

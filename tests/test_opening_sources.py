@@ -22,6 +22,8 @@ from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
 from agenticdb.validation.validator import flavor_of
+from agenticdb.workloads.common import ensure_database, ensure_pg_stat_statements
+from agenticdb.workloads.registry import connection_from_dsn
 
 GiB = 1024**3
 MiB = 1024**2
@@ -170,3 +172,28 @@ def test_mariadb_evidence_raises_temporary_tables_that_went_to_disk(
     assert int(c.changes["tmp_table_size"]) == 64 * MiB and int(c.changes["max_heap_table_size"]) == 64 * MiB
     assert "temporary tables on disk" in c.sources["tmp_table_size"]
     assert any("data size not measured" in n for n in out.notes)
+
+
+def test_the_workload_database_gets_pg_stat_statements_and_the_target_reads_jit_from_it(
+    pg: PostgresTarget, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    conn = connection_from_dsn("postgresql", pg_sandbox.dsn, "opening_wl")
+    ensure_database(conn)
+    try:
+        with psycopg.connect(pg_sandbox.dsn.rsplit("/", 1)[0] + "/opening_wl", autocommit=True) as db:
+            row = db.execute("SELECT extname FROM pg_extension WHERE extname = 'pg_stat_statements'").fetchone()
+            assert row is not None, "pg_stat_statements not created in the workload's database"
+            assert ensure_pg_stat_statements(conn) == "created"  # idempotent
+
+            def jit_heavy() -> None:
+                db.execute(FORCE_JIT_AND_PARALLEL)  # type: ignore[arg-type]
+                db.execute("CREATE TABLE IF NOT EXISTS w AS SELECT g AS x FROM generate_series(1, 200000) g")
+                for _ in range(5):
+                    db.execute("SELECT sum(x * 2 + 1), avg(x) FROM w WHERE x % 3 = 1").fetchone()
+
+            ctx = context_of(pg, workload_class="olap", load=jit_heavy)
+        delta = ctx.profile.baseline_state
+        assert delta is not None and delta.totals.get("pg_stat_statements.jit_time", 0.0) > 0, delta
+    finally:
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS opening_wl")

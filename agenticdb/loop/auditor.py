@@ -191,10 +191,19 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
         return plateau_exit(stalled)
     if not stage_rounds:
         return Decision.continue_, "first round of the stage"
-    last = stage_rounds[-1]
+    return _after(stage_rounds[-1], stage_rounds)
+
+
+def _after(last: RoundOutcome, stage_rounds: list[RoundOutcome]) -> tuple[Decision, str]:
+    """The decision that follows the stage's last round."""
     if last.kept:
         gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
         return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
+    if last.interrupted:
+        before = stage_rounds[-2] if len(stage_rounds) > 1 else None
+        if before is not None and before.interrupted:
+            return Decision.terminate, "interrupted by an outside restart twice in a row: stopping"
+        return Decision.continue_, "round interrupted by an outside restart (not the candidate's failure): try again"
     if last.failure is not None:
         return (
             Decision.redirect,
@@ -695,9 +704,10 @@ def record_assessment(
 
 def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
     """The ``judged`` journal event: the verdict, the estimate with its interval, and the runs it rests on
-    (objective values; medians as shown by ``tune`` and ``report``)."""
+    (objective values; medians as shown by ``tune`` and ``report``); for query sets also the statistic the
+    test ran on and each pair's ``d`` (``agenticdb.measure.query_set``)."""
     e = outcome.estimate
-    return {
+    event: dict[str, object] = {
         "verdict": a.verdict,
         "gain": outcome.gain_vs_best,
         "low": e.low if e else None,
@@ -713,3 +723,6 @@ def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
         "disturbed": a.disturbed,
         "seconds": round(a.seconds, 1),
     }
+    if a.query_weights is not None:
+        event |= {"statistic": "per-query d = Σ w_q·ln(best_q/candidate_q)", "d": a.log_ratios()}
+    return event
