@@ -5,6 +5,8 @@ message says which database was watched and how to choose another."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agenticdb.config import LiveConfig, WorkloadConfig
@@ -127,3 +129,36 @@ def test_world_marks_compare_and_outside_restart_needs_all_evidence() -> None:
     assert not outside_restart(cut, lines_after(log[-2:], log), 0, 0)[0]  # the old shutdown line does not count
     crash = [*since, "LOG:  server process (PID 7) was terminated by signal 9: Killed"]
     assert not outside_restart(cut, crash, None, None)[0]
+
+
+def test_memory_forget_lessons_drops_single_failed_lessons(tmp_path: Path) -> None:
+    """A lesson recorded 'failed' because an outsider restarted the server is removed alone; the row and
+    the candidate's other lessons stay (``agenticdb memory forget --lessons``)."""
+    from typer.testing import CliRunner
+
+    from agenticdb.cli.memory_cmd import memory_app
+    from agenticdb.models import Experience, Fingerprint
+    from agenticdb.store.memory import MemoryBook
+
+    f = Fingerprint(dbms="postgresql", version_major="15", benchmark="live", workload_class="mixed", read_fraction=0.5)
+    outsider = {
+        "changes": {"jit": "off"},
+        "phase": "workload",
+        "why": "terminating connection due to administrator command",
+    }
+    own = {"changes": {"wal_level": "minimal"}, "phase": "restart", "why": "server did not start"}
+    old = {"changes": {"work_mem": "64kB"}, "why": "FATAL: terminating connection due to administrator command"}
+    e = Experience(fingerprint=f, session_id="s1", best_gain=0.1, created_at=1.0, failed=[outsider, own, old])
+    home = tmp_path / "home"
+    with MemoryBook(home / "memory.db") as book:
+        book.write_experience(e)
+    runner = CliRunner()
+    r = runner.invoke(memory_app, ["forget", "--lessons", "administrator command", "--home", str(home)])
+    assert r.exit_code == 0, r.output
+    assert "forgot 2 lesson(s)" in r.output and "rows stay" in r.output
+    with MemoryBook(home / "memory.db") as book:
+        (row,) = book.list_experience()
+        assert row.experience.failed == [own]  # the old row without a phase matched on its reason
+    again = runner.invoke(memory_app, ["forget", "--lessons", "administrator command", "--home", str(home)])
+    assert again.exit_code == 1 and "no failed lesson matched" in again.output
+    assert runner.invoke(memory_app, ["forget", "--lessons", " ", "--home", str(home)]).exit_code == 2

@@ -137,6 +137,7 @@ ADMIN_SHUTDOWN_TEXT = (
     "Server shutdown in progress",
     "(1053,",
     "(2013,",  # lost connection: needs the log's normal shutdown too (below)
+    "(2006,",
     "Lost connection to MySQL server",
     "Lost connection to server",
 )
