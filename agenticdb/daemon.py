@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 import structlog
 
+from agenticdb.advice.remediation import remedy_gate
 from agenticdb.config import ConfigError, Settings, in_window, load_config
 from agenticdb.host.notify import Notifier
 from agenticdb.logs import configure_logging
@@ -297,6 +298,9 @@ class Daemon:
                 should_stop=lambda: self.flags.stop > 0,
                 on_status=self.notifier.status,
                 approve=self._approval().gate(journal, lambda: self.flags.stop > 0, self.notifier.status)
+                if cfg.policy.mode == "approve"
+                else None,
+                remediate=remedy_gate(cfg, self._approval(), journal, lambda: self.flags.stop > 0, self.notifier.status)
                 if cfg.policy.mode == "approve"
                 else None,
             )

@@ -271,7 +271,7 @@ def test_a_query_set_session_freezes_weights_and_judges_on_them(tmp_path: Path) 
     journal = Journal(tmp_path / "journal.db")
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=1, baseline_runs=2, max_pairs=3, search=False),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=2, max_pairs=3, search=False),
         storage=StorageConfig(home=tmp_path),
     )
     planner = ScriptedPlanner([{"autovacuum_naptime": "4min"}])
@@ -283,3 +283,7 @@ def test_a_query_set_session_freezes_weights_and_judges_on_them(tmp_path: Path) 
     assert events["query_weights"]["weights"] == {"q01": 0.8, "q02": 0.2}
     assert result.rounds[0].judged == "better" and result.rounds[0].kept
     assert result.rounds[0].gain_vs_best == pytest.approx(1.0)  # every query twice as fast: d = ln 2
+    judged = events["judged"]
+    assert judged["statistic"].startswith("per-query d") and judged["d"] == pytest.approx(
+        [math.log(2)] * judged["pairs"]
+    )

@@ -38,7 +38,7 @@ def home(tmp_path: Path) -> Path:
     target = InMemoryTarget()
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=2, baseline_runs=2, plateau_rounds=5),
+        loop=LoopConfig(opening=False, max_rounds=2, baseline_runs=2, plateau_rounds=5),
         storage=StorageConfig(home=tmp_path),
     )
     with Journal(tmp_path / "journal.db") as journal, MemoryBook(tmp_path / "memory.db") as memory:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,3 +117,61 @@ def test_a_session_says_not_a_configuration_problem_and_proposes_no_knob(home: P
     metrics = {m.name: m for m in JournalCollector(home / "journal.db").collect()}
     gauge = metrics["agenticdb_root_cause"].samples[0]
     assert gauge.labels["cause"] == "stale_statistics" and gauge.value == 1.0
+
+
+def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_plans_before_and_after(
+    home: Path, info: PostgresSandboxInfo
+) -> None:
+    stale_orders(info)
+    cfg = session_config(home)
+    r = _cli(home, "advise", "--config", str(cfg), "--sandbox", "postgres", "--format", "json", "--observe", "2")
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
+    adv = json.loads(r.stdout)
+    stale = next(f for f in adv["findings"] if f["id"].startswith("RC") and "public.orders" in f["title"])
+    assert (
+        stale["title"].startswith("dominant: stale statistics") and "n_mod_since_analyze 900,000" in stale["evidence"]
+    )
+    assert stale["sql"] == ['ANALYZE "public"."orders";']
+    assert any("advice only" in n and "[remediation] dsn" in n for n in adv["notes"])
+    assert adv["root_cause"]["dominant"]["id"] == stale["id"]
+    sql = _cli(home, "advise", "--config", str(cfg), "--sandbox", "postgres", "--format", "sql", "--observe", "1")
+    assert f"-- {stale['id']}: dominant: stale statistics on public.orders" in sql.stdout
+    assert 'ANALYZE "public"."orders";' in sql.stdout
+
+    # approve mode with the owner's DSN: the session queues the ANALYZE, a person approves it with
+    # `agenticdb approve`, the session runs it, proves the plan changed and journals it
+    env = {
+        **os.environ,
+        "AGENTICDB_HOME": str(home),
+        "AGENTICDB_POLICY__MODE": "approve",
+        "AGENTICDB_REMEDIATION__DSN": psycopg.conninfo.make_conninfo(info.dsn, dbname="agenticdb_bench"),
+    }
+    args = [*CLI, "tune", "--config", str(cfg), "--sandbox", "postgres"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        proposals = home / "approvals" / "proposals"
+        deadline = time.monotonic() + 300
+        while not list(proposals.glob("R*.json")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1)
+        queued = list(proposals.glob("R*.json"))
+        assert queued, "no remedy was queued for approval"
+        pend = _cli(home, "pending")
+        assert 'ANALYZE "public"."orders"' in pend.stdout, pend.stdout + pend.stderr
+        ok = _cli(home, "approve", queued[0].stem)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    with Journal(home / "journal.db", read_only=True) as j:
+        events = j.events(j.sessions()[-1].id)
+    rem = next(e for e in events if e.event == "remediation").data
+    assert rem["sql"] == 'ANALYZE "public"."orders"' and rem["result"] == "done" and rem["verified"]
+    assert rem["before"]["counters"]["n_mod_since_analyze"] == 900_000
+    assert rem["after"]["counters"]["n_mod_since_analyze"] == 0
+    before, after = rem["before"]["plans"][QUERY], rem["after"]["plans"][QUERY]
+    assert before != after and rem["plan_changed"] == [QUERY]  # the estimate of status = 1 rows changed
+    assert any(e.event == "approval.approved" for e in events)
+    end = next(e for e in events if e.event == "session.end").data
+    assert "remediation" in end["reason"] and not [e for e in events if e.event == "applied"]

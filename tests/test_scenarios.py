@@ -201,6 +201,9 @@ def test_the_llm_planner_runs_a_scenario_end_to_end(tmp_path: Path, monkeypatch:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.url_for("/v1"))
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         monkeypatch.setenv("AGENTICDB_LLM_MODEL", "tuner-1")
+        # the LLM planner's diagnosis round is what this tests; the opening (loop.opening) would spend the
+        # one round and the 40-s budget on its race (tests/test_race.py)
+        monkeypatch.setenv("AGENTICDB_LOOP__OPENING", "false")
         monkeypatch.setenv("AGENTICDB_PLANNER__PRICE_PROMPT_PER_MTOK", "2.0")
         monkeypatch.setenv("AGENTICDB_PLANNER__PRICE_COMPLETION_PER_MTOK", "8.0")
         scn = _scenario(name="smoke-llm-commit-delay", workload=SMOKE_WORKLOAD)

@@ -28,6 +28,8 @@ from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.validator import validate
 from agenticdb.workloads import build_workload, connection_from_dsn
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
 

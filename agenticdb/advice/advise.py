@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
@@ -34,6 +35,7 @@ from agenticdb.advice.recommendation import Severity as Severity
 from agenticdb.advice.sizing import hold_to_reference, judge_set, reference
 from agenticdb.config import PolicyConfig, Settings
 from agenticdb.loop.executor import merge_states
+from agenticdb.loop.rootcause_step import record, watcher_for
 from agenticdb.models import (
     ApplyMode,
     Catalog,
@@ -76,7 +78,9 @@ MIN_SCORE = 0.15
 
 
 class Finding(BaseModel):
-    """Something a DBA should know that is not a knob change agenticdb would make."""
+    """Something a DBA should know that is not a knob change agenticdb would make. ``sql``: statements
+    that fix it (root causes, issue 40): runnable ones plain, destructive or blocking ones as ``--``
+    comments with their lock impact."""
 
     id: str
     title: str
@@ -84,6 +88,7 @@ class Finding(BaseModel):
     evidence: str
     advice: str
     source: str
+    sql: list[str] = Field(default_factory=list)
 
 
 class Advice(BaseModel):
@@ -99,6 +104,8 @@ class Advice(BaseModel):
     recommendations: list[Recommendation] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    root_cause: dict[str, Any] | None = None
+    """The root-cause pass of the window (``loop.rootcause_step.record``): dominant, findings, ruled out."""
 
     def worst(self) -> str | None:
         """The most urgent severity among accepted recommendations and findings (None when empty)."""
@@ -395,6 +402,7 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         TargetError / psycopg / PyMySQL errors: the server stopped answering while being read.
     """
     from agenticdb.advice.findings import findings
+    from agenticdb.advice.remediation import root_cause_advice  # lazy: it imports this module (a cycle)
     from agenticdb.app import host_state_source
     from agenticdb.host.hardware import detect_hardware
 
@@ -406,7 +414,9 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
     host = host_state_source(cfg, target)
     if host is not None:
         sources.append(host)
+    watcher = watcher_for(cfg, target)  # root causes no setting fixes, over the same window (issue 40)
     delta = observe(sources, observe_s)
+    causes = watcher.finish() if watcher is not None else None
     fp = host_fingerprint(target.kind, target.version_major(), hardware)
     experience = _retrieve(cfg, fp)
     adv = Advisor(catalog, hardware, current, delta, family_of(catalog.target), identity, experience, fp)
@@ -424,6 +434,8 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         recs += os_recs
         all_hyps += os_hyps
     found = findings(family_of(catalog.target), target.current_values, hardware, delta, identity, Path(cfg.os.root))
+    cause_findings, cause_notes = root_cause_advice(causes, recs, cfg.remediation.dsn)
+    found += cause_findings
     for r in recs:
         log.info("advise.recommended", id=r.id, knob=r.knob, value=r.recommended, verdict=r.verdict, reason=r.rule)
     return Advice(
@@ -445,7 +457,8 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         ],
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=set_notes + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
+        notes=cause_notes + set_notes + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
+        root_cause=record(causes) if causes is not None else None,
     )
 
 

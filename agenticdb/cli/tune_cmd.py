@@ -123,6 +123,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             on_round=_round_printer(console, rounds, live),
             start_from=start_from,
             should_stop=lambda: stop["requested"] > 0,
+            remediate=_remediate(cfg, journal, lambda: stop["requested"] > 0, console),
         )
         console.print(
             f"agenticdb session [bold]{session.session_id}[/]: {cfg.target.kind} at "
@@ -547,3 +548,18 @@ def _find_snapshot(journal: Journal, session: str, to: str) -> Snapshot | None:
 
 
 # -------------------------------------------------------------------------------------- report
+
+
+def _remediate(
+    cfg: Settings, journal: Journal, should_stop: Callable[[], bool], console: Console
+) -> Callable[[str, Any], dict[str, Any] | None] | None:
+    """policy.mode = approve: a dominant root cause's remedy waits for ``agenticdb approve`` (issue 40)."""
+    if cfg.policy.mode != "approve":
+        return None
+    from agenticdb.advice.approval import Desk  # lazy: approval mode only
+    from agenticdb.advice.remediation import remedy_gate  # lazy: approval mode only
+
+    def status(line: str) -> None:
+        console.print(line, highlight=False)
+
+    return remedy_gate(cfg, Desk(cfg), journal, should_stop, status)

@@ -99,18 +99,47 @@ def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
 
 
 def round_cost_prior(
-    run_durations_s: list[float], warmup_s: float, min_pairs: int, reused_best_run: bool = False
+    run_durations_s: list[float],
+    warmup_s: float,
+    min_pairs: int,
+    reused_best_run: bool = False,
+    *,
+    restarts: bool = False,
+    restart_s: float = 0.0,
+    query_set: bool = False,
+    reset_each_run: bool = False,
 ) -> float:
     """What a round costs at least before any round is measured (seconds): ``decision_runs`` runs, each
     as long as the baseline's median run (``Measurement.duration_s``, or the TPC-H query set's time) plus
-    the configured warm-up. 0 when no baseline run was measured.
+    its warm-up (:func:`warm_costs`). 0 when no baseline run was measured.
+
+    A change that needs a restart (``restarts``) restarts the server at the trial, at every switch between
+    the two configurations (one per pair) and at the revert: each costs ``restart_s`` and the longer warm-up
+    after it; for a query set that warm-up is a whole unmeasured pass (issue 36: pg-tpch's one round cost
+    340 s against 171 s expected). ``reset_each_run`` (``loop.reset_data``): every run starts after a
+    restart.
 
     A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
     round 1 with 32 s of a 240-s budget left and end at 488 s (issue 14)."""
     if not run_durations_s:
         return 0.0
     ordered = sorted(run_durations_s)
-    return decision_runs(min_pairs, reused_best_run) * (ordered[len(ordered) // 2] + max(warmup_s, 0.0))
+    run = ordered[len(ordered) // 2]
+    runs = decision_runs(min_pairs, reused_best_run)
+    warm, cold = warm_costs(run, warmup_s, query_set)
+    switches = min(runs, min_pairs + (0 if reused_best_run else 1)) if restarts else 0
+    cold_runs = runs if reset_each_run else switches
+    restart_cost = (switches + 1) * max(restart_s, 0.0) if restarts else 0.0
+    return runs * run + cold_runs * cold + (runs - cold_runs) * warm + restart_cost
+
+
+def warm_costs(run_s: float, warmup_s: float, query_set: bool) -> tuple[float, float]:
+    """(the warm-up before a run, the warm-up after a restart), seconds, as ``Executor.measure`` does them:
+    ``warmup_s``, or after a restart ``max(3 s, 2 × warmup_s)``. A query set warms up with one unmeasured
+    pass of the set instead (``workloads.tpch``: any warm-up > 0 is one pass), so always after a restart."""
+    if query_set:
+        return (run_s if warmup_s > 0 else 0.0), run_s
+    return max(warmup_s, 0.0), max(3.0, 2 * warmup_s)
 
 
 def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
@@ -162,10 +191,19 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
         return plateau_exit(stalled)
     if not stage_rounds:
         return Decision.continue_, "first round of the stage"
-    last = stage_rounds[-1]
+    return _after(stage_rounds[-1], stage_rounds)
+
+
+def _after(last: RoundOutcome, stage_rounds: list[RoundOutcome]) -> tuple[Decision, str]:
+    """The decision that follows the stage's last round."""
     if last.kept:
         gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
         return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
+    if last.interrupted:
+        before = stage_rounds[-2] if len(stage_rounds) > 1 else None
+        if before is not None and before.interrupted:
+            return Decision.terminate, "interrupted by an outside restart twice in a row: stopping"
+        return Decision.continue_, "round interrupted by an outside restart (not the candidate's failure): try again"
     if last.failure is not None:
         return (
             Decision.redirect,
@@ -180,7 +218,8 @@ def _stalled(stage_rounds: list[RoundOutcome], state: LoopState) -> str:
     """Why the stage stalled, or '': the search's patience rule, else ``plateau_rounds`` unkept rounds."""
     if state.search_patience > 0:
         return search_converged(stage_rounds, state.search_patience)
-    recent = stage_rounds[-state.plateau_rounds :]
+    # the opening's screens are single runs of whole configurations, not diagnosis rounds
+    recent = [r for r in stage_rounds if not r.opening][-state.plateau_rounds :]
     if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
         return f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds"
     return ""
@@ -665,9 +704,10 @@ def record_assessment(
 
 def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
     """The ``judged`` journal event: the verdict, the estimate with its interval, and the runs it rests on
-    (objective values; medians as shown by ``tune`` and ``report``)."""
+    (objective values; medians as shown by ``tune`` and ``report``); for query sets also the statistic the
+    test ran on and each pair's ``d`` (``agenticdb.measure.query_set``)."""
     e = outcome.estimate
-    return {
+    event: dict[str, object] = {
         "verdict": a.verdict,
         "gain": outcome.gain_vs_best,
         "low": e.low if e else None,
@@ -683,3 +723,6 @@ def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
         "disturbed": a.disturbed,
         "seconds": round(a.seconds, 1),
     }
+    if a.query_weights is not None:
+        event |= {"statistic": "per-query d = Σ w_q·ln(best_q/candidate_q)", "d": a.log_ratios()}
+    return event

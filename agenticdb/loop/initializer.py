@@ -101,6 +101,15 @@ def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, st
 NOISE_WARN_CV = 0.15
 
 
+def first_decision_runs(loop: LoopConfig) -> int:
+    """Runs the session's first decision measures at least: the smallest paired decision with the
+    baseline's last run as pair 1's best run (``auditor.decision_runs``), or, with the opening
+    (``loop.opening``), one race screen and the proof's smallest decision on fresh pairs (issue 36)."""
+    if loop.opening:
+        return 1 + decision_runs(loop.min_pairs, False)
+    return decision_runs(loop.min_pairs, True)
+
+
 def measure_baseline(
     executor: Executor,
     loop: LoopConfig,
@@ -151,7 +160,7 @@ def measure_baseline(
             break
         if len(measurements) >= 2 and budget_left is not None:
             cost = (clock() - began) / taken
-            tight = budget_left() - cost < decision_runs(loop.min_pairs, True) * cost
+            tight = budget_left() - cost < first_decision_runs(loop) * cost
             if tight:
                 break
         taken += 1
@@ -163,7 +172,7 @@ def measure_baseline(
             # Discarding this run costs the runs still needed for two; they must leave one decision's room.
             cost = (clock() - began) / taken
             needed = max(2 - len(measurements), 1)
-            repeat = budget_left() - needed * cost >= decision_runs(loop.min_pairs, True) * cost
+            repeat = budget_left() - needed * cost >= first_decision_runs(loop) * cost
         if disturbed and on_disturbed is not None:
             on_disturbed(label, m, not repeat)
         if repeat:

@@ -35,6 +35,7 @@ from agenticdb.host.services import ServiceError
 from agenticdb.loop import auditor, rootcause_step
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
+from agenticdb.loop.opening_run import OpeningRun, OpeningSource, default_source
 from agenticdb.loop.planning import check, plan_round, planning_context
 from agenticdb.loop.round import Round, round_failed
 from agenticdb.loop.stage import StageState, apply_final, enter_os_stage, loop_ended, storage_fault_stop
@@ -89,6 +90,7 @@ class TuningSession:
         on_status: Callable[[str], object] | None = None,
         approve: Callable[[str, int, Proposal, Verdict], str | None] | None = None,
         remediate: rootcause_step.Remediate | None = None,
+        opening: OpeningSource | None = None,
     ) -> None:
         self.cfg = cfg
         self.approve = approve  # policy.mode = "approve": None from it means a person allowed the trial
@@ -105,6 +107,9 @@ class TuningSession:
         self.should_stop = should_stop or (lambda: False)
         self.session_id = session_id or datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.start_from = start_from
+        # the opening's candidate source (loop.opening; default: agenticdb.planner.opening's generator)
+        self.opening_source = opening
+        self.opening_rounds = 0  # rounds the opening used beyond one (it counts as one of loop.max_rounds)
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
         self.warnings: list[str] = []
@@ -208,6 +213,11 @@ class TuningSession:
             log.info("session.no_round", reason=no_room)
             return "completed", no_room, layer
         try:
+            if self.cfg.loop.opening and layer == Layer.dbms and not self.should_stop():
+                round_no = OpeningRun(self, stages[layer], start, self.opening_source or default_source(self)).run()
+                ended = self._after_opening()
+                if ended is not None:
+                    return (*ended, layer)
             while not self._stop_requested(round_no):
                 round_no += 1
                 self.current_round = round_no
@@ -231,13 +241,34 @@ class TuningSession:
             # executor journals that failure)
             return (*loop_ended(exc, stages.get(layer, stages[Layer.dbms]), self.recorder, round_no), layer)
 
+    def _after_opening(self) -> tuple[str, str] | None:
+        """How the session ends right after the opening ((status, reason)), or None to go on with rounds:
+        a recovery that could not restore service, or the auditor's terminate after the proof."""
+        last = self.rounds[-1] if self.rounds else None
+        if last is None or not last.opening:
+            return None
+        if last.recovery is not None and not last.recovery.service_available:
+            cause = f"{last.failure.message}; " if last.failure is not None else ""
+            return "failed", f"{cause}recovery could not restore service: {last.recovery.details}"
+        if last.decision == Decision.terminate and last.judged is not None:
+            return "completed", last.reason
+        return None
+
     def _no_room_for_first_round(self, start: Start) -> str:
         """Why round 1 may not start (the baseline left less time than its minimum pairs cost), or ''."""
         loop = self.cfg.loop
         last = self.last_best_run.get(Layer.dbms)
         reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
         durations = [m.total_time_s or m.duration_s for m in start.baseline]
-        prior = auditor.round_cost_prior(durations, self.cfg.workload.warmup_s, loop.min_pairs, reused)
+        query_set = any(m.per_query_s for m in start.baseline)
+        prior = auditor.round_cost_prior(
+            durations,
+            self.cfg.workload.warmup_s,
+            loop.min_pairs,
+            reused,
+            query_set=query_set,
+            reset_each_run=loop.reset_data,
+        )
         elapsed = time.monotonic() - self.started
         runs = auditor.decision_runs(loop.min_pairs, reused)
         label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
@@ -269,7 +300,7 @@ class TuningSession:
         outcome, loop = r.outcome, self.cfg.loop
         state = auditor.LoopState(
             stage=r.layer,
-            rounds_done=r.no,
+            rounds_done=r.no - self.opening_rounds,
             max_rounds=loop.max_rounds,
             elapsed_s=time.monotonic() - self.started,
             time_budget_s=loop.time_budget_s,

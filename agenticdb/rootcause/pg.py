@@ -116,11 +116,14 @@ def stale_statistics(w: _Window, plans: rd.PlanEvidence, server: str, out: RootC
                 else "plan evidence: none (no benchmark statements to EXPLAIN; table counters only)"
             )
         reads = w.diff(ts.name, "seq_tup_read") + w.diff(ts.name, "idx_tup_fetch")
-        if reads == 0:
-            score *= 0.3
-            ev.append(f"not read by the workload ({w.label}): it cannot explain its slowdown")
-        else:
+        ever = ts.seq_tup_read + ts.idx_tup_fetch
+        if reads > 0:
             ev.append(f"read by the workload: {reads:,} tuples {w.label}")
+        elif ever > 0:  # an idle window (advise on a quiet server): the cumulative counters speak
+            ev.append(f"not read {w.label} (idle window); {ever:,} tuples read since stats reset")
+        else:
+            score *= 0.3
+            ev.append("never read since stats reset: it cannot explain a slowdown")
         stmt_sql = _as_text(sql.SQL("ANALYZE {}").format(_qualified(ts.name)))
         out.findings.append(
             Finding(
@@ -341,13 +344,21 @@ def lock_chains(samples: list[rd.LockSample], hold: list[rd.Holder], server: str
         and h.tables
         and (h.age_s or 0) >= t("holder_age_s")
     ]
-    waited = [s for s in samples if s.waiters > 0]
+    old_age = t("holder_age_s")
+    # only waits behind a holder older than holder_age_s count: short holders are the workload's own
+    # contention on hot rows (a knob-side lock_contention matter), not a stuck session
+    waited = [s for s in samples if s.waiters > 0 and any(r[1] >= old_age for r in s.roots.values())]
     share = len(waited) / len(samples) if samples else 0.0
     roots: dict[int, tuple[str, float, str]] = {}
     for s in waited:
-        roots.update(s.roots)
+        roots.update({pid: r for pid, r in s.roots.items() if r[1] >= old_age})
+    short = sum(1 for s in samples if s.waiters > 0) - len(waited)
     mean_waiters = sum(s.waiters for s in waited) / len(waited) if waited else 0.0
-    sampled = f"{len(waited)} of {len(samples)} lock samples (pg_blocking_pids, ~1 s apart) had waiters"
+    sampled = (
+        f"{len(waited)} of {len(samples)} lock samples (pg_blocking_pids, ~1 s apart) had waiters behind a holder "
+        f"older than {old_age:g} s"
+        + (f" ({short} more behind short-lived holders: workload contention)" if short else "")
+    )
     score_waits = ramp(share, 0.1, t("lock_wait_share_certain"))
     for pid, (state, age, query) in sorted(roots.items()):
         idle_root = state.startswith("idle in transaction")

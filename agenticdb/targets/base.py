@@ -158,5 +158,14 @@ class Target(ABC):
         """Last lines of the server log (empty when unknown)."""
         return []
 
+    def world_mark(self) -> dict[str, str]:
+        """Markers that change only when someone restarts the server, resets its statistics or reloads its
+        configuration (``agenticdb.measure.worldwatch``); empty when the target has none.
+
+        Raises:
+            Exception: the driver's error when the server cannot be read (callers treat it as no mark).
+        """
+        return {}
+
     def close(self) -> None:
         """Release connections."""

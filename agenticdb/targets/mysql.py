@@ -39,6 +39,7 @@ import structlog
 from agenticdb.config import TargetConfig
 from agenticdb.connfault import describe_fault
 from agenticdb.host.services import Service, ServiceError, build_service
+from agenticdb.measure.worldwatch import my_mark
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
@@ -557,6 +558,11 @@ class MySQLTarget(Target):
         """Counters and gauges named as in ``agenticdb.targets.mysql_stats``."""
         cat = self.catalog()
         return read_state(self._connect(), self.kind, set(cat.knobs) | set(cat.excluded))
+
+    def world_mark(self) -> dict[str, str]:
+        """Restart, FLUSH STATUS and digest-truncation markers (``agenticdb.measure.worldwatch.my_mark``)."""
+        with self._cursor() as cur:
+            return my_mark(cur)
 
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last ``lines`` of the error log (service log file, else ``@@log_error`` under the datadir)."""

@@ -1,7 +1,7 @@
 """Scores one scenario run from its journal (issue 22; DBA-Bench's three measures).
 
-* **Diagnosis** — the top hypothesis of the first round (the ``bottleneck`` of the first ``proposal``
-  event) is one of the scenario's expected labels.
+* **Diagnosis** — the session's diagnosis of its baseline (the ``diagnosis`` event of the opening, else
+  the ``bottleneck`` of the first ``proposal`` event) is one of the scenario's expected labels.
 * **Outcome** — the final configuration's objective is within the margin of the fault-free
   configuration measured in the same run: the median shortfall of (final, fault-free) pairs measured back
   to back, or the medians' when no pair is complete. The margin is ``expect.within_pct`` % or twice the
@@ -38,7 +38,12 @@ def _ts(ev: JournalEvent) -> float:
 
 
 def first_diagnosis(events: list[JournalEvent]) -> str | None:
-    """The bottleneck of the first round's proposal (None when the session proposed nothing)."""
+    """The session's diagnosis of its baseline: the ``diagnosis`` event the opening journals before it races
+    whole configurations (issue 36: the opening's candidates are not a diagnosis), else the bottleneck of
+    the first round's proposal (a session without the opening); None when it diagnosed nothing."""
+    diagnoses = [e for e in events if e.event == "diagnosis"]
+    if diagnoses:
+        return str(min(diagnoses, key=lambda e: e.id).data.get("bottleneck"))
     props = [e for e in events if e.event == "proposal" and e.round_no is not None]
     if not props:
         return None
