@@ -12,9 +12,11 @@ import pytest
 from openingctx import context_of
 
 from agenticdb.config import PolicyConfig
+from agenticdb.models import Measurement
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_limits import at_limits
+from agenticdb.planner.opening_plans import workload_plans
 from agenticdb.planner.opening_values import SourceInput, host_view
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
@@ -22,6 +24,7 @@ from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
 from agenticdb.validation.validator import flavor_of
+from agenticdb.workloads.base import Connection
 from agenticdb.workloads.common import ensure_database, ensure_pg_stat_statements
 from agenticdb.workloads.registry import connection_from_dsn
 
@@ -197,3 +200,45 @@ def test_the_workload_database_gets_pg_stat_statements_and_the_target_reads_jit_
     finally:
         with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS opening_wl")
+
+
+class _QuerySet:
+    """A query-set workload's two parts the plan reader uses: its statements and its connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def queries(self) -> dict[str, str]:
+        return {"q01": "SELECT sum(x * 2), avg(x) FROM w WHERE x % 3 = 1", "q02": "SELECT count(*) FROM w WHERE x = 7"}
+
+
+def test_plans_of_the_workload_weighted_by_the_baseline_without_executing_them(
+    pg: PostgresTarget, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    conn = connection_from_dsn("postgresql", pg_sandbox.dsn, "opening_plans")
+    ensure_database(conn)
+    try:
+        with psycopg.connect(pg_sandbox.dsn.rsplit("/", 1)[0] + "/opening_plans", autocommit=True) as db:
+            db.execute("CREATE TABLE w AS SELECT g AS x FROM generate_series(1, 200000) g")
+            db.execute("ANALYZE w")
+            for setting in FORCE_JIT_AND_PARALLEL.removeprefix("SET ").split("; SET "):
+                name, value = setting.split(" = ")
+                db.execute(f"ALTER DATABASE opening_plans SET {name} = {value}")  # type: ignore[arg-type]
+        ctx = context_of(pg, workload_class="olap")
+        run = Measurement(workload="tpch", objective=3.0, per_query_s={"q01": 2.0, "q02": 1.0})
+        ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline": [run]})})
+        plans, why = workload_plans(ctx, _QuerySet(conn))
+        assert plans is not None, why
+        assert not plans.analyzed and plans.statements == 2 and plans.exec_ms == 3000.0
+        assert plans.jit_share is None and plans.jit_planned_share == 1.0, plans
+        assert plans.parallel_share is not None and plans.parallel_share >= 2 / 3, plans
+        assert "not executed" in plans.summary()
+        out = evidence_driven(
+            SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig(), plans=plans)
+        )
+        assert not any(n.startswith("parallel-query share not measured") for n in out.notes), out.notes
+        none, why = workload_plans(ctx, object())
+        assert none is None and "no statement set" in why
+    finally:
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS opening_plans")

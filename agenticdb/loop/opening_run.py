@@ -60,7 +60,7 @@ from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.heuristic import _family as family_of_context
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.targets.base import TargetError
-from agenticdb.workloads.base import WorkloadError
+from agenticdb.workloads.base import Workload, WorkloadError
 
 if TYPE_CHECKING:
     from agenticdb.config import Settings
@@ -84,6 +84,7 @@ class TuningSession(Protocol):
     recorder: SessionRecorder
     planner: Planner
     target: Target
+    workload: Workload
     memory: MemoryBook
     session_id: str
     rounds: list[RoundOutcome]
@@ -112,11 +113,20 @@ def default_source(session: TuningSession) -> OpeningSource:
 
     def source(ctx: PlanningContext, k: int) -> tuple[Sequence[Candidate], list[str]]:
         from agenticdb.planner.opening import generate_opening  # lazy: the generator loads its data on use
+        from agenticdb.planner.opening_plans import workload_plans  # lazy: as above
 
+        # the plans of the workload's own statements, planned once outside measured runs (issue 36 point 4)
+        plans, no_plans = workload_plans(ctx, session.workload)
         opening = generate_opening(
-            ctx, k, llm=llm_of(session.planner), policy=session.cfg.policy, can_restart=session.target.can_restart()
+            ctx,
+            k,
+            llm=llm_of(session.planner),
+            policy=session.cfg.policy,
+            can_restart=session.target.can_restart(),
+            plans=plans,
         )
-        notes = [*opening.absent, *opening.notes, *(f"dropped {n}: {why}" for n, why in opening.dropped)]
+        evidence = [f"plan evidence: {plans.summary()}" if plans is not None else f"plan evidence not read: {no_plans}"]
+        notes = [*evidence, *opening.absent, *opening.notes, *(f"dropped {n}: {why}" for n, why in opening.dropped)]
         return list(opening.candidates), notes
 
     return source
