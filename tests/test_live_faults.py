@@ -162,3 +162,23 @@ def test_memory_forget_lessons_drops_single_failed_lessons(tmp_path: Path) -> No
     again = runner.invoke(memory_app, ["forget", "--lessons", "administrator command", "--home", str(home)])
     assert again.exit_code == 1 and "no failed lesson matched" in again.output
     assert runner.invoke(memory_app, ["forget", "--lessons", " ", "--home", str(home)]).exit_code == 2
+
+
+def test_an_interrupted_round_may_be_repeated_once_then_the_stage_stops() -> None:
+    from agenticdb.loop.auditor import _after
+    from agenticdb.models import Bottleneck, Decision, Failure, Layer, RoundOutcome
+
+    def rnd(no: int, interrupted: str = "", failed: bool = False) -> RoundOutcome:
+        return RoundOutcome(
+            session_id="s", round_no=no, stage=Layer.dbms, bottleneck=Bottleneck.cpu, decision=Decision.continue_,
+            reason="", interrupted=interrupted, verdict_ok=True,
+            failure=Failure(phase="workload", message="x") if failed else None,
+        )  # fmt: skip
+
+    first = [rnd(1, "57P01; fast shutdown")]
+    assert _after(first[-1], first)[0] == Decision.continue_
+    twice = [rnd(1, "a"), rnd(2, "b")]
+    decision, reason = _after(twice[-1], twice)
+    assert decision == Decision.terminate and "interrupted by an outside restart" in reason
+    failed = [rnd(1, failed=True)]
+    assert "never repeat it" in _after(failed[-1], failed)[1]
