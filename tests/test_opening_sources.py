@@ -23,6 +23,7 @@ from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
+from agenticdb.validation.sets import validate_set
 from agenticdb.validation.validator import flavor_of
 from agenticdb.workloads.base import Connection
 from agenticdb.workloads.common import ensure_database, ensure_pg_stat_statements
@@ -242,3 +243,17 @@ def test_plans_of_the_workload_weighted_by_the_baseline_without_executing_them(
     finally:
         with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS opening_plans")
+
+
+def test_mariadb_limits_under_512mib_are_traded_then_shrunk_to_fit(maria: MySQLTarget) -> None:
+    ctx = context_of(maria, memory=512 * MiB, benchmark="sysbench")
+    opening = generate_opening(ctx, policy=PolicyConfig())
+    c = next(c for c in opening.candidates if c.name == "limits")
+    assert any("trade move" in r for r in c.repaired), c.repaired
+    shrunk = [r for r in c.repaired if "shrunk to fit the memory budget" in r]
+    assert shrunk and shrunk[0].startswith("innodb_buffer_pool_size: 402653184 → "), c.repaired  # 75 % of 512 MiB
+    pool = int(c.changes["innodb_buffer_pool_size"])
+    assert 128 * MiB <= pool < 384 * MiB, c.changes
+    cur, hw = ctx.profile.current_config, ctx.profile.hardware
+    assert validate_set(c.changes, ctx.catalog, cur, hw, PolicyConfig()).ok  # even on the worst case
+    assert "max_connections" not in c.changes

@@ -89,6 +89,10 @@ def during_pgbench(info: PostgresSandboxInfo, action: str) -> threading.Thread:
         if action == "reset":
             with psycopg.connect(info.dsn, autocommit=True) as c:
                 c.execute("SELECT pg_stat_statements_reset()")
+        elif action == "rival":
+            with psycopg.connect(info.dsn, autocommit=True) as c:
+                c.execute("ALTER SYSTEM SET work_mem = '7MB'")
+                c.execute("SELECT pg_reload_conf()")
         else:
             outside_restart(info)
 
@@ -108,6 +112,24 @@ def test_a_statistics_reset_inside_a_benchmark_run_makes_it_disturbed(pg: Postgr
     # a quiet run after it is not disturbed by the world (the marks agree)
     m2, _ = executor.measure(1, "candidate")
     assert m2.disturbance is None or not m2.disturbance.world
+
+
+def test_a_rival_config_change_inside_a_benchmark_run_makes_it_disturbed(
+    pg: PostgresSandboxInfo, tmp_path: Path
+) -> None:
+    executor = bench_executor(pg, Journal(tmp_path / "j.db"))
+    t = during_pgbench(pg, "rival")
+    try:
+        m, _ = executor.measure(1, "candidate")
+        t.join(60)
+    finally:
+        with psycopg.connect(pg.dsn, autocommit=True) as c:
+            c.execute("ALTER SYSTEM RESET work_mem")
+            c.execute("SELECT pg_reload_conf()")
+    d = m.disturbance
+    assert d is not None and d.disturbed
+    said = " ".join(d.world)
+    assert "reloaded by someone else" in said and "work_mem 4096 → 7168" in said, d.world
 
 
 def test_an_outside_restart_inside_a_benchmark_run_is_not_the_candidates_failure(

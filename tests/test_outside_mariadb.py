@@ -43,6 +43,15 @@ def test_mariadb_marks_see_truncation_flush_and_an_outside_restart(mariadb_sandb
         cur.execute("FLUSH STATUS")
     after = target.world_mark()
     assert any("FLUSH STATUS" in s for s in world_changes(before, after)), (before, after)
+    before = target.world_mark()
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL sort_buffer_size = 4194304")  # a rival's change (the fixture's own server)
+        cur.execute("SET GLOBAL sort_buffer_size = DEFAULT")
+        cur.execute("SET GLOBAL max_connect_errors = 150")
+    seen = world_changes(before, target.world_mark())
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL max_connect_errors = DEFAULT")
+    assert any("settings changed by someone else" in s and "max_connect_errors 100 → 150" in s for s in seen), seen
 
     pid = int(Path(info.pid_file).read_text().strip())
     watch = RunWatch(target, lambda: pid)

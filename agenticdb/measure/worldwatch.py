@@ -44,6 +44,10 @@ CLOCK_SLACK_S = 2.0
 two reads are not atomic: judgement, 1 s rounding each side)."""
 
 _NUMERIC_START = ("server_started_s", "status_flushed_s")
+GLOBAL = "global."
+"""Prefix of the server's global settings in a mark (pg_settings; MariaDB GLOBAL_VARIABLES without the
+GTID positions, which move with every write when the binary log is on): the rival-owner check of every run,
+since agenticdb changes nothing while a run is measured."""
 
 _PG_MARK = (
     "SELECT pg_postmaster_start_time()::text, pg_conf_load_time()::text, "
@@ -62,6 +66,8 @@ def pg_mark(conn: Any) -> dict[str, str]:
         reset, dealloc = conn.execute(_PG_STATEMENTS).fetchone()
         mark |= {"statements_reset": str(reset), "statements_dealloc": str(dealloc)}
         mark["statements_calls"] = str(conn.execute(_PG_CALLS).fetchone()[0])
+    for name, setting in conn.execute("SELECT name, setting FROM pg_settings WHERE source <> 'session'"):
+        mark[f"{GLOBAL}{name}"] = str(setting)
     return mark
 
 
@@ -76,6 +82,12 @@ def my_mark(cur: Any) -> dict[str, str]:
     mark = {"server_started_s": f"{now - status.get('UPTIME', 0.0):.0f}"}
     if "UPTIME_SINCE_FLUSH_STATUS" in status:
         mark["status_flushed_s"] = f"{now - status['UPTIME_SINCE_FLUSH_STATUS']:.0f}"
+    cur.execute(
+        "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES "
+        "WHERE VARIABLE_NAME NOT LIKE 'GTID\\_%'"
+    )
+    for name, value in cur.fetchall():
+        mark[f"{GLOBAL}{str(name).lower()}"] = str(value)
     try:
         cur.execute("SELECT coalesce(sum(COUNT_STAR), 0) FROM performance_schema.events_statements_summary_by_digest")
         mark["digest_calls"] = str(int(cur.fetchone()[0]))
@@ -113,6 +125,11 @@ def world_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
                 f"statement statistics went down (pg_stat_statements calls {before['statements_calls']} → "
                 f"{after['statements_calls']}, no eviction): some statements were reset"
             )
+    changed = sorted(k[len(GLOBAL) :] for k in before if k.startswith(GLOBAL) and k in after and before[k] != after[k])
+    if changed and not any(s.startswith("the server restarted") for s in out):
+        shown = ", ".join(f"{n} {before[GLOBAL + n]} → {after[GLOBAL + n]}" for n in changed[:5])
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        out.append(f"settings changed by someone else during the run: {shown}{more}")
     if _went_down(before, after, "digest_calls"):
         out.append(
             f"performance_schema statement digests were truncated (COUNT_STAR sum {before['digest_calls']} → "

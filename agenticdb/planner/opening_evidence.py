@@ -141,7 +141,9 @@ def _jit(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]
 def _parallel(inp: SourceInput, b: SetBuilder, notes: list[str]) -> None:
     plans = inp.plans
     if plans is None or plans.parallel_share is None:
-        notes.append("parallel-query share not measured: no plan evidence (EXPLAIN ANALYZE of the workload)")
+        notes.append(
+            "parallel-query share not measured: no plan evidence (the workload's statements were not explained)"
+        )
         return
     share = plans.parallel_share
     if share < PARALLEL_SHARE:
