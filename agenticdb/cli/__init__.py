@@ -20,12 +20,19 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from agenticdb import __version__
+from agenticdb.cli.help_model import config_help
 from agenticdb.config import ConfigError, Settings, load_config, register_settings_secrets
 from agenticdb.logs import configure_logging
 from agenticdb.redaction import redact
 
 if TYPE_CHECKING:
     from agenticdb.sandbox import Sandbox
+
+# typer's rich help prints a type tag (<bool>, <str>, <float>) beside every option; the help text says
+# what an option takes, and a tag on every flag (even --help <bool>) is noise a DBA reads past (issue 39).
+# An option still shows its metavar when it declares one.
+typer.core.TyperOption.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -98,10 +105,20 @@ def settings(
     return cfg
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"agenticdb {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False,
     json_logs: Annotated[bool, typer.Option("--json-logs", help="log as JSON lines")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="print the version and exit", callback=_print_version, is_eager=True),
+    ] = False,
 ) -> None:
     configure_logging(verbose=verbose, json_logs=json_logs)
 
@@ -113,30 +130,45 @@ def tune(
     target: TargetOpt = None,
     sandbox: SandboxOpt = None,
     home: HomeOpt = None,
-    workload: Annotated[str | None, typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command")] = None,
-    rounds: Annotated[int | None, typer.Option(help="max rounds")] = None,
-    duration: Annotated[float | None, typer.Option(help="seconds per measured run")] = None,
-    warmup: Annotated[float | None, typer.Option(help="unmeasured warm-up seconds before each run")] = None,
-    warmup_max: Annotated[
-        float | None, typer.Option(help="longest start-up transient steady-state detection may cut (s)")
+    workload: Annotated[str | None, typer.Option(help=config_help("workload.kind", "the benchmark, or live"))] = None,
+    objective: Annotated[str | None, typer.Option(help=config_help("workload.objective", "what is optimised"))] = None,
+    rounds: Annotated[int | None, typer.Option(help=config_help("loop.max_rounds", "max rounds"))] = None,
+    duration: Annotated[float | None, typer.Option(help=config_help("workload.duration_s"))] = None,
+    warmup: Annotated[float | None, typer.Option(help=config_help("workload.warmup_s"))] = None,
+    warmup_max: Annotated[float | None, typer.Option(help=config_help("workload.warmup_max_s"))] = None,
+    scale: Annotated[
+        float | None, typer.Option(help=config_help("workload.scale", "benchmark scale (pgbench -s, rows, TPC-H SF)"))
     ] = None,
-    scale: Annotated[float | None, typer.Option(help="benchmark scale")] = None,
-    clients: Annotated[int | None, typer.Option(help="client connections")] = None,
-    planner: Annotated[str | None, typer.Option(help="heuristic | llm")] = None,
-    stage: Annotated[str | None, typer.Option(help="dbms | os | both")] = None,
+    clients: Annotated[int | None, typer.Option(help=config_help("workload.clients"))] = None,
+    planner: Annotated[str | None, typer.Option(help=config_help("planner.kind", "who proposes changes"))] = None,
+    stage: Annotated[str | None, typer.Option(help=config_help("loop.stage", "what is tuned"))] = None,
     start_from: Annotated[
         Path | None,
-        typer.Option("--start-from", help="TOML/JSON of name = value applied before the baseline"),
+        typer.Option(
+            "--start-from", help=config_help("loop.start_from", "TOML/JSON of name = value applied before the baseline")
+        ),
     ] = None,
-    baseline_runs: Annotated[int | None, typer.Option(help="baseline repetitions (noise estimate)")] = None,
-    max_pairs: Annotated[
-        int | None, typer.Option(help="interleaved best/candidate pairs at most per decision (it stops when settled)")
+    baseline_runs: Annotated[int | None, typer.Option(help=config_help("loop.baseline_runs"))] = None,
+    max_pairs: Annotated[int | None, typer.Option(help=config_help("loop.max_pairs"))] = None,
+    time_budget: Annotated[
+        float | None, typer.Option(help=config_help("loop.time_budget_s", "seconds for the whole session"))
     ] = None,
-    time_budget: Annotated[float | None, typer.Option(help="seconds for the whole session")] = None,
-    allow_restart: Annotated[bool | None, typer.Option("--allow-restart/--no-restart")] = None,
+    latency_guard: Annotated[float | None, typer.Option(help=config_help("loop.latency_guard"))] = None,
+    allow_restart: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-restart/--no-restart",
+            help=config_help(
+                "policy.allow_restart", "may agenticdb restart the server for restart-only knobs (shared_buffers …)"
+            ),
+        ),
+    ] = None,
     reset_data: Annotated[
         bool | None,
-        typer.Option("--reset-data", help="sandbox only: restore a pristine data copy before every run"),
+        typer.Option(
+            "--reset-data",
+            help=config_help("loop.reset_data", "sandbox only: " + "restore a pristine data copy before every run"),
+        ),
     ] = None,
 ) -> None:
     """Run one closed-loop tuning session and print a live table of rounds."""
@@ -148,6 +180,7 @@ def tune(
         {
             "workload": {
                 "kind": workload,
+                "objective": objective,
                 "duration_s": duration,
                 "warmup_s": warmup,
                 "warmup_max_s": warmup_max,
@@ -160,6 +193,7 @@ def tune(
                 "baseline_runs": baseline_runs,
                 "max_pairs": max_pairs,
                 "time_budget_s": time_budget,
+                "latency_guard": latency_guard,
                 "reset_data": reset_data,
             },
             "planner": {"kind": planner},

@@ -357,6 +357,9 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     unit = objective_unit(obj)
     lines = [f"# agenticdb session {sid}", ""]
     lines += _report_summary(meta, by, obj, unit)
+    failures = [e.data for e in events if e.event == "failure"]
+    if failures:
+        lines.append(f"- **failure:** {failures[-1].get('message', '')}")
     lines += root_cause_lines(by.get("root_cause"))
     lines += ["", "## Best configuration", ""]
     best_changes = end.get("best_changes") or end.get("best_config")
