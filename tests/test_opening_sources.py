@@ -257,3 +257,25 @@ def test_mariadb_limits_under_512mib_are_traded_then_shrunk_to_fit(maria: MySQLT
     cur, hw = ctx.profile.current_config, ctx.profile.hardware
     assert validate_set(c.changes, ctx.catalog, cur, hw, PolicyConfig()).ok  # even on the worst case
     assert "max_connections" not in c.changes
+
+
+def test_limits_leave_the_cache_of_analytics_larger_than_40_percent_even_when_misses_are_diagnosed(
+    pg: PostgresTarget,
+) -> None:
+    ctx = context_of(pg, workload_class="olap", memory=1 * GiB)
+    d = ctx.profile.baseline_state
+    assert d is not None
+    # a huge fault: half of 2 M block reads missed shared buffers, 2 GiB of data under a 1 GiB limit
+    missing = d.model_copy(
+        update={
+            "totals": {**d.totals, "pg_stat_database.blks_read": 1e6, "pg_stat_database.blks_hit": 1e6},
+            "per_second": {**d.per_second, "pg_stat_database.blks_read": 1e6 / d.seconds},
+            "gauges": {**d.gauges, "pg_database.size_bytes": 2.0 * GiB},
+        }
+    )
+    ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": missing})})
+    out = at_limits(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert out.candidate is not None and "shared_buffers" not in out.candidate.changes, out.candidate
+    assert any("left to the kernel page cache" in n for n in out.notes), out.notes
+    ev = evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert any(n.startswith("buffer misses 50%") for n in ev.notes), ev.notes
