@@ -150,6 +150,8 @@ def test_the_outcome_margin_is_at_least_twice_the_fault_free_noise() -> None:
     half = [(700.0, 1448.0), (800.0, 1561.8), (750.0, 1407.1)]
     assert not outcome([p[0] for p in half], [p[1] for p in half], margin, higher=True, pairs=half)[0]
     assert outcome_margin(15, [1000.0]) == 15  # one run: no noise estimate
+    # a very noisy host never makes the margin swallow the whole gap (2 × CV would be ~120 % here)
+    assert outcome_margin(15, [435.0, 459.0, 100.0, 900.0]) == 50.0
 
 
 def test_report_counts_scored_rows_only() -> None:

@@ -41,7 +41,9 @@ def repair_set(
     """``cand`` validated as one set; over the memory budget, repaired (at most :data:`MAX_REPAIRS` moves): first
     with the trade move (the gives of ``catalogs/trades.toml`` lowered from the set's values), and when no
     trade is left, by shrinking the global buffers the set raises, each in proportion to its raise, by the
-    budget's excess (never below the value in effect: :func:`shrink_to_fit`).
+    budget's excess (never below the value in effect: :func:`shrink_to_fit`). When the only refusal is that a
+    restart is not allowed now (``policy.allow_restart``, ``policy.restart_window``, a service that cannot
+    restart), the restart-only knobs are left out and the rest of the set is judged again.
 
     Args:
         ctx: the planning context (catalog, current configuration, statistics for the caches in use).
@@ -60,6 +62,17 @@ def repair_set(
         if sv.ok:
             break
         refusal = sv.memory_refusal
+        blocked = [f.parameter for f in sv.verdict.failed if f.rule_id == "restart_permission"]
+        if blocked and len(blocked) == len(sv.verdict.failed) and len(blocked) < len(changes):
+            # a restart is not allowed now (policy.allow_restart / restart_window): the rest of the set still is
+            why = next(f.message for f in sv.verdict.failed)
+            repaired += [
+                f"{n}: {changes.pop(n)} left out (restart not allowed: {why.split(' and ', 1)[-1]})" for n in blocked
+            ]
+            for n in blocked:
+                sources.pop(n, None)
+            sv = check(changes, cand.name)
+            continue
         if not sv.memory_only or refusal is None:
             return None, sv.reasons()
         tried = _apply(ctx, changes, sources, _trade(ctx, changes, refusal), "trade move (catalogs/trades.toml)")

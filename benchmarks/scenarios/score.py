@@ -150,6 +150,12 @@ def llm_usage(events: list[JournalEvent]) -> dict[str, float]:
 OUTCOME_NOISE_MULTIPLE = 2.0
 """The Outcome margin is at least this many fault-free CVs (``outcome_margin``)."""
 
+OUTCOME_MARGIN_CAP = 50.0
+"""The Outcome margin never exceeds this (%): on the loaded host of 2026-12-06 (load average 9 on 2 cores)
+fault-free CVs of 40–90 % made 2 × CV margins of 76–180 %, and a final state at 1 % of fault-free
+(mdb-rc-idle-holder: 27 vs 335 TPS) counted as an Outcome. Judgement: half the fault-free objective is
+no repair, however noisy the host."""
+
 
 def outcome_margin(within_pct: float, free_runs: list[float]) -> float:
     """The Outcome margin in %: ``within_pct`` or ``OUTCOME_NOISE_MULTIPLE`` × the CV of the run's
@@ -165,7 +171,7 @@ def outcome_margin(within_pct: float, free_runs: list[float]) -> float:
     noise = cv(free_runs)
     if noise is None:
         return within_pct
-    return round(max(within_pct, OUTCOME_NOISE_MULTIPLE * 100 * noise), 1)
+    return round(min(OUTCOME_MARGIN_CAP, max(within_pct, OUTCOME_NOISE_MULTIPLE * 100 * noise)), 1)
 
 
 def outcome(
