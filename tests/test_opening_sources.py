@@ -23,6 +23,7 @@ from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
+from agenticdb.validation.sets import validate_set
 from agenticdb.validation.validator import flavor_of
 from agenticdb.workloads.base import Connection
 from agenticdb.workloads.common import ensure_database, ensure_pg_stat_statements
@@ -98,7 +99,10 @@ def test_evidence_sizes_work_mem_from_the_spill_and_turns_jit_off_from_the_plans
     out = evidence_driven(inp)
     c = out.candidate
     assert c is not None and c.name == "evidence", out
-    assert c.changes["jit"] == "off" and "EXPLAIN ANALYZE, leader and workers" in c.sources["jit"]
+    assert (
+        c.changes["jit"] == "off"
+        and "EXPLAIN ANALYZE of 1 of the workload's statements, leader and workers" in c.sources["jit"]
+    )
     wm = int(c.changes["work_mem"].removesuffix("MB"))
     assert wm >= 8, c.changes  # at least twice the 4MB in effect, sized to the measured spill
     assert "temporary files" in c.sources["work_mem"]
@@ -227,12 +231,17 @@ def test_plans_of_the_workload_weighted_by_the_baseline_without_executing_them(
         ctx = context_of(pg, workload_class="olap")
         run = Measurement(workload="tpch", objective=3.0, per_query_s={"q01": 2.0, "q02": 1.0})
         ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline": [run]})})
-        plans, why = workload_plans(ctx, _QuerySet(conn))
+        plans, why = workload_plans(ctx, _QuerySet(conn), jit_budget_s=0)
         assert plans is not None, why
         assert not plans.analyzed and plans.statements == 2 and plans.exec_ms == 3000.0
         assert plans.jit_share is None and plans.jit_planned_share == 1.0, plans
         assert plans.parallel_share is not None and plans.parallel_share >= 2 / 3, plans
         assert "not executed" in plans.summary()
+        # with the default budget the JIT-compiling statements run once under EXPLAIN ANALYZE
+        sampled, why = workload_plans(ctx, _QuerySet(conn))
+        assert sampled is not None and sampled.jit_sampled == 2 and sampled.exec_ms == 3000.0, why
+        assert sampled.jit_share is not None and sampled.jit_share > 0, sampled
+        assert "EXPLAIN ANALYZE of 2 of them" in sampled.summary()
         out = evidence_driven(
             SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig(), plans=plans)
         )
@@ -242,3 +251,39 @@ def test_plans_of_the_workload_weighted_by_the_baseline_without_executing_them(
     finally:
         with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS opening_plans")
+
+
+def test_mariadb_limits_under_512mib_are_traded_then_shrunk_to_fit(maria: MySQLTarget) -> None:
+    ctx = context_of(maria, memory=512 * MiB, benchmark="sysbench")
+    opening = generate_opening(ctx, policy=PolicyConfig())
+    c = next(c for c in opening.candidates if c.name == "limits")
+    assert any("trade move" in r for r in c.repaired), c.repaired
+    shrunk = [r for r in c.repaired if "shrunk to fit the memory budget" in r]
+    assert shrunk and shrunk[0].startswith("innodb_buffer_pool_size: 402653184 → "), c.repaired  # 75 % of 512 MiB
+    pool = int(c.changes["innodb_buffer_pool_size"])
+    assert 128 * MiB <= pool < 384 * MiB, c.changes
+    cur, hw = ctx.profile.current_config, ctx.profile.hardware
+    assert validate_set(c.changes, ctx.catalog, cur, hw, PolicyConfig()).ok  # even on the worst case
+    assert "max_connections" not in c.changes
+
+
+def test_limits_leave_the_cache_of_analytics_larger_than_40_percent_even_when_misses_are_diagnosed(
+    pg: PostgresTarget,
+) -> None:
+    ctx = context_of(pg, workload_class="olap", memory=1 * GiB)
+    d = ctx.profile.baseline_state
+    assert d is not None
+    # a huge fault: half of 2 M block reads missed shared buffers, 2 GiB of data under a 1 GiB limit
+    missing = d.model_copy(
+        update={
+            "totals": {**d.totals, "pg_stat_database.blks_read": 1e6, "pg_stat_database.blks_hit": 1e6},
+            "per_second": {**d.per_second, "pg_stat_database.blks_read": 1e6 / d.seconds},
+            "gauges": {**d.gauges, "pg_database.size_bytes": 2.0 * GiB},
+        }
+    )
+    ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": missing})})
+    out = at_limits(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert out.candidate is not None and "shared_buffers" not in out.candidate.changes, out.candidate
+    assert any("left to the kernel page cache" in n for n in out.notes), out.notes
+    ev = evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert any(n.startswith("buffer misses 50%") for n in ev.notes), ev.notes

@@ -104,3 +104,19 @@ def test_an_idle_transaction_holding_a_row_lock_heads_the_lock_chain(my: MariaDB
     assert "idle in transaction" in top.summary and "wait behind it" in top.summary
     assert top.remedies[0].sql == f"KILL {thread}" and not top.remedies[0].automatic
     assert blocks_knob(top, "innodb_lock_wait_timeout")
+
+
+def test_a_table_named_like_a_keyword_keeps_its_case_in_the_remedy(my: MariaDBSandboxInfo) -> None:
+    # digest texts upper-case names that are keywords too (FROM EVENTS); table names are case-sensitive
+    _exec(
+        my,
+        "DROP TABLE IF EXISTS events",
+        "CREATE TABLE events(id int PRIMARY KEY, user_id int, pad char(40))",
+        "INSERT INTO events SELECT seq, seq % 5000, 'x' FROM seq_1_to_100000",
+    )
+    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
+    _exec(my, *["SELECT count(*) FROM events WHERE user_id = 7"] * 5)
+    miss = next(f for f in w.finish().findings if f.cause == Cause.missing_index)
+    assert miss.subject == "rc_test.events(user_id)"
+    _exec(my, miss.remedies[0].sql)  # runs: the table is found under its own name
+    _exec(my, "DROP TABLE events")

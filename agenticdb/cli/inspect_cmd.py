@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
-from agenticdb.cli.tune_cmd import _safe_dsn, estimate_text, medians_text
+from agenticdb.cli.tune_cmd import _safe_dsn, baseline_best_text, estimate_text, medians_text
 from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.redaction import redact
@@ -356,7 +356,10 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     )
     unit = objective_unit(obj)
     lines = [f"# agenticdb session {sid}", ""]
-    lines += _report_summary(meta, by, obj, unit)
+    lines += _report_summary(meta, by, obj, unit, rounds)
+    failures = [e.data for e in events if e.event == "failure"]
+    if failures:
+        lines.append(f"- **failure:** {failures[-1].get('message', '')}")
     lines += root_cause_lines(by.get("root_cause"))
     lines += ["", "## Best configuration", ""]
     best_changes = end.get("best_changes") or end.get("best_config")
@@ -372,7 +375,7 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     return lines + _report_rounds(rounds, unit) + live_report_lines(events)
 
 
-def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str) -> list[str]:
+def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str, rounds: list[Any]) -> list[str]:
     start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
     higher = base.get("higher_is_better", higher_is_better(obj))
     b, best = (
@@ -386,7 +389,8 @@ def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str) -
     lines.append(f"- **objective:** {objective_label(obj)}, {'higher' if higher else 'lower'} is better")
     if b is not None and best is not None:
         gain = ((best - b) / b if higher else (b - best) / b) if b else 0.0
-        lines.append(f"- **baseline → best:** {b:,.3f} → {best:,.3f} {unit} ({gain:+.1%})")
+        text = baseline_best_text(b, best, rounds, gain, unit).removeprefix("baseline ").replace(" → best ", " → ", 1)
+        lines.append(f"- **baseline → best:** {text}")
     elif b is not None:
         lines.append(f"- **baseline:** {b:,.3f} {unit}")
     if base.get("noise_cv") is not None:

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.config import Settings
+from agenticdb.errors import Stopped
 from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.redaction import redact
 from agenticdb.store.journal import Journal, JournalError
@@ -259,7 +260,7 @@ def _on_sigterm(console: Console, stop: dict[str, int]) -> Callable[[int, Any], 
     def on_sigterm(signum: int, frame: Any) -> None:
         stop["requested"] = max(stop["requested"], 2)
         console.print("[yellow]SIGTERM: stopping now[/]; the best configuration is put back")
-        raise KeyboardInterrupt
+        raise Stopped("SIGTERM")
 
     return on_sigterm
 
@@ -308,8 +309,9 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         highlight=False,
     )
     console.print(
-        f"baseline {_fmt_obj(result.baseline_objective)} → best {_fmt_obj(result.best_objective)}"
-        + (f" ({gain:+.1%})" if gain is not None else "")
+        baseline_best_text(result.baseline_objective, result.best_objective, result.rounds, gain),
+        highlight=False,
+        soft_wrap=True,
     )
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
@@ -332,6 +334,34 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         console.print(llm_usage_line(result.llm_totals), highlight=False, soft_wrap=True)
     console.print(f"journal: {cfg.storage.journal_db}   (agenticdb journal show {result.session_id})")
     console.print(f"memory:  {cfg.storage.memory_db}")
+
+
+def baseline_best_text(
+    base: float | None, best: float | None, rounds: list[RoundOutcome], gain: float | None, unit: str = ""
+) -> str:
+    """``baseline X → best Y (+g %)`` from the best configuration's own runs, saying when it was measured
+    again later (the best configuration's runs in a later round's pairs) — a re-measured baseline is the
+    host's load changing, not a gain (issue 39: "baseline 938.720 → best 938.720" while the same
+    configuration measured 1,392–1,538 later on a quieter host)."""
+    kept_no, again = None, None
+    u = f" {unit}" if unit else ""
+    if not rounds:  # no round records (a session without rounds, or the Memory Book missing): the figures
+        return f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u}" + (f" ({gain:+.1%})" if gain is not None else "")
+    for r in rounds:
+        if r.kept:
+            kept_no, again = r.round_no, None
+        elif r.best_objective is not None:
+            again = (r.round_no, r.best_objective)
+    if kept_no is None:
+        text = f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u} (nothing kept: the starting configuration"
+        if again is not None:
+            text += f"; re-measured {_fmt_obj(again[1])} in round {again[0]}'s pairs: the host changed, not it"
+        return text + ")"
+    text = f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u}" + (f" ({gain:+.1%})" if gain is not None else "")
+    text += f" (best: round {kept_no}'s kept configuration, its own runs"
+    if again is not None:
+        text += f"; re-measured {_fmt_obj(again[1])} in round {again[0]}'s pairs"
+    return text + ")"
 
 
 def largest_effect(measured: list[RoundOutcome]) -> RoundOutcome:

@@ -16,7 +16,7 @@ from typing import Literal
 import structlog
 
 from agenticdb.config import LoopConfig, Settings
-from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
+from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, stop_cause
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.auditor import decision_runs, noise_cv
@@ -370,14 +370,15 @@ class Initializer:
             start = Start(catalog, hardware, profile, fp, baseline, delta, cv, snapshot)
             self._record(start)
             start.experience = self._retrieve(fp)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             note = (
                 "the --start-from configuration remains in effect (agenticdb rollback --dbms undoes it)"
                 if self.start_from
                 else "nothing was changed"
             )
-            self._end("interrupted", f"interrupted before the first round; {note}")
-            raise SessionInterrupted(f"interrupted before the first round; {note}") from None
+            status, words = stop_cause(exc)
+            self._end(status, f"{words} before the first round; {note}")
+            raise SessionInterrupted(f"{words} before the first round; {note}") from None
         except StorageError as exc:
             # The journal cannot take a session.end either: put back what --start-from replaced, if
             # anything, and stop with the file and the cause.

@@ -28,11 +28,12 @@ from datetime import datetime
 import structlog
 
 from agenticdb.config import PolicyConfig
-from agenticdb.models import ApplyMode, FailedCheck, Observed, PlanningContext
+from agenticdb.models import Observed, PlanningContext, Proposal
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_learned import from_experience, from_llm
 from agenticdb.planner.opening_limits import at_limits
+from agenticdb.planner.opening_repair import repair_set
 from agenticdb.planner.opening_types import SOURCES, Candidate, Opening
 from agenticdb.planner.opening_values import (
     HostView,
@@ -42,7 +43,6 @@ from agenticdb.planner.opening_values import (
     delta_of,
     host_view,
 )
-from agenticdb.planner.trade import load_trades, trade_proposal
 from agenticdb.targets.postgres_plans import PlanEvidence
 from agenticdb.validation.sets import SetVerdict, step_bound_for, validate_set
 from agenticdb.validation.validator import flavor_of
@@ -53,9 +53,6 @@ log = structlog.get_logger(__name__)
 
 LEARNED = ("experience", "llm")
 """Sources that, when they produce a set, replace the weakest of the rule-based ones."""
-
-#: Trade rounds a set over the memory budget may take before it is dropped (each halves the gives).
-MAX_REPAIRS = 4
 
 Source = Callable[[SourceInput], SourceOutput]
 
@@ -118,7 +115,7 @@ def generate_opening(
         observed = Observed(gauges=dict(delta.gauges)) if delta is not None else None
     live = ctx.fingerprint.benchmark == "live" if live is None else live
     bound = step_bound_for(policy, live)
-    raw, absent, notes = _collect(ctx, host, policy, llm, plans)
+    raw, absent, notes, diagnosis = _collect(ctx, host, policy, llm, plans)
     dropped: list[tuple[str, str]] = []
 
     def check(changes: dict[str, str], label: str) -> SetVerdict:
@@ -145,7 +142,7 @@ def generate_opening(
             valid.append(got)
     valid = _share_restarts(valid, check)
     chosen = _dedupe(valid, k, dropped)
-    opening = Opening(candidates=chosen, absent=absent, notes=notes, dropped=dropped)
+    opening = Opening(candidates=chosen, absent=absent, notes=notes, dropped=dropped, diagnosis=diagnosis)
     log.info(
         "opening.generated",
         candidates=[c.name for c in chosen],
@@ -160,21 +157,24 @@ def generate_opening(
 
 def _collect(
     ctx: PlanningContext, host: HostView, policy: PolicyConfig, llm: object | None, plans: PlanEvidence | None
-) -> tuple[list[Candidate], list[str], list[str]]:
-    """The sets the sources generate, the sources that produced none (with why) and evidence notes."""
+) -> tuple[list[Candidate], list[str], list[str], Proposal | None]:
+    """The sets the sources generate, the sources that produced none (with why), evidence notes, and the
+    first diagnosis a source made of the baseline (the LLM's; None from rule-based sources)."""
     raw: list[Candidate] = []
     absent: list[str] = []
     notes: list[str] = []
+    diagnosis: Proposal | None = None
     inp = SourceInput(ctx=ctx, host=host, policy=policy, plans=plans, llm=llm)
     for name, source in _sources().items():
         out = source(inp)
         notes += out.notes
+        diagnosis = diagnosis or out.diagnosis
         if out.candidate is None or not out.candidate.changes:
             absent.append(f"{name}: {out.why or 'no change from the configuration in effect'}")
             continue
         raw.append(out.candidate)
     absent += [f"{n}: source not built" for n in SOURCES if n not in _sources()]
-    return raw, absent, notes
+    return raw, absent, notes, diagnosis
 
 
 def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> list[Candidate]:
@@ -201,65 +201,6 @@ def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> l
     kept = [c for c in chosen if c in base or c in learned]
     dropped += [(c.name, f"beyond k={k}") for c in kept[k:]]
     return kept[:k]
-
-
-def _with_modes(ctx: PlanningContext, cand: Candidate, sv: SetVerdict) -> Candidate:
-    modes: dict[str, ApplyMode] = {c.name: c.apply for c in sv.verdict.changes}
-    for name in cand.changes:
-        spec = ctx.catalog.knobs.get(name)
-        if name not in modes and spec is not None:
-            modes[name] = spec.apply
-    return replace(cand, apply_modes=modes, warnings=tuple(sv.verdict.warnings))
-
-
-def repair_set(
-    ctx: PlanningContext, cand: Candidate, check: Callable[[dict[str, str], str], SetVerdict]
-) -> tuple[Candidate | None, str]:
-    """``cand`` validated as one set; over the memory budget, repaired with trade moves (at most
-    :data:`MAX_REPAIRS`, each lowering the trade's gives of ``catalogs/trades.toml`` from the set's values).
-
-    Args:
-        ctx: the planning context (catalog, current configuration, statistics for the caches in use).
-        cand: the candidate as its source generated it.
-        check: judges a set (``validate_set`` bound to the server, policy and clock).
-
-    Returns:
-        (the validated candidate, possibly repaired, with apply modes and warnings; "") or (None, the
-        failed checks that no trade could repair).
-    """
-    changes = dict(cand.changes)
-    sources = dict(cand.sources)
-    repaired: list[str] = []
-    for _ in range(MAX_REPAIRS + 1):
-        sv = check(changes, cand.name)
-        if sv.ok:
-            return _with_modes(ctx, replace(cand, changes=changes, sources=sources, repaired=tuple(repaired)), sv), ""
-        refusal = sv.memory_refusal
-        if not sv.memory_only or refusal is None:
-            return None, sv.reasons()
-        moves = _trade(ctx, changes, refusal)
-        if not moves:
-            return None, f"over the memory budget and no trade move left: {sv.reasons()}"
-        for name, value, why in moves:
-            repaired.append(f"{name}: {changes.get(name, current_config(ctx).get(name, '?'))} → {value} ({why})")
-            changes[name] = value
-            sources[name] = f"trade move (catalogs/trades.toml): {why}"
-    return None, f"still over the memory budget after {MAX_REPAIRS} trade moves: {sv.reasons()}"
-
-
-def _trade(ctx: PlanningContext, changes: dict[str, str], refusal: FailedCheck) -> list[tuple[str, str, str]]:
-    """The gives of one trade move from the set's values: (knob, value, why) for each knob it lowers."""
-    flavor = flavor_of(ctx.catalog)
-    merged = {**current_config(ctx), **changes}
-    grow = next((t.grow for t in load_trades() if flavor in t.families and t.grow in ctx.catalog.knobs), None)
-    if grow is None:
-        return []
-    synthetic = refusal.model_copy(update={"parameter": grow, "value": merged.get(grow, "")})
-    tctx = ctx.model_copy(update={"current_config": merged, "max_changes": 64, "validator_feedback": [synthetic]})
-    proposal = trade_proposal(tctx, flavor, synthetic, "opening")
-    if proposal is None:
-        return []
-    return [(c.name, str(c.value), c.rationale) for c in proposal.changes if c.name != grow]
 
 
 def _share_restarts(cands: list[Candidate], check: Callable[[dict[str, str], str], SetVerdict]) -> list[Candidate]:

@@ -79,6 +79,7 @@ def no_index_statements(
     for tshare, _key, dig, calls, share_noidx, per_call in sorted(hits, key=lambda h: h[0], reverse=True)[:3]:
         m = _FROM.search(dig.text)
         schema, table = (m.group(1), m.group(2)) if m and m.group(2) else (dig.schema, m.group(1) if m else "")
+        table = rd.real_table_name(conn, schema, table) if table else table
         where = dig.text.lower().split(" where ", 1)[1] if " where " in dig.text.lower() else ""
         cols = [c.lower() for c in _WHERE_COL.findall(where) if c.lower() not in ("and", "or", "not")]
         indexed = rd.leading_index_columns(conn, schema, table) if table else {}

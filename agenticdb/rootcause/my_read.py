@@ -218,6 +218,17 @@ class Watch:
             self._thread.join(timeout=10)
 
 
+def real_table_name(conn: pymysql.connections.Connection, schema: str, table: str) -> str:
+    """The table's name as stored: digest texts upper-case names that are also keywords (``EVENTS``), and
+    table names are case-sensitive on Linux."""
+    rows = _rows(
+        conn,
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND lower(TABLE_NAME) = lower(%s)",
+        (schema, table),
+    )
+    return str(rows[0][0]) if rows else table
+
+
 def leading_index_columns(conn: pymysql.connections.Connection, schema: str, table: str) -> dict[str, str]:
     """Leading column → index name of every index of ``schema.table``."""
     rows = _rows(

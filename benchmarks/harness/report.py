@@ -101,6 +101,16 @@ def markdown(summaries: list[dict]) -> str:
     return "\n".join(out)
 
 
+def best_so_far(values: list[float], higher_is_better: bool) -> list[float]:
+    """The running best of ``values`` (max when higher is better, else min): a "best so far" line never
+    falls (issue 39: agenticdb's fell at the end of a session when a kept configuration re-measured
+    lower on a busier host)."""
+    out: list[float] = []
+    for v in values:
+        out.append(v if not out else (max if higher_is_better else min)(out[-1], v))
+    return out
+
+
 def plot(summary: dict, path: Path) -> Path:
     """Best-so-far objective over the competitor's wall-clock time, with each trial as a dot and the
     re-measured medians of static/default as horizontal lines."""
@@ -110,7 +120,8 @@ def plot(summary: dict, path: Path) -> Path:
         name = r["competitor"]
         if tr:
             ts = [p["t_s"] / 60 for p in tr]
-            line = ax.step(ts, [p["best"] for p in tr], where="post", label=f"{name} (best so far)")
+            best = best_so_far([p["best"] for p in tr], summary["higher_is_better"])
+            line = ax.step(ts, best, where="post", label=f"{name} (best so far)")
             ax.scatter(ts, [p["objective"] for p in tr], s=12, color=line[0].get_color(), alpha=0.5)
         elif r["median"] is not None:
             ax.axhline(
