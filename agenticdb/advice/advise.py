@@ -18,21 +18,29 @@ change (durability relaxed, pg_stat_statements missing, THP always, swap in use)
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
-from urllib.parse import urlsplit
 
 import structlog
-from pydantic import BaseModel, Field
 
+from agenticdb.advice.findings import findings
+from agenticdb.advice.types import (
+    SEVERITIES,
+    Advice,
+    AdviceParts,
+    Recommendation,
+    Severity,
+    stable_id,
+)
 from agenticdb.config import PolicyConfig, Settings
+from agenticdb.dialect import dsn_location, family_of
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop.executor import merge_states
 from agenticdb.models import (
     ApplyMode,
+    Bottleneck,
     Catalog,
     Change,
     Experience,
@@ -50,13 +58,10 @@ from agenticdb.planner.heuristic import HeuristicPlanner, _Move
 from agenticdb.planner.playbook import HostFacts, load_playbook, round_base, size
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
-from agenticdb.units import family_of, format_value, parse_value
+from agenticdb.units import format_value, parse_value
+from agenticdb.validation.validator import validate
 
 log = structlog.get_logger(__name__)
-
-Severity = Literal["info", "low", "medium", "high", "critical"]
-SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high", "critical")
-"""Severities from least to most urgent (``--fail-on`` compares by this order)."""
 
 CONFIDENCE_ORIGINS = {
     "measured": "measured on this host (same DBMS, version, memory and CPUs) in an earlier session",
@@ -75,84 +80,12 @@ MIN_SCORE = 0.15
 """Hypotheses scoring below this get no diagnosis-driven moves (HeuristicPlanner's default)."""
 
 
-class Recommendation(BaseModel):
-    """One knob change to consider. Values in the server's spelling (``units.format_value``).
-
-    ``verdict`` is the validator's ("accept" or "reject" with ``verdict_detail``); ``confidence`` is
-    "measured" | "experience" | "diagnosis" | "rule" with ``confidence_origin`` saying what it rests on.
-    """
-
-    id: str
-    knob: str
-    layer: Layer
-    current: str | None
-    recommended: str
-    apply: ApplyMode
-    bottleneck: str
-    rule: str
-    reason: str
-    source: str
-    effect: str = ""
-    risk: str = ""
-    evidence: list[str] = Field(default_factory=list)
-    severity: Severity = "low"
-    confidence: Literal["measured", "experience", "diagnosis", "rule"] = "rule"
-    confidence_origin: str = ""
-    verdict: Literal["accept", "reject"] = "accept"
-    verdict_detail: str = ""
-    option_file: bool | None = None
-    """MySQL/MariaDB: False when the server accepts the variable only at run time (``SET GLOBAL``), so
-    it must not be written to an option file (the next start would abort); None when not applicable."""
-
-
-class Finding(BaseModel):
-    """Something a DBA should know that is not a knob change agenticdb would make."""
-
-    id: str
-    title: str
-    severity: Severity
-    evidence: str
-    advice: str
-    source: str
-
-
-class Advice(BaseModel):
-    """The whole answer of ``agenticdb advise``."""
-
-    target: str
-    kind: str
-    version: str
-    generated_at: str
-    observed_s: float
-    hardware: dict[str, float | int | str | None]
-    diagnosis: list[dict[str, object]] = Field(default_factory=list)
-    recommendations: list[Recommendation] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-    def worst(self) -> str | None:
-        """The most urgent severity among accepted recommendations and findings (None when empty)."""
-        levels = [r.severity for r in self.recommendations if r.verdict == "accept"]
-        levels += [f.severity for f in self.findings]
-        return max(levels, key=SEVERITIES.index) if levels else None
-
-
 # ------------------------------------------------------------------------------------------ identity
 def target_identity(kind: str, dsn: str) -> str:
     """``kind:host:port/database`` of a DSN (URL or ``key=value`` form), without user or password: the
     part of a recommendation id that names the server."""
-    if "://" in dsn:
-        u = urlsplit(dsn)
-        host, port, db = u.hostname or "", u.port or "", u.path.lstrip("/")
-    else:
-        kv = dict(p.split("=", 1) for p in dsn.split() if "=" in p)
-        host, port, db = kv.get("host", ""), kv.get("port", ""), kv.get("dbname", "")
+    host, port, db = dsn_location(dsn)
     return f"{kind}:{host}:{port}/{db}"
-
-
-def stable_id(prefix: str, *parts: str) -> str:
-    """``prefix`` + the first 10 hex digits of sha256 over ``parts``: same inputs, same id."""
-    return prefix + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:10]
 
 
 # -------------------------------------------------------------------------------------- observation
@@ -387,9 +320,6 @@ def judge(
 ) -> None:
     """Fill ``verdict``/``verdict_detail`` (and the verified apply mode) of each recommendation, validated
     on its own."""
-    from agenticdb.models import Bottleneck
-    from agenticdb.validation.validator import validate
-
     for r in recs:
         proposal = Proposal(
             bottleneck=Bottleneck.unknown, layer=r.layer, changes=[Change(name=r.knob, value=r.recommended)]
@@ -412,7 +342,9 @@ def judge(
 
 
 # ------------------------------------------------------------------------------------------ entry
-def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool = True) -> Advice:
+def advise(
+    cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool = True, *, parts: AdviceParts
+) -> Advice:
     """Recommendations and findings for ``target`` (see the module docstring). Changes nothing.
 
     Args:
@@ -420,20 +352,17 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         target: the DBMS target (must accept connections).
         observe_s: seconds between the two statistics samples.
         os_layer: also advise Linux sysctl/block parameters of the host.
+        parts: the builders of the wiring (``app.advice_parts()``): host statistics, the Linux target.
 
     Raises:
         TargetError / psycopg / PyMySQL errors: the server stopped answering while being read.
     """
-    from agenticdb.advice.findings import findings
-    from agenticdb.app import host_state_source
-    from agenticdb.host.hardware import detect_hardware
-
     catalog = target.catalog()
     hardware = detect_hardware(target.data_dir, pid=target.server_pid())
     current = target.current_values(list(catalog.knobs))
     identity = target_identity(target.kind, cfg.target.dsn or "")
     sources: list[Callable[[], RuntimeState]] = [target.runtime_state]
-    host = host_state_source(cfg, target)
+    host = parts.host_state_source(cfg, target)
     if host is not None:
         sources.append(host)
     delta = observe(sources, observe_s)
@@ -445,7 +374,7 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
     judge(recs, catalog, current, hardware, cfg.policy, target.can_restart())
     all_hyps = list(hyps)
     if os_layer:
-        os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp)
+        os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp, parts)
         recs += os_recs
         all_hyps += os_hyps
     found = findings(family_of(catalog.target), target.current_values, hardware, delta, identity, Path(cfg.os.root))
@@ -484,12 +413,16 @@ def _idle_note(seconds: float) -> str:
 
 
 def _os_advice(
-    cfg: Settings, target: Target, hardware: Hardware, delta: StateDelta, identity: str, fp: Fingerprint
+    cfg: Settings,
+    target: Target,
+    hardware: Hardware,
+    delta: StateDelta,
+    identity: str,
+    fp: Fingerprint,
+    parts: AdviceParts,
 ) -> tuple[list[Recommendation], list[Hypothesis]]:
     """Recommendations (judged by the validator) and hypotheses for the Linux host of ``target``."""
-    from agenticdb.app import linux_target
-
-    linux = linux_target(cfg, data_dir=target.data_dir)
+    linux = parts.linux_target(cfg, data_dir=target.data_dir)
     os_cat = linux.catalog()
     os_current = linux.current_values(list(os_cat.knobs))
     osa = Advisor(os_cat, hardware, os_current, delta, "linux", identity, [], fp)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agenticdb.dialect import flavor_of_text
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -107,15 +108,9 @@ class _History:
 def _family(ctx: PlanningContext) -> str:
     if ctx.stage == Layer.os:
         return "linux"
-    for text in (ctx.fingerprint.dbms, ctx.catalog.target, ctx.profile.target):
-        t = text.lower()
-        for fam, keys in (
-            ("postgresql", ("postgres", "pg")),
-            ("mariadb", ("mariadb",)),
-            ("mysql", ("mysql",)),
-        ):
-            if any(k in t for k in keys):
-                return fam
+    flavor = flavor_of_text(ctx.fingerprint.dbms, ctx.catalog.target, ctx.profile.target)
+    if flavor is not None:
+        return flavor
     raise PlannerError(
         f"fingerprint.dbms={ctx.fingerprint.dbms!r}: cannot tell the DBMS family "
         "(expected postgresql, mariadb or mysql)"

@@ -26,8 +26,8 @@ from typing import Literal
 import structlog
 
 from agenticdb.config import PolicyConfig
+from agenticdb.dialect import family_of
 from agenticdb.models import Bottleneck, Catalog, Change, FailedCheck, Hardware, Layer, Observed, Proposal, Verdict
-from agenticdb.units import family_of
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validation.validator import _index, validate
