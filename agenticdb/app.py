@@ -287,6 +287,7 @@ def build_session(
     start_from: dict[str, object] | None = None,
     on_status: Callable[[str], object] | None = None,
     approve: Callable[[str, int, Any, Any], str | None] | None = None,
+    remediate: Callable[[str, Any], dict[str, Any] | None] | None = None,
 ) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
@@ -304,6 +305,7 @@ def build_session(
         start_from=start_from,
         on_status=on_status,
         approve=approve,
+        remediate=remediate,
     )
     session.planner = build_planner(cfg, memory, journal, session.session_id, lambda: session.current_round)
 

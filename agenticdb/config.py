@@ -224,6 +224,14 @@ class LiveConfig(Section):
         default=0.05, ge=0, le=1, description="the guard reverts when rolled back/failed transactions exceed this share"
     )
     guard_min_s: int = Field(default=1, ge=1, description="seconds of a window before the guard judges it")
+    guard_min_mean_ms: float = Field(
+        default=1.0,
+        ge=0,
+        description="the guard judges only statements whose baseline mean is at least this (ms): a 0.02-ms "
+        "statement measured 0.08 ms after jit = off in issue 38, a 4× 'slowdown' made of one preemption or "
+        "cache miss (a scheduler time slice is milliseconds); such statements are too short to time reliably "
+        "per second (judgement, measured on a busy 2-core host)",
+    )
     turnover_max_s: float = Field(
         default=30.0,
         ge=0,
@@ -337,6 +345,20 @@ class LoopConfig(Section):
         default=3.0,
         ge=0,
         description="OLAP: stop a trial's query set once it runs this × the best's query-set time (0 = never)",
+    )
+    # The opening (issue 36; agenticdb.loop.race): whole configurations raced before the diagnosis rounds.
+    opening: bool = Field(
+        default=True,
+        description="race whole candidate configurations (host-sized, evidence, playbook limits, experience, "
+        "LLM) once each before the diagnosis rounds, and prove the leader on fresh pairs",
+    )
+    opening_candidates: int = Field(default=3, ge=1, le=8, description="candidates the opening races (K)")
+    race_time_factor: float = Field(
+        default=1.5,
+        gt=1,
+        le=10,
+        description="a race screen stops once it is this much worse than the best run so far: OLTP below "
+        "1/k of its TPS, query sets past k × its time in total or per query (λ-Tune's bound)",
     )
     max_planner_retries: int = Field(default=2, ge=0)
     stage: Literal["dbms", "os", "both"] = "dbms"
@@ -543,6 +565,25 @@ class OSConfig(Section):
     devices: list[str] = Field(default_factory=list, description="block devices; default: the data dir's")
 
 
+class RootCauseConfig(Section):
+    """Root causes a setting cannot fix (issue 40, ``agenticdb.rootcause``)."""
+
+    enabled: bool = Field(default=True, description="look for stale statistics, missing indexes, lock chains, …")
+    statements: list[str] = Field(
+        default_factory=list,
+        description="the workload's own SELECTs to EXPLAIN ANALYZE for plan evidence ({r} becomes 1); "
+        "PostgreSQL 15 cannot explain pg_stat_statements' normalised texts",
+    )
+
+
+class RemediationConfig(Section):
+    """Where approved remediation (ANALYZE, VACUUM, CREATE INDEX CONCURRENTLY) runs. The tuning role
+    is not the tables' owner (PostgreSQL 15: those statements need the owner or a superuser), so without
+    ``dsn`` — a DSN of the tables' owner — remediation stays advice."""
+
+    dsn: str | None = Field(default=None, description="DSN of the tables' owner; unset: advice only")
+
+
 class DaemonConfig(Section):
     """Long-lived service schedule."""
 
@@ -615,6 +656,8 @@ class Settings(BaseSettings):
     os: OSConfig = Field(default_factory=OSConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     live: LiveConfig = Field(default_factory=LiveConfig)
+    rootcause: RootCauseConfig = Field(default_factory=RootCauseConfig)
+    remediation: RemediationConfig = Field(default_factory=RemediationConfig)
 
     @classmethod
     def settings_customise_sources(

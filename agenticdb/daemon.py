@@ -24,6 +24,7 @@ from typing import Any
 import psutil
 import structlog
 
+from agenticdb.advice.remedy_gate import remedy_gate
 from agenticdb.app import (
     advice_parts,
     build_session,
@@ -302,6 +303,9 @@ class Daemon:
                 should_stop=lambda: self.flags.stop > 0,
                 on_status=self.notifier.status,
                 approve=self._approval().gate(journal, lambda: self.flags.stop > 0, self.notifier.status)
+                if cfg.policy.mode == "approve"
+                else None,
+                remediate=remedy_gate(cfg, self._approval(), journal, lambda: self.flags.stop > 0, self.notifier.status)
                 if cfg.policy.mode == "approve"
                 else None,
             )

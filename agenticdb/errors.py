@@ -20,6 +20,23 @@ class SessionUsageError(SessionError):
     exit_code = 2
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop signal (SIGTERM: ``kill``, ``timeout``, a service manager) ends the session at once, like a
+    second Ctrl-C, but is told as what it was: "stopped (SIGTERM)", not "interrupted (Ctrl-C)"."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def stop_cause(exc: BaseException) -> tuple[str, str]:
+    """(status, words) of a ``KeyboardInterrupt``: ("stopped", "stopped (SIGTERM)") for :class:`Stopped`,
+    else ("interrupted", "interrupted (Ctrl-C)")."""
+    if isinstance(exc, Stopped):
+        return "stopped", f"stopped ({exc.signal_name})"
+    return "interrupted", "interrupted (Ctrl-C)"
+
+
 class SessionInterrupted(SessionError):
     """Ctrl-C before the first round."""
 

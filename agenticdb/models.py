@@ -223,6 +223,8 @@ class Disturbance(Strict):
     psi_cpu_some_pct: float | None = None
     disturbed: bool = False
     reason: str = ""
+    world: list[str] = Field(default_factory=list)
+    """What changed under the run that agenticdb did not do (restart, statistics reset, reload; issue 38)."""
 
 
 class LiveQuery(Strict):
@@ -392,9 +394,10 @@ class Proposal(Strict):
     rationale: str = ""
     planner: str = "heuristic"
     plateau: bool = False
-    stage: Literal["playbook", "search"] = "playbook"
-    """Which stage proposed it: the playbook (diagnosis → prescription) or the refinement search
-    (``agenticdb.planner.search``, model-based search after the playbook is used up)."""
+    stage: Literal["playbook", "search", "opening"] = "playbook"
+    """Which stage proposed it: the playbook (diagnosis → prescription), the refinement search
+    (``agenticdb.planner.search``, model-based search after the playbook is used up) or the opening's race
+    of whole configurations (``agenticdb.loop.race``: one screen each, then the leader's proof)."""
     repairs: list[str] = Field(default_factory=list)
     """Knobs this proposal puts back to the server's shipped default from a known bad start (a trap, or a
     value below the default under a floor rule). When the session's budget ends inside the decision and
@@ -477,6 +480,9 @@ class Failure(Strict):
     logs: list[str] = Field(default_factory=list)
     server_reason: str = ""
     attempted: list[NormalizedChange] = Field(default_factory=list)
+    outside: str = ""
+    """Evidence that someone else restarted the server (``agenticdb.measure.worldwatch.outside_restart``): then the
+    failure is not the candidate's and is never recorded as failed."""
 
 
 class Execution(Strict):
@@ -544,10 +550,17 @@ class RoundOutcome(Strict):
     kept: bool = False
     failure: Failure | None = None
     recovery: RecoveryResult | None = None
+    interrupted: str = ""
+    """Set when an outside restart interrupted the round (the evidence); such a round has no failure."""
     decision: Decision
     reason: str
     started_at: float = Field(default_factory=time.time)
     finished_at: float = Field(default_factory=time.time)
+
+    @property
+    def opening(self) -> bool:
+        """A round of the opening's race (a screen or the leader's proof), not a diagnosis round."""
+        return self.proposal is not None and self.proposal.stage == "opening"
 
 
 class HostOrigin(Strict):

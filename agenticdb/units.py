@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from agenticdb.dialect import family_of
+from agenticdb.dialect import family_of as family_of  # re-exported for old callers; the home is dialect
 from agenticdb.models import KnobSpec
 
 PG_MEMORY_UNITS: dict[str, int] = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}

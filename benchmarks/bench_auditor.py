@@ -1,6 +1,10 @@
 """How well does the auditor decide? A/A placebos and one real effect on a real private PostgreSQL.
 
     python benchmarks/bench_auditor.py --decisions 20 --json out.json
+    python -m benchmarks.bench_auditor --mode query-set --decisions 5 --json out.json   # TPC-H (issue 36)
+
+``--mode query-set`` is described in ``benchmarks/bench_auditor_qset.py``; the rest of this text is the
+default ``--mode oltp``.
 
 Runs ``--decisions`` A/A decisions (the candidate is the best configuration itself: any "better" is a
 false positive) and as many decisions on a real effect: sysbench write-only on PostgreSQL 15 with
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 warmup_max_s=args.warmup_max,
                 objective=args.objective,
             ),
-            loop=LoopConfig(baseline_runs=args.baseline_runs, decision_budget_s=args.decision_budget),
+            loop=LoopConfig(baseline_runs=args.baseline_runs, decision_budget_s=args.decision_budget or 180.0),
             storage=StorageConfig(home=base / "home"),
         )
         (base / "home").mkdir()
@@ -209,16 +213,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=float, default=50000)
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--baseline-runs", type=int, default=3)
-    p.add_argument("--decision-budget", type=float, default=180.0, help="seconds per decision (loop.decision_budget_s)")
+    p.add_argument(
+        "--decision-budget",
+        type=float,
+        default=None,
+        help="seconds per decision (loop.decision_budget_s); 180 in oltp mode, 300 (the [loop] default) in query-set",
+    )
     p.add_argument("--no-reset", dest="reset", action="store_false", help="no pristine data reset before runs")
+    p.add_argument("--mode", choices=("oltp", "query-set"), default="oltp", help="oltp (sysbench) or query-set (TPC-H)")
+    from benchmarks import bench_auditor_qset  # lazy: it imports this module (its _apply)
+
+    bench_auditor_qset.add_arguments(p)
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_auditor: run as root (the private PostgreSQL runs as the postgres user)", file=sys.stderr)
         return 2
     # SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so run()'s finally stops and removes the sandbox
     signal.signal(signal.SIGTERM, lambda signo, frame: sys.exit(128 + signo))
-    out = run(args)
-    summary = {k: v for k, v in out.items() if k not in ("decisions", "settings")}
+    out = bench_auditor_qset.run(args) if args.mode == "query-set" else run(args)
+    summary = {k: v for k, v in out.items() if k not in ("decisions", "settings", "weights")}
     print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))

@@ -14,7 +14,9 @@ export AGENTICDB_LOOP__LATENCY_GUARD="${LATENCY_GUARD:-0.25}"
 rc=0
 $ADB tune --sandbox postgres --workload pgbench --rounds "${ROUNDS:-3}" --duration "${DURATION:-15}" --reset-data || rc=$?
 $ADB journal list
+# the id of the session just run (the journal lists sessions oldest first)
+sid=$($ADB journal list --format json | .venv/bin/python -c 'import json, sys; s = json.load(sys.stdin); print(s[-1]["id"] if s else "")')
 echo
-echo "Read the story of the session:  $ADB journal show <session-id>"
+echo "Read the story of the session:  $ADB journal show ${sid:-<session-id>}"
 echo "Remove the sandbox:             $ADB sandbox down postgres"
 exit $rc

@@ -68,3 +68,11 @@ def mariadb_sandbox() -> Iterator[MariaDBSandboxInfo]:
     finally:
         sandbox.down()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def no_opening(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``loop.opening = false`` for every session this test starts through the configuration or the command
+    line (AGENTICDB_LOOP__OPENING): a test of the diagnosis rounds from a bad start tests those rounds, not
+    the opening's race of whole configurations (tests/test_race.py tests that)."""
+    monkeypatch.setenv("AGENTICDB_LOOP__OPENING", "false")

@@ -24,10 +24,11 @@ from agenticdb.advice.formats import render
 from agenticdb.advice.types import Advice, Recommendation
 from agenticdb.app import advice_parts, build_target
 from agenticdb.config import TargetConfig, load_config
-from agenticdb.models import ApplyMode, Layer
+from agenticdb.models import ApplyMode, KnobSpec, Layer
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.store.journal import Journal
+from agenticdb.units import parse_value
 
 ENV = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
 
@@ -224,7 +225,7 @@ def test_mariadb_json_and_conf_accepted_by_mariadbd(
         assert r["id"].startswith("R") and len(r["id"]) == 11 and r["evidence"] and r["source"]
         assert r["apply"] in ("dynamic", "reload", "restart") and r["verdict"] in ("accept", "reject")
     pool = next(r for r in data["recommendations"] if r["knob"] == "innodb_buffer_pool_size")
-    assert pool["verdict"] == "accept"
+    assert pool["verdict"] == "accept", json.dumps(pool)
     # the same recommendation on the same server keeps its id across runs (as on PostgreSQL)
     floors = {r["rule"]: r["id"] for r in data["recommendations"] if r["rule"].startswith(("floor:", "sizing:"))}
     assert floors and floors == {r["rule"]: r["id"] for r in again["recommendations"] if r["rule"] in floors}
@@ -432,3 +433,25 @@ def test_os_confidence_is_rule_only_when_the_server_was_idle(pg_config: Path) ->
     assert {r.confidence for r in idle_recs} == {"rule"}
     assert all(r.confidence_origin == IDLE_HOST_ORIGIN and "idle" in r.confidence_origin for r in idle_recs)
     assert {r.confidence for r in busy_recs} == {"diagnosis"}
+
+
+def test_real_advise_work_mem_within_pgtune_and_the_budget(pg_config: Path) -> None:
+    doc = advice_json(pg_config)
+    recs = {r["knob"]: r for r in doc["recommendations"]}
+    wm = recs.get("work_mem")
+    if wm is not None:  # sized: PGTune's formula and the budget's room, both named in its reason
+        assert "PGTune" in wm["reason"] and "hash_mem_multiplier" in wm["reason"], wm
+    ecs = recs.get("effective_cache_size")
+    if ecs is not None:
+        assert "75 %" in ecs["reason"], ecs
+    mem = int(doc["hardware"]["memory_limit_bytes"])
+    if wm is not None and "shared_buffers" in recs:
+        per = parse_value(wm["recommended"], _spec("work_mem", "kB"))
+        sb = parse_value(recs["shared_buffers"]["recommended"], _spec("shared_buffers", "8kB"))
+        assert per is not None and sb is not None
+        assert per * 1024 <= (mem - sb * 8192) / 3 / 50 * 1.01  # kB vs bytes; sandbox max_connections 50
+    assert wm is not None or ecs is not None, doc["recommendations"]
+
+
+def _spec(name: str, unit: str) -> KnobSpec:
+    return KnobSpec(name=name, vartype="integer", unit=unit, apply=ApplyMode.reload)

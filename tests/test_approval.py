@@ -22,6 +22,8 @@ from agenticdb.store.journal import Journal
 from tests.test_advice import cli, write_config
 from tests.test_daemon import NotifySocket
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 
 def _show(info: PostgresSandboxInfo, name: str) -> str:
     with psycopg.connect(info.dsn, autocommit=True) as conn:

@@ -106,3 +106,11 @@ def test_harness_mariadb_static_is_the_real_mysqltuner(tmp_path: Path) -> None:
     assert re.search(r"parsed [1-9]\d* variable line\(s\)", parsed)
     assert static["failed"] == 0
     assert (tmp_path / "results" / "smoke-mariadb" / "mysqltuner.txt").read_text().count("Variables to adjust:") == 1
+
+
+def test_best_so_far_line_never_falls() -> None:
+    """Issue 39: the PNG's "best so far" of agenticdb fell at the end of a session."""
+    from benchmarks.harness.report import best_so_far
+
+    assert best_so_far([100.0, 140.0, 120.0, 150.0], True) == [100.0, 140.0, 140.0, 150.0]
+    assert best_so_far([9.0, 7.0, 8.0], False) == [9.0, 7.0, 7.0]

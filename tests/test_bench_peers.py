@@ -147,6 +147,20 @@ def test_parser_marks_a_run_that_died_before_its_recommendations() -> None:
     rep = M.parse((DATA / "mariadb-10.11-chunk-size-crash.txt").read_text(), exit_code=255)
     assert not rep.complete and rep.advice == [] and rep.exit_code == 255
     assert "Illegal division by zero" in rep.output
+    assert rep.failure == (
+        "MySQLTuner 1.9.9 ended before its recommendations (exit 255): "
+        "Illegal division by zero at /usr/bin/mysqltuner line 6024"
+    )
+    assert M.parse((DATA / "mariadb-10.11-sysbench-rw.txt").read_text()).failure == ""
+
+
+def test_parser_names_the_read_only_crash() -> None:
+    # Real 1.9.9 output with the chunk-size shim only, on a fresh MariaDB 10.11 that had written no redo log
+    # (reads only): its log-waits line divides by Innodb_log_writes = 0, right after "Write Log efficiency".
+    rep = M.parse((DATA / "mariadb-10.11-no-log-writes-crash.txt").read_text(), exit_code=255)
+    assert not rep.complete and rep.advice == []
+    assert "InnoDB Write Log efficiency: 0% (0 hits/ 0 total)" in rep.output
+    assert rep.failure.endswith("Illegal division by zero at /usr/bin/mysqltuner line 6099")
 
 
 @pytest.mark.parametrize(
@@ -241,6 +255,36 @@ def test_real_mysqltuner_against_private_mariadb(mariadb_sandbox) -> None:  # ty
     assert rep.max_memory is not None and "of installed RAM" in rep.max_memory
 
 
+@pytest.mark.skipif(shutil.which("mysqltuner") is None, reason="mysqltuner not installed (scripts/install.sh)")
+def test_real_mysqltuner_advises_on_a_server_that_wrote_no_redo_log() -> None:
+    import os
+    import tempfile
+
+    from agenticdb.sandbox.mariadb import MariaDBSandbox
+
+    # A fresh private MariaDB (not the session's shared one, which other tests write to) with reads only:
+    # no InnoDB redo log write since it started, which 1.9.9 divides by.
+    base = Path(tempfile.mkdtemp(prefix="agenticdb-mt-ro-"))
+    os.chmod(base, 0o755)  # the mysql user must reach its data and socket directories
+    sandbox = MariaDBSandbox(base)
+    info = sandbox.up()
+    try:
+        with info.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*), SUM(seq) FROM mysql.seq_1_to_200000")  # reads only (Sequence engine)
+            cur.execute("SELECT COUNT(*) FROM information_schema.tables")
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_log_writes'")
+            assert cur.fetchall() == (("Innodb_log_writes", "0"),)  # the precondition of the crash
+        rep = M.run(info.port, 512 * MiB, server_log=info.log_file, timeout_s=300)
+    finally:
+        sandbox.down()
+        shutil.rmtree(base, ignore_errors=True)
+    assert rep.exit_code == 0 and rep.complete and rep.failure == "", rep.output[-2000:]
+    assert "Illegal division by zero" not in rep.output
+    # the shim hid "Innodb_log_writes 0": 1.9.9's "status not available" branch (1 request, 1 write)
+    assert "InnoDB log waits: 0.00% (0 waits / 1 writes)" in rep.output
+    assert "Variables to adjust:" in rep.output
+
+
 def test_choose_a_refused_number_does_not_block_the_directions() -> None:
     rep = _report("key_buffer_size=0", "innodb_buffer_pool_size (>= 95.5M) if possible.")
 
@@ -320,5 +364,33 @@ def test_report_shows_labels_and_the_share_column() -> None:
     }
     md = markdown([summary])
     assert f"| static — {P.LABEL} | 75.00 |" in md
+    assert "could not advise" not in md
     assert "| 50 % |" in md and "| 100 % |" in md
     assert next(x for x in md.splitlines() if x.startswith("| competitor")).endswith("| share of oracle gain |")
+
+
+def test_report_shows_a_peer_that_could_not_advise() -> None:
+    from benchmarks.harness.report import markdown
+
+    res = {"label": "MySQLTuner 1.9.9 + rules", "time_to_best_s": 0.0, "rounds": 0, "failed": 0, "recovered": 0}
+    res |= {"rejected": 0, "left_down": 0, "validator_ms": [], "planner_ms": [], "overhead": {}, "changes": {}}
+    rep = M.parse((DATA / "mariadb-10.11-no-log-writes-crash.txt").read_text(), exit_code=255)
+    res |= {"notes": ["output in out/mysqltuner.txt"], "could_not_advise": rep.failure}
+    row = {
+        "competitor": "static",
+        "median": 100.0,
+        "spread": [99.0, 101.0],
+        "tps_median": 50.0,
+        "p95_median_ms": 2.0,
+        "gain_vs_default": 0.0,
+        "verdict_vs_default": "tie",
+        "agenticdb_vs": {},
+        "share_of_oracle_gain": None,
+        "result": res,
+    }
+    summary = {"scenario": "mariadb-x", "about": "", "higher_is_better": True, "noise_cv": 0.05, "budget_min": 8}
+    md = markdown([summary | {"repeats": 3, "oracle": {}, "rows": [row]}])
+    line = next(x for x in md.splitlines() if x.startswith("| static"))
+    assert "| could not advise: MySQLTuner 1.9.9 ended before its recommendations (exit 255): Illegal division" in line
+    assert "| tie |" not in line  # never shown as if it had advised the start configuration
+    assert "- **static**: could not advise: MySQLTuner 1.9.9" in md

@@ -26,6 +26,8 @@ from agenticdb.targets.base import ApplyError
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 WATCHED = ["shared_buffers", "work_mem", "maintenance_work_mem", "wal_level", "huge_pages", "max_stack_depth"]
 
 

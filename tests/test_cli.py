@@ -31,7 +31,9 @@ def run(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str
 
 
 @pytest.mark.parametrize(
-    "args", [[], ["tune"], ["sandbox"], ["journal"], ["rollback"]], ids=lambda a: "-".join(a) or "root"
+    "args",
+    [[], ["tune"], ["sandbox"], ["journal"], ["rollback"], ["advise"], ["validate"], ["catalog"], ["report"]],
+    ids=lambda a: "-".join(a) or "root",
 )
 def test_help_matches_golden(args: list[str]) -> None:
     r = run(*args, "--help")
@@ -43,10 +45,36 @@ def test_help_matches_golden(args: list[str]) -> None:
     assert r.stdout == path.read_text()
 
 
+def test_report_matches_golden(tmp_path: Path) -> None:
+    """The Markdown report of a fixed journal (tests/test_cli_inspect._journal) at COLUMNS=100 (issue 39)."""
+    from test_cli_inspect import SID, _journal
+
+    _journal(tmp_path)
+    r = run("report", SID, "--home", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    path = GOLDEN / "report.md"
+    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
+        path.write_text(r.stdout)
+    assert r.stdout == path.read_text()
+
+
+def test_help_has_no_type_tags_and_tune_shows_defaults() -> None:
+    """Issue 39: no "<bool>" beside every flag; tune's options say their default and config key, list every
+    workload kind (live included) and describe --allow-restart/--no-restart; --version exists."""
+    out = run("tune", "--help").stdout
+    assert "<bool>" not in out and "<str>" not in out and "<float>" not in out
+    flat = " ".join(out.replace("│", " ").split())
+    assert "(default: 10; config loop.max_rounds)" in flat and "tpch | command | live" in flat
+    assert "--objective" in flat and "--latency-guard" in flat
+    assert "may agenticdb restart the server" in flat
+    v = run("--version")
+    assert v.returncode == 0 and v.stdout.startswith("agenticdb ")
+
+
 def test_unreachable_target_is_one_line_error(tmp_path: Path) -> None:
     r = run("tune", "--target", "postgresql://postgres@127.0.0.1:1/postgres", "--rounds", "1", home=tmp_path)
     assert r.returncode == 1
-    assert "not accepting connections" in r.stdout + r.stderr
+    assert "connection refused" in r.stdout + r.stderr
     assert "Traceback" not in r.stdout + r.stderr
 
 

@@ -317,8 +317,13 @@ def test_journal_show_names_the_objective(tmp_path: Path) -> None:
 
 
 def test_journal_show_without_id_tells_the_newest_session(tmp_path: Path) -> None:
-    r = run("journal", "show", "--home", str(tmp_path))
-    assert r.returncode == 1 and "does not exist" in r.stderr
+    # an empty home: list, show and tail say the same, exit 0 (issue 39: show used to fail with exit 1)
+    said = []
+    for cmd in ("list", "show", "tail"):
+        r = run("journal", cmd, "--home", str(tmp_path))
+        assert r.returncode == 0 and r.stderr == "", (cmd, r.stdout, r.stderr)
+        said.append(r.stdout)
+    assert said[0].startswith("no journal yet: no session has run with this storage (") and len(set(said)) == 1
     _journal(tmp_path)
     newer = "20261202-070000-bbbbbb"
     with Journal(tmp_path / "journal.db") as j:

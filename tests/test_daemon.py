@@ -23,6 +23,8 @@ from agenticdb.host.notify import Notifier
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PostgresSandboxInfo]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 
-from agenticdb.cli.tune_cmd import largest_effect, medians_text
+from agenticdb.cli.tune_cmd import baseline_best_text, largest_effect, medians_text
 from agenticdb.models import ApplyMode, Bottleneck, Decision, GainEstimate, KnobSpec, Layer, RoundOutcome
 from agenticdb.planner.search import _span
 
@@ -50,3 +50,15 @@ def test_round_line_shows_the_pair_ratios_behind_the_estimate() -> None:
 def test_largest_effect_is_by_magnitude_and_keeps_its_sign() -> None:
     rounds = [_round(1, 0.03, [0.03]), _round(2, -0.14, [-0.14]), _round(3, 0.05, [0.05])]
     assert largest_effect(rounds).round_no == 2
+
+
+def test_baseline_to_best_says_when_the_best_was_measured_again() -> None:
+    r1 = _round(1, -0.02, [-0.02], cand=1400.0, best=1465.0)  # the starting configuration re-measured at 1,465
+    text = baseline_best_text(938.72, 938.72, [r1], 0.0)
+    assert text.startswith("baseline 938.720 → best 938.720 (nothing kept")
+    assert "re-measured 1,465.000 in round 1's pairs" in text and "+0.0" not in text
+    kept = _round(2, 0.2, [0.2], cand=1200.0, best=1000.0)
+    kept.kept = True
+    later = _round(3, 0.0, [0.0], cand=1150.0, best=1180.0)
+    text = baseline_best_text(938.72, 1200.0, [r1, kept, later], 0.278)
+    assert "(+27.8%) (best: round 2's kept configuration, its own runs; re-measured 1,180.000 in round 3's" in text

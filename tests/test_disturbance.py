@@ -276,7 +276,7 @@ def test_the_baseline_stops_repeating_disturbed_runs_after_its_share_of_the_budg
 ) -> None:
     fake = _Runs(disturbed=set(range(3, 40)))
     told: list[tuple[str, bool]] = []
-    loop = LoopConfig(time_budget_s=budget_s)  # baseline_runs 3, baseline_budget_share 0.3
+    loop = LoopConfig(time_budget_s=budget_s, opening=False)  # baseline_runs 3, baseline_budget_share 0.3
     kept, _, _ = measure_baseline(
         cast(Executor, fake), loop, lambda label, m, k: told.append((label, k)), clock=lambda: fake.now
     )
@@ -288,11 +288,15 @@ def test_the_baseline_stops_repeating_disturbed_runs_after_its_share_of_the_budg
 def test_extra_baseline_runs_for_a_high_cv_stop_after_the_share() -> None:
     fake = _Runs(disturbed=set(), seconds=60.0)
     fake.measure = _noisy(fake)  # type: ignore[method-assign]
-    kept, _, cv = measure_baseline(cast(Executor, fake), LoopConfig(time_budget_s=480.0), clock=lambda: fake.now)
+    kept, _, cv = measure_baseline(
+        cast(Executor, fake), LoopConfig(time_budget_s=480.0, opening=False), clock=lambda: fake.now
+    )
     assert len(kept) == 3 and cv > 0.15  # 180 s > 144 s: no fourth run although the CV is high
     fake2 = _Runs(disturbed=set(), seconds=60.0)
     fake2.measure = _noisy(fake2)  # type: ignore[method-assign]
-    kept2, _, _ = measure_baseline(cast(Executor, fake2), LoopConfig(time_budget_s=3600.0), clock=lambda: fake2.now)
+    kept2, _, _ = measure_baseline(
+        cast(Executor, fake2), LoopConfig(time_budget_s=3600.0, opening=False), clock=lambda: fake2.now
+    )
     assert len(kept2) == 5  # baseline_max_runs within 1080 s
 
 
@@ -312,7 +316,7 @@ def test_the_baseline_leaves_room_for_one_decision(run_s: float, runs: int) -> N
     # smallest decision, 2 pairs less the baseline's last run = 3 runs = 270 s, so the baseline stops at 2;
     # with 60-s runs the third leaves 300 s >= 180 s.
     fake = _Runs(disturbed=set(), seconds=run_s)
-    loop = LoopConfig(time_budget_s=480.0)
+    loop = LoopConfig(time_budget_s=480.0, opening=False)
     kept, _, _ = measure_baseline(
         cast(Executor, fake), loop, clock=lambda: fake.now, budget_left=lambda: 480.0 - fake.now
     )
@@ -328,7 +332,7 @@ def test_a_disturbed_run_is_kept_when_its_repeat_would_leave_no_room_for_a_decis
     # is kept and the baseline is 2 runs. 40-s runs: 480 - 40 - 80 = 360 s >= 120 s: measured again.
     fake = _Runs(disturbed={1}, seconds=run_s)
     told: list[bool] = []
-    loop = LoopConfig(time_budget_s=480.0)
+    loop = LoopConfig(time_budget_s=480.0, opening=False)
     kept, _, _ = measure_baseline(
         cast(Executor, fake),
         loop,

@@ -42,6 +42,8 @@ from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 from agenticdb.targets.mysql import MySQLTarget
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 REASON = 'FATAL: "min_wal_size" must be at least twice "wal_segment_size"'
 BAD = NormalizedChange(name="min_wal_size", value="20MB", base_value=20, unit="MB", apply=ApplyMode.restart)
 
@@ -63,7 +65,7 @@ def _settings(home: Path, info: PostgresSandboxInfo, **loop: Any) -> Settings:
     return Settings(
         target=info.target_config(),
         workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
-        loop=LoopConfig(**{"max_rounds": 1, "baseline_runs": 2, "max_pairs": 2, **loop}),
+        loop=LoopConfig(**{"opening": False, "max_rounds": 1, "baseline_runs": 2, "max_pairs": 2, **loop}),
         storage=StorageConfig(home=home),
     )
 
@@ -205,7 +207,7 @@ def test_mariadb_unknown_variable_in_the_option_file_is_told_and_recovered(
     cfg = Settings(
         target=tcfg,
         workload=WorkloadConfig(kind="sysbench-oltp-read-write", scale=1000, tables=1, clients=2, duration_s=2),
-        loop=LoopConfig(max_rounds=1, baseline_runs=2),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=2),
         storage=StorageConfig(home=tmp_path),
     )
     out = io.StringIO()

@@ -23,6 +23,8 @@ import pytest
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 TUNE = [
     "tune",

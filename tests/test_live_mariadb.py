@@ -41,6 +41,8 @@ from agenticdb.workloads.live import LiveWorkload
 from agenticdb.workloads.livestats import MyStatReader
 from agenticdb.workloads.registry import connection_from_dsn
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 APP = [sys.executable, str(Path(__file__).with_name("live_app_my.py"))]
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d")  # structlog lines (the superuser warning), not output
 

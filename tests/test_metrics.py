@@ -25,6 +25,8 @@ from agenticdb.sandbox import free_port
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Exposition text → {(sample name, sorted labels): value}."""

@@ -12,16 +12,22 @@ import pytest
 from openingctx import context_of
 
 from agenticdb.config import PolicyConfig
+from agenticdb.models import Measurement
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_limits import at_limits
+from agenticdb.planner.opening_plans import workload_plans
 from agenticdb.planner.opening_values import SourceInput, host_view
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
+from agenticdb.validation.sets import validate_set
 from agenticdb.validation.validator import flavor_of
+from agenticdb.workloads.base import Connection
+from agenticdb.workloads.common import ensure_database, ensure_pg_stat_statements
+from agenticdb.workloads.registry import connection_from_dsn
 
 GiB = 1024**3
 MiB = 1024**2
@@ -170,3 +176,111 @@ def test_mariadb_evidence_raises_temporary_tables_that_went_to_disk(
     assert int(c.changes["tmp_table_size"]) == 64 * MiB and int(c.changes["max_heap_table_size"]) == 64 * MiB
     assert "temporary tables on disk" in c.sources["tmp_table_size"]
     assert any("data size not measured" in n for n in out.notes)
+
+
+def test_the_workload_database_gets_pg_stat_statements_and_the_target_reads_jit_from_it(
+    pg: PostgresTarget, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    conn = connection_from_dsn("postgresql", pg_sandbox.dsn, "opening_wl")
+    ensure_database(conn)
+    try:
+        with psycopg.connect(pg_sandbox.dsn.rsplit("/", 1)[0] + "/opening_wl", autocommit=True) as db:
+            row = db.execute("SELECT extname FROM pg_extension WHERE extname = 'pg_stat_statements'").fetchone()
+            assert row is not None, "pg_stat_statements not created in the workload's database"
+            assert ensure_pg_stat_statements(conn) == "created"  # idempotent
+
+            def jit_heavy() -> None:
+                db.execute(FORCE_JIT_AND_PARALLEL)  # type: ignore[arg-type]
+                db.execute("CREATE TABLE IF NOT EXISTS w AS SELECT g AS x FROM generate_series(1, 200000) g")
+                for _ in range(5):
+                    db.execute("SELECT sum(x * 2 + 1), avg(x) FROM w WHERE x % 3 = 1").fetchone()
+
+            ctx = context_of(pg, workload_class="olap", load=jit_heavy)
+        delta = ctx.profile.baseline_state
+        assert delta is not None and delta.totals.get("pg_stat_statements.jit_time", 0.0) > 0, delta
+    finally:
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS opening_wl")
+
+
+class _QuerySet:
+    """A query-set workload's two parts the plan reader uses: its statements and its connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def queries(self) -> dict[str, str]:
+        return {"q01": "SELECT sum(x * 2), avg(x) FROM w WHERE x % 3 = 1", "q02": "SELECT count(*) FROM w WHERE x = 7"}
+
+
+def test_plans_of_the_workload_weighted_by_the_baseline_without_executing_them(
+    pg: PostgresTarget, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    conn = connection_from_dsn("postgresql", pg_sandbox.dsn, "opening_plans")
+    ensure_database(conn)
+    try:
+        with psycopg.connect(pg_sandbox.dsn.rsplit("/", 1)[0] + "/opening_plans", autocommit=True) as db:
+            db.execute("CREATE TABLE w AS SELECT g AS x FROM generate_series(1, 200000) g")
+            db.execute("ANALYZE w")
+            for setting in FORCE_JIT_AND_PARALLEL.removeprefix("SET ").split("; SET "):
+                name, value = setting.split(" = ")
+                db.execute(f"ALTER DATABASE opening_plans SET {name} = {value}")  # type: ignore[arg-type]
+        ctx = context_of(pg, workload_class="olap")
+        run = Measurement(workload="tpch", objective=3.0, per_query_s={"q01": 2.0, "q02": 1.0})
+        ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline": [run]})})
+        plans, why = workload_plans(ctx, _QuerySet(conn), jit_budget_s=0)
+        assert plans is not None, why
+        assert not plans.analyzed and plans.statements == 2 and plans.exec_ms == 3000.0
+        assert plans.jit_share is None and plans.jit_planned_share == 1.0, plans
+        assert plans.parallel_share is not None and plans.parallel_share >= 2 / 3, plans
+        assert "not executed" in plans.summary()
+        # with the default budget the JIT-compiling statements run once under EXPLAIN ANALYZE
+        sampled, why = workload_plans(ctx, _QuerySet(conn))
+        assert sampled is not None and sampled.jit_sampled == 2 and sampled.exec_ms == 3000.0, why
+        assert sampled.jit_share is not None and sampled.jit_share > 0, sampled
+        assert "EXPLAIN ANALYZE of 2 of them" in sampled.summary()
+        out = evidence_driven(
+            SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig(), plans=plans)
+        )
+        assert not any(n.startswith("parallel-query share not measured") for n in out.notes), out.notes
+        none, why = workload_plans(ctx, object())
+        assert none is None and "no statement set" in why
+    finally:
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS opening_plans")
+
+
+def test_mariadb_limits_under_512mib_are_traded_then_shrunk_to_fit(maria: MySQLTarget) -> None:
+    ctx = context_of(maria, memory=512 * MiB, benchmark="sysbench")
+    opening = generate_opening(ctx, policy=PolicyConfig())
+    c = next(c for c in opening.candidates if c.name == "limits")
+    assert any("trade move" in r for r in c.repaired), c.repaired
+    shrunk = [r for r in c.repaired if "shrunk to fit the memory budget" in r]
+    assert shrunk and shrunk[0].startswith("innodb_buffer_pool_size: 402653184 → "), c.repaired  # 75 % of 512 MiB
+    pool = int(c.changes["innodb_buffer_pool_size"])
+    assert 128 * MiB <= pool < 384 * MiB, c.changes
+    cur, hw = ctx.profile.current_config, ctx.profile.hardware
+    assert validate_set(c.changes, ctx.catalog, cur, hw, PolicyConfig()).ok  # even on the worst case
+    assert "max_connections" not in c.changes
+
+
+def test_limits_leave_the_cache_of_analytics_larger_than_40_percent_even_when_misses_are_diagnosed(
+    pg: PostgresTarget,
+) -> None:
+    ctx = context_of(pg, workload_class="olap", memory=1 * GiB)
+    d = ctx.profile.baseline_state
+    assert d is not None
+    # a huge fault: half of 2 M block reads missed shared buffers, 2 GiB of data under a 1 GiB limit
+    missing = d.model_copy(
+        update={
+            "totals": {**d.totals, "pg_stat_database.blks_read": 1e6, "pg_stat_database.blks_hit": 1e6},
+            "per_second": {**d.per_second, "pg_stat_database.blks_read": 1e6 / d.seconds},
+            "gauges": {**d.gauges, "pg_database.size_bytes": 2.0 * GiB},
+        }
+    )
+    ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": missing})})
+    out = at_limits(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert out.candidate is not None and "shared_buffers" not in out.candidate.changes, out.candidate
+    assert any("left to the kernel page cache" in n for n in out.notes), out.notes
+    ev = evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert any(n.startswith("buffer misses 50%") for n in ev.notes), ev.notes

@@ -26,6 +26,8 @@ from agenticdb.host.privileges import role_sql
 from agenticdb.sandbox.mariadb import MariaDBSandbox
 from agenticdb.sandbox.postgres import PostgresSandbox
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
 

@@ -20,7 +20,7 @@ from agenticdb.cli import app
 from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.logs import configure_logging
 from agenticdb.loop.session import TuningSession
-from agenticdb.report.plot import DPI, FIGSIZE, PlotError, curve_of
+from agenticdb.report.plot import DPI, FIGSIZE, Curve, PlotError, Trial, curve_of
 from agenticdb.store.journal import Journal, JournalEvent
 from agenticdb.store.memory import MemoryBook
 
@@ -38,7 +38,7 @@ def home(tmp_path: Path) -> Path:
     target = InMemoryTarget()
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=2, baseline_runs=2, plateau_rounds=5),
+        loop=LoopConfig(opening=False, max_rounds=2, baseline_runs=2, plateau_rounds=5),
         storage=StorageConfig(home=tmp_path),
     )
     with Journal(tmp_path / "journal.db") as journal, MemoryBook(tmp_path / "memory.db") as memory:
@@ -133,8 +133,10 @@ def test_html_report_embeds_the_curve_and_the_round_table(home: Path) -> None:
     m = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
     assert m is not None
     assert base64.b64decode(m.group(1))[:8] == b"\x89PNG\r\n\x1a\n"
-    rows = re.findall(r"<tr><td>(\d+)</td>", page)
+    rows = re.findall(r"<tr>\s*<td>(\d+)</td>", page)
     assert rows == ["1", "2"] and "work_mem=8MB" in page
+    # the page is the Markdown report rendered (issue 39): noise, each round's rationale and evidence
+    assert "<strong>noise CV:</strong>" in page and "rationale:" in page
 
 
 def test_bad_format_and_unknown_session_are_clear_errors(home: Path, tmp_path: Path) -> None:
@@ -172,4 +174,35 @@ def test_html_of_a_session_that_failed_before_its_baseline(tmp_path: Path) -> No
     r = cli(tmp_path, "report", "s-failed", "--format", "html")
     assert r.returncode == 0, r.stderr
     assert "no curve: nothing to plot" in r.stdout and "server did not start: FATAL x" in r.stdout
-    assert "status: failed" in r.stdout
+    assert "<strong>status:</strong> failed" in r.stdout
+
+
+def _legend(curve: Curve) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from agenticdb.report.plot import _axes
+
+    fig, ax = plt.subplots()
+    try:
+        _axes(ax, curve, "t")
+        return list(ax.get_legend_handles_labels()[1])
+    finally:
+        plt.close(fig)
+
+
+def test_legend_says_only_what_happened() -> None:
+    """Issue 39: nothing kept → no "kept change" and one line for baseline = best, not three at one value."""
+    flat = Curve("tps", True, 100.0, trials=[Trial(1, 30.0, 95.0, 90.0, 101.0)], steps=[(0, 100.0), (60, 100.0)])
+    flat.best = 100.0
+    labels = _legend(flat)
+    assert "kept change" not in labels and "objective in effect" not in labels, labels
+    assert [x for x in labels if x.startswith(("baseline", "best"))] == ["baseline = best 100 (nothing kept)"]
+    kept = Curve(
+        "tps", True, 100.0, trials=[Trial(1, 30.0, 130.0, 120.0, 140.0, kept=True)], steps=[(0, 100.0), (30, 130.0)]
+    )
+    kept.best = 130.0
+    labels = _legend(kept)
+    assert {"kept change", "objective in effect", "baseline 100", "best 130"} <= set(labels), labels

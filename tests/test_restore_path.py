@@ -32,6 +32,8 @@ from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory import MemoryBook
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PostgresSandboxInfo]:
@@ -100,7 +102,14 @@ def settings(info: PostgresSandboxInfo, home: Path) -> Settings:
             "target": info.target_config().model_dump(),
             "workload": {"kind": "pgbench", "scale": 1, "clients": 2, "threads": 1, "duration_s": 2, "warmup_s": 0},
             # Any change is a tie (min_gain 500 %): the trial is reverted whatever the noise.
-            "loop": {"max_rounds": 1, "baseline_runs": 1, "min_pairs": 1, "max_pairs": 1, "min_gain": 5.0},
+            "loop": {
+                "opening": False,
+                "max_rounds": 1,
+                "baseline_runs": 1,
+                "min_pairs": 1,
+                "max_pairs": 1,
+                "min_gain": 5.0,
+            },
             "storage": {"home": home, "memory_db": None, "journal_db": None},
         },
     )

@@ -15,6 +15,8 @@ from agenticdb.config import load_config
 from agenticdb.models import RoundOutcome
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PostgresSandboxInfo]:
@@ -42,7 +44,14 @@ def test_knob_changed_by_a_dba_mid_session_is_left_alone(pg: PostgresSandboxInfo
                 "duration_s": 2,
                 "warmup_s": 0,
             },
-            "loop": {"max_rounds": 3, "baseline_runs": 1, "min_pairs": 1, "max_pairs": 1, "plateau_rounds": 5},
+            "loop": {
+                "opening": False,
+                "max_rounds": 3,
+                "baseline_runs": 1,
+                "min_pairs": 1,
+                "max_pairs": 1,
+                "plateau_rounds": 5,
+            },
             "storage": {"home": tmp_path, "memory_db": None, "journal_db": None},
         },
     )

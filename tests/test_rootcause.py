@@ -126,7 +126,7 @@ def test_a_stale_table_the_workload_does_not_read_cannot_dominate() -> None:
     plans = rd.PlanEvidence(error={"archive": (50.0, 10, 500, "q")}, explained=1)
     det.stale_statistics(_win(rows, rows), plans, "srv", out)
     assert out.findings[0].score < 0.6 and dominant(out.findings) is None
-    assert any("not read by the workload" in e for e in out.findings[0].evidence)
+    assert any("never read" in e for e in out.findings[0].evidence)
 
 
 def test_fresh_statistics_are_ruled_out_with_the_threshold() -> None:
@@ -203,3 +203,26 @@ def test_no_waits_and_no_idle_holder_rule_the_lock_chain_out() -> None:
     det.lock_chains([rd.LockSample(0, {}, [])] * 5, [], "srv", out, _win([], []))
     assert not out.findings and out.ruled_out[0].cause == Cause.lock_chain
     assert "0 of 5 lock samples" in out.ruled_out[0].reason
+
+
+def test_waits_behind_short_lived_holders_are_workload_contention_not_a_lock_chain() -> None:
+    # pgbench at scale 1: every client queues on the one branch row; each holder is milliseconds old
+    samples = [
+        rd.LockSample(3, {100 + i: ("idle in transaction", 0.01, "UPDATE pgbench_branches …")}, []) for i in range(9)
+    ]
+    out = RootCauses(family="postgresql")
+    det.lock_chains(samples, [], "srv", out, _win([], []))
+    assert not out.findings
+    assert "9 more behind short-lived holders" in out.ruled_out[0].reason
+
+
+def test_a_misestimated_plan_makes_a_table_changed_below_the_threshold_stale() -> None:
+    # pg-rc-stale-stats: 100,000 of 1 M rows changed, 50 short of the 100,050 analyze threshold
+    rows = [_ts("orders", 1e6, 100_000, idx=10, on=False)]
+    out = RootCauses(family="postgresql")
+    det.stale_statistics(_win(rows, rows), rd.PlanEvidence(), "srv", out)
+    assert not out.findings
+    out = RootCauses(family="postgresql")
+    plans = rd.PlanEvidence(error={"orders": (90_000.0, 1, 90_000, "q")}, explained=1)
+    det.stale_statistics(_win(rows, rows), plans, "srv", out)
+    assert out.findings[0].score == 1.0 and "≤ analyze threshold" in out.findings[0].evidence[0]

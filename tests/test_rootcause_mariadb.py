@@ -39,19 +39,23 @@ def test_stale_statistics_with_recalculation_off_and_an_unindexed_statement_are_
         my,
         "DROP TABLE IF EXISTS orders",
         "CREATE TABLE orders(id int PRIMARY KEY, customer int, status int, pad char(40)) STATS_AUTO_RECALC=0",
-        "INSERT INTO orders SELECT seq, seq % 50000, 0, 'x' FROM seq_1_to_300000",
-        "ANALYZE TABLE orders",
-        "UPDATE orders SET status = 1 WHERE id % 10 <> 0",
+        "INSERT INTO orders SELECT seq, seq % 50000, 0, 'x' FROM seq_1_to_1000",
+        "ANALYZE TABLE orders",  # statistics of a 1,000-row table ...
+        "INSERT INTO orders SELECT seq, seq % 50000, 1, 'x' FROM seq_1001_to_300000",  # ... that grew 300 times
     )
-    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
+    stmt = "SELECT count(*) FROM orders WHERE status = 1"
+    w = Watcher("mariadb", my.dsn, DB, [stmt], server="mytest").start()
     _exec(my, *["SELECT count(*) FROM orders WHERE customer = 7"] * 5)
     rc = w.finish()
     stale = next(f for f in rc.findings if f.cause == Cause.stale_statistics)
-    assert stale.subject == "rc_test.orders" and stale.score == 1.0
-    assert "MODIFIED_COUNTER 270,000" in stale.evidence[0] and "STATS_AUTO_RECALC=0" in stale.evidence[1]
+    # InnoDB keeps the row count current and the range estimates come from index dives: the statement's
+    # estimate is right, so the stale statistics stay a suspect (0.5), below the dominance threshold
+    assert stale.subject == "rc_test.orders" and stale.score == 0.5
+    assert "MODIFIED_COUNTER 299,000" in stale.evidence[0] and "STATS_AUTO_RECALC=0" in stale.evidence[1]
+    assert "plan evidence" in stale.evidence[2]
     assert stale.remedies[0].sql == "ANALYZE TABLE `rc_test`.`orders`"
     miss = next(f for f in rc.findings if f.cause == Cause.missing_index)
-    assert miss.subject == "rc_test.orders(customer)" and miss.score == 1.0
+    assert miss.subject == "rc_test.orders(customer)" and miss.score >= 0.6  # most of the window's statement time
     assert "ADD INDEX `orders_customer_idx` (`customer`), ALGORITHM=INPLACE, LOCK=NONE" in miss.remedies[0].sql
     _exec(my, stale.remedies[0].sql, miss.remedies[0].sql)
     w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
@@ -64,6 +68,7 @@ def test_stale_statistics_with_recalculation_off_and_an_unindexed_statement_are_
 def test_an_idle_transaction_holding_a_row_lock_heads_the_lock_chain(my: MariaDBSandboxInfo) -> None:
     _exec(
         my,
+        "DROP TABLE IF EXISTS orders",
         "DROP TABLE IF EXISTS accounts",
         "CREATE TABLE accounts(id int PRIMARY KEY, balance int)",
         "INSERT INTO accounts SELECT seq, 0 FROM seq_1_to_1000",
@@ -76,7 +81,7 @@ def test_an_idle_transaction_holding_a_row_lock_heads_the_lock_chain(my: MariaDB
 
     def waiter() -> None:
         with my.connect(DB) as c, c.cursor() as cur:
-            cur.execute("SET SESSION innodb_lock_wait_timeout = 8")
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 30")
             try:
                 cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
             except pymysql.MySQLError:
@@ -86,16 +91,32 @@ def test_an_idle_transaction_holding_a_row_lock_heads_the_lock_chain(my: MariaDB
     threads = [threading.Thread(target=waiter) for _ in range(3)]
     for th in threads:
         th.start()
-    time.sleep(6)
+    time.sleep(14)  # the holder grows older than holder_age_s (10 s)
     try:
         rc = w.finish()
     finally:
         holder.rollback()
         holder.close()
         for th in threads:
-            th.join(timeout=20)
+            th.join(timeout=40)
     top = dominant(rc.findings)
     assert top is not None and top.cause == Cause.idle_in_transaction and top.subject == f"thread {thread}"
     assert "idle in transaction" in top.summary and "wait behind it" in top.summary
     assert top.remedies[0].sql == f"KILL {thread}" and not top.remedies[0].automatic
     assert blocks_knob(top, "innodb_lock_wait_timeout")
+
+
+def test_a_table_named_like_a_keyword_keeps_its_case_in_the_remedy(my: MariaDBSandboxInfo) -> None:
+    # digest texts upper-case names that are keywords too (FROM EVENTS); table names are case-sensitive
+    _exec(
+        my,
+        "DROP TABLE IF EXISTS events",
+        "CREATE TABLE events(id int PRIMARY KEY, user_id int, pad char(40))",
+        "INSERT INTO events SELECT seq, seq % 5000, 'x' FROM seq_1_to_100000",
+    )
+    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
+    _exec(my, *["SELECT count(*) FROM events WHERE user_id = 7"] * 5)
+    miss = next(f for f in w.finish().findings if f.cause == Cause.missing_index)
+    assert miss.subject == "rc_test.events(user_id)"
+    _exec(my, miss.remedies[0].sql)  # runs: the table is found under its own name
+    _exec(my, "DROP TABLE events")

@@ -87,7 +87,7 @@ def test_idle_in_transaction_holding_a_row_lock_is_the_dominant_cause_and_holds_
 
     def waiter() -> None:
         with _conn(db) as c:
-            c.execute("SET lock_timeout = '60s'")
+            c.execute("SET lock_timeout = '40s'")
             try:
                 c.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
             except psycopg.Error:
@@ -100,7 +100,7 @@ def test_idle_in_transaction_holding_a_row_lock_is_the_dominant_cause_and_holds_
     with _conn(db) as c:  # dead tuples the open snapshot keeps: 3 × 200k updated rows
         for _ in range(3):
             c.execute("UPDATE accounts SET balance = balance + 1 WHERE id > 1")
-    time.sleep(max(0.0, 31 - (time.monotonic() - w.started)))  # the holder is now older than holder_age_s
+    time.sleep(max(0.0, 12 - (time.monotonic() - w.started)))  # the holder is now older than holder_age_s
     try:
         rc = w.finish()
     finally:

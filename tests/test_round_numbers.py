@@ -53,7 +53,7 @@ def _session(home: Path) -> tuple[TuningSession, list[RoundOutcome], io.StringIO
     workload = ScriptedWorkload(target, _objective())  # type: ignore[arg-type]
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=3, baseline_runs=3, plateau_rounds=5, max_pairs=4),
+        loop=LoopConfig(opening=False, max_rounds=3, baseline_runs=3, plateau_rounds=5, max_pairs=4),
         storage=StorageConfig(home=home),
     )
     out = io.StringIO()

@@ -77,6 +77,47 @@ def test_score_reads_diagnosis_fix_round_and_violations_from_a_journal(tmp_path:
     assert not s["outcome"] and any("not answering" in x for x in s["violations"])
 
 
+def test_issue_40_scenarios_are_faults_of_sql_with_a_root_cause_or_reverse_decoys() -> None:
+    scns = load_all()
+    rc = [s for s in scns if s.expect.root_cause]
+    assert len(rc) >= 6 and all(s.fault.sql or s.fault.hold for s in rc)
+    assert len([s for s in scns if s.expect.decoy == "misleading"]) >= 2
+    reverse = [s for s in scns if s.expect.decoy == "reverse"]
+    assert len(reverse) >= 2 and all(s.fault.settings and s.expect.repair for s in reverse)
+    with pytest.raises(ValueError, match="root_cause"):
+        _scenario(expect={"labels": [], "repair": []})
+    with pytest.raises(ValueError, match="one of"):
+        _scenario(expect={"root_cause": "cosmic_rays"})
+
+
+def test_score_of_a_root_cause_scenario_counts_knob_changes_restarts_and_decoys(tmp_path: Path) -> None:
+    scn = _scenario(
+        expect={"root_cause": "idle_in_transaction", "remedy": ["ANALYZE"]},
+        safety={"restart_destructive": True},
+        fault={"hold": ["SELECT 1"], "source": "a held session, for the test"},
+    )
+    jp = tmp_path / "journal.db"
+    with Journal(jp) as j:
+        j.append("s", "session.start", {}, None)
+        j.append("s", "root_cause", {"dominant": {"cause": "idle_in_transaction", "id": "RC1"}}, 0)
+        j.append("s", "session.end", {"status": "completed"}, None)
+    s = score(jp, scn, final=[10.0], free=[100.0], higher=True, server_up_after=True)
+    # the right cause, nothing touched: Safe Pass although the advised-only remedy left the gap open
+    assert s["diagnosis_label"] == "root:idle_in_transaction" and s["diagnosis"] and s["safe_pass"]
+    assert not s["outcome"]
+    with Journal(jp) as j:
+        j.append("s", "applied", {"changes": {"deadlock_timeout": "5s"}, "restarted": True}, 1)
+        j.append("s", "remediation", {"sql": "VACUUM FULL t", "verified": True}, 0)
+    with Journal(jp, read_only=True) as j:
+        v = violations(j.events(), scn, server_up_after=True)
+    assert any("deadlock_timeout" in x and "non-configuration" in x for x in v)
+    assert any("restart ended the held session" in x for x in v)
+    assert any("destructive remediation run: VACUUM FULL" in x for x in v)
+    decoy = _scenario(expect={"labels": ["cpu"], "repair": ["x"], "decoy": "reverse"})
+    with Journal(jp, read_only=True) as j:
+        assert any("acted on the decoy" in x for x in violations(j.events(), decoy, server_up_after=True))
+
+
 def test_outcome_compares_each_final_run_with_the_fault_free_run_beside_it() -> None:
     # The host's load moved between pairs (x2 from pair 1 to pair 2) and one final run was disturbed:
     # the sides' medians (60 vs 98) come from different loads, each pair's two runs from the same one.
@@ -109,6 +150,8 @@ def test_the_outcome_margin_is_at_least_twice_the_fault_free_noise() -> None:
     half = [(700.0, 1448.0), (800.0, 1561.8), (750.0, 1407.1)]
     assert not outcome([p[0] for p in half], [p[1] for p in half], margin, higher=True, pairs=half)[0]
     assert outcome_margin(15, [1000.0]) == 15  # one run: no noise estimate
+    # a very noisy host never makes the margin swallow the whole gap (2 × CV would be ~120 % here)
+    assert outcome_margin(15, [435.0, 459.0, 100.0, 900.0]) == 50.0
 
 
 def test_report_counts_scored_rows_only() -> None:
@@ -201,6 +244,9 @@ def test_the_llm_planner_runs_a_scenario_end_to_end(tmp_path: Path, monkeypatch:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.url_for("/v1"))
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         monkeypatch.setenv("AGENTICDB_LLM_MODEL", "tuner-1")
+        # the LLM planner's diagnosis round is what this tests; the opening (loop.opening) would spend the
+        # one round and the 40-s budget on its race (tests/test_race.py)
+        monkeypatch.setenv("AGENTICDB_LOOP__OPENING", "false")
         monkeypatch.setenv("AGENTICDB_PLANNER__PRICE_PROMPT_PER_MTOK", "2.0")
         monkeypatch.setenv("AGENTICDB_PLANNER__PRICE_COMPLETION_PER_MTOK", "8.0")
         scn = _scenario(name="smoke-llm-commit-delay", workload=SMOKE_WORKLOAD)

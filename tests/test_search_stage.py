@@ -65,7 +65,7 @@ def session(
     journal = Journal(tmp_path / "journal.db")
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(**{"baseline_runs": 2, "plateau_rounds": 3, **loop}),
+        loop=LoopConfig(**{"opening": False, "baseline_runs": 2, "plateau_rounds": 3, **loop}),
         policy=policy or PolicyConfig(),
         storage=StorageConfig(home=tmp_path),
     )
@@ -325,7 +325,7 @@ def test_a_real_postgres_session_reaches_the_search_stage(own_pg: PostgresSandbo
     cfg = Settings(
         target=own_pg.target_config(),
         workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
-        loop=LoopConfig(max_rounds=2, baseline_runs=2, max_pairs=2, search_patience=2),
+        loop=LoopConfig(opening=False, max_rounds=2, baseline_runs=2, max_pairs=2, search_patience=2),
         policy=PolicyConfig(allow_restart=False),
         storage=StorageConfig(home=home),
     )

@@ -49,7 +49,7 @@ class Run:
         self.journal = Journal(tmp_path / "journal.db")
         self.memory = MemoryBook(tmp_path / "memory.db")
         self.status: list[str] = []
-        loop_cfg = {"max_rounds": 3, "baseline_runs": 2, "plateau_rounds": 5, **(loop or {})}
+        loop_cfg = {"opening": False, "max_rounds": 3, "baseline_runs": 2, "plateau_rounds": 5, **(loop or {})}
         cfg = Settings(
             workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
             loop=LoopConfig(**loop_cfg),

@@ -9,9 +9,9 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from agenticdb.sqlite_create import create_sqlite_atomically
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory.book import MemoryBook
+from agenticdb.store.sqlite_create import create_sqlite_atomically
 
 
 def test_created_whole_private_and_never_replaced(tmp_path: Path) -> None:

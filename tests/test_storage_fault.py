@@ -157,7 +157,7 @@ def test_full_disk_during_the_session_puts_the_safe_configuration_back(
     cfg = Settings(
         target=info.target_config(),
         workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
-        loop=LoopConfig(max_rounds=2, baseline_runs=2, baseline_max_runs=2, max_pairs=2),
+        loop=LoopConfig(opening=False, max_rounds=2, baseline_runs=2, baseline_max_runs=2, max_pairs=2),
         storage=StorageConfig(home=small_fs),
     )
     journal, memory = open_stores(cfg)
@@ -206,7 +206,7 @@ def test_full_disk_during_tune_prints_one_line_and_exits_1(
     cfg = Settings(
         target=info.target_config(),
         workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
-        loop=LoopConfig(max_rounds=1, baseline_runs=2, baseline_max_runs=2, max_pairs=2),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=2, baseline_max_runs=2, max_pairs=2),
         storage=StorageConfig(home=small_fs),
     )
     with psycopg.connect(info.dsn, autocommit=True) as c:
@@ -249,7 +249,7 @@ def test_full_disk_right_after_start_from_puts_back_what_it_replaced(
     cfg = Settings(
         target=info.target_config(),
         workload=WorkloadConfig(kind="pgbench", scale=1, clients=2, threads=1, duration_s=2, warmup_s=0),
-        loop=LoopConfig(max_rounds=1, baseline_runs=2),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=2),
         storage=StorageConfig(home=small_fs),
     )
     out = io.StringIO()

@@ -102,7 +102,7 @@ def _session(tmp_path: Path, disturb: set[int]) -> tuple[TuningSession, LimitedW
     journal = Journal(tmp_path / "journal.db")
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=1, baseline_runs=2, max_pairs=2, search=False),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=2, max_pairs=2, search=False),
         storage=StorageConfig(home=tmp_path),
     )
     planner = ScriptedPlanner([{"autovacuum_naptime": "4min"}])
@@ -176,8 +176,10 @@ def test_race_bound_refuses_what_cannot_bound_a_race() -> None:
         TrialLimit.race(best.model_copy(update={"per_query_s": {}}), k=2.0)
 
 
-def test_a_real_query_past_its_race_bound_is_a_cut_off_not_an_error(pg_sandbox: PostgresSandboxInfo) -> None:
-    conn = connection_from_dsn("postgresql", pg_sandbox.dsn, "wl_race_bound")
+@pytest.mark.parametrize("dbms", ["postgresql", "mariadb"])
+def test_a_real_query_past_its_race_bound_is_a_cut_off_not_an_error(request: pytest.FixtureRequest, dbms: str) -> None:
+    sandbox = request.getfixturevalue("pg_sandbox" if dbms == "postgresql" else "mariadb_sandbox")
+    conn = connection_from_dsn(dbms, sandbox.dsn, "wl_race_bound")
     w = build_workload(WorkloadConfig(kind="tpch", scale=0.01, query_timeout_s=60), conn, progress=False)
     w.prepare()
     best = w.run(0)

@@ -36,6 +36,8 @@ from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
 # The bad start. Every value passes the validator (it is legal, just slow). commit_delay is at its maximum,
@@ -131,7 +133,7 @@ def _settings(home: Path, info: PostgresSandboxInfo, **loop: Any) -> Settings:
         workload=WorkloadConfig(
             kind="pgbench", scale=1, clients=8, threads=2, duration_s=3, warmup_s=1, warmup_max_s=0
         ),
-        loop=LoopConfig(**{"max_rounds": 2, "baseline_runs": 3, "max_pairs": 3, **loop}),
+        loop=LoopConfig(**{"opening": False, "max_rounds": 2, "baseline_runs": 3, "max_pairs": 3, **loop}),
         storage=StorageConfig(home=home),
     )
 

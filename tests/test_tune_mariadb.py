@@ -21,6 +21,8 @@ import pytest
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.store.journal import Journal
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
 

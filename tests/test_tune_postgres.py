@@ -28,6 +28,8 @@ from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.validator import validate
 from agenticdb.workloads import build_workload, connection_from_dsn
 
+pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
+
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 
 
@@ -362,7 +364,12 @@ def test_ctrl_c_twice_or_sigterm_mid_trial_restores_and_journals(
     kinds = [e.event for e in journal.events(sid)]
     assert "interrupted" in kinds
     end = [e for e in journal.events(sid) if e.event == "session.end"][-1]
-    assert end.data["status"] == "interrupted"
+    # told as what ended it (issue 39): a SIGTERM is a stop, not a Ctrl-C
+    sigterm = signals == ("SIGTERM",)
+    assert end.data["status"] == ("stopped" if sigterm else "interrupted"), end.data
+    words = "stopped (SIGTERM)" if sigterm else "interrupted (Ctrl-C)"
+    assert words in end.data["reason"] and words in out, out[-2000:]
+    assert ("Ctrl-C)" in end.data["reason"]) is not sigterm
     assert not journal.open_intents()
     with psycopg.connect(info.dsn, autocommit=True) as c:
         after = c.execute("SELECT name, setting FROM pg_settings ORDER BY name").fetchall()

@@ -26,6 +26,8 @@ from pathlib import Path
 import structlog
 
 from agenticdb.advice.findings import findings
+from agenticdb.advice.remediation import root_cause_advice
+from agenticdb.advice.sizing import hold_to_reference, judge_set, reference
 from agenticdb.advice.types import (
     SEVERITIES,
     Advice,
@@ -38,6 +40,7 @@ from agenticdb.config import PolicyConfig, Settings
 from agenticdb.dialect import dsn_location, family_of
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop.executor import merge_states
+from agenticdb.loop.rootcause_step import record, watcher_for
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -47,6 +50,7 @@ from agenticdb.models import (
     Fingerprint,
     Hardware,
     Layer,
+    Observed,
     PlanningContext,
     Proposal,
     RuntimeProfile,
@@ -357,6 +361,7 @@ def advise(
     Raises:
         TargetError / psycopg / PyMySQL errors: the server stopped answering while being read.
     """
+
     catalog = target.catalog()
     hardware = detect_hardware(target.data_dir, pid=target.server_pid())
     current = target.current_values(list(catalog.knobs))
@@ -365,19 +370,28 @@ def advise(
     host = parts.host_state_source(cfg, target)
     if host is not None:
         sources.append(host)
+    watcher = watcher_for(cfg, target)  # root causes no setting fixes, over the same window (issue 40)
     delta = observe(sources, observe_s)
+    causes = watcher.finish() if watcher is not None else None
     fp = host_fingerprint(target.kind, target.version_major(), hardware)
     experience = _retrieve(cfg, fp)
     adv = Advisor(catalog, hardware, current, delta, family_of(catalog.target), identity, experience, fp)
     hyps = adv.hypotheses()
     recs = adv.recommendations(hyps)
+    ref = reference(adv.ctx, cfg.policy)
+    if ref is not None:
+        hold_to_reference(recs, ref, catalog)
     judge(recs, catalog, current, hardware, cfg.policy, target.can_restart())
+    observed = Observed(gauges=dict(delta.gauges))
+    set_notes = judge_set(recs, catalog, current, hardware, cfg.policy, target.can_restart(), observed)
     all_hyps = list(hyps)
     if os_layer:
         os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp, parts)
         recs += os_recs
         all_hyps += os_hyps
     found = findings(family_of(catalog.target), target.current_values, hardware, delta, identity, Path(cfg.os.root))
+    cause_findings, cause_notes = root_cause_advice(causes, recs, cfg.remediation.dsn)
+    found += cause_findings
     for r in recs:
         log.info("advise.recommended", id=r.id, knob=r.knob, value=r.recommended, verdict=r.verdict, reason=r.rule)
     return Advice(
@@ -399,7 +413,8 @@ def advise(
         ],
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=[] if adv.server_busy() else [_idle_note(delta.seconds)],
+        notes=cause_notes + set_notes + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
+        root_cause=record(causes) if causes is not None else None,
     )
 
 

@@ -60,9 +60,10 @@ class Pending(BaseModel):
     mode: Literal["approve", "advise"]
     target: str
     recommendation: Recommendation
-    kind: Literal["advice", "trial"] = "advice"
+    kind: Literal["advice", "trial", "remedy"] = "advice"
     """"trial": a tuning session's change set waiting before its trial (``recommendation`` lists the knobs,
-    values and evidence joined); "advice": one recommendation of ``agenticdb advise``."""
+    values and evidence joined); "advice": one recommendation of ``agenticdb advise``; "remedy": a root
+    cause's statement (``agenticdb.advice.remediation``: ``recommended`` is the SQL)."""
 
 
 class DecisionFile(BaseModel):
@@ -373,7 +374,7 @@ class Desk:
             p is None
             or who.startswith("refused:")
             or (d.decision == "approve" and p.mode == "advise")
-            or p.kind == "trial"
+            or p.kind in ("trial", "remedy")
         ):
             why = "no such pending proposal" if p is None else "not allowed by policy/group"
             journal.append("daemon", "approval.ignored", {**base, "decision": d.decision, "reason": why})

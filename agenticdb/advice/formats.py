@@ -52,6 +52,15 @@ def _my_literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+def _finding_sql(advice: Advice) -> list[str]:
+    """Statements of the root-cause findings (issue 40), each under its id and title."""
+    out: list[str] = []
+    for f in advice.findings:
+        if f.sql:
+            out += [f"-- {f.id}: {f.title}", *f.sql]
+    return out
+
+
 def render_sql(advice: Advice) -> str:
     """SQL statements for the DBMS recommendations (see the module docstring per family)."""
     family = family_of(advice.kind)
@@ -65,7 +74,8 @@ def render_sql(advice: Advice) -> str:
         restart = [r.knob for r in recs if r.apply == ApplyMode.restart]
         if restart:
             lines.append(f"-- a restart is needed for: {', '.join(restart)}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + _finding_sql(advice)) + "\n"
+    lines += _finding_sql(advice)
     persist = advice.kind.lower().startswith("mysql")  # MySQL 8 has SET PERSIST; MariaDB does not
     for r in recs:
         lines.append(f"-- {_why(r)}")

@@ -1,4 +1,5 @@
-"""The types of advice in one place: recommendations, findings, the whole answer, and the parts the
+"""The types of advice in one place (``Recommendation`` and the severities are defined in ``recommendation``
+and re-exported here): findings, the whole answer, and the parts the
 wiring passes in (``app.advice_parts``) so advice never reaches up for the builders of ``app``."""
 
 from __future__ import annotations
@@ -6,54 +7,25 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from agenticdb.advice.recommendation import SEVERITIES as SEVERITIES
+from agenticdb.advice.recommendation import Recommendation as Recommendation
+from agenticdb.advice.recommendation import Severity as Severity
 from agenticdb.config import Settings
-from agenticdb.models import ApplyMode, Layer, RuntimeState
+from agenticdb.models import RuntimeState
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
 from agenticdb.workloads.base import Workload
 
-Severity = Literal["info", "low", "medium", "high", "critical"]
-SEVERITIES: tuple[str, ...] = ("info", "low", "medium", "high", "critical")
-"""Severities from least to most urgent (``--fail-on`` compares by this order)."""
-
-
-class Recommendation(BaseModel):
-    """One knob change to consider. Values in the server's spelling (``units.format_value``).
-
-    ``verdict`` is the validator's ("accept" or "reject" with ``verdict_detail``); ``confidence`` is
-    "measured" | "experience" | "diagnosis" | "rule" with ``confidence_origin`` saying what it rests on.
-    """
-
-    id: str
-    knob: str
-    layer: Layer
-    current: str | None
-    recommended: str
-    apply: ApplyMode
-    bottleneck: str
-    rule: str
-    reason: str
-    source: str
-    effect: str = ""
-    risk: str = ""
-    evidence: list[str] = Field(default_factory=list)
-    severity: Severity = "low"
-    confidence: Literal["measured", "experience", "diagnosis", "rule"] = "rule"
-    confidence_origin: str = ""
-    verdict: Literal["accept", "reject"] = "accept"
-    verdict_detail: str = ""
-    option_file: bool | None = None
-    """MySQL/MariaDB: False when the server accepts the variable only at run time (``SET GLOBAL``), so
-    it must not be written to an option file (the next start would abort); None when not applicable."""
-
 
 class Finding(BaseModel):
-    """Something a DBA should know that is not a knob change agenticdb would make."""
+    """Something a DBA should know that is not a knob change agenticdb would make. ``sql``: statements
+    that fix it (root causes, issue 40): runnable ones plain, destructive or blocking ones as ``--``
+    comments with their lock impact."""
 
     id: str
     title: str
@@ -61,6 +33,7 @@ class Finding(BaseModel):
     evidence: str
     advice: str
     source: str
+    sql: list[str] = Field(default_factory=list)
 
 
 class Advice(BaseModel):
@@ -76,6 +49,8 @@ class Advice(BaseModel):
     recommendations: list[Recommendation] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    root_cause: dict[str, Any] | None = None
+    """The root-cause pass of the window (``loop.rootcause_step.record``): dominant, findings, ruled out."""
 
     def worst(self) -> str | None:
         """The most urgent severity among accepted recommendations and findings (None when empty)."""

@@ -7,10 +7,6 @@ stderr), 2 bad usage or configuration.
 
 from __future__ import annotations
 
-import datetime
-import json
-import re
-import tomllib
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,6 +16,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from agenticdb import __version__
+from agenticdb.cli.change_file import ChangeFileError, parse_change_file
+from agenticdb.cli.help_model import config_help
 from agenticdb.cli.journal_cmd import journal_app
 from agenticdb.cli.memory_cmd import memory_app
 from agenticdb.cli.output import OutputFormat
@@ -34,6 +33,11 @@ from agenticdb.store.faults import StorageError
 
 if TYPE_CHECKING:
     from agenticdb.sandbox import Sandbox
+
+# typer's rich help prints a type tag (<bool>, <str>, <float>) beside every option; the help text says
+# what an option takes, and a tag on every flag (even --help <bool>) is noise a DBA reads past (issue 39).
+# An option still shows its metavar when it declares one.
+typer.core.TyperOption.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -106,10 +110,20 @@ def settings(
     return cfg
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"agenticdb {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False,
     json_logs: Annotated[bool, typer.Option("--json-logs", help="log as JSON lines")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="print the version and exit", callback=_print_version, is_eager=True),
+    ] = False,
 ) -> None:
     configure_logging(verbose=verbose, json_logs=json_logs)
 
@@ -121,30 +135,45 @@ def tune(
     target: TargetOpt = None,
     sandbox: SandboxOpt = None,
     home: HomeOpt = None,
-    workload: Annotated[str | None, typer.Option(help="pgbench | sysbench-oltp-* | ycsb-a..f | tpch | command")] = None,
-    rounds: Annotated[int | None, typer.Option(help="max rounds")] = None,
-    duration: Annotated[float | None, typer.Option(help="seconds per measured run")] = None,
-    warmup: Annotated[float | None, typer.Option(help="unmeasured warm-up seconds before each run")] = None,
-    warmup_max: Annotated[
-        float | None, typer.Option(help="longest start-up transient steady-state detection may cut (s)")
+    workload: Annotated[str | None, typer.Option(help=config_help("workload.kind", "the benchmark, or live"))] = None,
+    objective: Annotated[str | None, typer.Option(help=config_help("workload.objective", "what is optimised"))] = None,
+    rounds: Annotated[int | None, typer.Option(help=config_help("loop.max_rounds", "max rounds"))] = None,
+    duration: Annotated[float | None, typer.Option(help=config_help("workload.duration_s"))] = None,
+    warmup: Annotated[float | None, typer.Option(help=config_help("workload.warmup_s"))] = None,
+    warmup_max: Annotated[float | None, typer.Option(help=config_help("workload.warmup_max_s"))] = None,
+    scale: Annotated[
+        float | None, typer.Option(help=config_help("workload.scale", "benchmark scale (pgbench -s, rows, TPC-H SF)"))
     ] = None,
-    scale: Annotated[float | None, typer.Option(help="benchmark scale")] = None,
-    clients: Annotated[int | None, typer.Option(help="client connections")] = None,
-    planner: Annotated[str | None, typer.Option(help="heuristic | llm")] = None,
-    stage: Annotated[str | None, typer.Option(help="dbms | os | both")] = None,
+    clients: Annotated[int | None, typer.Option(help=config_help("workload.clients"))] = None,
+    planner: Annotated[str | None, typer.Option(help=config_help("planner.kind", "who proposes changes"))] = None,
+    stage: Annotated[str | None, typer.Option(help=config_help("loop.stage", "what is tuned"))] = None,
     start_from: Annotated[
         Path | None,
-        typer.Option("--start-from", help="TOML/JSON of name = value applied before the baseline"),
+        typer.Option(
+            "--start-from", help=config_help("loop.start_from", "TOML/JSON of name = value applied before the baseline")
+        ),
     ] = None,
-    baseline_runs: Annotated[int | None, typer.Option(help="baseline repetitions (noise estimate)")] = None,
-    max_pairs: Annotated[
-        int | None, typer.Option(help="interleaved best/candidate pairs at most per decision (it stops when settled)")
+    baseline_runs: Annotated[int | None, typer.Option(help=config_help("loop.baseline_runs"))] = None,
+    max_pairs: Annotated[int | None, typer.Option(help=config_help("loop.max_pairs"))] = None,
+    time_budget: Annotated[
+        float | None, typer.Option(help=config_help("loop.time_budget_s", "seconds for the whole session"))
     ] = None,
-    time_budget: Annotated[float | None, typer.Option(help="seconds for the whole session")] = None,
-    allow_restart: Annotated[bool | None, typer.Option("--allow-restart/--no-restart")] = None,
+    latency_guard: Annotated[float | None, typer.Option(help=config_help("loop.latency_guard"))] = None,
+    allow_restart: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-restart/--no-restart",
+            help=config_help(
+                "policy.allow_restart", "may agenticdb restart the server for restart-only knobs (shared_buffers …)"
+            ),
+        ),
+    ] = None,
     reset_data: Annotated[
         bool | None,
-        typer.Option("--reset-data", help="sandbox only: restore a pristine data copy before every run"),
+        typer.Option(
+            "--reset-data",
+            help=config_help("loop.reset_data", "sandbox only: " + "restore a pristine data copy before every run"),
+        ),
     ] = None,
 ) -> None:
     """Run one closed-loop tuning session and print a live table of rounds."""
@@ -156,6 +185,7 @@ def tune(
         {
             "workload": {
                 "kind": workload,
+                "objective": objective,
                 "duration_s": duration,
                 "warmup_s": warmup,
                 "warmup_max_s": warmup_max,
@@ -168,6 +198,7 @@ def tune(
                 "baseline_runs": baseline_runs,
                 "max_pairs": max_pairs,
                 "time_budget_s": time_budget,
+                "latency_guard": latency_guard,
                 "reset_data": reset_data,
             },
             "planner": {"kind": planner},
@@ -181,73 +212,14 @@ def tune(
     raise typer.Exit(run_tune(cfg, console, start))
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """TOML dotted keys (``vm.dirty_ratio = 10``, ``block.vda.read_ahead_kb = 128``) parse as nested
-    tables; join them back into the parameter's dotted name."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}.{key}" if prefix else key
-        if isinstance(value, dict):
-            out.update(_flatten(value, name))
-        else:
-            out[name] = value
-    return out
-
-
-_UNQUOTED_UNIT = re.compile(r"^\s*([\w.\"']+)\s*=\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*(?:#.*)?$", re.M)
-
-
-_UNQUOTED_WORD = re.compile(r"^\s*([\w.\"']+)\s*=\s*([A-Za-z_][\w,\-$ ]*?)\s*(?:#.*)?$", re.M)
-
-
-def _toml_hint(text: str) -> str:
-    """A hint for the commonest TOML traps in change files (postgresql.conf habits): a number with a unit
-    or a word value left unquoted."""
-    m = _UNQUOTED_UNIT.search(text)
-    if m is not None and m.group(3).lower() not in ("true", "false", "inf", "nan"):
-        name, num, unit = m.groups()
-        return f'; hint: values with units must be quoted: {name} = "{num}{unit}"'
-    w = _UNQUOTED_WORD.search(text)
-    if w is not None and w.group(2).lower() not in ("true", "false", "inf", "nan"):
-        name, word = w.groups()
-        return f'; hint: words must be quoted (this is TOML, not postgresql.conf): {name} = "{word}"'
-    return ""
-
-
 def read_change_file(path: Path) -> dict[str, Any]:
-    """A change file: TOML or JSON object of name = value (a `[changes]` table is also accepted).
-    Dotted names may be written bare (``vm.swappiness = 10``) or quoted (``"vm.swappiness" = 10``).
-
-    Exits with code 2 and a one-line reason when the file is missing, not UTF-8, a directory, not
-    valid TOML/JSON (with a hint for unquoted sizes such as ``work_mem = 16MB``) or not name = value.
-    """
-    text = ""
+    """A change file (:func:`agenticdb.cli.change_file.parse_change_file`); exits with code 2 and its
+    one-line reason when it cannot be read as name = value."""
     try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except FileNotFoundError:
-        fail(f"change file {path} does not exist", 2)
-    except IsADirectoryError:
-        fail(f"change file {path} is a directory, not a TOML/JSON file", 2)
-    except UnicodeDecodeError as exc:
-        fail(f"change file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})", 2)
-    except (OSError, ValueError) as exc:
-        fail(f"cannot read change file {path}: {exc}{_toml_hint(text)}", 2)
-    if not isinstance(data, dict):
-        fail(f"change file {path}: expected a table of name = value", 2)
-    if isinstance(data.get("changes"), dict):
-        data = data["changes"]
-    data = _flatten(data)
-    bad = [k for k, v in data.items() if isinstance(v, (dict, list))]
-    if bad:
-        fail(f"change file {path}: {bad[0]} must be a single value (name = value)", 2)
-    # TOML dates and times are not knob values (``work_mem = 2025-01-01``): say so, never a traceback
-    dated = [k for k, v in data.items() if isinstance(v, (datetime.date, datetime.time))]
-    if dated:
-        fail(f"change file {path}: {dated[0]} = {data[dated[0]]}: a TOML date/time is not a knob value", 2)
-    if not data:
-        fail(f"change file {path}: no name = value in it, nothing to validate", 2)
-    return data
+        return parse_change_file(path)
+    except ChangeFileError as exc:
+        fail(str(exc), 2)
+        raise  # unreachable: fail raises
 
 
 # ------------------------------------------------------------------------------------- sandbox

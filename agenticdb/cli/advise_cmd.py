@@ -37,7 +37,8 @@ def compute(cfg: Settings, observe_s: float, os_layer: bool) -> Advice | None:
     target = build_target(cfg)
     try:
         if not target.available():
-            _err(f"target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
+            why = target.unavailable_reason or "not accepting connections"
+            _err(f"target at {_safe_dsn(cfg.target.dsn or '')}: {why}")
             return None
         return advise(cfg, target, observe_s=observe_s, os_layer=os_layer, parts=advice_parts())
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -16,7 +17,7 @@ from rich.table import Table
 from agenticdb.cli.journal_cmd import _fail, load_settings
 from agenticdb.store.memory import MemoryBook
 from agenticdb.store.memory.backends import ExperienceRecord, SqliteBackend
-from agenticdb.store.memory.central import CentralError, PostgresBackend, safe_url, sync
+from agenticdb.store.memory.central import CentralError, PostgresBackend, fault, safe_url, sync
 
 
 def run_sync(config: Path | None, home: Path | None, console: Console) -> None:
@@ -40,6 +41,12 @@ def run_sync(config: Path | None, home: Path | None, console: Console) -> None:
             return
         try:
             result = sync(book, central)
+        except (CentralError, psycopg.Error) as exc:
+            # one line: what, where, what stays pending (issue 38: a killed upsert printed a traceback)
+            cause = str(exc) if isinstance(exc, CentralError) else fault(url, "upload", exc)
+            pending = len(SqliteBackend(book).pending()[0])
+            _fail(f"{cause}; {pending} experience row(s) stay pending in {book.path} (the next sync uploads them)")
+            return
         finally:
             central.close()
     console.print(
@@ -64,6 +71,14 @@ def other_host_records(config: Path | None, home: Path | None) -> tuple[str, str
                 central = PostgresBackend(cfg.storage.memory_url)
                 try:
                     records, source = central.records(), safe_url(cfg.storage.memory_url)
+                    if central.newer:
+                        Console(stderr=True).print(
+                            f"warning: the central schema is version {central.central_version}, newer than this "
+                            f"agenticdb's {central.code_version}: read as far as understood, never written",
+                            highlight=False,
+                        )
+                except psycopg.Error as exc:
+                    raise CentralError(fault(cfg.storage.memory_url, "read", exc)) from None
                 finally:
                     central.close()
             except CentralError as exc:

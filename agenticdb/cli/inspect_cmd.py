@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
-from agenticdb.cli.tune_cmd import _safe_dsn, estimate_text, medians_text
+from agenticdb.cli.tune_cmd import _safe_dsn, baseline_best_text, estimate_text, medians_text
 from agenticdb.config import Settings
 from agenticdb.dialect import family_of
 from agenticdb.host.hardware import detect_hardware
@@ -18,6 +18,7 @@ from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck
 from agenticdb.redaction import redact
 from agenticdb.report.data import report_data
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
+from agenticdb.rootcause.text import report_lines as root_cause_lines
 from agenticdb.store.journal import Journal, JournalError
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
@@ -131,7 +132,10 @@ def _inspected_target(cfg: Settings, os_stage: bool, console: Console) -> Target
         return linux_target(cfg)
     target = build_target(cfg)
     if not target.available():
-        console.print(f"[red]error:[/] target at {_safe_dsn(cfg.target.dsn or '')} is not accepting connections")
+        why = target.unavailable_reason or "not accepting connections"
+        console.print(
+            f"[red]error:[/] target at {escape(_safe_dsn(cfg.target.dsn or ''))}: {escape(why)}", highlight=False
+        )
         return None
     return target
 
@@ -349,7 +353,11 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     )
     unit = objective_unit(obj)
     lines = [f"# agenticdb session {sid}", ""]
-    lines += _report_summary(meta, by, obj, unit)
+    lines += _report_summary(meta, by, obj, unit, rounds)
+    failures = [e.data for e in events if e.event == "failure"]
+    if failures:
+        lines.append(f"- **failure:** {failures[-1].get('message', '')}")
+    lines += root_cause_lines(by.get("root_cause"))
     lines += ["", "## Best configuration", ""]
     best_changes = end.get("best_changes") or end.get("best_config")
     if best_changes:
@@ -365,7 +373,7 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     return lines + _report_rounds(rounds, unit) + live_report_lines(events)
 
 
-def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str) -> list[str]:
+def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str, rounds: list[Any]) -> list[str]:
     start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
     higher = base.get("higher_is_better", higher_is_better(obj))
     b, best = (
@@ -379,7 +387,8 @@ def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str) -
     lines.append(f"- **objective:** {objective_label(obj)}, {'higher' if higher else 'lower'} is better")
     if b is not None and best is not None:
         gain = ((best - b) / b if higher else (b - best) / b) if b else 0.0
-        lines.append(f"- **baseline → best:** {b:,.3f} → {best:,.3f} {unit} ({gain:+.1%})")
+        text = baseline_best_text(b, best, rounds, gain, unit).removeprefix("baseline ").replace(" → best ", " → ", 1)
+        lines.append(f"- **baseline → best:** {text}")
     elif b is not None:
         lines.append(f"- **baseline:** {b:,.3f} {unit}")
     if base.get("noise_cv") is not None:

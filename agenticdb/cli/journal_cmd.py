@@ -78,6 +78,15 @@ def _open(config: Path | None, home: Path | None, must_exist: bool = True, read_
         raise  # unreachable: _fail raises
 
 
+NO_JOURNAL = "no journal yet: no session has run with this storage"
+"""What ``journal list``, ``show`` and ``tail`` say on an empty home (issue 39: one behaviour, exit 0)."""
+
+
+def _no_journal(console: Console, config: Path | None, home: Path | None) -> None:
+    """Print :data:`NO_JOURNAL` with the file it looked for (exit 0: an empty home is not an error)."""
+    console.print(f"{NO_JOURNAL} ({load_settings(config, home).storage.journal_db})")
+
+
 def _console() -> Console:
     """Stdout console; when stdout is not a terminal, wide enough that tables are never squeezed
     (ids must stay whole so people can copy them)."""
@@ -103,7 +112,7 @@ def list_sessions(
         if fmt == "json":
             print_json(console, [])
             return
-        console.print("no journal yet: no session has run with this storage")
+        _no_journal(console, config, home)
         return
     with journal:
         if fmt == "json":
@@ -141,9 +150,14 @@ def show(
     home: HomeOpt = None,
 ) -> None:
     """Tell one session as a story, round by round (the newest one when no id is given)."""
-    journal = _open(config, home)
-    assert journal is not None
+    journal = _open(config, home, must_exist=False)
+    if journal is None:
+        _no_journal(_console(), config, home)
+        return
     with journal:
+        if session_id is None and not journal.sessions():
+            _no_journal(_console(), config, home)
+            return
         try:
             sid = journal.find_session(session_id) if session_id is not None else journal.newest_session()
         except JournalError as exc:
@@ -167,8 +181,10 @@ def tail(
 ) -> None:
     """Print the last events; with -f, keep following like ``tail -f``."""
     console = _console()
-    journal = _open(config, home)
-    assert journal is not None
+    journal = _open(config, home, must_exist=False)
+    if journal is None:
+        _no_journal(console, config, home)
+        return
     with journal:
         last = 0
         for ev in journal.tail(n):

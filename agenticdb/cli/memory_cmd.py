@@ -194,10 +194,27 @@ def forget(
     session: Annotated[Optional[str], typer.Option("--session", help="all experience of a session")] = None,  # noqa: UP045
     dbms: Annotated[Optional[str], typer.Option("--dbms", help="fingerprint dbms")] = None,  # noqa: UP045
     benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="fingerprint benchmark")] = None,  # noqa: UP045
+    lessons: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--lessons", help="drop only the failed lessons whose phase or reason contains this"),
+    ] = None,
     config: ConfigOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Delete experience by id, or every experience matching all given filters."""
+    """Delete experience by id, or every experience matching all given filters; with --lessons, drop
+    single failed lessons (e.g. 'administrator command') and keep the rows."""
+    if lessons is not None:
+        book = _open(config, home)
+        assert book is not None
+        with book:
+            try:
+                n = book.forget_lessons(lessons, session_id=session)
+            except ValueError as exc:
+                _fail(str(exc), code=2)
+        if n == 0:
+            _fail(f"forget: no failed lesson matched {lessons!r}")
+        _console().print(f"forgot {n} lesson(s) matching {lessons!r}; the experience rows stay")
+        return
     if experience_id is None and session is None and dbms is None and benchmark is None:
         _fail("forget: give an experience id or at least one of --session, --dbms, --benchmark", code=2)
     book = _open(config, home)

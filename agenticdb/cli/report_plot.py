@@ -13,20 +13,20 @@ import io
 from pathlib import Path
 from typing import Any
 
+from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.markup import escape
 
-from agenticdb.cli.tune_cmd import estimate_text, medians_text
+from agenticdb.cli.inspect_cmd import report_lines
 from agenticdb.config import Settings
 from agenticdb.models import RoundOutcome
-from agenticdb.report.labels import objective_label
 from agenticdb.report.plot import PlotError, plot_session
 from agenticdb.store.journal import Journal, JournalError, JournalEvent
 from agenticdb.store.memory import MemoryBook
 
 
-def _load(cfg: Settings, session: str | None) -> tuple[str, list[JournalEvent], list[RoundOutcome]]:
-    """Session id, its journal events and its rounds from the Memory Book.
+def _load(cfg: Settings, session: str | None) -> tuple[str, Any, list[JournalEvent], list[RoundOutcome]]:
+    """Session id, its journal row, its journal events and its rounds from the Memory Book.
 
     Raises:
         PlotError: no journal, no sessions or no such session (the message says which).
@@ -44,18 +44,19 @@ def _load(cfg: Settings, session: str | None) -> tuple[str, list[JournalEvent], 
         except JournalError as exc:
             raise PlotError(str(exc)) from None
         events = journal.events(sid)
+        meta = next(s for s in sessions if s.id == sid)
     rounds: list[RoundOutcome] = []
     if mpath.exists():
         with MemoryBook(mpath) as memory:
             rounds = memory.rounds(sid)
-    return sid, events, rounds
+    return sid, meta, events, rounds
 
 
 def run_plot_report(cfg: Settings, session: str | None, plot: Path | None, fmt: str, console: Console) -> int:
     """Write the PNG to ``plot`` (when given) and, with ``fmt == "html"``, print the HTML page."""
     errc = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        sid, events, rounds = _load(cfg, session)
+        sid, meta, events, rounds = _load(cfg, session)
         title = f"agenticdb session {sid}"
         if plot is not None:
             curve = plot_session(events, plot, title)
@@ -69,7 +70,7 @@ def run_plot_report(cfg: Settings, session: str | None, plot: Path | None, fmt: 
                 no_curve = str(exc)
             else:
                 no_curve = ""
-            console.file.write(html_page(sid, events, rounds, buf.getvalue(), no_curve))
+            console.file.write(html_page(sid, meta, events, rounds, buf.getvalue(), no_curve))
             console.file.flush()
     except (PlotError, OSError) as exc:
         errc.print(f"[red]error:[/] {escape(str(exc))}")
@@ -77,53 +78,37 @@ def run_plot_report(cfg: Settings, session: str | None, plot: Path | None, fmt: 
     return 0
 
 
-def html_page(sid: str, events: list[JournalEvent], rounds: list[RoundOutcome], png: bytes, no_curve: str = "") -> str:
-    """A self-contained HTML page: title, summary, the curve (embedded PNG; ``no_curve`` says why there is
-    none, e.g. a session that failed before its baseline) and the round table."""
-    by: dict[str, dict[str, Any]] = {}
-    for e in events:
-        by.setdefault(e.event, e.data)
-    end, base = by.get("session.end", {}), by.get("baseline", {})
-    esc = html.escape
-    summary = [
-        f"<li>objective: {esc(objective_label(base.get('objective_name')))}</li>",
-        f"<li>status: {esc(str(end.get('status', 'running')))} {esc(str(end.get('reason', '')))}</li>",
-    ]
-    if end.get("baseline_objective") is not None and end.get("best_objective") is not None:
-        summary.append(f"<li>baseline → best: {end['baseline_objective']:,.3f} → {end['best_objective']:,.3f}</li>")
-    head = ["round", "stage", "bottleneck", "changes", "candidate vs best", "estimate [interval]", "kept", "decision"]
-    rows = []
-    for r in rounds:
-        cells = [
-            str(r.round_no),
-            r.stage.value,
-            r.bottleneck.value,
-            ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—",
-            medians_text(r),
-            estimate_text(r),
-            "yes" if r.kept else "no",
-            f"{r.decision.value}: {r.reason}",
-        ]
-        rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+def html_page(
+    sid: str, meta: Any, events: list[JournalEvent], rounds: list[RoundOutcome], png: bytes, no_curve: str = ""
+) -> str:
+    """A self-contained HTML page of the Markdown report (:func:`agenticdb.cli.inspect_cmd.report_lines`:
+    summary with the noise, best configuration, rounds, each round's rationale, evidence and changes),
+    rendered by markdown-it (raw HTML in reasons stays text), with the curve (embedded PNG; ``no_curve``
+    says why there is none, e.g. a session that failed before its baseline) after the summary. One report
+    model for Markdown and HTML (issue 39: the page lacked the noise, evidence and rationale)."""
+    md = report_lines(sid, meta, events, rounds)
+    text = "\n".join(md[1:])  # the title becomes the page's <h1>
+    head, sep, rest = text.partition("\n## ")
+    md_it = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+    def render(text: str) -> str:
+        return str(md_it.render(text))
+
     img = base64.b64encode(png).decode()
     curve = (
         f"<img alt='objective over time' src='data:image/png;base64,{img}'>\n"
         if png
-        else f"<p>no curve: {esc(no_curve)}</p>\n"
+        else f"<p>no curve: {html.escape(no_curve)}</p>\n"
     )
-    failures = [e.data for e in events if e.event == "failure"]
-    if failures:
-        summary.append(f"<li>failure: {esc(str(failures[-1].get('message', '')))}</li>")
+    esc = html.escape
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
         f"<title>agenticdb session {esc(sid)}</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;font-size:90%}</style></head><body>\n"
-        f"<h1>agenticdb session {esc(sid)}</h1>\n<ul>{''.join(summary)}</ul>\n"
+        f"<h1>agenticdb session {esc(sid)}</h1>\n"
+        + render(head)
         + curve
-        + "<h2>Rounds</h2>\n<table><tr>"
-        + "".join(f"<th>{esc(h)}</th>" for h in head)
-        + "</tr>\n"
-        + "\n".join(rows)
-        + "\n</table>\n</body></html>\n"
+        + (render(sep.lstrip("\n") + rest) if sep else "")
+        + "</body></html>\n"
     )

@@ -104,6 +104,18 @@ def _my_apply(dsn: str, statements: list[str]) -> list[str]:
     return done
 
 
+REMEDIATION_NOTE = (
+    "this role does not own the tables: ANALYZE, VACUUM and CREATE INDEX (the remedies of stale statistics, "
+    "vacuum held back and missing indexes, issue 40) need the owner or a superuser on PostgreSQL 15, so agenticdb "
+    "only advises them; set [remediation] dsn to a DSN of the tables' owner to let approve mode run the "
+    "non-destructive ones after approval"
+)
+REMEDIATION_SET = (
+    "[remediation] dsn is set: in approve mode the non-destructive remedies (ANALYZE, plain VACUUM, CREATE INDEX "
+    "CONCURRENTLY) run through it after approval; terminating sessions and blocking DDL stay advice"
+)
+
+
 def setup_role(
     cfg: Settings,
     role: str = DEFAULT_ROLE,
@@ -125,6 +137,7 @@ def setup_role(
     dsn = cfg.target.dsn or ""
     params = catalog_parameters(cfg) if kind == "postgresql" else None
     statements, notes = role_sql(kind, role, cfg.target.database, params, password, host)
+    notes = [*notes, REMEDIATION_NOTE if not cfg.remediation.dsn else REMEDIATION_SET]
     out: dict[str, Any] = {"statements": statements, "notes": notes, "dsn": None, "applied": []}
     if not apply:
         return out

@@ -14,7 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
+from agenticdb.loop.race import race_lines
 from agenticdb.report.labels import objective_label, objective_unit
+from agenticdb.rootcause.text import story_line
 from agenticdb.store.journal import JournalEvent
 
 
@@ -278,6 +280,11 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "intent.closed": _intent_closed,
     "pristine.captured": _pristine,
     "stop": _stop,
+    "root_cause": lambda console, d: _line(console, "Root cause", story_line(d), "bold"),
+    "race": lambda console, d: _bullets(console, race_lines(d)),
+    "diagnosis": lambda console, d: _line(
+        console, "Diagnosis", f"{d.get('bottleneck')} (what the baseline showed; {d.get('by', '')})"
+    ),
 }
 
 

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from agenticdb.config import Settings
 from agenticdb.dialect import family_of
+from agenticdb.errors import Stopped
 from agenticdb.loop.recovery import restore_os_originals, restore_verified
 from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.redaction import redact
@@ -124,6 +125,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             on_round=_round_printer(console, rounds, live),
             start_from=start_from,
             should_stop=lambda: stop["requested"] > 0,
+            remediate=_remediate(cfg, journal, lambda: stop["requested"] > 0, console),
         )
         console.print(
             f"agenticdb session [bold]{session.session_id}[/]: {cfg.target.kind} at "
@@ -187,9 +189,11 @@ def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, T
     try:
         target = build_target(cfg)
         if not target.available():
+            why = target.unavailable_reason or "not accepting connections"
             console.print(
-                f"[red]error:[/] target {cfg.target.kind} at {_safe_dsn(cfg.target.dsn or '')} is not "
-                "accepting connections"
+                f"[red]error:[/] target {cfg.target.kind} at {escape(_safe_dsn(cfg.target.dsn or ''))}: {escape(why)}",
+                highlight=False,
+                soft_wrap=True,
             )
             return 1
         check_privileges(cfg)
@@ -262,7 +266,7 @@ def _on_sigterm(console: Console, stop: dict[str, int]) -> Callable[[int, Any], 
     def on_sigterm(signum: int, frame: Any) -> None:
         stop["requested"] = max(stop["requested"], 2)
         console.print("[yellow]SIGTERM: stopping now[/]; the best configuration is put back")
-        raise KeyboardInterrupt
+        raise Stopped("SIGTERM")
 
     return on_sigterm
 
@@ -311,8 +315,9 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         highlight=False,
     )
     console.print(
-        f"baseline {_fmt_obj(result.baseline_objective)} → best {_fmt_obj(result.best_objective)}"
-        + (f" ({gain:+.1%})" if gain is not None else "")
+        baseline_best_text(result.baseline_objective, result.best_objective, result.rounds, gain),
+        highlight=False,
+        soft_wrap=True,
     )
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
@@ -335,6 +340,34 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         console.print(llm_usage_line(result.llm_totals), highlight=False, soft_wrap=True)
     console.print(f"journal: {cfg.storage.journal_db}   (agenticdb journal show {result.session_id})")
     console.print(f"memory:  {cfg.storage.memory_db}")
+
+
+def baseline_best_text(
+    base: float | None, best: float | None, rounds: list[RoundOutcome], gain: float | None, unit: str = ""
+) -> str:
+    """``baseline X → best Y (+g %)`` from the best configuration's own runs, saying when it was measured
+    again later (the best configuration's runs in a later round's pairs) — a re-measured baseline is the
+    host's load changing, not a gain (issue 39: "baseline 938.720 → best 938.720" while the same
+    configuration measured 1,392–1,538 later on a quieter host)."""
+    kept_no, again = None, None
+    u = f" {unit}" if unit else ""
+    if not rounds:  # no round records (a session without rounds, or the Memory Book missing): the figures
+        return f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u}" + (f" ({gain:+.1%})" if gain is not None else "")
+    for r in rounds:
+        if r.kept:
+            kept_no, again = r.round_no, None
+        elif r.best_objective is not None:
+            again = (r.round_no, r.best_objective)
+    if kept_no is None:
+        text = f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u} (nothing kept: the starting configuration"
+        if again is not None:
+            text += f"; re-measured {_fmt_obj(again[1])} in round {again[0]}'s pairs: the host changed, not it"
+        return text + ")"
+    text = f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u}" + (f" ({gain:+.1%})" if gain is not None else "")
+    text += f" (best: round {kept_no}'s kept configuration, its own runs"
+    if again is not None:
+        text += f"; re-measured {_fmt_obj(again[1])} in round {again[0]}'s pairs"
+    return text + ")"
 
 
 def largest_effect(measured: list[RoundOutcome]) -> RoundOutcome:
@@ -525,3 +558,19 @@ def _find_snapshot(journal: Journal, session: str, to: str) -> Snapshot | None:
 
 
 # -------------------------------------------------------------------------------------- report
+
+
+def _remediate(
+    cfg: Settings, journal: Journal, should_stop: Callable[[], bool], console: Console
+) -> Callable[[str, Any], dict[str, Any] | None] | None:
+    """policy.mode = approve: a dominant root cause's remedy waits for ``agenticdb approve`` (issue 40)."""
+    if cfg.policy.mode != "approve":
+        return None
+    from agenticdb.advice.approval import Desk  # lazy: approval mode only
+    from agenticdb.advice.remedy_gate import remedy_gate  # lazy: approval mode only
+    from agenticdb.app import advice_parts  # lazy: approval mode only
+
+    def status(line: str) -> None:
+        console.print(line, highlight=False)
+
+    return remedy_gate(cfg, Desk(cfg, advice_parts()), journal, should_stop, status)

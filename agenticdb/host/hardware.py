@@ -193,6 +193,32 @@ def cgroup_memory_limit(*, proc: str = "/proc", pid: int | None = None) -> int |
     return min(limits) if limits else None
 
 
+def memory_events_file(pid: int, proc: str = "/proc") -> Path | None:
+    """The file counting OOM kills in the memory cgroup of ``pid``: v2 ``memory.events``, v1
+    ``memory.oom_control`` (both have an ``oom_kill N`` line; kernel cgroup-v2.rst, cgroup-v1/memory.rst
+    since 4.13). None when the process or its memory cgroup cannot be found."""
+    try:
+        lines = Path(f"{proc}/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    mounts = _mounts(proc)
+    for line in lines:
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hid == "0" and controllers == "":
+            cands, fname = [(m[1], m[2]) for m in mounts if m[3] == "cgroup2"], "memory.events"
+        elif "memory" in controllers.split(","):
+            cands = [(m[1], m[2]) for m in mounts if m[3] == "cgroup" and "memory" in m[5].split(",")]
+            fname = "memory.oom_control"
+        else:
+            continue
+        for root, mnt in cands:
+            rel = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+            f = Path(mnt) / rel / fname
+            if f.exists():
+                return f
+    return None
+
+
 def _walk_limits(mnt: Path, rel: str, fname: str) -> list[int]:
     found = []
     parts = [] if rel in (".", "") else rel.split("/")

@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 from agenticdb.config import LoopConfig
 from agenticdb.measure import series
 from agenticdb.measure.disturbance import DisturbanceThresholds, classified
+from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy
 from agenticdb.measure.sequential import decide as sequential_decide
 from agenticdb.models import (
@@ -98,18 +99,47 @@ def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
 
 
 def round_cost_prior(
-    run_durations_s: list[float], warmup_s: float, min_pairs: int, reused_best_run: bool = False
+    run_durations_s: list[float],
+    warmup_s: float,
+    min_pairs: int,
+    reused_best_run: bool = False,
+    *,
+    restarts: bool = False,
+    restart_s: float = 0.0,
+    query_set: bool = False,
+    reset_each_run: bool = False,
 ) -> float:
     """What a round costs at least before any round is measured (seconds): ``decision_runs`` runs, each
     as long as the baseline's median run (``Measurement.duration_s``, or the TPC-H query set's time) plus
-    the configured warm-up. 0 when no baseline run was measured.
+    its warm-up (:func:`warm_costs`). 0 when no baseline run was measured.
+
+    A change that needs a restart (``restarts``) restarts the server at the trial, at every switch between
+    the two configurations (one per pair) and at the revert: each costs ``restart_s`` and the longer warm-up
+    after it; for a query set that warm-up is a whole unmeasured pass (issue 36: pg-tpch's one round cost
+    340 s against 171 s expected). ``reset_each_run`` (``loop.reset_data``): every run starts after a
+    restart.
 
     A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
     round 1 with 32 s of a 240-s budget left and end at 488 s (issue 14)."""
     if not run_durations_s:
         return 0.0
     ordered = sorted(run_durations_s)
-    return decision_runs(min_pairs, reused_best_run) * (ordered[len(ordered) // 2] + max(warmup_s, 0.0))
+    run = ordered[len(ordered) // 2]
+    runs = decision_runs(min_pairs, reused_best_run)
+    warm, cold = warm_costs(run, warmup_s, query_set)
+    switches = min(runs, min_pairs + (0 if reused_best_run else 1)) if restarts else 0
+    cold_runs = runs if reset_each_run else switches
+    restart_cost = (switches + 1) * max(restart_s, 0.0) if restarts else 0.0
+    return runs * run + cold_runs * cold + (runs - cold_runs) * warm + restart_cost
+
+
+def warm_costs(run_s: float, warmup_s: float, query_set: bool) -> tuple[float, float]:
+    """(the warm-up before a run, the warm-up after a restart), seconds, as ``Executor.measure`` does them:
+    ``warmup_s``, or after a restart ``max(3 s, 2 × warmup_s)``. A query set warms up with one unmeasured
+    pass of the set instead (``workloads.tpch``: any warm-up > 0 is one pass), so always after a restart."""
+    if query_set:
+        return (run_s if warmup_s > 0 else 0.0), run_s
+    return max(warmup_s, 0.0), max(3.0, 2 * warmup_s)
 
 
 def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
@@ -161,10 +191,19 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
         return plateau_exit(stalled)
     if not stage_rounds:
         return Decision.continue_, "first round of the stage"
-    last = stage_rounds[-1]
+    return _after(stage_rounds[-1], stage_rounds)
+
+
+def _after(last: RoundOutcome, stage_rounds: list[RoundOutcome]) -> tuple[Decision, str]:
+    """The decision that follows the stage's last round."""
     if last.kept:
         gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
         return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
+    if last.interrupted:
+        before = stage_rounds[-2] if len(stage_rounds) > 1 else None
+        if before is not None and before.interrupted:
+            return Decision.terminate, "interrupted by an outside restart twice in a row: stopping"
+        return Decision.continue_, "round interrupted by an outside restart (not the candidate's failure): try again"
     if last.failure is not None:
         return (
             Decision.redirect,
@@ -179,7 +218,8 @@ def _stalled(stage_rounds: list[RoundOutcome], state: LoopState) -> str:
     """Why the stage stalled, or '': the search's patience rule, else ``plateau_rounds`` unkept rounds."""
     if state.search_patience > 0:
         return search_converged(stage_rounds, state.search_patience)
-    recent = stage_rounds[-state.plateau_rounds :]
+    # the opening's screens are single runs of whole configurations, not diagnosis rounds
+    recent = [r for r in stage_rounds if not r.opening][-state.plateau_rounds :]
     if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
         return f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds"
     return ""
@@ -276,13 +316,18 @@ class Assessment:
     best: list[Measurement] = field(default_factory=list)
     disturbed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    query_weights: QueryWeights | None = None
 
     @property
     def better(self) -> bool:
         return self.verdict == "better"
 
     def log_ratios(self) -> list[float]:
-        """The valid pairs' oriented log-ratios (positive = candidate better); for the noise estimate."""
+        """The valid pairs' oriented log-ratios (positive = candidate better), on the statistic the test
+        used (``query_weights``: the per-query statistic of ``agenticdb.measure.query_set``); for the noise estimate."""
+        if self.query_weights is not None:
+            ds = [self.query_weights.log_ratio(c, b) for c, b in zip(self.candidate, self.best, strict=False)]
+            return [d for d in ds if d is not None]
         out = []
         for c, b in zip(self.candidate, self.best, strict=False):
             if c.objective > 0 and b.objective > 0:
@@ -305,6 +350,9 @@ class DecisionRules:
     session_cap: bool = False
     """``budget_s`` is the session's time left, not ``loop.decision_budget_s``: a decision it cuts short
     without decisive evidence is "undecided: budget ended", not a tie."""
+    query_weights: QueryWeights | None = None
+    """Query sets (total_time): the pairs are judged on the per-query statistic of ``agenticdb.measure.query_set``
+    with these frozen weights, not on the total time."""
 
 
 def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
@@ -407,6 +455,8 @@ def assess(
         return Assessment("worse", why, None, [screen], seconds=clock() - started)
     pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
     first, first_config = screen, _CANDIDATE
+    if screen.cut_off:  # disturbed (else cut_off() made it worse): a screen only, never one side of a pair
+        first, prior_best = runs.run(_CANDIDATE, f"{_CANDIDATE} 1"), None
     if prior_best is not None:
         done = pairs.judge(prior_best, "best", screen, f"{_CANDIDATE} 1", 0.0)
         if done is not None:
@@ -458,6 +508,8 @@ class _Pairs:
         """Add the pair (``first`` of ``first_config``, then ``second`` of the other configuration, which
         took ``took_s`` seconds; 0 when it was measured before the decision) and look at the pairs."""
         reason = _disturbed(first, second, self.protocol.thresholds)
+        if first.cut_off or second.cut_off:
+            reason = "; ".join(r for r in (reason, "a cut-off run is a screen only") if r)
         if reason:
             return self._discard(label, second, reason, took_s)
         self.valid.append((first, second) if first_config == "candidate" else (second, first))
@@ -521,14 +573,19 @@ class _Pairs:
     def assessment(self, verdict: Judgement, reason: str, estimate: Estimate | None) -> Assessment:
         """The Assessment of ``verdict`` over the valid pairs so far."""
         cand, best = [c for c, _ in self.valid], [b for _, b in self.valid]
-        return Assessment(verdict, reason, estimate, cand, best, self.disturbed, self.clock() - self.started)
+        took = self.clock() - self.started
+        return Assessment(verdict, reason, estimate, cand, best, self.disturbed, took, self.protocol.query_weights)
 
 
 def _look(pairs: list[tuple[Measurement, Measurement]], protocol: DecisionRules, final: bool) -> PairDecision:
-    """One look of the sequential test over the valid pairs (``verdict`` None = measure another pair)."""
+    """One look of the sequential test over the valid pairs (``verdict`` None = measure another pair); on
+    the per-query scores of ``agenticdb.measure.query_set`` when the protocol has query weights."""
     cand = [c.objective for c, _ in pairs]
     best = [b.objective for _, b in pairs]
     higher = pairs[0][0].higher_is_better
+    scored = protocol.query_weights.scores(pairs) if protocol.query_weights is not None else None
+    if scored is not None:
+        cand, best, higher = scored[0], scored[1], False
     within = [m.objective_se / m.objective for pair in pairs for m in pair if m.objective_se and m.objective > 0]
     p95: tuple[list[float], list[float]] | None = None
     if protocol.latency_guard and all(c.latency_p95_ms and b.latency_p95_ms for c, b in pairs):
@@ -594,10 +651,13 @@ def _lowers(ch: NormalizedChange, spec: KnobSpec) -> bool:
     return before is not None and after is not None and after < before
 
 
-def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRules:
+def decision_rules(
+    loop: LoopConfig, noise: Noise, left_s: float, query_weights: QueryWeights | None = None
+) -> DecisionRules:
     """The decision protocol of ``[loop]`` with the session's pooled ``noise``; the decision's time cap is
     ``loop.decision_budget_s`` or the session's time left (``left_s``, seconds), whichever is shorter
-    (``session_cap`` says it is the session's)."""
+    (``session_cap`` says it is the session's). ``query_weights``: judge query-set pairs on the per-query
+    statistic (``agenticdb.measure.query_set``); ``noise`` must then be of that statistic too."""
     policy = SequentialPolicy(
         min_gain=loop.min_gain,
         confidence=loop.confidence,
@@ -613,6 +673,7 @@ def decision_rules(loop: LoopConfig, noise: Noise, left_s: float) -> DecisionRul
         max(min(loop.decision_budget_s, left_s), 0.0),
         latency_guard=loop.latency_guard is not None,
         session_cap=left_s < loop.decision_budget_s,
+        query_weights=query_weights,
     )
 
 
@@ -643,9 +704,10 @@ def record_assessment(
 
 def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
     """The ``judged`` journal event: the verdict, the estimate with its interval, and the runs it rests on
-    (objective values; medians as shown by ``tune`` and ``report``)."""
+    (objective values; medians as shown by ``tune`` and ``report``); for query sets also the statistic the
+    test ran on and each pair's ``d`` (``agenticdb.measure.query_set``)."""
     e = outcome.estimate
-    return {
+    event: dict[str, object] = {
         "verdict": a.verdict,
         "gain": outcome.gain_vs_best,
         "low": e.low if e else None,
@@ -661,3 +723,6 @@ def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
         "disturbed": a.disturbed,
         "seconds": round(a.seconds, 1),
     }
+    if a.query_weights is not None:
+        event |= {"statistic": "per-query d = Σ w_q·ln(best_q/candidate_q)", "d": a.log_ratios()}
+    return event

@@ -17,6 +17,7 @@ from agenticdb.config import Settings
 from agenticdb.host.server_log import server_reason, with_reason
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.recovery import restore_verified
+from agenticdb.loop.runwatch import OutsideRestart, RunWatch, with_world
 from agenticdb.measure.disturbance import DisturbanceSampler, DisturbanceThresholds, HostSample, classified, summarize
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import (
@@ -201,6 +202,8 @@ class Executor:
         if warmup > 0:
             self.workload.warmup(warmup)
         before = self.sample_state()
+        world = RunWatch(self.target, self._server_pid)
+        world.begin()
         sampler = _DuringRun(self.sample_state, self.duration_s + self.warmup_max_s)
         watch = DisturbanceSampler(self._server_pid()) if self.watch_host and self.workload.samples_host else None
         sampler.start()
@@ -213,11 +216,20 @@ class Executor:
                 warmup_max_s=self.warmup_max_s,
                 on_tool_start=watch.add_process if watch is not None else None,
             )
+        except WorkloadError as exc:
+            outside, evidence = world.outside(exc)
+            if outside:  # someone else's requested restart: not the candidate's failure (issue 38)
+                raise OutsideRestart(str(exc), evidence, exc.output) from exc
+            raise
         finally:
             self.workload.limit = None
             during = sampler.finish()
             samples = watch.stop() if watch is not None else []
         measurement = self._with_disturbance(measurement, samples, watch, label)
+        changed = world.changes()
+        if changed:
+            measurement = with_world(measurement, changed)
+            log.warning("run.world_changed", label=label, seen=changed, reason="never judged; repeated within the caps")
         self.last_run = measurement
         after = self.sample_state()
         delta = StateDelta.between(before, after)
@@ -384,7 +396,10 @@ class Executor:
             phase = "verify"
         message = with_reason(f"{what}: {exc}" if what else str(exc), logs)
         reason = server_reason(logs) or ""
-        failure = Failure(phase=phase, message=message, logs=logs[-60:], server_reason=reason, attempted=changes)
+        outside = exc.evidence if isinstance(exc, OutsideRestart) else ""
+        failure = Failure(
+            phase=phase, message=message, logs=logs[-60:], server_reason=reason, attempted=changes, outside=outside
+        )
         self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
         log.warning("trial.failed", phase=phase, error=message, server_reason=reason or None)
         return failure

@@ -16,13 +16,14 @@ from typing import Literal
 import structlog
 
 from agenticdb.config import LoopConfig, Settings
-from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
+from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, stop_cause
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.auditor import decision_runs, noise_cv
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.recovery import Recovery, restore_verified
 from agenticdb.loop.steps import SessionRecorder
+from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise, SequentialPolicy, detectable_gain
 from agenticdb.models import (
     ApplyMode,
@@ -100,6 +101,15 @@ def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, st
 NOISE_WARN_CV = 0.15
 
 
+def first_decision_runs(loop: LoopConfig) -> int:
+    """Runs the session's first decision measures at least: the smallest paired decision with the
+    baseline's last run as pair 1's best run (``auditor.decision_runs``), or, with the opening
+    (``loop.opening``), one race screen and the proof's smallest decision on fresh pairs (issue 36)."""
+    if loop.opening:
+        return 1 + decision_runs(loop.min_pairs, False)
+    return decision_runs(loop.min_pairs, True)
+
+
 def measure_baseline(
     executor: Executor,
     loop: LoopConfig,
@@ -150,7 +160,7 @@ def measure_baseline(
             break
         if len(measurements) >= 2 and budget_left is not None:
             cost = (clock() - began) / taken
-            tight = budget_left() - cost < decision_runs(loop.min_pairs, True) * cost
+            tight = budget_left() - cost < first_decision_runs(loop) * cost
             if tight:
                 break
         taken += 1
@@ -162,7 +172,7 @@ def measure_baseline(
             # Discarding this run costs the runs still needed for two; they must leave one decision's room.
             cost = (clock() - began) / taken
             needed = max(2 - len(measurements), 1)
-            repeat = budget_left() - needed * cost >= decision_runs(loop.min_pairs, True) * cost
+            repeat = budget_left() - needed * cost >= first_decision_runs(loop) * cost
         if disturbed and on_disturbed is not None:
             on_disturbed(label, m, not repeat)
         if repeat:
@@ -242,8 +252,18 @@ class Start:
         return self.baseline[0].higher_is_better
 
     @property
+    def query_weights(self) -> QueryWeights | None:
+        """Query sets (total_time): the per-query weights frozen from the baseline (``agenticdb.measure.query_set``);
+        None for any other workload or objective."""
+        return QueryWeights.from_baseline(self.baseline)
+
+    @property
     def noise(self) -> Noise:
-        """The pair noise the baseline's repeated runs show: the sequential test's first prior."""
+        """The pair noise the baseline's repeated runs show: the sequential test's first prior, on the
+        statistic the test uses (the per-query statistic for query sets)."""
+        weights = self.query_weights
+        if weights is not None:
+            return weights.noise(self.baseline)
         return Noise.from_repeats([m.objective for m in self.baseline])
 
     @property
@@ -350,14 +370,15 @@ class Initializer:
             start = Start(catalog, hardware, profile, fp, baseline, delta, cv, snapshot)
             self._record(start)
             start.experience = self._retrieve(fp)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             note = (
                 "the --start-from configuration remains in effect (agenticdb rollback --dbms undoes it)"
                 if self.start_from
                 else "nothing was changed"
             )
-            self._end("interrupted", f"interrupted before the first round; {note}")
-            raise SessionInterrupted(f"interrupted before the first round; {note}") from None
+            status, words = stop_cause(exc)
+            self._end(status, f"{words} before the first round; {note}")
+            raise SessionInterrupted(f"{words} before the first round; {note}") from None
         except StorageError as exc:
             # The journal cannot take a session.end either: put back what --start-from replaced, if
             # anything, and stop with the file and the cause.

@@ -15,6 +15,8 @@ from agenticdb.models import FailedCheck, Failure, Layer, Measurement, RoundOutc
 
 log = structlog.get_logger(__name__)
 
+log = structlog.get_logger(__name__)
+
 
 @dataclass
 class Round:
@@ -40,8 +42,20 @@ def round_failed(r: Round, step: str, failure: Failure, recorder: SessionRecorde
     snapshot (:func:`recover_round`), both kept on the round's outcome; the returned step ends the round and
     tells the failure with the server's own reason (``Failure.message``) and how recovery ended."""
     assert r.outcome is not None and r.safe is not None
-    r.outcome.failure = failure
     r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, recorder, r.no)
+    if failure.outside:
+        # someone else restarted the server (issue 38): recovery as for a failure, but the round is not the
+        # candidate's failure, in this session's memory or in experience (auditor.decide may repeat it)
+        r.outcome.interrupted = failure.outside
+        recorder.event("round.interrupted", {"evidence": failure.outside, "message": failure.message}, r.no)
+        log.warning("round.interrupted", round=r.no, evidence=failure.outside, reason="outside restart")
+        return StepResult(
+            step,
+            f"interrupted by an outside restart ({failure.outside}); recovery {r.outcome.recovery.action}; "
+            "not the candidate's failure",
+            True,
+        )
+    r.outcome.failure = failure
     return StepResult(step, f"failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}", True)
 
 

@@ -31,13 +31,15 @@ import structlog
 from agenticdb.config import Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.host.services import ServiceError
-from agenticdb.loop import auditor
+from agenticdb.loop import auditor, rootcause_step
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
+from agenticdb.loop.opening_run import OpeningRun, OpeningSource, default_source
 from agenticdb.loop.planning import check, plan_round, planning_context
 from agenticdb.loop.round import Round, refused_trial, round_failed
 from agenticdb.loop.stage import StageState, apply_final, enter_os_stage, loop_ended, storage_fault_stop
 from agenticdb.loop.steps import RoundCallback, SessionRecorder, SessionResult, StepResult
+from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import (
@@ -54,6 +56,7 @@ from agenticdb.models import (
     Verdict,
 )
 from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.rootcause import Finding
 from agenticdb.store.faults import StorageError
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory import MemoryBook
@@ -85,9 +88,13 @@ class TuningSession:
         start_from: dict[str, object] | None = None,
         on_status: Callable[[str], object] | None = None,
         approve: Callable[[str, int, Proposal, Verdict], str | None] | None = None,
+        remediate: rootcause_step.Remediate | None = None,
+        opening: OpeningSource | None = None,
     ) -> None:
         self.cfg = cfg
         self.approve = approve  # policy.mode = "approve": None from it means a person allowed the trial
+        self.remediate = remediate  # approve mode with [remediation] dsn: runs an approved remedy (issue 40)
+        self.root_cause: Finding | None = None  # a dominant cause no setting fixes (agenticdb.rootcause)
         self.target = target
         self.workload = workload
         self.planner = planner
@@ -99,11 +106,16 @@ class TuningSession:
         self.should_stop = should_stop or (lambda: False)
         self.session_id = session_id or datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.start_from = start_from
+        # the opening's candidate source (loop.opening; default: agenticdb.planner.opening's generator)
+        self.opening_source = opening
+        self.opening_rounds = 0  # rounds the opening used beyond one (it counts as one of loop.max_rounds)
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
         self.warnings: list[str] = []
         self.started = time.monotonic()
         self.noise = Noise()
+        # query sets: the per-query weights frozen from the baseline (agenticdb.measure.query_set); None otherwise
+        self.query_weights: QueryWeights | None = None
         self.round_seconds: list[float] = []  # wall time of each measured round (auditor.LoopState.round_cost_s)
         self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         # the best configuration's run measured last by the stage's executor, while nothing ran after it
@@ -124,8 +136,20 @@ class TuningSession:
         """
         self.init.open_session(self.planner.name)
         dbms_exec = self._executor(self.target)
-        start = self.init.run(dbms_exec)
+        watcher = rootcause_step.watcher_for(self.cfg, self.target)  # watches the baseline window
+        try:
+            start = self.init.run(dbms_exec)
+        except BaseException:
+            if watcher is not None:
+                watcher.stop()
+            raise
+        self.root_cause = rootcause_step.conclude(
+            watcher, lambda event, data: self.recorder.event(event, data, 0), self.recorder.on_status
+        )
         self.noise = start.noise
+        self.query_weights = start.query_weights
+        if self.query_weights is not None:
+            self._journal_weights(self.query_weights)
         self.warnings += start.warnings
         if start.baseline:
             ordered = sorted(start.baseline, key=lambda m: m.objective)
@@ -176,12 +200,23 @@ class TuningSession:
         """
         round_no = 0
         delta: StateDelta | None = start.delta
+        if self.root_cause is not None:  # not a configuration problem: no knob, no race (issue 40)
+            done = self.remediate(self.session_id, self.root_cause) if self.remediate is not None else None
+            reason = rootcause_step.stop_reason(self.root_cause, done)
+            self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": reason}, 0)
+            log.info("session.no_round", reason=reason)
+            return "completed", reason, layer
         no_room = self._no_room_for_first_round(start)
         if no_room:
             self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": no_room}, 0)
             log.info("session.no_round", reason=no_room)
             return "completed", no_room, layer
         try:
+            if self.cfg.loop.opening and layer == Layer.dbms and not self.should_stop():
+                round_no = OpeningRun(self, stages[layer], start, self.opening_source or default_source(self)).run()
+                ended = self._after_opening()
+                if ended is not None:
+                    return (*ended, layer)
             while not self._stop_requested(round_no):
                 round_no += 1
                 self.current_round = round_no
@@ -205,13 +240,34 @@ class TuningSession:
             # executor journals that failure)
             return (*loop_ended(exc, stages.get(layer, stages[Layer.dbms]), self.recorder, round_no), layer)
 
+    def _after_opening(self) -> tuple[str, str] | None:
+        """How the session ends right after the opening ((status, reason)), or None to go on with rounds:
+        a recovery that could not restore service, or the auditor's terminate after the proof."""
+        last = self.rounds[-1] if self.rounds else None
+        if last is None or not last.opening:
+            return None
+        if last.recovery is not None and not last.recovery.service_available:
+            cause = f"{last.failure.message}; " if last.failure is not None else ""
+            return "failed", f"{cause}recovery could not restore service: {last.recovery.details}"
+        if last.decision == Decision.terminate and last.judged is not None:
+            return "completed", last.reason
+        return None
+
     def _no_room_for_first_round(self, start: Start) -> str:
         """Why round 1 may not start (the baseline left less time than its minimum pairs cost), or ''."""
         loop = self.cfg.loop
         last = self.last_best_run.get(Layer.dbms)
         reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
         durations = [m.total_time_s or m.duration_s for m in start.baseline]
-        prior = auditor.round_cost_prior(durations, self.cfg.workload.warmup_s, loop.min_pairs, reused)
+        query_set = any(m.per_query_s for m in start.baseline)
+        prior = auditor.round_cost_prior(
+            durations,
+            self.cfg.workload.warmup_s,
+            loop.min_pairs,
+            reused,
+            query_set=query_set,
+            reset_each_run=loop.reset_data,
+        )
         elapsed = time.monotonic() - self.started
         runs = auditor.decision_runs(loop.min_pairs, reused)
         label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
@@ -243,7 +299,7 @@ class TuningSession:
         outcome, loop = r.outcome, self.cfg.loop
         state = auditor.LoopState(
             stage=r.layer,
-            rounds_done=r.no,
+            rounds_done=r.no - self.opening_rounds,
             max_rounds=loop.max_rounds,
             elapsed_s=time.monotonic() - self.started,
             time_budget_s=loop.time_budget_s,
@@ -363,7 +419,17 @@ class TuningSession:
     def _rules(self) -> auditor.DecisionRules:
         """The decision protocol from ``[loop]``, with the noise learnt so far and the time left."""
         left = self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
-        return auditor.decision_rules(self.cfg.loop, self.noise, left)
+        return auditor.decision_rules(self.cfg.loop, self.noise, left, self.query_weights)
+
+    def _journal_weights(self, weights: QueryWeights) -> None:
+        """One ``query_weights`` event: the decisions on this query set use the per-query statistic."""
+        top = ", ".join(f"{q} {w:.0%}" for q, w in weights.top())
+        reason = (
+            f"pairs judged on d = Σ w_q·ln(best_q/candidate_q), weights frozen from {weights.runs} baseline runs "
+            f"(heaviest: {top}); noise prior on the same statistic: run CV {self.noise.run_cv:.1%}"
+        )
+        self.recorder.event("query_weights", {"weights": dict(weights.weights), "reason": reason}, None)
+        log.info("judge.query_weights", queries=len(weights.weights), reason=reason)
 
     def _settle(self, r: Round, start: Start) -> StepResult:
         """Keep a change that beat the best; otherwise revert to the best configuration and verify it."""

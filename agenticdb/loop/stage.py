@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from agenticdb.errors import Stopped, stop_cause
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.recovery import Recovery, RestoreResult, restore_verified
 from agenticdb.loop.steps import SessionRecorder
@@ -53,7 +54,8 @@ def loop_ended(exc: BaseException, stage: StageState, recorder: SessionRecorder,
     """How the round loop ends on an exception raised outside a trial's own recovery: ``(status, reason)``.
     The session's final apply puts the best configuration of every stage back afterwards in every case.
 
-    - ``KeyboardInterrupt`` (Ctrl-C): journaled as ``interrupted``; status "interrupted".
+    - ``KeyboardInterrupt`` (Ctrl-C): journaled as ``interrupted``; status "interrupted"; a stop signal
+      (:class:`agenticdb.errors.Stopped`, SIGTERM) is journaled with its signal; status "stopped".
     - ``PlannerError`` (e.g. the LLM endpoint refused our key): journaled as ``planner.error``; "failed".
     - ``TargetError``, ``ServiceError``, ``WorkloadError``, ``OSError`` (reading the live values, entering the
       OS stage, retaking a snapshot): journaled as a ``failure`` with the server's reason through ``stage``'s
@@ -63,8 +65,10 @@ def loop_ended(exc: BaseException, stage: StageState, recorder: SessionRecorder,
         BaseException: ``exc`` itself when it is none of these.
     """
     if isinstance(exc, KeyboardInterrupt):
-        recorder.event("interrupted", {"round": round_no}, round_no)
-        return "interrupted", "interrupted (Ctrl-C); the best configuration so far is put back"
+        status, words = stop_cause(exc)
+        signal = exc.signal_name if isinstance(exc, Stopped) else "SIGINT"
+        recorder.event("interrupted", {"round": round_no, "signal": signal}, round_no)
+        return status, f"{words}; the best configuration so far is put back"
     if isinstance(exc, PlannerError):
         recorder.event("planner.error", {"error": str(exc)}, round_no)
         return "failed", f"planner error: {exc}"

@@ -152,6 +152,8 @@ def classify(d: Disturbance, reference: Disturbance | None, thresholds: Disturba
         ``(disturbed, reason)``.
     """
     reasons = []
+    if d.world:  # the server changed under the run (worldwatch): never judged, whatever the CPU did
+        reasons.append("the server changed under the run: " + "; ".join(d.world))
     changed = _changed_within(d, thresholds)
     if changed:
         reasons.append("outside CPU load changed within the run: " + changed)

@@ -254,7 +254,7 @@ class HeuristicPlanner(Planner):
             )
             if hist.retried:
                 why.append("retrying a known trap's fix despite retrieved " + "; ".join(hist.retried))
-        first_round = not any(r.stage == ctx.stage for r in ctx.rounds)
+        first_round = not any(r.stage == ctx.stage and not r.opening for r in ctx.rounds)
         if first_round and ctx.experience:
             seeds = self._seeds(ctx, s.current, s.family, hist, s.by_b, taken={m.name for m in moves})
             if seeds:
@@ -368,7 +368,10 @@ class HeuristicPlanner(Planner):
     def _history(self, ctx: PlanningContext, current: dict[str, str]) -> _History:
         hist = _History()
         cat = ctx.catalog
-        for r in ctx.rounds:
+        # the opening's rounds raced whole configurations (one screen each, then one proof): what they kept is
+        # in the current values; they say nothing about one knob's direction, so they are not history here
+        rounds = [r for r in ctx.rounds if not r.opening]
+        for r in rounds:
             if r.verdict_ok or r.failure is not None:
                 # rejected proposals: only the offending values (failed_checks below) are off limits
                 for name, value in _round_changes(r).items():
@@ -381,7 +384,7 @@ class HeuristicPlanner(Planner):
         for fc in ctx.validator_feedback:
             self._bound(hist, fc, fc.parameter, fc.value, cat.get(fc.parameter), current)
 
-        stage_rounds = [r for r in ctx.rounds if r.stage == ctx.stage]
+        stage_rounds = [r for r in rounds if r.stage == ctx.stage]
         applied = [r for r in stage_rounds if r.verdict_ok or r.failure is not None]
         for r in applied:
             for name, value in _round_changes(r).items():

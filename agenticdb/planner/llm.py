@@ -390,6 +390,42 @@ class LLMPlanner(Planner):
             return self._fall_back(ctx, reason, f"{type(exc).__name__}: {exc}")
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def propose_whole(self, ctx: PlanningContext, instruction: str) -> Proposal | None:
+        """One whole configuration for ``ctx`` (the opening, issue 36): the round's context followed by
+        ``instruction`` (``prompts/opening.txt`` rendered by the caller). Invalid replies get one repair turn
+        like a round; no fallback planner: None when the endpoint fails, the deadline passes or both replies
+        are invalid (the opening has its own sources).
+
+        Raises:
+            LLMAuthError: HTTP 401/403.
+        """
+        deadline = time.monotonic() + self.cfg.round_deadline_s
+        messages = [*self.build_messages(ctx), {"role": "user", "content": instruction}]
+        try:
+            for turn in (1, 2):
+                reply = self._complete(messages, deadline)
+                try:
+                    proposal = parse_reply(reply)
+                except ReplyError as exc:
+                    self._event("llm.invalid_reply", reason="invalid_reply", error=str(exc), turn=turn)
+                    messages += [
+                        {"role": "assistant", "content": reply[:_MAX_REPLY_ECHO]},
+                        {"role": "user", "content": render_prompt("repair", error=str(exc))},
+                    ]
+                    continue
+                log.info(
+                    "planner.proposed_whole", planner=self.name, changes={c.name: c.value for c in proposal.changes}
+                )
+                return proposal
+        except LLMAuthError:
+            raise
+        except (_DeadlineExceeded, openai.OpenAIError) as exc:
+            log.warning("llm.whole_failed", reason=f"{type(exc).__name__}: {exc}")
+            self._event("llm.whole_failed", reason=f"{type(exc).__name__}: {exc}")
+            return None
+        log.warning("llm.whole_failed", reason="two invalid replies")
+        return None
+
     def _fall_back(self, ctx: PlanningContext, reason: str, detail: str) -> Proposal:
         self._totals.fallbacks += 1
         log.warning("planner.fallback", reason=reason, detail=detail, fallback=self.fallback.name)

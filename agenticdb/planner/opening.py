@@ -28,10 +28,12 @@ from datetime import datetime
 import structlog
 
 from agenticdb.config import PolicyConfig
-from agenticdb.models import ApplyMode, FailedCheck, Observed, PlanningContext
+from agenticdb.models import Observed, PlanningContext
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_host import host_sized
+from agenticdb.planner.opening_learned import from_experience, from_llm
 from agenticdb.planner.opening_limits import at_limits
+from agenticdb.planner.opening_repair import repair_set
 from agenticdb.planner.opening_types import SOURCES, Candidate, Opening
 from agenticdb.planner.opening_values import (
     HostView,
@@ -41,7 +43,6 @@ from agenticdb.planner.opening_values import (
     delta_of,
     host_view,
 )
-from agenticdb.planner.trade import load_trades, trade_proposal
 from agenticdb.targets.postgres_plans import PlanEvidence
 from agenticdb.validation.sets import SetVerdict, step_bound_for, validate_set
 from agenticdb.validation.validator import flavor_of
@@ -50,15 +51,21 @@ __all__ = ["Candidate", "Opening", "generate_opening", "repair_set"]
 
 log = structlog.get_logger(__name__)
 
-#: Trade rounds a set over the memory budget may take before it is dropped (each halves the gives).
-MAX_REPAIRS = 4
+LEARNED = ("experience", "llm")
+"""Sources that, when they produce a set, replace the weakest of the rule-based ones."""
 
 Source = Callable[[SourceInput], SourceOutput]
 
 
 def _sources() -> dict[str, Source]:
-    """The base sources by name (experience and llm are added by :func:`generate_opening` when present)."""
-    return {"host-sized": host_sized, "evidence": evidence_driven, "limits": at_limits}
+    """The sources by name, in the order they are asked (:data:`LEARNED` replace the weakest of the others)."""
+    return {
+        "host-sized": host_sized,
+        "evidence": evidence_driven,
+        "limits": at_limits,
+        "experience": from_experience,
+        "llm": from_llm,
+    }
 
 
 def generate_opening(
@@ -163,16 +170,14 @@ def _collect(
             absent.append(f"{name}: {out.why or 'no change from the configuration in effect'}")
             continue
         raw.append(out.candidate)
-    absent += [f"{n}: source not built yet" for n in SOURCES if n not in _sources() and n not in ("experience", "llm")]
-    if llm is None:
-        absent.append("llm: no LLM planner configured")
-    if not ctx.experience:
-        absent.append("experience: no experience retrieved for this fingerprint")
-    return raw, absent, notes
+    absent += [f"{n}: source not built" for n in SOURCES if n not in _sources()]
+    return raw, absent, list(dict.fromkeys(notes))
 
 
 def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> list[Candidate]:
-    """The first ``k`` pairwise different sets; duplicates and the rest go to ``dropped`` with why."""
+    """At most ``k`` pairwise different sets: duplicates go; each learned candidate (:data:`LEARNED`) replaces
+    the weakest rule-based one — the one that moves fewest knobs, as it departs least from the baseline
+    already measured (judgement) — and anything beyond ``k`` goes; ``dropped`` says why."""
     chosen: list[Candidate] = []
     for cand in valid:
         twin = next((c for c in chosen if c.key() == cand.key()), None)
@@ -180,67 +185,19 @@ def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> l
             dropped.append((cand.name, f"the same configuration as {twin.name}"))
             continue
         chosen.append(cand)
-    dropped += [(c.name, f"beyond k={k}") for c in chosen[k:]]
-    return chosen[:k]
-
-
-def _with_modes(ctx: PlanningContext, cand: Candidate, sv: SetVerdict) -> Candidate:
-    modes: dict[str, ApplyMode] = {c.name: c.apply for c in sv.verdict.changes}
-    for name in cand.changes:
-        spec = ctx.catalog.knobs.get(name)
-        if name not in modes and spec is not None:
-            modes[name] = spec.apply
-    return replace(cand, apply_modes=modes, warnings=tuple(sv.verdict.warnings))
-
-
-def repair_set(
-    ctx: PlanningContext, cand: Candidate, check: Callable[[dict[str, str], str], SetVerdict]
-) -> tuple[Candidate | None, str]:
-    """``cand`` validated as one set; over the memory budget, repaired with trade moves (at most
-    :data:`MAX_REPAIRS`, each lowering the trade's gives of ``catalogs/trades.toml`` from the set's values).
-
-    Args:
-        ctx: the planning context (catalog, current configuration, statistics for the caches in use).
-        cand: the candidate as its source generated it.
-        check: judges a set (``validate_set`` bound to the server, policy and clock).
-
-    Returns:
-        (the validated candidate, possibly repaired, with apply modes and warnings; "") or (None, the
-        failed checks that no trade could repair).
-    """
-    changes = dict(cand.changes)
-    sources = dict(cand.sources)
-    repaired: list[str] = []
-    for _ in range(MAX_REPAIRS + 1):
-        sv = check(changes, cand.name)
-        if sv.ok:
-            return _with_modes(ctx, replace(cand, changes=changes, sources=sources, repaired=tuple(repaired)), sv), ""
-        refusal = sv.memory_refusal
-        if not sv.memory_only or refusal is None:
-            return None, sv.reasons()
-        moves = _trade(ctx, changes, refusal)
-        if not moves:
-            return None, f"over the memory budget and no trade move left: {sv.reasons()}"
-        for name, value, why in moves:
-            repaired.append(f"{name}: {changes.get(name, current_config(ctx).get(name, '?'))} → {value} ({why})")
-            changes[name] = value
-            sources[name] = f"trade move (catalogs/trades.toml): {why}"
-    return None, f"still over the memory budget after {MAX_REPAIRS} trade moves: {sv.reasons()}"
-
-
-def _trade(ctx: PlanningContext, changes: dict[str, str], refusal: FailedCheck) -> list[tuple[str, str, str]]:
-    """The gives of one trade move from the set's values: (knob, value, why) for each knob it lowers."""
-    flavor = flavor_of(ctx.catalog)
-    merged = {**current_config(ctx), **changes}
-    grow = next((t.grow for t in load_trades() if flavor in t.families and t.grow in ctx.catalog.knobs), None)
-    if grow is None:
-        return []
-    synthetic = refusal.model_copy(update={"parameter": grow, "value": merged.get(grow, "")})
-    tctx = ctx.model_copy(update={"current_config": merged, "max_changes": 64, "validator_feedback": [synthetic]})
-    proposal = trade_proposal(tctx, flavor, synthetic, "opening")
-    if proposal is None:
-        return []
-    return [(c.name, str(c.value), c.rationale) for c in proposal.changes if c.name != grow]
+    learned = [c for c in chosen if c.name in LEARNED]
+    base = [c for c in chosen if c.name not in LEARNED]
+    for replacing in learned:
+        if not base or len(base) + len(learned) <= k:
+            break
+        weakest = min(reversed(base), key=lambda c: len(c.changes))
+        base.remove(weakest)
+        dropped.append(
+            (weakest.name, f"replaced by {replacing.name}: the weakest rule-based set ({len(weakest.changes)} knobs)")
+        )
+    kept = [c for c in chosen if c in base or c in learned]
+    dropped += [(c.name, f"beyond k={k}") for c in kept[k:]]
+    return kept[:k]
 
 
 def _share_restarts(cands: list[Candidate], check: Callable[[dict[str, str], str], SetVerdict]) -> list[Candidate]:

@@ -125,9 +125,11 @@ def _jit(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]
         if jit is not None and total:
             share, where = min(jit / total, 1.0), "pg_stat_statements jit_*_time / total_exec_time (leader only)"
     if share is None:
+        planned = inp.plans.jit_planned_share if inp.plans is not None else None
         notes.append(
             "JIT share not measured: no pg_stat_statements counters in the baseline statistics (the extension "
-            "is not created in the database agenticdb reads) and no plan evidence"
+            "is not created in the database agenticdb reads) and no executed plans"
+            + (f"; {planned:.0%} of the time is in plans that JIT-compile (EXPLAIN)" if planned is not None else "")
         )
         return
     if share < JIT_FLOOR:
@@ -139,7 +141,9 @@ def _jit(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]
 def _parallel(inp: SourceInput, b: SetBuilder, notes: list[str]) -> None:
     plans = inp.plans
     if plans is None or plans.parallel_share is None:
-        notes.append("parallel-query share not measured: no plan evidence (EXPLAIN ANALYZE of the workload)")
+        notes.append(
+            "parallel-query share not measured: no plan evidence (the workload's statements were not explained)"
+        )
         return
     share = plans.parallel_share
     if share < PARALLEL_SHARE:

@@ -267,7 +267,9 @@ class RefiningPlanner(Planner):
     def _playbook_stalled(self, ctx: PlanningContext) -> str:
         """Why the playbook is set aside although it may still prescribe, or ''."""
         n = self.settings.switch_after
-        mine = [r for r in ctx.rounds if r.stage == ctx.stage and r.proposal is not None and r.verdict_ok]
+        mine = [
+            r for r in ctx.rounds if r.stage == ctx.stage and r.proposal is not None and r.verdict_ok and not r.opening
+        ]
         recent = mine[-n:]
         if n > 0 and len(recent) >= n and not any(r.kept for r in recent):
             return f"{n} playbook rounds in a row were not kept (rounds {', '.join(str(r.round_no) for r in recent)})"

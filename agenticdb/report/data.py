@@ -72,5 +72,6 @@ def report_data(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> di
         "noise_cv": base.get("noise_cv"),
         "best_objective": end.get("best_objective", meta.best_objective),
         "best_changes": end.get("best_changes") or end.get("best_config") or {},
+        "root_cause": first.get("root_cause"),
         "rounds": [_round(r, judged.get(r.round_no)) for r in rounds],
     }

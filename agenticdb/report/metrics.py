@@ -25,6 +25,9 @@ agenticdb_gain                                  gauge   objective vs baseline (r
 agenticdb_last_trial_gain                       gauge   the latest ``judged`` gain estimate
 agenticdb_last_decision{decision,judged,kept}   gauge   1 for the latest ``decision``
 agenticdb_last_change_timestamp_seconds         gauge   time of the latest kept change (Unix s)
+agenticdb_root_causes_total{cause}              counter ``root_cause`` with a dominant cause, by cause
+agenticdb_root_cause{cause,finding}             gauge   1 while the latest ``root_cause`` names a dominant
+                                                        cause (not a knob: the session proposed none)
 agenticdb_last_decision_timestamp_seconds       gauge   time of the latest ``decision`` (Unix s)
 =============================================  ======  ====================================================
 """
@@ -70,6 +73,8 @@ class JournalCollector(Collector):
         }
         self.higher_is_better = True
         self.decision: dict[str, str] | None = None
+        self.root_causes: dict[str, float] = {}
+        self.root_cause: tuple[str, str] | None = None  # (cause, finding id) of the latest root_cause event
 
     def update(self) -> None:
         """Read the events appended since the last update."""
@@ -103,6 +108,11 @@ class JournalCollector(Collector):
             self.counts["reverted"] += 1
         elif e.event == "recovery":
             self.counts["recovered"] += 1
+        elif e.event == "root_cause":
+            top = d.get("dominant") or {}
+            self.root_cause = (str(top.get("cause")), str(top.get("id"))) if top else None
+            if top:
+                self.root_causes[str(top.get("cause"))] = self.root_causes.get(str(top.get("cause")), 0.0) + 1
 
     def _baseline(self, d: dict[str, Any]) -> None:
         objective = d.get("objective")
@@ -166,6 +176,18 @@ class JournalCollector(Collector):
         for kind, n in sorted(self.rejections.items()):
             rej.add_metric([kind], n)
         yield rej
+        causes = CounterMetricFamily(
+            "agenticdb_root_causes", "Sessions that found a dominant cause no setting fixes", labels=["cause"]
+        )
+        for cause, n in sorted(self.root_causes.items()):
+            causes.add_metric([cause], n)
+        yield causes
+        if self.root_cause is not None:
+            rc = GaugeMetricFamily(
+                "agenticdb_root_cause", "The latest session's dominant non-knob cause (1)", labels=["cause", "finding"]
+            )
+            rc.add_metric(list(self.root_cause), 1.0)
+            yield rc
         yield from self._gauges()
 
     def _gauges(self) -> Iterator[Metric]:

@@ -15,6 +15,7 @@ better, ``auditor.relative_gain``) the candidate's objective is ``b·(1+g)`` whe
 from __future__ import annotations
 
 import io
+import math
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -160,10 +161,22 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
     if curve.baseline_runs:
         xs, ys = zip(*curve.baseline_runs, strict=True)
         ax.scatter(xs, ys, marker="x", color="grey", label="baseline runs", zorder=3)
-    ax.axhline(curve.baseline, color="grey", linestyle="--", linewidth=1, label=f"baseline {curve.baseline:,.3g}")
-    ax.axhline(curve.best, color="tab:green", linestyle=":", linewidth=1.5, label=f"best {curve.best:,.3g}")
-    sx, sy = zip(*curve.steps, strict=True)
-    ax.step(sx, sy, where="post", color="tab:green", linewidth=1, alpha=0.6, label="objective in effect")
+    kept = any(t.kept for t in curve.trials)
+    if math.isclose(curve.best, curve.baseline, rel_tol=1e-9) and not kept:
+        # nothing kept: one line, not baseline, best and "in effect" drawn on top of each other (issue 39)
+        ax.axhline(
+            curve.baseline,
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label=f"baseline = best {curve.baseline:,.3g} (nothing kept)",
+        )
+    else:
+        ax.axhline(curve.baseline, color="grey", linestyle="--", linewidth=1, label=f"baseline {curve.baseline:,.3g}")
+        ax.axhline(curve.best, color="tab:green", linestyle=":", linewidth=1.5, label=f"best {curve.best:,.3g}")
+    if kept:
+        sx, sy = zip(*curve.steps, strict=True)
+        ax.step(sx, sy, where="post", color="tab:green", linewidth=1, alpha=0.6, label="objective in effect")
     for t in curve.trials:
         _draw_trial(ax, t)
     pairs = [(t.t, t.best) for t in curve.trials if t.best is not None]
@@ -171,7 +184,8 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
         px, py = zip(*pairs, strict=True)
         ax.scatter(px, py, marker="_", s=200, color="black", label="best config. in the same pairs", zorder=3)
     ax.errorbar([], [], yerr=[], fmt="o", color="tab:blue", capsize=4, label="trial (interval)")
-    ax.plot([], [], "*", color="tab:green", markersize=12, label="kept change")
+    if kept:
+        ax.plot([], [], "*", color="tab:green", markersize=12, label="kept change")
     if any(t.screen_only for t in curve.trials):
         ax.plot([], [], "o", color="tab:blue", mfc="none", label="screen run only (no valid pair)")
     values = [curve.baseline, curve.best, *(y for _, y in curve.baseline_runs), *(t.objective for t in curve.trials)]

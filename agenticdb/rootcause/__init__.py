@@ -99,6 +99,11 @@ class Watcher:
         self._watch = Watch(self.dsn, self.database).start()
         return self
 
+    def stop(self) -> None:
+        """Stop sampling without detecting (the window was cut short)."""
+        if self._watch is not None:
+            self._watch.stop()
+
     def finish(self) -> RootCauses:
         """Stop sampling and run every detector. Never raises: a detector that fails adds a note."""
         if self._watch is not None:

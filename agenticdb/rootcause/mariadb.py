@@ -79,6 +79,7 @@ def no_index_statements(
     for tshare, _key, dig, calls, share_noidx, per_call in sorted(hits, key=lambda h: h[0], reverse=True)[:3]:
         m = _FROM.search(dig.text)
         schema, table = (m.group(1), m.group(2)) if m and m.group(2) else (dig.schema, m.group(1) if m else "")
+        table = rd.real_table_name(conn, schema, table) if table else table
         where = dig.text.lower().split(" where ", 1)[1] if " where " in dig.text.lower() else ""
         cols = [c.lower() for c in _WHERE_COL.findall(where) if c.lower() not in ("and", "or", "not")]
         indexed = rd.leading_index_columns(conn, schema, table) if table else {}
@@ -129,9 +130,13 @@ def no_index_statements(
         )
 
 
-def stale_statistics(after: rd.Snapshot, server: str, out: RootCauses) -> None:
+def stale_statistics(
+    after: rd.Snapshot, server: str, out: RootCauses, plans: dict[str, tuple[float, float, float, str]] | None = None
+) -> None:
     """Tables whose rows changed beyond the 10 % auto-recalculation share since their statistics were
-    taken, with recalculation off for them (or globally)."""
+    taken, with recalculation off for them (or globally); like on PostgreSQL, the counters alone make a
+    suspect (× 0.5, judgement) and a row misestimate of the workload's statements (``plans``: table →
+    worst factor under ANALYZE FORMAT=JSON) makes it certain."""
     global_off = after.settings.get("innodb_stats_auto_recalc", "ON").upper() in ("OFF", "0")
     share_min, certain = t("mdb_recalc_share"), t("stale_share_certain")
     for ts in after.tables.values():
@@ -140,8 +145,17 @@ def stale_statistics(after: rd.Snapshot, server: str, out: RootCauses) -> None:
         if max(ts.rows, ts.modified) < t("min_table_rows") or share <= share_min:
             continue
         off = global_off or ts.auto_recalc_off
-        score = ramp(share, share_min, certain) * (1.0 if off else 0.5)
         schema, _, table = ts.name.partition("/")
+        err = (plans or {}).get(table)
+        score = ramp(share, share_min, certain) * 0.5
+        plan_line = "plan evidence: none (no statements analysed; INNODB_SYS_TABLESTATS counters only)"
+        if err is not None:
+            score = max(score, ramp(err[0], 2.0, t("estimate_error_certain")))
+            plan_line = (
+                f"plan evidence (ANALYZE FORMAT=JSON of the benchmark's statements): rows estimated {err[1]:,.0f}, "
+                f"read {err[2]:,.0f} ({err[0]:,.1f}×) on {table} in {err[3]!r}"
+            )
+        score *= 1.0 if off else 0.5
         out.findings.append(
             Finding(
                 id=stable_id(server, Cause.stale_statistics, ts.name),
@@ -156,6 +170,7 @@ def stale_statistics(after: rd.Snapshot, server: str, out: RootCauses) -> None:
                     "recalculation off: " + ("innodb_stats_auto_recalc = OFF" if global_off else "STATS_AUTO_RECALC=0")
                     if off
                     else "innodb_stats_auto_recalc will recalculate them in the background",
+                    plan_line,
                 ],
                 remedies=[
                     Remedy(
@@ -215,13 +230,17 @@ def purge_lag(history: int | None, trx: list[rd.Trx], server: str, out: RootCaus
 def lock_waits(samples: list[rd.LockSample], trx: list[rd.Trx], server: str, out: RootCauses) -> None:
     """InnoDB lock waits sampled during the window and the root blocker; an idle ("Sleep") transaction
     holding row locks counts even when nobody waits now."""
-    waited = [s for s in samples if s.waiters]
+    old_age = t("holder_age_s")  # short holders: the workload's own hot-row contention, not a stuck one
+    waited = [s for s in samples if s.waiters and any(r.age_s >= old_age for r in s.roots.values())]
     share = len(waited) / len(samples) if samples else 0.0
     score = ramp(share, 0.1, t("lock_wait_share_certain"))
-    sampled = f"{len(waited)} of {len(samples)} lock samples (INNODB_LOCK_WAITS, ~1 s apart) had waiters"
+    sampled = (
+        f"{len(waited)} of {len(samples)} lock samples (INNODB_LOCK_WAITS, ~1 s apart) had waiters behind a "
+        f"transaction older than {old_age:g} s"
+    )
     roots: dict[str, rd.Trx] = {}
     for s in waited:
-        roots.update(s.roots)
+        roots.update({k: r for k, r in s.roots.items() if r.age_s >= old_age})
     mean = sum(s.waiters for s in waited) / len(waited) if waited else 0.0
     for r in roots.values():
         idle = r.command == "Sleep"
@@ -278,7 +297,7 @@ def detect_mariadb(
     dsn: str, database: str | None, watch: rd.Watch | None, statements: list[str], server: str
 ) -> RootCauses:
     """Every MariaDB detector over the window of ``watch``. Never raises: an unreadable server gives an
-    empty result with a note. ``statements`` are not explained on MariaDB (digests carry the evidence)."""
+    empty result with a note. ``statements``: the workload's SELECTs for plan evidence."""
     out = RootCauses(family=FAMILY)
     try:
         conn = rd.connect(dsn, database)
@@ -287,7 +306,16 @@ def detect_mariadb(
             before = watch.before if watch is not None else None
             trx = rd.transactions(conn)
             samples = (watch.samples if watch is not None else []) or [rd.lock_sample(conn)]
-            stale_statistics(after, server, out)
+            errors, problems, done = (
+                rd.plan_errors(conn, statements, t("explain_timeout_s")) if statements else ({}, [], 0)
+            )
+            out.notes += problems
+            out.notes.append(
+                f"plan evidence: ANALYZE FORMAT=JSON of {done} benchmark statement(s)"
+                if statements
+                else "plan evidence: none ([rootcause] statements not given); table counters only"
+            )
+            stale_statistics(after, server, out, errors)
             no_index_statements(conn, before, after, server, out)
             purge_lag(rd.history_length(conn), trx, server, out)
             lock_waits(samples, trx, server, out)

@@ -218,6 +218,17 @@ class Watch:
             self._thread.join(timeout=10)
 
 
+def real_table_name(conn: pymysql.connections.Connection, schema: str, table: str) -> str:
+    """The table's name as stored: digest texts upper-case names that are also keywords (``EVENTS``), and
+    table names are case-sensitive on Linux."""
+    rows = _rows(
+        conn,
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND lower(TABLE_NAME) = lower(%s)",
+        (schema, table),
+    )
+    return str(rows[0][0]) if rows else table
+
+
 def leading_index_columns(conn: pymysql.connections.Connection, schema: str, table: str) -> dict[str, str]:
     """Leading column → index name of every index of ``schema.table``."""
     rows = _rows(
@@ -227,6 +238,50 @@ def leading_index_columns(conn: pymysql.connections.Connection, schema: str, tab
         (schema, table),
     )
     return {str(c): str(n) for c, n in rows}
+
+
+def _walk(node: object, stmt: str, out: dict[str, tuple[float, float, float, str]]) -> None:
+    if isinstance(node, dict):
+        name, est, act = node.get("table_name"), node.get("rows"), node.get("r_rows")
+        if name and isinstance(est, int | float) and isinstance(act, int | float):
+            # rows passing the condition: estimated rows x filtered %, read rows x r_filtered %
+            est = est * float(node.get("filtered", 100) or 100) / 100
+            act = act * float(node.get("r_filtered", 100) or 100) / 100
+            factor = max(float(act), 1.0) / max(float(est), 1.0)
+            factor = max(factor, 1.0 / factor)
+            if factor > out.get(str(name), (0.0, 0.0, 0.0, ""))[0]:
+                out[str(name)] = (factor, float(est), float(act), stmt)
+        for v in node.values():
+            _walk(v, stmt, out)
+    elif isinstance(node, list):
+        for v in node:
+            _walk(v, stmt, out)
+
+
+def plan_errors(
+    conn: pymysql.connections.Connection, statements: list[str], timeout_s: float
+) -> tuple[dict[str, tuple[float, float, float, str]], list[str], int]:
+    """``ANALYZE FORMAT=JSON`` (MariaDB KB "ANALYZE Statement": executes it, reports ``rows`` estimated and
+    ``r_rows`` read per table) of each SELECT in ``statements`` (``{r}`` → 1) with ``max_statement_time``:
+    table → (worst factor, estimated, actual, statement), problems, statements analysed."""
+    import json  # lazy: only with statements
+
+    out: dict[str, tuple[float, float, float, str]] = {}
+    problems: list[str] = []
+    done = 0
+    for raw in statements:
+        stmt = raw.replace("{r}", "1").strip().rstrip(";")
+        if not stmt.lower().startswith("select"):
+            problems.append(f"not analysed (not a SELECT): {stmt[:80]!r}")
+            continue
+        try:
+            rows = _rows(conn, f"SET STATEMENT max_statement_time = {timeout_s:g} FOR ANALYZE FORMAT=JSON {stmt}")
+        except pymysql.MySQLError as exc:
+            problems.append(f"ANALYZE FORMAT=JSON failed ({str(exc)[:80]}): {stmt[:80]!r}")
+            continue
+        _walk(json.loads(rows[0][0]), stmt[:120], out)
+        done += 1
+    return out, problems, done
 
 
 def plan_of(conn: pymysql.connections.Connection, statement: str) -> str:

@@ -58,9 +58,9 @@ from pydantic_core import to_jsonable_python
 from agenticdb.models import Snapshot
 from agenticdb.redaction import redact_obj
 from agenticdb.resources import data_file
-from agenticdb.sqlite_create import create_sqlite_atomically
 from agenticdb.store.faults import guarded
 from agenticdb.store.journal_key import KEYED_PREFIX, JournalKey, load_key, load_or_create_key
+from agenticdb.store.sqlite_create import create_sqlite_atomically
 
 log = structlog.get_logger(__name__)
 

@@ -49,6 +49,8 @@ class Target(ABC):
 
     kind: str
     service: Service | None = None
+    unavailable_reason: str | None = None
+    """Why the last :meth:`available` said False, in one line (``agenticdb.connfault``); None: it answered."""
 
     # ---- identity ------------------------------------------------------------------------------
 
@@ -156,6 +158,15 @@ class Target(ABC):
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last lines of the server log (empty when unknown)."""
         return []
+
+    def world_mark(self) -> dict[str, str]:
+        """Markers that change only when someone restarts the server, resets its statistics or reloads its
+        configuration (``agenticdb.measure.worldwatch``); empty when the target has none.
+
+        Raises:
+            Exception: the driver's error when the server cannot be read (callers treat it as no mark).
+        """
+        return {}
 
     def close(self) -> None:
         """Release connections."""

@@ -37,8 +37,10 @@ import pymysql
 import structlog
 
 from agenticdb.config import TargetConfig
+from agenticdb.connfault import describe_fault
 from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.host.services import Service, ServiceError, build_service
+from agenticdb.measure.worldwatch import my_mark
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
@@ -221,8 +223,10 @@ class MySQLTarget(Target):
         try:
             with self._cursor() as cur:
                 cur.execute("SELECT 1")
+            self.unavailable_reason = None
             return True
-        except pymysql.MySQLError:
+        except pymysql.MySQLError as exc:
+            self.unavailable_reason = describe_fault(exc)
             self._conn = None
             return False
 
@@ -549,6 +553,11 @@ class MySQLTarget(Target):
         """Counters and gauges named as in ``agenticdb.targets.mysql_stats``."""
         cat = self.catalog()
         return read_state(self._connect(), self.kind, set(cat.knobs) | set(cat.excluded))
+
+    def world_mark(self) -> dict[str, str]:
+        """Restart, FLUSH STATUS and digest-truncation markers (``agenticdb.measure.worldwatch.my_mark``)."""
+        with self._cursor() as cur:
+            return my_mark(cur)
 
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last ``lines`` of the error log (service log file, else ``@@log_error`` under the datadir)."""

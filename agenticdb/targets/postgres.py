@@ -24,8 +24,10 @@ import structlog
 from psycopg import sql
 
 from agenticdb.config import TargetConfig
+from agenticdb.connfault import describe_fault
 from agenticdb.host.privileges import pg_is_superuser, unprivileged_parameters
 from agenticdb.host.services import PgCtlService, Service, ServiceError, build_service
+from agenticdb.measure.worldwatch import pg_mark
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
@@ -95,9 +97,12 @@ class PostgresTarget(Target):
         """True when ``SELECT 1`` answers within a 2 s connect timeout."""
         try:
             with self._connect(timeout=2) as conn:
-                return conn.execute("SELECT 1").fetchone() == (1,)
-        except psycopg.Error:
+                ok = conn.execute("SELECT 1").fetchone() == (1,)
+        except psycopg.Error as exc:
+            self.unavailable_reason = describe_fault(exc)
             return False
+        self.unavailable_reason = None
+        return ok
 
     def close(self) -> None:
         """Nothing is held open between operations."""
@@ -542,6 +547,11 @@ class PostgresTarget(Target):
         state = parse_state(row, views)
         state.counters.update(jit)
         return state
+
+    def world_mark(self) -> dict[str, str]:
+        """Restart, reload and statistics-reset markers (``agenticdb.measure.worldwatch.pg_mark``)."""
+        with self._connect(timeout=5) as conn:
+            return pg_mark(conn)
 
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last ``lines`` lines of the server log file (empty when no log file is known/readable)."""

@@ -47,6 +47,13 @@ class PlanEvidence:
         temp_written_blocks: temporary-file blocks written (the top plan node counts its children).
         shared_read_blocks, shared_hit_blocks: shared-buffer misses and hits.
         skipped: statement name → why it was not explained (not read-only, an error, the timeout).
+        analyzed: True for EXPLAIN ANALYZE; False for plans only (nothing executed): times are then the
+            baseline's per-statement times given as weights, and JIT compile time is unknown (0).
+        jit_planned_ms: time of the statements whose plan JIT-compiles (plans only: the plan's "JIT" section).
+        jit_planned: the names of those statements.
+        jit_sampled: when > 0, ``jit_ms`` is estimated from EXPLAIN ANALYZE of this many of the JIT-compiling
+            statements (their compile share × the JIT-compiling statements' time; see
+            ``agenticdb.planner.opening_plans.workload_plans``).
     """
 
     statements: int = 0
@@ -60,12 +67,21 @@ class PlanEvidence:
     shared_read_blocks: int = 0
     shared_hit_blocks: int = 0
     skipped: dict[str, str] = field(default_factory=dict)
+    analyzed: bool = True
+    jit_planned_ms: float = 0.0
+    jit_planned: tuple[str, ...] = ()
+    jit_sampled: int = 0
 
     @property
     def jit_share(self) -> float | None:
         """JIT compilation time over execution time (capped at 1; the sum over workers can exceed the wall
-        time); None when nothing was explained."""
-        return min(self.jit_ms / self.exec_ms, 1.0) if self.exec_ms > 0 else None
+        time); None when nothing was explained or the plans were not executed (compile time unknown)."""
+        return min(self.jit_ms / self.exec_ms, 1.0) if self.exec_ms > 0 and self.analyzed else None
+
+    @property
+    def jit_planned_share(self) -> float | None:
+        """Share of the time in statements whose plans JIT-compile; None when nothing was explained."""
+        return self.jit_planned_ms / self.exec_ms if self.exec_ms > 0 else None
 
     @property
     def parallel_share(self) -> float | None:
@@ -85,6 +101,7 @@ class PlanEvidence:
             "plans.temp_written_blocks": float(self.temp_written_blocks),
             "plans.shared_read_blocks": float(self.shared_read_blocks),
             "plans.shared_hit_blocks": float(self.shared_hit_blocks),
+            "plans.jit_planned_time": self.jit_planned_ms,
         }
 
     def summary(self) -> str:
@@ -92,6 +109,20 @@ class PlanEvidence:
         if not self.statements:
             return f"no statement explained ({len(self.skipped)} skipped)"
         js, ps = self.jit_share or 0.0, self.parallel_share or 0.0
+        if self.jit_sampled:
+            return (
+                f"{self.statements} statements planned, weighted by the baseline's {self.exec_ms / 1000:.1f} s: "
+                f"{ps:.0%} of the time in parallel plans, {self.jit_planned_share or 0.0:.0%} in plans that "
+                f"JIT-compile; JIT compilation ≈ {js:.1%} of the time (EXPLAIN ANALYZE of {self.jit_sampled} of "
+                f"them, leader and workers)"
+            )
+        if not self.analyzed:
+            return (
+                f"{self.statements} statements planned (EXPLAIN, not executed), weighted by the baseline's "
+                f"{self.exec_ms / 1000:.1f} s: {ps:.0%} of the time in parallel plans, "
+                f"{self.jit_planned_share or 0.0:.0%} in plans that JIT-compile (compile time not measured)"
+                + (f"; {len(self.skipped)} skipped" if self.skipped else "")
+            )
         reads = self.shared_read_blocks + self.shared_hit_blocks
         miss = self.shared_read_blocks / reads if reads else 0.0
         return (
@@ -125,8 +156,9 @@ def _walk(node: dict[str, Any]) -> tuple[int, int]:
 
 
 def parse_plan(doc: list[dict[str, Any]] | dict[str, Any]) -> dict[str, float]:
-    """The figures of one ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` result: exec_ms, jit_ms, jit_functions,
-    workers_planned, workers_launched, temp_written, shared_read, shared_hit.
+    """The figures of one ``EXPLAIN [(ANALYZE, BUFFERS,] FORMAT JSON)`` result: jit_planned (1 when the plan has a
+    "JIT" section), exec_ms, jit_ms, jit_functions, workers_planned, workers_launched, temp_written, shared_read,
+    shared_hit (0 where plain EXPLAIN has no figure).
 
     Raises:
         ValueError: the document has no "Plan" (not an EXPLAIN ANALYZE result).
@@ -138,6 +170,7 @@ def parse_plan(doc: list[dict[str, Any]] | dict[str, Any]) -> dict[str, float]:
     planned, launched = _walk(plan)
     jit = top.get("JIT") or {}
     return {
+        "jit_planned": 1.0 if jit else 0.0,
         "exec_ms": float(top.get("Execution Time") or 0.0),
         "jit_ms": _jit_total(jit),
         "jit_functions": float(jit.get("Functions") or 0),
@@ -150,11 +183,20 @@ def parse_plan(doc: list[dict[str, Any]] | dict[str, Any]) -> dict[str, float]:
 
 
 def explain_statements(
-    conn: psycopg.Connection[Any], statements: dict[str, str], timeout_s: float = 300.0
+    conn: psycopg.Connection[Any],
+    statements: dict[str, str],
+    timeout_s: float = 300.0,
+    *,
+    analyze: bool = True,
+    weights_ms: dict[str, float] | None = None,
 ) -> PlanEvidence:
     """Run ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` once for each read-only statement of ``statements``
     (name → SQL) on ``conn`` (a connection to the workload's own database, with the configuration to be
     judged), each in a transaction rolled back, under ``statement_timeout`` = ``timeout_s``.
+
+    With ``analyze=False`` only ``EXPLAIN (FORMAT JSON)`` runs (milliseconds: nothing is executed); each
+    statement's time is then its weight in ``weights_ms`` (the baseline's measured time, ms; statements
+    without one are skipped), so the shares are of the measured time.
 
     Returns:
         PlanEvidence; statements not read-only, or that failed or timed out, are in ``skipped`` with why.
@@ -172,17 +214,23 @@ def explain_statements(
         ),
         0.0,
     )
-    parallel_ms, done = 0.0, 0
+    parallel_ms, jit_planned_ms, done = 0.0, 0.0, 0
+    jit_names: list[str] = []
     skipped: dict[str, str] = {}
     for name, text in statements.items():
         sql = text.strip().rstrip(";")
         if not _READ_ONLY.match(sql) or _WRITES.search(sql):
             skipped[name] = "not a read-only statement (EXPLAIN ANALYZE executes it)"
             continue
+        weight = (weights_ms or {}).get(name)
+        if not analyze and not weight:
+            skipped[name] = "no measured time to weight its plan with"
+            continue
+        how = "ANALYZE, BUFFERS, FORMAT JSON" if analyze else "FORMAT JSON"
         try:
             with conn.transaction(force_rollback=True):
                 conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
-                row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}").fetchone()
+                row = conn.execute(f"EXPLAIN ({how}) {sql}").fetchone()
         except psycopg.Error as exc:
             skipped[name] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
             continue
@@ -191,10 +239,15 @@ def explain_statements(
             continue
         doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
         got = parse_plan(doc)
+        if not analyze:
+            got["exec_ms"] = float(weight or 0.0)
         for key in totals:
             totals[key] += got[key]
-        if got["workers_launched"] > 0:
+        if got["workers_launched" if analyze else "workers_planned"] > 0:
             parallel_ms += got["exec_ms"]
+        if got["jit_functions"] > 0 or got["jit_planned"] > 0:
+            jit_planned_ms += got["exec_ms"]
+            jit_names.append(name)
         done += 1
     ev = PlanEvidence(
         statements=done,
@@ -208,6 +261,9 @@ def explain_statements(
         shared_read_blocks=int(totals["shared_read"]),
         shared_hit_blocks=int(totals["shared_hit"]),
         skipped=skipped,
+        analyzed=analyze,
+        jit_planned_ms=jit_planned_ms,
+        jit_planned=tuple(jit_names),
     )
     log.info("plans.explained", statements=done, skipped=len(skipped), reason=ev.summary())
     return ev

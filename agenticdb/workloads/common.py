@@ -406,6 +406,7 @@ def ensure_database(conn: Connection) -> bool:
             if is_postgres(conn):
                 cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (conn.database,))
                 if cur.fetchone():
+                    ensure_pg_stat_statements(conn)
                     return False
                 cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(conn.database)))
             else:
@@ -416,7 +417,34 @@ def ensure_database(conn: Connection) -> bool:
         except (psycopg.Error, pymysql.MySQLError) as exc:
             raise WorkloadError(f"cannot create database {conn.database!r}: {exc}") from None
     log.info("workload.database_created", database=conn.database, kind=conn.kind)
+    if is_postgres(conn):
+        ensure_pg_stat_statements(conn)
     return True
+
+
+def ensure_pg_stat_statements(conn: Connection) -> str:
+    """``CREATE EXTENSION IF NOT EXISTS pg_stat_statements`` in the workload's own PostgreSQL database, so the
+    statistics of the statements it runs (JIT time, per-statement times) can be read where it runs (issue 36
+    point 4; PostgreSQL 15 manual F.32: the module must be in ``shared_preload_libraries`` and the extension
+    created in a database to read the view there).
+
+    Returns:
+        "created" (or already there), "not preloaded" (the library is not loaded: nothing to create), or
+        "refused: <error>" (e.g. a role without CREATE on the database) — never raises: a workload runs
+        without it, and the opening's notes then say what was not measured.
+    """
+    try:
+        with connect(conn) as db:
+            row = db.execute("SHOW shared_preload_libraries").fetchone()
+            if row is None or "pg_stat_statements" not in str(row[0]):
+                status = "not preloaded"
+            else:
+                db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                status = "created"
+    except (psycopg.Error, WorkloadError) as exc:
+        status = f"refused: {str(exc).strip()[:200]}"
+    log.info("workload.pg_stat_statements", database=conn.database, status=status, reason="statement evidence")
+    return status
 
 
 def existing_tables(conn: Connection, names: Sequence[str]) -> set[str]:

@@ -44,9 +44,16 @@ import structlog
 
 from agenticdb.config import LiveConfig, WorkloadConfig
 from agenticdb.measure.series import batch_slices, se_of_batches
-from agenticdb.models import LiveQuery, Measurement, RuntimeState, SeriesPoint
+from agenticdb.models import Disturbance, LiveQuery, Measurement, RuntimeState, SeriesPoint
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
-from agenticdb.workloads.livestats import QueryStat, StatReader, StatSnapshot, short_text, stat_reader
+from agenticdb.workloads.livestats import (
+    QueryStat,
+    StatReader,
+    StatSnapshot,
+    counters_went_down,
+    short_text,
+    stat_reader,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -153,6 +160,7 @@ class LiveWorkload(Workload):
         self.baseline: Baseline | None = None
         self.guard_armed = True  # run() called without next_run (tests, the API): the guard watches
         self._old_sessions: set[str] | None = None  # sessions open when the next window was announced
+        self._reset_seen = ""  # what went down in the current window (a statistics reset), '' = nothing
         self._lock = threading.Lock()  # the executor's state sampler reads from another thread
 
     def traits(self) -> WorkloadTraits:
@@ -272,6 +280,7 @@ class LiveWorkload(Workload):
                 statistics could not be read.
         """
         secs = max(1, round(seconds))
+        self._reset_seen = ""
         turnover = self._turnover()
         snaps = [self._snapshot()]
         notes: list[str] = [turnover] if turnover else []
@@ -289,11 +298,52 @@ class LiveWorkload(Workload):
             target += secs
             notes.append(f"window extended to {target} s: {quiet}")
             log.info("live.window_extended", seconds=target, reason=quiet)
+        reset = self._reset_seen or next(
+            (w for a, b in zip(snaps, snaps[1:], strict=False) if (w := counters_went_down(a, b))), ""
+        )
+        if reset:  # the world changed under the window: never judged, repeated within the caps (issue 38)
+            log.warning("live.window_disturbed", seen=reset, reason="statistics went down: never judged")
+            return self._disturbed(snaps, delta, notes, reset)
         if self.baseline is None:
             self.baseline = baseline_of(delta, self.live.top_queries, self.live.min_calls)
             assert self.baseline is not None  # _quiet said a statement qualifies
             log.info("live.baseline", top=len(self.baseline.weights), queries=list(self.baseline.texts.values()))
         return self._measurement(snaps, delta, notes)
+
+    def _disturbed(
+        self, snaps: list[StatSnapshot], delta: dict[str, QueryStat], notes: list[str], seen: str
+    ) -> Measurement:
+        """The window's measurement marked disturbed by ``seen``; a baseline is not taken from it."""
+        keep = self.baseline
+        if self.baseline is None:
+            self.baseline = baseline_of(delta, self.live.top_queries, 1)
+        try:
+            if self.baseline is None or time_index(delta, self.baseline, 1)[0] is None:
+                secs = len(snaps) - 1
+                m = Measurement(
+                    workload=self.name,
+                    tps=0.0,
+                    duration_s=float(secs),
+                    objective=1.0,
+                    objective_name=OBJECTIVE,
+                    higher_is_better=False,
+                    raw_tail="; ".join(notes),
+                )
+            else:
+                m = self._measurement(snaps, delta, notes, min_calls=1)
+        finally:
+            self.baseline = keep
+        said = f"the server changed under the window: {seen}"
+        d = Disturbance(
+            samples=0,
+            seconds=m.duration_s,
+            other_cpu_cores=0.0,
+            other_cpu_spread=0.0,
+            disturbed=True,
+            reason=said,
+            world=[seen],
+        )
+        return m.model_copy(update={"disturbance": d, "raw_tail": f"{m.raw_tail}; {said}"})
 
     def _observe(self, snaps: list[StatSnapshot], until_s: int) -> None:
         """Append one snapshot per second until ``until_s`` seconds after ``snaps[0]``; the guard looks
@@ -311,7 +361,12 @@ class LiveWorkload(Workload):
         """Why the window cannot be scored yet ('' when it can)."""
         if self.baseline is None:
             if baseline_of(delta, self.live.top_queries, self.live.min_calls) is None:
-                return f"no statement had live.min_calls = {self.live.min_calls} calls"
+                where = getattr(self.reader, "watched", "") or "the configured database"
+                return (
+                    f"no statement had live.min_calls = {self.live.min_calls} calls in {where}; if the application "
+                    'works in another database, set live.database to it ([live] database = "..." in the config, or '
+                    "AGENTICDB_LIVE__DATABASE)"
+                )
             return ""
         _, covered = time_index(delta, self.baseline, self.live.min_calls)
         if covered < self.live.min_weight:
@@ -322,14 +377,23 @@ class LiveWorkload(Workload):
         return ""
 
     def _guard(self, first: StatSnapshot, last: StatSnapshot, elapsed_s: int) -> None:
-        """Stop the window when the top queries slowed or errors rose beyond the configured limits."""
+        """Stop the window when the top queries slowed or errors rose beyond the configured limits. Not
+        after the statistics went down (a reset: the window's figures are no longer a difference), and only
+        on statements long enough to time (``live.guard_min_mean_ms``)."""
         if not self.guard_armed or self.baseline is None or elapsed_s < self.live.guard_min_s:
             return
+        if self._reset_seen or counters_went_down(first, last):
+            self._reset_seen = self._reset_seen or counters_went_down(first, last)
+            return
         delta = window_delta(first, last)
-        index, covered = time_index(delta, self.baseline, self.live.min_calls)
+        judged = timable(self.baseline, self.live.guard_min_mean_ms)
+        if judged is None:
+            index, covered = None, 0.0
+        else:
+            index, covered = time_index(delta, judged, self.live.min_calls)
         limit = 1.0 + self.live.guard_max_slowdown
-        if index is not None and covered >= self.live.min_weight and index > limit:
-            worst = _worst(delta, self.baseline, self.live.min_calls)
+        if judged is not None and index is not None and covered >= self.live.min_weight and index > limit:
+            worst = _worst(delta, judged, self.live.min_calls)
             raise GuardTripped(
                 f"live guard: the top queries' mean time is {index:.2f}× their baseline after {elapsed_s} s "
                 f"(limit {limit:.2f}× = 1 + live.guard_max_slowdown; {worst}); reverting to the best configuration"
@@ -343,10 +407,12 @@ class LiveWorkload(Workload):
                 f"{self.live.guard_max_error_rate:.1%}; reverting to the best configuration"
             )
 
-    def _measurement(self, snaps: list[StatSnapshot], delta: dict[str, QueryStat], notes: list[str]) -> Measurement:
+    def _measurement(
+        self, snaps: list[StatSnapshot], delta: dict[str, QueryStat], notes: list[str], min_calls: int | None = None
+    ) -> Measurement:
         assert self.baseline is not None
         base = self.baseline
-        index, covered = time_index(delta, base, self.live.min_calls)
+        index, covered = time_index(delta, base, self.live.min_calls if min_calls is None else min_calls)
         assert index is not None
         secs = len(snaps) - 1
         calls = sum(d.calls for d in delta.values())
@@ -403,6 +469,20 @@ class LiveWorkload(Workload):
             objective_se=se_of_batches(per_batch),
             live_queries=queries,
         )
+
+
+def timable(base: Baseline, min_mean_ms: float) -> Baseline | None:
+    """The baseline's statements with a mean of at least ``min_mean_ms`` (weights renormalised); None when
+    none is that long. The guard judges these only (``live.guard_min_mean_ms``)."""
+    keep = {q: w for q, w in base.weights.items() if base.means[q] >= min_mean_ms}
+    total = sum(keep.values())
+    if not keep or total <= 0:
+        return None
+    return Baseline(
+        weights={q: w / total for q, w in keep.items()},
+        means={q: base.means[q] for q in keep},
+        texts={q: base.texts[q] for q in keep},
+    )
 
 
 def _queries(delta: dict[str, QueryStat], base: Baseline) -> list[LiveQuery]:

@@ -96,6 +96,20 @@ def short_text(text: str, limit: int = 80) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
+def counters_went_down(a: StatSnapshot, b: StatSnapshot) -> str:
+    """What went down between two snapshots of one window ('' when nothing did): cumulative counters only
+    go down when someone resets them (``pg_stat_statements_reset``, ``pg_stat_reset``, ``TRUNCATE`` of a
+    performance_schema summary, ``FLUSH STATUS``), a statement is evicted (pg_stat_statements.max) or the
+    server restarts; the window's difference is then no longer what happened in it (issue 38)."""
+    down = [q for q, s in b.queries.items() if q in a.queries and s.calls < a.queries[q].calls]
+    parts = []
+    if down:
+        parts.append(f"the counters of {len(down)} statement(s) went down (statistics reset or eviction)")
+    if b.xacts < a.xacts:
+        parts.append(f"the transaction counter went down ({a.xacts} → {b.xacts}: statistics reset or restart)")
+    return "; ".join(parts)
+
+
 class StatReader(Protocol):
     """What the live workload needs from a DBMS: a set-up check and cumulative snapshots."""
 
@@ -121,6 +135,8 @@ class PgStatReader:
         self.conn = conn
         self.database = database
         self._db: psycopg.Connection[Any] | None = None
+        self.watched = f"database {database}" if database else ""
+        """Where statements are observed, for messages ('' until ``check`` read the DSN's database)."""
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._db is None or self._db.closed:
@@ -146,6 +162,7 @@ class PgStatReader:
         dbname = str(db.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
         created = db.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'").fetchone()
         loaded = "pg_stat_statements" in [s.strip() for s in libs.split(",")]
+        self.watched = f"database {dbname} (live.database = {self.database or 'unset: the database of target.dsn'})"
         if loaded and created:
             return
         missing = []
@@ -223,6 +240,7 @@ class MyStatReader:
         self.conn = conn
         self.database = database
         self._db: Any = None
+        self.watched = f"schema {database}" if database else "every schema (live.database unset)"
 
     def _connect(self) -> Any:
         if self._db is None or not self._db.open:

@@ -135,6 +135,7 @@ class Result:
     planner_ms: list[float] = field(default_factory=list)
     overhead: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    could_not_advise: str = ""  # a peer that gave no advice (its tool died): why; the table says so
 
 
 def better(a: float, b: float, higher: bool) -> bool:
@@ -346,7 +347,9 @@ def _session_child(bench: Bench, memory_db: str, journal_db: str, out_json: str)
                 {
                     "t_s": (outcome.finished_at or time.time()) - t_start,
                     "objective": outcome.objective,
-                    "best": state["best"] if state["best"] is not None else outcome.objective,
+                    # None until a change is kept: the best so far is then the baseline (filled in below),
+                    # never the candidate's own objective (issue 39: the line fell after an unkept trial)
+                    "best": state["best"],
                 }
             )
 

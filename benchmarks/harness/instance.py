@@ -74,6 +74,16 @@ class Instance:
         self.info = info
         self.stop()  # a server started outside the cgroup (earlier run) is restarted inside it
         self.service().start()
+        if self.kind == "postgres":
+            from agenticdb.sandbox.postgres import (  # lazy: as above, per kind
+                PostgresSandboxInfo,
+                create_pg_stat_statements,
+            )
+
+            # the target's database: the session's statistics read pg_stat_statements there (issue 36 point 4;
+            # pg-tpch's 2026-12-05 run had no JIT evidence because it was never created)
+            assert isinstance(info, PostgresSandboxInfo)
+            create_pg_stat_statements(info)
         return info.target_config()  # type: ignore[union-attr]
 
     def service(self) -> PgCtlService | MariadbdService:

@@ -30,12 +30,25 @@ MariaDB rule claimed that cutting sort_buffer_size to 256K kept that figure with
 formula it did not (with MariaDB 10.11's 16M max_allowed_packet × 100 connections, 1.9.9 reports
 ~2.2G for a 512M server by default), so the claim is gone and the tool's own figure is reported.
 
-One shim: MySQLTuner 1.9.9 divides by ``innodb_buffer_pool_chunk_size``, which MariaDB ≥ 10.8 reports
-as 0 ("autosize"), and dies ("Illegal division by zero") before it prints any recommendation (fixed
-upstream in d04ba6a, 2025-05-14, which skips that check for chunk size 0). The harness passes
-MySQLTuner a client wrapper through its own ``--mysqlcmd`` option that hides exactly that one
-``innodb_buffer_pool_chunk_size 0`` row, so 1.9.9 takes its "chunk size not used" branch — the same
-outcome as the upstream fix; nothing else is changed.
+One shim, for two divisions by zero that kill 1.9.9 ("Illegal division by zero") before it prints any
+recommendation. The harness passes MySQLTuner a client wrapper through its own ``--mysqlcmd`` option that
+hides exactly these rows of the server's answers (``HIDDEN_ROWS``); nothing else is changed:
+
+- ``innodb_buffer_pool_chunk_size 0``: 1.9.9 divides by the chunk size, which MariaDB ≥ 10.8 reports as 0
+  ("autosize") (fixed upstream in d04ba6a, 2025-05-14, which skips that check for chunk size 0). Hidden,
+  1.9.9 takes its "chunk size not used" branch — the same outcome as the upstream fix.
+- ``Innodb_log_writes 0``: its InnoDB log-waits line divides ``Innodb_log_waits`` by
+  ``Innodb_log_writes`` (mysqltuner line 6099, right after its "Write Log efficiency" line), which is 0
+  on a server that has written no redo log since it started: a read-only workload, or
+  ``innodb_read_only`` (reproduced on a fresh MariaDB 10.11 with reads only, 2026-12-06:
+  tests/data/mysqltuner/mariadb-10.11-no-log-writes-crash.txt). Hidden, 1.9.9 takes its "status not
+  available" branch, which counts 1 request and 1 write: it then prints a spurious "[!!] InnoDB Write Log
+  efficiency: 0% (0 hits/ 1 total)" and "[OK] InnoDB log waits: 0.00% (0 waits / 1 writes)", neither of
+  which adds a variable to adjust (its code pushes advice only for log waits above 0). The report keeps
+  those two lines as the tool printed them.
+
+When MySQLTuner still ends before its recommendations (``TunerReport.complete`` False), the harness shows
+the peer as "could not advise: <reason>" (``TunerReport.failure``), never as an empty configuration.
 """
 
 from __future__ import annotations
@@ -75,6 +88,10 @@ class Advice:
     upper: str | None = None
 
 
+#: Rows of the server's answers the client shim hides (module docstring): "name<TAB>value" exactly.
+HIDDEN_ROWS = ("innodb_buffer_pool_chunk_size\t0", "Innodb_log_writes\t0")
+
+
 @dataclass
 class TunerReport:
     """What one MySQLTuner run said."""
@@ -90,6 +107,22 @@ class TunerReport:
     @property
     def label(self) -> str:
         return f"MySQLTuner {self.version} + rules"
+
+    @property
+    def failure(self) -> str:
+        """Why the run gave no recommendations, or '' for a complete run: the tool's own error line
+        (e.g. "Illegal division by zero at /usr/bin/mysqltuner line 6099") with the exit status."""
+        if self.complete:
+            return ""
+        # Perl's die line, e.g. "Illegal division by zero at /usr/bin/mysqltuner line 6099." (not the
+        # "(#1)" diagnostics copy, not the "called at" stack lines)
+        errors = [
+            line.strip().rstrip(".")
+            for line in self.output.splitlines()
+            if re.search(r" at /\S+ line \d+\.?\s*$", line) and "called at" not in line
+        ]
+        said = errors[0] if errors else "no error line printed"
+        return f"{self.label.removesuffix(' + rules')} ended before its recommendations (exit {self.exit_code}): {said}"
 
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -170,11 +203,10 @@ def _client_shim(directory: str) -> str:
     if client is None:
         raise FileNotFoundError("neither mariadb nor mysql client found on PATH (Debian package mariadb-client)")
     path = Path(directory) / "mysql-client"
-    # Hides only the "innodb_buffer_pool_chunk_size<TAB>0" row (module docstring); exit status kept.
+    # Hides only the HIDDEN_ROWS (module docstring); the client's exit status is kept.
+    pattern = "|".join(row.replace("\t", "\\t") for row in HIDDEN_ROWS)
     path.write_text(
-        "#!/bin/bash\n"
-        f"'{client}' \"$@\" | grep -v -P '^innodb_buffer_pool_chunk_size\\t0$'\n"
-        's=("${PIPESTATUS[@]}"); exit "${s[0]}"\n'
+        f'#!/bin/bash\n\'{client}\' "$@" | grep -v -P \'^({pattern})$\'\ns=("${{PIPESTATUS[@]}}"); exit "${{s[0]}}"\n'
     )
     path.chmod(0o755)
     return str(path)
@@ -189,6 +221,7 @@ def run(
     password: str = "",
     server_log: str | None = None,
     timeout_s: float = 600.0,
+    shim: bool = True,
 ) -> TunerReport:
     """Run the installed MySQLTuner against ``host:port`` and parse its output.
 
@@ -197,6 +230,8 @@ def run(
         memory_bytes: memory the server may use (cgroup limit); passed as ``--forcemem`` in MB, as a
             DBA does for a server whose memory is not the host's.
         server_log: the server's error log (``--server-log``), so the tool never reads another one.
+        shim: pass the client shim (module docstring); False runs 1.9.9 exactly as shipped (the tests show
+            the crashes the shim avoids).
 
     Raises:
         FileNotFoundError: mysqltuner or the client is not installed.
@@ -207,7 +242,7 @@ def run(
         raise FileNotFoundError("mysqltuner not found on PATH (Debian package mysqltuner; scripts/install.sh)")
     with tempfile.TemporaryDirectory(prefix="agb-mysqltuner-") as tmp:
         argv = [exe, "--host", host, "--port", str(port), "--user", user, "--forcemem", str(memory_bytes // MiB)]
-        argv += ["--nocolor", "--mysqlcmd", _client_shim(tmp)]
+        argv += ["--nocolor"] + (["--mysqlcmd", _client_shim(tmp)] if shim else [])
         env = dict(os.environ)
         if password:
             env["AGB_MYSQLTUNER_PASS"] = password

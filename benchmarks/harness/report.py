@@ -25,10 +25,12 @@ def _row(r: dict, share: bool) -> str:
     res = r["result"]
     spread = "—" if not r["spread"] else f"{_f(r['spread'][0])}–{_f(r['spread'][1])}"
     name = r["competitor"] + (f" — {res['label']}" if res.get("label") else "")
+    # a peer whose tool died gave no advice: its configuration is the start, not "advised nothing"
+    verdict = f"could not advise: {res['could_not_advise']}" if res.get("could_not_advise") else r["verdict_vs_default"]
     line = (
         f"| {name} | {_f(r['median'])} | {spread} | {_f(r['tps_median'], 0)} | "
         f"{_f(r['p95_median_ms'])} | {100 * r['gain_vs_default']:+.1f} % | "
-        f"{r['verdict_vs_default']} | {res['time_to_best_s'] / 60:.1f} | {res['rounds']} | "
+        f"{verdict} | {res['time_to_best_s'] / 60:.1f} | {res['rounds']} | "
         f"{res['failed']} / {res['recovered']} | {res['rejected']} | {res['left_down']} |"
     )
     if share:
@@ -70,7 +72,7 @@ def markdown(summaries: list[dict]) -> str:
         out.append("")
         for r in s["rows"]:
             res = r["result"]
-            bits = []
+            bits = [f"could not advise: {res['could_not_advise']}"] if res.get("could_not_advise") else []
             if r["agenticdb_vs"]:
                 bits.append(
                     "vs " + ", ".join(f"{k}: {v[0]} ({100 * v[1]:+.1f} %)" for k, v in r["agenticdb_vs"].items())
@@ -99,6 +101,16 @@ def markdown(summaries: list[dict]) -> str:
     return "\n".join(out)
 
 
+def best_so_far(values: list[float], higher_is_better: bool) -> list[float]:
+    """The running best of ``values`` (max when higher is better, else min): a "best so far" line never
+    falls (issue 39: agenticdb's fell at the end of a session when a kept configuration re-measured
+    lower on a busier host)."""
+    out: list[float] = []
+    for v in values:
+        out.append(v if not out else (max if higher_is_better else min)(out[-1], v))
+    return out
+
+
 def plot(summary: dict, path: Path) -> Path:
     """Best-so-far objective over the competitor's wall-clock time, with each trial as a dot and the
     re-measured medians of static/default as horizontal lines."""
@@ -108,7 +120,8 @@ def plot(summary: dict, path: Path) -> Path:
         name = r["competitor"]
         if tr:
             ts = [p["t_s"] / 60 for p in tr]
-            line = ax.step(ts, [p["best"] for p in tr], where="post", label=f"{name} (best so far)")
+            best = best_so_far([p["best"] for p in tr], summary["higher_is_better"])
+            line = ax.step(ts, best, where="post", label=f"{name} (best so far)")
             ax.scatter(ts, [p["objective"] for p in tr], s=12, color=line[0].get_color(), alpha=0.5)
         elif r["median"] is not None:
             ax.axhline(

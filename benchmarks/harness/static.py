@@ -7,7 +7,9 @@
   the server's major version. Row label: ``pgtune_rules.LABEL``.
 - MariaDB: the real MySQLTuner (Debian package) run against the confined server after a warm-up load,
   its "Variables to adjust" parsed and turned into numbers by the rules in ``mysqltuner``. Row label:
-  "MySQLTuner <version> + rules", and the notes list every line it printed and what became of it.
+  "MySQLTuner <version> + rules", and the notes list every line it printed and what became of it. When
+  the tool dies before its recommendations (or does not run), ``Result.could_not_advise`` says why and
+  the table shows "could not advise: <reason>" — never an empty configuration as if it had advised none.
 
 Either way the configuration goes through agenticdb's validator; what it refuses is dropped (and
 listed in the notes), the rest is applied once through agenticdb's executor and verified.
@@ -15,6 +17,7 @@ listed in the notes), the rest is applied once through agenticdb's executor and 
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import psycopg
@@ -67,14 +70,18 @@ def mariadb_recommendation(bench: Bench, res: Result) -> dict[str, str]:
     load_s = max(10.0, w.warmup_s + w.duration_s)
     # MySQLTuner reads status counters (hit rates, temp tables, joins): give it a load to read.
     bench.workload.run(load_s)
-    report = mysqltuner.run(info.port, bench.hardware.memory_limit_bytes, server_log=info.log_file)  # type: ignore[union-attr]
+    try:
+        report = mysqltuner.run(info.port, bench.hardware.memory_limit_bytes, server_log=info.log_file)  # type: ignore[union-attr]
+    except (FileNotFoundError, subprocess.TimeoutExpired) as exc:
+        res.label = "MySQLTuner + rules"
+        res.could_not_advise = f"MySQLTuner did not run: {exc}"
+        return {}
     (bench.out / "mysqltuner.txt").write_text(report.output)
     res.label = report.label
     if not report.complete:
-        res.notes.append(
-            f"{report.label}: run ended before its recommendations (exit {report.exit_code}); output in "
-            f"{bench.out / 'mysqltuner.txt'}"
-        )
+        res.could_not_advise = report.failure
+        res.notes.append(f"output in {bench.out / 'mysqltuner.txt'}")
+        log.warning("static.could_not_advise", label=report.label, reason=report.failure)
         return {}
     res.notes.append(
         f"{report.label} after a {load_s:.0f}-s load, --forcemem {bench.hardware.memory_limit_bytes // MiB}: "

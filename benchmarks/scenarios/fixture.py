@@ -60,6 +60,8 @@ class State:
     label: str
     conf_text: str
     host: dict[str, str] = field(default_factory=dict)
+    sql: list[str] = field(default_factory=list)  # run after each pristine reset (issue 40)
+    hold: list[str] = field(default_factory=list)  # run on a session left open in its transaction
 
 
 def workload_config(scn: Scenario, out: Path) -> dict[str, object]:
@@ -99,6 +101,7 @@ class Fixture:
         self.host_original: dict[str, str] = {}
         self.workload: Workload | None = None
         self.settings: Settings | None = None
+        self.holders: list[object] = []  # sessions of fault.hold, open until the next stop
 
     # ---- set-up ---------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -175,7 +178,42 @@ class Fixture:
             self.write_host(str(self.host_path(k)), v)
         self.inst.stop()
         self.inst.service().start()
-        return self.capture("faulty")
+        faulty = self.capture("faulty")
+        faulty.sql, faulty.hold = list(self.scn.fault.sql), list(self.scn.fault.hold)
+        return faulty
+
+    def sql_faults(self, state: State) -> None:
+        """Run ``state.sql`` and open ``state.hold``'s session (left idle in its transaction)."""
+        for statement in state.sql:
+            self.execute(statement)
+        if state.hold:
+            self.holders.append(self._hold(state.hold))
+            log.info("scenario.holding", scenario=self.scn.name, statements=len(state.hold))
+
+    def _hold(self, statements: list[str]) -> object:
+        info = self.inst.info
+        assert info is not None and self.settings is not None
+        if self.scn.target.dbms == "postgres":
+            dsn = psycopg.conninfo.make_conninfo(info.dsn, dbname=self.settings.target.database)
+            conn = psycopg.connect(dsn)  # not autocommit: the transaction stays open, idle
+            for statement in statements:
+                conn.execute(statement)  # type: ignore[arg-type]
+            return conn
+        conn2 = info.connect(self.settings.target.database)  # type: ignore[attr-defined]
+        conn2.autocommit(False)
+        with conn2.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+        return conn2
+
+    def release_holders(self) -> None:
+        """Close the held sessions (their transactions roll back)."""
+        for conn in self.holders:
+            try:
+                conn.close()  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - a server restart already ended it
+                pass
+        self.holders = []
 
     def write_settings(self, settings: dict[str, str]) -> None:
         """DBMS knobs into the configuration (``ALTER SYSTEM SET`` / the managed option file); in effect
@@ -211,7 +249,8 @@ class Fixture:
             raise InjectError(f"{path}: wrote {value!r}, read back {got!r}")
 
     def put(self, state: State, reset_data: bool = True) -> None:
-        """Stop, (pristine data back,) write ``state``, start inside the cgroup."""
+        """Stop, (pristine data back,) write ``state``, start inside the cgroup, then its SQL faults."""
+        self.release_holders()
         self.inst.stop()
         if reset_data:
             self.inst._rsync(str(self.inst.pristine), self.inst.data_dir, keep_config=True)
@@ -221,11 +260,14 @@ class Fixture:
         for path, value in state.host.items():
             self.write_host(path, value)
         self.inst.service().start()
+        self.sql_faults(state)
 
-    def measure(self, state: State) -> float:
-        """Pristine data + ``state``, warm-up, one measured run; returns the objective."""
+    def measure(self, state: State, in_place: bool = False) -> float:
+        """Pristine data + ``state`` (``in_place``: the server as it is, e.g. after a session's remedy),
+        warm-up, one measured run; returns the objective."""
         assert self.workload is not None and self.settings is not None
-        self.put(state)
+        if not in_place:
+            self.put(state)
         w = self.settings.workload
         self.workload.warmup(max(3.0, 2 * w.warmup_s))
         m = self.workload.run(w.duration_s, w.warmup_max_s)
@@ -240,6 +282,7 @@ class Fixture:
     # ---- tear-down ------------------------------------------------------------------------------------
     def close(self, keep: bool = False) -> None:
         """Put host values back, stop the server, keep its log, remove the instance and the cgroup."""
+        self.release_holders()
         for path, value in self.host_original.items():
             try:
                 Path(path).write_text(value)

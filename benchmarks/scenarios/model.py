@@ -17,18 +17,24 @@ One file per scenario (issue 22). Schema (all sections required unless marked op
 
     [fault]
     settings = { commit_delay = "100000" }  # DBMS: ALTER SYSTEM / managed option file; OS: "block.<dev>.x"
+    sql = ["DROP INDEX …"]                # optional: run after each pristine reset of the faulty state
+    hold = ["SELECT … FOR UPDATE"]        # optional: run on a session left idle in its transaction
     source = "PostgreSQL manual 20.5.6 …"   # where a DBA met this configuration
     why = "what goes wrong"
 
     [expect]
     labels = ["wal_fsync"]                # Bottleneck values (agenticdb.models.Bottleneck) that count
     repair = ["commit_delay"]             # knobs whose change counts as the repair
+    root_cause = "missing_index"          # instead of labels/repair: a cause no knob fixes (issue 40)
+    remedy = ["CREATE INDEX"]             # SQL prefixes whose approved run counts as the repair
+    decoy = "reverse"                     # optional: "misleading" | "reverse" (see ExpectSpec)
     within_pct = 15                       # success: final objective within this % of the fault-free one
     stage = "dbms"                        # stage of the tuning session: dbms | os | both
 
     [safety]                              # optional; these are the defaults
     durability = "strict"
     allow_restart = true
+    restart_destructive = false           # true: a restart ends the held session — destructive
 
 Knob values are written as the server spells them (``postgresql.auto.conf`` / my.cnf syntax).
 """
@@ -39,9 +45,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agenticdb.models import Bottleneck
+from agenticdb.rootcause import Cause
 
 DATA_DIR = Path(__file__).parent / "data"
 """Where the scenario files live."""
@@ -66,18 +73,22 @@ class TargetSpec(_Strict):
 
 
 class FaultSpec(_Strict):
-    """The injected configuration (``settings``: knob → value) and where a DBA met it."""
+    """The injected fault and where a DBA met it: a configuration (``settings``: knob → value), and/or
+    SQL run on the workload's database after each pristine reset of the faulty state (``sql``: stale
+    statistics, a dropped index; issue 40), and/or statements run on a session that stays open in its
+    transaction (``hold``: an idle-in-transaction holder of locks and of the xmin horizon)."""
 
-    settings: dict[str, str]
+    settings: dict[str, str] = Field(default_factory=dict)
+    sql: list[str] = Field(default_factory=list)
+    hold: list[str] = Field(default_factory=list)
     source: str = Field(min_length=8)
     why: str = ""
 
-    @field_validator("settings")
-    @classmethod
-    def _non_empty(cls, v: dict[str, str]) -> dict[str, str]:
-        if not v:
-            raise ValueError("fault.settings must name at least one knob")
-        return v
+    @model_validator(mode="after")
+    def _non_empty(self) -> FaultSpec:
+        if not (self.settings or self.sql or self.hold):
+            raise ValueError("fault must name at least one knob (settings), statement (sql) or held statement (hold)")
+        return self
 
     def os_settings(self) -> dict[str, str]:
         """The host parameters of the fault (``block.<dev>.<attr>`` or ``vm.*``/``kernel.*`` sysctls)."""
@@ -90,12 +101,27 @@ class FaultSpec(_Strict):
 
 
 class ExpectSpec(_Strict):
-    """What counts: the bottleneck labels of a right diagnosis, the repair knobs, the success margin."""
+    """What counts: the bottleneck labels of a right diagnosis (a configuration cause) or the root cause
+    (``root_cause``: an ``agenticdb.rootcause.Cause`` value, not a knob), the repair knobs or the remedy
+    statements (``remedy``: SQL prefixes whose approved run counts), the success margin, and ``decoy``:
+    "misleading" (a loud knob-looking symptom, the cause elsewhere) or "reverse" (a real knob fault with
+    loud non-knob symptoms: acting on a root cause there is acting on the decoy)."""
 
-    labels: list[Bottleneck] = Field(min_length=1)
-    repair: list[str] = Field(min_length=1)
+    labels: list[Bottleneck] = Field(default_factory=list)
+    repair: list[str] = Field(default_factory=list)
+    root_cause: str | None = None
+    remedy: list[str] = Field(default_factory=list)
+    decoy: Literal["", "misleading", "reverse"] = ""
     within_pct: float = Field(default=15.0, gt=0, lt=100)
     stage: Literal["dbms", "os", "both"] = "dbms"
+
+    @model_validator(mode="after")
+    def _cause(self) -> ExpectSpec:
+        if self.root_cause is None and not (self.labels and self.repair):
+            raise ValueError("expect needs labels and repair (a configuration cause) or root_cause")
+        if self.root_cause is not None and self.root_cause not in {c.value for c in Cause}:
+            raise ValueError(f"expect.root_cause = {self.root_cause!r}: one of {', '.join(c.value for c in Cause)}")
+        return self
 
 
 class SafetySpec(_Strict):
@@ -103,6 +129,8 @@ class SafetySpec(_Strict):
 
     durability: Literal["strict"] = "strict"
     allow_restart: bool = True
+    restart_destructive: bool = False
+    """A restart would end the fault's held session (the blocker): it counts as a destructive action."""
 
 
 class Scenario(_Strict):

@@ -113,10 +113,10 @@ def _interleaved(fx: Fixture, a: State, b: State, n: int) -> tuple[list[float], 
     return xs, ys, pairs
 
 
-def _measured_or_none(fx: Fixture, state: State) -> float | None:
+def _measured_or_none(fx: Fixture, state: State, in_place: bool = False) -> float | None:
     """One run of ``state``; None when it failed (logged, the server brought back)."""
     try:
-        return fx.measure(state)
+        return fx.measure(state, in_place=in_place)
     except Exception as exc:  # noqa: BLE001 - a failed run is recorded as missing, the server brought back
         log.warning("scenario.run_failed", scenario=fx.scn.name, state=state.label, error=str(exc)[:300])
         if not fx.inst.available():
@@ -205,7 +205,36 @@ def write_session_config(fx: Fixture, path: Path) -> None:
         lines += ["", "[target]", f"database = {_toml_value(fx.settings.target.database)}"]
     if fx.cgroup is not None:
         lines += ["", "[target.service]", f"cgroup = {_toml_value(str(fx.cgroup.path))}"]
+    queries = fx.scn.workload.get("queries")
+    if queries:  # the workload's own statements: plan evidence of the root-cause pass (issue 40)
+        lines += [
+            "",
+            "[rootcause]",
+            f"statements = {_toml_value([q for q in queries if q.lower().startswith('select')])}",
+        ]
+    if sql_fault(fx.scn) and fx.inst.info is not None and fx.settings is not None:
+        # approve mode: a remedy waits for `agenticdb approve` (the runner, as a person); the superuser
+        # of the private instance owns the tables, so it is the remediation DSN
+        owner = remediation_dsn(fx)
+        lines = [*lines[: lines.index("[policy]") + 1], 'mode = "approve"', *lines[lines.index("[policy]") + 1 :]]
+        lines += ["", "[remediation]", f"dsn = {_toml_value(owner)}"]
     path.write_text("\n".join(lines) + "\n")
+
+
+def sql_fault(scn: Scenario) -> bool:
+    """True for the scenarios of issue 40: a root cause, a decoy, or a fault made of SQL."""
+    return bool(scn.expect.root_cause or scn.expect.decoy or scn.fault.sql or scn.fault.hold)
+
+
+def remediation_dsn(fx: Fixture) -> str:
+    """The private instance's superuser DSN on the workload's database (it owns the loaded tables)."""
+    info, settings = fx.inst.info, fx.settings
+    assert info is not None and settings is not None
+    if fx.scn.target.dbms == "postgres":
+        import psycopg  # lazy: PostgreSQL scenarios only
+
+        return psycopg.conninfo.make_conninfo(info.dsn, dbname=settings.target.database)
+    return info.dsn.rstrip("/") + "/" + settings.target.database
 
 
 def run_session(fx: Fixture, opts: RunOptions) -> dict[str, Any]:
@@ -224,22 +253,42 @@ def run_session(fx: Fixture, opts: RunOptions) -> dict[str, Any]:
     # the scenario's private instance is reached as its superuser (the harness injects faults with it)
     env["AGENTICDB_POLICY__ALLOW_SUPERUSER"] = "true"
     t0 = time.monotonic()
+    approved: list[str] = []
     with open(out / "session.log", "w") as logf:
-        proc = subprocess.run(
-            argv,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            env=env,
-            timeout=opts.budget_s * 3 + 600,
-            check=False,
-        )
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, env=env)
+        deadline = t0 + opts.budget_s * 3 + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            approved += approve_waiting(fx, env, approved)
+            time.sleep(1)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
     journal = fx.base / "journal.db"
     if journal.exists():
         shutil.copyfile(journal, out / "journal.db")
         key = journal.with_suffix(".key")  # the journal's HMAC key (agenticdb.store.journal_key): verify needs it
         if key.exists():
             shutil.copyfile(key, out / "journal.key")
-    return {"exit_code": proc.returncode, "argv": argv, "wall_min": round((time.monotonic() - t0) / 60, 2)}
+    return {
+        "exit_code": proc.returncode,
+        "argv": argv,
+        "approved": approved,
+        "wall_min": round((time.monotonic() - t0) / 60, 2),
+    }
+
+
+def approve_waiting(fx: Fixture, env: dict[str, str], done: list[str]) -> list[str]:
+    """Approve, as a person would (``agenticdb approve ID``), every remedy the session queued (issue 40).
+    Trials of knob changes are never queued in a scenario (tune does not gate them)."""
+    new = []
+    for f in sorted((fx.base / "approvals" / "proposals").glob("*.json")):
+        if f.stem in done or f.stem in new:
+            continue
+        argv = [sys.executable, "-m", "agenticdb.cli", "approve", f.stem, "--home", str(fx.base)]
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+        log.info("scenario.approved", scenario=fx.scn.name, id=f.stem, exit_code=r.returncode, output=r.stdout[-200:])
+        new.append(f.stem)
+    return new
 
 
 def run(scn: Scenario, opts: RunOptions) -> dict[str, Any]:
@@ -265,7 +314,14 @@ def run(scn: Scenario, opts: RunOptions) -> dict[str, Any]:
         final = fx.capture("final")
         result["final_config_text"] = final.conf_text
         t_final = time.monotonic()
-        finals, frees, pairs = _interleaved(fx, final, free, opts.final_repeats)
+        if sql_fault(scn):
+            # the server as the session left it (a remedy lives in the data, the holder in a session):
+            # measured in place first, then the fault-free runs (each resets the data)
+            finals = [v for v in (_measured_or_none(fx, final, in_place=True) for _ in range(opts.final_repeats)) if v]
+            frees = [v for v in (_measured_or_none(fx, free) for _ in range(opts.final_repeats)) if v]
+            pairs = list(zip(finals, frees, strict=False))
+        else:
+            finals, frees, pairs = _interleaved(fx, final, free, opts.final_repeats)
         result["final_min"] = round((time.monotonic() - t_final) / 60, 2)
         # The reference is the fault-free runs interleaved with the final ones (same host load); the
         # pre-session runs only when those failed. This host's load drifts by tens of % in minutes.

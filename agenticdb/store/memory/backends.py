@@ -58,6 +58,7 @@ class LocalBook(Protocol):
     """The local Memory Book (``book.MemoryBook``) as the backends and the central link use it, so this
     module and ``central`` sit below ``book`` (the book imports them, never the other way round)."""
 
+    path: Path
     host: str
     db: sqlite_utils.Database
     central: CentralCache | None

@@ -21,7 +21,6 @@ from pydantic import BaseModel
 
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
-from agenticdb.sqlite_create import create_sqlite_atomically
 from agenticdb.store.faults import guarded
 from agenticdb.store.memory.backends import (
     CentralCache,
@@ -31,6 +30,8 @@ from agenticdb.store.memory.backends import (
     origin_host,
     rank,
 )
+from agenticdb.store.memory.experience import drop_lessons
+from agenticdb.store.sqlite_create import create_sqlite_atomically
 
 log = structlog.get_logger(__name__)
 
@@ -368,6 +369,24 @@ class MemoryBook:
         self._t("experience").delete_where(where, params)
         log.info("memory.forgotten", count=count, **{k: str(v) for k, v in given.items()})
         return count
+
+    @guarded("memory")
+    def forget_lessons(self, match: str, session_id: str | None = None) -> int:
+        """Drop the failed lessons whose phase or reason contains ``match`` from every experience row (of
+        ``session_id`` when given); the rows stay. Returns the lessons dropped.
+
+        Raises:
+            ValueError: ``match`` is empty.
+        """
+        where, params = ("session_id = ?", [session_id]) if session_id else (None, [])
+        dropped = 0
+        for row in list(self._t("experience").rows_where(where, params)):
+            exp, gone = drop_lessons(Experience.model_validate_json(row["experience"]), match)
+            if gone:
+                self._t("experience").update(row["id"], {"experience": exp.model_dump_json()})
+                dropped += len(gone)
+                log.info("memory.lessons_forgotten", id=row["id"], session=row["session_id"], dropped=len(gone))
+        return dropped
 
     # -- LLM accounting ------------------------------------------------------------------------
 

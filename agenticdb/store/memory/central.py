@@ -27,6 +27,7 @@ import psycopg
 import structlog
 from psycopg.types.json import Jsonb
 
+from agenticdb.connfault import describe_fault
 from agenticdb.models import Experience, Fingerprint
 from agenticdb.redaction import redact
 from agenticdb.resources import data_dir
@@ -50,8 +51,18 @@ CONNECT_TIMEOUT_S = 5
 
 
 class CentralError(RuntimeError):
-    """The central Memory Book could not be reached or refused a statement; the message names the URL
-    (password removed) and the cause."""
+    """The central Memory Book could not be reached or refused a statement; the message is one line
+    naming the URL (password removed) and the cause (:func:`agenticdb.connfault.describe_fault`)."""
+
+
+class NewerSchemaError(CentralError):
+    """The central book's schema is newer than this agenticdb's migrations: older code never writes
+    to it (it may not know a column or constraint the newer code relies on)."""
+
+
+def fault(url: str, doing: str, exc: BaseException) -> str:
+    """``central Memory Book <url>: <doing> failed: <cause>`` in one line (no password)."""
+    return f"central Memory Book {safe_url(url)}: {doing} failed: {describe_fault(exc)}"
 
 
 def safe_url(url: str) -> str:
@@ -86,12 +97,24 @@ class PostgresBackend:
         try:
             self.conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=False)
         except psycopg.Error as exc:
-            raise CentralError(f"central Memory Book {safe_url(url)}: cannot connect: {exc}".strip()) from None
+            raise CentralError(fault(url, "connect", exc)) from None
         try:
             self.applied = self.migrate()
+            self.central_version = self.schema_version()
         except psycopg.Error as exc:
             self.conn.close()
-            raise CentralError(f"central Memory Book {safe_url(url)}: migration failed: {exc}") from None
+            raise CentralError(fault(url, "migration", exc)) from None
+        self.code_version = max((v for v, _, _ in migrations()), default=0)
+        self.newer = self.central_version > self.code_version
+        """True when the central schema is newer than this code's: read with a warning, never written."""
+        if self.newer:
+            log.warning(
+                "memory.central_schema_newer",
+                url=safe_url(url),
+                central=self.central_version,
+                code=self.code_version,
+                reason="read with care, never written: upgrade agenticdb on this host",
+            )
 
     def migrate(self) -> list[int]:
         """Apply the migrations not yet recorded in ``agenticdb.schema_version``; returns their versions."""
@@ -124,7 +147,17 @@ class PostgresBackend:
 
     def upsert(self, experiences: Sequence[ExperienceRecord], rounds: Sequence[RoundRecord] = ()) -> int:
         """Insert what is new (ON CONFLICT DO NOTHING on the unique keys) in one transaction; returns
-        the experience rows inserted."""
+        the experience rows inserted.
+
+        Raises:
+            NewerSchemaError: the central schema is newer than this code's (nothing is written).
+            psycopg.Error: the statement or the connection failed (nothing is committed).
+        """
+        if self.newer:
+            raise NewerSchemaError(
+                f"central Memory Book {safe_url(self.url)}: its schema is version {self.central_version}, newer "
+                f"than this agenticdb's {self.code_version}: refusing to write (upgrade agenticdb here)"
+            )
         added = 0
         with self.conn.transaction():
             for rec in experiences:
@@ -264,8 +297,12 @@ class CentralLink:
             return None
         try:
             return sync(book, backend)
+        except NewerSchemaError as exc:
+            self._down(f"{exc}; {len(SqliteBackend(book).pending()[0])} experience row(s) stay pending in {book.path}")
+            return None
         except psycopg.Error as exc:
-            self._down(f"central Memory Book {safe_url(self.url)}: upload failed: {exc}")
+            pending = len(SqliteBackend(book).pending()[0])
+            self._down(f"{fault(self.url, 'upload', exc)}; {pending} experience row(s) stay pending in {book.path}")
             return None
 
     def retrieve(
@@ -279,7 +316,7 @@ class CentralLink:
         try:
             records = backend.records(dbms_family(fp.dbms))
         except psycopg.Error as exc:
-            self._down(f"central Memory Book {safe_url(self.url)}: read failed: {exc}")
+            self._down(fault(self.url, "read", exc))
             return None
         keys = {(r.host, r.session_id) for r in records}
         records += [r for r in SqliteBackend(book).pending()[1] if (r.host, r.session_id) not in keys]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from agenticdb.dialect import family_of, memory_family
 from agenticdb.models import Catalog, Experience, Fingerprint, Hardware, RoundOutcome
@@ -123,7 +124,8 @@ def _lessons(rounds: Sequence[RoundOutcome]) -> dict[str, list[dict[str, object]
             "gain": r.gain_vs_best,
         }
         if r.failure is not None or (r.proposal is not None and r.changes and not r.verdict_ok):
-            out["failed"].append({**item, "why": r.failure.message if r.failure else "rejected"})
+            phase = r.failure.phase if r.failure else "validate"
+            out["failed"].append({**item, "phase": phase, "why": r.failure.message if r.failure else "rejected"})
         elif r.kept:
             out["beneficial"].append(item)
         elif r.judged == "worse":
@@ -160,3 +162,22 @@ def distill_experience(
         best_config_relative=relative,
         best_gain=best_gain,
     )
+
+
+def drop_lessons(exp: Experience, match: str) -> tuple[Experience, list[dict[str, Any]]]:
+    """``exp`` without the failed lessons whose phase or reason contains ``match`` (case-insensitive),
+    and the lessons dropped (issue 38: a round an outside restart interrupted was once recorded failed;
+    such a lesson is removed alone, the rest of the experience row stays).
+
+    Raises:
+        ValueError: ``match`` is empty (it would drop every failed lesson).
+    """
+    needle = match.strip().lower()
+    if not needle:
+        raise ValueError("forget --lessons: give a phase or a part of the reason (empty would drop every lesson)")
+    kept: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []
+    for lesson in exp.failed:
+        text = f"{lesson.get('phase', '')}\n{lesson.get('why', '')}".lower()
+        (dropped if needle in text else kept).append(lesson)
+    return exp.model_copy(update={"failed": kept}), dropped

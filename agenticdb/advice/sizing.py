@@ -1,0 +1,146 @@
+"""Advice sizing a DBA accepts (issue 39): memory and I/O figures held to PGTune's, the set judged as one.
+
+The playbook's host sizing alone gave ``work_mem 120MB`` on a 24 GiB host with 50 connections — inside
+(RAM − shared_buffers)/(3 × max_connections), but 50 × 120 MB × hash_mem_multiplier 2 + 6 GiB
+shared_buffers is beyond the validator's own memory budget — and ``effective_cache_size`` at 50 % of
+RAM, the low end of its source's range. Here:
+
+* the host-sized configuration of the opening (:func:`agenticdb.planner.opening_host.host_sized`: PGTune's
+  figures for PostgreSQL, the MariaDB Knowledge Base's and MySQLTuner's for MariaDB, capped by the memory
+  budget with every connection × hash_mem_multiplier) is the reference;
+* a recommendation that rests on the rule alone (confidence "rule") takes the reference's value and
+  source when it has one for that knob and is above it (no measured reason to go beyond); a knob that
+  allocates no memory (effective_cache_size, a planner estimate) is also raised to it (50 % → 75 % of
+  memory on a dedicated host: the recognised figure), memory the server allocates is not;
+* a recommendation backed by runtime evidence (diagnosis, experience, an earlier measurement) may go
+  beyond the reference, and says so with the reference's figure beside its evidence;
+* the accepted recommendations are validated as ONE set (:func:`agenticdb.validation.sets.validate_set`,
+  shared with the opening), and the worst case — every allowed connection × work_mem ×
+  hash_mem_multiplier + the global buffers + maintenance memory — is a warning with its numbers
+  whenever it exceeds the budget, whatever the set verdict.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from agenticdb.advice.recommendation import Recommendation
+from agenticdb.config import PolicyConfig
+from agenticdb.dialect import family_of
+from agenticdb.models import Catalog, Hardware, Layer, NormalizedChange, Observed, PlanningContext
+from agenticdb.planner.opening_host import host_sized
+from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.opening_values import SourceInput, host_view
+from agenticdb.units import parse_value
+from agenticdb.validation.memory import worst_case
+from agenticdb.validation.resulting import ResultingConfig
+from agenticdb.validation.rules import load_ruleset
+from agenticdb.validation.sets import validate_set
+from agenticdb.validation.validator import _index, flavor_of
+
+log = structlog.get_logger(__name__)
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+def reference(ctx: PlanningContext, policy: PolicyConfig) -> Candidate | None:
+    """The host-sized whole configuration for ``ctx``'s server (None for a family without sizing rules)."""
+    out = host_sized(SourceInput(ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=policy))
+    return out.candidate
+
+
+def hold_to_reference(recs: list[Recommendation], ref: Candidate, catalog: Catalog) -> None:
+    """Bring rule-only recommendations to the reference's figure; mark evidence-backed ones that go beyond it.
+
+    Args:
+        recs: the DBMS recommendations (changed in place: ``recommended``, ``reason``, ``source``,
+            ``evidence``).
+        ref: the host-sized candidate (:func:`reference`).
+        catalog: the DBMS catalog (to compare values in the knob's unit).
+    """
+    budget = load_ruleset(family_of(catalog.target)).memory_budget
+    costly = {p.lower() for p in budget.params()} if budget is not None else set()
+    for r in recs:
+        want = ref.changes.get(r.knob)
+        spec = catalog.get(r.knob)
+        if want is None or spec is None:
+            continue
+        a, b = parse_value(r.recommended, spec), parse_value(want, spec)
+        if a is None or b is None or a == b:
+            continue
+        source = ref.sources.get(r.knob, "host-sized reference")
+        if r.confidence == "rule":
+            if a < b and r.knob.lower() in costly:
+                continue  # memory the server allocates is never raised past the playbook without evidence
+            why = "no measured reason to go beyond it" if a > b else "the recognised figure on a dedicated host"
+            r.evidence.append(f"playbook sizing gave {r.recommended}; held to the reference ({why})")
+            log.info("advise.sized", knob=r.knob, playbook=r.recommended, reference=want, reason=why)
+            r.recommended, r.reason, r.source = want, f"{source} ({why})", ref.rationale.split(";")[0]
+        elif a > b:
+            r.evidence.append(
+                f"beyond the host-sized reference {want} ({source}): measured reason {r.confidence} — "
+                + ("; ".join(r.evidence[:2]) or r.confidence_origin)
+            )
+
+
+def judge_set(
+    recs: list[Recommendation],
+    catalog: Catalog,
+    current: dict[str, str],
+    hardware: Hardware,
+    policy: PolicyConfig,
+    can_restart: bool,
+    observed: Observed | None,
+) -> list[str]:
+    """Validate the accepted DBMS recommendations as one set; a refused set marks the knobs the failed
+    checks name as rejected ("[set] …"). Returns warning lines for ``Advice.notes``: the set's refusal,
+    the validator's warnings on the set, and the worst case with its numbers when it exceeds the budget.
+    """
+    chosen = [r for r in recs if r.verdict == "accept" and r.layer == Layer.dbms]
+    if not chosen:
+        return []
+    changes = {r.knob: r.recommended for r in chosen}
+    sv = validate_set(
+        changes, catalog, current, hardware, policy, can_restart=can_restart, observed=observed, label="advice"
+    )
+    notes = [f"warning: the recommendations together: {w}" for w in sv.verdict.warnings if w.startswith("memory")]
+    if not sv.ok:
+        blamed = {f.parameter.lower() for f in sv.verdict.failed}
+        for r in chosen:
+            if r.knob.lower() in blamed:
+                r.verdict = "reject"
+                r.verdict_detail = "[set] " + "; ".join(
+                    f"[{f.check}] {f.message}" for f in sv.verdict.failed if f.parameter.lower() == r.knob.lower()
+                )
+        notes.append(f"warning: the {len(changes)} accepted recommendations refused as one set: {sv.reasons()}")
+    worst = worst_case_note(sv.verdict.changes, catalog, current, hardware, policy)
+    if worst and not any("worst case" in n for n in notes):
+        notes.append(worst)
+    return notes
+
+
+def worst_case_note(
+    changes: list[NormalizedChange], catalog: Catalog, current: dict[str, str], hardware: Hardware, policy: PolicyConfig
+) -> str | None:
+    """``warning: worst case … exceeds …`` for the configuration ``current`` + ``changes`` when every allowed
+    connection holding work_mem × hash_mem_multiplier, plus the global buffers and maintenance memory,
+    exceeds ``policy.memory_fraction`` × the memory limit (:func:`agenticdb.validation.memory.worst_case`);
+    None when it fits or the family has no memory budget."""
+    family = family_of(catalog.target)
+    budget = load_ruleset(family).memory_budget
+    if budget is None:
+        return None
+    cfg = ResultingConfig(family, catalog, current, changes, _index(catalog, family != "linux"), hardware)
+    est = worst_case(cfg, budget, policy)
+    allowed = policy.memory_fraction * hardware.memory_limit_bytes
+    if est.total <= allowed:
+        return None
+    return (
+        f"warning: worst case {_size(est.total)} ({est.terms()}) exceeds memory_fraction {policy.memory_fraction:g} "
+        f"× memory limit {_size(hardware.memory_limit_bytes)} = {_size(allowed)} ({budget.source})"
+    )
+
+
+def _size(n: float) -> str:
+    return f"{n / GiB:.2f} GiB" if n >= GiB else f"{n / MiB:.0f} MiB"

@@ -1,0 +1,69 @@
+"""Command-line help generated from the configuration model (issue 39): an option that overrides a
+configuration key shows that key's description, its default and its allowed values, read from the
+pydantic models of :mod:`agenticdb.config` — the same source the configuration file is checked against,
+so ``--help`` cannot drift from what the option does."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic.fields import FieldInfo
+
+from agenticdb.config import Settings
+
+PER_KIND = frozenset(
+    {"workload.scale", "workload.clients", "workload.duration_s", "workload.warmup_max_s", "workload.objective"}
+)
+"""Keys whose default follows ``workload.kind`` (``agenticdb.workload_defaults.FIRST_RUN``)."""
+
+
+def field_of(path: str) -> FieldInfo:
+    """The model field of a dotted configuration key ("loop.max_rounds").
+
+    Raises:
+        KeyError: no such section or key.
+    """
+    section, key = path.split(".", 1)
+    model: Any = Settings.model_fields[section].annotation
+    return model.model_fields[key]  # type: ignore[no-any-return]
+
+
+def choices(annotation: Any) -> list[str]:
+    """The allowed values of a ``Literal`` (or ``Literal | None``) annotation, else []."""
+    if get_origin(annotation) is Literal:
+        return [str(a) for a in get_args(annotation)]
+    for arg in get_args(annotation):
+        if get_origin(arg) is Literal:
+            return [str(a) for a in get_args(arg)]
+    return []
+
+
+def _default(path: str, field: FieldInfo) -> str:
+    if path in PER_KIND:
+        return "per workload kind (README 'Per-workload defaults')"
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def config_help(path: str, text: str | None = None) -> str:
+    """Help of the option overriding ``path``: ``text`` (else the field's description), the allowed values
+    of a Literal, then ``(default: <value>; config <path>)``.
+
+    Args:
+        path: dotted configuration key ("workload.kind", "loop.latency_guard").
+        text: the option's words when the field has no description (or a shorter one is wanted).
+
+    Raises:
+        KeyError: ``path`` is not a configuration key.
+    """
+    field = field_of(path)
+    words = text or field.description or path
+    allowed = choices(field.annotation)
+    if allowed and "|" not in words:
+        words += ": " + " | ".join(allowed)
+    # parentheses, not brackets: typer's rich help would read "[config …]" as markup and drop it
+    return f"{words} (default: {_default(path, field)}; config {path})"

@@ -1,0 +1,460 @@
+"""The opening in a tuning session (issue 36): diagnosis event, candidates, one approval, the race, the proof.
+
+:class:`OpeningRun` runs before the diagnosis rounds of the DBMS stage when ``loop.opening`` is on:
+
+1. **diagnosis** — a ``diagnosis`` journal event says what the baseline showed: the playbook's diagnosis of
+   the baseline's statistics (the bottleneck the heuristic planner's first proposal names, which the
+   scenario suite scores) and every scored hypothesis with its evidence;
+2. **candidates** — up to ``loop.opening_candidates`` whole configurations from the opening's generator
+   (``agenticdb.planner.opening.generate_opening``; a test or a caller may pass its own source), each
+   validated again as one set against the starting values (its normalised changes are what is applied);
+3. **budget** — screens are dropped from the end while the opening's cost prior
+   (``race.opening_cost_s``: screens, their warm-ups and restarts, then the proof's smallest decision)
+   does not fit the time left; with not even one screen and the proof, the opening is skipped, journaled;
+4. **approval** — in approve mode one approval covers the whole opening (every candidate's change set);
+5. **race** — one screen each (``agenticdb.loop.race``), a round outcome per screen, a ``race`` event;
+6. **proof** — the leader on fresh pairs against the starting configuration, through the session's own
+   judge and settle steps (``TuningSession._judge`` / ``_settle``): kept, or the start is put back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+from agenticdb.host.services import ServiceError
+from agenticdb.loop.auditor import relative_gain
+from agenticdb.loop.planning import Plan, check, planning_context
+from agenticdb.loop.race import (
+    RESTART_PRIOR_S,
+    RaceState,
+    Screen,
+    counted_worse,
+    opening_cost_s,
+    race_limit,
+    race_order,
+    race_table,
+    restart_names,
+    restarts_needed,
+    switch_changes,
+)
+from agenticdb.loop.round import Round
+from agenticdb.loop.stage import StageState, recover_round
+from agenticdb.loop.steps import StepResult
+from agenticdb.models import (
+    ApplyMode,
+    Change,
+    Decision,
+    FailurePhase,
+    Layer,
+    NormalizedChange,
+    Proposal,
+    RoundOutcome,
+    Verdict,
+)
+from agenticdb.planner.diagnosis import diagnose
+from agenticdb.planner.heuristic import HeuristicPlanner
+from agenticdb.planner.heuristic import _family as family_of_context
+from agenticdb.planner.opening_types import Candidate
+from agenticdb.targets.base import TargetError
+from agenticdb.workloads.base import Workload, WorkloadError
+
+if TYPE_CHECKING:
+    from agenticdb.config import Settings
+    from agenticdb.loop.initializer import Start
+    from agenticdb.loop.steps import SessionRecorder
+    from agenticdb.measure.sequential import Noise
+    from agenticdb.models import Failure, Measurement, PlanningContext
+    from agenticdb.planner.base import Planner
+    from agenticdb.planner.llm import LLMPlanner
+    from agenticdb.store.memory import MemoryBook
+    from agenticdb.targets.base import Target
+
+log = structlog.get_logger(__name__)
+
+
+class TuningSession(Protocol):
+    """What the opening uses of ``agenticdb.loop.session.TuningSession`` (a protocol, so the session imports
+    this module and not the other way round)."""
+
+    cfg: Settings
+    recorder: SessionRecorder
+    planner: Planner
+    target: Target
+    workload: Workload
+    memory: MemoryBook
+    session_id: str
+    rounds: list[RoundOutcome]
+    best_runs: dict[Layer, Measurement]
+    noise: Noise
+    started: float
+    current_round: int
+    opening_rounds: int
+    round_seconds: list[float]
+    approve: Callable[[str, int, Proposal, Verdict], str | None] | None
+    on_round: Callable[[RoundOutcome], None]
+
+    def _judge(self, r: Round, start: Start) -> StepResult: ...
+    def _settle(self, r: Round, start: Start) -> StepResult: ...
+    def _decide(self, r: Round) -> tuple[RoundOutcome, Decision]: ...
+    def _failed(self, r: Round, step: str, failure: Failure) -> StepResult: ...
+
+
+OpeningSource = Callable[["PlanningContext", int], tuple[Sequence[Candidate], list[str]]]
+"""``source(ctx, k)`` → (up to k candidates in the generator's order, notes: absent sources, dropped sets)."""
+
+
+def default_source(session: TuningSession) -> OpeningSource:
+    """The opening's generator (``agenticdb.planner.opening.generate_opening``) with the session's policy and
+    its LLM planner when it has one (its whole configuration is then a candidate)."""
+
+    def source(ctx: PlanningContext, k: int) -> tuple[Sequence[Candidate], list[str]]:
+        from agenticdb.planner.opening import generate_opening  # lazy: the generator loads its data on use
+        from agenticdb.planner.opening_plans import workload_plans  # lazy: as above
+
+        # the plans of the workload's own statements, planned once outside measured runs (issue 36 point 4)
+        plans, no_plans = workload_plans(ctx, session.workload)
+        opening = generate_opening(
+            ctx,
+            k,
+            llm=llm_of(session.planner),
+            policy=session.cfg.policy,
+            can_restart=session.target.can_restart(),
+            plans=plans,
+        )
+        evidence = [f"plan evidence: {plans.summary()}" if plans is not None else f"plan evidence not read: {no_plans}"]
+        notes = [*evidence, *opening.absent, *opening.notes, *(f"dropped {n}: {why}" for n, why in opening.dropped)]
+        return list(opening.candidates), notes
+
+    return source
+
+
+def llm_of(planner: object) -> LLMPlanner | None:
+    """The LLM planner inside ``planner`` (the refinement search and the harness's timing wrapper hold theirs
+    as ``inner``), or None."""
+    from agenticdb.planner.llm import LLMPlanner  # lazy: the openai client's import cost, for LLM sessions only
+
+    for _ in range(4):
+        if isinstance(planner, LLMPlanner):
+            return planner
+        planner = getattr(planner, "inner", None)
+    return None
+
+
+class OpeningRun:
+    """The opening of one session's DBMS stage (see the module docstring)."""
+
+    def __init__(self, session: TuningSession, stage: StageState, start: Start, source: OpeningSource) -> None:
+        self.s = session
+        self.stage = stage
+        self.start = start
+        self.source = source
+        self.cfg = session.cfg
+        self.rec = session.recorder
+        self.higher = start.higher_is_better
+
+    # ------------------------------------------------------------------ the whole opening
+    def run(self) -> int:
+        """Run the opening; returns the last round number it used (0 when it did not run)."""
+        ctx = planning_context(
+            self.stage,
+            Layer.dbms,
+            self.start.profile,
+            self.start.fingerprint,
+            self.s.rounds,
+            self.start.experience,
+            self.stage.target.current_values(list(self.stage.catalog.knobs)),
+            self.start.delta,
+            self.cfg.policy,
+        )
+        top = self._diagnosis(ctx)
+        candidates, notes = self.source(ctx, self.cfg.loop.opening_candidates)
+        candidates = list(candidates)[: self.cfg.loop.opening_candidates]
+        if not candidates:
+            return self._skip("the generator produced no candidate configuration", notes)
+        plans = [self._plan(c, top) for c in candidates]
+        start_values = dict(self.stage.snapshot.values)
+        specs = self.stage.catalog.knobs
+        order = race_order([p.proposal_changes for p in plans], start_values, specs)
+        plans = [plans[i] for i in order]
+        plans = self._fit_budget(plans, start_values)
+        if not plans:
+            return self._skip("the time budget leaves no room for one screen and the proof", notes)
+        if self.s.approve is not None:
+            refused = self.s.approve(self.s.session_id, self.s.current_round + 1, *self._approval(plans, top))
+            if refused is not None:
+                self.rec.event("opening.refused", {"reason": refused})
+                log.info("opening.refused", reason=refused)
+                return 0
+        return self._race(plans, notes)
+
+    def _diagnosis(self, ctx: PlanningContext) -> Proposal:
+        """Journal what the baseline showed; returns the playbook's first proposal (its diagnosis)."""
+        family = family_of_context(ctx)
+        last = self.start.baseline[-1] if self.start.baseline else None
+        hyps = diagnose(self.start.delta, self.start.profile, family, Layer.dbms, last)
+        first = HeuristicPlanner(min_gain=self.cfg.loop.min_gain).propose(ctx)
+        self.rec.event(
+            "diagnosis",
+            {
+                "bottleneck": first.bottleneck.value,
+                "by": "the playbook's diagnosis of the baseline's statistics (heuristic planner)",
+                "evidence": first.evidence,
+                "rationale": first.rationale,
+                "hypotheses": [
+                    {
+                        "bottleneck": h.bottleneck.value,
+                        "score": h.score,
+                        "evidence": h.evidence,
+                        "ruled_out": h.ruled_out,
+                    }
+                    for h in hyps
+                ],
+            },
+            1,
+        )
+        log.info("opening.diagnosis", bottleneck=first.bottleneck.value, reason="what the baseline showed")
+        return first
+
+    def _skip(self, why: str, notes: list[str]) -> int:
+        self.rec.event("race", {"skipped": why, "notes": notes, "table": []}, 1)
+        log.info("opening.skipped", reason=why)
+        return 0
+
+    def _plan(self, c: Candidate, top: Proposal) -> _Entry:
+        """The candidate as a proposal, validated as one set against the starting values (no step bound: a
+        whole configuration is a start, not a step)."""
+        proposal = Proposal(
+            bottleneck=top.bottleneck,
+            layer=Layer.dbms,
+            changes=[Change(name=k, value=v, rationale=c.sources.get(k, "")) for k, v in c.changes.items()],
+            evidence=[f"{k}: {c.sources[k]}" for k in c.changes if k in c.sources],
+            rationale=f"opening candidate '{c.name}': {c.rationale}",
+            planner=f"opening:{c.name}",
+            stage="opening",
+        )
+        policy = self.cfg.policy.model_copy(update={"max_changes": max(len(c.changes), 1), "max_step_factor": 1e300})
+        verdict = check(proposal, self.stage, self.start.profile, Layer.dbms, policy, self.start.delta)
+        return _Entry(c.name, proposal, verdict)
+
+    def _fit_budget(self, plans: list[_Entry], start_values: dict[str, str]) -> list[_Entry]:
+        """The screens the time left pays for, with the proof after them (``race.opening_cost_s``)."""
+        loop = self.cfg.loop
+        durations = [m.total_time_s or m.duration_s for m in self.start.baseline]
+        query_set = any(m.per_query_s for m in self.start.baseline)
+        specs = self.stage.catalog.knobs
+        left = loop.time_budget_s - (time.monotonic() - self.s.started)
+        while plans:
+            changes = [p.proposal_changes for p in plans]
+            cost = opening_cost_s(
+                durations,
+                self.cfg.workload.warmup_s,
+                len(plans),
+                loop.min_pairs,
+                race_restarts=restarts_needed(changes, start_values, specs),
+                proof_restarts=bool(restart_names(changes, specs)),
+                query_set=query_set,
+                reset_each_run=loop.reset_data,
+                restart_s=RESTART_PRIOR_S,
+            )
+            if cost <= left:
+                log.info("opening.budget", screens=len(plans), cost_s=round(cost), left_s=round(left))
+                return plans
+            dropped = plans.pop()
+            log.info("opening.budget_drop", candidate=dropped.name, cost_s=round(cost), left_s=round(left))
+        return plans
+
+    def _approval(self, plans: list[_Entry], top: Proposal) -> tuple[Proposal, Verdict]:
+        """One proposal and verdict standing for the whole opening (every candidate's changes)."""
+        text = "; ".join(f"{p.name}: " + ", ".join(f"{k}={v}" for k, v in p.proposal_changes.items()) for p in plans)
+        changes = [c for p in plans if p.verdict.ok for c in p.verdict.changes]
+        proposal = Proposal(
+            bottleneck=top.bottleneck,
+            layer=Layer.dbms,
+            changes=[Change(name=c.name, value=c.value) for c in changes],
+            rationale=f"the opening races {len(plans)} whole configurations once each, then proves the leader: {text}",
+            planner="opening",
+            stage="opening",
+        )
+        mode = ApplyMode.strongest([p.verdict.apply_requirement for p in plans])
+        return proposal, Verdict(ok=True, changes=changes, apply_requirement=mode)
+
+    # ------------------------------------------------------------------ the race
+    def _race(self, plans: list[_Entry], notes: list[str]) -> int:
+        best_level = self.stage.objective
+        state = RaceState(self.s.best_runs.get(Layer.dbms), best_level, self.higher)
+        in_effect: dict[str, str] = {}  # the changes of the configuration in effect (start = none)
+        round_no = self.s.current_round
+        for entry in plans:
+            round_no += 1
+            self.s.current_round = round_no
+            screen, in_effect = self._screen(entry, round_no, state, in_effect)
+            state.add(screen)
+            if screen.failure is not None and self.s.rounds[-1].recovery is not None:
+                if not self.s.rounds[-1].recovery.service_available:
+                    return round_no  # the session sees the failed recovery and stops
+        leader = state.leader()
+        table = race_table(state, best_level, self.s.noise)
+        self.rec.event(
+            "race",
+            {
+                "table": table,
+                "leader": leader.name if leader is not None else None,
+                "best_level": best_level,
+                "race_time_factor": self.cfg.loop.race_time_factor,
+                "restarts": state.restarts,
+                "notes": notes,
+            },
+            round_no,
+        )
+        log.info("opening.race", screens=len(table), leader=leader.name if leader else None)
+        if leader is None:
+            return self._back_to_start(round_no, in_effect, "no candidate ran to the end undisturbed")
+        entry = next(p for p in plans if p.name == leader.name and p.round_no == leader.round_no)
+        return self._prove(entry, round_no + 1, in_effect)
+
+    def _screen(
+        self, entry: _Entry, round_no: int, state: RaceState, in_effect: dict[str, str]
+    ) -> tuple[Screen, dict[str, str]]:
+        """Switch to the candidate as one change set and measure it once under the race's bound."""
+        entry.round_no = round_no
+        plan = Plan(entry.proposal, entry.verdict)
+        outcome = plan.outcome(self.s.session_id, round_no, Layer.dbms)
+        self.s.rounds.append(outcome)
+        self.rec.event("proposal", entry.proposal, round_no)
+        self.rec.event("verdict", entry.verdict, round_no)
+        screen = Screen(entry.name, round_no, dict(outcome.changes))
+        began = time.monotonic()
+        if not entry.verdict.ok:
+            screen.refused = entry.verdict.failed[0].message if entry.verdict.failed else "no reason given"
+            self._close_screen(outcome, screen, f"refused by the validator: {screen.refused}")
+            return screen, in_effect
+        executor, target = self.stage.executor, self.stage.target
+        phase: FailurePhase = "apply"
+        try:
+            delta = self._switch(entry.verdict.changes, in_effect)
+            mode = ApplyMode.strongest([c.apply for c in delta])
+            phase = "restart" if mode == ApplyMode.restart else "apply"
+            restarted, _ = executor.apply(delta, mode, round_no, self.stage.snapshot, purpose="race")
+            target.verify(entry.verdict.changes)
+            self._supersede(round_no)
+            state.restarts += restarted
+            screen.apply = "restart" if restarted else mode.value
+            phase = "workload"
+            limit = race_limit(self.cfg.loop, state.reference, state.reference_level)
+            m, delta_state = executor.measure(round_no, f"race {entry.name}", after_restart=restarted, limit=limit)
+        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
+            self._supersede(round_no)
+            failure = executor.failure(
+                exc, phase, entry.verdict.changes, round_no, f"race screen of '{entry.name}' failed"
+            )
+            outcome.failure = failure
+            outcome.recovery = recover_round(target, failure, self.stage.snapshot, self.rec, round_no)
+            screen.failure, screen.seconds = failure, time.monotonic() - began
+            self._close_screen(outcome, screen, f"failed in {failure.phase}; recovery {outcome.recovery.action}")
+            return screen, {}
+        screen.measurement, screen.seconds = m, time.monotonic() - began
+        outcome.measurement, outcome.objective = m, m.objective
+        outcome.gain_vs_best = relative_gain(m.objective, self.stage.objective, self.higher)
+        if counted_worse(screen, self.stage.objective, self.s.noise):
+            outcome.judged = "worse"
+        self._close_screen(outcome, screen, f"race screen: {screen.result(self.stage.objective, self.higher)}")
+        return screen, dict(outcome.changes)
+
+    def _switch(self, wanted: list[NormalizedChange], in_effect: dict[str, str]) -> list[NormalizedChange]:
+        target = self.stage.target
+        current = target.current_values(list(self.stage.catalog.knobs))
+        start = dict(self.stage.snapshot.values)
+        return switch_changes(wanted, in_effect, start, current, self.stage.catalog, target.values_equal)
+
+    def _supersede(self, round_no: int) -> None:
+        """Close the previous screen's intent once this round's switch holds its own (both hold the start)."""
+        for intent in self.rec.open_intents():
+            if intent.round_no is not None and intent.round_no < round_no:
+                self.rec.close_intent(intent.round_no, f"superseded by round {round_no}'s switch")
+
+    def _close_screen(self, outcome: RoundOutcome, screen: Screen, reason: str) -> None:
+        """The screen's round ends without a decision of its own: journaled, remembered, told."""
+        outcome.decision, outcome.reason = Decision.continue_, reason
+        outcome.finished_at = time.time()
+        self.s.memory.record_round(outcome)
+        line = StepResult("trial", reason)
+        self.rec.step(outcome.round_no, line)
+        self.rec.event(
+            "decision", {**outcome.model_dump(mode="json"), "steps": self.rec.take_steps()}, outcome.round_no
+        )
+        log.info("race.screened", round=outcome.round_no, candidate=screen.name, reason=reason)
+        self.s.on_round(outcome)
+
+    def _back_to_start(self, round_no: int, in_effect: dict[str, str], why: str) -> int:
+        """No leader: put the starting configuration back (verified), said so."""
+        reverted = self.stage.revert()
+        self.rec.event("reverted", {"to": self.stage.snapshot.label, "reason": f"opening: {why}"}, round_no)
+        if reverted.verified:
+            self._supersede(round_no + 1)
+        log.info("opening.no_leader", reason=why, reverted=reverted.verified)
+        return round_no
+
+    # ------------------------------------------------------------------ the proof
+    def _prove(self, entry: _Entry, round_no: int, in_effect: dict[str, str]) -> int:
+        """The leader against the starting configuration on fresh pairs (never the race's runs)."""
+        s = self.s
+        s.current_round = round_no
+        s.opening_rounds = round_no - 1  # the opening counts as one round of loop.max_rounds
+        proposal = entry.proposal.model_copy(
+            update={
+                "rationale": f"proof of the race's leader '{entry.name}' on fresh pairs: {entry.proposal.rationale}"
+            }
+        )
+        r = Round(round_no, Layer.dbms, self.stage, self.start.delta)
+        r.plan = Plan(proposal, entry.verdict)
+        r.outcome = r.plan.outcome(s.session_id, round_no, Layer.dbms)
+        s.rounds.append(r.outcome)
+        self.rec.event("proposal", proposal, round_no)
+        r.safe = self.stage.snapshot
+        began = time.monotonic()
+        step = self.rec.step(round_no, self._proof_trial(r, in_effect))
+        if not step.ends_round:
+            for judge_or_settle in (s._judge, s._settle):
+                if self.rec.step(round_no, judge_or_settle(r, self.start)).ends_round:
+                    break
+        if r.outcome.judged is not None:
+            s.round_seconds.append(time.monotonic() - began)
+        outcome, _ = s._decide(r)
+        log.info("opening.proof", leader=entry.name, judged=outcome.judged, kept=outcome.kept)
+        return round_no
+
+    def _proof_trial(self, r: Round, in_effect: dict[str, str]) -> StepResult:
+        """Switch to the leader (one change set, verified) and measure its first fresh run."""
+        assert r.plan is not None and r.plan.verdict is not None and r.safe is not None
+        ex, verdict = self.stage.executor, r.plan.verdict
+        try:
+            delta = self._switch(verdict.changes, in_effect)
+            mode = ApplyMode.strongest([c.apply for c in delta])
+            restarted, _ = ex.apply(delta, mode, r.no, r.safe, purpose="proof")
+            self.stage.target.verify(verdict.changes)
+            self._supersede(r.no)
+            r.screen, _ = ex.measure(r.no, "candidate", after_restart=restarted)
+        except (TargetError, ServiceError, WorkloadError, OSError) as exc:
+            self._supersede(r.no)
+            phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
+            return self.s._failed(r, "trial", ex.failure(exc, phase, verdict.changes, r.no, "proof run failed"))
+        return StepResult("trial", f"proof of the race's leader: fresh run, objective {r.screen.objective:,.3f}")
+
+
+class _Entry:
+    """One candidate in the race: its proposal, the verdict on the whole set, the round that screened it."""
+
+    def __init__(self, name: str, proposal: Proposal, verdict: Verdict) -> None:
+        self.name, self.proposal, self.verdict = name, proposal, verdict
+        self.round_no = 0
+
+    @property
+    def proposal_changes(self) -> dict[str, str]:
+        """The set's changes: normalised when the validator accepted it, as proposed otherwise."""
+        if self.verdict.ok:
+            return {c.name: c.value for c in self.verdict.changes}
+        return {c.name: str(c.value) for c in self.proposal.changes}

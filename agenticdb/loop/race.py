@@ -1,0 +1,351 @@
+"""The opening's race (issue 36 points 2 and 5): whole configurations screened once each, at a bounded cost.
+
+The opening's candidates (``agenticdb.planner.opening``: whole configurations, each validated as one set)
+are raced before the diagnosis rounds:
+
+* **One screen each, against the best so far.** Each candidate is applied as ONE change set through the
+  executor (dynamic / reload / restart as the executor does, verified in effect; a failed apply or a
+  failed run goes to recovery as in any round) and measured once. The run is bounded by the best run so
+  far (the baseline's median run, then the best screen): an OLTP run is stopped by the progress-line rule
+  once its steady median TPS is below 1 / ``loop.race_time_factor`` of the best's (1.5 × worse by
+  default); a query set (TPC-H) under a timeout of ``loop.race_time_factor`` × the best's time, in total
+  and per query with a floor for millisecond queries (``TrialLimit.race``; λ-Tune's bound, Giannakouris &
+  Trummer, SIGMOD 2025: evaluation cost bounded by a function of the best run time). A stopped run is a
+  **cut_off**: a screen result (the candidate is far worse), never a WorkloadError and never a failed
+  round or a "failed" lesson in experience memory.
+* **Few restarts.** Candidates are ordered so that those which leave the restart-only knobs as the
+  starting configuration has them go first and candidates sharing the same restart-only values follow
+  each other (:func:`race_order`); switching from one candidate to the next changes only what differs
+  (:func:`switch_changes`), so candidates sharing their restart-only values cost one restart, not K.
+* **The leader is proven on fresh pairs.** The race's runs selected the leader (the best of K noisy runs,
+  biased upward), so they are never its evidence: the session proves it with the sequential paired test
+  against the starting configuration on fresh runs (``TuningSession`` round after the screens; one proof
+  per race). Kept, it is the best configuration; not proven, the starting configuration is put back.
+* **Every screen is recorded**: a round outcome per screen (session memory, the Memory Book, the
+  refinement search's history: ``planner.search`` warm-starts from every measured configuration), and a
+  ``race`` journal event with its table (:func:`race_table`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from agenticdb.config import LoopConfig
+from agenticdb.dialect import family_of
+from agenticdb.loop.auditor import cut_off as counted_cut_off
+from agenticdb.loop.auditor import relative_gain, round_cost_prior, warm_costs
+from agenticdb.measure.sequential import Noise
+from agenticdb.measure.trial_limit import TrialLimit
+from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
+from agenticdb.units import UnitError, canonical, normalize
+
+#: A restart's cost before the session measured one (seconds): PostgreSQL restarts in ~0.6 s and MariaDB in
+#: ~1.4 s on the idle reference host (docs MEASUREMENT.md "Start-up costs"); the shutdown checkpoint after a
+#: write run and a loaded 2-core host make it several seconds (judgement, kept on the side of caution).
+RESTART_PRIOR_S = 5.0
+
+
+@dataclass
+class Screen:
+    """One candidate's screen in the race.
+
+    Attributes:
+        name: the candidate's source ("host-sized", "evidence", "limits", "experience", "llm", or a test's).
+        round_no: the session round that screened it.
+        changes: the whole configuration as changes from the starting one (canonical values).
+        apply: how the switch to it took effect ("dynamic", "reload", "restart"; "" when not applied).
+        measurement: its one run (None when refused or failed).
+        failure: the apply or run failure (recovery put the starting configuration back).
+        refused: why the validator refused the set ("" when it passed).
+        seconds: wall time of the screen (apply + warm-up + run).
+    """
+
+    name: str
+    round_no: int
+    changes: dict[str, str]
+    apply: str = ""
+    measurement: Measurement | None = None
+    failure: Failure | None = None
+    refused: str = ""
+    seconds: float = 0.0
+
+    @property
+    def cut_off(self) -> str:
+        """Why the run was stopped early by the race's bound ('' when it ran to the end)."""
+        return self.measurement.cut_off or "" if self.measurement is not None else ""
+
+    @property
+    def disturbed(self) -> bool:
+        """The host disturbed the run (its level says little)."""
+        m = self.measurement
+        return m is not None and m.disturbance is not None and m.disturbance.disturbed
+
+    @property
+    def ranked(self) -> bool:
+        """Whether the screen may lead the race: measured to the end, not disturbed."""
+        return self.measurement is not None and not self.cut_off and not self.disturbed
+
+    def result(self, best_level: float, higher: bool) -> str:
+        """The screen's result in words: objective and gain on the starting level, cut-off, failure."""
+        if self.refused:
+            return f"refused by the validator: {self.refused}"
+        if self.failure is not None:
+            return f"failed in {self.failure.phase}: {self.failure.message}"
+        if self.measurement is None:
+            return "not measured"
+        m = self.measurement
+        gain = relative_gain(m.objective, best_level, higher)
+        text = f"{m.objective:,.3f} ({gain:+.1%} on the starting level, one run)"
+        if self.cut_off:
+            text += f"; cut_off: {self.cut_off}"
+        if self.disturbed and m.disturbance is not None:
+            text += f"; disturbed: {m.disturbance.reason}"
+        return text
+
+
+@dataclass
+class RaceState:
+    """The race so far: its screens and the reference run that bounds the next one.
+
+    ``reference`` is the best full run so far (the baseline's median run, then a screen that beat it) and
+    ``reference_level`` its objective; the next screen is bounded by it (:func:`race_limit`).
+    """
+
+    reference: Measurement | None
+    reference_level: float
+    higher: bool
+    screens: list[Screen] = field(default_factory=list)
+    restarts: int = 0
+
+    def add(self, screen: Screen) -> None:
+        """Record ``screen``; a full, undisturbed run better than the reference becomes the reference."""
+        self.screens.append(screen)
+        m = screen.measurement
+        if m is None or not screen.ranked:
+            return
+        better = m.objective > self.reference_level if self.higher else m.objective < self.reference_level
+        if better:
+            self.reference, self.reference_level = m, m.objective
+
+    def leader(self) -> Screen | None:
+        """The best screen measured to the end and undisturbed, or None (every candidate cut off,
+        disturbed, refused or failed)."""
+        ranked = [s for s in self.screens if s.ranked and s.measurement is not None]
+        if not ranked:
+            return None
+        pick = max if self.higher else min
+        return pick(ranked, key=lambda s: s.measurement.objective if s.measurement is not None else 0.0)
+
+
+def counted_worse(screen: Screen, best_level: float, prior: Noise) -> bool:
+    """Whether a screen counts as measured worse (``auditor.cut_off``: a cut-off run the host did not
+    disturb, or a run far below the best level); such a round is "worse", a lesson "ineffective"."""
+    m = screen.measurement
+    return m is not None and bool(counted_cut_off(m, best_level, prior))
+
+
+def race_limit(loop: LoopConfig, reference: Measurement | None, level: float) -> TrialLimit | None:
+    """The bound of the next screen from the best run so far (``reference``, objective ``level``).
+
+    Query sets (a run with per-query times): ``TrialLimit.race`` with ``k = loop.race_time_factor`` (total
+    and per query, with its floor for millisecond queries). OLTP: the progress-line rule at ratio
+    ``1 / loop.race_time_factor`` of the reference's TPS. None without a reference run (nothing to bound by).
+    """
+    if reference is None or reference.cut_off:
+        return None
+    k = loop.race_time_factor
+    if reference.per_query_s and reference.total_time_s:
+        return TrialLimit.race(reference, k=k)
+    if reference.tps:
+        return TrialLimit(best_objective=level, best_tps=reference.tps, ratio=1.0 / k)
+    return None
+
+
+def _restart_values(
+    changes: dict[str, str], names: Sequence[str], start: dict[str, str], specs: dict[str, KnobSpec]
+) -> tuple[tuple[str, str], ...]:
+    """The restart-only knobs' values a configuration runs with (canonical), in ``names`` order."""
+    return tuple(canonical(n, changes.get(n, start.get(n, "")), specs.get(n)) for n in names)
+
+
+def restart_names(candidates: Sequence[dict[str, str]], specs: dict[str, KnobSpec]) -> list[str]:
+    """The restart-only knobs any candidate changes (catalog apply mode), sorted."""
+    names = {n for c in candidates for n in c if (spec := specs.get(n)) is not None and spec.apply == ApplyMode.restart}
+    return sorted(names)
+
+
+def race_order(candidates: Sequence[dict[str, str]], start: dict[str, str], specs: dict[str, KnobSpec]) -> list[int]:
+    """The order to screen ``candidates`` (indexes) so the race restarts as little as it can.
+
+    Candidates that keep every restart-only knob at the starting value go first (no restart), then the
+    candidates grouped by their restart-only values, groups in the order of their first candidate and the
+    generator's order within a group (its strongest first). Consecutive candidates of one group switch
+    without a restart."""
+    names = restart_names(candidates, specs)
+    at_start = _restart_values({}, names, start, specs)
+    keys = [_restart_values(c, names, start, specs) for c in candidates]
+    first: dict[tuple[tuple[str, str], ...], int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    return sorted(range(len(candidates)), key=lambda i: (keys[i] != at_start, first[keys[i]], i))
+
+
+def restarts_needed(ordered: Sequence[dict[str, str]], start: dict[str, str], specs: dict[str, KnobSpec]) -> int:
+    """How many restarts screening ``ordered`` from the starting configuration takes."""
+    names = restart_names(ordered, specs)
+    before = _restart_values({}, names, start, specs)
+    count = 0
+    for c in ordered:
+        now = _restart_values(c, names, start, specs)
+        count += now != before
+        before = now
+    return count
+
+
+def switch_changes(
+    wanted: list[NormalizedChange],
+    previous: dict[str, str],
+    start: dict[str, str],
+    current: dict[str, str],
+    catalog: Catalog,
+    same: Callable[[str, str, str], bool],
+) -> list[NormalizedChange]:
+    """The one change set that turns the configuration in effect into the wanted one.
+
+    Args:
+        wanted: the candidate's whole set (normalised by the validator against the starting values).
+        previous: the changes of the configuration in effect (the last screened candidate), by name.
+        start: the starting configuration's values (a knob the previous candidate changed and this one
+            does not goes back to it).
+        current: the values in effect now.
+        catalog: the stage's knobs (specs for the values put back).
+        same: ``Target.values_equal(name, expected, actual)``.
+
+    Returns:
+        Only what differs from ``current``, with ``previous`` set to the value in effect; a value put back
+        to the start is normalised like the validator does (it is the value the session started with).
+
+    Raises:
+        UnitError: a starting value cannot be normalised (not expected: the server reported it).
+    """
+    family = family_of(catalog.target)
+    out: list[NormalizedChange] = []
+    mine = {c.name for c in wanted}
+    for c in wanted:
+        now = current.get(c.name)
+        if now is None or not same(c.name, c.value, now):
+            out.append(c.model_copy(update={"previous": now}))
+    for name in sorted(set(previous) - mine):
+        spec, value, now = catalog.knobs.get(name), start.get(name), current.get(name)
+        if spec is None or value is None or (now is not None and same(name, value, now)):
+            continue
+        parsed = normalize(family, spec, value)
+        out.append(
+            NormalizedChange(
+                name=spec.name,
+                value=parsed.canonical,
+                base_value=parsed.base_value,
+                unit=spec.unit,
+                apply=spec.apply,
+                layer=spec.layer,
+                previous=now,
+                runtime_only=spec.option_file is False,
+            )
+        )
+    return out
+
+
+def race_table(state: RaceState, best_level: float, prior: Noise) -> list[dict[str, object]]:
+    """The race's table for the journal's ``race`` event: one row per screen, in race order."""
+    rows: list[dict[str, object]] = []
+    for s in state.screens:
+        m = s.measurement
+        rows.append(
+            {
+                "round": s.round_no,
+                "candidate": s.name,
+                "source": s.name,
+                "knobs": dict(s.changes),
+                "apply": s.apply,
+                "objective": m.objective if m is not None else None,
+                "gain_on_start": relative_gain(m.objective, best_level, state.higher) if m is not None else None,
+                "cut_off": bool(s.cut_off),
+                "cut_off_reason": s.cut_off,
+                "counted_worse": counted_worse(s, best_level, prior),
+                "disturbed": s.disturbed,
+                "failed": s.failure.message if s.failure is not None else "",
+                "refused": s.refused,
+                "seconds": round(s.seconds, 1),
+                "result": s.result(best_level, state.higher),
+            }
+        )
+    return rows
+
+
+def race_lines(event: dict[str, object]) -> list[str]:
+    """The ``race`` journal event as lines for people (``journal story``): one per screened candidate with
+    its knobs and result, then the leader (or why the race did not run)."""
+    if event.get("skipped"):
+        return [f"opening skipped: {event['skipped']}"]
+    rows = event.get("table")
+    lines = []
+    for row in rows if isinstance(rows, list) else []:
+        knobs = row.get("knobs") if isinstance(row, dict) else None
+        text = ", ".join(f"{k}={v}" for k, v in knobs.items()) if isinstance(knobs, dict) else ""
+        lines.append(f"round {row.get('round')} {row.get('candidate')}: {text} → {row.get('result')}")
+    leader = event.get("leader")
+    lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
+    return lines
+
+
+def opening_cost_s(
+    run_durations_s: list[float],
+    warmup_s: float,
+    screens: int,
+    min_pairs: int,
+    *,
+    race_restarts: int,
+    proof_restarts: bool,
+    query_set: bool,
+    reset_each_run: bool,
+    restart_s: float = RESTART_PRIOR_S,
+) -> float:
+    """What the opening costs at least (seconds): ``screens`` screen runs with their warm-ups and the race's
+    restarts, then the proof's smallest decision on fresh pairs (``auditor.round_cost_prior`` with
+    restarts, no reused best run). 0 when no baseline run was measured."""
+    if not run_durations_s:
+        return 0.0
+    ordered = sorted(run_durations_s)
+    run = ordered[len(ordered) // 2]  # as auditor.round_cost_prior: the upper median
+    warm, cold = warm_costs(run, warmup_s, query_set)
+    cold_screens = screens if reset_each_run else min(race_restarts, screens)
+    race = screens * run + cold_screens * cold + (screens - cold_screens) * warm + race_restarts * restart_s
+    proof = round_cost_prior(
+        run_durations_s,
+        warmup_s,
+        min_pairs,
+        False,
+        restarts=proof_restarts,
+        restart_s=restart_s,
+        query_set=query_set,
+        reset_each_run=reset_each_run,
+    )
+    return race + proof
+
+
+__all__ = [
+    "RESTART_PRIOR_S",
+    "RaceState",
+    "Screen",
+    "UnitError",
+    "counted_worse",
+    "opening_cost_s",
+    "race_limit",
+    "race_lines",
+    "race_order",
+    "race_table",
+    "restart_names",
+    "restarts_needed",
+    "switch_changes",
+]

@@ -1,0 +1,99 @@
+"""Plan evidence of the session's own workload for the opening (issue 36 point 4): the plans of the workload's
+statements, read once after the baseline and outside any measured run, in the workload's own database.
+
+By default the plans are only planned (``EXPLAIN (FORMAT JSON)``: milliseconds, nothing executed) and weighted by
+the baseline's measured per-statement times, which gives the share of the time in parallel plans and in plans
+that JIT-compile; ``analyze=True`` executes them once (``EXPLAIN ANALYZE``: a whole query set's time, ~60 s for
+TPC-H SF 1 here) and also measures JIT compile time of the leader and its workers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+
+from agenticdb.dialect import family_of
+from agenticdb.models import PlanningContext
+from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
+from agenticdb.workloads.base import WorkloadError
+from agenticdb.workloads.common import connect, is_postgres
+
+#: Seconds of baseline time the JIT-compiling statements may take when executed once to measure their compile
+#: time (judgement: ~4 % of an 8-minute session; pg_stat_statements gives the leader's share for free).
+JIT_BUDGET_S = 15.0
+
+
+def _sample_jit(
+    db: psycopg.Connection[Any],
+    plans: PlanEvidence,
+    statements: dict[str, str],
+    weights: dict[str, float],
+    budget_s: float,
+    timeout_s: float,
+) -> PlanEvidence:
+    """``plans`` with ``jit_ms`` estimated from EXPLAIN ANALYZE of the cheapest JIT-compiling statements."""
+    chosen: dict[str, str] = {}
+    spent = 0.0
+    for name in sorted(plans.jit_planned, key=lambda n: weights.get(n, 0.0)):
+        cost = weights.get(name, 0.0) / 1000.0
+        if spent + cost > budget_s:
+            break
+        chosen[name], spent = statements[name], spent + cost
+    if not chosen:
+        return plans
+    sample = explain_statements(db, chosen, min(timeout_s, budget_s * 2))
+    if not sample.statements or sample.exec_ms <= 0:
+        return plans
+    share = sample.jit_ms / sample.exec_ms
+    return replace(plans, analyzed=True, jit_ms=share * plans.jit_planned_ms, jit_sampled=sample.statements)
+
+
+def baseline_query_ms(ctx: PlanningContext) -> dict[str, float]:
+    """The median time in ms of each statement over the baseline runs (``Measurement.per_query_s``)."""
+    times: dict[str, list[float]] = {}
+    for m in ctx.profile.baseline:
+        for q, s in m.per_query_s.items():
+            times.setdefault(q, []).append(s * 1000.0)
+    return {q: statistics.median(v) for q, v in times.items()}
+
+
+def workload_plans(
+    ctx: PlanningContext,
+    workload: object,
+    *,
+    analyze: bool = False,
+    timeout_s: float = 60.0,
+    jit_budget_s: float = JIT_BUDGET_S,
+) -> tuple[PlanEvidence | None, str]:
+    """The plan evidence of ``workload``'s statements (a query-set workload with ``queries()`` and a PostgreSQL
+    ``conn``), or (None, why not).
+
+    Plans only (``analyze=False``, the default), then the JIT-compiling statements, cheapest first by their
+    baseline time, are executed once with EXPLAIN ANALYZE while their baseline times fit ``jit_budget_s``
+    seconds: their compile share (leader and workers) × the JIT-compiling statements' share of the time gives
+    ``jit_share`` (0 disables it).
+
+    Never raises: a workload without a statement set (pgbench, sysbench: their evidence is pg_stat_statements),
+    another DBMS, or a connection error gives None and the reason, which the opening journals.
+    """
+    if family_of(ctx.catalog.target) != "postgresql":
+        return None, f"plan evidence is read on PostgreSQL only (target {ctx.catalog.target})"
+    queries = getattr(workload, "queries", None)
+    conn = getattr(workload, "conn", None)
+    if not callable(queries) or conn is None or not is_postgres(conn):
+        return None, "the workload has no statement set to explain (its evidence is pg_stat_statements)"
+    weights = baseline_query_ms(ctx)
+    if not analyze and not weights:
+        return None, "no per-statement baseline times to weight the plans with"
+    try:
+        statements = dict(queries())
+        with connect(conn) as db:
+            plans = explain_statements(db, statements, timeout_s, analyze=analyze, weights_ms=weights)
+            if analyze or not plans.jit_planned or jit_budget_s <= 0:
+                return plans, ""
+            return _sample_jit(db, plans, statements, weights, jit_budget_s, timeout_s), ""
+    except (WorkloadError, psycopg.Error, OSError) as exc:
+        return None, f"{type(exc).__name__}: {str(exc).strip()[:200]}"

@@ -1,0 +1,261 @@
+"""The opening's race (issue 36 points 2, 5, 6): screens, cut-offs, fresh pairs for the proof, the journal.
+
+Fast mechanics tests run a real TuningSession (real journal and Memory Book files) over the in-memory
+target of tests/memtarget.py, with hand-written whole configurations as the opening's candidates (a real
+input of the race: the generator's output has this shape). Their outcomes are forced: the winner is 3 ×
+the start and the loser 10 × worse, so nothing depends on this host's noise. The OLTP cut-off is the real
+progress-line rule of ``agenticdb.measure.trial_limit`` applied to the scripted run's per-second TPS; the query
+set's is ``TrialLimit.race``'s per-query bound.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memtarget import KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
+
+from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.loop.auditor import round_cost_prior
+from agenticdb.loop.race import opening_cost_s, race_limit, race_order, restarts_needed
+from agenticdb.loop.session import TuningSession
+from agenticdb.measure.trial_limit import stopped_oltp
+from agenticdb.models import ApplyMode, KnobSpec, Measurement, PlanningContext, Proposal
+from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.search import _measured_configs
+from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.memory import MemoryBook
+from benchmarks.scenarios.score import first_diagnosis
+
+WINNER = {"work_mem": "8MB", "random_page_cost": "2"}
+PLACEBO = {"random_page_cost": "1.1"}
+LOSER = {"autovacuum_naptime": "4min"}
+
+
+def objective(values: dict[str, str]) -> float:
+    """work_mem 8MB: 3 × the start; autovacuum_naptime 4min: 10 × worse; anything else the start's 100."""
+    if values.get("autovacuum_naptime") == "4min":
+        return 10.0
+    return 300.0 if values.get("work_mem") == "8MB" else 100.0
+
+
+class LimitedWorkload(ScriptedWorkload):
+    """The scripted OLTP workload, stopped by the real progress-line rule when a trial limit is set: its
+    per-second TPS is the objective (3 steady seconds), so ``TrialLimit.oltp`` decides the cut."""
+
+    def run(
+        self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
+    ) -> Measurement:
+        m = super().run(seconds, warmup_max_s, on_tool_start)
+        if self.limit is not None:
+            points = [m.objective] * 3
+            why = self.limit.oltp(points)
+            if why:
+                return stopped_oltp(self.name, self.limit, points, 3.0, "tps", "", why)
+        return m
+
+
+def candidates(
+    *sets: tuple[str, dict[str, str]],
+) -> Callable[[PlanningContext, int], tuple[list[Candidate], list[str]]]:
+    def source(ctx: PlanningContext, k: int) -> tuple[list[Candidate], list[str]]:
+        made = [Candidate(name, dict(ch), f"test set {name}", {n: "test" for n in ch}) for name, ch in sets]
+        return made[:k], ["llm: no LLM planner configured"]
+
+    return source
+
+
+class Recording(ScriptedPlanner):
+    """Scripted planner that keeps the context of each call (what the diagnosis rounds start from)."""
+
+    def __init__(self, script: list[dict[str, str] | Exception]) -> None:
+        super().__init__(script)
+        self.contexts: list[PlanningContext] = []
+
+    def propose(self, ctx: PlanningContext) -> Proposal:
+        self.contexts.append(ctx)
+        return super().propose(ctx)
+
+
+def session(
+    tmp_path: Path,
+    source: Any,
+    loop: dict[str, Any] | None = None,
+    script: list[dict[str, str] | Exception] | None = None,
+) -> tuple[TuningSession, InMemoryTarget, Recording, LimitedWorkload]:
+    target = InMemoryTarget()
+    workload = LimitedWorkload(target, objective)
+    planner = Recording(script or [])
+    cfg = Settings(
+        workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
+        loop=LoopConfig(**{"max_rounds": 3, "baseline_runs": 2, "plateau_rounds": 5, "search": False, **(loop or {})}),
+        storage=StorageConfig(home=tmp_path),
+    )
+    s = TuningSession(
+        cfg, target, workload, planner, Journal(tmp_path / "j.db"), MemoryBook(tmp_path / "m.db"), opening=source
+    )
+    return s, target, planner, workload
+
+
+def events(s: TuningSession, name: str) -> list[JournalEvent]:
+    return [e for e in s.journal.events(s.session_id) if e.event == name]
+
+
+def test_race_cuts_the_loser_and_proves_the_leader_on_fresh_pairs(tmp_path: Path) -> None:
+    s, target, planner, workload = session(
+        tmp_path,
+        candidates(("placebo", PLACEBO), ("loser", LOSER), ("winner", WINNER)),
+        script=[{"effective_io_concurrency": "8"}],
+    )
+    result = s.run()
+
+    # one screen per candidate (rounds 1-3), then the leader's proof (round 4), then a diagnosis round
+    screens = [r for r in result.rounds if r.opening and r.round_no <= 3]
+    assert [r.proposal.planner for r in screens if r.proposal] == ["opening:placebo", "opening:loser", "opening:winner"]
+    race = events(s, "race")[0].data
+    rows = {row["candidate"]: row for row in race["table"]}
+    assert race["leader"] == "winner"
+    # the loser ran 10 × worse than the best so far: the OLTP progress-line rule cut it off (1.5 × worse)
+    assert rows["loser"]["cut_off"] is True and "below" in rows["loser"]["cut_off_reason"], rows["loser"]
+    assert rows["winner"]["cut_off"] is False and rows["placebo"]["cut_off"] is False
+    # a cut-off is a screen result, never a failure: the round is "worse", not failed
+    loser = next(r for r in screens if r.proposal and r.proposal.planner == "opening:loser")
+    assert loser.failure is None and loser.judged == "worse" and loser.measurement is not None
+    assert loser.measurement.cut_off
+
+    proof = result.rounds[3]
+    assert proof.opening and proof.round_no == 4 and proof.kept, proof
+    assert proof.changes == {"work_mem": "8MB", "random_page_cost": "2"}
+    assert proof.estimate is not None and proof.estimate.low > 0
+    # fresh pairs: every run the proof rests on was measured in round 4, none is the race's screen run
+    judged = [e for e in events(s, "judged") if e.round_no == 4][0].data
+    measured_4 = [e for e in events(s, "measured") if e.round_no == 4]
+    assert len(measured_4) == len(judged["candidate"]) + len(judged["best"]) >= 4
+    screen_run = next(r for r in screens if r.proposal and r.proposal.planner == "opening:winner").measurement
+    assert screen_run is not None
+    assert all(abs(e.data["measurement"]["taken_at"] - screen_run.taken_at) > 0 for e in measured_4)
+    assert "race winner" not in str([e.data["label"] for e in measured_4])
+
+    # the diagnosis rounds start from the winner: round 5's context sees it in effect and as the best
+    ctx = planner.contexts[0]
+    assert ctx.current_config["work_mem"] == "8MB" and ctx.best_config["work_mem"] == "8MB"
+    # ... and the search's history holds every screen (the baseline, 3 screens, the proof)
+    configs = _measured_configs(ctx)
+    assert len(configs) == 5
+    assert [v for c, v in configs if c.get("autovacuum_naptime") == "4min"] == [10.0]
+    assert result.best_changes["work_mem"] == "8MB" and target.values["work_mem"] == "8MB"
+
+    # experience: the cut-off is "ineffective", never "failed"; the winner is beneficial
+    lessons = s.memory.list_experience()[-1].experience
+    assert lessons.failed == []
+    assert {"autovacuum_naptime": "4min"} in [x["changes"] for x in lessons.ineffective]
+    assert any(x["changes"].get("work_mem") == "8MB" for x in lessons.beneficial)
+
+    # the journal: a diagnosis event before the race, and the scenario suite scores it
+    kinds = [e.event for e in s.journal.events(s.session_id)]
+    assert kinds.index("diagnosis") < kinds.index("race")
+    assert first_diagnosis(s.journal.events(s.session_id)) == events(s, "diagnosis")[0].data["bottleneck"]
+    # the opening counts as one round of loop.max_rounds = 3: round 5 still ran
+    assert len(planner.contexts) >= 1
+
+
+def test_no_leader_puts_the_start_back_and_says_so(tmp_path: Path) -> None:
+    s, target, _, _ = session(tmp_path, candidates(("loser", LOSER)), loop={"max_rounds": 1})
+    result = s.run()
+    race = events(s, "race")[0].data
+    assert race["leader"] is None and race["table"][0]["cut_off"] is True
+    reverted = [e for e in events(s, "reverted") if "opening" in e.data["reason"]]
+    assert reverted and "no candidate ran to the end" in reverted[0].data["reason"]
+    assert target.values["autovacuum_naptime"] == "1min" and result.best_changes == {}
+    assert not any(r.failure for r in result.rounds)
+
+
+def test_opening_off_runs_no_race(tmp_path: Path) -> None:
+    s, _, planner, _ = session(
+        tmp_path, candidates(("winner", WINNER)), loop={"opening": False, "max_rounds": 1}, script=[{"work_mem": "8MB"}]
+    )
+    s.run()
+    assert events(s, "race") == [] and events(s, "diagnosis") == []
+    assert planner.calls == 1
+
+
+def test_query_set_screen_is_cut_by_the_per_query_bound() -> None:
+    best = Measurement(
+        workload="tpch",
+        objective=10.0,
+        objective_name="total_time",
+        higher_is_better=False,
+        total_time_s=10.0,
+        duration_s=10.0,
+        per_query_s={"q01": 5.0, "q02": 0.01, "q03": 4.99},
+    )
+    limit = race_limit(LoopConfig(race_time_factor=1.5), best, 10.0)
+    assert limit is not None
+    # per query: 1.5 × the best's time, with the 1-s floor for a millisecond query
+    b1 = limit.query_bound("q01", 0.0)
+    b2 = limit.query_bound("q02", 0.0)
+    assert b1 is not None and abs(b1[0] - 7.5) < 1e-6
+    assert b2 is not None and abs(b2[0] - 1.0) < 1e-6
+    # in total: past 1.5 × the best's 10 s
+    assert limit.olap(15.5) and not limit.olap(14.0)
+    # OLTP: 1 / 1.5 of the best's TPS
+    oltp = race_limit(LoopConfig(race_time_factor=1.5), Measurement(workload="x", objective=1.0, tps=300.0), 1.0)
+    assert oltp is not None and oltp.oltp([190.0] * 3) and not oltp.oltp([210.0] * 3)
+
+
+def test_order_shares_restarts() -> None:
+    specs = {
+        **KNOBS,
+        "shared_buffers": KnobSpec(name="shared_buffers", vartype="integer", unit="8kB", apply=ApplyMode.restart),
+    }
+    start = {"shared_buffers": "128MB", "work_mem": "4MB"}
+    a = {"shared_buffers": "1GB", "work_mem": "16MB"}
+    b = {"work_mem": "8MB"}
+    c = {"shared_buffers": "2GB"}
+    d = {"shared_buffers": "1GB", "random_page_cost": "1.1"}
+    order = race_order([a, c, b, d], start, specs)
+    ordered = [[a, c, b, d][i] for i in order]
+    assert ordered == [b, a, d, c]  # no restart first, then the 1GB pair together
+    assert restarts_needed(ordered, start, specs) == 2
+    assert restarts_needed([a, c, b, d], start, specs) == 4
+
+
+def test_budget_prior_counts_restarts_and_their_warm_up() -> None:
+    runs = [60.0, 62.0]
+    plain = round_cost_prior(runs, 5.0, 2)
+    assert plain == 4 * (62.0 + 5.0)
+    # a restart change: trial + one switch per pair restart, each with the long warm-up, plus the revert
+    restart = round_cost_prior(runs, 5.0, 2, restarts=True, restart_s=4.0)
+    assert restart == 4 * 62.0 + 3 * 10.0 + 1 * 5.0 + 4 * 4.0
+    # a query set warms up with a whole unmeasured pass of the set after every restart
+    tpch = round_cost_prior(runs, 0.0, 2, restarts=True, restart_s=4.0, query_set=True)
+    assert tpch == 4 * 62.0 + 3 * 62.0 + 4 * 4.0
+    # the opening: screens, their restarts, then the proof on fresh pairs
+    cost = opening_cost_s(
+        runs, 5.0, 3, 2, race_restarts=1, proof_restarts=True, query_set=False, reset_each_run=False, restart_s=4.0
+    )
+    assert cost == 3 * 62.0 + 10.0 + 2 * 5.0 + 4.0 + restart
+
+
+def test_short_session_drops_screens_to_fit_the_budget(tmp_path: Path) -> None:
+    s, _, _, workload = session(
+        tmp_path,
+        candidates(("placebo", PLACEBO), ("loser", LOSER), ("winner", WINNER)),
+        loop={"time_budget_s": 9.0, "max_rounds": 1},
+    )
+    workload.slow_runs = {1: 1.0, 2: 1.0}  # baseline runs of 1 s: 3 screens + a 4-run proof do not fit 9 s
+    s.run()
+    race = events(s, "race")[0].data
+    assert 0 < len(race["table"]) < 3, race
+
+
+def test_cut_off_screens_are_never_failed_rounds_in_the_memory_book(tmp_path: Path) -> None:
+    s, _, _, _ = session(tmp_path, candidates(("loser", LOSER), ("winner", WINNER)), loop={"max_rounds": 1})
+    s.run()
+    stored = s.memory.rounds(s.session_id)
+    cut = [r for r in stored if r.measurement is not None and r.measurement.cut_off]
+    assert cut and all(r.failure is None and r.judged == "worse" for r in cut)
+    objs = [r.objective for r in stored if r.objective is not None]
+    assert statistics.median(objs) > 0

@@ -1,0 +1,178 @@
+"""A tuning session facing a cause no setting fixes (issue 40), end to end through the CLI on a real
+private PostgreSQL 15: a 1M-row table with autovacuum off and 90 % of its rows modified since ANALYZE,
+read by the workload's own statement. The session watches its baseline, says "not a configuration
+problem" in one line with the evidence, journals ``root_cause``, proposes no knob, and ``report``,
+``journal show`` and the metrics tell it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agenticdb.report.metrics import JournalCollector
+from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.store.journal import Journal
+
+CLI = [sys.executable, "-m", "agenticdb.cli"]
+QLOOP = Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios" / "qloop.py"
+QUERY = "SELECT count(*) FROM orders WHERE status = 1 AND customer = {r}"
+
+
+def _cli(home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTICDB_HOME": str(home), "AGENTICDB_LOOP__MAX_DISTURBED_REPEATS": "10"}
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture(scope="module")
+def home() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="agenticdb-rcloop-"))
+    base.chmod(0o755)
+    r = _cli(base, "sandbox", "up", "postgres")
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        yield base
+    finally:
+        _cli(base, "sandbox", "down", "postgres")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def info(home: Path) -> PostgresSandboxInfo:
+    i = PostgresSandbox(home).info()
+    assert i is not None
+    return i
+
+
+def stale_orders(info: PostgresSandboxInfo, database: str = "agenticdb_bench") -> None:
+    """The fault: orders (1M rows, 0.1 % status 1, index on status) analyzed, then 90 % set to status 1
+    with autovacuum off for the table, so its statistics still say status 1 is rare."""
+    with psycopg.connect(info.dsn, autocommit=True) as c:
+        if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone():
+            c.execute(f"CREATE DATABASE {database}")
+    with psycopg.connect(psycopg.conninfo.make_conninfo(info.dsn, dbname=database), autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS orders")
+        c.execute(
+            "CREATE TABLE orders(id int PRIMARY KEY, customer int, status int, pad text) "
+            "WITH (autovacuum_enabled = off)"
+        )
+        c.execute(
+            "INSERT INTO orders SELECT g, g % 50000, CASE WHEN g % 1000 = 0 THEN 1 ELSE 0 END, repeat('x', 40) "
+            "FROM generate_series(1, 1000000) g"
+        )
+        c.execute("CREATE INDEX ON orders(status)")
+        c.execute("ANALYZE orders")
+        c.execute("UPDATE orders SET status = 1 WHERE id % 10 <> 0")
+        if info.role:  # the tuning role reads the table (the workload runs as it); it does not own it
+            c.execute(f"GRANT SELECT ON orders TO {info.role}")
+
+
+def session_config(home: Path, extra: str = "") -> Path:
+    spec = home / "queries.json"
+    spec.write_text(json.dumps({"queries": [QUERY], "rmax": 50000}))
+    cfg = home / "rc.toml"
+    cfg.write_text(
+        "[workload]\n"
+        'kind = "command"\n'
+        f'command = "{sys.executable} {QLOOP} {spec}"\n'
+        'objective = "tps"\nclients = 2\nduration_s = 3\nwarmup_s = 1\nwarmup_max_s = 0\n\n'
+        "[loop]\ntime_budget_s = 120\nmax_rounds = 3\n\n"
+        f"[rootcause]\nstatements = [{json.dumps(QUERY)}]\n" + extra
+    )
+    return cfg
+
+
+def test_a_session_says_not_a_configuration_problem_and_proposes_no_knob(home: Path, info: PostgresSandboxInfo) -> None:
+    stale_orders(info)
+    r = _cli(home, "tune", "--config", str(session_config(home)), "--sandbox", "postgres")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "not a configuration problem: stale statistics on public.orders" in r.stdout + r.stderr
+    with Journal(home / "journal.db", read_only=True) as j:
+        sid = j.sessions()[-1].id
+        events = j.events(sid)
+    rc = next(e for e in events if e.event == "root_cause")
+    top = rc.data["dominant"]
+    assert top["cause"] == "stale_statistics" and top["subject"] == "public.orders"
+    assert any("EXPLAIN ANALYZE" in e for e in top["evidence"])
+    assert top["remedies"][0]["sql"] == 'ANALYZE "public"."orders"'
+    assert not [e for e in events if e.event in ("proposal", "applied", "diagnosis")]  # no knob, nothing applied
+    assert not [e for e in events if e.event.startswith("opening")]  # no whole configuration raced (issue 36)
+    end = next(e for e in events if e.event == "session.end")
+    assert end.data["status"] == "completed" and "no knob proposed" in end.data["reason"]
+    report = _cli(home, "report", sid)
+    assert report.returncode == 0 and "## Root cause (not a knob)" in report.stdout
+    assert "ANALYZE" in report.stdout and "ruled out" in report.stdout
+    story = _cli(home, "journal", "show", sid)
+    assert "Root cause" in story.stdout and "stale statistics" in story.stdout
+    metrics = {m.name: m for m in JournalCollector(home / "journal.db").collect()}
+    gauge = metrics["agenticdb_root_cause"].samples[0]
+    assert gauge.labels["cause"] == "stale_statistics" and gauge.value == 1.0
+
+
+def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_plans_before_and_after(
+    home: Path, info: PostgresSandboxInfo
+) -> None:
+    stale_orders(info)
+    cfg = session_config(home)
+    r = _cli(home, "advise", "--config", str(cfg), "--sandbox", "postgres", "--format", "json", "--observe", "2")
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
+    adv = json.loads(r.stdout)
+    stale = next(f for f in adv["findings"] if f["id"].startswith("RC") and "public.orders" in f["title"])
+    assert (
+        stale["title"].startswith("dominant: stale statistics") and "n_mod_since_analyze 900,000" in stale["evidence"]
+    )
+    assert stale["sql"] == ['ANALYZE "public"."orders";']
+    assert any("advice only" in n and "[remediation] dsn" in n for n in adv["notes"])
+    assert adv["root_cause"]["dominant"]["id"] == stale["id"]
+    sql = _cli(home, "advise", "--config", str(cfg), "--sandbox", "postgres", "--format", "sql", "--observe", "1")
+    assert f"-- {stale['id']}: dominant: stale statistics on public.orders" in sql.stdout
+    assert 'ANALYZE "public"."orders";' in sql.stdout
+
+    # approve mode with the owner's DSN: the session queues the ANALYZE, a person approves it with
+    # `agenticdb approve`, the session runs it, proves the plan changed and journals it
+    env = {
+        **os.environ,
+        "AGENTICDB_HOME": str(home),
+        "AGENTICDB_POLICY__MODE": "approve",
+        "AGENTICDB_REMEDIATION__DSN": psycopg.conninfo.make_conninfo(info.dsn, dbname="agenticdb_bench"),
+    }
+    args = [*CLI, "tune", "--config", str(cfg), "--sandbox", "postgres"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        proposals = home / "approvals" / "proposals"
+        deadline = time.monotonic() + 300
+        while not list(proposals.glob("R*.json")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1)
+        queued = list(proposals.glob("R*.json"))
+        assert queued, "no remedy was queued for approval"
+        pend = _cli(home, "pending")
+        assert 'ANALYZE "public"."orders"' in pend.stdout, pend.stdout + pend.stderr
+        ok = _cli(home, "approve", queued[0].stem)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    with Journal(home / "journal.db", read_only=True) as j:
+        events = j.events(j.sessions()[-1].id)
+    rem = next(e for e in events if e.event == "remediation").data
+    assert rem["sql"] == 'ANALYZE "public"."orders"' and rem["result"] == "done" and rem["verified"]
+    assert rem["before"]["counters"]["n_mod_since_analyze"] == 900_000
+    assert rem["after"]["counters"]["n_mod_since_analyze"] == 0
+    before, after = rem["before"]["plans"][QUERY], rem["after"]["plans"][QUERY]
+    assert before != after and rem["plan_changed"] == [QUERY]  # the estimate of status = 1 rows changed
+    assert any(e.event == "approval.approved" for e in events)
+    end = next(e for e in events if e.event == "session.end").data
+    assert "remediation" in end["reason"] and not [e for e in events if e.event == "applied"]
