@@ -58,7 +58,8 @@ from agenticdb.models import (
     StateDelta,
 )
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
-from agenticdb.planner.heuristic import HeuristicPlanner, _Move
+from agenticdb.planner.heuristic import HeuristicPlanner
+from agenticdb.planner.moves import Move
 from agenticdb.planner.playbook import HostFacts, load_playbook, round_base, size
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
@@ -189,10 +190,10 @@ class Advisor:
         p, ctx, cur = self.planner, self.ctx, self.current
         book = load_playbook(self.family)
         facts = _facts(self.hardware, cur)
-        hist = p._history(ctx, cur)
+        hist = p.history(ctx, cur)
         out: dict[str, Recommendation] = {}
         by_b = {h.bottleneck: h for h in hyps}
-        for m in p._floors(ctx, book, cur, facts, self.family, hist):
+        for m in p.floor_moves(ctx, book, cur, facts, self.family, hist):
             sev: Severity = "high" if m.trap else "medium"
             kind = "trap" if m.trap else "floor"
             out.setdefault(m.name, self._rec(m, f"{kind}:{m.name}", sev, "rule", [f"{m.name} = {m.current}"]))
@@ -202,7 +203,7 @@ class Advisor:
         for h in hyps if busy or self.layer == Layer.os else []:
             if h.score < MIN_SCORE:
                 continue
-            for m in p._moves_for(ctx, book, h.bottleneck, h, cur, facts, self.family, hist):
+            for m in p.entry_moves(ctx, book, h, cur, facts, self.family, hist):
                 sev = "medium" if h.score >= 0.5 else "low"
                 ev = [f"{h.bottleneck.value} (score {h.score:.2f}): {e}" for e in h.evidence[:3]]
                 rec = self._rec(m, f"entry:{h.bottleneck.value}:{m.name}", sev, "diagnosis" if busy else "rule", ev)
@@ -215,7 +216,7 @@ class Advisor:
                     reason="server busy in the window" if busy else "server idle in the window: rule only",
                 )
                 out.setdefault(m.name, rec)
-        for m in p._seeds(ctx, cur, self.family, hist, by_b, taken=set(out)):
+        for m in p.seed_moves(ctx, cur, self.family, hist, by_b, taken=set(out)):
             exp = next((e for e in self.experience if e.session_id in m.source), None)
             conf = "measured" if exp is not None and _same_host(self.fp, exp) else "experience"
             out.setdefault(m.name, self._rec(m, f"experience:{m.name}", "low", conf, [m.reason]))
@@ -242,10 +243,10 @@ class Advisor:
         busy = total >= max(min_count, min_rate * d.seconds)
         return busy or d.gauges.get("pg_stat_activity.active", 0.0) > 0
 
-    def _sizing(self, book: object, facts: HostFacts, hist: object, taken: set[str]) -> list[_Move]:
+    def _sizing(self, book: object, facts: HostFacts, hist: object, taken: set[str]) -> list[Move]:
         """Memory- and CPU-sized first values of the playbook's "up" entries where the value in effect is
         below 1/2 of it (what PGTune-like tools recommend; here labelled rule only)."""
-        moves: list[_Move] = []
+        moves: list[Move] = []
         for e in getattr(book, "entry", []):
             if e.direction != "up" or e.first is None or e.knob in taken or "<dev>" in e.knob:
                 continue
@@ -261,10 +262,10 @@ class Advisor:
             if cur >= target / 2:
                 continue
             value = format_value(target, spec, self.family)
-            moves.append(_Move(e.knob, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source))
+            moves.append(Move(e.knob, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source))
         return moves
 
-    def _rec(self, m: _Move, rule: str, sev: Severity, conf: str, evidence: list[str]) -> Recommendation:
+    def _rec(self, m: Move, rule: str, sev: Severity, conf: str, evidence: list[str]) -> Recommendation:
         return Recommendation(
             id=stable_id("R", self.identity, m.name, rule),
             knob=m.name,
@@ -293,13 +294,13 @@ minimal machine (PostgreSQL manual, 20.4.1: "the default is typically 128 megaby
 starting value for shared_buffers is 25% of the memory")."""
 
 
-def _far_below(m: _Move) -> bool:
+def _far_below(m: Move) -> bool:
     """True when the recommended size is at least ``SIZING_FAR_FACTOR`` × the value in effect."""
     a, b = parse_value(str(m.value), m.spec), parse_value(m.current, m.spec) if m.current else None
     return a is not None and b is not None and b > 0 and a >= SIZING_FAR_FACTOR * b
 
 
-def _larger(m: _Move, other: str) -> bool:
+def _larger(m: Move, other: str) -> bool:
     a, b = parse_value(str(m.value), m.spec), parse_value(other, m.spec)
     return a is not None and b is not None and a > b
 
