@@ -21,6 +21,9 @@ are raced before the diagnosis rounds:
   biased upward), so they are never its evidence: the session proves it with the sequential paired test
   against the starting configuration on fresh runs (``TuningSession`` round after the screens; one proof
   per race). Kept, it is the best configuration; not proven, the starting configuration is put back.
+  Only a leader whose screen is not behind the start's level beyond the noise is proven
+  (:func:`behind_start`): when even the best screen is, no candidate is ahead of the start and a proof
+  would spend the decision's runs to confirm it; the start is put back at once.
 * **Every screen is recorded**: a round outcome per screen (session memory, the Memory Book, the
   refinement search's history: ``planner.search`` warm-starts from every measured configuration), and a
   ``race`` journal event with its table (:func:`race_table`).
@@ -28,13 +31,15 @@ are raced before the diagnosis rounds:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agenticdb.config import LoopConfig
 from agenticdb.loop.auditor import cut_off as counted_cut_off
 from agenticdb.loop.auditor import relative_gain, round_cost_prior, warm_costs
-from agenticdb.measure.sequential import Noise
+from agenticdb.measure.query_set import QueryWeights
+from agenticdb.measure.sequential import PAIR_SD_FLOOR, Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
 from agenticdb.units import UnitError, canonical, family_of, normalize
@@ -43,6 +48,12 @@ from agenticdb.units import UnitError, canonical, family_of, normalize
 #: ~1.4 s on the idle reference host (docs MEASUREMENT.md "Start-up costs"); the shutdown checkpoint after a
 #: write run and a loaded 2-core host make it several seconds (judgement, kept on the side of caution).
 RESTART_PRIOR_S = 5.0
+
+#: How far the leader's screen may fall behind the start's level and still be proven, in standard deviations of
+#: one pair's log-ratio (the session's noise estimate): judgement. The leader is the best of K screens, so a
+#: configuration as good as the start falls this far behind in its one run with less than ~2.3 % chance
+#: (normal, one-sided); further behind, it is not ahead of the start and its proof would be wasted runs.
+BEHIND_SDS = 2.0
 
 
 @dataclass
@@ -135,6 +146,50 @@ class RaceState:
             return None
         pick = max if self.higher else min
         return pick(ranked, key=lambda s: s.measurement.objective if s.measurement is not None else 0.0)
+
+
+def behind_start(
+    screen: Screen,
+    start_run: Measurement | None,
+    start_level: float,
+    higher: bool,
+    noise: Noise,
+    weights: QueryWeights | None = None,
+) -> str:
+    """Why the leader's screen is behind the starting configuration beyond the noise, or '' (then prove it).
+
+    Args:
+        screen: the race's leader (measured to the end, undisturbed).
+        start_run: the starting configuration's reference run (the baseline's median run), for query sets.
+        start_level: the starting configuration's level (the baseline's median objective).
+        higher: the objective is higher-is-better.
+        noise: the session's noise estimate of one pair's log-ratio (``TuningSession.noise``: for query sets
+            on the per-query statistic), never taken below ``sequential.PAIR_SD_FLOOR`` (as in the proof).
+        weights: the session's frozen per-query weights (query sets): the screen is then compared on
+            ``QueryWeights.log_ratio`` against ``start_run``, the statistic the proof is judged on.
+
+    Returns:
+        '' when the screen's log-ratio against the start is at least ``-BEHIND_SDS`` × the pair's standard
+        deviation; otherwise the reason, with the figures.
+    """
+    m = screen.measurement
+    if m is None or m.objective <= 0 or start_level <= 0:
+        return ""
+    d: float | None = None
+    statistic = "objective"
+    if weights is not None and start_run is not None:
+        d = weights.log_ratio(m, start_run)
+        statistic = "per-query statistic"
+    if d is None:
+        d = math.log(m.objective / start_level) if higher else math.log(start_level / m.objective)
+        statistic = "objective"
+    sd = max(math.sqrt(noise.var), PAIR_SD_FLOOR)  # as the proof's test: never below its per-pair floor
+    if d >= -BEHIND_SDS * sd:
+        return ""
+    return (
+        f"no candidate ahead of the start in its screen: the best, '{screen.name}', ran {math.expm1(d):+.1%} on the "
+        f"starting level ({statistic}, one run), beyond {BEHIND_SDS:g} × the noise of a pair ({sd:.1%})"
+    )
 
 
 def counted_worse(screen: Screen, best_level: float, prior: Noise) -> bool:
@@ -294,7 +349,10 @@ def race_lines(event: dict[str, object]) -> list[str]:
         text = ", ".join(f"{k}={v}" for k, v in knobs.items()) if isinstance(knobs, dict) else ""
         lines.append(f"round {row.get('round')} {row.get('candidate')}: {text} → {row.get('result')}")
     leader = event.get("leader")
-    lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
+    if event.get("not_proven"):
+        lines.append(f"{event['not_proven']}: the start stays")
+    else:
+        lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
     return lines
 
 
@@ -334,10 +392,12 @@ def opening_cost_s(
 
 
 __all__ = [
+    "BEHIND_SDS",
     "RESTART_PRIOR_S",
     "RaceState",
     "Screen",
     "UnitError",
+    "behind_start",
     "counted_worse",
     "opening_cost_s",
     "race_limit",
