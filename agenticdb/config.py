@@ -227,7 +227,8 @@ class LiveConfig(Section):
     guard_min_mean_ms: float = Field(
         default=1.0,
         ge=0,
-        description="the guard judges only statements whose baseline mean is at least this (ms): a 0.02-ms "
+        description="the guard judges only statements whose mean in the baseline or the window is at least this "
+        "(ms): a 0.02-ms "
         "statement measured 0.08 ms after jit = off in issue 38, a 4× 'slowdown' made of one preemption or "
         "cache miss (a scheduler time slice is milliseconds); such statements are too short to time reliably "
         "per second (judgement, measured on a busy 2-core host)",

@@ -99,7 +99,10 @@ def test_evidence_sizes_work_mem_from_the_spill_and_turns_jit_off_from_the_plans
     out = evidence_driven(inp)
     c = out.candidate
     assert c is not None and c.name == "evidence", out
-    assert c.changes["jit"] == "off" and "EXPLAIN ANALYZE, leader and workers" in c.sources["jit"]
+    assert (
+        c.changes["jit"] == "off"
+        and "EXPLAIN ANALYZE of 1 of the workload's statements, leader and workers" in c.sources["jit"]
+    )
     wm = int(c.changes["work_mem"].removesuffix("MB"))
     assert wm >= 8, c.changes  # at least twice the 4MB in effect, sized to the measured spill
     assert "temporary files" in c.sources["work_mem"]

@@ -254,11 +254,15 @@ def test_the_llm_planner_runs_a_scenario_end_to_end(tmp_path: Path, monkeypatch:
         r = run(scn, opts)
         calls = len(srv.log)
     assert r["status"] == "scored", r
-    assert r["session"]["exit_code"] == 0, (tmp_path / scn.name / "session.log").read_text()[-3000:]
-    assert calls >= 1
+    session_log = (tmp_path / scn.name / "session.log").read_text()[-3000:]
+    assert r["session"]["exit_code"] == 0, session_log
     with Journal(tmp_path / scn.name / "journal.db", read_only=True) as j:
         assert j.verify().ok
         events = j.events()
+    # a session stopped before round 1 calls no LLM: say why (a root cause, issue 40, or no room in the budget)
+    stops = [e.data.get("reason") for e in events if e.event == "stop" and e.round_no == 0]
+    assert not stops, f"the session stopped before its first round: {stops}\n{session_log}"
+    assert calls >= 1
     planners = {e.data.get("planner") for e in events if e.event == "proposal"}
     assert planners == {"llm"}, planners
     assert r["diagnosis_label"] == "wal_fsync" and r["diagnosis"] is True

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 # typer's rich help prints a type tag (<bool>, <str>, <float>) beside every option; the help text says
 # what an option takes, and a tag on every flag (even --help <bool>) is noise a DBA reads past (issue 39).
-# An option still shows its metavar when it declares one.
+# An option or argument still shows its metavar when it declares one.
 typer.core.TyperOption.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
+typer.core.TyperArgument.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
 
 app = typer.Typer(
     no_args_is_help=True,

@@ -1,7 +1,8 @@
 """Scores one scenario run from its journal (issue 22; DBA-Bench's three measures).
 
-* **Diagnosis** — the session's diagnosis of its baseline (the ``diagnosis`` event of the opening, else
-  the ``bottleneck`` of the first ``proposal`` event) is one of the scenario's expected labels.
+* **Diagnosis** — the session's diagnosis of its baseline (the ``diagnosis`` event of the opening: the
+  session planner's own — the LLM's with ``--planner llm``, else the playbook's; without the opening the
+  ``bottleneck`` of the first ``proposal`` event) is one of the scenario's expected labels.
 * **Outcome** — the final configuration's objective is within the margin of the fault-free
   configuration measured in the same run: the median shortfall of (final, fault-free) pairs measured back
   to back, or the medians' when no pair is complete. The margin is ``expect.within_pct`` % or twice the
