@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agenticdb.redaction import dsn_password, redact, redact_obj, register_secret
 from agenticdb.rule_files import harmful_rule_ids
@@ -878,8 +878,6 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 
 def _env_values() -> dict[str, Any]:
     """The nested values the ``AGENTICDB_*`` environment supplies (to tell which source a bad key came from)."""
-    from pydantic_settings import EnvSettingsSource
-
     try:
         return EnvSettingsSource(Settings)()
     except Exception:  # noqa: BLE001 - only used to attribute errors; never fail on it

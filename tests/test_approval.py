@@ -128,7 +128,7 @@ advice_observe_s = 0
 
 
 def test_proposals_expire_and_the_group_decides(tmp_path: Path) -> None:
-    from agenticdb.advice.advise import Recommendation
+    from agenticdb.advice.types import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     q = Queue(tmp_path / "q")
@@ -156,8 +156,8 @@ def test_proposals_expire_and_the_group_decides(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["advise"])
 def test_advise_mode_never_applies(tmp_path: Path, mode: str) -> None:
-    from agenticdb.advice.advise import Recommendation
     from agenticdb.advice.approval import ApprovalError
+    from agenticdb.advice.types import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     q = Queue(tmp_path / "q")
@@ -298,7 +298,7 @@ def test_a_user_outside_the_group_cannot_decide(tmp_path: Path) -> None:
     and the proposal stays pending."""
     import multiprocessing
 
-    from agenticdb.advice.advise import Recommendation
+    from agenticdb.advice.types import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     tmp_path.chmod(0o755)

@@ -301,3 +301,27 @@ def test_a_leader_within_the_noise_of_the_start_is_proven(tmp_path: Path) -> Non
     assert race["leader"] == "near" and race["not_proven"] == "", race
     proofs = [e for e in events(s, "proposal") if "proof of the race's leader 'near'" in str(e.data.get("rationale"))]
     assert len(proofs) == 1
+
+
+def test_the_per_query_bound_is_taken_from_the_slowest_time_the_start_showed() -> None:
+    def run(q01: float, q02: float) -> Measurement:
+        return Measurement(
+            workload="tpch",
+            objective=q01 + q02,
+            objective_name="total_time",
+            higher_is_better=False,
+            total_time_s=q01 + q02,
+            duration_s=q01 + q02,
+            per_query_s={"q01": q01, "q02": q02},
+        )
+
+    median = run(2.0, 4.0)
+    baseline = [run(1.8, 4.4), median, run(3.0, 3.9)]
+    limit = race_limit(LoopConfig(race_time_factor=1.5), median, 6.0, baseline)
+    assert limit is not None
+    b1, b2 = limit.query_bound("q01", 0.0), limit.query_bound("q02", 0.0)
+    # 1.5 × the slowest of each query over the baseline's runs (3.0 s and 4.4 s), not the median run's
+    assert b1 is not None and abs(b1[0] - 4.5) < 1e-6, b1
+    assert b2 is not None and abs(b2[0] - 6.6) < 1e-6, b2
+    # the total bound stays 1.5 × the reference run's total
+    assert limit.olap(9.1) and not limit.olap(8.9)

@@ -365,7 +365,7 @@ class OpeningRun:
             state.restarts += restarted
             screen.apply = "restart" if restarted else mode.value
             phase = "workload"
-            limit = race_limit(self.cfg.loop, state.reference, state.reference_level)
+            limit = race_limit(self.cfg.loop, state.reference, state.reference_level, self.start.baseline)
             m, delta_state = executor.measure(round_no, f"race {entry.name}", after_restart=restarted, limit=limit)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             self._supersede(round_no)

@@ -33,16 +33,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agenticdb.config import LoopConfig
+from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
 from agenticdb.loop.auditor import relative_gain, round_cost_prior, warm_costs
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import PAIR_SD_FLOOR, Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
-from agenticdb.units import UnitError, canonical, family_of, normalize
+from agenticdb.units import UnitError, canonical, normalize
 
 #: A restart's cost before the session measured one (seconds): PostgreSQL restarts in ~0.6 s and MariaDB in
 #: ~1.4 s on the idle reference host (docs MEASUREMENT.md "Start-up costs"); the shutdown checkpoint after a
@@ -199,18 +200,34 @@ def counted_worse(screen: Screen, best_level: float, prior: Noise) -> bool:
     return m is not None and bool(counted_cut_off(m, best_level, prior))
 
 
-def race_limit(loop: LoopConfig, reference: Measurement | None, level: float) -> TrialLimit | None:
+def race_limit(
+    loop: LoopConfig, reference: Measurement | None, level: float, start_runs: Sequence[Measurement] = ()
+) -> TrialLimit | None:
     """The bound of the next screen from the best run so far (``reference``, objective ``level``).
 
     Query sets (a run with per-query times): ``TrialLimit.race`` with ``k = loop.race_time_factor`` (total
-    and per query, with its floor for millisecond queries). OLTP: the progress-line rule at ratio
-    ``1 / loop.race_time_factor`` of the reference's TPS. None without a reference run (nothing to bound by).
+    and per query, with its floor for millisecond queries). Each query's bound is taken from the slowest time
+    that query took in ``reference`` or in any full run of ``start_runs`` (the baseline's runs): one query's
+    time varies far more than the set's total on a loaded host — on 2026-12-06 (load average ~17 on 2 cores)
+    two TPC-H SF 0.3 screens whose totals were level with the start (+1.3 %, +1.8 %) were cut because one
+    query ran past 1.5 × the median baseline run's time of it — so a query is stopped only past ``k`` × what
+    the start itself was seen to take (leaning in the candidate's favour, as a cut-off must). OLTP: the
+    progress-line rule at ratio ``1 / loop.race_time_factor`` of the reference's TPS. None without a
+    reference run (nothing to bound by).
     """
     if reference is None or reference.cut_off:
         return None
     k = loop.race_time_factor
     if reference.per_query_s and reference.total_time_s:
-        return TrialLimit.race(reference, k=k)
+        limit = TrialLimit.race(reference, k=k)
+        slowest = dict(reference.per_query_s)
+        for run in start_runs:
+            if run.cut_off or not run.per_query_s:
+                continue
+            for q, t in run.per_query_s.items():
+                if q in slowest:
+                    slowest[q] = max(slowest[q], t)
+        return replace(limit, best_query_s=slowest)
     if reference.tps:
         return TrialLimit(best_objective=level, best_tps=reference.tps, ratio=1.0 / k)
     return None

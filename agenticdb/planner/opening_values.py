@@ -7,13 +7,14 @@ import math
 from dataclasses import dataclass, field
 
 from agenticdb.config import PolicyConfig
+from agenticdb.dialect import family_of
 from agenticdb.models import KnobSpec, PlanningContext, Proposal, StateDelta
 from agenticdb.planner import access
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.playbook import round_base
 from agenticdb.store.memory.backends import storage_class
 from agenticdb.targets.postgres_plans import PlanEvidence
-from agenticdb.units import bytes_of, canonical, family_of, format_value, parse_value, unit_bytes
+from agenticdb.units import bytes_of, canonical, format_value, parse_value, unit_bytes
 
 MiB = 1024**2
 GiB = 1024**3
