@@ -12,13 +12,24 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from agenticdb.advice.types import AdviceParts
 from agenticdb.config import Settings, TargetConfig
+from agenticdb.dialect import family_of
+from agenticdb.host.hardware import detect_hardware
+from agenticdb.host.privileges import PrivilegeError, check_not_superuser
+from agenticdb.measure.hoststats import host_state
 from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
+from agenticdb.sandbox import sandbox_of
+from agenticdb.store.faults import StorageError, cause_of
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory import MemoryBook
+from agenticdb.store.memory.central import attach_central, safe_url
+from agenticdb.targets import dbms_target
 from agenticdb.targets.base import Target
-from agenticdb.units import family_of
+from agenticdb.targets.linux import LinuxTarget
+from agenticdb.workloads import build_workload as _build
+from agenticdb.workloads import connection_from_dsn
 from agenticdb.workloads.base import Connection, Workload, WorkloadError
 
 if TYPE_CHECKING:
@@ -38,8 +49,6 @@ def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
     Raises:
         SetupError: the sandbox does not exist (tells the user the command that creates it).
     """
-    from agenticdb.sandbox import sandbox_of
-
     try:
         info = sandbox_of(kind, home).info()
     except ValueError as exc:
@@ -69,8 +78,6 @@ def build_target(cfg: Settings) -> Target:
         SetupError: no DSN configured.
         ValueError: the DSN or the service section is invalid (names the key).
     """
-    from agenticdb.targets import dbms_target
-
     require_dsn(cfg)
     return dbms_target(cfg.target, cache_dir=cfg.storage.home / "cache")
 
@@ -83,8 +90,6 @@ def linux_target(
     The one place a LinuxTarget is built: the OS stage, crash reconciliation and ``agenticdb rollback
     --os`` all get theirs here, so they agree on the root and the devices.
     """
-    from agenticdb.targets.linux import LinuxTarget
-
     return LinuxTarget(root=cfg.os.root, devices=cfg.os.devices or None, data_dir=data_dir, state_store=state_store)
 
 
@@ -101,8 +106,6 @@ def check_privileges(cfg: Settings) -> None:
         SetupError: the DSN connects as a superuser (the message names ``agenticdb setup-role``), or the
             server cannot be asked.
     """
-    from agenticdb.host.privileges import PrivilegeError, check_not_superuser
-
     try:
         check_not_superuser(cfg.target.kind, require_dsn(cfg), cfg.policy.allow_superuser)
     except PrivilegeError as exc:
@@ -113,9 +116,6 @@ def check_privileges(cfg: Settings) -> None:
 
 def build_workload(cfg: Settings, target: Target) -> Workload:
     """The benchmark of ``cfg.workload`` against the target's database."""
-    from agenticdb.workloads import build_workload as _build
-    from agenticdb.workloads import connection_from_dsn
-
     conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
     if cfg.workload.kind == "live":
         return build_live_workload(cfg, conn)
@@ -128,8 +128,8 @@ def build_live_workload(cfg: Settings, conn: Connection) -> Workload:
     Raises:
         SetupError: the statement statistics are missing (one line: what the DBA must change).
     """
-    from agenticdb.workloads.live import build_live
-    from agenticdb.workloads.livestats import LiveSetupError
+    from agenticdb.workloads.live import build_live  # lazy: start-up cost (loads pymysql; 34 modules)
+    from agenticdb.workloads.livestats import LiveSetupError  # lazy: start-up cost (loads pymysql; 33 modules)
 
     if cfg.policy.allow_restart and cfg.policy.restart_window is None:
         # A live server serves an application: a restart drops its connections. Only dynamic and reload
@@ -155,11 +155,6 @@ def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, s
 
 def host_state_source(cfg: Settings, target: Target) -> Callable[[], RuntimeState] | None:
     """Host statistics sampler (CPU, vmstat, diskstats, PSI) for bottleneck evidence."""
-    try:
-        from agenticdb.host.hardware import detect_hardware
-        from agenticdb.measure.hoststats import host_state
-    except ImportError:
-        return None
     device = detect_hardware(target.data_dir).data_device
     devices = cfg.os.devices or ([device] if device else None)
     return lambda: host_state(cfg.os.root, devices)
@@ -176,12 +171,12 @@ def build_planner(
 
     ``round_of`` tells which round an LLM call belongs to (for the accounting rows).
     """
-    from agenticdb.planner.heuristic import HeuristicPlanner
+    from agenticdb.planner.heuristic import HeuristicPlanner  # lazy: start-up cost (loads 22 modules)
 
-    heuristic = HeuristicPlanner()
+    heuristic = HeuristicPlanner(min_gain=cfg.loop.min_gain)
     if cfg.planner.kind == "heuristic":
         return refining(cfg, heuristic)
-    from agenticdb.planner.llm import LLMPlanner
+    from agenticdb.planner.llm import LLMPlanner  # lazy: start-up cost (loads openai; 583 modules)
 
     def on_call(record) -> None:  # type: ignore[no-untyped-def]
         memory.record_llm_call(
@@ -211,7 +206,10 @@ def refining(cfg: Settings, playbook: Planner) -> Planner:
     """``playbook`` followed by the refinement search (``agenticdb.planner.search``) when ``loop.search``."""
     if not cfg.loop.search:
         return playbook
-    from agenticdb.planner.search import RefiningPlanner, SearchSettings
+    from agenticdb.planner.search import (  # lazy: start-up cost (loads optuna; 154 modules)
+        RefiningPlanner,
+        SearchSettings,
+    )
 
     return RefiningPlanner(
         playbook, SearchSettings(max_knobs=cfg.loop.search_knobs, switch_after=cfg.loop.plateau_rounds)
@@ -228,13 +226,24 @@ def check_planner(cfg: Settings) -> None:
     """
     if cfg.planner.kind != "llm":
         return
-    from agenticdb.planner.heuristic import HeuristicPlanner
-    from agenticdb.planner.llm import LLMPlanner
+    from agenticdb.planner.heuristic import HeuristicPlanner  # lazy: start-up cost (loads 22 modules)
+    from agenticdb.planner.llm import LLMPlanner  # lazy: start-up cost (loads openai; 583 modules)
 
     try:
-        LLMPlanner(cfg.planner, fallback=HeuristicPlanner())
+        LLMPlanner(cfg.planner, fallback=HeuristicPlanner(min_gain=cfg.loop.min_gain))
     except PlannerError as exc:
         raise SetupError(str(exc)) from None
+
+
+def advice_parts() -> AdviceParts:
+    """The builders ``advise``, ``apply`` and the approval desk use, passed in (advice is below ``app``)."""
+    return AdviceParts(
+        build_target=build_target,
+        linux_target=linux_target,
+        host_state_source=host_state_source,
+        build_workload=build_workload,
+        open_stores=open_stores,
+    )
 
 
 def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
@@ -243,8 +252,6 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
     Raises:
         StorageError: the home folder or a file cannot be created, opened or written.
     """
-    from agenticdb.store.faults import StorageError, cause_of
-
     assert cfg.storage.journal_db is not None and cfg.storage.memory_db is not None
     try:
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
@@ -257,8 +264,6 @@ def open_stores(cfg: Settings) -> tuple[Journal, MemoryBook]:
 def open_memory(cfg: Settings, journal: Journal | None = None) -> MemoryBook:
     """The local Memory Book, linked to the central one when ``storage.memory_url`` is set (issue 19):
     an unreachable central book is journaled once as ``memory.central_unreachable``."""
-    from agenticdb.store.memory.central import attach_central, safe_url
-
     assert cfg.storage.memory_db is not None
     book = MemoryBook(cfg.storage.memory_db, host=cfg.storage.host_label)
     url = cfg.storage.memory_url
@@ -286,7 +291,7 @@ def build_session(
 ) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
-    from agenticdb.loop.session import TuningSession
+    from agenticdb.loop.session import TuningSession  # lazy: start-up cost (loads scipy; 612 modules)
 
     session = TuningSession(
         cfg,
@@ -312,7 +317,7 @@ def build_session(
     src = host_state_source(cfg, target)
     if src is not None:
         session.extra_state_sources = [src]
-    from agenticdb.workloads.live import LiveWorkload
+    from agenticdb.workloads.live import LiveWorkload  # lazy: start-up cost (loads pymysql; 34 modules)
 
     if isinstance(workload, LiveWorkload):  # the window's statement counters feed the diagnosis
         session.extra_state_sources.append(workload.runtime_state)

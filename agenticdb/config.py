@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agenticdb.redaction import dsn_password, redact, redact_obj, register_secret
 from agenticdb.rule_files import harmful_rule_ids
@@ -227,7 +227,8 @@ class LiveConfig(Section):
     guard_min_mean_ms: float = Field(
         default=1.0,
         ge=0,
-        description="the guard judges only statements whose baseline mean is at least this (ms): a 0.02-ms "
+        description="the guard judges only statements whose mean in the baseline or the window is at least this "
+        "(ms): a 0.02-ms "
         "statement measured 0.08 ms after jit = off in issue 38, a 4× 'slowdown' made of one preemption or "
         "cache miss (a scheduler time slice is milliseconds); such statements are too short to time reliably "
         "per second (judgement, measured on a busy 2-core host)",
@@ -877,8 +878,6 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 
 def _env_values() -> dict[str, Any]:
     """The nested values the ``AGENTICDB_*`` environment supplies (to tell which source a bad key came from)."""
-    from pydantic_settings import EnvSettingsSource
-
     try:
         return EnvSettingsSource(Settings)()
     except Exception:  # noqa: BLE001 - only used to attribute errors; never fail on it

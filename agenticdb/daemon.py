@@ -13,6 +13,7 @@ Signals:
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -23,7 +24,17 @@ from typing import Any
 import psutil
 import structlog
 
-from agenticdb.advice.remediation import remedy_gate
+from agenticdb.advice.remedy_gate import remedy_gate
+from agenticdb.app import (
+    advice_parts,
+    build_session,
+    build_target,
+    build_workload,
+    check_privileges,
+    linux_target,
+    open_memory,
+    target_for_snapshot,
+)
 from agenticdb.config import ConfigError, Settings, in_window, load_config
 from agenticdb.host.notify import Notifier
 from agenticdb.logs import configure_logging
@@ -60,8 +71,6 @@ def reconcile(cfg: Settings, journal: Journal, memory: MemoryBook) -> list[str]:
         RuntimeError: an open intent could not be restored and verified (the daemon must not start
             tuning then).
     """
-    from agenticdb.app import linux_target, target_for_snapshot
-
     actions: list[str] = []
     intents = journal.open_intents()
     # Oldest intent of a session holds its oldest safe snapshot; restore the newest per target, which
@@ -223,8 +232,6 @@ class Daemon:
         self._last_sample_at = now
         try:
             if self._monitor_target is None:
-                from agenticdb.app import build_target
-
                 self._monitor_target = build_target(self.cfg)
             sample = self._monitor_target.runtime_state()
         except Exception as exc:  # noqa: BLE001 - monitoring is best effort; the next sample retries
@@ -270,8 +277,6 @@ class Daemon:
         return time.monotonic() - self.last_run >= d.interval_hours * 3600 and in_window(d.windows)
 
     def _run_session(self, journal: Journal, memory: MemoryBook) -> str:
-        from agenticdb.app import build_session, build_target, build_workload, check_privileges
-
         cfg = self.cfg
         check_privileges(cfg)
         target = build_target(cfg)
@@ -318,7 +323,6 @@ class Daemon:
         """Reconcile, READY, then schedule sessions until stopped. Returns the exit code."""
         cfg = self.cfg
         cfg.storage.home.mkdir(parents=True, exist_ok=True)
-        from agenticdb.app import open_memory
 
         journal = Journal(cfg.storage.journal_db, key_file=cfg.storage.key_path())  # type: ignore[arg-type]
         memory = open_memory(cfg, journal)
@@ -431,7 +435,7 @@ class Daemon:
 
     def _approval_ready(self, journal: Journal) -> bool:
         """Create the approval queue before READY; False (logged and journaled) when it cannot exist."""
-        from agenticdb.advice.approval import ApprovalError
+        from agenticdb.advice.approval import ApprovalError  # lazy: start-up cost (loads 33 modules)
 
         try:
             self._approval()
@@ -444,9 +448,9 @@ class Daemon:
     def _approval(self) -> Any:
         """The approval desk (agenticdb.advice.approval.Desk) of policy.mode approve/advise, made on first use."""
         if self._desk is None:
-            from agenticdb.advice.approval import Desk
+            from agenticdb.advice.approval import Desk  # lazy: start-up cost (loads 33 modules)
 
-            self._desk = Desk(self.cfg)
+            self._desk = Desk(self.cfg, advice_parts())
         return self._desk
 
     def _next_in(self) -> float:
@@ -457,7 +461,5 @@ class Daemon:
 
 def run_daemon(cfg: Settings, config_path: Path | None = None, overrides: dict[str, Any] | None = None) -> int:
     """Entry point of ``agenticdb daemon``: INFO logs to stderr (journald), then ``Daemon.run``."""
-    import logging
-
     configure_logging(level=logging.INFO)
     return Daemon(cfg, config_path, overrides).run()

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from agenticdb.dialect import family_of as family_of  # re-exported for old callers; the home is dialect
 from agenticdb.models import KnobSpec
 
 PG_MEMORY_UNITS: dict[str, int] = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
@@ -107,24 +108,6 @@ class Parsed:
     canonical: str
     base_value: float | None
     warnings: tuple[str, ...] = field(default=())
-
-
-def family_of(target: str) -> str:
-    """Map a catalog ``target`` ("postgresql", "mariadb", "mysql", "linux", …) to a value dialect.
-
-    Returns "postgresql", "mysql" (MySQL and MariaDB share the spelling) or "linux".
-
-    Raises:
-        ValueError: the target is none of those.
-    """
-    t = target.lower()
-    if t.startswith("postgres") or t.startswith("pg"):
-        return "postgresql"
-    if "maria" in t or "mysql" in t:
-        return "mysql"
-    if t.startswith("linux") or t == "os":
-        return "linux"
-    raise ValueError(f"target {target!r}: unknown dialect (expected postgresql, mariadb, mysql or linux)")
 
 
 def normalize(family: str, spec: KnobSpec, raw: str | int | float | bool) -> Parsed:

@@ -16,8 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from agenticdb.advice.advise import Advice, advise
-from agenticdb.app import build_target, sandbox_target_config
+from agenticdb.advice.advise import advise
+from agenticdb.advice.types import Advice
+from agenticdb.app import advice_parts, build_target, sandbox_target_config
 from agenticdb.config import load_config
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.logs import configure_logging
@@ -30,7 +31,7 @@ def _advice(home: Path, kind: str, observe_s: float) -> tuple[Advice, dict[str, 
     cfg = cfg.model_copy(update={"target": tcfg})
     target = build_target(cfg)
     try:
-        adv = advise(cfg, target, observe_s=observe_s, os_layer=True)
+        adv = advise(cfg, target, observe_s=observe_s, os_layer=True, parts=advice_parts())
         current = target.current_values(list(target.catalog().knobs))
         size = int(target.runtime_state().gauges.get("pg_database.size_bytes", 0))
         return adv, current, size, tcfg.port if hasattr(tcfg, "port") else 0

@@ -19,9 +19,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from agenticdb.advice.advise import Advice, Recommendation, advise
+from agenticdb.advice.advise import advise
 from agenticdb.advice.formats import render
-from agenticdb.app import build_target
+from agenticdb.advice.types import Advice, Recommendation
+from agenticdb.app import advice_parts, build_target
 from agenticdb.config import TargetConfig, load_config
 from agenticdb.models import ApplyMode, KnobSpec, Layer
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
@@ -109,7 +110,7 @@ def _pg_advice(config: Path) -> Advice:
     cfg = load_config(config)
     target = build_target(cfg)
     try:
-        return advise(cfg, target, observe_s=0.2, os_layer=False)
+        return advise(cfg, target, observe_s=0.2, os_layer=False, parts=advice_parts())
     finally:
         target.close()
 
@@ -317,7 +318,7 @@ def test_confidence_says_where_an_experience_comes_from(pg_config: Path, storage
                         beneficial=[{"changes": {knob: value}, "gain": 0.12, "bottleneck": "wal_fsync"}],
                     )
                 )
-        adv = advise(cfg, target, observe_s=0.1, os_layer=False)
+        adv = advise(cfg, target, observe_s=0.1, os_layer=False, parts=advice_parts())
     finally:
         target.close()
     by = {r.knob: r for r in adv.recommendations}

@@ -10,15 +10,23 @@ import pwd
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
-from agenticdb.advice.approval import Queue, may_decide
+from agenticdb.advice.approval import Desk, Queue, may_decide
+from agenticdb.config import DaemonConfig, LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.loop.session import TuningSession
+from agenticdb.models import PlanningContext
+from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.store.journal import Journal
+from agenticdb.store.memory import MemoryBook
 from tests.test_advice import cli, write_config
 from tests.test_daemon import NotifySocket
 
@@ -120,7 +128,7 @@ advice_observe_s = 0
 
 
 def test_proposals_expire_and_the_group_decides(tmp_path: Path) -> None:
-    from agenticdb.advice.advise import Recommendation
+    from agenticdb.advice.types import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     q = Queue(tmp_path / "q")
@@ -148,8 +156,8 @@ def test_proposals_expire_and_the_group_decides(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["advise"])
 def test_advise_mode_never_applies(tmp_path: Path, mode: str) -> None:
-    from agenticdb.advice.advise import Recommendation
     from agenticdb.advice.approval import ApprovalError
+    from agenticdb.advice.types import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     q = Queue(tmp_path / "q")
@@ -290,7 +298,7 @@ def test_a_user_outside_the_group_cannot_decide(tmp_path: Path) -> None:
     and the proposal stays pending."""
     import multiprocessing
 
-    from agenticdb.advice.advise import Recommendation
+    from agenticdb.advice.types import Recommendation
     from agenticdb.models import ApplyMode, Layer
 
     tmp_path.chmod(0o755)
@@ -318,3 +326,104 @@ def test_a_user_outside_the_group_cannot_decide(tmp_path: Path) -> None:
     answer = parent.recv()
     assert answer.startswith("refused:") and "not in its group 'root'" in answer, answer
     assert [x.id for x in q.pending()] == ["Rabc"] and not list(q.decisions.iterdir())
+
+
+# ------------------------------------------------------------------ the opening in approve mode (issue 36)
+OPENING_SETS = [("fast", {"work_mem": "8MB"}), ("plain", {"random_page_cost": "2"})]
+
+
+def _opening_session(
+    tmp_path: Path, script: list[dict[str, str]]
+) -> tuple[threading.Thread, dict[str, Any], Desk, Path]:
+    """A session over the in-memory target (tests/memtarget.py: work_mem 8MB runs 3 × the start) whose
+    opening races ``OPENING_SETS``, gated by the daemon's real approval desk (``Desk.gate``) on a real queue
+    directory; people decide with the real ``agenticdb approve|reject`` commands. The session runs in a
+    thread (its SQLite stores are made there); returns (thread, box with its "session" and "result" or
+    "error", the desk, the config file for the commands)."""
+    queue = tmp_path / "queue"
+    config = tmp_path / "agenticdb.toml"
+    config.write_text(f'[storage]\nhome = "{tmp_path}"\n[daemon]\napproval_dir = "{queue}"\n')
+    cfg = Settings(
+        workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
+        loop=LoopConfig(opening=True, max_rounds=1, baseline_runs=2, plateau_rounds=5, search=False),
+        policy=PolicyConfig(mode="approve"),
+        storage=StorageConfig(home=tmp_path),
+        daemon=DaemonConfig(approval_dir=queue, proposal_ttl_s=600),
+    )
+
+    def source(ctx: PlanningContext, k: int) -> Opening:
+        return Opening([Candidate(n, dict(ch), f"test set {n}", {x: "test" for x in ch}) for n, ch in OPENING_SETS])
+
+    desk = Desk(cfg)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            target = InMemoryTarget()
+            workload = ScriptedWorkload(target, lambda v: 300.0 if v.get("work_mem") == "8MB" else 100.0)
+            journal = Journal(tmp_path / "journal.db")
+            gate = desk.gate(journal, lambda: False, lambda status: None)
+            s = box["session"] = TuningSession(
+                cfg, target, workload, ScriptedPlanner(list(script)), journal, MemoryBook(tmp_path / "m.db"),
+                approve=gate, opening=source,
+            )  # fmt: skip
+            box["result"] = s.run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box, desk, config
+
+
+def _journal_events(tmp_path: Path, session_id: str) -> list[Any]:
+    with Journal(tmp_path / "journal.db", read_only=True) as j:
+        return [e for e in j.events() if e.session_id == session_id]
+
+
+def test_one_approval_covers_the_whole_opening(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTICDB_LOOP__OPENING")  # this module's no_opening fixture; the environment wins
+    t, box, desk, config = _opening_session(tmp_path, script=[])
+    first = _waiting_trial(desk.queue.root, None, 60)
+    assert first is not None
+    rec = next(p for p in desk.queue.pending() if p.id == first).recommendation
+    # the one proposal names every candidate's changes and says it is the opening
+    assert set(rec.knob.split(", ")) == {"work_mem", "random_page_cost"} and rec.source == "opening planner"
+    assert "races 2 whole configurations" in rec.reason
+    r = cli("approve", first, "--config", str(config), "--wait", "60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    t.join(120)
+    assert not t.is_alive() and "error" not in box, box
+    events = _journal_events(tmp_path, box["session"].session_id)
+    # one approval for the two screens and the proof: nothing else was queued
+    assert [e.data["id"] for e in events if e.event == "approval.proposed"] == [first]
+    race = next(e for e in events if e.event == "race").data
+    assert [row["candidate"] for row in race["table"]] == ["fast", "plain"] and race["leader"] == "fast"
+    approved = next(e for e in events if e.event == "approval.approved")
+    assert all(e.id > approved.id for e in events if e.event == "applied")  # nothing applied before it
+    assert box["result"].best_changes == {"work_mem": "8MB"}
+
+
+def test_a_refused_opening_is_skipped_and_bans_no_knob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTICDB_LOOP__OPENING")  # this module's no_opening fixture; the environment wins
+    # the diagnosis round after the refusal proposes one of the refused opening's knobs again
+    t, box, desk, config = _opening_session(tmp_path, script=[{"work_mem": "8MB"}])
+    first = _waiting_trial(desk.queue.root, None, 60)
+    assert first is not None
+    r = cli("reject", first, "--config", str(config), "--why", "no whole configurations today", "--wait", "60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    second = _waiting_trial(desk.queue.root, first, 60)
+    assert second is not None, "the diagnosis round's work_mem change was never queued: the refusal banned it"
+    assert next(p for p in desk.queue.pending() if p.id == second).recommendation.knob == "work_mem"
+    r = cli("approve", second, "--config", str(config), "--wait", "60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    t.join(120)
+    assert not t.is_alive() and "error" not in box, box
+    events = _journal_events(tmp_path, box["session"].session_id)
+    refused = next(e for e in events if e.event == "opening.refused")
+    assert "no whole configurations today" in refused.data["reason"]
+    assert not [e for e in events if e.event == "race"]  # skipped: no screen ran
+    # no knob banned: no round holds a failed 'approval' check, and the round's work_mem change was kept
+    result = box["result"]
+    assert not [c for o in result.rounds for c in o.failed_checks if c.check == "approval"]
+    assert result.best_changes == {"work_mem": "8MB"}

@@ -63,6 +63,7 @@ def test_help_has_no_type_tags_and_tune_shows_defaults() -> None:
     workload kind (live included) and describe --allow-restart/--no-restart; --version exists."""
     out = run("tune", "--help").stdout
     assert "<bool>" not in out and "<str>" not in out and "<float>" not in out
+    assert "<path>" not in run("validate", "--help").stdout  # arguments too
     flat = " ".join(out.replace("│", " ").split())
     assert "(default: 10; config loop.max_rounds)" in flat and "tpch | command | live" in flat
     assert "--objective" in flat and "--latency-guard" in flat

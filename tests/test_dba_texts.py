@@ -62,3 +62,24 @@ def test_baseline_to_best_says_when_the_best_was_measured_again() -> None:
     later = _round(3, 0.0, [0.0], cand=1150.0, best=1180.0)
     text = baseline_best_text(938.72, 1200.0, [r1, kept, later], 0.278)
     assert "(+27.8%) (best: round 2's kept configuration, its own runs; re-measured 1,180.000 in round 3's" in text
+
+
+def test_journal_story_says_the_best_was_measured_again() -> None:
+    from agenticdb.cli.story import remeasured_note
+    from agenticdb.store.journal import JournalEvent
+
+    def ev(i: int, name: str, data: dict[str, object], rnd: int | None) -> JournalEvent:
+        ts = f"2026-01-01T00:00:{i:02d}+00:00"
+        return JournalEvent(id=i, ts=ts, session_id="s", round_no=rnd, event=name, data=data, prev_hash="", hash="")
+
+    events = [
+        ev(1, "judged", {"best_median": 1465.0}, 1),
+        ev(2, "decision", {"kept": False}, 1),
+    ]
+    assert (
+        remeasured_note(events) == " (nothing kept; the starting configuration re-measured 1,465.00 in round 1's pairs)"
+    )
+    events += [ev(3, "judged", {"best_median": 1400.0}, 2), ev(4, "decision", {"kept": True}, 2)]
+    assert remeasured_note(events) == ""
+    events += [ev(5, "judged", {"best_median": 1500.0}, 3)]
+    assert remeasured_note(events) == " (round 2's kept configuration re-measured 1,500.00 in round 3's pairs)"

@@ -77,6 +77,13 @@ def test_the_guard_ignores_statements_too_short_to_time() -> None:
     w2.next_run("candidate")
     with pytest.raises(GuardTripped, match="real"):
         w2.run(3)
+    # a sub-ms statement that becomes long enough to time (0.3 → 5 ms: a temp table sent to disk) trips it
+    w4 = _workload(_ScriptedReader([{"q": (100, 30.0)}] * 3 + [{}] + [{"q": (100, 500.0)}] * 3))
+    w4.prepare()
+    w4.run(3)
+    w4.next_run("candidate")
+    with pytest.raises(GuardTripped):
+        w4.run(3)
     # and with the floor at 0 the tiny one trips it too (the setting is what decides)
     w3 = _workload(_ScriptedReader([base_s] * 3 + [{}] + [cand_s] * 3), guard_min_mean_ms=0.0)
     w3.prepare()

@@ -146,7 +146,12 @@ LIVE_ARGS = ("tune", "--sandbox", "mariadb", "--workload", "live", "--stage", "d
 
 
 def run_cli(home: Path, env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTICDB_"))}
+    # The no_opening fixture's AGENTICDB_LOOP__OPENING passes through; every other setting comes from here.
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "AGENTICDB_")) or k == "AGENTICDB_LOOP__OPENING"
+    }
     return subprocess.run(
         [*CLI, *args],
         capture_output=True,

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from agenticdb.cli.memory_cmd import memory_app
 from agenticdb.models import Bottleneck, Decision, Experience, Fingerprint, Layer, Measurement, RoundOutcome
 from agenticdb.store.memory import WEIGHTS, MemoryBook, MemoryBookError, similarity
+from agenticdb.store.memory.transfer import export_book, import_book
 
 runner = CliRunner()
 
@@ -206,12 +207,12 @@ def test_forget_and_export_import(tmp_path: Path) -> None:
     id1 = book.write_experience(exp("s1", fp()))
     book.write_experience(exp("s2", fp(benchmark="sysbench")))
     out = tmp_path / "export.json"
-    assert book.export(out) == {"sessions": 1, "rounds": 1, "experience": 2, "llm_calls": 1}
+    assert export_book(book, out) == {"sessions": 1, "rounds": 1, "experience": 2, "llm_calls": 1}
     assert "os_originals" not in json.loads(out.read_text())
 
     other = MemoryBook(tmp_path / "b.db")
-    assert other.import_(out) == {"sessions": 1, "rounds": 1, "experience": 2, "llm_calls": 1}
-    assert other.import_(out) == {"sessions": 0, "rounds": 0, "experience": 0, "llm_calls": 0}
+    assert import_book(other, out) == {"sessions": 1, "rounds": 1, "experience": 2, "llm_calls": 1}
+    assert import_book(other, out) == {"sessions": 0, "rounds": 0, "experience": 0, "llm_calls": 0}
     assert other.list_experience()[0].experience == book.get_experience(id1).experience
     assert other.os_originals() == []
 
@@ -226,7 +227,7 @@ def test_forget_and_export_import(tmp_path: Path) -> None:
     doc["experience"][1]["experience"] = json.dumps({"session_id": "x"})
     bad.write_text(json.dumps(doc))
     with pytest.raises(MemoryBookError, match=r"experience\[1\] is invalid"):
-        MemoryBook(tmp_path / "c.db").import_(bad)
+        import_book(MemoryBook(tmp_path / "c.db"), bad)
     assert MemoryBook(tmp_path / "c.db").sessions() == []  # nothing written before validation
 
 

@@ -121,6 +121,9 @@ def test_the_llm_whole_configuration_comes_through_the_openai_client(
     assert c.repaired and c.repaired[0].startswith("work_mem: 8MB → 4MB"), c.repaired
     assert ("evidence", "replaced by llm: the weakest rule-based set (1 knobs)") in opening.dropped
     assert any("max_connections=20 left out" in n for n in opening.notes), opening.notes
+    # the reply's bottleneck is the LLM's diagnosis of the baseline (the session's diagnosis event)
+    assert opening.diagnosis is not None and opening.diagnosis.bottleneck.value == "cpu"
+    assert opening.diagnosis.rationale == "an analytic workload under 1 GiB"
 
 
 def test_an_llm_that_fails_leaves_the_rule_based_opening(pg: PostgresTarget, llm_server: ScriptedLLMServer) -> None:
@@ -130,3 +133,4 @@ def test_an_llm_that_fails_leaves_the_rule_based_opening(pg: PostgresTarget, llm
     assert "llm" not in [c.name for c in opening.candidates]
     assert any(a.startswith("llm: the LLM gave no usable whole configuration") for a in opening.absent), opening.absent
     assert opening.candidates
+    assert opening.diagnosis is None  # no reply, no LLM diagnosis: the session's is then the playbook's

@@ -99,7 +99,10 @@ def test_evidence_sizes_work_mem_from_the_spill_and_turns_jit_off_from_the_plans
     out = evidence_driven(inp)
     c = out.candidate
     assert c is not None and c.name == "evidence", out
-    assert c.changes["jit"] == "off" and "EXPLAIN ANALYZE, leader and workers" in c.sources["jit"]
+    assert (
+        c.changes["jit"] == "off"
+        and "EXPLAIN ANALYZE of 1 of the workload's statements, leader and workers" in c.sources["jit"]
+    )
     wm = int(c.changes["work_mem"].removesuffix("MB"))
     assert wm >= 8, c.changes  # at least twice the 4MB in effect, sized to the measured spill
     assert "temporary files" in c.sources["work_mem"]
@@ -228,12 +231,17 @@ def test_plans_of_the_workload_weighted_by_the_baseline_without_executing_them(
         ctx = context_of(pg, workload_class="olap")
         run = Measurement(workload="tpch", objective=3.0, per_query_s={"q01": 2.0, "q02": 1.0})
         ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline": [run]})})
-        plans, why = workload_plans(ctx, _QuerySet(conn))
+        plans, why = workload_plans(ctx, _QuerySet(conn), jit_budget_s=0)
         assert plans is not None, why
         assert not plans.analyzed and plans.statements == 2 and plans.exec_ms == 3000.0
         assert plans.jit_share is None and plans.jit_planned_share == 1.0, plans
         assert plans.parallel_share is not None and plans.parallel_share >= 2 / 3, plans
         assert "not executed" in plans.summary()
+        # with the default budget the JIT-compiling statements run once under EXPLAIN ANALYZE
+        sampled, why = workload_plans(ctx, _QuerySet(conn))
+        assert sampled is not None and sampled.jit_sampled == 2 and sampled.exec_ms == 3000.0, why
+        assert sampled.jit_share is not None and sampled.jit_share > 0, sampled
+        assert "EXPLAIN ANALYZE of 2 of them" in sampled.summary()
         out = evidence_driven(
             SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig(), plans=plans)
         )

@@ -23,7 +23,7 @@ from agenticdb.loop.race import opening_cost_s, race_limit, race_order, restarts
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.trial_limit import stopped_oltp
 from agenticdb.models import ApplyMode, KnobSpec, Measurement, PlanningContext, Proposal
-from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.planner.search import _measured_configs
 from agenticdb.store.journal import Journal, JournalEvent
 from agenticdb.store.memory import MemoryBook
@@ -57,12 +57,10 @@ class LimitedWorkload(ScriptedWorkload):
         return m
 
 
-def candidates(
-    *sets: tuple[str, dict[str, str]],
-) -> Callable[[PlanningContext, int], tuple[list[Candidate], list[str]]]:
-    def source(ctx: PlanningContext, k: int) -> tuple[list[Candidate], list[str]]:
+def candidates(*sets: tuple[str, dict[str, str]]) -> Callable[[PlanningContext, int], Opening]:
+    def source(ctx: PlanningContext, k: int) -> Opening:
         made = [Candidate(name, dict(ch), f"test set {name}", {n: "test" for n in ch}) for name, ch in sets]
-        return made[:k], ["llm: no LLM planner configured"]
+        return Opening(candidates=made[:k], absent=["llm: no LLM planner configured"])
 
     return source
 
@@ -259,3 +257,71 @@ def test_cut_off_screens_are_never_failed_rounds_in_the_memory_book(tmp_path: Pa
     assert cut and all(r.failure is None and r.judged == "worse" for r in cut)
     objs = [r.objective for r in stored if r.objective is not None]
     assert statistics.median(objs) > 0
+
+
+BEHIND = {"work_mem": "2MB"}  # 30 % below the start: not cut off (the OLTP cut is 1 / 1.5), yet behind it
+NEAR = {"work_mem": "3MB"}  # 2 % below the start: within the noise (at least the 5 % per-pair floor)
+
+
+def graded(values: dict[str, str]) -> float:
+    """``objective`` with two more levels: work_mem 2MB runs at 70 and 3MB at 98 (the start: 100)."""
+    return {"2MB": 70.0, "3MB": 98.0}.get(values.get("work_mem", ""), objective(values))
+
+
+def test_a_leader_behind_the_start_in_its_screen_is_not_proven_and_the_start_is_put_back(tmp_path: Path) -> None:
+    s, target, planner, workload = session(
+        tmp_path, candidates(("behind", BEHIND), ("loser", LOSER)), script=[{"effective_io_concurrency": "8"}]
+    )
+    workload.objective = graded
+    result = s.run()
+    race = events(s, "race")[0].data
+    rows = {row["candidate"]: row for row in race["table"]}
+    # the forced outcome: 'behind' ran to the end (not cut off) 30 % below the start; it leads the race
+    assert rows["behind"]["cut_off"] is False and rows["behind"]["objective"] == 70.0, rows["behind"]
+    assert race["best_screen"] == "behind" and race["leader"] is None
+    assert str(race["not_proven"]).startswith("no candidate ahead of the start in its screen"), race
+    assert "'behind', ran -30.0% on the starting level" in race["not_proven"], race["not_proven"]
+    # no proof round: no proposal says "proof of the race's leader"
+    assert not [e for e in events(s, "proposal") if "proof of the race's leader" in str(e.data.get("rationale"))]
+    # the start is back, journaled with the reason
+    reverted = [e for e in events(s, "reverted") if "opening" in e.data["reason"]]
+    assert reverted and "no candidate ahead of the start in its screen" in reverted[0].data["reason"]
+    assert target.values["work_mem"] == "4MB" and target.values["autovacuum_naptime"] == "1min"
+    assert result.best_changes.get("work_mem") != "2MB"
+    # the opening counted as one of loop.max_rounds = 3: two diagnosis rounds followed (rounds 3 and 4)
+    assert len(planner.contexts) == 2, [r.round_no for r in result.rounds]
+    assert planner.contexts[0].current_config["work_mem"] == "4MB"
+
+
+def test_a_leader_within_the_noise_of_the_start_is_proven(tmp_path: Path) -> None:
+    s, _, _, workload = session(tmp_path, candidates(("near", NEAR), ("loser", LOSER)), loop={"max_rounds": 1})
+    workload.objective = graded
+    s.run()
+    race = events(s, "race")[0].data
+    assert race["leader"] == "near" and race["not_proven"] == "", race
+    proofs = [e for e in events(s, "proposal") if "proof of the race's leader 'near'" in str(e.data.get("rationale"))]
+    assert len(proofs) == 1
+
+
+def test_the_per_query_bound_is_taken_from_the_slowest_time_the_start_showed() -> None:
+    def run(q01: float, q02: float) -> Measurement:
+        return Measurement(
+            workload="tpch",
+            objective=q01 + q02,
+            objective_name="total_time",
+            higher_is_better=False,
+            total_time_s=q01 + q02,
+            duration_s=q01 + q02,
+            per_query_s={"q01": q01, "q02": q02},
+        )
+
+    median = run(2.0, 4.0)
+    baseline = [run(1.8, 4.4), median, run(3.0, 3.9)]
+    limit = race_limit(LoopConfig(race_time_factor=1.5), median, 6.0, baseline)
+    assert limit is not None
+    b1, b2 = limit.query_bound("q01", 0.0), limit.query_bound("q02", 0.0)
+    # 1.5 × the slowest of each query over the baseline's runs (3.0 s and 4.4 s), not the median run's
+    assert b1 is not None and abs(b1[0] - 4.5) < 1e-6, b1
+    assert b2 is not None and abs(b2[0] - 6.6) < 1e-6, b2
+    # the total bound stays 1.5 × the reference run's total
+    assert limit.olap(9.1) and not limit.olap(8.9)

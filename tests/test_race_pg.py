@@ -11,7 +11,6 @@ proven on fresh pairs against the bad start and kept.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -21,7 +20,7 @@ from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
 from agenticdb.models import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
-from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 
 BAD_START = {"commit_delay": "100000", "commit_siblings": "2"}
@@ -32,8 +31,8 @@ SETS = [
 ]
 
 
-def _source(ctx: PlanningContext, k: int) -> tuple[Sequence[Candidate], list[str]]:
-    return [Candidate(n, dict(ch), f"hand-written set {n}", {x: "test" for x in ch}) for n, ch in SETS][:k], []
+def _source(ctx: PlanningContext, k: int) -> Opening:
+    return Opening([Candidate(n, dict(ch), f"hand-written set {n}", {x: "test" for x in ch}) for n, ch in SETS][:k])
 
 
 def _reset(info: PostgresSandboxInfo) -> None:

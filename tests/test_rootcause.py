@@ -214,3 +214,15 @@ def test_waits_behind_short_lived_holders_are_workload_contention_not_a_lock_cha
     det.lock_chains(samples, [], "srv", out, _win([], []))
     assert not out.findings
     assert "9 more behind short-lived holders" in out.ruled_out[0].reason
+
+
+def test_a_misestimated_plan_makes_a_table_changed_below_the_threshold_stale() -> None:
+    # pg-rc-stale-stats: 100,000 of 1 M rows changed, 50 short of the 100,050 analyze threshold
+    rows = [_ts("orders", 1e6, 100_000, idx=10, on=False)]
+    out = RootCauses(family="postgresql")
+    det.stale_statistics(_win(rows, rows), rd.PlanEvidence(), "srv", out)
+    assert not out.findings
+    out = RootCauses(family="postgresql")
+    plans = rd.PlanEvidence(error={"orders": (90_000.0, 1, 90_000, "q")}, explained=1)
+    det.stale_statistics(_win(rows, rows), plans, "srv", out)
+    assert out.findings[0].score == 1.0 and "≤ analyze threshold" in out.findings[0].evidence[0]

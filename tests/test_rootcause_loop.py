@@ -106,7 +106,8 @@ def test_a_session_says_not_a_configuration_problem_and_proposes_no_knob(home: P
     assert top["cause"] == "stale_statistics" and top["subject"] == "public.orders"
     assert any("EXPLAIN ANALYZE" in e for e in top["evidence"])
     assert top["remedies"][0]["sql"] == 'ANALYZE "public"."orders"'
-    assert not [e for e in events if e.event in ("proposal", "applied")]  # no knob proposed, none applied
+    assert not [e for e in events if e.event in ("proposal", "applied", "diagnosis")]  # no knob, nothing applied
+    assert not [e for e in events if e.event.startswith("opening")]  # no whole configuration raced (issue 36)
     end = next(e for e in events if e.event == "session.end")
     assert end.data["status"] == "completed" and "no knob proposed" in end.data["reason"]
     report = _cli(home, "report", sid)

@@ -18,26 +18,32 @@ change (durability relaxed, pg_stat_statements missing, THP always, swap in use)
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import structlog
-from pydantic import BaseModel, Field
 
-from agenticdb.advice.recommendation import SEVERITIES as SEVERITIES
-from agenticdb.advice.recommendation import Recommendation as Recommendation
-from agenticdb.advice.recommendation import Severity as Severity
+from agenticdb.advice.findings import findings
+from agenticdb.advice.remediation import root_cause_advice
 from agenticdb.advice.sizing import hold_to_reference, judge_set, reference
+from agenticdb.advice.types import (
+    SEVERITIES,
+    Advice,
+    AdviceParts,
+    Recommendation,
+    Severity,
+    stable_id,
+)
 from agenticdb.config import PolicyConfig, Settings
+from agenticdb.dialect import dsn_location, family_of
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop.executor import merge_states
 from agenticdb.loop.rootcause_step import record, watcher_for
 from agenticdb.models import (
     ApplyMode,
+    Bottleneck,
     Catalog,
     Change,
     Experience,
@@ -52,11 +58,13 @@ from agenticdb.models import (
     StateDelta,
 )
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
-from agenticdb.planner.heuristic import HeuristicPlanner, _Move
+from agenticdb.planner.heuristic import HeuristicPlanner
+from agenticdb.planner.moves import Move
 from agenticdb.planner.playbook import HostFacts, load_playbook, round_base, size
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
-from agenticdb.units import family_of, format_value, parse_value
+from agenticdb.units import format_value, parse_value
+from agenticdb.validation.validator import validate
 
 log = structlog.get_logger(__name__)
 
@@ -77,59 +85,12 @@ MIN_SCORE = 0.15
 """Hypotheses scoring below this get no diagnosis-driven moves (HeuristicPlanner's default)."""
 
 
-class Finding(BaseModel):
-    """Something a DBA should know that is not a knob change agenticdb would make. ``sql``: statements
-    that fix it (root causes, issue 40): runnable ones plain, destructive or blocking ones as ``--``
-    comments with their lock impact."""
-
-    id: str
-    title: str
-    severity: Severity
-    evidence: str
-    advice: str
-    source: str
-    sql: list[str] = Field(default_factory=list)
-
-
-class Advice(BaseModel):
-    """The whole answer of ``agenticdb advise``."""
-
-    target: str
-    kind: str
-    version: str
-    generated_at: str
-    observed_s: float
-    hardware: dict[str, float | int | str | None]
-    diagnosis: list[dict[str, object]] = Field(default_factory=list)
-    recommendations: list[Recommendation] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    root_cause: dict[str, Any] | None = None
-    """The root-cause pass of the window (``loop.rootcause_step.record``): dominant, findings, ruled out."""
-
-    def worst(self) -> str | None:
-        """The most urgent severity among accepted recommendations and findings (None when empty)."""
-        levels = [r.severity for r in self.recommendations if r.verdict == "accept"]
-        levels += [f.severity for f in self.findings]
-        return max(levels, key=SEVERITIES.index) if levels else None
-
-
 # ------------------------------------------------------------------------------------------ identity
 def target_identity(kind: str, dsn: str) -> str:
     """``kind:host:port/database`` of a DSN (URL or ``key=value`` form), without user or password: the
     part of a recommendation id that names the server."""
-    if "://" in dsn:
-        u = urlsplit(dsn)
-        host, port, db = u.hostname or "", u.port or "", u.path.lstrip("/")
-    else:
-        kv = dict(p.split("=", 1) for p in dsn.split() if "=" in p)
-        host, port, db = kv.get("host", ""), kv.get("port", ""), kv.get("dbname", "")
+    host, port, db = dsn_location(dsn)
     return f"{kind}:{host}:{port}/{db}"
-
-
-def stable_id(prefix: str, *parts: str) -> str:
-    """``prefix`` + the first 10 hex digits of sha256 over ``parts``: same inputs, same id."""
-    return prefix + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:10]
 
 
 # -------------------------------------------------------------------------------------- observation
@@ -229,10 +190,10 @@ class Advisor:
         p, ctx, cur = self.planner, self.ctx, self.current
         book = load_playbook(self.family)
         facts = _facts(self.hardware, cur)
-        hist = p._history(ctx, cur)
+        hist = p.history(ctx, cur)
         out: dict[str, Recommendation] = {}
         by_b = {h.bottleneck: h for h in hyps}
-        for m in p._floors(ctx, book, cur, facts, self.family, hist):
+        for m in p.floor_moves(ctx, book, cur, facts, self.family, hist):
             sev: Severity = "high" if m.trap else "medium"
             kind = "trap" if m.trap else "floor"
             out.setdefault(m.name, self._rec(m, f"{kind}:{m.name}", sev, "rule", [f"{m.name} = {m.current}"]))
@@ -242,7 +203,7 @@ class Advisor:
         for h in hyps if busy or self.layer == Layer.os else []:
             if h.score < MIN_SCORE:
                 continue
-            for m in p._moves_for(ctx, book, h.bottleneck, h, cur, facts, self.family, hist):
+            for m in p.entry_moves(ctx, book, h, cur, facts, self.family, hist):
                 sev = "medium" if h.score >= 0.5 else "low"
                 ev = [f"{h.bottleneck.value} (score {h.score:.2f}): {e}" for e in h.evidence[:3]]
                 rec = self._rec(m, f"entry:{h.bottleneck.value}:{m.name}", sev, "diagnosis" if busy else "rule", ev)
@@ -255,7 +216,7 @@ class Advisor:
                     reason="server busy in the window" if busy else "server idle in the window: rule only",
                 )
                 out.setdefault(m.name, rec)
-        for m in p._seeds(ctx, cur, self.family, hist, by_b, taken=set(out)):
+        for m in p.seed_moves(ctx, cur, self.family, hist, by_b, taken=set(out)):
             exp = next((e for e in self.experience if e.session_id in m.source), None)
             conf = "measured" if exp is not None and _same_host(self.fp, exp) else "experience"
             out.setdefault(m.name, self._rec(m, f"experience:{m.name}", "low", conf, [m.reason]))
@@ -282,10 +243,10 @@ class Advisor:
         busy = total >= max(min_count, min_rate * d.seconds)
         return busy or d.gauges.get("pg_stat_activity.active", 0.0) > 0
 
-    def _sizing(self, book: object, facts: HostFacts, hist: object, taken: set[str]) -> list[_Move]:
+    def _sizing(self, book: object, facts: HostFacts, hist: object, taken: set[str]) -> list[Move]:
         """Memory- and CPU-sized first values of the playbook's "up" entries where the value in effect is
         below 1/2 of it (what PGTune-like tools recommend; here labelled rule only)."""
-        moves: list[_Move] = []
+        moves: list[Move] = []
         for e in getattr(book, "entry", []):
             if e.direction != "up" or e.first is None or e.knob in taken or "<dev>" in e.knob:
                 continue
@@ -301,10 +262,10 @@ class Advisor:
             if cur >= target / 2:
                 continue
             value = format_value(target, spec, self.family)
-            moves.append(_Move(e.knob, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source))
+            moves.append(Move(e.knob, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source))
         return moves
 
-    def _rec(self, m: _Move, rule: str, sev: Severity, conf: str, evidence: list[str]) -> Recommendation:
+    def _rec(self, m: Move, rule: str, sev: Severity, conf: str, evidence: list[str]) -> Recommendation:
         return Recommendation(
             id=stable_id("R", self.identity, m.name, rule),
             knob=m.name,
@@ -333,13 +294,13 @@ minimal machine (PostgreSQL manual, 20.4.1: "the default is typically 128 megaby
 starting value for shared_buffers is 25% of the memory")."""
 
 
-def _far_below(m: _Move) -> bool:
+def _far_below(m: Move) -> bool:
     """True when the recommended size is at least ``SIZING_FAR_FACTOR`` × the value in effect."""
     a, b = parse_value(str(m.value), m.spec), parse_value(m.current, m.spec) if m.current else None
     return a is not None and b is not None and b > 0 and a >= SIZING_FAR_FACTOR * b
 
 
-def _larger(m: _Move, other: str) -> bool:
+def _larger(m: Move, other: str) -> bool:
     a, b = parse_value(str(m.value), m.spec), parse_value(other, m.spec)
     return a is not None and b is not None and a > b
 
@@ -364,9 +325,6 @@ def judge(
 ) -> None:
     """Fill ``verdict``/``verdict_detail`` (and the verified apply mode) of each recommendation, validated
     on its own."""
-    from agenticdb.models import Bottleneck
-    from agenticdb.validation.validator import validate
-
     for r in recs:
         proposal = Proposal(
             bottleneck=Bottleneck.unknown, layer=r.layer, changes=[Change(name=r.knob, value=r.recommended)]
@@ -389,7 +347,9 @@ def judge(
 
 
 # ------------------------------------------------------------------------------------------ entry
-def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool = True) -> Advice:
+def advise(
+    cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool = True, *, parts: AdviceParts
+) -> Advice:
     """Recommendations and findings for ``target`` (see the module docstring). Changes nothing.
 
     Args:
@@ -397,21 +357,18 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
         target: the DBMS target (must accept connections).
         observe_s: seconds between the two statistics samples.
         os_layer: also advise Linux sysctl/block parameters of the host.
+        parts: the builders of the wiring (``app.advice_parts()``): host statistics, the Linux target.
 
     Raises:
         TargetError / psycopg / PyMySQL errors: the server stopped answering while being read.
     """
-    from agenticdb.advice.findings import findings
-    from agenticdb.advice.remediation import root_cause_advice  # lazy: it imports this module (a cycle)
-    from agenticdb.app import host_state_source
-    from agenticdb.host.hardware import detect_hardware
 
     catalog = target.catalog()
     hardware = detect_hardware(target.data_dir, pid=target.server_pid())
     current = target.current_values(list(catalog.knobs))
     identity = target_identity(target.kind, cfg.target.dsn or "")
     sources: list[Callable[[], RuntimeState]] = [target.runtime_state]
-    host = host_state_source(cfg, target)
+    host = parts.host_state_source(cfg, target)
     if host is not None:
         sources.append(host)
     watcher = watcher_for(cfg, target)  # root causes no setting fixes, over the same window (issue 40)
@@ -430,7 +387,7 @@ def advise(cfg: Settings, target: Target, observe_s: float = 5.0, os_layer: bool
     set_notes = judge_set(recs, catalog, current, hardware, cfg.policy, target.can_restart(), observed)
     all_hyps = list(hyps)
     if os_layer:
-        os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp)
+        os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp, parts)
         recs += os_recs
         all_hyps += os_hyps
     found = findings(family_of(catalog.target), target.current_values, hardware, delta, identity, Path(cfg.os.root))
@@ -472,12 +429,16 @@ def _idle_note(seconds: float) -> str:
 
 
 def _os_advice(
-    cfg: Settings, target: Target, hardware: Hardware, delta: StateDelta, identity: str, fp: Fingerprint
+    cfg: Settings,
+    target: Target,
+    hardware: Hardware,
+    delta: StateDelta,
+    identity: str,
+    fp: Fingerprint,
+    parts: AdviceParts,
 ) -> tuple[list[Recommendation], list[Hypothesis]]:
     """Recommendations (judged by the validator) and hypotheses for the Linux host of ``target``."""
-    from agenticdb.app import linux_target
-
-    linux = linux_target(cfg, data_dir=target.data_dir)
+    linux = parts.linux_target(cfg, data_dir=target.data_dir)
     os_cat = linux.catalog()
     os_current = linux.current_values(list(os_cat.knobs))
     osa = Advisor(os_cat, hardware, os_current, delta, "linux", identity, [], fp)

@@ -18,14 +18,20 @@ from datetime import datetime
 
 import structlog
 
-from agenticdb.advice.advise import Recommendation, advice_policy
+from agenticdb.advice.advise import advice_policy, host_fingerprint
+from agenticdb.advice.types import AdviceParts, Recommendation
 from agenticdb.config import Settings
 from agenticdb.errors import SessionError
+from agenticdb.host.hardware import detect_hardware
+from agenticdb.host.services import ServiceError
 from agenticdb.loop.executor import Executor
+from agenticdb.loop.recovery import Recovery
 from agenticdb.models import Bottleneck, Change, Fingerprint, Layer, Proposal, Verdict
 from agenticdb.store.journal import Journal
+from agenticdb.store.lock import TargetLock
 from agenticdb.store.memory import MemoryBook
-from agenticdb.targets.base import Target
+from agenticdb.targets.base import Target, TargetError
+from agenticdb.validation.validator import validate
 from agenticdb.workloads.base import WorkloadError
 
 log = structlog.get_logger(__name__)
@@ -54,8 +60,6 @@ def os_user() -> str:
 
 
 def _validate(cfg: Settings, target: Target, layer: Layer, recs: list[Recommendation]) -> Verdict:
-    from agenticdb.host.hardware import detect_hardware
-    from agenticdb.validation.validator import validate
 
     catalog = target.catalog()
     proposal = Proposal(
@@ -79,7 +83,13 @@ def _validate(cfg: Settings, target: Target, layer: Layer, recs: list[Recommenda
 
 
 def apply_recommendations(
-    cfg: Settings, target: Target, recs: list[Recommendation], measure: bool = False, who: str | None = None
+    cfg: Settings,
+    target: Target,
+    recs: list[Recommendation],
+    measure: bool = False,
+    who: str | None = None,
+    *,
+    parts: AdviceParts,
 ) -> Applied:
     """Validate, snapshot, apply and verify ``recs`` (all of one layer is not required: DBMS
     recommendations go to ``target``, OS ones to the Linux host), journaled as one session.
@@ -91,17 +101,15 @@ def apply_recommendations(
         measure: run the configured workload once before and once after (objective journaled; one run
             each says little on a noisy host: the auditor's paired runs are ``tune``'s job).
         who: the person the journal names (default: the OS user of this process).
+        parts: the builders of the wiring (``app.advice_parts()``): stores, workload, the Linux target.
 
     Raises:
         ApplyRefused: the validator refused the set (nothing changed), or applying failed (the snapshot
             was restored; the message says whether that restore was verified).
         LockError: another agenticdb process holds the target.
     """
-    from agenticdb.app import build_workload, open_stores
-    from agenticdb.store.lock import TargetLock
-
     sid = datetime.now().strftime("%Y%m%d-%H%M%S-") + "apply-" + uuid.uuid4().hex[:6]
-    journal, memory = open_stores(cfg)
+    journal, memory = parts.open_stores(cfg)
     lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
     lock.acquire()
     done = Applied(sid)
@@ -115,8 +123,8 @@ def apply_recommendations(
             "recommendations": [r.model_dump(mode="json") for r in recs],
         }
         journal.append(sid, "session.start", start)
-        workload = build_workload(cfg, target)
-        groups = _groups(cfg, target, recs, sid, journal, memory)
+        workload = parts.build_workload(cfg, target)
+        groups = _groups(cfg, target, recs, sid, journal, memory, parts)
         ex = Executor(
             target, [target.runtime_state], workload, journal, sid, cfg.workload.warmup_s, cfg.workload.duration_s
         )
@@ -164,12 +172,16 @@ def _measure_failed(journal: Journal, sid: str, done: Applied, exc: WorkloadErro
 
 
 def _groups(
-    cfg: Settings, target: Target, recs: list[Recommendation], sid: str, journal: Journal, memory: MemoryBook
+    cfg: Settings,
+    target: Target,
+    recs: list[Recommendation],
+    sid: str,
+    journal: Journal,
+    memory: MemoryBook,
+    parts: AdviceParts,
 ) -> list[tuple[Layer, Target]]:
     """The targets the recommendations go to: the DBMS, and the Linux host when any is an OS one (its
     originals saved in the Memory Book and journaled before the first write, for ``rollback``)."""
-    from agenticdb.app import linux_target
-
     groups: list[tuple[Layer, Target]] = [(Layer.dbms, target)]
     if any(r.layer == Layer.os for r in recs):
         memory.start_session(sid, target="linux", fingerprint=_fp(target), workload="advice")
@@ -178,14 +190,11 @@ def _groups(
             memory.save_os_original(sid, name, value)
             journal.append(sid, "os.original", {"name": name, "value": value}, 1)
 
-        groups.append((Layer.os, linux_target(cfg, data_dir=target.data_dir, state_store=store)))
+        groups.append((Layer.os, parts.linux_target(cfg, data_dir=target.data_dir, state_store=store)))
     return groups
 
 
 def _fp(target: Target) -> Fingerprint:
-    from agenticdb.advice.advise import host_fingerprint
-    from agenticdb.host.hardware import detect_hardware
-
     return host_fingerprint(target.kind, target.version_major(), detect_hardware(target.data_dir))
 
 
@@ -193,10 +202,6 @@ def _apply_group(
     cfg: Settings, recs: list[Recommendation], ex: Executor, journal: Journal, round_no: int, done: Applied
 ) -> None:
     """Validate ``recs`` (one layer) on ``ex.target``, snapshot, apply and verify; restore on failure."""
-    from agenticdb.host.services import ServiceError
-    from agenticdb.loop.recovery import Recovery
-    from agenticdb.targets.base import TargetError
-
     tgt, sid, layer = ex.target, ex.session_id, recs[0].layer
     verdict = _validate(cfg, tgt, layer, recs)
     journal.append(sid, "verdict", verdict.model_dump(mode="json"), round_no)

@@ -37,10 +37,11 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.advice.advise import Recommendation, stable_id
+from agenticdb.advice.advise import advise
+from agenticdb.advice.apply import apply_recommendations
+from agenticdb.advice.types import AdviceParts, Recommendation, stable_id
 from agenticdb.config import Settings
-from agenticdb.loop.steps import SessionRecorder, StepResult
-from agenticdb.models import FailedCheck, Proposal, RoundOutcome, Verdict
+from agenticdb.models import Proposal, Verdict
 from agenticdb.store.journal import Journal
 
 log = structlog.get_logger(__name__)
@@ -263,21 +264,21 @@ def status_line(pending: list[Pending]) -> str:
 class Desk:
     """The daemon's side of approval mode: propose when due, then act on decisions every tick."""
 
-    def __init__(self, cfg: Settings) -> None:
+    def __init__(self, cfg: Settings, parts: AdviceParts) -> None:
         self.cfg = cfg
+        self.parts = parts
         self.queue = Queue(queue_dir(cfg), cfg.daemon.approval_group)
         self.queue.create()
 
     def propose(self, journal: Journal) -> str:
         """Observe the server, advise and queue every accepted recommendation. Returns a summary."""
-        from agenticdb.advice.advise import advise
-        from agenticdb.app import build_target
-
         cfg = self.cfg
         mode: Literal["approve", "advise"] = "advise" if cfg.policy.mode == "advise" else "approve"
-        target = build_target(cfg)
+        target = self.parts.build_target(cfg)
         try:
-            adv = advise(cfg, target, observe_s=cfg.daemon.advice_observe_s, os_layer=cfg.loop.stage != "dbms")
+            adv = advise(
+                cfg, target, observe_s=cfg.daemon.advice_observe_s, os_layer=cfg.loop.stage != "dbms", parts=self.parts
+            )
         finally:
             target.close()
         new = self.queue.propose(adv.recommendations, adv.target, mode, cfg.daemon.proposal_ttl_s)
@@ -391,32 +392,14 @@ class Desk:
         log.info("approval.applied", id=p.id, user=who, reason=summary)
 
     def _apply(self, p: Pending, who: str) -> str:
-        from agenticdb.advice.apply import apply_recommendations
-        from agenticdb.app import build_target
-
-        target = build_target(self.cfg)
+        target = self.parts.build_target(self.cfg)
         try:
-            done = apply_recommendations(self.cfg, target, [p.recommendation], who=who)
+            done = apply_recommendations(self.cfg, target, [p.recommendation], who=who, parts=self.parts)
         except Exception as exc:  # noqa: BLE001 - a failed apply is journaled; the service goes on
             return f"failed: {exc}"
         finally:
             target.close()
         return f"applied in session {done.session_id}: {json.dumps(done.effective)}"
-
-
-def refused_trial(
-    outcome: RoundOutcome, verdict: Verdict, why: str, recorder: SessionRecorder, round_no: int
-) -> StepResult:
-    """A trial a person rejected (or let expire; ``why`` says which, from :meth:`Desk.gate`): nothing is
-    applied; each change of ``verdict`` is added to ``outcome`` as a failed ``approval`` check, which the
-    planner reads as a ban of the knob for the rest of the session (``planner.base.bans_knob``). Journaled
-    as ``approval.refused``; the returned step ends the round."""
-    checks = [FailedCheck(check="approval", parameter=c.name, value=c.value, message=why) for c in verdict.changes]
-    outcome.verdict_ok = False
-    outcome.failed_checks = [*outcome.failed_checks, *checks]
-    recorder.event("approval.refused", {"reason": why, "changes": {c.parameter: c.value for c in checks}}, round_no)
-    log.info("round.not_approved", round=round_no, reason=why)
-    return StepResult("trial", f"not applied: {why}", ends_round=True)
 
 
 def _brief(r: Recommendation) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from agenticdb.advice.advise import Finding, Severity, stable_id
+from agenticdb.advice.types import Finding, Severity, stable_id
 from agenticdb.models import Hardware, StateDelta
 from agenticdb.resources import data_dir
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 
-from agenticdb.advice.advise import Advice, Recommendation
+from agenticdb.advice.types import Advice, Recommendation
+from agenticdb.dialect import family_of
 from agenticdb.models import ApplyMode, Layer
-from agenticdb.units import family_of
 
 FORMATS = ("text", "json", "sql", "conf", "sysctl", "tuned")
 

@@ -26,11 +26,12 @@ import structlog
 
 from agenticdb.advice.recommendation import Recommendation
 from agenticdb.config import PolicyConfig
+from agenticdb.dialect import family_of
 from agenticdb.models import Catalog, Hardware, Layer, NormalizedChange, Observed, PlanningContext
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import SourceInput, host_view
-from agenticdb.units import family_of, parse_value
+from agenticdb.units import parse_value
 from agenticdb.validation.memory import worst_case
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset

@@ -19,17 +19,26 @@ from rich.markup import escape
 from agenticdb import __version__
 from agenticdb.cli.change_file import ChangeFileError, parse_change_file
 from agenticdb.cli.help_model import config_help
-from agenticdb.config import ConfigError, Settings, load_config, register_settings_secrets
+from agenticdb.cli.journal_cmd import journal_app
+from agenticdb.cli.memory_cmd import memory_app
+from agenticdb.cli.output import OutputFormat
+from agenticdb.cli.role_cmd import read_password, sandbox_role, setup_role
+from agenticdb.config import ConfigError, Settings, config_warnings, load_config, register_settings_secrets
+from agenticdb.dialect import is_pg_dsn
+from agenticdb.host.privileges import PrivilegeError
 from agenticdb.logs import configure_logging
 from agenticdb.redaction import redact
+from agenticdb.sandbox import sandbox_of
+from agenticdb.store.faults import StorageError
 
 if TYPE_CHECKING:
     from agenticdb.sandbox import Sandbox
 
 # typer's rich help prints a type tag (<bool>, <str>, <float>) beside every option; the help text says
 # what an option takes, and a tag on every flag (even --help <bool>) is noise a DBA reads past (issue 39).
-# An option still shows its metavar when it declares one.
+# An option or argument still shows its metavar when it declares one.
 typer.core.TyperOption.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
+typer.core.TyperArgument.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -81,7 +90,7 @@ def settings(
     try:
         cfg = load_config(config, overrides)
         if sandbox:
-            from agenticdb.app import SetupError, sandbox_target_config
+            from agenticdb.app import SetupError, sandbox_target_config  # lazy: start-up cost (loads 30 modules)
 
             try:
                 tcfg = sandbox_target_config(sandbox, cfg.storage.home)
@@ -92,7 +101,7 @@ def settings(
                 update["service"] = tcfg.service.model_copy(update={"cgroup": cfg.target.service.cgroup})
             cfg = cfg.model_copy(update={"target": tcfg.model_copy(update=update)})
         if target:
-            kind = "postgresql" if target.startswith(("postgres", "host=")) else cfg.target.kind
+            kind = "postgresql" if is_pg_dsn(target) else cfg.target.kind
             if target.startswith("mysql://") and kind == "postgresql":
                 kind = "mariadb"
             cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": target, "kind": kind})})
@@ -197,7 +206,7 @@ def tune(
             "policy": {"allow_restart": allow_restart},
         },
     )
-    from agenticdb.cli.tune_cmd import run_tune
+    from agenticdb.cli.tune_cmd import run_tune  # lazy: start-up cost (loads 23 modules)
 
     start_file = start_from or (Path(cfg.loop.start_from) if cfg.loop.start_from else None)
     start = read_change_file(start_file) if start_file else None
@@ -234,8 +243,6 @@ def _sandbox_kind(kind: str) -> str:
 
 
 def _sandbox(kind: str, home: Path | None) -> Sandbox:
-    from agenticdb.sandbox import sandbox_of
-
     kind = _sandbox_kind(kind)
     cfg = settings(None, None, None, home)
     return sandbox_of(kind, cfg.storage.home)
@@ -256,8 +263,6 @@ def sandbox_up(kind: str, home: HomeOpt = None) -> None:
 def _sandbox_role(kind: str, home: Path | None) -> None:
     """Create the sandbox's least-privilege role (``setup-role --apply``) once and record it, so
     ``tune --sandbox postgres|mariadb`` runs without superuser (README "Least privilege")."""
-    from agenticdb.cli.role_cmd import sandbox_role
-
     try:
         role, dsn = sandbox_role(settings(None, None, kind, home), kind)
     except Exception as exc:  # noqa: BLE001 - the sandbox stays usable as superuser; say why
@@ -317,7 +322,7 @@ def validate(
     fmt: FormatOpt = "text",
 ) -> None:
     """Check a proposed change set against a live target; exit 0 only when it would be applied."""
-    from agenticdb.cli.inspect_cmd import run_validate
+    from agenticdb.cli.inspect_cmd import run_validate  # lazy: start-up cost (loads 38 modules)
 
     fmt = check_format(fmt)
     changes = read_change_file(file)
@@ -328,8 +333,6 @@ def validate(
 
 def check_format(fmt: str) -> str:
     """The ``--format`` value, or exit 2 naming it and the choices."""
-    from agenticdb.cli.output import OutputFormat
-
     if fmt not in {f.value for f in OutputFormat}:
         fail(f"--format {fmt!r}: expected text or json", 2)
     return fmt
@@ -338,8 +341,6 @@ def check_format(fmt: str) -> str:
 @app.command("validate-config")
 def validate_config(config: Annotated[Path, typer.Argument(help="agenticdb.toml")]) -> None:
     """Check a configuration file (unknown keys and invalid values are errors)."""
-    from agenticdb.config import config_warnings
-
     try:
         cfg = load_config(config)
     except ConfigError as exc:
@@ -367,7 +368,7 @@ def catalog(
     fmt: FormatOpt = "text",
 ) -> None:
     """Show the action catalog: tunable knobs with type, unit, range and apply requirement."""
-    from agenticdb.cli.inspect_cmd import run_catalog
+    from agenticdb.cli.inspect_cmd import run_catalog  # lazy: start-up cost (loads 38 modules)
 
     fmt = check_format(fmt)
     cfg = settings(config, target, sandbox, home)
@@ -388,7 +389,7 @@ def rollback(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
 ) -> None:
     """Put back what agenticdb changed: the newest session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write. Every value is restored, including ones changed by others since: preview with --dry-run."""  # noqa: E501 - typer shows the docstring as one help paragraph
-    from agenticdb.cli.tune_cmd import run_rollback
+    from agenticdb.cli.tune_cmd import run_rollback  # lazy: start-up cost (loads 23 modules)
 
     if not dbms and not os_:
         fail("say what to roll back: --dbms, --os or both", 2)
@@ -408,7 +409,7 @@ def report(
     ] = "text",
 ) -> None:
     """A Markdown report of one session: baseline, rounds, best configuration, every change's reason."""
-    from agenticdb.cli.inspect_cmd import run_report
+    from agenticdb.cli.inspect_cmd import run_report  # lazy: start-up cost (loads 38 modules)
 
     cfg = settings(config, None, None, home)
     if fmt == "md":
@@ -416,7 +417,7 @@ def report(
     if fmt not in ("text", "json", "html"):
         fail(f"--format={fmt!r}: must be text (Markdown), json or html", 2)
     if fmt == "html" or plot is not None:
-        from agenticdb.cli.report_plot import run_plot_report
+        from agenticdb.cli.report_plot import run_plot_report  # lazy: start-up cost (loads 25 modules)
 
         code = run_plot_report(cfg, session, plot, "html" if fmt == "html" else "md", console)
         if code or fmt == "html":
@@ -430,7 +431,7 @@ def daemon(
     config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None
 ) -> None:
     """Run as a long-lived service: scheduled sessions, crash reconciliation, sd_notify."""
-    from agenticdb.daemon import run_daemon
+    from agenticdb.daemon import run_daemon  # lazy: start-up cost (loads prometheus_client; 73 modules)
 
     cfg = settings(config, target, sandbox, home)
     raise typer.Exit(
@@ -453,7 +454,7 @@ def advise(
     no_os: Annotated[bool, typer.Option("--no-os", help="leave out the Linux sysctl/block advice")] = False,
 ) -> None:
     """Recommend without changing anything: diagnosis, playbook sizing, experience and the validator's verdict."""
-    from agenticdb.cli.advise_cmd import run_advise
+    from agenticdb.cli.advise_cmd import run_advise  # lazy: start-up cost (loads 31 modules)
 
     cfg = settings(config, target, sandbox, home)
     raise typer.Exit(run_advise(cfg, format_, fail_on, observe, not no_os, console))
@@ -470,7 +471,7 @@ def apply_(
     observe: Annotated[float, typer.Option(help="seconds of statistics for recomputing the advice")] = 2.0,
 ) -> None:
     """Apply chosen recommendations through the validator, snapshot, verification and journal (undo: rollback)."""
-    from agenticdb.cli.advise_cmd import run_apply
+    from agenticdb.cli.advise_cmd import run_apply  # lazy: start-up cost (loads 31 modules)
 
     cfg = settings(config, target, sandbox, home)
     raise typer.Exit(run_apply(cfg, ids, measure, observe, console))
@@ -479,7 +480,7 @@ def apply_(
 @app.command()
 def pending(config: ConfigOpt = None, home: HomeOpt = None) -> None:
     """List the daemon's proposals waiting for approval (policy.mode = approve | advise)."""
-    from agenticdb.cli.advise_cmd import run_pending
+    from agenticdb.cli.advise_cmd import run_pending  # lazy: start-up cost (loads 31 modules)
 
     raise typer.Exit(run_pending(settings(config, None, None, home), console))
 
@@ -492,7 +493,7 @@ def approve(
     wait: Annotated[float, typer.Option(help="seconds to wait until the daemon took the decision")] = 0.0,
 ) -> None:
     """Allow the daemon to apply one waiting proposal (journaled with your OS user)."""
-    from agenticdb.cli.advise_cmd import run_decide
+    from agenticdb.cli.advise_cmd import run_decide  # lazy: start-up cost (loads 31 modules)
 
     raise typer.Exit(run_decide(settings(config, None, None, home), proposal, "approve", "", wait, console))
 
@@ -506,7 +507,7 @@ def reject(
     wait: Annotated[float, typer.Option(help="seconds to wait until the daemon took the decision")] = 0.0,
 ) -> None:
     """Drop one waiting proposal; it is not proposed again (journaled with your OS user)."""
-    from agenticdb.cli.advise_cmd import run_decide
+    from agenticdb.cli.advise_cmd import run_decide  # lazy: start-up cost (loads 31 modules)
 
     raise typer.Exit(run_decide(settings(config, None, None, home), proposal, "reject", why, wait, console))
 
@@ -526,9 +527,7 @@ def setup_role_cmd(
     apply: Annotated[bool, typer.Option("--apply", help="run the SQL through --target (must be a superuser)")] = False,
 ) -> None:
     """Print (and with --apply run) the SQL creating a least-privilege login role for agenticdb: ALTER SYSTEM on each tunable knob, pg_monitor and a benchmark database it owns (PostgreSQL 15); SUPER, PROCESS and its own schema (MariaDB: SET GLOBAL still needs SUPER); SYSTEM_VARIABLES_ADMIN (MySQL 8)."""  # noqa: E501 - typer shows the docstring as one help paragraph
-    from agenticdb.app import SetupError, require_dsn
-    from agenticdb.cli.role_cmd import read_password, setup_role
-    from agenticdb.host.privileges import PrivilegeError
+    from agenticdb.app import SetupError, require_dsn  # lazy: start-up cost (loads 30 modules)
 
     cfg = settings(config, target, sandbox, home)
     try:
@@ -552,9 +551,6 @@ def setup_role_cmd(
 
 
 def _add_subapps() -> None:
-    from agenticdb.cli.journal_cmd import journal_app
-    from agenticdb.cli.memory_cmd import memory_app
-
     app.add_typer(journal_app, name="journal", help="Read and verify the audit journal.")
     app.add_typer(memory_app, name="memory", help="Experience memory: list, show, forget, export, import.")
 
@@ -564,8 +560,7 @@ _add_subapps()
 
 def main() -> None:
     """Console-script entry point: set-up and configuration errors end as one line, exit 2."""
-    from agenticdb.app import SetupError
-    from agenticdb.store.faults import StorageError
+    from agenticdb.app import SetupError  # lazy: start-up cost (loads 30 modules)
 
     try:
         app(prog_name="agenticdb")

@@ -14,9 +14,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agenticdb.advice.advise import SEVERITIES, Advice, Recommendation
+from agenticdb.advice.formats import FORMATS, render
+from agenticdb.advice.types import SEVERITIES, Advice, Recommendation
+from agenticdb.app import advice_parts, build_target
 from agenticdb.cli.output import print_line, print_table
+from agenticdb.cli.tune_cmd import _safe_dsn
 from agenticdb.config import Settings
+from agenticdb.store.lock import LockError
 
 FAIL_ON_EXIT = 3
 """Exit code of ``advise --fail-on`` when a finding or accepted recommendation reaches the threshold."""
@@ -28,9 +32,7 @@ def _err(message: str) -> None:
 
 def compute(cfg: Settings, observe_s: float, os_layer: bool) -> Advice | None:
     """Advice for the configured target (None, said why on stderr, when it does not answer)."""
-    from agenticdb.advice.advise import advise
-    from agenticdb.app import build_target
-    from agenticdb.cli.tune_cmd import _safe_dsn
+    from agenticdb.advice.advise import advise  # lazy: start-up cost (loads 30 modules)
 
     target = build_target(cfg)
     try:
@@ -38,15 +40,13 @@ def compute(cfg: Settings, observe_s: float, os_layer: bool) -> Advice | None:
             why = target.unavailable_reason or "not accepting connections"
             _err(f"target at {_safe_dsn(cfg.target.dsn or '')}: {why}")
             return None
-        return advise(cfg, target, observe_s=observe_s, os_layer=os_layer)
+        return advise(cfg, target, observe_s=observe_s, os_layer=os_layer, parts=advice_parts())
     finally:
         target.close()
 
 
 def run_advise(cfg: Settings, fmt: str, fail_on: str | None, observe_s: float, os_layer: bool, console: Console) -> int:
     """Print the advice in ``fmt``; exit 3 when ``fail_on`` is reached (see the module docstring)."""
-    from agenticdb.advice.formats import FORMATS, render
-
     if fmt not in FORMATS:
         _err(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
         return 2
@@ -126,9 +126,7 @@ def pick(advice: Advice, ids: list[str]) -> list[Recommendation] | str:
 
 def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, console: Console) -> int:
     """Recompute the advice, apply the chosen recommendations (``agenticdb.advice.apply``)."""
-    from agenticdb.advice.apply import ApplyRefused, apply_recommendations
-    from agenticdb.app import build_target
-    from agenticdb.store.lock import LockError
+    from agenticdb.advice.apply import ApplyRefused, apply_recommendations  # lazy: start-up cost (loads 34 modules)
 
     advice = compute(cfg, observe_s, os_layer=True)
     if advice is None:
@@ -139,7 +137,7 @@ def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, co
         return 2
     target = build_target(cfg)
     try:
-        done = apply_recommendations(cfg, target, chosen, measure=measure)
+        done = apply_recommendations(cfg, target, chosen, measure=measure, parts=advice_parts())
     except (ApplyRefused, LockError) as exc:
         _err(str(exc))
         return 1
@@ -159,7 +157,7 @@ def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, co
 
 def run_pending(cfg: Settings, console: Console) -> int:
     """List the proposals waiting in the daemon's queue."""
-    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir
+    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir  # lazy: start-up cost (loads 36 modules)
 
     q = Queue(queue_dir(cfg), cfg.daemon.approval_group)
     try:
@@ -192,7 +190,7 @@ def run_decide(
     cfg: Settings, rid: str, decision: Literal["approve", "reject"], why: str, wait_s: float, console: Console
 ) -> int:
     """Write a decision for the daemon; with ``wait_s`` > 0, wait until the daemon consumed it."""
-    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir
+    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir  # lazy: start-up cost (loads 36 modules)
 
     q = Queue(queue_dir(cfg), cfg.daemon.approval_group)
     try:

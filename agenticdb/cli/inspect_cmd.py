@@ -12,15 +12,20 @@ from rich.table import Table
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
 from agenticdb.cli.tune_cmd import _safe_dsn, baseline_best_text, estimate_text, medians_text
 from agenticdb.config import Settings
+from agenticdb.dialect import family_of
+from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.redaction import redact
+from agenticdb.report.data import report_data
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.rootcause.text import report_lines as root_cause_lines
+from agenticdb.store.journal import Journal, JournalError
+from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
-from agenticdb.units import family_of, unit_bytes, values_equal
+from agenticdb.units import unit_bytes, values_equal
 from agenticdb.validation.exclusions import LeftOut, left_out
 from agenticdb.validation.rules import load_ruleset
-from agenticdb.validation.validator import flavor_of
+from agenticdb.validation.validator import flavor_of, validate
 
 
 def run_validate(
@@ -69,9 +74,6 @@ def _validated(
 ) -> tuple[Verdict, Catalog, dict[str, str]]:
     """The validator's verdict on ``changes`` against ``target`` now (its values, the host's hardware and
     the server's usage), with the catalog and values it read; closes ``target``."""
-    from agenticdb.host.hardware import detect_hardware
-    from agenticdb.validation.validator import validate
-
     catalog = target.catalog()
     proposal = Proposal(
         bottleneck=Bottleneck.unknown,
@@ -124,7 +126,7 @@ def _print_verdict(console: Console, fmt: str, table: Table, verdict: Verdict, w
 
 def _inspected_target(cfg: Settings, os_stage: bool, console: Console) -> Target | None:
     """The Linux host for the OS stage, else the configured DBMS (None, said why, when it does not answer)."""
-    from agenticdb.app import build_target, linux_target
+    from agenticdb.app import build_target, linux_target  # lazy: start-up cost (loads 10 modules)
 
     if os_stage:
         return linux_target(cfg)
@@ -309,9 +311,6 @@ def run_report(cfg: Settings, session: str | None, console: Console, fmt: str = 
     ``session`` may be a unique id prefix. The text is written as is (never hard-wrapped, so Markdown
     tables survive a pipe). Returns 1 with a one-line reason on stderr when there is no such session.
     """
-    from agenticdb.store.journal import Journal, JournalError
-    from agenticdb.store.memory import MemoryBook
-
     jpath, mpath = cfg.storage.journal_db, cfg.storage.memory_db
     assert jpath is not None and mpath is not None
     errc = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -335,8 +334,6 @@ def run_report(cfg: Settings, session: str | None, console: Console, fmt: str = 
         with MemoryBook(mpath) as memory:
             rounds = memory.rounds(sid)
     if fmt == "json":
-        from agenticdb.report.data import report_data
-
         print_json(console, report_data(sid, meta, events, rounds))
         return 0
     text = "\n".join(report_lines(sid, meta, events, rounds)) + "\n"
@@ -370,7 +367,8 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     else:
         lines.append("unknown: the session has not ended (still running, or the process died)")
     lines += _report_start_from(by.get("start_from"))
-    from agenticdb.report.live import live_report_lines  # workload live: the statements that changed most
+    # workload live: the statements that changed most
+    from agenticdb.report.live import live_report_lines  # lazy: start-up cost (loads scipy; 580 modules)
 
     return lines + _report_rounds(rounds, unit) + live_report_lines(events)
 

@@ -15,10 +15,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agenticdb.cli.fleet_cmd import print_other_hosts, run_sync
 from agenticdb.cli.journal_cmd import ConfigOpt, HomeOpt, _fail, load_settings
 from agenticdb.cli.output import print_json, print_table
 from agenticdb.report.labels import objective_label
 from agenticdb.store.memory import MemoryBook, MemoryBookError
+from agenticdb.store.memory.transfer import export_book, import_book
 
 memory_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the experience memory.")
 
@@ -54,8 +56,6 @@ def list_experience(
     if fmt not in ("text", "json"):
         _fail(f"--format {fmt!r}: expected text or json", 2)
     if from_other_hosts:
-        from agenticdb.cli.fleet_cmd import print_other_hosts
-
         print_other_hosts(config, home, console)
         return
     book = _open(config, home, must_exist=False)
@@ -236,7 +236,7 @@ def export(
     book = _open(config, home)
     assert book is not None
     with book:
-        counts = book.export(file)
+        counts = export_book(book, file)
     _console().print(escape(f"wrote {file}: " + ", ".join(f"{v} {k}" for k, v in counts.items())))
 
 
@@ -251,7 +251,7 @@ def import_(
     assert path is not None
     with MemoryBook(path) as book:
         try:
-            added = book.import_(file)
+            added = import_book(book, file)
         except MemoryBookError as exc:
             _fail(str(exc))
             return
@@ -261,6 +261,4 @@ def import_(
 @memory_app.command("sync")
 def sync_central(config: ConfigOpt = None, home: HomeOpt = None) -> None:
     """Upload experience learned here to the central Memory Book (storage.memory_url); idempotent."""
-    from agenticdb.cli.fleet_cmd import run_sync
-
     run_sync(config, home, _console())

@@ -22,6 +22,7 @@ from agenticdb.config import Settings
 from agenticdb.models import RoundOutcome
 from agenticdb.report.plot import PlotError, plot_session
 from agenticdb.store.journal import Journal, JournalError, JournalEvent
+from agenticdb.store.memory import MemoryBook
 
 
 def _load(cfg: Settings, session: str | None) -> tuple[str, Any, list[JournalEvent], list[RoundOutcome]]:
@@ -30,8 +31,6 @@ def _load(cfg: Settings, session: str | None) -> tuple[str, Any, list[JournalEve
     Raises:
         PlotError: no journal, no sessions or no such session (the message says which).
     """
-    from agenticdb.store.memory import MemoryBook
-
     jpath, mpath = cfg.storage.journal_db, cfg.storage.memory_db
     assert jpath is not None and mpath is not None
     if not jpath.exists():

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+import psycopg
 import structlog
 
 from agenticdb.config import Settings
+from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.host.privileges import DEFAULT_ROLE, PrivilegeError, connected_user, role_sql
 from agenticdb.redaction import register_secret
+from agenticdb.sandbox import sandbox_of
 
 log = structlog.get_logger(__name__)
 
@@ -58,9 +61,9 @@ def catalog_parameters(cfg: Settings) -> list[str]:
     the validator never lets agenticdb change: protected and dangerous parameters, and durability
     parameters (unless ``policy.durability = "relaxed"`` allows that rule). A grant on ``fsync`` or
     ``session_replication_role`` would let the role do what agenticdb itself refuses."""
-    from agenticdb.app import build_target
-    from agenticdb.validation.exclusions import never_tuned
-    from agenticdb.validation.rules import load_ruleset
+    from agenticdb.app import build_target  # lazy: start-up cost (loads 26 modules)
+    from agenticdb.validation.exclusions import never_tuned  # lazy: start-up cost (loads 7 modules)
+    from agenticdb.validation.rules import load_ruleset  # lazy: start-up cost (loads 6 modules)
 
     target = build_target(cfg)
     try:
@@ -75,8 +78,6 @@ def catalog_parameters(cfg: Settings) -> list[str]:
 def _pg_apply(dsn: str, statements: list[str], role: str, database: str) -> list[str]:
     """Run the PostgreSQL statements (an existing role/database is reused: its password is set and the
     database handed to the role). Returns what was done, one line each."""
-    import psycopg
-
     done: list[str] = []
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
         has_role = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
@@ -92,9 +93,7 @@ def _pg_apply(dsn: str, statements: list[str], role: str, database: str) -> list
 
 
 def _my_apply(dsn: str, statements: list[str]) -> list[str]:
-    import pymysql
-
-    from agenticdb.targets.mysql_files import parse_mysql_dsn
+    import pymysql  # lazy: start-up cost (loads pymysql; 21 modules)
 
     kwargs = {k: v for k, v in parse_mysql_dsn(dsn).items() if k != "database"}
     done: list[str] = []
@@ -163,8 +162,6 @@ def sandbox_role(cfg: Settings, kind: str, role: str = DEFAULT_ROLE) -> tuple[st
     Raises:
         PrivilegeError: no such sandbox.
     """
-    from agenticdb.sandbox import sandbox_of
-
     info: Any = sandbox_of(kind, cfg.storage.home).info()
     if info is None:
         raise PrivilegeError(f"no {kind} sandbox under {cfg.storage.home}")
@@ -172,8 +169,6 @@ def sandbox_role(cfg: Settings, kind: str, role: str = DEFAULT_ROLE) -> tuple[st
         admin = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": info.dsn})})
         setup_role(admin, role, host="127.0.0.1", apply=True)
         if kind == "postgres":
-            import psycopg
-
             with psycopg.connect(info.dsn, autocommit=True, connect_timeout=10) as conn:
                 conn.execute(f"ALTER ROLE {role} CREATEDB".encode())
         info = info.model_copy(update={"role": role})

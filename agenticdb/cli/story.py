@@ -298,6 +298,24 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
     _line(console, ev.event, text if len(text) <= 200 else text[:197] + "...", "dim")
 
 
+def remeasured_note(events: list[JournalEvent]) -> str:
+    """``" (nothing kept; the starting configuration re-measured 1,465.000 in round 3's pairs)"``: the
+    best configuration's latest runs after the round that made it best (the ``judged`` events'
+    ``best_median``), as ``tune``'s summary says it (issue 39); "" when it was not measured again."""
+    kept, again = None, None
+    for e in events:
+        if e.event == "decision" and e.data.get("kept"):
+            kept, again = e.round_no, None
+        elif e.event == "judged" and isinstance(e.data.get("best_median"), int | float) and e.round_no != kept:
+            again = (e.round_no, float(e.data["best_median"]))
+    if again is None:
+        return " (nothing kept)" if kept is None else ""
+    who = "the starting configuration" if kept is None else f"round {kept}'s kept configuration"
+    return (
+        f" ({'nothing kept; ' if kept is None else ''}{who} re-measured {_num(again[1])} in round {again[0]}'s pairs)"
+    )
+
+
 def render_story(console: Console, session_id: str, events: list[JournalEvent]) -> None:
     """Print a session's events as a story: header, one block per round, and the session end."""
     start = next((e.data for e in events if e.event == "session.start"), {})
@@ -318,7 +336,8 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
             _line(
                 console,
                 "Objective",
-                f"baseline {_num(d.get('baseline_objective'))} → best {_num(d.get('best_objective'))}",
+                f"baseline {_num(d.get('baseline_objective'))} → best {_num(d.get('best_objective'))}"
+                + remeasured_note(events),
             )
             best = d.get("best_config") or d.get("best_changes")
             if best:

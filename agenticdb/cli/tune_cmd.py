@@ -14,13 +14,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.config import Settings
+from agenticdb.dialect import family_of
 from agenticdb.errors import Stopped
+from agenticdb.loop.recovery import restore_os_originals, restore_verified
 from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.redaction import redact
+from agenticdb.store.faults import cause_of
 from agenticdb.store.journal import Journal, JournalError
+from agenticdb.store.lock import LockError, TargetLock
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
-from agenticdb.units import family_of
 from agenticdb.workloads.base import Workload, WorkloadError
 
 if TYPE_CHECKING:
@@ -93,8 +96,8 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
 
 def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None) -> int:
     """Build the components, run one session with a live table, print the summary."""
-    from agenticdb.app import build_session
-    from agenticdb.loop.session import SessionError
+    from agenticdb.app import build_session  # lazy: start-up cost (loads 9 modules)
+    from agenticdb.loop.session import SessionError  # lazy: start-up cost (loads scipy; 612 modules)
 
     parts = _tune_parts(cfg, console)
     if isinstance(parts, int):
@@ -154,8 +157,6 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
 
 def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
     """The target's lock, held; None (said why) when another process holds it or its file cannot be written."""
-    from agenticdb.store.lock import LockError, TargetLock
-
     try:
         lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
         lock.acquire()
@@ -163,8 +164,6 @@ def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
         console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return None
     except OSError as exc:  # the lock file cannot be created or written: disk full, read-only, permissions
-        from agenticdb.store.faults import cause_of
-
         console.print(f"[red]error:[/] cannot write the lock file {lock.path}: {cause_of(exc)}", highlight=False)
         return None
     return lock
@@ -172,7 +171,14 @@ def _target_lock(cfg: Settings, console: Console) -> TargetLock | None:
 
 def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, Target, Workload] | int:
     """Journal, Memory Book, target and workload of a tune, or the exit code when one cannot be built."""
-    from agenticdb.app import SetupError, build_target, build_workload, check_planner, check_privileges, open_stores
+    from agenticdb.app import (  # lazy: start-up cost (loads 9 modules)
+        SetupError,
+        build_target,
+        build_workload,
+        check_planner,
+        check_privileges,
+        open_stores,
+    )
 
     try:
         check_planner(cfg)  # before anything connects to the database
@@ -294,7 +300,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     direction = "higher is better" if result.higher_is_better else "lower is better"
     gain = None
     if result.baseline_objective and result.best_objective:
-        from agenticdb.loop.auditor import relative_gain
+        from agenticdb.loop.auditor import relative_gain  # lazy: start-up cost (loads scipy; 586 modules)
 
         gain = relative_gain(result.best_objective, result.baseline_objective, result.higher_is_better)
     console.print()
@@ -421,7 +427,7 @@ def run_rollback(
     write of each parameter); when several interrupted sessions saved one name, the oldest value is the
     host's own and wins.
     """
-    from agenticdb.app import open_stores
+    from agenticdb.app import open_stores  # lazy: start-up cost (loads 9 modules)
 
     if to not in ("baseline", "last-safe"):
         console.print(f"[red]error:[/] --to {to!r}: expected 'baseline' or 'last-safe'")
@@ -450,9 +456,7 @@ def run_rollback(
 
 def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, console: Console, dry_run: bool) -> int:
     """``rollback --dbms``: the session's baseline or last safe snapshot, under the target lock."""
-    from agenticdb.app import build_target
-    from agenticdb.loop.recovery import restore_verified
-    from agenticdb.store.lock import LockError, TargetLock
+    from agenticdb.app import build_target  # lazy: start-up cost (loads 9 modules)
 
     snap = _find_snapshot(journal, session, to)
     if snap is None:
@@ -508,8 +512,7 @@ def _rollback_os(
     cfg: Settings, journal: Journal, memory: MemoryBook, session: str | None, console: Console, dry_run: bool
 ) -> int:
     """``rollback --os``: every unrestored OS original saved in the Memory Book."""
-    from agenticdb.app import linux_target
-    from agenticdb.loop.recovery import restore_os_originals
+    from agenticdb.app import linux_target  # lazy: start-up cost (loads 9 modules)
 
     originals = memory.os_originals(session_id=None, unrestored_only=True)
     if not originals:
@@ -564,9 +567,10 @@ def _remediate(
     if cfg.policy.mode != "approve":
         return None
     from agenticdb.advice.approval import Desk  # lazy: approval mode only
-    from agenticdb.advice.remediation import remedy_gate  # lazy: approval mode only
+    from agenticdb.advice.remedy_gate import remedy_gate  # lazy: approval mode only
+    from agenticdb.app import advice_parts  # lazy: approval mode only
 
     def status(line: str) -> None:
         console.print(line, highlight=False)
 
-    return remedy_gate(cfg, Desk(cfg), journal, should_stop, status)
+    return remedy_gate(cfg, Desk(cfg, advice_parts()), journal, should_stop, status)

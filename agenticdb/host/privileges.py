@@ -16,8 +16,10 @@ import re
 import tomllib
 from typing import Any
 
+import psycopg
 import structlog
 
+from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.resources import data_file
 
 log = structlog.get_logger(__name__)
@@ -149,13 +151,9 @@ def connected_user(kind: str, dsn: str) -> tuple[str, bool]:
         psycopg.Error / pymysql.MySQLError: the server cannot be reached.
     """
     if kind == "postgresql":
-        import psycopg
-
         with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
             return pg_is_superuser(conn)
-    import pymysql
-
-    from agenticdb.targets.mysql_files import parse_mysql_dsn
+    import pymysql  # lazy: start-up cost (loads pymysql; 24 modules)
 
     kwargs = {k: v for k, v in parse_mysql_dsn(dsn).items() if k != "database"}
     with pymysql.connect(**kwargs, connect_timeout=10) as my_conn, my_conn.cursor() as cur:

@@ -2,25 +2,28 @@
 
 :class:`OpeningRun` runs before the diagnosis rounds of the DBMS stage when ``loop.opening`` is on:
 
-1. **diagnosis** — a ``diagnosis`` journal event says what the baseline showed: the playbook's diagnosis of
-   the baseline's statistics (the bottleneck the heuristic planner's first proposal names, which the
-   scenario suite scores) and every scored hypothesis with its evidence;
-2. **candidates** — up to ``loop.opening_candidates`` whole configurations from the opening's generator
+1. **candidates** — up to ``loop.opening_candidates`` whole configurations from the opening's generator
    (``agenticdb.planner.opening.generate_opening``; a test or a caller may pass its own source), each
    validated again as one set against the starting values (its normalised changes are what is applied);
+2. **diagnosis** — a ``diagnosis`` journal event says what the baseline showed, as the session's planner
+   diagnosed it (the scenario suite scores it): the LLM planner's bottleneck from the reply that gave its
+   whole configuration, else the playbook's (the heuristic planner's first proposal), with the playbook's
+   scored hypotheses and their evidence;
 3. **budget** — screens are dropped from the end while the opening's cost prior
    (``race.opening_cost_s``: screens, their warm-ups and restarts, then the proof's smallest decision)
    does not fit the time left; with not even one screen and the proof, the opening is skipped, journaled;
 4. **approval** — in approve mode one approval covers the whole opening (every candidate's change set);
 5. **race** — one screen each (``agenticdb.loop.race``), a round outcome per screen, a ``race`` event;
 6. **proof** — the leader on fresh pairs against the starting configuration, through the session's own
-   judge and settle steps (``TuningSession._judge`` / ``_settle``): kept, or the start is put back.
+   judge and settle steps (``TuningSession._judge`` / ``_settle``): kept, or the start is put back. A leader
+   whose screen is behind the start's level beyond the noise (``race.behind_start``) is not proven: "no
+   candidate ahead of the start in its screen", the start is put back (journaled ``reverted``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -32,6 +35,7 @@ from agenticdb.loop.race import (
     RESTART_PRIOR_S,
     RaceState,
     Screen,
+    behind_start,
     counted_worse,
     opening_cost_s,
     race_limit,
@@ -58,7 +62,7 @@ from agenticdb.models import (
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.heuristic import _family as family_of_context
-from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.targets.base import TargetError
 from agenticdb.workloads.base import Workload, WorkloadError
 
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
     from agenticdb.config import Settings
     from agenticdb.loop.initializer import Start
     from agenticdb.loop.steps import SessionRecorder
+    from agenticdb.measure.query_set import QueryWeights
     from agenticdb.measure.sequential import Noise
     from agenticdb.models import Failure, Measurement, PlanningContext
     from agenticdb.planner.base import Planner
@@ -90,6 +95,7 @@ class TuningSession(Protocol):
     rounds: list[RoundOutcome]
     best_runs: dict[Layer, Measurement]
     noise: Noise
+    query_weights: QueryWeights | None
     started: float
     current_round: int
     opening_rounds: int
@@ -103,31 +109,22 @@ class TuningSession(Protocol):
     def _failed(self, r: Round, step: str, failure: Failure) -> StepResult: ...
 
 
-OpeningSource = Callable[["PlanningContext", int], tuple[Sequence[Candidate], list[str]]]
-"""``source(ctx, k)`` → (up to k candidates in the generator's order, notes: absent sources, dropped sets)."""
+OpeningSource = Callable[["PlanningContext", int], Opening]
+"""``source(ctx, k)`` → the opening: up to k candidates in the generator's order, the sources absent and the sets
+dropped with why, evidence notes, and the LLM planner's diagnosis when it gave one (``Opening.diagnosis``)."""
 
 
 def default_source(session: TuningSession) -> OpeningSource:
     """The opening's generator (``agenticdb.planner.opening.generate_opening``) with the session's policy and
-    its LLM planner when it has one (its whole configuration is then a candidate)."""
+    its LLM planner when it has one (its whole configuration is then a candidate, its reply's bottleneck the
+    session's diagnosis)."""
 
-    def source(ctx: PlanningContext, k: int) -> tuple[Sequence[Candidate], list[str]]:
+    def source(ctx: PlanningContext, k: int) -> Opening:
         from agenticdb.planner.opening import generate_opening  # lazy: the generator loads its data on use
-        from agenticdb.planner.opening_plans import workload_plans  # lazy: as above
 
-        # the plans of the workload's own statements, planned once outside measured runs (issue 36 point 4)
-        plans, no_plans = workload_plans(ctx, session.workload)
-        opening = generate_opening(
-            ctx,
-            k,
-            llm=llm_of(session.planner),
-            policy=session.cfg.policy,
-            can_restart=session.target.can_restart(),
-            plans=plans,
+        return generate_opening(
+            ctx, k, llm=llm_of(session.planner), policy=session.cfg.policy, can_restart=session.target.can_restart()
         )
-        evidence = [f"plan evidence: {plans.summary()}" if plans is not None else f"plan evidence not read: {no_plans}"]
-        notes = [*evidence, *opening.absent, *opening.notes, *(f"dropped {n}: {why}" for n, why in opening.dropped)]
-        return list(opening.candidates), notes
 
     return source
 
@@ -170,9 +167,10 @@ class OpeningRun:
             self.start.delta,
             self.cfg.policy,
         )
-        top = self._diagnosis(ctx)
-        candidates, notes = self.source(ctx, self.cfg.loop.opening_candidates)
-        candidates = list(candidates)[: self.cfg.loop.opening_candidates]
+        opening = self.source(ctx, self.cfg.loop.opening_candidates)
+        notes = [*opening.absent, *opening.notes, *(f"dropped {n}: {why}" for n, why in opening.dropped)]
+        top = self._diagnosis(ctx, opening.diagnosis)
+        candidates = list(opening.candidates)[: self.cfg.loop.opening_candidates]
         if not candidates:
             return self._skip("the generator produced no candidate configuration", notes)
         plans = [self._plan(c, top) for c in candidates]
@@ -191,19 +189,34 @@ class OpeningRun:
                 return 0
         return self._race(plans, notes)
 
-    def _diagnosis(self, ctx: PlanningContext) -> Proposal:
-        """Journal what the baseline showed; returns the playbook's first proposal (its diagnosis)."""
+    def _diagnosis(self, ctx: PlanningContext, llm_diagnosis: Proposal | None) -> Proposal:
+        """Journal what the baseline showed, as the session's planner diagnosed it; returns that diagnosis.
+
+        The LLM planner's diagnosis is the bottleneck, evidence and rationale of the reply that gave its whole
+        configuration (``llm_diagnosis``); any other planner's is the playbook's (the heuristic planner's
+        first proposal). An LLM planner that gave no usable reply is said so and the playbook's stands in.
+        The playbook's scored hypotheses are journaled either way (``playbook`` names its bottleneck)."""
         family = family_of_context(ctx)
         last = self.start.baseline[-1] if self.start.baseline else None
         hyps = diagnose(self.start.delta, self.start.profile, family, Layer.dbms, last)
-        first = HeuristicPlanner(min_gain=self.cfg.loop.min_gain).propose(ctx)
+        playbook = HeuristicPlanner(min_gain=self.cfg.loop.min_gain).propose(ctx)
+        llm = llm_of(self.s.planner)
+        if llm is not None and llm_diagnosis is not None:
+            first, by = llm_diagnosis, f"the LLM planner ({llm.model}): the reply that gave its whole configuration"
+        elif llm is not None:
+            first = playbook
+            by = "the playbook's diagnosis of the baseline's statistics: the LLM planner gave no usable reply"
+        else:
+            first, by = playbook, "the playbook's diagnosis of the baseline's statistics (heuristic planner)"
         self.rec.event(
             "diagnosis",
             {
                 "bottleneck": first.bottleneck.value,
-                "by": "the playbook's diagnosis of the baseline's statistics (heuristic planner)",
+                "by": by,
+                "planner": "llm" if first is llm_diagnosis else "heuristic",
                 "evidence": first.evidence,
                 "rationale": first.rationale,
+                "playbook": playbook.bottleneck.value,
                 "hypotheses": [
                     {
                         "bottleneck": h.bottleneck.value,
@@ -216,7 +229,7 @@ class OpeningRun:
             },
             1,
         )
-        log.info("opening.diagnosis", bottleneck=first.bottleneck.value, reason="what the baseline showed")
+        log.info("opening.diagnosis", bottleneck=first.bottleneck.value, by=by, reason="what the baseline showed")
         return first
 
     def _skip(self, why: str, notes: list[str]) -> int:
@@ -285,7 +298,8 @@ class OpeningRun:
     # ------------------------------------------------------------------ the race
     def _race(self, plans: list[_Entry], notes: list[str]) -> int:
         best_level = self.stage.objective
-        state = RaceState(self.s.best_runs.get(Layer.dbms), best_level, self.higher)
+        start_run = self.s.best_runs.get(Layer.dbms)
+        state = RaceState(start_run, best_level, self.higher)
         in_effect: dict[str, str] = {}  # the changes of the configuration in effect (start = none)
         round_no = self.s.current_round
         for entry in plans:
@@ -298,11 +312,16 @@ class OpeningRun:
                     return round_no  # the session sees the failed recovery and stops
         leader = state.leader()
         table = race_table(state, best_level, self.s.noise)
+        behind = ""
+        if leader is not None:
+            behind = behind_start(leader, start_run, best_level, self.higher, self.s.noise, self.s.query_weights)
         self.rec.event(
             "race",
             {
                 "table": table,
-                "leader": leader.name if leader is not None else None,
+                "leader": leader.name if leader is not None and not behind else None,
+                "best_screen": leader.name if leader is not None else None,
+                "not_proven": behind,
                 "best_level": best_level,
                 "race_time_factor": self.cfg.loop.race_time_factor,
                 "restarts": state.restarts,
@@ -310,9 +329,11 @@ class OpeningRun:
             },
             round_no,
         )
-        log.info("opening.race", screens=len(table), leader=leader.name if leader else None)
+        log.info("opening.race", screens=len(table), leader=leader.name if leader else None, reason=behind or "led")
         if leader is None:
             return self._back_to_start(round_no, in_effect, "no candidate ran to the end undisturbed")
+        if behind:
+            return self._back_to_start(round_no, in_effect, behind)
         entry = next(p for p in plans if p.name == leader.name and p.round_no == leader.round_no)
         return self._prove(entry, round_no + 1, in_effect)
 
@@ -344,7 +365,7 @@ class OpeningRun:
             state.restarts += restarted
             screen.apply = "restart" if restarted else mode.value
             phase = "workload"
-            limit = race_limit(self.cfg.loop, state.reference, state.reference_level)
+            limit = race_limit(self.cfg.loop, state.reference, state.reference_level, self.start.baseline)
             m, delta_state = executor.measure(round_no, f"race {entry.name}", after_restart=restarted, limit=limit)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             self._supersede(round_no)
@@ -391,6 +412,7 @@ class OpeningRun:
 
     def _back_to_start(self, round_no: int, in_effect: dict[str, str], why: str) -> int:
         """No leader: put the starting configuration back (verified), said so."""
+        self.s.opening_rounds = round_no - 1  # the opening counts as one round of loop.max_rounds
         reverted = self.stage.revert()
         self.rec.event("reverted", {"to": self.stage.snapshot.label, "reason": f"opening: {why}"}, round_no)
         if reverted.verified:

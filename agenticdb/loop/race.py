@@ -21,6 +21,9 @@ are raced before the diagnosis rounds:
   biased upward), so they are never its evidence: the session proves it with the sequential paired test
   against the starting configuration on fresh runs (``TuningSession`` round after the screens; one proof
   per race). Kept, it is the best configuration; not proven, the starting configuration is put back.
+  Only a leader whose screen is not behind the start's level beyond the noise is proven
+  (:func:`behind_start`): when even the best screen is, no candidate is ahead of the start and a proof
+  would spend the decision's runs to confirm it; the start is put back at once.
 * **Every screen is recorded**: a round outcome per screen (session memory, the Memory Book, the
   refinement search's history: ``planner.search`` warm-starts from every measured configuration), and a
   ``race`` journal event with its table (:func:`race_table`).
@@ -28,21 +31,30 @@ are raced before the diagnosis rounds:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agenticdb.config import LoopConfig
+from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
 from agenticdb.loop.auditor import relative_gain, round_cost_prior, warm_costs
-from agenticdb.measure.sequential import Noise
+from agenticdb.measure.query_set import QueryWeights
+from agenticdb.measure.sequential import PAIR_SD_FLOOR, Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
-from agenticdb.units import UnitError, canonical, family_of, normalize
+from agenticdb.units import UnitError, canonical, normalize
 
 #: A restart's cost before the session measured one (seconds): PostgreSQL restarts in ~0.6 s and MariaDB in
 #: ~1.4 s on the idle reference host (docs MEASUREMENT.md "Start-up costs"); the shutdown checkpoint after a
 #: write run and a loaded 2-core host make it several seconds (judgement, kept on the side of caution).
 RESTART_PRIOR_S = 5.0
+
+#: How far the leader's screen may fall behind the start's level and still be proven, in standard deviations of
+#: one pair's log-ratio (the session's noise estimate): judgement. The leader is the best of K screens, so a
+#: configuration as good as the start falls this far behind in its one run with less than ~2.3 % chance
+#: (normal, one-sided); further behind, it is not ahead of the start and its proof would be wasted runs.
+BEHIND_SDS = 2.0
 
 
 @dataclass
@@ -137,6 +149,50 @@ class RaceState:
         return pick(ranked, key=lambda s: s.measurement.objective if s.measurement is not None else 0.0)
 
 
+def behind_start(
+    screen: Screen,
+    start_run: Measurement | None,
+    start_level: float,
+    higher: bool,
+    noise: Noise,
+    weights: QueryWeights | None = None,
+) -> str:
+    """Why the leader's screen is behind the starting configuration beyond the noise, or '' (then prove it).
+
+    Args:
+        screen: the race's leader (measured to the end, undisturbed).
+        start_run: the starting configuration's reference run (the baseline's median run), for query sets.
+        start_level: the starting configuration's level (the baseline's median objective).
+        higher: the objective is higher-is-better.
+        noise: the session's noise estimate of one pair's log-ratio (``TuningSession.noise``: for query sets
+            on the per-query statistic), never taken below ``sequential.PAIR_SD_FLOOR`` (as in the proof).
+        weights: the session's frozen per-query weights (query sets): the screen is then compared on
+            ``QueryWeights.log_ratio`` against ``start_run``, the statistic the proof is judged on.
+
+    Returns:
+        '' when the screen's log-ratio against the start is at least ``-BEHIND_SDS`` × the pair's standard
+        deviation; otherwise the reason, with the figures.
+    """
+    m = screen.measurement
+    if m is None or m.objective <= 0 or start_level <= 0:
+        return ""
+    d: float | None = None
+    statistic = "objective"
+    if weights is not None and start_run is not None:
+        d = weights.log_ratio(m, start_run)
+        statistic = "per-query statistic"
+    if d is None:
+        d = math.log(m.objective / start_level) if higher else math.log(start_level / m.objective)
+        statistic = "objective"
+    sd = max(math.sqrt(noise.var), PAIR_SD_FLOOR)  # as the proof's test: never below its per-pair floor
+    if d >= -BEHIND_SDS * sd:
+        return ""
+    return (
+        f"no candidate ahead of the start in its screen: the best, '{screen.name}', ran {math.expm1(d):+.1%} on the "
+        f"starting level ({statistic}, one run), beyond {BEHIND_SDS:g} × the noise of a pair ({sd:.1%})"
+    )
+
+
 def counted_worse(screen: Screen, best_level: float, prior: Noise) -> bool:
     """Whether a screen counts as measured worse (``auditor.cut_off``: a cut-off run the host did not
     disturb, or a run far below the best level); such a round is "worse", a lesson "ineffective"."""
@@ -144,18 +200,34 @@ def counted_worse(screen: Screen, best_level: float, prior: Noise) -> bool:
     return m is not None and bool(counted_cut_off(m, best_level, prior))
 
 
-def race_limit(loop: LoopConfig, reference: Measurement | None, level: float) -> TrialLimit | None:
+def race_limit(
+    loop: LoopConfig, reference: Measurement | None, level: float, start_runs: Sequence[Measurement] = ()
+) -> TrialLimit | None:
     """The bound of the next screen from the best run so far (``reference``, objective ``level``).
 
     Query sets (a run with per-query times): ``TrialLimit.race`` with ``k = loop.race_time_factor`` (total
-    and per query, with its floor for millisecond queries). OLTP: the progress-line rule at ratio
-    ``1 / loop.race_time_factor`` of the reference's TPS. None without a reference run (nothing to bound by).
+    and per query, with its floor for millisecond queries). Each query's bound is taken from the slowest time
+    that query took in ``reference`` or in any full run of ``start_runs`` (the baseline's runs): one query's
+    time varies far more than the set's total on a loaded host — on 2026-12-06 (load average ~17 on 2 cores)
+    two TPC-H SF 0.3 screens whose totals were level with the start (+1.3 %, +1.8 %) were cut because one
+    query ran past 1.5 × the median baseline run's time of it — so a query is stopped only past ``k`` × what
+    the start itself was seen to take (leaning in the candidate's favour, as a cut-off must). OLTP: the
+    progress-line rule at ratio ``1 / loop.race_time_factor`` of the reference's TPS. None without a
+    reference run (nothing to bound by).
     """
     if reference is None or reference.cut_off:
         return None
     k = loop.race_time_factor
     if reference.per_query_s and reference.total_time_s:
-        return TrialLimit.race(reference, k=k)
+        limit = TrialLimit.race(reference, k=k)
+        slowest = dict(reference.per_query_s)
+        for run in start_runs:
+            if run.cut_off or not run.per_query_s:
+                continue
+            for q, t in run.per_query_s.items():
+                if q in slowest:
+                    slowest[q] = max(slowest[q], t)
+        return replace(limit, best_query_s=slowest)
     if reference.tps:
         return TrialLimit(best_objective=level, best_tps=reference.tps, ratio=1.0 / k)
     return None
@@ -294,7 +366,10 @@ def race_lines(event: dict[str, object]) -> list[str]:
         text = ", ".join(f"{k}={v}" for k, v in knobs.items()) if isinstance(knobs, dict) else ""
         lines.append(f"round {row.get('round')} {row.get('candidate')}: {text} → {row.get('result')}")
     leader = event.get("leader")
-    lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
+    if event.get("not_proven"):
+        lines.append(f"{event['not_proven']}: the start stays")
+    else:
+        lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
     return lines
 
 
@@ -334,10 +409,12 @@ def opening_cost_s(
 
 
 __all__ = [
+    "BEHIND_SDS",
     "RESTART_PRIOR_S",
     "RaceState",
     "Screen",
     "UnitError",
+    "behind_start",
     "counted_worse",
     "opening_cost_s",
     "race_limit",

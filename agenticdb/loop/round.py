@@ -11,7 +11,9 @@ from agenticdb.loop.executor import PairedRuns
 from agenticdb.loop.planning import Plan
 from agenticdb.loop.stage import StageState, recover_round
 from agenticdb.loop.steps import SessionRecorder, StepResult
-from agenticdb.models import Failure, Layer, Measurement, RoundOutcome, Snapshot, StateDelta
+from agenticdb.models import FailedCheck, Failure, Layer, Measurement, RoundOutcome, Snapshot, StateDelta, Verdict
+
+log = structlog.get_logger(__name__)
 
 log = structlog.get_logger(__name__)
 
@@ -55,3 +57,19 @@ def round_failed(r: Round, step: str, failure: Failure, recorder: SessionRecorde
         )
     r.outcome.failure = failure
     return StepResult(step, f"failed in {failure.phase}: {failure.message}; recovery {r.outcome.recovery.action}", True)
+
+
+def refused_trial(
+    outcome: RoundOutcome, verdict: Verdict, why: str, recorder: SessionRecorder, round_no: int
+) -> StepResult:
+    """A trial a person rejected (or let expire; ``why`` says which, from the approval gate
+    ``advice.approval.Desk.gate``): nothing is applied; each change of ``verdict`` is added to ``outcome``
+    as a failed ``approval`` check, which the planner reads as a ban of the knob for the rest of the
+    session (``planner.base.bans_knob``). Journaled as ``approval.refused``; the returned step ends the
+    round."""
+    checks = [FailedCheck(check="approval", parameter=c.name, value=c.value, message=why) for c in verdict.changes]
+    outcome.verdict_ok = False
+    outcome.failed_checks = [*outcome.failed_checks, *checks]
+    recorder.event("approval.refused", {"reason": why, "changes": {c.parameter: c.value for c in checks}}, round_no)
+    log.info("round.not_approved", round=round_no, reason=why)
+    return StepResult("trial", f"not applied: {why}", ends_round=True)

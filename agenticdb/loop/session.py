@@ -28,7 +28,6 @@ from datetime import datetime
 
 import structlog
 
-from agenticdb.advice.approval import refused_trial
 from agenticdb.config import Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.host.services import ServiceError
@@ -37,7 +36,7 @@ from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
 from agenticdb.loop.opening_run import OpeningRun, OpeningSource, default_source
 from agenticdb.loop.planning import check, plan_round, planning_context
-from agenticdb.loop.round import Round, round_failed
+from agenticdb.loop.round import Round, refused_trial, round_failed
 from agenticdb.loop.stage import StageState, apply_final, enter_os_stage, loop_ended, storage_fault_stop
 from agenticdb.loop.steps import RoundCallback, SessionRecorder, SessionResult, StepResult
 from agenticdb.measure.query_set import QueryWeights

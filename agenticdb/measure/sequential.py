@@ -196,6 +196,14 @@ def log_ratios(candidate: Sequence[float], best: Sequence[float], higher_is_bett
     return out
 
 
+def t_half_width(var: float, n: int, df: int, alpha: float) -> float:
+    """Half-width of the two-sided ``1 - alpha`` Student-t interval for the mean of ``n`` values whose
+    variance is ``var`` (estimated with ``df`` degrees of freedom): ``t(1 - alpha/2, df) * sqrt(var / n)``.
+    The one paired interval of agenticdb (decisions, detectable gains, the live report's per-statement
+    changes)."""
+    return float(stats.t.ppf(1.0 - alpha / 2.0, df)) * math.sqrt(var / n)
+
+
 def _interval(ds: Sequence[float], prior: Noise, within_var: float, alpha: float) -> tuple[float, float, float, int]:
     """Mean, half-width, sd and df of the t-interval for the mean log-ratio with pooled noise."""
     n = len(ds)
@@ -203,8 +211,7 @@ def _interval(ds: Sequence[float], prior: Noise, within_var: float, alpha: float
     pooled = prior.pool(Noise.from_pairs(ds))
     var = max(pooled.var, PAIR_SD_FLOOR**2, within_var)
     df = max(pooled.df, 1)
-    half = float(stats.t.ppf(1.0 - alpha / 2.0, df)) * math.sqrt(var / n)
-    return mean, half, math.sqrt(var), df
+    return mean, t_half_width(var, n, df, alpha), math.sqrt(var), df
 
 
 def _agreement(ds: Sequence[float], direction: float) -> float:
@@ -325,5 +332,5 @@ def detectable_gain(prior: Noise, policy: SequentialPolicy) -> float:
     n = max(policy.max_pairs, 1)
     var = max(prior.var, PAIR_SD_FLOOR**2)
     df = max(prior.df + n - 1, 1)
-    half = float(stats.t.ppf(1.0 - policy.alpha_per_look / 2.0, df)) * math.sqrt(var / n)
+    half = t_half_width(var, n, df, policy.alpha_per_look)
     return max(math.expm1(half), policy.min_gain)

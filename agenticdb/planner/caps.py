@@ -3,8 +3,8 @@ the memory limit (``[[ram_limit]]``), so a proposal or a search range stops wher
 
 from __future__ import annotations
 
+from agenticdb.dialect import family_of
 from agenticdb.models import PlanningContext
-from agenticdb.units import family_of
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validation.validator import flavor_of
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import structlog
 from pydantic import BaseModel, Field
 
+from agenticdb.dialect import flavor_of_text
 from agenticdb.models import Bottleneck, Layer, Measurement, RuntimeProfile, StateDelta
 
 log = structlog.get_logger(__name__)
@@ -781,11 +782,7 @@ def diagnose(
         }
         order: tuple[Bottleneck, ...] = OS_HYPOTHESES
     else:
-        low = family.lower()  # accept spellings like "postgresql-15" or "MariaDB"
-        family = next(
-            (f for f, k in (("postgresql", "postgres"), ("mariadb", "mariadb"), ("mysql", "mysql")) if k in low),
-            family,
-        )
+        family = flavor_of_text(family) or family  # accept spellings like "postgresql-15" or "MariaDB"
         tx = _transactions(v, family, measurement)
         if family == "postgresql":
             signals = _signals(PG_SIGNALS, _Sample(v, tx, profile))

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 
 import structlog
 
+from agenticdb.dialect import flavor_of_text
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
@@ -46,6 +46,7 @@ from agenticdb.planner.base import Planner, PlannerError, bans_knob
 from agenticdb.planner.caps import host_cap
 from agenticdb.planner.context import current_delta
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
+from agenticdb.planner.moves import History, Move, Situation
 from agenticdb.planner.playbook import (
     FloorRule,
     HostFacts,
@@ -69,53 +70,12 @@ def _workload_class(ctx: PlanningContext) -> str:
     return access.workload_class(ctx.fingerprint.workload_class, current_delta(ctx))
 
 
-@dataclass
-class _Move:
-    name: str
-    value: str | int | float
-    spec: KnobSpec
-    bottleneck: Bottleneck
-    current: str | None
-    effect: str
-    risk: str
-    reason: str
-    source: str
-    trap: bool = False  # a known harmful setting undone: a floor rule with revert_above/revert_if, or [[measured]]
-    start: str = ""  # floor moves: wording.start_kind of the value in effect (default, below default, ...)
-    measured: str = ""  # [[measured]] moves: the measured share that triggered the rule, for the summary
-
-
-@dataclass
-class _History:
-    """What the session (and retrieved experience) says about past changes."""
-
-    forbidden: set[tuple[str, str]] = field(default_factory=set)
-    banned: dict[str, str] = field(default_factory=dict)
-    bound_up: dict[str, float] = field(default_factory=dict)
-    bound_down: dict[str, float] = field(default_factory=dict)
-    dead: set[tuple[str, str]] = field(default_factory=set)
-    pushes: dict[str, int] = field(default_factory=dict)
-    exhausted: dict[Bottleneck, str] = field(default_factory=dict)
-    push_from: RoundOutcome | None = None
-    notes: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # entries a measurement ruled out, said in the rationale
-    # values only retrieved experience called ineffective (not tried in this session) → their note
-    retrieved_ineffective: dict[tuple[str, str], str] = field(default_factory=dict)
-    retried: list[str] = field(default_factory=list)
-
-
 def _family(ctx: PlanningContext) -> str:
     if ctx.stage == Layer.os:
         return "linux"
-    for text in (ctx.fingerprint.dbms, ctx.catalog.target, ctx.profile.target):
-        t = text.lower()
-        for fam, keys in (
-            ("postgresql", ("postgres", "pg")),
-            ("mariadb", ("mariadb",)),
-            ("mysql", ("mysql",)),
-        ):
-            if any(k in t for k in keys):
-                return fam
+    flavor = flavor_of_text(ctx.fingerprint.dbms, ctx.catalog.target, ctx.profile.target)
+    if flavor is not None:
+        return flavor
     raise PlannerError(
         f"fingerprint.dbms={ctx.fingerprint.dbms!r}: cannot tell the DBMS family "
         "(expected postgresql, mariadb or mysql)"
@@ -155,24 +115,6 @@ def _device_iops(delta: StateDelta, device: str | None) -> float:
     return (delta.totals.get(p + "reads", 0.0) + delta.totals.get(p + "writes", 0.0)) / delta.seconds
 
 
-@dataclass
-class _Situation:
-    """What one call of :meth:`HeuristicPlanner.propose` works from."""
-
-    ctx: PlanningContext
-    book: Playbook
-    current: dict[str, str]
-    facts: HostFacts
-    family: str
-    delta: StateDelta
-    hyps: list[Hypothesis]
-    hist: _History
-
-    @property
-    def by_b(self) -> dict[Bottleneck, Hypothesis]:
-        return {h.bottleneck: h for h in self.hyps}
-
-
 class HeuristicPlanner(Planner):
     """Rule-based planner over the shipped playbooks.
 
@@ -192,6 +134,49 @@ class HeuristicPlanner(Planner):
 
     # ------------------------------------------------------------------------------ entry point
 
+    # -- public API (used by ``advice.advise``: the same moves a tuning round would make, without a round)
+
+    def history(self, ctx: PlanningContext, current: dict[str, str]) -> History:
+        """What the session and retrieved experience rule out or bound, for the move builders below."""
+        return self._history(ctx, current)
+
+    def floor_moves(
+        self,
+        ctx: PlanningContext,
+        book: Playbook,
+        current: dict[str, str],
+        facts: HostFacts,
+        family: str,
+        hist: History,
+    ) -> list[Move]:
+        """The playbook's ``[[floor]]`` moves (sizes below their floor, traps put back) for ``current``."""
+        return self._floors(ctx, book, current, facts, family, hist)
+
+    def entry_moves(
+        self,
+        ctx: PlanningContext,
+        book: Playbook,
+        hypothesis: Hypothesis,
+        current: dict[str, str],
+        facts: HostFacts,
+        family: str,
+        hist: History,
+    ) -> list[Move]:
+        """The playbook's ``[[entry]]`` moves for the bottleneck of ``hypothesis``."""
+        return self._moves_for(ctx, book, hypothesis.bottleneck, hypothesis, current, facts, family, hist)
+
+    def seed_moves(
+        self,
+        ctx: PlanningContext,
+        current: dict[str, str],
+        family: str,
+        hist: History,
+        by_b: dict[Bottleneck, Hypothesis],
+        taken: set[str],
+    ) -> list[Move]:
+        """Moves seeded by retrieved experience (its beneficial changes), skipping knobs in ``taken``."""
+        return self._seeds(ctx, current, family, hist, by_b, taken)
+
     def propose(self, ctx: PlanningContext) -> Proposal:
         """Diagnose and prescribe for ``ctx.stage`` (see the module docstring for the order): floors and
         retrieved experience first, then pushing a kept direction, then the diagnosed hypotheses, then a
@@ -203,7 +188,7 @@ class HeuristicPlanner(Planner):
         family = _family(ctx)
         current = _current(ctx)
         delta = ctx.last_delta or ctx.profile.baseline_state or StateDelta()
-        s = _Situation(
+        s = Situation(
             ctx,
             load_playbook(family),
             current,
@@ -222,11 +207,11 @@ class HeuristicPlanner(Planner):
         diagnosed, skipped = self._diagnosed(s, avoid)
         return diagnosed or self._probe_or_plateau(s, skipped)
 
-    def _opening(self, s: _Situation) -> tuple[list[_Move], list[str], str]:
+    def _opening(self, s: Situation) -> tuple[list[Move], list[str], str]:
         """Floors and known traps, then (first proposal of the stage) directions retrieved from experience:
         (moves, reasons, what retrieved failures are avoided — said in any later branch too)."""
         ctx, hist = s.ctx, s.hist
-        moves: list[_Move] = []
+        moves: list[Move] = []
         why: list[str] = []
         avoid = ""
         floors = self._floors(ctx, s.book, s.current, s.facts, s.family, hist)
@@ -273,7 +258,7 @@ class HeuristicPlanner(Planner):
                 why.append(avoid)
         return moves[: ctx.max_changes], why, avoid
 
-    def _push(self, s: _Situation) -> Proposal | None:
+    def _push(self, s: Situation) -> Proposal | None:
         """The direction the last kept round took, pushed further with a smaller step (None: nothing to push)."""
         r = s.hist.push_from
         if r is None:
@@ -289,7 +274,7 @@ class HeuristicPlanner(Planner):
         )
         return self._proposal(s.ctx, r.bottleneck, pushed, s.hyps, s.hist, s.family, reason)
 
-    def _diagnosed(self, s: _Situation, avoid: str) -> tuple[Proposal | None, list[str]]:
+    def _diagnosed(self, s: Situation, avoid: str) -> tuple[Proposal | None, list[str]]:
         """Moves for the best-scored hypothesis that is not exhausted: (the proposal or None, why each
         hypothesis before it was skipped)."""
         skipped: list[str] = []
@@ -311,7 +296,7 @@ class HeuristicPlanner(Planner):
             skipped.append(f"{h.bottleneck.value}: no playbook move left" + (f" ({' '.join(notes)})" if notes else ""))
         return None, skipped
 
-    def _probe_or_plateau(self, s: _Situation, skipped: list[str]) -> Proposal:
+    def _probe_or_plateau(self, s: Situation, skipped: list[str]) -> Proposal:
         """A low-risk probe of the playbook when no hypothesis scores; else the plateau (no changes)."""
         ctx, hyps = s.ctx, s.hyps
         probes = self._probes(ctx, s.book, s.delta, s.current, s.facts, s.family, s.hist)
@@ -348,7 +333,7 @@ class HeuristicPlanner(Planner):
 
     def _bound(
         self,
-        hist: _History,
+        hist: History,
         check: FailedCheck | None,
         name: str,
         value: str,
@@ -370,8 +355,8 @@ class HeuristicPlanner(Planner):
         elif v < cur:
             hist.bound_down[name] = max(v, hist.bound_down.get(name, -math.inf))
 
-    def _history(self, ctx: PlanningContext, current: dict[str, str]) -> _History:
-        hist = _History()
+    def _history(self, ctx: PlanningContext, current: dict[str, str]) -> History:
+        hist = History()
         cat = ctx.catalog
         # the opening's rounds raced whole configurations (one screen each, then one proof): what they kept is
         # in the current values; they say nothing about one knob's direction, so they are not history here
@@ -425,7 +410,7 @@ class HeuristicPlanner(Planner):
         return hist
 
     def _avoid_experience(
-        self, exps: list[Experience], ctx: PlanningContext, current: dict[str, str], hist: _History
+        self, exps: list[Experience], ctx: PlanningContext, current: dict[str, str], hist: History
     ) -> None:
         for exp in exps:
             for kind, items in (("failed", exp.failed), ("ineffective", exp.ineffective)):
@@ -447,7 +432,7 @@ class HeuristicPlanner(Planner):
 
     # --------------------------------------------------------------------------------- moves
 
-    def _usable(self, ctx: PlanningContext, name: str, hist: _History) -> KnobSpec | None:
+    def _usable(self, ctx: PlanningContext, name: str, hist: History) -> KnobSpec | None:
         spec = ctx.catalog.get(name)
         if spec is None or spec.layer != ctx.stage or name in hist.banned:
             return None
@@ -492,7 +477,7 @@ class HeuristicPlanner(Planner):
         name: str,
         cur: float | None,
         facts: HostFacts,
-        hist: _History,
+        hist: History,
     ) -> float | None:
         assert e.first is not None
         first = size(e.first, facts, spec, cur)
@@ -530,8 +515,8 @@ class HeuristicPlanner(Planner):
         current: dict[str, str],
         facts: HostFacts,
         family: str,
-        hist: _History,
-    ) -> _Move | None:
+        hist: History,
+    ) -> Move | None:
         raw = current.get(name, spec.default)
         if (name, e.direction) in hist.dead:
             return None
@@ -565,7 +550,7 @@ class HeuristicPlanner(Planner):
                 value = None
         if value is None:
             return None
-        return _Move(name, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source)
+        return Move(name, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source)
 
     def _moves_for(
         self,
@@ -576,10 +561,10 @@ class HeuristicPlanner(Planner):
         current: dict[str, str],
         facts: HostFacts,
         family: str,
-        hist: _History,
+        hist: History,
         only: set[str] | None = None,
-    ) -> list[_Move]:
-        moves: list[_Move] = []
+    ) -> list[Move]:
+        moves: list[Move] = []
         for e in book.entries_for(b):
             if e.workload_classes and _workload_class(ctx) not in e.workload_classes:
                 continue
@@ -619,11 +604,11 @@ class HeuristicPlanner(Planner):
         current: dict[str, str],
         facts: HostFacts,
         family: str,
-        hist: _History,
-    ) -> list[_Move]:
+        hist: History,
+    ) -> list[Move]:
         """First low-risk moves of the playbook's ``[[probe]]`` list, offered only while the data device
         served at least ``min_device_iops`` in the last measured run (diskstats reads + writes)."""
-        moves: list[_Move] = []
+        moves: list[Move] = []
         for e in book.probe:
             if e.bottleneck in hist.exhausted or (
                 e.workload_classes and _workload_class(ctx) not in e.workload_classes
@@ -649,9 +634,9 @@ class HeuristicPlanner(Planner):
         current: dict[str, str],
         facts: HostFacts,
         family: str,
-        hist: _History,
-    ) -> list[_Move]:
-        moves: list[_Move] = []
+        hist: History,
+    ) -> list[Move]:
+        moves: list[Move] = []
         for general in book.floor:
             for name in self._resolve(ctx, general.knob):  # "<dev>" → the data device
                 rule = general if name == general.knob else general.model_copy(update={"knob": name})
@@ -664,10 +649,10 @@ class HeuristicPlanner(Planner):
         return moves
 
     def _measured(
-        self, ctx: PlanningContext, book: Playbook, delta: StateDelta, current: dict[str, str], hist: _History
-    ) -> list[_Move]:
+        self, ctx: PlanningContext, book: Playbook, delta: StateDelta, current: dict[str, str], hist: History
+    ) -> list[Move]:
         """Moves of the ``[[measured]]`` rules whose measured cost share reached their threshold."""
-        moves: list[_Move] = []
+        moves: list[Move] = []
         for rule in book.measured:
             spec = self._usable(ctx, rule.knob, hist)
             if spec is None:
@@ -679,8 +664,8 @@ class HeuristicPlanner(Planner):
 
     @staticmethod
     def _measured_move(
-        rule: MeasuredRule, spec: KnobSpec, delta: StateDelta, current: dict[str, str], hist: _History
-    ) -> _Move | None:
+        rule: MeasuredRule, spec: KnobSpec, delta: StateDelta, current: dict[str, str], hist: History
+    ) -> Move | None:
         share = measured_share(delta, rule.part, rule.whole, rule.min_whole_per_s)
         if share is None or share < rule.above:
             return None
@@ -693,7 +678,7 @@ class HeuristicPlanner(Planner):
             return None
         seen = f"{rule.what} took {share:.0%} of {rule.whole} over the last sample ({part:.0f} of {whole:.0f})"
         reason = f"{seen}, with {rule.knob} = {raw}; this rule acts from {rule.above:.0%}. {rule.reason}"
-        return _Move(
+        return Move(
             rule.knob,
             rule.value,
             spec,
@@ -716,8 +701,8 @@ class HeuristicPlanner(Planner):
         current: dict[str, str],
         facts: HostFacts,
         family: str,
-        hist: _History,
-    ) -> _Move | None:
+        hist: History,
+    ) -> Move | None:
         raw = current.get(rule.knob, spec.default)
         value: str | int | float
         floor: float | None = None
@@ -776,8 +761,8 @@ class HeuristicPlanner(Planner):
         floor: float | None,
         facts: HostFacts,
         family: str,
-        hist: _History,
-    ) -> _Move | None:
+        hist: History,
+    ) -> Move | None:
         """The floor rule's move to ``value``, unless this session or experience already ruled it out."""
         key = canonical(rule.knob, value, spec)
         # A known trap's fix is retried although another session called it ineffective: one noisy tie
@@ -790,7 +775,7 @@ class HeuristicPlanner(Planner):
             note = hist.retrieved_ineffective[key]
             hist.notes = [n for n in hist.notes if n != note]
             hist.retried.append(note)
-        return _Move(
+        return Move(
             rule.knob,
             value,
             spec,
@@ -809,15 +794,15 @@ class HeuristicPlanner(Planner):
         ctx: PlanningContext,
         current: dict[str, str],
         family: str,
-        hist: _History,
+        hist: History,
         by_b: dict[Bottleneck, Hypothesis],
         taken: set[str],
-    ) -> list[_Move]:
+    ) -> list[Move]:
         """Beneficial directions of retrieved experience, scaled to this host's memory."""
         items = [(exp, it) for exp in ctx.experience for it in exp.beneficial]
         items.sort(key=lambda p: -float(p[1].get("gain", 0.0) or 0.0))
         mem = ctx.profile.hardware.memory_limit_bytes or ctx.profile.hardware.memory_bytes
-        moves: list[_Move] = []
+        moves: list[Move] = []
         for exp, it in items:
             try:
                 b = Bottleneck(it.get("bottleneck", "unknown"))
@@ -846,7 +831,7 @@ class HeuristicPlanner(Planner):
                     continue
                 gain = float(it.get("gain", 0.0) or 0.0)
                 moves.append(
-                    _Move(
+                    Move(
                         name,
                         value,
                         spec,
@@ -871,7 +856,7 @@ class HeuristicPlanner(Planner):
                 lines.append(f"{h.bottleneck.value} (score {h.score:.2f}): {h.evidence[0]}")
         return lines
 
-    def _ruled_out(self, hyps: list[Hypothesis], hist: _History, chosen: Bottleneck) -> list[str]:
+    def _ruled_out(self, hyps: list[Hypothesis], hist: History, chosen: Bottleneck) -> list[str]:
         out = [f"{h.bottleneck.value} (score {h.score:.2f}): {h.ruled_out}" for h in hyps if h.ruled_out]
         out += [f"{b.value}: {why}" for b, why in hist.exhausted.items() if b != chosen]
         return out
@@ -880,9 +865,9 @@ class HeuristicPlanner(Planner):
         self,
         ctx: PlanningContext,
         bottleneck: Bottleneck,
-        moves: list[_Move],
+        moves: list[Move],
         hyps: list[Hypothesis],
-        hist: _History,
+        hist: History,
         family: str,
         lead: str,
     ) -> Proposal:

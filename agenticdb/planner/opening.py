@@ -28,7 +28,7 @@ from datetime import datetime
 import structlog
 
 from agenticdb.config import PolicyConfig
-from agenticdb.models import Observed, PlanningContext
+from agenticdb.models import Observed, PlanningContext, Proposal
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_learned import from_experience, from_llm
@@ -115,7 +115,7 @@ def generate_opening(
         observed = Observed(gauges=dict(delta.gauges)) if delta is not None else None
     live = ctx.fingerprint.benchmark == "live" if live is None else live
     bound = step_bound_for(policy, live)
-    raw, absent, notes = _collect(ctx, host, policy, llm, plans)
+    raw, absent, notes, diagnosis = _collect(ctx, host, policy, llm, plans)
     dropped: list[tuple[str, str]] = []
 
     def check(changes: dict[str, str], label: str) -> SetVerdict:
@@ -142,7 +142,7 @@ def generate_opening(
             valid.append(got)
     valid = _share_restarts(valid, check)
     chosen = _dedupe(valid, k, dropped)
-    opening = Opening(candidates=chosen, absent=absent, notes=notes, dropped=dropped)
+    opening = Opening(candidates=chosen, absent=absent, notes=notes, dropped=dropped, diagnosis=diagnosis)
     log.info(
         "opening.generated",
         candidates=[c.name for c in chosen],
@@ -157,21 +157,24 @@ def generate_opening(
 
 def _collect(
     ctx: PlanningContext, host: HostView, policy: PolicyConfig, llm: object | None, plans: PlanEvidence | None
-) -> tuple[list[Candidate], list[str], list[str]]:
-    """The sets the sources generate, the sources that produced none (with why) and evidence notes."""
+) -> tuple[list[Candidate], list[str], list[str], Proposal | None]:
+    """The sets the sources generate, the sources that produced none (with why), evidence notes, and the
+    first diagnosis a source made of the baseline (the LLM's; None from rule-based sources)."""
     raw: list[Candidate] = []
     absent: list[str] = []
     notes: list[str] = []
+    diagnosis: Proposal | None = None
     inp = SourceInput(ctx=ctx, host=host, policy=policy, plans=plans, llm=llm)
     for name, source in _sources().items():
         out = source(inp)
         notes += out.notes
+        diagnosis = diagnosis or out.diagnosis
         if out.candidate is None or not out.candidate.changes:
             absent.append(f"{name}: {out.why or 'no change from the configuration in effect'}")
             continue
         raw.append(out.candidate)
     absent += [f"{n}: source not built" for n in SOURCES if n not in _sources()]
-    return raw, absent, list(dict.fromkeys(notes))
+    return raw, absent, notes, diagnosis
 
 
 def _dedupe(valid: list[Candidate], k: int, dropped: list[tuple[str, str]]) -> list[Candidate]:

@@ -113,7 +113,8 @@ def _jit(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]
     share, where = None, ""
     if inp.plans is not None and inp.plans.jit_share is not None:
         share = inp.plans.jit_share
-        where = f"plans of {inp.plans.statements} statements (EXPLAIN ANALYZE, leader and workers)"
+        n = inp.plans.jit_sampled or inp.plans.statements
+        where = f"EXPLAIN ANALYZE of {n} of the workload's statements, leader and workers"
     else:
         jit, total = _total(d, _PGSS + "jit_time"), _total(d, _PGSS + "total_exec_time")
         if jit is not None and total is not None and d is not None and total / max(d.seconds, 1e-6) < MIN_EXEC_MS_PER_S:

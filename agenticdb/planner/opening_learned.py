@@ -104,11 +104,11 @@ def from_llm(inp: SourceInput) -> SourceOutput:
             continue
         b.put(ch.name, value, f"LLM: {ch.rationale or proposal.rationale or 'no rationale given'}")
     if not b.changes:
-        return SourceOutput(None, "the LLM's configuration is the one in effect", notes)
+        return SourceOutput(None, "the LLM's configuration is the one in effect", notes, diagnosis=proposal)
     cand = Candidate(
         name="llm",
         changes=dict(b.changes),
         rationale=f"the LLM planner's whole configuration: {proposal.rationale or proposal.bottleneck.value}",
         sources=dict(b.sources),
     )
-    return SourceOutput(cand, "", notes)
+    return SourceOutput(cand, "", notes, diagnosis=proposal)

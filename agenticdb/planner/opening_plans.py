@@ -10,14 +10,45 @@ TPC-H SF 1 here) and also measures JIT compile time of the leader and its worker
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
+from typing import Any
 
 import psycopg
 
+from agenticdb.dialect import family_of
 from agenticdb.models import PlanningContext
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
-from agenticdb.units import family_of
 from agenticdb.workloads.base import WorkloadError
 from agenticdb.workloads.common import connect, is_postgres
+
+#: Seconds of baseline time the JIT-compiling statements may take when executed once to measure their compile
+#: time (judgement: ~4 % of an 8-minute session; pg_stat_statements gives the leader's share for free).
+JIT_BUDGET_S = 15.0
+
+
+def _sample_jit(
+    db: psycopg.Connection[Any],
+    plans: PlanEvidence,
+    statements: dict[str, str],
+    weights: dict[str, float],
+    budget_s: float,
+    timeout_s: float,
+) -> PlanEvidence:
+    """``plans`` with ``jit_ms`` estimated from EXPLAIN ANALYZE of the cheapest JIT-compiling statements."""
+    chosen: dict[str, str] = {}
+    spent = 0.0
+    for name in sorted(plans.jit_planned, key=lambda n: weights.get(n, 0.0)):
+        cost = weights.get(name, 0.0) / 1000.0
+        if spent + cost > budget_s:
+            break
+        chosen[name], spent = statements[name], spent + cost
+    if not chosen:
+        return plans
+    sample = explain_statements(db, chosen, min(timeout_s, budget_s * 2))
+    if not sample.statements or sample.exec_ms <= 0:
+        return plans
+    share = sample.jit_ms / sample.exec_ms
+    return replace(plans, analyzed=True, jit_ms=share * plans.jit_planned_ms, jit_sampled=sample.statements)
 
 
 def baseline_query_ms(ctx: PlanningContext) -> dict[str, float]:
@@ -30,10 +61,20 @@ def baseline_query_ms(ctx: PlanningContext) -> dict[str, float]:
 
 
 def workload_plans(
-    ctx: PlanningContext, workload: object, *, analyze: bool = False, timeout_s: float = 60.0
+    ctx: PlanningContext,
+    workload: object,
+    *,
+    analyze: bool = False,
+    timeout_s: float = 60.0,
+    jit_budget_s: float = JIT_BUDGET_S,
 ) -> tuple[PlanEvidence | None, str]:
     """The plan evidence of ``workload``'s statements (a query-set workload with ``queries()`` and a PostgreSQL
     ``conn``), or (None, why not).
+
+    Plans only (``analyze=False``, the default), then the JIT-compiling statements, cheapest first by their
+    baseline time, are executed once with EXPLAIN ANALYZE while their baseline times fit ``jit_budget_s``
+    seconds: their compile share (leader and workers) × the JIT-compiling statements' share of the time gives
+    ``jit_share`` (0 disables it).
 
     Never raises: a workload without a statement set (pgbench, sysbench: their evidence is pg_stat_statements),
     another DBMS, or a connection error gives None and the reason, which the opening journals.
@@ -50,6 +91,9 @@ def workload_plans(
     try:
         statements = dict(queries())
         with connect(conn) as db:
-            return explain_statements(db, statements, timeout_s, analyze=analyze, weights_ms=weights), ""
+            plans = explain_statements(db, statements, timeout_s, analyze=analyze, weights_ms=weights)
+            if analyze or not plans.jit_planned or jit_budget_s <= 0:
+                return plans, ""
+            return _sample_jit(db, plans, statements, weights, jit_budget_s, timeout_s), ""
     except (WorkloadError, psycopg.Error, OSError) as exc:
         return None, f"{type(exc).__name__}: {str(exc).strip()[:200]}"

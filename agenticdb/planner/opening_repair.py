@@ -10,12 +10,13 @@ from dataclasses import replace
 
 import structlog
 
+from agenticdb.dialect import family_of
 from agenticdb.models import ApplyMode, FailedCheck, PlanningContext
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import MiB, current_config
 from agenticdb.planner.playbook import round_base
 from agenticdb.planner.trade import load_trades, trade_proposal
-from agenticdb.units import bytes_of, family_of, format_value, parse_value, unit_bytes
+from agenticdb.units import bytes_of, format_value, parse_value, unit_bytes
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validation.sets import SetVerdict
 from agenticdb.validation.validator import flavor_of

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agenticdb.models import ApplyMode
+from agenticdb.models import ApplyMode, Proposal
 
 SourceName = Literal["host-sized", "evidence", "limits", "experience", "llm"]
 SOURCES: tuple[SourceName, ...] = ("host-sized", "evidence", "limits", "experience", "llm")
@@ -66,12 +66,17 @@ class Opening:
         notes: evidence the sources needed and did not have ("JIT share not measured: …").
         dropped: (candidate name, reason) for sets the validation refused and could not repair, and for
             duplicates and sets beyond K.
+        diagnosis: the LLM planner's own diagnosis of the baseline (the ``bottleneck``, ``evidence`` and
+            ``rationale`` of the reply that gave its whole configuration), whether or not its set passed the
+            validation; None without an LLM planner or when it gave no usable reply. The session journals it
+            as its ``diagnosis`` event (the scenario suite scores it) when the LLM planner runs.
     """
 
     candidates: list[Candidate]
     absent: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     dropped: list[tuple[str, str]] = field(default_factory=list)
+    diagnosis: Proposal | None = None
 
     @property
     def restart_knobs(self) -> list[str]:

@@ -7,13 +7,14 @@ import math
 from dataclasses import dataclass, field
 
 from agenticdb.config import PolicyConfig
-from agenticdb.models import KnobSpec, PlanningContext, StateDelta
+from agenticdb.dialect import family_of
+from agenticdb.models import KnobSpec, PlanningContext, Proposal, StateDelta
 from agenticdb.planner import access
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.playbook import round_base
 from agenticdb.store.memory.backends import storage_class
 from agenticdb.targets.postgres_plans import PlanEvidence
-from agenticdb.units import bytes_of, canonical, family_of, format_value, parse_value, unit_bytes
+from agenticdb.units import bytes_of, canonical, format_value, parse_value, unit_bytes
 
 MiB = 1024**2
 GiB = 1024**3
@@ -66,12 +67,14 @@ class SourceInput:
 
 @dataclass
 class SourceOutput:
-    """A source's answer: its candidate (None: it has nothing to propose), why not, and notes on evidence it
-    needed and did not have ("JIT share not measured: …")."""
+    """A source's answer: its candidate (None: it has nothing to propose), why not, notes on evidence it
+    needed and did not have ("JIT share not measured: …"), and its own diagnosis of the baseline when it
+    makes one (the LLM's reply; rule-based sources leave it None)."""
 
     candidate: Candidate | None
     why: str = ""
     notes: list[str] = field(default_factory=list)
+    diagnosis: Proposal | None = None
 
 
 def current_config(ctx: PlanningContext) -> dict[str, str]:

@@ -15,10 +15,11 @@ from functools import cache
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from agenticdb.dialect import family_of
 from agenticdb.models import ApplyMode, Bottleneck, Change, FailedCheck, PlanningContext, Proposal
 from agenticdb.planner.playbook import round_base
 from agenticdb.resources import data_file
-from agenticdb.units import bytes_of, canonical, family_of, format_value, parse_value
+from agenticdb.units import bytes_of, canonical, format_value, parse_value
 
 log = structlog.get_logger(__name__)
 

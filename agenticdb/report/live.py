@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
+from agenticdb.measure.sequential import t_half_width
 
 CONFIDENCE = 0.95
 
@@ -94,7 +94,7 @@ def _change(round_no: int, qid: str, text: str, pairs: list[tuple[float, float]]
     mean = statistics.fmean(logs)
     low = high = None
     if len(logs) >= 2:
-        half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        half = t_half_width(statistics.variance(logs), len(logs), len(logs) - 1, 1.0 - CONFIDENCE)
         low, high = math.expm1(mean - half), math.expm1(mean + half)
     return QueryChange(
         round_no=round_no,

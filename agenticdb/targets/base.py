@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from agenticdb.dialect import family_of
 from agenticdb.host.services import Service
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
-from agenticdb.units import family_of, values_equal
+from agenticdb.units import values_equal
 
 
 class TargetError(RuntimeError):

@@ -38,18 +38,13 @@ import structlog
 
 from agenticdb.config import TargetConfig
 from agenticdb.connfault import describe_fault
+from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.host.services import Service, ServiceError, build_service
 from agenticdb.measure.worldwatch import my_mark
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
-from agenticdb.targets.mysql_files import (
-    defaults_value,
-    parse_mysql_dsn,
-    parse_size,
-    restore_file,
-    write_option_file,
-)
+from agenticdb.targets.mysql_files import defaults_value, parse_size, restore_file, write_option_file
 from agenticdb.targets.mysql_options import find_binary, option_names
 from agenticdb.targets.mysql_stats import fetch_one, read_state
 from agenticdb.units import bool_of, values_equal

@@ -14,35 +14,10 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.I)
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}  # option-file suffixes are 1024-based
 MANAGED_HEADER = "# Managed by agenticdb: knobs it applied. Edit with care; snapshots restore this file.\n"
-
-
-def parse_mysql_dsn(dsn: str) -> dict[str, Any]:
-    """``mysql://user:pass@host:port/db?unix_socket=/path`` → PyMySQL connect kwargs.
-
-    Raises:
-        ValueError: the scheme is not mysql/mariadb (names the DSN and the rule).
-    """
-    parts = urlsplit(dsn)
-    if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
-        raise ValueError(f"target.dsn = {dsn!r}: expected mysql://user:pass@host:port/db[?unix_socket=...]")
-    query = parse_qs(parts.query)
-    kwargs: dict[str, Any] = {
-        "host": parts.hostname or "127.0.0.1",
-        "port": parts.port or 3306,
-        "user": unquote(parts.username) if parts.username else "root",
-        "password": unquote(parts.password) if parts.password else "",
-    }
-    if db := parts.path.lstrip("/"):
-        kwargs["database"] = db
-    if sock := query.get("unix_socket"):
-        kwargs["unix_socket"] = sock[0]
-    return kwargs
 
 
 def parse_size(value: str | int | float) -> int:

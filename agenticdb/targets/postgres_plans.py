@@ -50,6 +50,10 @@ class PlanEvidence:
         analyzed: True for EXPLAIN ANALYZE; False for plans only (nothing executed): times are then the
             baseline's per-statement times given as weights, and JIT compile time is unknown (0).
         jit_planned_ms: time of the statements whose plan JIT-compiles (plans only: the plan's "JIT" section).
+        jit_planned: the names of those statements.
+        jit_sampled: when > 0, ``jit_ms`` is estimated from EXPLAIN ANALYZE of this many of the JIT-compiling
+            statements (their compile share × the JIT-compiling statements' time; see
+            ``agenticdb.planner.opening_plans.workload_plans``).
     """
 
     statements: int = 0
@@ -65,6 +69,8 @@ class PlanEvidence:
     skipped: dict[str, str] = field(default_factory=dict)
     analyzed: bool = True
     jit_planned_ms: float = 0.0
+    jit_planned: tuple[str, ...] = ()
+    jit_sampled: int = 0
 
     @property
     def jit_share(self) -> float | None:
@@ -103,6 +109,13 @@ class PlanEvidence:
         if not self.statements:
             return f"no statement explained ({len(self.skipped)} skipped)"
         js, ps = self.jit_share or 0.0, self.parallel_share or 0.0
+        if self.jit_sampled:
+            return (
+                f"{self.statements} statements planned, weighted by the baseline's {self.exec_ms / 1000:.1f} s: "
+                f"{ps:.0%} of the time in parallel plans, {self.jit_planned_share or 0.0:.0%} in plans that "
+                f"JIT-compile; JIT compilation ≈ {js:.1%} of the time (EXPLAIN ANALYZE of {self.jit_sampled} of "
+                f"them, leader and workers)"
+            )
         if not self.analyzed:
             return (
                 f"{self.statements} statements planned (EXPLAIN, not executed), weighted by the baseline's "
@@ -202,6 +215,7 @@ def explain_statements(
         0.0,
     )
     parallel_ms, jit_planned_ms, done = 0.0, 0.0, 0
+    jit_names: list[str] = []
     skipped: dict[str, str] = {}
     for name, text in statements.items():
         sql = text.strip().rstrip(";")
@@ -233,6 +247,7 @@ def explain_statements(
             parallel_ms += got["exec_ms"]
         if got["jit_functions"] > 0 or got["jit_planned"] > 0:
             jit_planned_ms += got["exec_ms"]
+            jit_names.append(name)
         done += 1
     ev = PlanEvidence(
         statements=done,
@@ -248,6 +263,7 @@ def explain_statements(
         skipped=skipped,
         analyzed=analyze,
         jit_planned_ms=jit_planned_ms,
+        jit_planned=tuple(jit_names),
     )
     log.info("plans.explained", statements=done, skipped=len(skipped), reason=ev.summary())
     return ev

@@ -36,6 +36,7 @@ from datetime import datetime
 import structlog
 
 from agenticdb.config import PolicyConfig, in_window
+from agenticdb.dialect import family_of, flavor_of_catalog
 from agenticdb.models import (
     Catalog,
     Change,
@@ -48,7 +49,7 @@ from agenticdb.models import (
     Proposal,
     Verdict,
 )
-from agenticdb.units import UnitError, family_of, normalize, readable
+from agenticdb.units import UnitError, normalize, readable
 from agenticdb.validation.auto import resolve_auto
 from agenticdb.validation.effects import check_capacity, check_harmful, check_no_effect, check_server
 from agenticdb.validation.host import check_host
@@ -78,10 +79,7 @@ _SRC_CATALOG = "the server's own metadata (pg_settings / information_schema.SYST
 
 def flavor_of(catalog: Catalog) -> str:
     """ "postgresql", "mariadb", "mysql" or "linux" for version-specifier matching in rule files."""
-    fam = family_of(catalog.target)
-    if fam == "mysql":
-        return "mariadb" if "maria" in (catalog.target + catalog.version).lower() else "mysql"
-    return fam
+    return flavor_of_catalog(catalog.target, catalog.version)
 
 
 _INDEX_CACHE: dict[int, tuple[Catalog, int, dict[str, str]]] = {}

@@ -7,11 +7,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, unquote, urlsplit
-
-from psycopg.conninfo import conninfo_to_dict
-
 from agenticdb.config import WorkloadConfig
+from agenticdb.dialect import parse_mysql_dsn, parse_pg_dsn
 from agenticdb.workloads.base import Connection, Workload, WorkloadError
 
 SYSBENCH_KINDS = {
@@ -29,7 +26,7 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
         kind: ``TargetConfig.kind``: "postgresql", "mariadb" or "mysql".
         dsn: PostgreSQL libpq URI or keyword string (``postgresql://user:pw@host:port/db``,
             ``host=/run/postgresql port=5432``); MySQL/MariaDB ``mysql://user:pw@host:port/db`` with
-            an optional ``?unix_socket=/path`` (``socket=`` also accepted).
+            an optional ``?unix_socket=/path`` (``socket=`` also accepted); parsed by ``agenticdb.dialect``.
         database: the benchmark database (created by ``prepare()`` via the admin DSN).
 
     Returns:
@@ -39,10 +36,7 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
         ValueError: unknown ``kind`` or a DSN that cannot be parsed (message names the value).
     """
     if kind == "postgresql":
-        try:
-            params = conninfo_to_dict(dsn)
-        except Exception as exc:  # noqa: BLE001 - psycopg raises ProgrammingError for bad conninfo
-            raise ValueError(f"target.dsn={dsn!r}: not a valid libpq connection string ({exc})") from None
+        params = parse_pg_dsn(dsn)
         host = str(params.pop("host", "") or "127.0.0.1")
         port = int(params.pop("port", 5432) or 5432)
         user = str(params.pop("user", "") or "postgres")
@@ -62,24 +56,15 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
             extra=extra,
         )
     if kind in ("mariadb", "mysql"):
-        parts = urlsplit(dsn)
-        if parts.scheme not in ("mysql", "mariadb"):
-            raise ValueError(f"target.dsn={dsn!r}: expected mysql://user:pass@host:port/db")
-        query = parse_qs(parts.query)
-        sockets = query.get("unix_socket") or query.get("socket") or []
-        socket = sockets[0] if sockets else None
-        try:
-            port = parts.port or 3306
-        except ValueError:
-            raise ValueError(f"target.dsn={dsn!r}: the port is not a number") from None
+        my = parse_mysql_dsn(dsn)
         return Connection(
             kind="mysql",
-            host=parts.hostname or "127.0.0.1",
-            port=port,
-            user=unquote(parts.username or "root"),
-            password=unquote(parts.password or ""),
+            host=my["host"],
+            port=my["port"],
+            user=my["user"],
+            password=my["password"],
             database=database,
-            socket=socket,
+            socket=my.get("unix_socket"),
             admin_dsn=dsn,
         )
     raise ValueError(f"target.kind={kind!r}: expected postgresql, mariadb or mysql")
@@ -99,23 +84,23 @@ def build_workload(cfg: WorkloadConfig, conn: Connection, progress: bool | None 
     """
     kind = cfg.kind
     if kind == "pgbench":
-        from agenticdb.workloads.pgbench import PgbenchWorkload
+        from agenticdb.workloads.pgbench import PgbenchWorkload  # lazy: start-up cost (loads pymysql; 127 modules)
 
         return PgbenchWorkload(cfg, conn, progress=progress)
     if kind in SYSBENCH_KINDS:
-        from agenticdb.workloads.sysbench import SysbenchWorkload
+        from agenticdb.workloads.sysbench import SysbenchWorkload  # lazy: start-up cost (loads pymysql; 126 modules)
 
         return SysbenchWorkload(cfg, conn, SYSBENCH_KINDS[kind], progress=progress)
     if kind in YCSB_KINDS:
-        from agenticdb.workloads.sysbench import YcsbWorkload
+        from agenticdb.workloads.sysbench import YcsbWorkload  # lazy: start-up cost (loads pymysql; 126 modules)
 
         return YcsbWorkload(cfg, conn, YCSB_KINDS[kind], progress=progress)
     if kind == "tpch":
-        from agenticdb.workloads.tpch import TpchWorkload
+        from agenticdb.workloads.tpch import TpchWorkload  # lazy: start-up cost (loads pymysql; 125 modules)
 
         return TpchWorkload(cfg, conn, progress=progress)
     if kind == "command":
-        from agenticdb.workloads.command import CommandWorkload
+        from agenticdb.workloads.command import CommandWorkload  # lazy: start-up cost (loads pymysql; 126 modules)
 
         return CommandWorkload(cfg, conn, progress=progress)
     raise WorkloadError(

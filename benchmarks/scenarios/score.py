@@ -1,7 +1,8 @@
 """Scores one scenario run from its journal (issue 22; DBA-Bench's three measures).
 
-* **Diagnosis** — the session's diagnosis of its baseline (the ``diagnosis`` event of the opening, else
-  the ``bottleneck`` of the first ``proposal`` event) is one of the scenario's expected labels.
+* **Diagnosis** — the session's diagnosis of its baseline (the ``diagnosis`` event of the opening: the
+  session planner's own — the LLM's with ``--planner llm``, else the playbook's; without the opening the
+  ``bottleneck`` of the first ``proposal`` event) is one of the scenario's expected labels.
 * **Outcome** — the final configuration's objective is within the margin of the fault-free
   configuration measured in the same run: the median shortfall of (final, fault-free) pairs measured back
   to back, or the medians' when no pair is complete. The margin is ``expect.within_pct`` % or twice the
@@ -149,6 +150,12 @@ def llm_usage(events: list[JournalEvent]) -> dict[str, float]:
 OUTCOME_NOISE_MULTIPLE = 2.0
 """The Outcome margin is at least this many fault-free CVs (``outcome_margin``)."""
 
+OUTCOME_MARGIN_CAP = 50.0
+"""The Outcome margin never exceeds this (%): on the loaded host of 2026-12-06 (load average 9 on 2 cores)
+fault-free CVs of 40–90 % made 2 × CV margins of 76–180 %, and a final state at 1 % of fault-free
+(mdb-rc-idle-holder: 27 vs 335 TPS) counted as an Outcome. Judgement: half the fault-free objective is
+no repair, however noisy the host."""
+
 
 def outcome_margin(within_pct: float, free_runs: list[float]) -> float:
     """The Outcome margin in %: ``within_pct`` or ``OUTCOME_NOISE_MULTIPLE`` × the CV of the run's
@@ -164,7 +171,7 @@ def outcome_margin(within_pct: float, free_runs: list[float]) -> float:
     noise = cv(free_runs)
     if noise is None:
         return within_pct
-    return round(max(within_pct, OUTCOME_NOISE_MULTIPLE * 100 * noise), 1)
+    return round(min(OUTCOME_MARGIN_CAP, max(within_pct, OUTCOME_NOISE_MULTIPLE * 100 * noise)), 1)
 
 
 def outcome(

@@ -21,16 +21,56 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+import sqlite_utils
 import structlog
 from pydantic import BaseModel
 
 from agenticdb.models import Catalog, Experience, Fingerprint, Hardware, HostOrigin, RoundOutcome
 from agenticdb.store.memory.experience import dbms_family, distill_experience, relative_values, similarity
 
-if TYPE_CHECKING:
-    from agenticdb.store.memory.book import MemoryBook
+
+class SyncResult(BaseModel):
+    """What one ``central.sync`` did: experience rows uploaded (new in the central book), already there,
+    and rounds sent."""
+
+    uploaded: int
+    already_there: int
+    rounds: int
+
+
+class CentralCache(Protocol):
+    """A local book's link to a central Memory Book (``central.CentralLink``), as the book sees it."""
+
+    def push(self, book: LocalBook) -> SyncResult | None: ...  # pragma: no cover - protocol
+
+    def retry(self) -> None: ...  # pragma: no cover - protocol
+
+    def retrieve(
+        self, book: LocalBook, fp: Fingerprint, limit: int, threshold: float
+    ) -> list[tuple[float, Experience]] | None: ...  # pragma: no cover - protocol
+
+    def close(self) -> None: ...  # pragma: no cover - protocol
+
+
+class LocalBook(Protocol):
+    """The local Memory Book (``book.MemoryBook``) as the backends and the central link use it, so this
+    module and ``central`` sit below ``book`` (the book imports them, never the other way round)."""
+
+    path: Path
+    host: str
+    db: sqlite_utils.Database
+    central: CentralCache | None
+
+    def rounds(self, session_id: str) -> list[RoundOutcome]: ...  # pragma: no cover - protocol
+
+    def write_experience(self, exp: Experience) -> int: ...  # pragma: no cover - protocol
+
+    def insert_experience_row(
+        self, exp: Experience, host: str, synced: bool, commit: bool = True
+    ) -> int: ...  # pragma: no cover - protocol
+
 
 log = structlog.get_logger(__name__)
 
@@ -127,7 +167,7 @@ def host_origin(host: str, fp: Fingerprint, hardware: Hardware) -> HostOrigin:
 
 
 def learn(
-    book: MemoryBook,
+    book: LocalBook,
     session_id: str,
     fp: Fingerprint,
     hardware: Hardware,
@@ -178,7 +218,7 @@ class SqliteBackend:
 
     name = "sqlite"
 
-    def __init__(self, book: MemoryBook) -> None:
+    def __init__(self, book: LocalBook) -> None:
         self.book = book
 
     def upsert(self, experiences: Sequence[ExperienceRecord], rounds: Sequence[RoundRecord] = ()) -> int:

@@ -13,7 +13,7 @@ import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlite_utils
 import structlog
@@ -22,12 +22,16 @@ from pydantic import BaseModel
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.resources import data_file
 from agenticdb.store.faults import guarded
-from agenticdb.store.memory.backends import SqliteBackend, default_host_label, migrate_local, origin_host, rank
+from agenticdb.store.memory.backends import (
+    CentralCache,
+    SqliteBackend,
+    default_host_label,
+    migrate_local,
+    origin_host,
+    rank,
+)
 from agenticdb.store.memory.experience import drop_lessons
 from agenticdb.store.sqlite_create import create_sqlite_atomically
-
-if TYPE_CHECKING:
-    from agenticdb.store.memory.central import CentralLink
 
 log = structlog.get_logger(__name__)
 
@@ -105,7 +109,7 @@ class MemoryBook:
         migrate_local(self.db.conn)
         self.host = default_host_label(host)
         """This host's label in a shared Memory Book (``storage.host_label``, default the hostname)."""
-        self.central: CentralLink | None = None
+        self.central: CentralCache | None = None
         """The central Memory Book this book caches (issue 19; ``memory.central.attach_central``)."""
         self.last_session: str | None = None
         """The session most recently started here (events about the central book are journaled under it)."""
@@ -500,21 +504,24 @@ class MemoryBook:
         self.db.conn.commit()
         return int(cursor.rowcount)
 
-    # -- export / import (agenticdb.store.memory.transfer) ----------------------------------------------
+    # -- rows for export / import (agenticdb.store.memory.transfer) ------------------------------------
 
-    def export(self, path: Path | str) -> dict[str, int]:
-        """Write sessions, rounds, experience and LLM calls to a JSON file (see ``transfer.export_book``)."""
-        from agenticdb.store.memory.transfer import export_book  # transfer builds on this module
+    def table_rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``table`` ("sessions", "rounds", "experience", "llm_calls") as stored."""
+        return list(self._t(table).rows)
 
-        return export_book(self, path)
+    def table_columns(self, table: str) -> set[str]:
+        """The column names of ``table``."""
+        return set(self._t(table).columns_dict)
 
-    @guarded("memory")
-    def import_(self, path: Path | str) -> dict[str, int]:
-        """Merge a file written by :meth:`export` (see ``transfer.import_book``).
+    def has_session(self, session_id: str) -> bool:
+        """True when a session row ``session_id`` exists."""
+        return self._session_row(session_id) is not None
 
-        Raises:
-            MemoryBookError: unreadable file, wrong format, or an entry that does not validate.
-        """
-        from agenticdb.store.memory.transfer import import_book
+    def count_rows(self, table: str, where: str, params: list[Any]) -> int:
+        """Rows of ``table`` matching the SQL condition ``where`` with ``params``."""
+        return int(self._t(table).count_where(where, params))
 
-        return import_book(self, path)
+    def insert_row(self, table: str, row: dict[str, Any]) -> None:
+        """Insert ``row`` into ``table`` as is (the caller checks for duplicates; inside :attr:`db` ``atomic()``)."""
+        self._t(table).insert(row)

@@ -21,12 +21,11 @@ and "Advisory Locks" (https://www.postgresql.org/docs/15/explicit-locking.html#A
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import psycopg
 import structlog
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel
 
 from agenticdb.connfault import describe_fault
 from agenticdb.models import Experience, Fingerprint
@@ -34,14 +33,15 @@ from agenticdb.redaction import redact
 from agenticdb.resources import data_dir
 from agenticdb.store.memory.backends import (
     ExperienceRecord,
+    LocalBook,
     RoundRecord,
     SqliteBackend,
+    SyncResult,
     rank,
 )
 from agenticdb.store.memory.experience import dbms_family
 
-if TYPE_CHECKING:
-    from agenticdb.store.memory.book import MemoryBook
+B = TypeVar("B", bound=LocalBook)
 
 log = structlog.get_logger(__name__)
 
@@ -227,16 +227,7 @@ class PostgresBackend:
         self.conn.close()
 
 
-class SyncResult(BaseModel):
-    """What one :func:`sync` did: experience rows uploaded (new in the central book), already there,
-    and rounds sent."""
-
-    uploaded: int
-    already_there: int
-    rounds: int
-
-
-def sync(book: MemoryBook, central: PostgresBackend) -> SyncResult:
+def sync(book: LocalBook, central: PostgresBackend) -> SyncResult:
     """Upload the local book's pending experience (``synced_at`` NULL) and its sessions' rounds to the
     central book, then mark them synced. Idempotent: a record the central book already holds is not
     inserted again, so a sync interrupted between upload and marking uploads nothing twice."""
@@ -299,7 +290,7 @@ class CentralLink:
         """Forget a past outage: the next call connects again."""
         self.down_reason = None
 
-    def push(self, book: MemoryBook) -> SyncResult | None:
+    def push(self, book: LocalBook) -> SyncResult | None:
         """Sync the book's pending experience; None when the central book is unreachable."""
         backend = self._backend()
         if backend is None:
@@ -315,7 +306,7 @@ class CentralLink:
             return None
 
     def retrieve(
-        self, book: MemoryBook, fp: Fingerprint, limit: int, threshold: float
+        self, book: LocalBook, fp: Fingerprint, limit: int, threshold: float
     ) -> list[tuple[float, Experience]] | None:
         """Similar experience from the central book plus the local pending rows (learned here while the
         central book was away); None when the central book is unreachable (the caller uses the cache)."""
@@ -338,9 +329,7 @@ class CentralLink:
             self.backend = None
 
 
-def attach_central(
-    book: MemoryBook, url: str | None, on_unreachable: Callable[[str], object] | None = None
-) -> MemoryBook:
+def attach_central(book: B, url: str | None, on_unreachable: Callable[[str], object] | None = None) -> B:
     """Link ``book`` to the central Memory Book at ``url`` (nothing when ``url`` is None); returns it."""
     if url:
         book.central = CentralLink(url, on_unreachable)

@@ -30,8 +30,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from agenticdb.dialect import family_of, memory_family
 from agenticdb.models import Catalog, Experience, Fingerprint, Hardware, RoundOutcome
-from agenticdb.units import UnitError, bytes_of, family_of, normalize
+from agenticdb.units import UnitError, bytes_of, normalize
 
 WEIGHTS: dict[str, float] = {
     "version": 0.15,
@@ -44,19 +45,10 @@ WEIGHTS: dict[str, float] = {
 }
 """Similarity weights per fingerprint component (sum 1.0), see the module docstring."""
 
-_FAMILY = {
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "pg": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
-
 
 def dbms_family(dbms: str) -> str:
     """``postgresql`` or ``mysql`` (MariaDB counts as the MySQL family); unknown names map to themselves."""
-    key = dbms.strip().lower()
-    return _FAMILY.get(key, key)
+    return memory_family(dbms)
 
 
 def _bucket(value: float) -> int:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from agenticdb.models import Experience, Fingerprint, RoundOutcome
 from agenticdb.redaction import redact_obj
+from agenticdb.store.faults import guarded
 from agenticdb.store.memory.book import MemoryBook, MemoryBookError
 
 log = structlog.get_logger(__name__)
@@ -35,11 +36,12 @@ def export_book(book: MemoryBook, path: Path | str) -> dict[str, int]:
     """
     doc: dict[str, Any] = {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION}
     for table in ("sessions", "rounds", "experience", "llm_calls"):
-        doc[table] = list(book._t(table).rows)
+        doc[table] = book.table_rows(table)
     Path(path).write_text(json.dumps(redact_obj(doc), indent=1, sort_keys=True))
     return {t: len(doc[t]) for t in ("sessions", "rounds", "experience", "llm_calls")}
 
 
+@guarded("memory")
 def import_book(book: MemoryBook, path: Path | str) -> dict[str, int]:
     """Merge a file written by :func:`export_book`: sessions and rounds already present are kept,
     experience is added unless the same session's experience is already stored; LLM calls of
@@ -84,21 +86,21 @@ def _merge(
     with book.db.atomic():
         new_sessions = set()
         for r in sessions:
-            if book._session_row(r["id"]) is None:
-                book._t("sessions").insert(r)
+            if not book.has_session(r["id"]):
+                book.insert_row("sessions", r)
                 new_sessions.add(r["id"])
                 added["sessions"] += 1
         for r in rounds:
-            if book._t("rounds").count_where("session_id = ? AND round_no = ?", [r["session_id"], r["round_no"]]) == 0:
-                book._t("rounds").insert(r)
+            if book.count_rows("rounds", "session_id = ? AND round_no = ?", [r["session_id"], r["round_no"]]) == 0:
+                book.insert_row("rounds", r)
                 added["rounds"] += 1
         for r in exps:
-            if book._t("experience").count_where("session_id = ?", [r["session_id"]]) == 0:
-                book._t("experience").insert({k: v for k, v in r.items() if k != "id"})
+            if book.count_rows("experience", "session_id = ?", [r["session_id"]]) == 0:
+                book.insert_row("experience", {k: v for k, v in r.items() if k != "id"})
                 added["experience"] += 1
         for r in calls:
             if r["session_id"] in new_sessions:
-                book._t("llm_calls").insert({k: v for k, v in r.items() if k != "id"})
+                book.insert_row("llm_calls", {k: v for k, v in r.items() if k != "id"})
                 added["llm_calls"] += 1
 
 
@@ -106,7 +108,7 @@ def _validated(book: MemoryBook, path: Path | str, doc: dict[str, Any], table: s
     rows = doc.get(table, [])
     if not isinstance(rows, list):
         raise MemoryBookError(f"import file {path}: {table} must be a list")
-    columns = set(book._t(table).columns_dict)
+    columns = book.table_columns(table)
     for i, row in enumerate(rows):
         try:
             if not isinstance(row, dict):

@@ -1,0 +1,101 @@
+"""Approval of a root cause's remedy (issue 40): in ``policy.mode = "approve"`` a session whose baseline
+found a dominant cause no setting fixes queues its non-destructive remedy (ANALYZE, plain VACUUM, CREATE
+INDEX CONCURRENTLY) in the approval queue, waits for ``agenticdb approve|reject``, runs it through
+``[remediation] dsn`` (the tables' owner) when approved, verifies the symptom (plans before/after) and
+journals ``remediation``. Without a remediation DSN, or for a remedy that terminates a session or
+blocks writes, it journals ``remediation.advice_only`` and runs nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from agenticdb.advice.approval import Desk, Pending, _write, status_line
+from agenticdb.advice.remediation import remedy_recommendation
+from agenticdb.advice.types import stable_id
+from agenticdb.config import Settings
+from agenticdb.rootcause import Finding
+from agenticdb.rootcause.remedy import RemedyError, check_runnable, run_remedy
+from agenticdb.store.journal import Journal
+
+log = structlog.get_logger(__name__)
+
+
+def remedy_gate(
+    cfg: Settings, desk: Desk, journal: Journal, should_stop: Callable[[], bool], status: Callable[[str], object]
+) -> Callable[[str, Finding], dict[str, Any] | None]:
+    """The session's ``remediate`` callback (``TuningSession(remediate=...)``, approve mode)."""
+
+    def remediate(session_id: str, finding: Finding) -> dict[str, Any] | None:
+        remedy = next((r for r in finding.remedies if r.automatic), None)
+        try:
+            if remedy is None:
+                first = finding.remedies[0] if finding.remedies else None
+                raise RemedyError(
+                    f"finding {finding.id}: no non-destructive remedy"
+                    + (f"; advised: {first.sql} ({first.lock_impact})" if first else "")
+                )
+            check_runnable(remedy, cfg.remediation.dsn)
+        except RemedyError as exc:
+            journal.append(session_id, "remediation.advice_only", {"finding": finding.id, "reason": str(exc)}, 0)
+            log.info("remediation.advice_only", finding=finding.id, reason=str(exc))
+            return None
+        now = time.time()
+        p = Pending(
+            id=stable_id("R", session_id, finding.id),
+            created_at=now,
+            expires_at=now + cfg.daemon.proposal_ttl_s,
+            mode="approve",
+            target=session_id,
+            recommendation=remedy_recommendation(finding, remedy),
+            kind="remedy",
+        )
+        _write(desk.queue.proposals / f"{p.id}.json", p, 0o640)
+        brief = {"finding": finding.id, "sql": remedy.sql, "lock_impact": remedy.lock_impact}
+        journal.append(session_id, "approval.proposed", {"id": p.id, "kind": "remedy", "remedy": brief}, 0)
+        log.info("approval.waiting", id=p.id, sql=remedy.sql, reason="policy.mode = approve")
+        decided = _wait(desk, journal, session_id, p, should_stop, status)
+        if decided is not None:
+            return None
+        rec = run_remedy(finding, remedy, cfg.remediation.dsn, cfg.target.database, cfg.rootcause.statements)
+        journal.append(session_id, "remediation", rec, 0)
+        status(f"remediation {remedy.sql}: {rec['result']}, verified {rec['verified']}"[:200])
+        return rec
+
+    return remediate
+
+
+def _wait(
+    desk: Desk,
+    journal: Journal,
+    session_id: str,
+    p: Pending,
+    should_stop: Callable[[], bool],
+    status: Callable[[str], object],
+) -> str | None:
+    """Wait for the decision on ``p``: None when approved, else why not (journaled)."""
+    brief = {"knob": p.recommendation.knob, "recommended": p.recommendation.recommended}
+    while True:
+        if any(g.id == p.id for g in desk.queue.expire()):
+            journal.append(session_id, "approval.expired", {"id": p.id, "recommendation": brief}, 0)
+            return "expired"
+        for prop, d, who in desk.queue.take_decisions():
+            if prop is None or prop.id != p.id:
+                desk._act(journal, prop, d, who)
+                continue
+            if who.startswith("refused:"):
+                journal.append(session_id, "approval.ignored", {"id": p.id, "user": who}, 0)
+                continue
+            event = "approval.approved" if d.decision == "approve" else "approval.rejected"
+            journal.append(session_id, event, {"id": p.id, "user": who, "why": d.why, "recommendation": brief}, 0)
+            desk.queue.close(p, rejected=d.decision == "reject")
+            return None if d.decision == "approve" else f"rejected by {who}"
+        if should_stop():
+            desk.queue.close(p, rejected=False)
+            return "stopping"
+        status(status_line(desk.queue.pending()))
+        time.sleep(0.5)
