@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agenticdb.advice.types import AdviceParts
-from agenticdb.config import Settings, TargetConfig
+from agenticdb.config import Settings
+from agenticdb.config.sections import TargetConfig
 from agenticdb.dialect import family_of
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.privileges import PrivilegeError, check_not_superuser

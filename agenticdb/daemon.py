@@ -35,7 +35,8 @@ from agenticdb.app import (
     open_memory,
     target_for_snapshot,
 )
-from agenticdb.config import ConfigError, Settings, in_window, load_config
+from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.config.sections import in_window
 from agenticdb.host.notify import Notifier
 from agenticdb.logs import configure_logging
 from agenticdb.loop.recovery import restore_os_originals, restore_verified

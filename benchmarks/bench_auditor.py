@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from agenticdb.app import build_target, build_workload
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop import auditor
 from agenticdb.loop.executor import Executor, PairedRuns

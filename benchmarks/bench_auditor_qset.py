@@ -41,7 +41,9 @@ from typing import Any
 from scipy import stats
 
 from agenticdb.app import build_target, build_workload
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop import auditor
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import measure_baseline

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agenticdb.config import PlannerConfig
+from agenticdb.config.sections import PlannerConfig
 from agenticdb.models import (
     Bottleneck,
     Catalog,

@@ -36,7 +36,7 @@ from typing import Any
 
 import structlog
 
-from agenticdb.config import PlannerConfig, WorkloadConfig
+from agenticdb.config.sections import PlannerConfig, WorkloadConfig
 from agenticdb.models import Catalog, PlanningContext, StateDelta
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.llm import LLMPlanner

@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, KnobSpec, Layer, Proposal
 from agenticdb.validation.validator import validate
 

@@ -23,7 +23,8 @@ from agenticdb.advice.advise import advise
 from agenticdb.advice.formats import render
 from agenticdb.advice.types import Advice, Recommendation
 from agenticdb.app import advice_parts, build_target
-from agenticdb.config import TargetConfig, load_config
+from agenticdb.config import load_config
+from agenticdb.config.sections import TargetConfig
 from agenticdb.models import ApplyMode, KnobSpec, Layer
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo

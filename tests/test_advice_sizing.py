@@ -8,7 +8,7 @@ from test_validator import HW, PG, k
 
 from agenticdb.advice.recommendation import Recommendation
 from agenticdb.advice.sizing import hold_to_reference, worst_case_note
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import ApplyMode, Layer, NormalizedChange
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.units import parse_value

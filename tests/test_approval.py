@@ -20,7 +20,9 @@ import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
 from agenticdb.advice.approval import Desk, Queue, may_decide
-from agenticdb.config import DaemonConfig, LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import DaemonConfig, PolicyConfig, StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
 from agenticdb.models import PlanningContext
 from agenticdb.planner.opening_types import Candidate, Opening

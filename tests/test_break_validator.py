@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Proposal, Verdict
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo

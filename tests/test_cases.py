@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Observed, Proposal, Verdict
 from agenticdb.targets.linux import LinuxTarget
@@ -886,7 +886,8 @@ def test_help_parser_reads_long_and_short_options_and_the_variables_table() -> N
 
 def test_the_app_caches_option_names_under_the_agenticdb_home(mariadb_sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from agenticdb.app import build_target
-    from agenticdb.config import Settings, StorageConfig, WorkloadConfig
+    from agenticdb.config import Settings
+    from agenticdb.config.sections import StorageConfig, WorkloadConfig
 
     cfg = Settings(
         target=mariadb_sandbox.target_config(),

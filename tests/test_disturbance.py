@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenticdb.config import LoopConfig, WorkloadConfig
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.initializer import measure_baseline
 from agenticdb.measure.disturbance import DisturbanceThresholds, HostSample, classified, classify, summarize

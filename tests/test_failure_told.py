@@ -24,7 +24,9 @@ import pytest
 from rich.console import Console
 
 from agenticdb.app import build_target, build_workload, open_stores
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
 from agenticdb.models import (
     ApplyMode,

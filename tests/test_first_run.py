@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.config import WorkloadConfig, load_config
+from agenticdb.config import load_config
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.workload_defaults import FIRST_RUN, announce_load, estimate_load
 
 

@@ -307,7 +307,7 @@ def test_unused_link_is_harmless(tmp_path: Path) -> None:
 def test_memory_url_must_be_postgresql() -> None:
     from pydantic import ValidationError
 
-    from agenticdb.config import StorageConfig
+    from agenticdb.config.sections import StorageConfig
 
     with pytest.raises(ValidationError, match="must be a postgresql:// URL"):
         StorageConfig(memory_url="mysql://agent@db/book")

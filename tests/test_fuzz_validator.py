@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import Catalog, Hardware, KnobSpec, Layer, NormalizedChange, Proposal, Verdict
 from agenticdb.sandbox.mariadb import MARIADBD, MariaDBSandboxInfo

@@ -369,7 +369,7 @@ def test_min_free_kbytes_stays_under_the_validators_cap_of_the_memory_limit() ->
     limit (min(RAM, cgroup limit), validators/linux.toml linux.min_free_kbytes). Under a 256 MiB limit
     the first os-read-ahead-tiny probe wasted two rounds on refusals: the planner now stops at the cap,
     and proposes nothing when the value in effect is already above it."""
-    from agenticdb.config import PolicyConfig
+    from agenticdb.config.sections import PolicyConfig
     from agenticdb.validation.validator import validate
 
     relaxed = {"vm.swappiness": "1", "vm.vfs_cache_pressure": "50"}

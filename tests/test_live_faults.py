@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.config import LiveConfig, WorkloadConfig
+from agenticdb.config.sections import LiveConfig, WorkloadConfig
 from agenticdb.measure.disturbance import DisturbanceThresholds, classify
 from agenticdb.models import Disturbance
 from agenticdb.workloads.base import WorkloadError

@@ -25,7 +25,7 @@ import pytest
 from llmstub import ScriptedLLMServer, chat_completion
 from noise import FAULT_FAR_BEYOND_DISTURBANCE
 
-from agenticdb.config import LiveConfig, WorkloadConfig
+from agenticdb.config.sections import LiveConfig, WorkloadConfig
 from agenticdb.loop import auditor
 from agenticdb.measure.disturbance import DisturbanceThresholds
 from agenticdb.measure.sequential import Noise, SequentialPolicy

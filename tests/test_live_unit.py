@@ -163,7 +163,7 @@ def test_window_se_is_not_taken_from_batches_without_the_heavy_statement() -> No
     time): that batch would be scored on the cheap statement alone, a different quantity; its spread
     would inflate the window's standard error (a 4× faster candidate was judged a tie on a loaded host:
     objective_se 2.1× the objective). The window gets no batch standard error instead."""
-    from agenticdb.config import LiveConfig, WorkloadConfig
+    from agenticdb.config.sections import LiveConfig, WorkloadConfig
     from agenticdb.workloads.live import LiveWorkload
 
     base_s = {"heavy": (1, 900.0), "cheap": (100, 100.0)}

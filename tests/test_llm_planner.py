@@ -19,7 +19,7 @@ from llmstub import ScriptedLLMServer, scripted_llm
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from agenticdb.config import PlannerConfig, PolicyConfig
+from agenticdb.config.sections import PlannerConfig, PolicyConfig
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,

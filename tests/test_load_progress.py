@@ -110,7 +110,7 @@ def test_nothing_extra_with_the_bar_shown_or_for_a_measured_run() -> None:
 _CHILD = textwrap.dedent(
     """
     import sys
-    from agenticdb.config import WorkloadConfig
+    from agenticdb.config.sections import WorkloadConfig
     from agenticdb.logs import configure_logging
     from agenticdb.workloads import build_workload, connection_from_dsn
 

@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agenticdb.config import DaemonConfig, parse_listen
+from agenticdb.config.sections import DaemonConfig, parse_listen
 from agenticdb.report.metrics import JournalCollector
 from agenticdb.sandbox import free_port
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from openingctx import context_of
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import ApplyMode
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_types import Candidate

@@ -17,7 +17,9 @@ import pytest
 from llmstub import ScriptedLLMServer, chat_completion, scripted_llm
 from memtarget import InMemoryTarget, ScriptedWorkload
 
-from agenticdb.config import LoopConfig, PlannerConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import PlannerConfig, StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
 from agenticdb.models import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner

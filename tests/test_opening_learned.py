@@ -12,7 +12,7 @@ import pytest
 from llmstub import ScriptedLLMServer, chat_completion, scripted_llm
 from openingctx import context_of
 
-from agenticdb.config import PlannerConfig, PolicyConfig
+from agenticdb.config.sections import PlannerConfig, PolicyConfig
 from agenticdb.models import Experience, Fingerprint, HostOrigin
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.llm import LLMPlanner

@@ -11,7 +11,7 @@ import pymysql
 import pytest
 from openingctx import context_of
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import Measurement
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven

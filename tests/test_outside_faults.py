@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.config import LiveConfig, WorkloadConfig
+from agenticdb.config.sections import LiveConfig, WorkloadConfig
 from agenticdb.host.services import run_as
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.runwatch import OutsideRestart, RunWatch

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop import auditor
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.disturbance import DisturbanceThresholds

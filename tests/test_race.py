@@ -17,7 +17,9 @@ from typing import Any
 
 from memtarget import KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.auditor import round_cost_prior
 from agenticdb.loop.race import opening_cost_s, race_limit, race_order, restarts_needed
 from agenticdb.loop.session import TuningSession

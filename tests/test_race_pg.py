@@ -16,7 +16,9 @@ from pathlib import Path
 import psycopg
 
 from agenticdb.app import build_target, build_workload, open_stores
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
 from agenticdb.models import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner

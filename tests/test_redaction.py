@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.config import PlannerConfig, load_config
+from agenticdb.config import load_config
+from agenticdb.config.sections import PlannerConfig
 from agenticdb.redaction import dsn_password, read_api_key, redact, redact_obj, register_secret
 from agenticdb.store.journal import Journal
 

@@ -17,7 +17,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from agenticdb.cli import app
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.logs import configure_logging
 from agenticdb.loop.session import TuningSession
 from agenticdb.report.plot import DPI, FIGSIZE, Curve, PlotError, Trial, curve_of

@@ -23,7 +23,9 @@ from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 from rich.console import Console
 
 from agenticdb.cli.tune_cmd import _round_printer
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
 from agenticdb.models import Bottleneck, Decision, FailedCheck, Layer, RoundOutcome
 from agenticdb.store.journal import Journal

@@ -23,7 +23,9 @@ import pytest
 from memtarget import DEFAULTS, KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
 from agenticdb.app import build_target, build_workload, open_stores
-from agenticdb.config import LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop.auditor import LoopState, decide, search_converged
 from agenticdb.loop.session import SessionResult, TuningSession

@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from agenticdb.cli import settings as cli_settings
-from agenticdb.config import ServiceConfig
+from agenticdb.config.sections import ServiceConfig
 from agenticdb.host.hardware import cgroup_memory_limit
 from agenticdb.host.services import build_service
 from agenticdb.sandbox.mariadb import MariaDBSandbox

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from memtarget import DEFAULTS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import SessionError, SessionResult, TuningSession
 from agenticdb.models import RoundOutcome
 from agenticdb.planner.base import PlannerError

@@ -476,7 +476,7 @@ def test_real_kernel_nr_requests_check_agrees_with_the_kernel(idle_loop: str) ->
     """The validator's server_check linux.nr_requests_le_hw_depth predicts the kernel's EINVAL: without a
     scheduler nr_requests cannot exceed the hardware queue depth; with one it can (up to 2048). Writing
     the scheduler and nr_requests in one batch works because the scheduler is written first."""
-    from agenticdb.config import PolicyConfig
+    from agenticdb.config.sections import PolicyConfig
     from agenticdb.host.hardware import detect_hardware
     from agenticdb.models import Bottleneck, Change, Proposal
     from agenticdb.validation.validator import validate
@@ -519,7 +519,7 @@ def test_real_kernel_scheduler_tunable_needs_its_scheduler(idle_loop: str) -> No
     """An inactive scheduler's tunable has no effect (the validator says so); set together with the switch
     it is written after the scheduler and verified; restoring the snapshot switches back, after which the
     tunable reads as the kernel default again."""
-    from agenticdb.config import PolicyConfig
+    from agenticdb.config.sections import PolicyConfig
     from agenticdb.host.hardware import detect_hardware
     from agenticdb.models import Bottleneck, Change, Proposal
     from agenticdb.validation.validator import validate

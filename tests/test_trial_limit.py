@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
-from agenticdb.config import LoopConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.trial_limit import QUERY_FLOOR_S, TrialLimit, interval_tps, progress_tps
 from agenticdb.models import Measurement

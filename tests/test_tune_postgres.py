@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.config import PolicyConfig, WorkloadConfig
+from agenticdb.config.sections import PolicyConfig, WorkloadConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.recovery import Recovery

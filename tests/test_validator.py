@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.host.hardware import block_device_of, cgroup_memory_limit, detect_hardware, read_meminfo
 from agenticdb.models import (
     ApplyMode,

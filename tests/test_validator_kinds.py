@@ -16,7 +16,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, NormalizedChange, Proposal, Verdict
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo

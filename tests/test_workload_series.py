@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.models import SeriesPoint
 from agenticdb.workloads import WorkloadError, build_workload, connection_from_dsn
 from agenticdb.workloads.pgbench import read_logs

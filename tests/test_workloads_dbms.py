@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.workloads import Connection, WorkloadError, build_workload, connection_from_dsn
 from agenticdb.workloads.common import connect, existing_tables
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.resources import data_dir
 from agenticdb.workloads import WorkloadError, build_workload, connection_from_dsn
 from agenticdb.workloads.command import parse_result

@@ -36,7 +36,8 @@ from agenticdb.advice.types import (
     Severity,
     stable_id,
 )
-from agenticdb.config import PolicyConfig, Settings
+from agenticdb.config import Settings
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import dsn_location, family_of
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop.executor import merge_states

@@ -25,7 +25,7 @@ from __future__ import annotations
 import structlog
 
 from agenticdb.advice.recommendation import Recommendation
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import family_of
 from agenticdb.models import Catalog, Hardware, Layer, NormalizedChange, Observed, PlanningContext
 from agenticdb.planner.opening_host import host_sized

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import structlog
 
-from agenticdb.config import ServiceConfig
+from agenticdb.config.sections import ServiceConfig
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from agenticdb.config import LoopConfig
+from agenticdb.config.loop_section import LoopConfig
 from agenticdb.measure import series
 from agenticdb.measure.disturbance import DisturbanceThresholds, classified
 from agenticdb.measure.query_set import QueryWeights

@@ -15,7 +15,8 @@ from typing import Literal
 
 import structlog
 
-from agenticdb.config import LoopConfig, Settings
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, stop_cause
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError

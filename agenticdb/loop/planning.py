@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.loop.stage import StageState
 from agenticdb.models import (
     Decision,

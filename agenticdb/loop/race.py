@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from agenticdb.config import LoopConfig
+from agenticdb.config.loop_section import LoopConfig
 from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
 from agenticdb.loop.auditor import relative_gain, round_cost_prior, warm_costs

@@ -38,7 +38,7 @@ from typing import Any
 import psutil
 import structlog
 
-from agenticdb.config import LoopConfig
+from agenticdb.config.loop_section import LoopConfig
 from agenticdb.measure.hoststats import read_psi
 from agenticdb.measure.procstats import OursCpu, OursDelta
 from agenticdb.measure.series import level_shift, percentile

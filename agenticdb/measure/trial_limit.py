@@ -32,7 +32,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agenticdb.config import LoopConfig
+from agenticdb.config.loop_section import LoopConfig
 from agenticdb.models import Measurement
 
 #: The smallest per-query bound of a race run, seconds. Judgement: TPC-H SF 0.3 has queries of a few ms

@@ -37,7 +37,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_exponential_jitter
 
-from agenticdb.config import PlannerConfig
+from agenticdb.config.sections import PlannerConfig
 from agenticdb.models import PlanningContext, Proposal
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planner.context import compute_hypotheses, load_prompt, render_context, render_prompt

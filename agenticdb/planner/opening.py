@@ -27,7 +27,7 @@ from datetime import datetime
 
 import structlog
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import Observed, PlanningContext, Proposal
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_host import host_sized

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import PlanningContext
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import family_of
 from agenticdb.models import KnobSpec, PlanningContext, Proposal, StateDelta
 from agenticdb.planner import access

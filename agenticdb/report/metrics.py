@@ -47,7 +47,8 @@ from prometheus_client import CollectorRegistry, start_http_server, write_to_tex
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agenticdb.config import Settings, parse_listen
+from agenticdb.config import Settings
+from agenticdb.config.sections import parse_listen
 from agenticdb.store.journal import Journal, JournalEvent
 
 log = structlog.get_logger(__name__)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from agenticdb.config import TargetConfig
+    from agenticdb.config.sections import TargetConfig
 
 
 def free_port() -> int:

@@ -28,7 +28,7 @@ import pymysql
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.config import ServiceConfig, TargetConfig
+from agenticdb.config.sections import ServiceConfig, TargetConfig
 from agenticdb.host.services import MariadbdService, ServiceError, run_as
 from agenticdb.sandbox import free_port, make_traversable
 

@@ -17,7 +17,7 @@ import psycopg
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.config import ServiceConfig, TargetConfig
+from agenticdb.config.sections import ServiceConfig, TargetConfig
 from agenticdb.host.services import PgCtlService, ServiceError, run_as
 from agenticdb.sandbox import free_port, make_traversable
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from agenticdb.dialect import family_of
 
 if TYPE_CHECKING:
-    from agenticdb.config import TargetConfig
+    from agenticdb.config.sections import TargetConfig
     from agenticdb.targets.base import Target
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import pymysql
 import structlog
 
-from agenticdb.config import TargetConfig
+from agenticdb.config.sections import TargetConfig
 from agenticdb.connfault import describe_fault
 from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.host.services import Service, ServiceError, build_service

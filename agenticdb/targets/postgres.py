@@ -23,7 +23,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
-from agenticdb.config import TargetConfig
+from agenticdb.config.sections import TargetConfig
 from agenticdb.connfault import describe_fault
 from agenticdb.host.privileges import pg_is_superuser, unprivileged_parameters
 from agenticdb.host.services import PgCtlService, Service, ServiceError, build_service

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import FailedCheck, Observed
 from agenticdb.validation.resulting import ResultingConfig, device_of, holds
 from agenticdb.validation.rules import (

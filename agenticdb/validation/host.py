@@ -5,7 +5,7 @@ cores, and the Linux strict-overcommit headroom. Terms and thresholds come from 
 
 from __future__ import annotations
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import FailedCheck, Hardware, Observed
 from agenticdb.validation.memory import check_memory
 from agenticdb.validation.resulting import ResultingConfig

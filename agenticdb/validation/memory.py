@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import FailedCheck, Hardware, Observed
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import MemoryBudget, RuleSet

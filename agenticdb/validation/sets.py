@@ -20,7 +20,7 @@ from typing import Literal
 
 import structlog
 
-from agenticdb.config import PolicyConfig
+from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import Bottleneck, Catalog, Change, FailedCheck, Hardware, Layer, Observed, Proposal, Verdict
 from agenticdb.validation.validator import validate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agenticdb.config import PolicyConfig, in_window
+from agenticdb.config.sections import PolicyConfig, in_window
 from agenticdb.models import ApplyMode, Catalog, FailedCheck, KnobSpec, NormalizedChange, Proposal
 from agenticdb.units import UnitError, normalize, readable
 from agenticdb.validation.resulting import ResultingConfig

@@ -35,7 +35,7 @@ from datetime import datetime
 
 import structlog
 
-from agenticdb.config import PolicyConfig, in_window
+from agenticdb.config.sections import PolicyConfig, in_window
 from agenticdb.dialect import family_of, flavor_of_catalog
 from agenticdb.models import (
     Catalog,

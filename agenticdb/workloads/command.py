@@ -44,7 +44,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.models import Measurement, SeriesPoint
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from agenticdb.config import LiveConfig, WorkloadConfig
+from agenticdb.config.sections import LiveConfig, WorkloadConfig
 from agenticdb.measure.series import batch_slices, se_of_batches
 from agenticdb.models import Disturbance, LiveQuery, Measurement, RuntimeState, SeriesPoint
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import structlog
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.measure.series import SecondBin, bin_transactions, percentile, points_from_bins
 from agenticdb.measure.trial_limit import progress_tps, stopped_oltp
 from agenticdb.models import Measurement

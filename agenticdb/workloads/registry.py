@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.dialect import parse_mysql_dsn, parse_pg_dsn
 from agenticdb.workloads.base import Connection, Workload, WorkloadError
 

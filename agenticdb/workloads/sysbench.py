@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import structlog
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.measure.trial_limit import interval_tps, stopped_oltp
 from agenticdb.models import Measurement, SeriesPoint
 from agenticdb.resources import data_file

@@ -37,7 +37,7 @@ import pymysql
 import structlog
 from psycopg import sql
 
-from agenticdb.config import WorkloadConfig
+from agenticdb.config.sections import WorkloadConfig
 from agenticdb.measure.series import percentile
 from agenticdb.models import Measurement
 from agenticdb.resources import data_dir

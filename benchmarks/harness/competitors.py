@@ -25,7 +25,9 @@ import psutil
 import structlog
 
 from agenticdb.app import host_state_source, refining
-from agenticdb.config import LoopConfig, PolicyConfig, Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfig
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.recovery import Recovery
 from agenticdb.loop.session import TuningSession  # imported before fork: parent and child run the same code

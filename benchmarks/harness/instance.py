@@ -21,7 +21,7 @@ import psycopg
 import pymysql
 import structlog
 
-from agenticdb.config import TargetConfig
+from agenticdb.config.sections import TargetConfig
 from agenticdb.host.services import MariadbdService, PgCtlService, run_as
 from agenticdb.targets.base import Target
 from benchmarks.harness.cgroup import MemoryCgroup

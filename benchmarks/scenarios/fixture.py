@@ -26,7 +26,8 @@ import psycopg
 import structlog
 from psycopg import sql
 
-from agenticdb.config import Settings, StorageConfig, WorkloadConfig
+from agenticdb.config import Settings
+from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.workloads.base import Workload
 from benchmarks.harness.cgroup import CgroupError, MemoryCgroup

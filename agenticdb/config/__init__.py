@@ -1,0 +1,271 @@
+"""Configuration: one pydantic model per section, loaded from TOML, overridden by ``AGENTICDB_*``
+environment variables (nested with ``__``, e.g. ``AGENTICDB_LOOP__MAX_ROUNDS=3``), then by CLI flags.
+
+Unknown keys are errors. ``load_config`` raises ``ConfigError`` with the file, key and rule.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import (
+    DaemonConfig,
+    LiveConfig,
+    OSConfig,
+    PlannerConfig,
+    PolicyConfig,
+    RemediationConfig,
+    RootCauseConfig,
+    StorageConfig,
+    TargetConfig,
+    WorkloadConfig,
+    WorkloadKind,
+)
+from agenticdb.redaction import dsn_password, redact_obj, register_secret
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message names the key and the rule."""
+
+
+class _SectionsAsDicts(PydanticBaseSettingsSource):
+    """The init kwargs with section models turned into dicts of the keys they set, so an environment
+    variable for one key (``AGENTICDB_WORKLOAD__DURATION_S``) is merged into a section given as a model
+    instead of replacing the whole section (pydantic-settings deep-merges dicts, not models)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.init = init
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v.model_dump(exclude_unset=True) if isinstance(v, BaseModel) else v for k, v in self.init().items()}
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Precedence: CLI flags > environment (AGENTICDB_*) > TOML file > defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENTICDB_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    target: TargetConfig = Field(default_factory=TargetConfig)
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    os: OSConfig = Field(default_factory=OSConfig)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    live: LiveConfig = Field(default_factory=LiveConfig)
+    rootcause: RootCauseConfig = Field(default_factory=RootCauseConfig)
+    remediation: RemediationConfig = Field(default_factory=RemediationConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file arrives as init kwargs; the environment must override it, so env goes first.
+        return (env_settings, _SectionsAsDicts(settings_cls, init_settings))
+
+    @model_validator(mode="after")
+    def _cross(self) -> Settings:
+        check_settings(self)
+        return self
+
+
+def register_settings_secrets(cfg: Settings) -> None:
+    """Register the secrets a configuration holds: the target DSN's password, the planner's API key
+    (inline) and ``OPENAI_API_KEY`` from the environment."""
+    register_secret(dsn_password(cfg.target.dsn))
+    register_secret(cfg.planner.api_key)
+    register_secret(os.environ.get("OPENAI_API_KEY"))
+    register_secret(os.environ.get("PGPASSWORD"))
+
+
+_OLTP_OBJECTIVES = ("tps_per_p95", "tps", "p95", "p99")
+PRODUCIBLE_OBJECTIVES: dict[str, tuple[str, ...]] = {
+    **{kind: _OLTP_OBJECTIVES for kind in get_args(WorkloadKind) if kind.startswith(("pgbench", "sysbench", "ycsb"))},
+    "tpch": ("total_time", "p95", "p99"),
+    "live": (),
+}
+"""Objectives each workload kind can measure (``command`` is absent: its output decides). OLTP benchmarks run
+for a fixed time, so a total time says nothing (agenticdb.workloads.steady scores tps and percentiles); TPC-H
+runs a fixed query set once: no transactions, so no tps (22 queries / total time is the total time under
+another name), its percentiles are those of the query times (agenticdb.workloads.tpch); live scores its own
+live_time_index and takes no workload.objective (README "Live mode")."""
+
+
+def _check_objective(s: Settings) -> None:
+    w = s.workload
+    producible = PRODUCIBLE_OBJECTIVES.get(w.kind)
+    if w.objective is None or producible is None or w.objective in producible:
+        return
+    if not producible:
+        raise ValueError(
+            f"workload.objective = {w.objective!r} cannot be used with workload.kind = {w.kind!r}: live mode "
+            "scores its own objective (live_time_index); remove workload.objective"
+        )
+    raise ValueError(
+        f"workload.objective = {w.objective!r} cannot be measured by workload.kind = {w.kind!r}, which "
+        f'produces {", ".join(producible)} (README "Which objective to choose")'
+    )
+
+
+def check_settings(s: Settings) -> None:
+    """Rules across sections that a single section cannot check.
+
+    Raises:
+        ValueError: the message names the keys (workload.kind needs workload.command; pgbench only on
+            target.kind postgresql — pgbench speaks only the PostgreSQL protocol; scale > 0;
+            workload.objective must be one the workload kind produces, :data:`PRODUCIBLE_OBJECTIVES`).
+    """
+    _check_objective(s)
+    w = s.workload
+    if w.kind == "command" and not (w.command or "").strip():
+        raise ValueError("workload.kind = 'command' needs workload.command (the shell command to run)")
+    if w.kind == "pgbench" and s.target.kind != "postgresql":
+        raise ValueError(
+            f"workload.kind = 'pgbench' runs only on PostgreSQL, but target.kind = "
+            f"{s.target.kind!r} (use sysbench-oltp-*, ycsb-*, tpch or command)"
+        )
+    if not w.scale > 0:
+        raise ValueError(
+            f"workload.scale = {w.scale:g}: must be > 0 (pgbench scale, rows per table or TPC-H scale factor)"
+        )
+
+
+def config_warnings(s: Settings) -> list[str]:
+    """Things that are legal but will likely fail at run time unless the environment supplies them."""
+    out: list[str] = []
+    if s.planner.kind == "llm" and not (s.planner.model or os.environ.get("AGENTICDB_LLM_MODEL")):
+        out.append(
+            "planner.kind = 'llm' but no planner.model and AGENTICDB_LLM_MODEL is not set here; "
+            "the environment at run time must supply the model name"
+        )
+    return out
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Load ``path`` (TOML), apply environment overrides, then ``overrides`` (nested dict from CLI flags).
+
+    Raises:
+        ConfigError: unreadable file, TOML syntax error, unknown key or invalid value; the message
+            names the file and the dotted key.
+    """
+    data: dict[str, Any] = {}
+    where = "defaults"
+    if path is not None:
+        where = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except IsADirectoryError:
+            raise ConfigError(f"config file {path} is a directory, not a TOML file") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files must be UTF-8"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: TOML syntax error: {exc}") from None
+    try:
+        settings = Settings(**data)
+        if overrides:
+            # Validate each overridden section on its own model (not through Settings, whose env source
+            # would win again): CLI flags beat the environment.
+            updates: dict[str, Any] = {}
+            for section, values in overrides.items():
+                current = getattr(settings, section)
+                # only what the file or environment set, so defaults still follow what the flags set
+                merged = _deep_merge(current.model_dump(mode="python", exclude_unset=True), values)
+                try:
+                    updates[section] = type(current).model_validate(merged)
+                except ValidationError as exc:
+                    raise ConfigError(
+                        _format_validation(f"command-line option for [{section}]", exc, prefix=(section,))
+                    ) from None
+            settings = settings.model_copy(update=updates)
+            try:
+                check_settings(settings)
+            except ValueError as exc:
+                raise ConfigError(f"invalid configuration (command-line options): {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(where, exc, env=_env_values())) from None
+    register_settings_secrets(settings)
+    return settings
+
+
+def _env_values() -> dict[str, Any]:
+    """The nested values the ``AGENTICDB_*`` environment supplies (to tell which source a bad key came from)."""
+    try:
+        return EnvSettingsSource(Settings)()
+    except Exception:  # noqa: BLE001 - only used to attribute errors; never fail on it
+        return {}
+
+
+def _from_env(env: dict[str, Any], loc: tuple[Any, ...]) -> bool:
+    node: Any = env
+    for part in loc:
+        if not isinstance(node, dict) or str(part) not in node:
+            return False
+        node = node[str(part)]
+    return True
+
+
+def _redacted(value: Any) -> Any:
+    return redact_obj(value)
+
+
+def _format_validation(
+    where: str, exc: ValidationError, env: dict[str, Any] | None = None, prefix: tuple[str, ...] = ()
+) -> str:
+    """One line per error: the dotted key, the value, and the rule in words (the source is named:
+    the file, ``environment variable AGENTICDB_X__Y`` or the command-line option)."""
+    lines = [f"invalid configuration ({where}):"]
+    for err in exc.errors():
+        loc = tuple(str(p) for p in err["loc"])
+        key = ".".join(prefix + loc)
+        value = err.get("input")
+        shown = "" if isinstance(value, dict) else f" = {_redacted(value)!r}"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            section = ".".join((prefix + loc)[:-1])
+            msg = f"unknown key (not a setting of [{section}])" if section else "unknown section"
+        elif err["type"] == "missing":
+            msg = "required"
+        source = ""
+        if env and loc and not isinstance(value, dict) and _from_env(env, loc):
+            source = f" (from environment variable AGENTICDB_{'__'.join(loc).upper()})"
+        if err["type"] == "value_error" and re.match(r"[a-z_]+\.[\w.\[\]]+ ", msg):
+            lines.append(f"  {msg}{source}")  # our own validators already name the dotted key
+        else:
+            lines.append(f"  {key}{shown}: {msg}{source}")
+    return "\n".join(lines)
