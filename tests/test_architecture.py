@@ -20,7 +20,6 @@ BEING_SPLIT = {
     "agenticdb/config.py": 924,
     "agenticdb/loop/auditor.py": 728,
     "agenticdb/models.py": 622,
-    "agenticdb/planner/diagnosis.py": 809,
     "agenticdb/planner/heuristic.py": 918,
     "agenticdb/store/journal.py": 646,
     "agenticdb/units.py": 626,
