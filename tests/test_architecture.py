@@ -19,7 +19,6 @@ MAX_LINES = 600
 BEING_SPLIT = {
     "agenticdb/loop/auditor.py": 728,
     "agenticdb/models.py": 622,
-    "agenticdb/planner/diagnosis.py": 809,
     "agenticdb/planner/heuristic.py": 918,
     "agenticdb/store/journal.py": 646,
     "agenticdb/units.py": 626,
