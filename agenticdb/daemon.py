@@ -42,7 +42,8 @@ from agenticdb.logs import configure_logging
 from agenticdb.loop.recovery import restore_os_originals, restore_verified
 from agenticdb.models import RoundOutcome, RuntimeState, StateDelta
 from agenticdb.report.metrics import DaemonMetrics, start_metrics
-from agenticdb.store.journal import Intent, Journal
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import Intent
 from agenticdb.store.journal_key import anchor_head
 from agenticdb.store.lock import LockError, TargetLock
 from agenticdb.store.memory import MemoryBook

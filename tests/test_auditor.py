@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenticdb.loop.auditor import DecisionRules, LoopState, adoptable_prior, assess, decide, noise_cv, relative_gain
+from agenticdb.loop.auditor import DecisionRules, adoptable_prior, assess
+from agenticdb.loop.next_move import LoopState, decide, noise_cv, relative_gain
 from agenticdb.measure.disturbance import DisturbanceThresholds
 from agenticdb.measure.sequential import Noise, SequentialPolicy
 from agenticdb.models import Bottleneck, Decision, Disturbance, Failure, Layer, Measurement, RoundOutcome

@@ -66,7 +66,7 @@ def test_baseline_to_best_says_when_the_best_was_measured_again() -> None:
 
 def test_journal_story_says_the_best_was_measured_again() -> None:
     from agenticdb.cli.story import remeasured_note
-    from agenticdb.store.journal import JournalEvent
+    from agenticdb.store.journal_events import JournalEvent
 
     def ev(i: int, name: str, data: dict[str, object], rnd: int | None) -> JournalEvent:
         ts = f"2026-01-01T00:00:{i:02d}+00:00"

@@ -29,7 +29,8 @@ from agenticdb.models import (
     Snapshot,
     Verdict,
 )
-from agenticdb.store.journal import GENESIS_HASH, Journal, JournalError, row_hash
+from agenticdb.store.journal import GENESIS_HASH, Journal, row_hash
+from agenticdb.store.journal_events import JournalError
 
 runner = CliRunner()
 N_ROWS = 19  # rows written by _write_session

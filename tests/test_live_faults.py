@@ -172,7 +172,7 @@ def test_memory_forget_lessons_drops_single_failed_lessons(tmp_path: Path) -> No
 
 
 def test_an_interrupted_round_may_be_repeated_once_then_the_stage_stops() -> None:
-    from agenticdb.loop.auditor import _after
+    from agenticdb.loop.next_move import _after
     from agenticdb.models import Bottleneck, Decision, Failure, Layer, RoundOutcome
 
     def rnd(no: int, interrupted: str = "", failed: bool = False) -> RoundOutcome:

@@ -36,7 +36,8 @@ from agenticdb.measure.sequential import Noise, SequentialPolicy
 from agenticdb.models import Measurement
 from agenticdb.report.live import round_changes, round_windows
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 from agenticdb.workloads.live import LiveWorkload
 from agenticdb.workloads.livestats import MyStatReader
 from agenticdb.workloads.registry import connection_from_dsn

@@ -27,7 +27,8 @@ import pytest
 from llmstub import ScriptedLLMServer, chat_completion
 
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 APP = [sys.executable, str(Path(__file__).with_name("live_app.py"))]

@@ -25,7 +25,8 @@ from agenticdb.models import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.llm import LLMPlanner
 from agenticdb.planner.opening_types import Candidate, Opening
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 from agenticdb.store.memory import MemoryBook
 from benchmarks.scenarios.score import first_diagnosis
 

@@ -20,14 +20,15 @@ from memtarget import KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
-from agenticdb.loop.auditor import round_cost_prior
+from agenticdb.loop.next_move import round_cost_prior
 from agenticdb.loop.race import opening_cost_s, race_limit, race_order, restarts_needed
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.trial_limit import stopped_oltp
 from agenticdb.models import ApplyMode, KnobSpec, Measurement, PlanningContext, Proposal
 from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.planner.search import _measured_configs
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 from agenticdb.store.memory import MemoryBook
 from benchmarks.scenarios.score import first_diagnosis
 

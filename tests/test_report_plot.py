@@ -23,7 +23,8 @@ from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.logs import configure_logging
 from agenticdb.loop.session import TuningSession
 from agenticdb.report.plot import DPI, FIGSIZE, Curve, PlotError, Trial, curve_of
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 from agenticdb.store.memory import MemoryBook
 
 WIDTH, HEIGHT = int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI)

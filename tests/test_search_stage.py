@@ -27,7 +27,7 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfig
 from agenticdb.host.hardware import detect_hardware
-from agenticdb.loop.auditor import LoopState, decide, search_converged
+from agenticdb.loop.next_move import LoopState, decide, search_converged
 from agenticdb.loop.session import SessionResult, TuningSession
 from agenticdb.models import (
     ApplyMode,

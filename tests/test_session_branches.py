@@ -21,7 +21,8 @@ from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import SessionError, SessionResult, TuningSession
 from agenticdb.models import RoundOutcome
 from agenticdb.planner.base import PlannerError
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 from agenticdb.store.memory import MemoryBook
 
 

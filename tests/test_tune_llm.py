@@ -28,7 +28,8 @@ from llmstub import scripted_llm
 from pytest_httpserver import HTTPServer
 
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 
 pytestmark = pytest.mark.usefixtures("no_opening")  # diagnosis rounds, not the opening (tests/test_race.py)
 

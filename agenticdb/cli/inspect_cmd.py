@@ -19,7 +19,8 @@ from agenticdb.redaction import redact
 from agenticdb.report.data import report_data
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.rootcause.text import report_lines as root_cause_lines
-from agenticdb.store.journal import Journal, JournalError
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalError
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
 from agenticdb.units import unit_bytes, values_equal

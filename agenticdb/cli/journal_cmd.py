@@ -23,7 +23,8 @@ from agenticdb.cli.output import print_json, print_table
 from agenticdb.cli.story import render_story
 from agenticdb.config import ConfigError, Settings, load_config
 from agenticdb.redaction import redact
-from agenticdb.store.journal import Journal, JournalError, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalError, JournalEvent
 from agenticdb.store.journal_key import JournalKeyError
 
 journal_app = typer.Typer(no_args_is_help=True, help="Read and check the audit journal.")

@@ -21,7 +21,8 @@ from agenticdb.cli.inspect_cmd import report_lines
 from agenticdb.config import Settings
 from agenticdb.models import RoundOutcome
 from agenticdb.report.plot import PlotError, plot_session
-from agenticdb.store.journal import Journal, JournalError, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalError, JournalEvent
 from agenticdb.store.memory import MemoryBook
 
 

@@ -17,7 +17,7 @@ from rich.rule import Rule
 from agenticdb.loop.race import race_lines
 from agenticdb.report.labels import objective_label, objective_unit
 from agenticdb.rootcause.text import story_line
-from agenticdb.store.journal import JournalEvent
+from agenticdb.store.journal_events import JournalEvent
 
 
 def _num(value: Any, digits: int = 2) -> str:

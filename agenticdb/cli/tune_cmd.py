@@ -20,7 +20,8 @@ from agenticdb.loop.recovery import restore_os_originals, restore_verified
 from agenticdb.models import RoundOutcome, Snapshot
 from agenticdb.redaction import redact
 from agenticdb.store.faults import cause_of
-from agenticdb.store.journal import Journal, JournalError
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalError
 from agenticdb.store.lock import LockError, TargetLock
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
@@ -300,7 +301,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     direction = "higher is better" if result.higher_is_better else "lower is better"
     gain = None
     if result.baseline_objective and result.best_objective:
-        from agenticdb.loop.auditor import relative_gain  # lazy: start-up cost (loads scipy; 586 modules)
+        from agenticdb.loop.next_move import relative_gain  # lazy: start-up cost (loads scipy; 586 modules)
 
         gain = relative_gain(result.best_objective, result.baseline_objective, result.higher_is_better)
     console.print()

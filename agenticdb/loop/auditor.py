@@ -13,7 +13,7 @@
   otherwise it is a tie ("host too disturbed", or the decision's time cap), or "undecided" when the
   session's time budget ended it (not a measured tie; the best configuration so far stays).
   ``assess`` measures only through the :class:`RunSource` it is given.
-* ``decide``: continue, redirect, switch_to_os or terminate after a round (pure).
+* ``decide`` (the loop's next move after a round) is in :mod:`agenticdb.loop.next_move`.
 
 Every decision carries its estimate and interval ("+24 % [+11 %, +38 %], 5 pairs, 95 %").
 """
@@ -28,17 +28,15 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from agenticdb.config.loop_section import LoopConfig
-from agenticdb.measure import series
+from agenticdb.loop.next_move import relative_gain
 from agenticdb.measure.disturbance import DisturbanceThresholds, classified
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy
 from agenticdb.measure.sequential import decide as sequential_decide
 from agenticdb.models import (
     Catalog,
-    Decision,
     GainEstimate,
     KnobSpec,
-    Layer,
     Measurement,
     NormalizedChange,
     Proposal,
@@ -48,234 +46,6 @@ from agenticdb.units import canonical, parse_value
 
 Config = Literal["best", "candidate"]
 Judgement = Literal["better", "worse", "tie", "undecided"]
-
-
-def noise_cv(values: list[float], floor: float = 0.03) -> float:
-    """Coefficient of variation (stdev / mean) of repeated measurements of one configuration.
-
-    With fewer than two values the spread is unknown, so the conservative 0.10 is used (docs/measurement.md
-    saw 5–19 % on this kind of host). ``floor`` keeps a lucky quiet baseline from making every wiggle
-    "significant".
-    """
-    spread = series.cv(values)
-    return 0.10 if spread is None else max(spread, floor)
-
-
-def relative_gain(candidate: float, best: float, higher_is_better: bool) -> float:
-    """Relative improvement of ``candidate`` over ``best`` (positive = better)."""
-    if best == 0:
-        return 0.0
-    if higher_is_better:
-        return candidate / best - 1.0
-    return best / candidate - 1.0 if candidate else 0.0
-
-
-@dataclass(frozen=True)
-class LoopState:
-    """What ``decide`` needs beyond the round history."""
-
-    stage: Layer
-    rounds_done: int
-    max_rounds: int
-    elapsed_s: float
-    time_budget_s: float
-    plateau_rounds: int
-    os_stage_enabled: bool
-    planner_plateau: bool = False
-    search_patience: int = 0
-    """>0: the planner refines with search (``agenticdb.planner.search``); the session stops when this
-    many search suggestions in a row were measured without a kept gain, instead of ``plateau_rounds``."""
-    round_cost_s: float = 0.0
-    """Median wall time of this session's measured rounds (s); 0 = none yet. A round is not started when
-    less time than this is left: it could not finish inside the budget (issue 14: a session overran an
-    8-min budget by 194 s by starting a round 40 s before its end)."""
-
-
-def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
-    """Runs the smallest decision measures: ``min_pairs`` interleaved pairs, the screen included, less
-    the best run of pair 1 when a best run measured right before the trial stands for it
-    (``adoptable_prior``: the baseline's last run before round 1)."""
-    return 2 * min_pairs - (1 if reused_best_run else 0)
-
-
-def round_cost_prior(
-    run_durations_s: list[float],
-    warmup_s: float,
-    min_pairs: int,
-    reused_best_run: bool = False,
-    *,
-    restarts: bool = False,
-    restart_s: float = 0.0,
-    query_set: bool = False,
-    reset_each_run: bool = False,
-) -> float:
-    """What a round costs at least before any round is measured (seconds): ``decision_runs`` runs, each
-    as long as the baseline's median run (``Measurement.duration_s``, or the TPC-H query set's time) plus
-    its warm-up (:func:`warm_costs`). 0 when no baseline run was measured.
-
-    A change that needs a restart (``restarts``) restarts the server at the trial, at every switch between
-    the two configurations (one per pair) and at the revert: each costs ``restart_s`` and the longer warm-up
-    after it; for a query set that warm-up is a whole unmeasured pass (issue 36: pg-tpch's one round cost
-    340 s against 171 s expected). ``reset_each_run`` (``loop.reset_data``): every run starts after a
-    restart.
-
-    A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
-    round 1 with 32 s of a 240-s budget left and end at 488 s (issue 14)."""
-    if not run_durations_s:
-        return 0.0
-    ordered = sorted(run_durations_s)
-    run = ordered[len(ordered) // 2]
-    runs = decision_runs(min_pairs, reused_best_run)
-    warm, cold = warm_costs(run, warmup_s, query_set)
-    switches = min(runs, min_pairs + (0 if reused_best_run else 1)) if restarts else 0
-    cold_runs = runs if reset_each_run else switches
-    restart_cost = (switches + 1) * max(restart_s, 0.0) if restarts else 0.0
-    return runs * run + cold_runs * cold + (runs - cold_runs) * warm + restart_cost
-
-
-def warm_costs(run_s: float, warmup_s: float, query_set: bool) -> tuple[float, float]:
-    """(the warm-up before a run, the warm-up after a restart), seconds, as ``Executor.measure`` does them:
-    ``warmup_s``, or after a restart ``max(3 s, 2 × warmup_s)``. A query set warms up with one unmeasured
-    pass of the set instead (``workloads.tpch``: any warm-up > 0 is one pass), so always after a restart."""
-    if query_set:
-        return (run_s if warmup_s > 0 else 0.0), run_s
-    return max(warmup_s, 0.0), max(3.0, 2 * warmup_s)
-
-
-def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
-    """Why no round may start now (the time left is less than a round's cost, seconds), or ''.
-
-    ``cost_label`` names where the cost comes from ("a measured round's median", "the minimum pairs")."""
-    left = time_budget_s - elapsed_s
-    if round_cost_s <= left:
-        return ""
-    return (
-        f"time budget nearly used: {max(left, 0):.0f}s of {time_budget_s:.0f}s left, less than {cost_label} "
-        f"cost ({round_cost_s:.0f}s)"
-    )
-
-
-def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str]:
-    """Decide what the loop does after the latest round.
-
-    Rules, in order:
-      1. time budget or max rounds reached, or less time left than a measured round's median cost →
-         terminate;
-      2. the planner has nothing left (plateau) → switch_to_os in the DBMS stage when the OS stage is
-         enabled, else terminate;
-      3. without search: no kept gain in the last ``plateau_rounds`` rounds of this stage → switch_to_os /
-         terminate; with search (``search_patience`` > 0): the last ``search_patience`` measured search
-         suggestions of this stage all stayed inside the noise band (not kept) → switch_to_os / terminate,
-         with their gains and intervals in the reason (``search_converged``);
-      4. the latest round kept a gain → continue in that direction;
-      5. otherwise (tie, loss, rejection, failure) → redirect to another hypothesis.
-    """
-    if state.elapsed_s >= state.time_budget_s:
-        return Decision.terminate, f"time budget of {state.time_budget_s:.0f}s used ({state.elapsed_s:.0f}s)"
-    if state.rounds_done >= state.max_rounds:
-        return Decision.terminate, f"reached max rounds ({state.max_rounds})"
-    no_room = no_room_for_round(state.elapsed_s, state.time_budget_s, state.round_cost_s, "a measured round's median")
-    if no_room:
-        return Decision.terminate, no_room
-
-    def plateau_exit(why: str) -> tuple[Decision, str]:
-        if state.stage == Layer.dbms and state.os_stage_enabled:
-            return Decision.switch_to_os, f"{why}: switching to the OS stage"
-        return Decision.terminate, f"{why}: stopping"
-
-    if state.planner_plateau:
-        return plateau_exit(f"no promising {state.stage.value} change left")
-    stage_rounds = [r for r in history if r.stage == state.stage]
-    stalled = _stalled(stage_rounds, state)
-    if stalled:
-        return plateau_exit(stalled)
-    if not stage_rounds:
-        return Decision.continue_, "first round of the stage"
-    return _after(stage_rounds[-1], stage_rounds)
-
-
-def _after(last: RoundOutcome, stage_rounds: list[RoundOutcome]) -> tuple[Decision, str]:
-    """The decision that follows the stage's last round."""
-    if last.kept:
-        gain = f"{last.gain_vs_best:+.1%}" if last.gain_vs_best is not None else "a gain"
-        return Decision.continue_, f"{last.bottleneck.value} direction paid ({gain}): push further"
-    if last.interrupted:
-        before = stage_rounds[-2] if len(stage_rounds) > 1 else None
-        if before is not None and before.interrupted:
-            return Decision.terminate, "interrupted by an outside restart twice in a row: stopping"
-        return Decision.continue_, "round interrupted by an outside restart (not the candidate's failure): try again"
-    if last.failure is not None:
-        return (
-            Decision.redirect,
-            f"round failed in {last.failure.phase}: never repeat it, try another direction",
-        )
-    if not last.verdict_ok:
-        return Decision.redirect, "proposal rejected by the validator: try another direction"
-    return Decision.redirect, f"{last.bottleneck.value} direction did not beat the best beyond noise"
-
-
-def _stalled(stage_rounds: list[RoundOutcome], state: LoopState) -> str:
-    """Why the stage stalled, or '': the search's patience rule, else ``plateau_rounds`` unkept rounds."""
-    if state.search_patience > 0:
-        return search_converged(stage_rounds, state.search_patience)
-    # the opening's screens are single runs of whole configurations, not diagnosis rounds
-    recent = [r for r in stage_rounds if not r.opening][-state.plateau_rounds :]
-    if len(recent) >= state.plateau_rounds and not any(r.kept for r in recent):
-        return f"no significant gain in the last {state.plateau_rounds} {state.stage.value} rounds"
-    return ""
-
-
-def stop_figures(history: list[RoundOutcome], state: LoopState) -> dict[str, object]:
-    """The figures a stop rests on, for the journal's ``stop`` event: time used of the budget, rounds of
-    the maximum, the patience rule and the measured search suggestions it counted (gain and interval)."""
-    stage_rounds = [r for r in history if r.stage == state.stage]
-    measured = [
-        r for r in stage_rounds if r.proposal is not None and r.proposal.stage == "search" and r.judged is not None
-    ]
-    recent = measured[-state.search_patience :] if state.search_patience > 0 else []
-    return {
-        "elapsed_s": round(state.elapsed_s, 1),
-        "time_budget_s": state.time_budget_s,
-        "budget_used": round(state.elapsed_s / state.time_budget_s, 3) if state.time_budget_s else None,
-        "rounds_done": state.rounds_done,
-        "max_rounds": state.max_rounds,
-        "round_cost_s": round(state.round_cost_s, 1),
-        "search_patience": state.search_patience,
-        "plateau_rounds": state.plateau_rounds,
-        "search_rounds": [
-            {
-                "round": r.round_no,
-                "judged": r.judged,
-                "kept": r.kept,
-                "gain": r.gain_vs_best,
-                "low": r.estimate.low if r.estimate is not None else None,
-                "high": r.estimate.high if r.estimate is not None else None,
-            }
-            for r in recent
-        ],
-    }
-
-
-def search_converged(stage_rounds: list[RoundOutcome], patience: int) -> str:
-    """Why the refinement search has converged, or '': the last ``patience`` search suggestions that were
-    measured (refused ones cost nothing and do not count) were none of them kept, i.e. the improvement
-    each one showed stayed inside the noise band of the auditor's paired test. The reason lists each
-    suggestion's round, gain and interval."""
-    measured = [
-        r for r in stage_rounds if r.proposal is not None and r.proposal.stage == "search" and r.judged is not None
-    ]
-    recent = measured[-patience:]
-    if patience <= 0 or len(recent) < patience or any(r.kept for r in recent):
-        return ""
-    figures = "; ".join(
-        f"round {r.round_no} {r.judged} "
-        + (r.estimate.text if r.estimate is not None else f"{(r.gain_vs_best or 0.0):+.1%} (screen)")
-        for r in recent
-    )
-    return (
-        f"search converged: the last {patience} measured search suggestions stayed inside the noise band "
-        f"(none kept; loop.search_patience = {patience}): {figures}"
-    )
 
 
 # ------------------------------------------------------------------ the keep-or-revert protocol

@@ -20,8 +20,8 @@ from agenticdb.config.loop_section import LoopConfig
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, stop_cause
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
-from agenticdb.loop.auditor import decision_runs, noise_cv
 from agenticdb.loop.executor import Executor
+from agenticdb.loop.next_move import decision_runs, noise_cv
 from agenticdb.loop.recovery import Recovery, restore_verified
 from agenticdb.loop.steps import SessionRecorder
 from agenticdb.measure.query_set import QueryWeights

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from agenticdb.host.services import ServiceError
-from agenticdb.loop.auditor import relative_gain
+from agenticdb.loop.next_move import relative_gain
 from agenticdb.loop.planning import Plan, check, planning_context
 from agenticdb.loop.race import (
     RESTART_PRIOR_S,

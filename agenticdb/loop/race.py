@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
-from agenticdb.loop.auditor import relative_gain, round_cost_prior, warm_costs
+from agenticdb.loop.next_move import relative_gain, round_cost_prior, warm_costs
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import PAIR_SD_FLOOR, Noise
 from agenticdb.measure.trial_limit import TrialLimit

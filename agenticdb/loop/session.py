@@ -14,7 +14,7 @@ plan       planner + validator with feedback retries (``planning``)
 trial      snapshot, intent, apply, verify, measure (``executor``); a failure goes to ``recovery``
 judge      screen, then paired interleaved confirmation (``auditor.assess``)
 settle     keep the change, or revert it and verify the revert (``recovery``)
-decide     continue, redirect, switch to the OS stage or terminate (``auditor.decide``)
+decide     continue, redirect, switch to the OS stage or terminate (``next_move.decide``)
 =========  ===========================================================================================
 """
 
@@ -31,7 +31,7 @@ import structlog
 from agenticdb.config import Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.host.services import ServiceError
-from agenticdb.loop import auditor, rootcause_step
+from agenticdb.loop import auditor, next_move, rootcause_step
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
 from agenticdb.loop.opening_run import OpeningRun, OpeningSource, default_source
@@ -116,7 +116,7 @@ class TuningSession:
         self.noise = Noise()
         # query sets: the per-query weights frozen from the baseline (agenticdb.measure.query_set); None otherwise
         self.query_weights: QueryWeights | None = None
-        self.round_seconds: list[float] = []  # wall time of each measured round (auditor.LoopState.round_cost_s)
+        self.round_seconds: list[float] = []  # wall time of each measured round (next_move.LoopState.round_cost_s)
         self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         # the best configuration's run measured last by the stage's executor, while nothing ran after it
         self.last_best_run: dict[Layer, Measurement] = {}
@@ -260,7 +260,7 @@ class TuningSession:
         reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
         durations = [m.total_time_s or m.duration_s for m in start.baseline]
         query_set = any(m.per_query_s for m in start.baseline)
-        prior = auditor.round_cost_prior(
+        prior = next_move.round_cost_prior(
             durations,
             self.cfg.workload.warmup_s,
             loop.min_pairs,
@@ -269,9 +269,9 @@ class TuningSession:
             reset_each_run=loop.reset_data,
         )
         elapsed = time.monotonic() - self.started
-        runs = auditor.decision_runs(loop.min_pairs, reused)
+        runs = next_move.decision_runs(loop.min_pairs, reused)
         label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
-        return auditor.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
+        return next_move.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():
@@ -297,7 +297,7 @@ class TuningSession:
         """The auditor's decision after the round; journaled with the round's steps."""
         assert r.outcome is not None
         outcome, loop = r.outcome, self.cfg.loop
-        state = auditor.LoopState(
+        state = next_move.LoopState(
             stage=r.layer,
             rounds_done=r.no - self.opening_rounds,
             max_rounds=loop.max_rounds,
@@ -309,11 +309,11 @@ class TuningSession:
             search_patience=loop.search_patience if self.planner.refines else 0,
             round_cost_s=statistics.median(self.round_seconds) if self.round_seconds else 0.0,
         )
-        outcome.decision, outcome.reason = auditor.decide(self.rounds, state)
+        outcome.decision, outcome.reason = next_move.decide(self.rounds, state)
         outcome.finished_at = time.time()
         if outcome.decision in (Decision.terminate, Decision.switch_to_os):
             # why the stage stops, with the figures the rule looked at (budget, rounds, patience)
-            figures = auditor.stop_figures(self.rounds, state)
+            figures = next_move.stop_figures(self.rounds, state)
             self.recorder.event("stop", {"decision": outcome.decision.value, "reason": outcome.reason, **figures}, r.no)
         self.memory.record_round(outcome)
         self.recorder.event("decision", {**outcome.model_dump(mode="json"), "steps": self.recorder.take_steps()}, r.no)
@@ -488,7 +488,7 @@ class TuningSession:
         if any(r.proposal is not None and r.changes for r in self.rounds):
             # A session that tried nothing (stopped at once, planner had nothing) teaches nothing.
             catalogs = [self.target.catalog()] + ([self.os_target.catalog()] if self.os_target else [])
-            gain = auditor.relative_gain(best_obj, start.objective, start.higher_is_better)
+            gain = next_move.relative_gain(best_obj, start.objective, start.higher_is_better)
             learn(self.memory, self.session_id, start.fingerprint, start.hardware, self.rounds, best, catalogs, gain)
         self.memory.end_session(
             self.session_id,

@@ -18,7 +18,8 @@ import structlog
 from pydantic import BaseModel
 
 from agenticdb.models import RoundOutcome
-from agenticdb.store.journal import Intent, Journal
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import Intent
 
 log = structlog.get_logger(__name__)
 

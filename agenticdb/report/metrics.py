@@ -49,7 +49,8 @@ from prometheus_client.registry import Collector
 
 from agenticdb.config import Settings
 from agenticdb.config.sections import parse_listen
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 
 log = structlog.get_logger(__name__)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agenticdb.report.labels import objective_label
-from agenticdb.store.journal import JournalEvent
+from agenticdb.store.journal_events import JournalEvent
 
 #: Figure size in inches and resolution: FIGSIZE × DPI = 1200 × 600 pixels.
 FIGSIZE = (12.0, 6.0)

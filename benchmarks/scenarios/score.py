@@ -26,7 +26,8 @@ from typing import Any
 from agenticdb.measure.series import cv
 from agenticdb.resources import data_file
 from agenticdb.rootcause.remedy import ALLOWED
-from agenticdb.store.journal import Journal, JournalEvent
+from agenticdb.store.journal import Journal
+from agenticdb.store.journal_events import JournalEvent
 from agenticdb.validation.rules import RULE_FILES, RuleSet, load_ruleset_file, rules_for
 from benchmarks.scenarios.model import Scenario
 
