@@ -21,8 +21,9 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.next_move import round_cost_prior
-from agenticdb.loop.race import opening_cost_s, race_limit, race_order, restarts_needed
+from agenticdb.loop.race import RaceState, Screen, opening_cost_s, race_limit, race_order, restarts_needed
 from agenticdb.loop.session import TuningSession
+from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.trial_limit import stopped_oltp
 from agenticdb.models import ApplyMode, KnobSpec, Measurement, PlanningContext, Proposal
 from agenticdb.planner.opening_types import Candidate, Opening
@@ -328,3 +329,27 @@ def test_the_per_query_bound_is_taken_from_the_slowest_time_the_start_showed() -
     assert b2 is not None and abs(b2[0] - 6.6) < 1e-6, b2
     # the total bound stays 1.5 × the reference run's total
     assert limit.olap(9.1) and not limit.olap(8.9)
+
+
+def test_query_set_screens_are_ranked_on_the_per_query_statistic_not_the_total() -> None:
+    def run(q01: float, q02: float) -> Measurement:
+        return Measurement(
+            workload="tpch",
+            objective=q01 + q02,
+            objective_name="total_time",
+            higher_is_better=False,
+            total_time_s=q01 + q02,
+            duration_s=q01 + q02,
+            per_query_s={"q01": q01, "q02": q02},
+        )
+
+    start = run(10.0, 10.0)
+    weights = QueryWeights.from_baseline([start, run(10.0, 10.0)])
+    assert weights is not None
+    state = RaceState(start, 20.0, higher=False)
+    state.add(Screen("even", 1, {}, measurement=run(9.0, 6.0)))  # 15 s: d = (ln 10/9 + ln 10/6)/2 = 0.308
+    state.add(Screen("one-query", 2, {}, measurement=run(4.0, 12.5)))  # 16.5 s: d = (ln 10/4 + ln 10/12.5)/2 = 0.347
+    by_total = state.leader()
+    by_statistic = state.leader(weights, start)
+    assert by_total is not None and by_total.name == "even"
+    assert by_statistic is not None and by_statistic.name == "one-query"  # the statistic the proof is judged on

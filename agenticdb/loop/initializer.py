@@ -104,7 +104,7 @@ NOISE_WARN_CV = 0.15
 
 def first_decision_runs(loop: LoopConfig) -> int:
     """Runs the session's first decision measures at least: the smallest paired decision with the
-    baseline's last run as pair 1's best run (``auditor.decision_runs``), or, with the opening
+    baseline's last run as pair 1's best run (``next_move.decision_runs``), or, with the opening
     (``loop.opening``), one race screen and the proof's smallest decision on fresh pairs (issue 36)."""
     if loop.opening:
         return 1 + decision_runs(loop.min_pairs, False)
@@ -132,7 +132,7 @@ def measure_baseline(
     kept)`` is told of every disturbed run.
 
     ``budget_left()`` (seconds of the session's time budget still unused) lowers the minimum to 2 runs
-    when one more run would leave less than the smallest decision (``auditor.decision_runs``: 2 ×
+    when one more run would leave less than the smallest decision (``next_move.decision_runs``: 2 ×
     ``loop.min_pairs`` − 1 runs, the baseline's last run standing as pair 1's best run, at the runs' mean
     cost): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a decision that
     needed 308 s, and the session ended with nothing judged. Two runs are the fewest that

@@ -310,7 +310,7 @@ class OpeningRun:
             if screen.failure is not None and self.s.rounds[-1].recovery is not None:
                 if not self.s.rounds[-1].recovery.service_available:
                     return round_no  # the session sees the failed recovery and stops
-        leader = state.leader()
+        leader = state.leader(self.s.query_weights, start_run)
         table = race_table(state, best_level, self.s.noise)
         behind = ""
         if leader is not None:

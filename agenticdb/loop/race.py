@@ -139,12 +139,21 @@ class RaceState:
         if better:
             self.reference, self.reference_level = m, m.objective
 
-    def leader(self) -> Screen | None:
+    def leader(self, weights: QueryWeights | None = None, start_run: Measurement | None = None) -> Screen | None:
         """The best screen measured to the end and undisturbed, or None (every candidate cut off,
-        disturbed, refused or failed)."""
+        disturbed, refused or failed).
+
+        With the session's frozen per-query ``weights`` and the start's reference run (query sets), screens
+        are ranked on ``QueryWeights.log_ratio`` against ``start_run`` — the statistic the proof is judged
+        on — rather than on the total time, which one long query can dominate; else on the objective.
+        """
         ranked = [s for s in self.screens if s.ranked and s.measurement is not None]
         if not ranked:
             return None
+        if weights is not None and start_run is not None:
+            scored = [(weights.log_ratio(s.measurement, start_run), s) for s in ranked if s.measurement is not None]
+            if all(d is not None for d, _ in scored):
+                return max(scored, key=lambda t: t[0] or 0.0)[1]
         pick = max if self.higher else min
         return pick(ranked, key=lambda s: s.measurement.objective if s.measurement is not None else 0.0)
 
@@ -386,12 +395,12 @@ def opening_cost_s(
     restart_s: float = RESTART_PRIOR_S,
 ) -> float:
     """What the opening costs at least (seconds): ``screens`` screen runs with their warm-ups and the race's
-    restarts, then the proof's smallest decision on fresh pairs (``auditor.round_cost_prior`` with
+    restarts, then the proof's smallest decision on fresh pairs (``next_move.round_cost_prior`` with
     restarts, no reused best run). 0 when no baseline run was measured."""
     if not run_durations_s:
         return 0.0
     ordered = sorted(run_durations_s)
-    run = ordered[len(ordered) // 2]  # as auditor.round_cost_prior: the upper median
+    run = ordered[len(ordered) // 2]  # as next_move.round_cost_prior: the upper median
     warm, cold = warm_costs(run, warmup_s, query_set)
     cold_screens = screens if reset_each_run else min(race_restarts, screens)
     race = screens * run + cold_screens * cold + (screens - cold_screens) * warm + race_restarts * restart_s

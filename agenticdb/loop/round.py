@@ -45,7 +45,7 @@ def round_failed(r: Round, step: str, failure: Failure, recorder: SessionRecorde
     r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, recorder, r.no)
     if failure.outside:
         # someone else restarted the server (issue 38): recovery as for a failure, but the round is not the
-        # candidate's failure, in this session's memory or in experience (auditor.decide may repeat it)
+        # candidate's failure, in this session's memory or in experience (next_move.decide may repeat it)
         r.outcome.interrupted = failure.outside
         recorder.event("round.interrupted", {"evidence": failure.outside, "message": failure.message}, r.no)
         log.warning("round.interrupted", round=r.no, evidence=failure.outside, reason="outside restart")

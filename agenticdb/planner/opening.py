@@ -34,6 +34,7 @@ from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_learned import from_experience, from_llm
 from agenticdb.planner.opening_limits import at_limits
 from agenticdb.planner.opening_repair import repair_set
+from agenticdb.planner.opening_repairs import playbook_repairs, with_repairs
 from agenticdb.planner.opening_types import SOURCES, Candidate, Opening
 from agenticdb.planner.opening_values import (
     HostView,
@@ -116,6 +117,8 @@ def generate_opening(
     live = ctx.fingerprint.benchmark == "live" if live is None else live
     bound = step_bound_for(policy, live)
     raw, absent, notes, diagnosis = _collect(ctx, host, policy, llm, plans)
+    repairs = playbook_repairs(ctx, flavor)  # every candidate carries the playbook's floors and traps
+    raw = [with_repairs(c, repairs) for c in raw]
     dropped: list[tuple[str, str]] = []
 
     def check(changes: dict[str, str], label: str) -> SetVerdict:

@@ -27,7 +27,7 @@ credits the LLM with a suggestion it did not make.
   never reduce to "no change".
 
 Before either, a memory-budget refusal of growing the data cache is answered with a trade move
-(``agenticdb.planner.trade``). The stop rule for the search lives with the auditor (``auditor.decide``:
+(``agenticdb.planner.trade``). The stop rule for the search lives with the loop's next move (``next_move.decide``:
 ``loop.search_patience``).
 """
 

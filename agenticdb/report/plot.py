@@ -8,7 +8,7 @@ horizontal lines, and the objective in effect as a step line. matplotlib (the ``
 extra) with the non-interactive Agg backend.
 
 A trial's interval in objective units: with best median ``b`` and relative gain ``g`` (positive =
-better, ``auditor.relative_gain``) the candidate's objective is ``b·(1+g)`` when higher is better and
+better, ``next_move.relative_gain``) the candidate's objective is ``b·(1+g)`` when higher is better and
 ``b/(1+g)`` when lower is better; ``low``/``high`` map the same way.
 """
 
