@@ -39,18 +39,16 @@ from agenticdb.models import (
     Bottleneck,
     Catalog,
     Decision,
-    Experience,
     FailedCheck,
     Failure,
-    Fingerprint,
     Layer,
     Measurement,
-    PlanningContext,
     RoundOutcome,
     RuntimeProfile,
     RuntimeState,
     StateDelta,
 )
+from agenticdb.models.planning import Experience, Fingerprint, PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.planner.context import render_catalog
 from agenticdb.planner.llm import LLMPlanner

@@ -37,7 +37,8 @@ from typing import Any
 import structlog
 
 from agenticdb.config.sections import PlannerConfig, WorkloadConfig
-from agenticdb.models import Catalog, PlanningContext, StateDelta
+from agenticdb.models import Catalog, StateDelta
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.llm import LLMPlanner
 from agenticdb.sandbox.postgres import PostgresSandbox

@@ -25,11 +25,11 @@ from agenticdb.models import (
     Layer,
     Measurement,
     NormalizedChange,
-    PlanningContext,
     Proposal,
     RuntimeState,
     Snapshot,
 )
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.workloads.base import Workload, WorkloadError, WorkloadTraits

@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 
 from agenticdb.host.hardware import detect_hardware
-from agenticdb.models import Fingerprint, Layer, PlanningContext, RuntimeProfile, StateDelta
+from agenticdb.models import Layer, RuntimeProfile, StateDelta
+from agenticdb.models.planning import Fingerprint, PlanningContext
 from agenticdb.targets.base import Target
 
 

@@ -298,7 +298,7 @@ def test_confidence_says_where_an_experience_comes_from(pg_config: Path, storage
     another size is "experience"; both come from the real Memory Book (SQLite)."""
     from agenticdb.advice.advise import host_fingerprint
     from agenticdb.host.hardware import detect_hardware
-    from agenticdb.models import Experience
+    from agenticdb.models.planning import Experience
     from agenticdb.store.memory import MemoryBook
 
     cfg = load_config(pg_config)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from agenticdb.host.hardware import detect_hardware
-from agenticdb.models import Fingerprint, Layer, PlanningContext, Proposal, RuntimeProfile, StateDelta
+from agenticdb.models import Layer, Proposal, RuntimeProfile, StateDelta
+from agenticdb.models.planning import Fingerprint, PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.wording import human_bytes
 from agenticdb.sandbox.postgres import PostgresSandboxInfo

@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.models import Experience, Fingerprint
+from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.memory import MemoryBook
 from agenticdb.store.memory.backends import SqliteBackend

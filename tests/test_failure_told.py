@@ -28,16 +28,8 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
-from agenticdb.models import (
-    ApplyMode,
-    Bottleneck,
-    Catalog,
-    Change,
-    NormalizedChange,
-    PlanningContext,
-    Proposal,
-    Verdict,
-)
+from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, NormalizedChange, Proposal, Verdict
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo

@@ -12,7 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenticdb.models import Bottleneck, Decision, Experience, Fingerprint, HostOrigin, Layer, RoundOutcome
+from agenticdb.models import Bottleneck, Decision, Layer, RoundOutcome
+from agenticdb.models.planning import Experience, Fingerprint, HostOrigin
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.memory import MemoryBook
 from agenticdb.store.memory.backends import (

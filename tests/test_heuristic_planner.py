@@ -17,20 +17,18 @@ from agenticdb.models import (
     Bottleneck,
     Catalog,
     Decision,
-    Experience,
     FailedCheck,
     Failure,
-    Fingerprint,
     Hardware,
     KnobSpec,
     Layer,
     NormalizedChange,
-    PlanningContext,
     Proposal,
     RoundOutcome,
     RuntimeProfile,
     StateDelta,
 )
+from agenticdb.models.planning import Experience, Fingerprint, PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.playbook import Sizing, load_playbook
 from agenticdb.resources import data_dir

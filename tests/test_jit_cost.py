@@ -14,15 +14,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from agenticdb.models import (
-    Bottleneck,
-    Fingerprint,
-    Hardware,
-    Layer,
-    PlanningContext,
-    RuntimeProfile,
-    StateDelta,
-)
+from agenticdb.models import Bottleneck, Hardware, Layer, RuntimeProfile, StateDelta
+from agenticdb.models.planning import Fingerprint, PlanningContext
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.sandbox.postgres import PostgresSandboxInfo

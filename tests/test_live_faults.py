@@ -144,7 +144,7 @@ def test_memory_forget_lessons_drops_single_failed_lessons(tmp_path: Path) -> No
     from typer.testing import CliRunner
 
     from agenticdb.cli.memory_cmd import memory_app
-    from agenticdb.models import Experience, Fingerprint
+    from agenticdb.models.planning import Experience, Fingerprint
     from agenticdb.store.memory import MemoryBook
 
     f = Fingerprint(dbms="postgresql", version_major="15", benchmark="live", workload_class="mixed", read_fraction=0.5)

@@ -28,17 +28,16 @@ from agenticdb.models import (
     Decision,
     FailedCheck,
     Failure,
-    Fingerprint,
     Hardware,
     KnobSpec,
     Layer,
     Measurement,
-    PlanningContext,
     Proposal,
     RoundOutcome,
     RuntimeProfile,
     StateDelta,
 )
+from agenticdb.models.planning import Fingerprint, PlanningContext
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planner.context import quote_untrusted, render_catalog, sanitize
 from agenticdb.planner.llm import (

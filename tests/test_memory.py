@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from agenticdb.cli.memory_cmd import memory_app
-from agenticdb.models import Bottleneck, Decision, Experience, Fingerprint, Layer, Measurement, RoundOutcome
+from agenticdb.models import Bottleneck, Decision, Layer, Measurement, RoundOutcome
+from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.store.memory import WEIGHTS, MemoryBook, MemoryBookError, similarity
 from agenticdb.store.memory.transfer import export_book, import_book
 

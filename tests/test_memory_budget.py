@@ -9,17 +9,8 @@ from test_validator import HW, MARIADB, PG, WIDE, check, k, kinds
 
 from agenticdb.loop.auditor import Assessment, repair_kept
 from agenticdb.measure.sequential import Estimate
-from agenticdb.models import (
-    ApplyMode,
-    FailedCheck,
-    Fingerprint,
-    Layer,
-    Observed,
-    PlanningContext,
-    Proposal,
-    RuntimeProfile,
-    StateDelta,
-)
+from agenticdb.models import ApplyMode, FailedCheck, Layer, Observed, Proposal, RuntimeProfile, StateDelta
+from agenticdb.models.planning import Fingerprint, PlanningContext
 from agenticdb.planner.search import RefiningPlanner
 from agenticdb.planner.trade import refused_growth
 from agenticdb.sandbox.postgres import PostgresSandboxInfo

@@ -223,7 +223,7 @@ def test_daemon_uploads_pending_experience_on_its_cycle(pg: PostgresSandboxInfo,
     (here: its start), once."""
     import psycopg
 
-    from agenticdb.models import Experience, Fingerprint
+    from agenticdb.models.planning import Experience, Fingerprint
     from agenticdb.store.memory import MemoryBook
 
     with psycopg.connect(pg.dsn, autocommit=True) as c:

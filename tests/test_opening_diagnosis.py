@@ -21,7 +21,7 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import PlannerConfig, StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
-from agenticdb.models import PlanningContext
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.llm import LLMPlanner
 from agenticdb.planner.opening_types import Candidate, Opening

@@ -13,7 +13,7 @@ from llmstub import ScriptedLLMServer, chat_completion, scripted_llm
 from openingctx import context_of
 
 from agenticdb.config.sections import PlannerConfig, PolicyConfig
-from agenticdb.models import Experience, Fingerprint, HostOrigin
+from agenticdb.models.planning import Experience, Fingerprint, HostOrigin
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.llm import LLMPlanner
 from agenticdb.planner.opening import generate_opening

@@ -25,7 +25,8 @@ from agenticdb.loop.race import RaceState, Screen, opening_cost_s, race_limit, r
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.trial_limit import stopped_oltp
-from agenticdb.models import ApplyMode, KnobSpec, Measurement, PlanningContext, Proposal
+from agenticdb.models import ApplyMode, KnobSpec, Measurement, Proposal
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.planner.search import _measured_configs
 from agenticdb.store.journal import Journal

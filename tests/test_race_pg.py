@@ -20,7 +20,7 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
-from agenticdb.models import PlanningContext
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.sandbox.postgres import PostgresSandboxInfo

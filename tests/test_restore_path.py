@@ -26,7 +26,8 @@ from agenticdb.cli.tune_cmd import run_rollback
 from agenticdb.config import Settings, load_config
 from agenticdb.daemon import reconcile
 from agenticdb.loop.session import TuningSession
-from agenticdb.models import Bottleneck, Change, PlanningContext, Proposal
+from agenticdb.models import Bottleneck, Change, Proposal
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal

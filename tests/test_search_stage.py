@@ -285,7 +285,8 @@ def _ctx(
 ) -> Any:
     """A PostgreSQL 15 planning context on a 1-GiB host: catalog ``knobs``, starting values ``current``,
     this round's validator ``feedback``."""
-    from agenticdb.models import Fingerprint, Hardware, PlanningContext, RuntimeProfile
+    from agenticdb.models import Hardware, RuntimeProfile
+    from agenticdb.models.planning import Fingerprint, PlanningContext
 
     hw = Hardware(cpu_count=2, memory_bytes=2**30, memory_limit_bytes=2**30)
     profile = RuntimeProfile(target="postgresql", dbms_version="15", hardware=hw, current_config=current or {})

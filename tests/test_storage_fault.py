@@ -33,7 +33,8 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
-from agenticdb.models import Bottleneck, Change, PlanningContext, Proposal, RuntimeState
+from agenticdb.models import Bottleneck, Change, Proposal, RuntimeState
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.faults import StorageError

@@ -32,7 +32,8 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.session import TuningSession
-from agenticdb.models import Bottleneck, Change, PlanningContext, Proposal
+from agenticdb.models import Bottleneck, Change, Proposal
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
@@ -291,7 +292,7 @@ def test_placebo_candidate_is_a_tie_and_is_reverted(home: Path, info: PostgresSa
 
 
 def _fp(journal: Journal, session_id: str) -> Any:
-    from agenticdb.models import Fingerprint
+    from agenticdb.models.planning import Fingerprint
 
     return Fingerprint.model_validate(_first(journal.events(session_id), "profile").data["fingerprint"])
 

@@ -47,17 +47,15 @@ from agenticdb.models import (
     Bottleneck,
     Catalog,
     Change,
-    Experience,
-    Fingerprint,
     Hardware,
     Layer,
     Observed,
-    PlanningContext,
     Proposal,
     RuntimeProfile,
     RuntimeState,
     StateDelta,
 )
+from agenticdb.models.planning import Experience, Fingerprint, PlanningContext
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.moves import Move

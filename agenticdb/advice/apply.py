@@ -26,7 +26,8 @@ from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.recovery import Recovery
-from agenticdb.models import Bottleneck, Change, Fingerprint, Layer, Proposal, Verdict
+from agenticdb.models import Bottleneck, Change, Layer, Proposal, Verdict
+from agenticdb.models.planning import Fingerprint
 from agenticdb.store.journal import Journal
 from agenticdb.store.lock import TargetLock
 from agenticdb.store.memory import MemoryBook

@@ -27,7 +27,8 @@ import structlog
 from agenticdb.advice.recommendation import Recommendation
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import family_of
-from agenticdb.models import Catalog, Hardware, Layer, NormalizedChange, Observed, PlanningContext
+from agenticdb.models import Catalog, Hardware, Layer, NormalizedChange, Observed
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import SourceInput, host_view

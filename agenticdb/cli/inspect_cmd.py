@@ -23,7 +23,8 @@ from agenticdb.store.journal import Journal
 from agenticdb.store.journal_events import JournalError
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
-from agenticdb.units import unit_bytes, values_equal
+from agenticdb.units import unit_bytes
+from agenticdb.units.compare import values_equal
 from agenticdb.validation.exclusions import LeftOut, left_out
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validation.validator import flavor_of, validate
@@ -195,7 +196,7 @@ def _verdict_table(
 
 
 def _same(family: str, catalog: Catalog, name: str, value: str, current: str | None) -> bool:
-    """True when ``value`` is the value in effect (``units.values_equal`` in the catalog's dialect)."""
+    """True when ``value`` is the value in effect (``units.compare.values_equal`` in the catalog's dialect)."""
     spec = catalog.knobs.get(name)
     return spec is not None and current is not None and values_equal(value, current, spec, family)
 

@@ -31,9 +31,7 @@ from agenticdb.models import (
     Bottleneck,
     Catalog,
     Change,
-    Experience,
     FailurePhase,
-    Fingerprint,
     Hardware,
     Layer,
     Measurement,
@@ -43,6 +41,7 @@ from agenticdb.models import (
     StateDelta,
     Verdict,
 )
+from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.sandbox.pristine import PristineData, PristineError
 from agenticdb.store.faults import StorageError
 from agenticdb.store.memory import MemoryBook

@@ -72,7 +72,8 @@ if TYPE_CHECKING:
     from agenticdb.loop.steps import SessionRecorder
     from agenticdb.measure.query_set import QueryWeights
     from agenticdb.measure.sequential import Noise
-    from agenticdb.models import Failure, Measurement, PlanningContext
+    from agenticdb.models import Failure, Measurement
+    from agenticdb.models.planning import PlanningContext
     from agenticdb.planner.base import Planner
     from agenticdb.planner.llm import LLMPlanner
     from agenticdb.store.memory import MemoryBook

@@ -20,18 +20,16 @@ from agenticdb.config.sections import PolicyConfig
 from agenticdb.loop.stage import StageState
 from agenticdb.models import (
     Decision,
-    Experience,
     FailedCheck,
-    Fingerprint,
     Layer,
     Observed,
-    PlanningContext,
     Proposal,
     RoundOutcome,
     RuntimeProfile,
     StateDelta,
     Verdict,
 )
+from agenticdb.models.planning import Experience, Fingerprint, PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.validation.validator import validate
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from agenticdb.models import PlanningContext, Proposal
+from agenticdb.models import Proposal
+from agenticdb.models.planning import PlanningContext
 
 ADJUSTABLE_CHECKS = frozenset({"range", "hardware", "step"})
 """Validator checks after which another value of the same knob may pass (a smaller step, a size that fits).

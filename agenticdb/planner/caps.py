@@ -4,7 +4,7 @@ the memory limit (``[[ram_limit]]``), so a proposal or a search range stops wher
 from __future__ import annotations
 
 from agenticdb.dialect import family_of
-from agenticdb.models import PlanningContext
+from agenticdb.models.planning import PlanningContext
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validation.validator import flavor_of
 

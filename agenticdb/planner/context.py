@@ -31,17 +31,8 @@ from typing import Any
 
 import structlog
 
-from agenticdb.models import (
-    Catalog,
-    Experience,
-    FailedCheck,
-    KnobSpec,
-    Layer,
-    Measurement,
-    PlanningContext,
-    RoundOutcome,
-    StateDelta,
-)
+from agenticdb.models import Catalog, FailedCheck, KnobSpec, Layer, Measurement, RoundOutcome, StateDelta
+from agenticdb.models.planning import Experience, PlanningContext
 from agenticdb.planner import access
 
 log = structlog.get_logger(__name__)

@@ -30,16 +30,15 @@ from agenticdb.models import (
     Bottleneck,
     Change,
     Decision,
-    Experience,
     FailedCheck,
     KnobSpec,
     Layer,
     Measurement,
-    PlanningContext,
     Proposal,
     RoundOutcome,
     StateDelta,
 )
+from agenticdb.models.planning import Experience, PlanningContext
 from agenticdb.planner.base import Planner, PlannerError, bans_knob
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.move_builders import MoveBuilders, change_direction

@@ -38,7 +38,8 @@ from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_exponential_jitter
 
 from agenticdb.config.sections import PlannerConfig
-from agenticdb.models import PlanningContext, Proposal
+from agenticdb.models import Proposal
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.planner.context import compute_hypotheses, load_prompt, render_context, render_prompt
 from agenticdb.redaction import read_api_key

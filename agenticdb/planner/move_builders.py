@@ -11,13 +11,8 @@ import re
 
 import structlog
 
-from agenticdb.models import (
-    ApplyMode,
-    Bottleneck,
-    KnobSpec,
-    PlanningContext,
-    StateDelta,
-)
+from agenticdb.models import ApplyMode, Bottleneck, KnobSpec, StateDelta
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner import access
 from agenticdb.planner.caps import host_cap
 from agenticdb.planner.context import current_delta

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agenticdb.models import Bottleneck, KnobSpec, PlanningContext, RoundOutcome, StateDelta
+from agenticdb.models import Bottleneck, KnobSpec, RoundOutcome, StateDelta
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.diagnosis import Hypothesis
 from agenticdb.planner.playbook import HostFacts, Playbook
 

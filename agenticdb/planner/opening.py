@@ -28,7 +28,8 @@ from datetime import datetime
 import structlog
 
 from agenticdb.config.sections import PolicyConfig
-from agenticdb.models import Observed, PlanningContext, Proposal
+from agenticdb.models import Observed, Proposal
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_learned import from_experience, from_llm

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 
 from agenticdb.config.sections import PolicyConfig
-from agenticdb.models import PlanningContext
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import (
     GiB,

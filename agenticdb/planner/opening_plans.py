@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from agenticdb.dialect import family_of
-from agenticdb.models import PlanningContext
+from agenticdb.models.planning import PlanningContext
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
 from agenticdb.workloads.base import WorkloadError
 from agenticdb.workloads.common import connect, is_postgres

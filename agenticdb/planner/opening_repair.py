@@ -11,7 +11,8 @@ from dataclasses import replace
 import structlog
 
 from agenticdb.dialect import family_of
-from agenticdb.models import ApplyMode, FailedCheck, PlanningContext
+from agenticdb.models import ApplyMode, FailedCheck
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import MiB, current_config
 from agenticdb.planner.playbook import round_base

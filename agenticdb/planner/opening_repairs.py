@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from agenticdb.models import PlanningContext
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import current_config

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import family_of
-from agenticdb.models import KnobSpec, PlanningContext, Proposal, StateDelta
+from agenticdb.models import KnobSpec, Proposal, StateDelta
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner import access
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.playbook import round_base

@@ -40,15 +40,8 @@ from dataclasses import dataclass, field
 import optuna
 import structlog
 
-from agenticdb.models import (
-    ApplyMode,
-    Bottleneck,
-    Change,
-    KnobSpec,
-    Layer,
-    PlanningContext,
-    Proposal,
-)
+from agenticdb.models import ApplyMode, Bottleneck, Change, KnobSpec, Layer, Proposal
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner, bans_knob
 from agenticdb.planner.caps import host_cap
 from agenticdb.planner.diagnosis import diagnose

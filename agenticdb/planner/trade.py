@@ -16,7 +16,8 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from agenticdb.dialect import family_of
-from agenticdb.models import ApplyMode, Bottleneck, Change, FailedCheck, PlanningContext, Proposal
+from agenticdb.models import ApplyMode, Bottleneck, Change, FailedCheck, Proposal
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.playbook import round_base
 from agenticdb.resources import data_file
 from agenticdb.units import bytes_of, canonical, format_value, parse_value

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from agenticdb.dialect import family_of
 from agenticdb.host.services import Service
 from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
-from agenticdb.units import values_equal
+from agenticdb.units.compare import values_equal
 
 
 class TargetError(RuntimeError):
@@ -114,7 +114,7 @@ class Target(ABC):
     def values_equal(self, name: str, expected: str, actual: str) -> bool:
         """True when ``actual`` is ``expected`` in effect for parameter ``name``.
 
-        The one comparison of values (``agenticdb.units.values_equal``: case, quotes, numeric and
+        The one comparison of values (``agenticdb.units.compare.values_equal``: case, quotes, numeric and
         boolean spellings); a target overrides it only where its server spells a value two ways.
         """
         return values_equal(expected, actual)

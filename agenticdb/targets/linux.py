@@ -36,7 +36,8 @@ from agenticdb.models import (
 )
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.linux_catalog import LinuxCatalogData, ParamDef, data_devices, load_linux_catalog
-from agenticdb.units import bool_of, values_equal
+from agenticdb.units import bool_of
+from agenticdb.units.compare import values_equal
 
 log = structlog.get_logger(__name__)
 

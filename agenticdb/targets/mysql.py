@@ -47,7 +47,8 @@ from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_c
 from agenticdb.targets.mysql_files import defaults_value, parse_size, restore_file, write_option_file
 from agenticdb.targets.mysql_options import find_binary, option_names
 from agenticdb.targets.mysql_stats import fetch_one, read_state
-from agenticdb.units import bool_of, values_equal
+from agenticdb.units import bool_of
+from agenticdb.units.compare import values_equal
 
 log = structlog.get_logger(__name__)
 

@@ -32,7 +32,8 @@ from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, Run
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
 from agenticdb.targets.postgres_stats import parse_state, pgss_jit_counters, state_query
-from agenticdb.units import numbers_equal, quantity, values_equal
+from agenticdb.units import quantity
+from agenticdb.units.compare import numbers_equal, values_equal
 from agenticdb.validation.exclusions import denied_reason
 from agenticdb.validation.rules import load_ruleset
 

@@ -31,18 +31,8 @@ from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfi
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.recovery import Recovery
 from agenticdb.loop.session import TuningSession  # imported before fork: parent and child run the same code
-from agenticdb.models import (
-    Bottleneck,
-    Catalog,
-    Change,
-    Hardware,
-    Layer,
-    Measurement,
-    PlanningContext,
-    Proposal,
-    Snapshot,
-    Verdict,
-)
+from agenticdb.models import Bottleneck, Catalog, Change, Hardware, Layer, Measurement, Proposal, Snapshot, Verdict
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.store.journal import Journal

@@ -27,7 +27,8 @@ import sqlite_utils
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.models import Catalog, Experience, Fingerprint, Hardware, HostOrigin, RoundOutcome
+from agenticdb.models import Catalog, Hardware, RoundOutcome
+from agenticdb.models.planning import Experience, Fingerprint, HostOrigin
 from agenticdb.store.memory.experience import dbms_family, distill_experience, relative_values, similarity
 
 

@@ -19,7 +19,8 @@ import sqlite_utils
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.models import Experience, Fingerprint, RoundOutcome
+from agenticdb.models import RoundOutcome
+from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.resources import data_file
 from agenticdb.store.faults import guarded
 from agenticdb.store.memory.backends import (

@@ -28,7 +28,7 @@ import structlog
 from psycopg.types.json import Jsonb
 
 from agenticdb.connfault import describe_fault
-from agenticdb.models import Experience, Fingerprint
+from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.redaction import redact
 from agenticdb.resources import data_dir
 from agenticdb.store.memory.backends import (

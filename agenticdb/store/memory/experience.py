@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agenticdb.dialect import family_of, memory_family
-from agenticdb.models import Catalog, Experience, Fingerprint, Hardware, RoundOutcome
+from agenticdb.models import Catalog, Hardware, RoundOutcome
+from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.units import UnitError, bytes_of, normalize
 
 WEIGHTS: dict[str, float] = {

@@ -13,7 +13,8 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from agenticdb.models import Experience, Fingerprint, RoundOutcome
+from agenticdb.models import RoundOutcome
+from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.redaction import redact_obj
 from agenticdb.store.faults import guarded
 from agenticdb.store.memory.book import MemoryBook, MemoryBookError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -338,26 +338,6 @@ class Snapshot(Strict):
     label: str = ""
 
 
-class Fingerprint(Strict):
-    """What makes two tuning problems alike: DBMS, workload and scale (docs/architecture.md, "Memory Book").
-
-    ``read_fraction`` in [0, 1]; ``scale`` is the benchmark's scale (pgbench scale, rows per table,
-    TPC-H scale factor); ``concurrency`` the client count.
-    """
-
-    dbms: str
-    version_major: str
-    benchmark: str
-    workload_class: Literal["oltp", "olap", "mixed"]
-    read_fraction: float
-    access_pattern: str = "uniform"
-    scale: float = 1.0
-    concurrency: int = 1
-    objective: str = "tps_per_p95"
-    memory_gib: float = 0.0
-    cpu_count: int = 0
-
-
 class RuntimeProfile(Strict):
     """What the Initializer learned about the target before the first round."""
 
@@ -561,62 +541,3 @@ class RoundOutcome(Strict):
     def opening(self) -> bool:
         """A round of the opening's race (a screen or the leader's proof), not a diagnosis round."""
         return self.proposal is not None and self.proposal.stage == "opening"
-
-
-class HostOrigin(Strict):
-    """The host an experience was learned on (issue 19): its name in a shared Memory Book and the host
-    fingerprint — DBMS and major version, cores, memory (GiB, the cgroup-aware limit), storage class
-    (``ssd``, ``hdd``, ``nvme`` or ``unknown``, from /sys/block/<dev>/queue/rotational) and workload class."""
-
-    host: str
-    dbms: str
-    version_major: str
-    cpu_count: int
-    memory_gib: float
-    storage_class: str = "unknown"
-    workload_class: str = "oltp"
-
-
-class Experience(Strict):
-    """What a finished session learned, stored under its fingerprint for later sessions.
-
-    ``beneficial`` entries: {"changes": {name: value}, "gain": relative gain, "bottleneck": ...}.
-    ``ineffective`` holds changes measured worse beyond the noise band; ``inconclusive`` those that tied
-    (inside the noise: no evidence either way, so later sessions may try them again).
-    ``best_config_relative`` expresses byte sizes as a fraction of host memory so they scale to another
-    host (key -> {"fraction_of_memory": f} or {"value": v}).
-    """
-
-    fingerprint: Fingerprint
-    session_id: str
-    recurring_bottlenecks: list[str] = Field(default_factory=list)
-    beneficial: list[dict[str, Any]] = Field(default_factory=list)
-    ineffective: list[dict[str, Any]] = Field(default_factory=list)
-    inconclusive: list[dict[str, Any]] = Field(default_factory=list)
-    failed: list[dict[str, Any]] = Field(default_factory=list)
-    best_config: dict[str, str] = Field(default_factory=dict)
-    best_config_relative: dict[str, dict[str, float | str]] = Field(default_factory=dict)
-    best_gain: float = 0.0
-    created_at: float = Field(default_factory=time.time)
-    origin: HostOrigin | None = None
-    """Where it was learned (None: written before issue 19, treated as this host's)."""
-
-
-class PlanningContext(Strict):
-    """Everything a planner may read (docs/architecture.md "Roles")."""
-
-    profile: RuntimeProfile
-    fingerprint: Fingerprint
-    catalog: Catalog
-    stage: Layer
-    rounds: list[RoundOutcome] = Field(default_factory=list)
-    experience: list[Experience] = Field(default_factory=list)
-    best_config: dict[str, str] = Field(default_factory=dict)
-    current_config: dict[str, str] = Field(default_factory=dict)
-    last_delta: StateDelta | None = None
-    validator_feedback: list[FailedCheck] = Field(default_factory=list)
-    max_changes: int = 4
-    max_step_factor: float = 4.0
-    allow_restart: bool = True
-    durability: Literal["strict", "relaxed"] = "strict"
-    untrusted_text: list[str] = Field(default_factory=list)
