@@ -121,7 +121,7 @@ def _reset(info: PostgresSandboxInfo) -> None:
 
 def _events(home: Path, session_id: str | None = None) -> tuple[str, list[Any]]:
     journal = Journal(home / "journal.db")
-    sid = session_id or journal.sessions()[0].id
+    sid = session_id or journal.sessions()[-1].id  # the newest: the session just run
     return sid, journal.events(sid)
 
 

@@ -125,7 +125,7 @@ def test_session_switches_to_os_stage_and_restores_what_was_not_kept(pg_home: Pa
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
         journal = Journal(pg_home / "journal.db")
-        sid = journal.sessions()[0].id
+        sid = journal.sessions()[-1].id  # the newest: the session this test just ran
         events = journal.events(sid)
         kinds = [e.event for e in events]
         assert "stage.os" in kinds, kinds

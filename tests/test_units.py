@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import agenticdb.units as units
 from agenticdb.models import ApplyMode, KnobSpec
 from agenticdb.units import (
     UnitError,
@@ -233,3 +234,12 @@ def test_a_size_too_large_to_represent_is_a_range_error_not_an_overflow() -> Non
     # a bare number in pages that overflows only when spelt in bytes: parsed, left to the range check
     assert pg_parse(SHARED_BUFFERS, 2.1944496275174755e304).base_value == 2.1944496275174755e304
     assert pg_parse(CHECKPOINT_TIMEOUT, 2.1944496275174755e304).base_value == 2.1944496275174755e304
+
+
+def test_a_dbms_flavour_finds_its_value_dialect() -> None:
+    """The playbook's family ("mariadb") reaches the units helpers from the search's range text and the
+    trade move; it spells values as MySQL does (a KeyError 'mariadb' ended a MariaDB session twice)."""
+    assert units.readable("mariadb", SORT, 1048576) == units.readable("mysql", SORT, 1048576)
+    assert units.bytes_of("mariadb", POOL, 134217728) == 134217728
+    with pytest.raises(ValueError, match="unknown dialect"):
+        units.readable("oracle", SORT, 1.0)

@@ -110,13 +110,21 @@ class Parsed:
     warnings: tuple[str, ...] = field(default=())
 
 
+def _dialect(family: str) -> Dialect:
+    """The value dialect of ``family``: a dialect name ("postgresql", "mysql", "linux") or a DBMS flavour
+    ("mariadb" spells values as "mysql", :func:`family_of`) — one lookup for every caller, so passing the
+    playbook's family is not a KeyError (d92bb22's trade and the search's range text both did)."""
+    found = DIALECTS.get(family)
+    return found if found is not None else DIALECTS[family_of(family)]
+
+
 def normalize(family: str, spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
     """Normalise ``raw`` for ``spec`` in the dialect ``family`` (see :func:`family_of`).
 
     Raises:
         UnitError: the value cannot be written in the target's canonical form.
     """
-    return DIALECTS[family].parse(spec, raw)
+    return _dialect(family).parse(spec, raw)
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -382,18 +390,18 @@ def linux_parse(spec: KnobSpec, raw: str | int | float | bool) -> Parsed:
 
 def readable(family: str, spec: KnobSpec, base: float) -> str:
     """A human spelling of ``base`` (in ``spec.unit``) for messages: "16TB", "2147483647 (2GiB)"."""
-    return DIALECTS[family].readable(spec, base)
+    return _dialect(family).readable(spec, base)
 
 
 def quantity(family: str, spec: KnobSpec, base: float) -> float:
     """``base`` converted to a dimension-wide unit (bytes for memory, ms for time) so knobs with different
     base units compare (work_mem in kB against shared_buffers in 8kB pages)."""
-    return DIALECTS[family].quantity(spec, base)
+    return _dialect(family).quantity(spec, base)
 
 
 def bytes_of(family: str, spec: KnobSpec, base: float) -> float | None:
     """``base`` in bytes when ``spec`` is a memory knob (PostgreSQL memory units, MySQL "B"), else None."""
-    return DIALECTS[family].bytes_of(spec, base)
+    return _dialect(family).bytes_of(spec, base)
 
 
 # ---------------------------------------------------------------- dialects
