@@ -87,11 +87,14 @@ def test_an_idle_transaction_holding_a_row_lock_heads_the_lock_chain(my: MariaDB
             except pymysql.MySQLError:
                 pass
 
-    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
     threads = [threading.Thread(target=waiter) for _ in range(3)]
     for th in threads:
         th.start()
-    time.sleep(14)  # the holder grows older than holder_age_s (10 s)
+    # the holder grows older than holder_age_s (10 s) before the window opens, so every sample of the
+    # window sees an old holder with waiters (the waiters' lock wait timeout is 30 s: they wait throughout)
+    time.sleep(11)
+    w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
+    time.sleep(8)
     try:
         rc = w.finish()
     finally:
@@ -100,7 +103,8 @@ def test_an_idle_transaction_holding_a_row_lock_heads_the_lock_chain(my: MariaDB
         for th in threads:
             th.join(timeout=40)
     top = dominant(rc.findings)
-    assert top is not None and top.cause == Cause.idle_in_transaction and top.subject == f"thread {thread}"
+    assert top is not None, (rc.findings, getattr(rc, "ruled_out", None))
+    assert top.cause == Cause.idle_in_transaction and top.subject == f"thread {thread}", top
     assert "idle in transaction" in top.summary and "wait behind it" in top.summary
     assert top.remedies[0].sql == f"KILL {thread}" and not top.remedies[0].automatic
     assert blocks_knob(top, "innodb_lock_wait_timeout")
