@@ -20,6 +20,7 @@ import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 
 from agenticdb.advice.approval import Desk, Queue, may_decide
+from agenticdb.app import advice_parts
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import DaemonConfig, PolicyConfig, StorageConfig, WorkloadConfig
@@ -356,7 +357,7 @@ def _opening_session(
     def source(ctx: PlanningContext, k: int) -> Opening:
         return Opening([Candidate(n, dict(ch), f"test set {n}", {x: "test" for x in ch}) for n, ch in OPENING_SETS])
 
-    desk = Desk(cfg)
+    desk = Desk(cfg, advice_parts())
     box: dict[str, Any] = {}
 
     def run() -> None:
