@@ -165,13 +165,17 @@ def test_live_session_with_an_outside_fault_in_the_candidate_window(home: Path, 
         events = j.events(after_id=after_id)
     sid = events[0].session_id
     (decision,) = [e.data for e in events if e.event == "decision"]
-    if action == "restart":
-        (interrupted,) = [e.data for e in events if e.event == "round.interrupted"]
-        assert "received fast shutdown request" in str(interrupted["evidence"]), interrupted
+    interrupted = [e.data for e in events if e.event == "round.interrupted"]
+    if action == "restart" and interrupted:
+        # the restart cut the session's own connection: the round ends interrupted, with the evidence
+        assert "received fast shutdown request" in str(interrupted[0]["evidence"]), interrupted
         assert decision["failure"] is None and decision["interrupted"], decision
         assert "interrupted by an outside restart" in json.dumps(decision["steps"]), decision["steps"]
         assert not [e for e in events if e.event == "judged"]  # no verdict at all from the round
     else:
+        # a reset, or a restart that fell between the session's reads (seen on a loaded host): the window
+        # saw the world change under it (stats reset / a new postmaster start) and is disturbed, never judged
+        assert decision["failure"] is None, decision
         disturbed = _disturbed_candidate(events)
         assert disturbed, [(e.event, e.data.get("label")) for e in events]
         assert "changed under" in str(disturbed[0]["reason"]), disturbed[0]
