@@ -42,42 +42,21 @@ from agenticdb.app import build_target, build_workload
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
-from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop import auditor
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import measure_baseline
 from agenticdb.loop.recovery import restore_verified
 from agenticdb.measure.disturbance import DisturbanceThresholds
 from agenticdb.measure.sequential import Noise, SequentialPolicy
-from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Proposal
 from agenticdb.sandbox.postgres import PostgresSandbox
 from agenticdb.sandbox.pristine import PristineData
 from agenticdb.store.journal import Journal
 from agenticdb.targets.base import Target
-from agenticdb.validation.validator import validate
+from benchmarks import bench_auditor_qset
+from benchmarks.bench_apply import apply_values
 
 BEST = {"commit_delay": "1000", "commit_siblings": "2"}
 FIX = {"commit_delay": "0"}
-
-
-def _apply(target: Target, executor: Executor, values: dict[str, str], cfg: Settings, label: str) -> list[Any]:
-    """Validate and apply ``values`` through the product's validator and executor; returns the changes."""
-    catalog = target.catalog()
-    proposal = Proposal(
-        bottleneck=Bottleneck.wal_fsync,
-        changes=[Change(name=k, value=v) for k, v in values.items()],
-        rationale=label,
-        planner="bench",
-    )
-    current = target.current_values(list(catalog.knobs))
-    verdict = validate(
-        proposal, catalog, current, detect_hardware(target.data_dir), cfg.policy, Layer.dbms, can_restart=True
-    )
-    if not verdict.ok:
-        raise SystemExit(f"bench: the validator refused {values}: {verdict.feedback()}")
-    safe = target.snapshot(list(catalog.knobs), label="before " + label)
-    executor.apply(verdict.changes, ApplyMode.strongest([c.apply for c in verdict.changes]), 0, safe, purpose=label)
-    return verdict.changes
 
 
 def _decide(
@@ -87,7 +66,7 @@ def _decide(
     configuration's objective level (the auditor's cut-off of catastrophic screens compares with it)."""
     best_snap = target.snapshot(names, label="best")
     started = time.monotonic()
-    changes = _apply(target, executor, dict(BEST) if kind == "aa" else dict(FIX), cfg, f"{kind} candidate")
+    changes = apply_values(target, executor, dict(BEST) if kind == "aa" else dict(FIX), cfg, f"{kind} candidate")
     screen, _ = executor.measure(0, f"{kind} screen")
     runs = PairedRuns(executor, names, best_snap, changes, 0, after_restart=False)
     loop = cfg.loop
@@ -147,7 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             disturbance=DisturbanceThresholds.from_config(cfg.loop),
         )
         names = list(target.catalog().knobs)
-        _apply(target, executor, dict(BEST), cfg, "best configuration")
+        apply_values(target, executor, dict(BEST), cfg, "best configuration")
         pristine = None
         if args.reset:
             pristine = PristineData.for_target(target)
@@ -223,8 +202,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--no-reset", dest="reset", action="store_false", help="no pristine data reset before runs")
     p.add_argument("--mode", choices=("oltp", "query-set"), default="oltp", help="oltp (sysbench) or query-set (TPC-H)")
-    from benchmarks import bench_auditor_qset  # lazy: it imports this module (its _apply)
-
     bench_auditor_qset.add_arguments(p)
     args = p.parse_args(argv)
     if os.geteuid() != 0:

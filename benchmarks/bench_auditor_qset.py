@@ -56,7 +56,7 @@ from agenticdb.models import Measurement
 from agenticdb.sandbox.postgres import PostgresSandbox
 from agenticdb.store.journal import Journal
 from agenticdb.targets.base import Target
-from benchmarks.bench_auditor import _apply
+from benchmarks.bench_apply import apply_values
 
 BEST = {"jit": "off", "random_page_cost": "8"}
 FIX = {"random_page_cost": "4"}
@@ -97,7 +97,7 @@ class _Bench:
         against the best (``auditor.assess``, no run reused); the best configuration is put back."""
         best_snap = self.target.snapshot(self.names, label="best")
         started = time.monotonic()
-        changes = _apply(self.target, self.executor, values, self.cfg, label)
+        changes = apply_values(self.target, self.executor, values, self.cfg, label)
         screen, _ = self.executor.measure(0, f"{label} screen")
         runs = PairedRuns(self.executor, self.names, best_snap, changes, 0, after_restart=False)
         a = auditor.assess(screen, self.level, runs, self.rules(started))
@@ -121,7 +121,7 @@ class _Bench:
         screens: list[dict[str, Any]] = []
         best_snap = self.target.snapshot(self.names, label="best")
         for i, values in enumerate(PLACEBOS[:k]):
-            _apply(self.target, self.executor, values, self.cfg, f"race {i + 1}")
+            apply_values(self.target, self.executor, values, self.cfg, f"race {i + 1}")
             limit = TrialLimit.race(self.last_best, factor)
             m, _ = self.executor.measure(0, f"race {i + 1}", limit=limit)
             self.restore(best_snap)
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             20.0,  # the state sampler's spacing; a query set runs to its end
             disturbance=DisturbanceThresholds.from_config(cfg.loop),
         )
-        _apply(target, executor, dict(BEST), cfg, "best configuration")
+        apply_values(target, executor, dict(BEST), cfg, "best configuration")
         workload.warmup(1.0)  # one unmeasured pass: the data was just loaded
         baseline, _, cv = measure_baseline(executor, cfg.loop)
         weights = QueryWeights.from_baseline(baseline)
