@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
-from agenticdb.loop.race import race_lines
 from agenticdb.report.labels import objective_label, objective_unit
 from agenticdb.rootcause.text import story_line
 from agenticdb.store.journal_events import JournalEvent
@@ -260,6 +259,12 @@ def _intent_closed(console: Console, d: dict[str, Any]) -> None:
     _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
 
 
+def _race(console: Console, d: dict[str, Any]) -> None:
+    from agenticdb.loop.race import race_lines  # lazy: start-up cost (loop.race loads scipy: ~1.5 s per CLI call)
+
+    _bullets(console, race_lines(d))
+
+
 _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "baseline": _baseline,
     "profile": _profile,
@@ -281,7 +286,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "pristine.captured": _pristine,
     "stop": _stop,
     "root_cause": lambda console, d: _line(console, "Root cause", story_line(d), "bold"),
-    "race": lambda console, d: _bullets(console, race_lines(d)),
+    "race": _race,
     "diagnosis": lambda console, d: _line(
         console, "Diagnosis", f"{d.get('bottleneck')} (what the baseline showed; {d.get('by', '')})"
     ),
