@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -28,8 +30,10 @@ QLOOP = Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios" / "qloo
 QUERY = "SELECT count(*) FROM orders WHERE status = 1 AND customer = {r}"
 
 
-def _cli(home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTICDB_HOME": str(home), "AGENTICDB_LOOP__MAX_DISTURBED_REPEATS": "10"}
+def _cli(
+    home: Path, *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTICDB_HOME": str(home), "AGENTICDB_LOOP__MAX_DISTURBED_REPEATS": "10", **(env or {})}
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
     )
@@ -176,3 +180,85 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
     assert any(e.event == "approval.approved" for e in events)
     end = next(e for e in events if e.event == "session.end").data
     assert "remediation" in end["reason"] and not [e for e in events if e.event == "applied"]
+
+
+def test_the_daemon_queues_the_advised_remedy_and_runs_it_only_once_approved(
+    home: Path, info: PostgresSandboxInfo
+) -> None:
+    """approve mode with ``approve_source = "advice"``: the daemon's advice finds the stale table and
+    queues its ANALYZE beside the knob recommendations; nothing runs before `agenticdb approve`; then
+    the daemon runs it through the remediation DSN, proves it (counters and plan before/after) and
+    journals it, as the session's gate does."""
+    stale_orders(info)
+    cfg = session_config(home)
+    queue = home / "daemon-approvals"  # not the session test's queue: its R*.json would mix with these
+    env = {
+        "AGENTICDB_POLICY__MODE": "approve",
+        "AGENTICDB_DAEMON__APPROVE_SOURCE": "advice",
+        "AGENTICDB_DAEMON__APPROVAL_DIR": str(queue),
+        "AGENTICDB_DAEMON__ADVICE_OBSERVE_S": "1",
+        "AGENTICDB_DAEMON__INTERVAL_HOURS": "100",
+        "AGENTICDB_LOOP__STAGE": "dbms",
+        "AGENTICDB_REMEDIATION__DSN": psycopg.conninfo.make_conninfo(info.dsn, dbname="agenticdb_bench"),
+    }
+    log = open(home / "daemon.log", "w")
+    args = [*CLI, "daemon", "--config", str(cfg), "--sandbox", "postgres"]
+    proc = subprocess.Popen(
+        args,
+        env={**os.environ, "AGENTICDB_HOME": str(home), **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+    def remedies() -> list[dict[str, Any]]:
+        out = []
+        for f in (queue / "proposals").glob("*.json"):
+            p = json.loads(f.read_text())
+            if p["kind"] == "remedy":
+                out.append(p)
+        return out
+
+    def daemon_events() -> list[tuple[str, dict[str, Any]]]:
+        with Journal(home / "journal.db", read_only=True) as j:
+            return [(e.event, e.data) for e in j.events("daemon")]
+
+    try:
+        deadline = time.monotonic() + 300
+        while not remedies() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1)
+        queued = remedies()
+        assert len(queued) == 1, (home / "daemon.log").read_text()[-3000:]
+        p = queued[0]
+        assert p["recommendation"]["recommended"] == 'ANALYZE "public"."orders"'
+        assert p["finding"]["cause"] == "stale_statistics"
+        pend = _cli(home, "pending", env=env)
+        assert 'ANALYZE "public"."orders"' in pend.stdout, pend.stdout + pend.stderr
+        proposed = [d for e, d in daemon_events() if e == "approval.proposed" and d.get("kind") == "remedy"]
+        assert proposed and proposed[0]["id"] == p["id"]
+        time.sleep(1.5)  # it waits: nothing runs without a decision
+        assert not [e for e, _ in daemon_events() if e == "remediation"]
+        with psycopg.connect(psycopg.conninfo.make_conninfo(info.dsn, dbname="agenticdb_bench")) as c:
+            row = c.execute("SELECT n_mod_since_analyze FROM pg_stat_user_tables WHERE relname = 'orders'").fetchone()
+        assert row is not None and row[0] == 900_000
+
+        ok = _cli(home, "approve", str(p["id"]), "--wait", "60", env=env)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        deadline = time.monotonic() + 120
+        while not [e for e, _ in daemon_events() if e == "approval.applied"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        log.close()
+    events = daemon_events()
+    rem = next(d for e, d in events if e == "remediation")
+    assert rem["sql"] == 'ANALYZE "public"."orders"' and rem["result"] == "done" and rem["verified"]
+    assert rem["before"]["counters"]["n_mod_since_analyze"] == 900_000
+    assert rem["after"]["counters"]["n_mod_since_analyze"] == 0
+    assert rem["plan_changed"] == [QUERY]
+    assert any(e == "approval.approved" and d["id"] == p["id"] for e, d in events)
+    applied = next(d for e, d in events if e == "approval.applied")
+    assert applied["id"] == p["id"] and "remediation ANALYZE" in str(applied["result"]), applied
+    assert "verified True" in str(applied["result"])
+    assert not [d for e, d in events if e == "approval.applied" and d["id"] != p["id"]]  # no knob applied
