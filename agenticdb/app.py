@@ -29,6 +29,7 @@ from agenticdb.store.memory.central import attach_central, safe_url
 from agenticdb.targets import dbms_target
 from agenticdb.targets.base import Target
 from agenticdb.targets.linux import LinuxTarget
+from agenticdb.workload_kinds import kind_spec
 from agenticdb.workloads import build_workload as _build
 from agenticdb.workloads import connection_from_dsn
 from agenticdb.workloads.base import Connection, Workload, WorkloadError
@@ -116,20 +117,21 @@ def check_privileges(cfg: Settings) -> None:
 
 
 def build_workload(cfg: Settings, target: Target) -> Workload:
-    """The benchmark of ``cfg.workload`` against the target's database."""
+    """The benchmark of ``cfg.workload`` against the target's database; an observe-only kind
+    (``KindSpec.observes_only``: live) through :func:`build_observing_workload`."""
     conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
-    if cfg.workload.kind == "live":
-        return build_live_workload(cfg, conn)
+    if kind_spec(cfg.workload.kind).observes_only:
+        return build_observing_workload(cfg, conn)
     return _build(cfg.workload, conn)
 
 
-def build_live_workload(cfg: Settings, conn: Connection) -> Workload:
-    """The live workload (observation windows, agenticdb/workloads/live.py), its set-up checked first.
+def build_observing_workload(cfg: Settings, conn: Connection) -> Workload:
+    """An observe-only workload (live: observation windows, agenticdb/workloads/live.py), its set-up
+    checked first.
 
     Raises:
         SetupError: the statement statistics are missing (one line: what the DBA must change).
     """
-    from agenticdb.workloads.live import build_live  # lazy: start-up cost (loads pymysql; 34 modules)
     from agenticdb.workloads.livestats import LiveSetupError  # lazy: start-up cost (loads pymysql; 33 modules)
 
     if cfg.policy.allow_restart and cfg.policy.restart_window is None:
@@ -137,13 +139,13 @@ def build_live_workload(cfg: Settings, conn: Connection) -> Workload:
         # changes, unless the DBA names a restart window (then the validator allows restarts inside it).
         cfg.policy.allow_restart = False
         log.info("live.no_restart", reason="workload live without policy.restart_window: restart changes are refused")
-    workload = build_live(cfg.workload, cfg.live, conn)
+    workload = _build(cfg.workload, conn, live=cfg.live)
     try:
         workload.prepare()
     except LiveSetupError as exc:
         raise SetupError(str(exc)) from None
     except WorkloadError as exc:
-        raise SetupError(f"workload live: {exc}") from None
+        raise SetupError(f"workload {cfg.workload.kind}: {exc}") from None
     return workload
 
 

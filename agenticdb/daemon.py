@@ -47,10 +47,12 @@ from agenticdb.store.journal_events import Intent
 from agenticdb.store.journal_key import anchor_head
 from agenticdb.store.lock import LockError, TargetLock
 from agenticdb.store.memory import MemoryBook
+from agenticdb.workload_kinds import KINDS
 
 log = structlog.get_logger(__name__)
 
-BENCHMARK_TOOLS = ("pgbench", "sysbench")
+BENCHMARK_TOOLS = tuple(dict.fromkeys(tool for kind in KINDS for tool in kind.tools))
+"""Benchmark tool process names (``KindSpec.tools`` of ``agenticdb.workload_kinds.KINDS``): pgbench, sysbench."""
 
 
 @dataclass

@@ -23,11 +23,5 @@ sid=$(grep -o 'journal show [0-9A-Za-z-]*' "$out" | tail -1 | cut -d' ' -f3 || t
 if [ -z "$sid" ]; then
   sid=$($ADB journal list --format json | .venv/bin/python -c 'import json, sys; s = json.load(sys.stdin); print(s[-1]["id"] if s else "")')
 fi
-echo
-echo "What changed and why (the session's story from the journal):"
-echo "\$ $ADB journal show $sid"
-$ADB journal show "$sid" || true
-echo
-echo "Read it again:       $ADB journal show ${sid:-<session-id>}"
-echo "Remove the sandbox:  $ADB sandbox down postgres"
+bash scripts/demo_story.sh "$sid"
 exit $rc

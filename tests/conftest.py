@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from leakcheck import register as register_leakcheck
 
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
@@ -25,6 +26,12 @@ os.environ.setdefault("AGENTICDB_WORKLOAD__WARMUP_MAX_S", "0")
 # agenticdb refuses that by default (issue 21); tests of the refusal and of the limited role
 # (test_privileges.py) unset this.
 os.environ.setdefault("AGENTICDB_POLICY__ALLOW_SUPERUSER", "true")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Test isolation (issue 39): a test whose processes or private servers outlive it errors at teardown
+    (tests/leakcheck.py)."""
+    register_leakcheck(config)
 
 
 def _shared_tmp(prefix: str) -> Path:

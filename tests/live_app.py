@@ -98,11 +98,20 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     # prepare_threshold=None: plain queries, planned at each call (a prepared statement keeps the plan
     # made under the work_mem of its first executions).
-    with psycopg.connect(a.dsn, autocommit=True, prepare_threshold=None) as db:
-        if a.setup:
+    if a.setup:
+        with psycopg.connect(a.dsn, autocommit=True, prepare_threshold=None) as db:
             setup(db, a.sort_rows)
-            return 0
-        run(db, a.seconds, a.mix_period, a.mix_file)
+        return 0
+    # Like an application with a pool, it reconnects when the server goes away under it (a DBA's restart in
+    # tests/test_live_outside_session.py): without it, a restart left the session's later windows without
+    # the application's calls and the session failed on live.min_weight.
+    end = time.monotonic() + a.seconds
+    while (left := end - time.monotonic()) > 0:
+        try:
+            with psycopg.connect(a.dsn, autocommit=True, prepare_threshold=None, connect_timeout=5) as db:
+                run(db, left, a.mix_period, a.mix_file)
+        except psycopg.OperationalError:
+            time.sleep(0.2)
     return 0
 
 

@@ -142,3 +142,18 @@ def test_no_module_over_600_lines() -> None:
         f"modules over {MAX_LINES} lines (STYLE.md: readable in one sitting). Split each by role into a new "
         "module beside it (and give the new module its line in docs/architecture.md's module map):\n" + "\n".join(big)
     )
+
+
+def test_the_command_line_starts_without_the_heavy_libraries() -> None:
+    """Every ``agenticdb`` command imports agenticdb.cli first; scipy (~1.5 s of a 2-s import on the 2-core
+    test host, 2026-12-06), optuna and openai load only in the commands that use them (``# lazy:`` imports).
+    The suite runs the CLI in a subprocess a few hundred times."""
+    heavy = "{'scipy', 'optuna', 'openai'}"
+    code = f"import sys, agenticdb.cli; print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", (
+        "importing agenticdb.cli loads " + out.stdout.strip() + ": find the chain with "
+        "`python -X importtime -c 'import agenticdb.cli'` and import the heavy module inside the function that "
+        "needs it, with `# lazy: start-up cost (loads ...)`"
+    )

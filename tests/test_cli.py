@@ -120,3 +120,28 @@ def test_change_file_without_knob_values_is_one_line_error(tmp_path: Path, text:
     f.write_text(text)
     r = run("validate", str(f), "--target", "postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr + r.stdout
+
+
+def test_demo_tail_matches_golden(tmp_path: Path) -> None:
+    """The demo's last lines (scripts/demo_story.sh, run by scripts/demo.sh after `tune`) for a session whose
+    opening raced three whole configurations and kept the leader after its proof (an in-memory target and a
+    scripted workload, so the numbers are fixed): the Session end block, the best configuration and how to
+    read the story again (issue 39). Session ids are replaced by <sid>."""
+    from test_race import LOSER, PLACEBO, WINNER, candidates, session
+
+    s, _, _, _ = session(tmp_path, candidates(("placebo", PLACEBO), ("loser", LOSER), ("winner", WINNER)))
+    result = s.run()
+    assert result.status == "completed" and result.best_changes.get("work_mem") == "8MB", result.reason
+    s.journal.close()
+    (tmp_path / "j.db").rename(tmp_path / "journal.db")
+    env = {**ENV, "AGENTICDB_HOME": str(tmp_path), "ADB": "agenticdb"}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    script = Path(__file__).parents[1] / "scripts" / "demo_story.sh"
+    r = subprocess.run(["bash", str(script), s.session_id], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.replace(s.session_id, "<sid>").splitlines()
+    tail = "\n".join(lines[next(i for i, ln in enumerate(lines) if "Session end" in ln) :]) + "\n"
+    path = GOLDEN / "demo-tail.txt"
+    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
+        path.write_text(tail)
+    assert tail == path.read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -174,7 +175,7 @@ def test_ours_counts_a_root_tree_and_not_other_children(hog: subprocess.Popen[by
             own_used += own_only.read().cpu_s
         t1, h1 = proc.cpu_times(), hog_proc.cpu_times()
     finally:
-        root.kill()
+        os.killpg(root.pid, signal.SIGKILL)  # the root's session: its `sleep 30` too, not just the shell
         root.wait()
     root_total = sum(t1[:4]) - sum(t0[:4])  # user, system, children_user, children_system
     hog_used = sum(h1[:2]) - sum(h0[:2])

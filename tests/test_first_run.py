@@ -10,7 +10,7 @@ import pytest
 
 from agenticdb.config import load_config
 from agenticdb.config.sections import WorkloadConfig
-from agenticdb.workload_defaults import FIRST_RUN, announce_load, estimate_load
+from agenticdb.workload_kinds import FIRST_RUN, announce_load, estimate_load
 
 
 @pytest.fixture(autouse=True)

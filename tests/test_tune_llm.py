@@ -98,12 +98,15 @@ def run_cli(home: Path, env: dict[str, str], *args: str, timeout: float = 900) -
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI_", "AGENTICDB_")) or k == "AGENTICDB_LOOP__OPENING"
     }
+    # Whole 1-s runs are scored, as in every test session (tests/conftest.py): with steady-state detection
+    # each run would last workload.warmup_max_s (10 s) longer — 140 s instead of ~30 s for two rounds.
+    quick = {"AGENTICDB_WORKLOAD__WARMUP_MAX_S": "0"}
     return subprocess.run(
         [*CLI, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**base, "AGENTICDB_HOME": str(home), **env},
+        env={**base, "AGENTICDB_HOME": str(home), **quick, **env},
         stdin=subprocess.DEVNULL,
     )
 

@@ -14,7 +14,7 @@ from agenticdb.config import Settings
 PER_KIND = frozenset(
     {"workload.scale", "workload.clients", "workload.duration_s", "workload.warmup_max_s", "workload.objective"}
 )
-"""Keys whose default follows ``workload.kind`` (``agenticdb.workload_defaults.FIRST_RUN``)."""
+"""Keys whose default follows ``workload.kind`` (``KindSpec.first_run`` in ``agenticdb.workload_kinds.KINDS``)."""
 
 
 def field_of(path: str) -> FieldInfo:

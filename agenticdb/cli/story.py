@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
-from agenticdb.loop.race import race_lines
 from agenticdb.report.labels import objective_label, objective_unit
 from agenticdb.rootcause.text import story_line
 from agenticdb.store.journal_events import JournalEvent
@@ -260,6 +259,12 @@ def _intent_closed(console: Console, d: dict[str, Any]) -> None:
     _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
 
 
+def _race(console: Console, d: dict[str, Any]) -> None:
+    from agenticdb.loop.race import race_lines  # lazy: start-up cost (loop.race loads scipy: ~1.5 s per CLI call)
+
+    _bullets(console, race_lines(d))
+
+
 _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "baseline": _baseline,
     "profile": _profile,
@@ -281,7 +286,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "pristine.captured": _pristine,
     "stop": _stop,
     "root_cause": lambda console, d: _line(console, "Root cause", story_line(d), "bold"),
-    "race": lambda console, d: _bullets(console, race_lines(d)),
+    "race": _race,
     "diagnosis": lambda console, d: _line(
         console, "Diagnosis", f"{d.get('bottleneck')} (what the baseline showed; {d.get('by', '')})"
     ),
@@ -316,6 +321,21 @@ def remeasured_note(events: list[JournalEvent]) -> str:
     )
 
 
+def late_event(ev: JournalEvent, current: int | None) -> bool:
+    """True for an event about an earlier round written while a later round runs (the race closes the previous
+    screen's intent once the next screen's switch holds its own): told inside the round it happened in, never
+    by re-opening the earlier round's block."""
+    return ev.round_no is not None and current is not None and 0 < ev.round_no < current
+
+
+def _render_late(console: Console, ev: JournalEvent) -> None:
+    if ev.event == "intent.closed":
+        _line(console, "Closed", f"round {ev.round_no}'s intent closed: {ev.data.get('how')}", "dim")
+        return
+    _line(console, f"Round {ev.round_no}", "(an event about that round, written during this one):", "dim")
+    _render_event(console, ev)
+
+
 def render_story(console: Console, session_id: str, events: list[JournalEvent]) -> None:
     """Print a session's events as a story: header, one block per round, and the session end."""
     start = next((e.data for e in events if e.event == "session.start"), {})
@@ -342,6 +362,9 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
             best = d.get("best_config") or d.get("best_changes")
             if best:
                 _line(console, "Best config", ", ".join(f"{k}={v}" for k, v in best.items()))
+            continue
+        if late_event(ev, current):
+            _render_late(console, ev)
             continue
         if ev.round_no is not None and ev.round_no != current:
             current = ev.round_no

@@ -10,7 +10,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
@@ -27,9 +27,9 @@ from agenticdb.config.sections import (
     StorageConfig,
     TargetConfig,
     WorkloadConfig,
-    WorkloadKind,
 )
 from agenticdb.redaction import dsn_password, redact_obj, register_secret
+from agenticdb.workload_kinds import KINDS, kind_spec, other_kinds_for
 
 
 class ConfigError(ValueError):
@@ -98,17 +98,10 @@ def register_settings_secrets(cfg: Settings) -> None:
     register_secret(os.environ.get("PGPASSWORD"))
 
 
-_OLTP_OBJECTIVES = ("tps_per_p95", "tps", "p95", "p99")
-PRODUCIBLE_OBJECTIVES: dict[str, tuple[str, ...]] = {
-    **{kind: _OLTP_OBJECTIVES for kind in get_args(WorkloadKind) if kind.startswith(("pgbench", "sysbench", "ycsb"))},
-    "tpch": ("total_time", "p95", "p99"),
-    "live": (),
-}
-"""Objectives each workload kind can measure (``command`` is absent: its output decides). OLTP benchmarks run
-for a fixed time, so a total time says nothing (agenticdb.workloads.steady scores tps and percentiles); TPC-H
-runs a fixed query set once: no transactions, so no tps (22 queries / total time is the total time under
-another name), its percentiles are those of the query times (agenticdb.workloads.tpch); live scores its own
-live_time_index and takes no workload.objective (README "Live mode")."""
+PRODUCIBLE_OBJECTIVES: dict[str, tuple[str, ...]] = {k.name: k.objectives for k in KINDS if k.objectives is not None}
+"""Objectives each workload kind can measure: ``KindSpec.objectives`` of ``agenticdb.workload_kinds.KINDS``,
+which says why (``command`` is absent: its output decides; live has none: it scores its own
+live_time_index, README "Live mode")."""
 
 
 def _check_objective(s: Settings) -> None:
@@ -131,18 +124,19 @@ def check_settings(s: Settings) -> None:
     """Rules across sections that a single section cannot check.
 
     Raises:
-        ValueError: the message names the keys (workload.kind needs workload.command; pgbench only on
-            target.kind postgresql — pgbench speaks only the PostgreSQL protocol; scale > 0;
+        ValueError: the message names the keys (a kind that needs workload.command — command; a kind
+            that runs only on some targets — pgbench, PostgreSQL only: ``KindSpec.targets``; scale > 0;
             workload.objective must be one the workload kind produces, :data:`PRODUCIBLE_OBJECTIVES`).
     """
     _check_objective(s)
     w = s.workload
-    if w.kind == "command" and not (w.command or "").strip():
-        raise ValueError("workload.kind = 'command' needs workload.command (the shell command to run)")
-    if w.kind == "pgbench" and s.target.kind != "postgresql":
+    spec = kind_spec(w.kind)
+    if spec.needs_command and not (w.command or "").strip():
+        raise ValueError(f"workload.kind = {w.kind!r} needs workload.command (the shell command to run)")
+    if spec.targets and s.target.kind not in spec.targets:
         raise ValueError(
-            f"workload.kind = 'pgbench' runs only on PostgreSQL, but target.kind = "
-            f"{s.target.kind!r} (use sysbench-oltp-*, ycsb-*, tpch or command)"
+            f"workload.kind = {w.kind!r} runs only on {spec.targets_label}, but target.kind = "
+            f"{s.target.kind!r} (use {other_kinds_for(w.kind)})"
         )
     if not w.scale > 0:
         raise ValueError(

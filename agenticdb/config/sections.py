@@ -8,13 +8,13 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agenticdb.redaction import redact
 from agenticdb.rule_files import harmful_rule_ids
-from agenticdb.workload_defaults import first_run_defaults
+from agenticdb.workload_kinds import KIND_NAMES, first_run_defaults, kinds_help
 
 
 class Section(BaseModel):
@@ -123,27 +123,19 @@ class TargetConfig(Section):
         return self
 
 
-WorkloadKind = Literal[
-    "pgbench",
-    "sysbench-oltp-read-only",
-    "sysbench-oltp-write-only",
-    "sysbench-oltp-read-write",
-    "ycsb-a",
-    "ycsb-b",
-    "ycsb-c",
-    "ycsb-d",
-    "ycsb-e",
-    "ycsb-f",
-    "tpch",
-    "command",
-    "live",
-]
+if TYPE_CHECKING:
+    WorkloadKind: TypeAlias = str
+else:
+    WorkloadKind = Literal[KIND_NAMES]
+"""The ``workload.kind`` values, in the order of the table ``agenticdb.workload_kinds.KINDS``: a Literal at
+run time, so pydantic checks the value and ``--help`` lists the kinds (cli.help_model reads the Literal);
+a plain str for mypy, which cannot read a Literal built from a table."""
 
 
 class WorkloadConfig(Section):
     """Benchmark settings. ``scale`` is the pgbench scale, sysbench/YCSB rows per table, or TPC-H scale
     factor. ``scale``, ``clients``, ``duration_s`` and ``warmup_max_s`` default per ``kind`` to a first run
-    of a few minutes (``agenticdb.workload_defaults.FIRST_RUN``; README "Per-workload defaults") unless
+    of a few minutes (``agenticdb.workload_kinds.KINDS``; README "Per-workload defaults") unless
     the command line, the environment or the config file sets them.
 
     A measured OLTP run lasts ``warmup_max_s + duration_s`` seconds. Its steady window starts where the
@@ -156,7 +148,7 @@ class WorkloadConfig(Section):
     choose".
     """
 
-    kind: WorkloadKind = "pgbench"
+    kind: WorkloadKind = Field(default="pgbench", description=kinds_help())
     scale: float = 10  # > 0, checked with the whole Settings (see check_settings)
     tables: int = 4
     clients: int = Field(default=4, ge=1, description="client connections (at least 1)")
@@ -183,7 +175,7 @@ class WorkloadConfig(Section):
     @model_validator(mode="after")
     def _first_run_defaults(self) -> WorkloadConfig:
         # scale, clients, duration_s and warmup_max_s that no source set follow the kind
-        # (agenticdb.workload_defaults.FIRST_RUN: tpch SF 0.1, sysbench 100,000 rows, ...). They are
+        # (agenticdb.workload_kinds.KINDS: tpch SF 0.1, sysbench 100,000 rows, ...). They are
         # written without marking them set, so a later --workload flag derives them again.
         for key, value in first_run_defaults(self.kind).items():
             if key not in self.model_fields_set:

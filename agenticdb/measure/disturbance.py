@@ -46,6 +46,38 @@ from agenticdb.models import Disturbance
 
 log = structlog.get_logger(__name__)
 
+SAMPLE_INTERVAL_S = 1.0
+"""Seconds between the sampler's reads: the per-second grain of the workloads' TPS series, so a sample
+lines up with a second of the run (judgement; docs/measurement.md "Host disturbance": about once a
+second)."""
+MIN_SAMPLE_S = 0.2
+"""A last interval shorter than this (s) is dropped: /proc/stat counts CPU time in USER_HZ ticks, 1/100 s
+on most architectures (proc(5)), so over 0.2 s one tick is already 5 % of a core and a shorter sliver is
+mostly rounding (the cut itself: judgement)."""
+STOP_JOIN_S = 10.0
+"""How long ``stop`` waits for the sampler thread (s): one read takes milliseconds; a thread still
+running after this is left (it is a daemon thread) rather than holding up the run (judgement)."""
+SPREAD_PERCENTILES = (10, 90)
+"""The spread of a per-second series is p90 − p10 (nearest rank): one odd second in ten on either side
+does not count as a changed load (judgement; the measured steady and disturbed spreads behind
+``loop.disturbance_cpu_cores`` are p90 − p10, ``LoopConfig``)."""
+CORES_DIGITS = 3
+"""Rounding of the recorded CPU figures (cores): 0.001 core, far below ``loop.disturbance_cpu_cores``
+(presentation, judgement)."""
+PCT_DIGITS = 2
+"""Rounding of the recorded percentages (CPU share, steal, PSI): 0.01 % (presentation, judgement)."""
+SHIFT_DIGITS = 3
+"""Rounding of the recorded share shift factor: 0.001, far below ``loop.disturbance_share_ratio - 1``
+(presentation, judgement)."""
+_PSI_US_PER_PCT_S = 1e4
+"""PSI ``total`` counts microseconds (Documentation/accounting/psi.rst): stalled µs / 1e4 / interval s = %."""
+
+
+def _loop_default(name: str) -> float:
+    """The default of ``LoopConfig.<name>``: the one home of the disturbance limits and their measured
+    basis (``LoopConfig``'s docstring, docs/measurement.md "Host disturbance")."""
+    return float(LoopConfig.model_fields[name].default)
+
 
 @dataclass(frozen=True)
 class DisturbanceThresholds:
@@ -57,9 +89,9 @@ class DisturbanceThresholds:
     allowed steal time (% of all CPU time).
     """
 
-    cpu_cores: float = 0.5
-    share_ratio: float = 1.5
-    steal_pct: float = 10.0
+    cpu_cores: float = _loop_default("disturbance_cpu_cores")
+    share_ratio: float = _loop_default("disturbance_share_ratio")
+    steal_pct: float = _loop_default("disturbance_steal_pct")
 
     @classmethod
     def from_config(cls, loop: LoopConfig) -> DisturbanceThresholds:
@@ -94,8 +126,9 @@ class HostSample:
 
 
 def _spread(values: Sequence[float]) -> float:
-    """p90 − p10 (nearest rank); 0 for fewer than two values."""
-    return percentile(values, 90) - percentile(values, 10) if len(values) >= 2 else 0.0
+    """p90 − p10 (nearest rank, ``SPREAD_PERCENTILES``); 0 for fewer than two values."""
+    low, high = SPREAD_PERCENTILES
+    return percentile(values, high) - percentile(values, low) if len(values) >= 2 else 0.0
 
 
 def summarize(samples: Sequence[HostSample], from_s: float = 0.0) -> Disturbance | None:
@@ -109,6 +142,7 @@ def summarize(samples: Sequence[HostSample], from_s: float = 0.0) -> Disturbance
     Returns:
         None when no sample covers the window.
     """
+    # a sample belongs to the window when its middle (t_s - seconds / 2) lies in it
     kept = [s for s in samples if s.t_s - 0.5 * s.seconds >= from_s] or [s for s in samples if s.t_s > from_s]
     if not kept:
         return None
@@ -119,17 +153,17 @@ def summarize(samples: Sequence[HostSample], from_s: float = 0.0) -> Disturbance
     psi = [s.psi_some_pct for s in kept if s.psi_some_pct is not None]
     return Disturbance(
         samples=len(kept),
-        seconds=round(seconds, 3),
-        other_cpu_cores=round(statistics.fmean(other), 3),
-        other_cpu_spread=round(_spread(other), 3),
-        other_cpu_series=[round(v, 3) for v in other],
-        ours_cpu_cores=round(statistics.fmean(s.ours_cores for s in kept), 3),
-        ours_share_pct=round(statistics.fmean(share), 2) if share else None,
-        ours_share_shift=round(shift[3], 3) if shift else None,
-        ours_share_series=[None if s.ours_share_pct is None else round(s.ours_share_pct, 2) for s in kept],
-        host_busy_cores=round(statistics.fmean(s.busy_cores for s in kept), 3),
-        steal_pct=round(sum(s.steal_pct * s.seconds for s in kept) / seconds, 2) if seconds > 0 else 0.0,
-        psi_cpu_some_pct=round(statistics.fmean(psi), 2) if psi else None,
+        seconds=round(seconds, CORES_DIGITS),
+        other_cpu_cores=round(statistics.fmean(other), CORES_DIGITS),
+        other_cpu_spread=round(_spread(other), CORES_DIGITS),
+        other_cpu_series=[round(v, CORES_DIGITS) for v in other],
+        ours_cpu_cores=round(statistics.fmean(s.ours_cores for s in kept), CORES_DIGITS),
+        ours_share_pct=round(statistics.fmean(share), PCT_DIGITS) if share else None,
+        ours_share_shift=round(shift[3], SHIFT_DIGITS) if shift else None,
+        ours_share_series=[None if s.ours_share_pct is None else round(s.ours_share_pct, PCT_DIGITS) for s in kept],
+        host_busy_cores=round(statistics.fmean(s.busy_cores for s in kept), CORES_DIGITS),
+        steal_pct=round(sum(s.steal_pct * s.seconds for s in kept) / seconds, PCT_DIGITS) if seconds > 0 else 0.0,
+        psi_cpu_some_pct=round(statistics.fmean(psi), PCT_DIGITS) if psi else None,
     )
 
 
@@ -221,7 +255,8 @@ def classified(d: Disturbance, reference: Disturbance | None, thresholds: Distur
 def _p10_p90(series: Sequence[float], mean: float) -> tuple[float, float]:
     if len(series) < 2:
         return mean, mean
-    return percentile(series, 10), percentile(series, 90)
+    low, high = SPREAD_PERCENTILES
+    return percentile(series, low), percentile(series, high)
 
 
 # --------------------------------------------------------------------------- the sampler thread
@@ -239,7 +274,7 @@ class DisturbanceSampler:
         root: filesystem root holding ``proc/pressure`` (PSI).
     """
 
-    def __init__(self, server_pid: int | None, interval_s: float = 1.0, root: Path = Path("/")) -> None:
+    def __init__(self, server_pid: int | None, interval_s: float = SAMPLE_INTERVAL_S, root: Path = Path("/")) -> None:
         self.ours = OursCpu()
         if server_pid is not None:
             self.ours.add_root(server_pid)
@@ -262,7 +297,7 @@ class DisturbanceSampler:
     def stop(self) -> list[HostSample]:
         """Stop sampling (takes a last, possibly shorter, sample) and return the samples."""
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=STOP_JOIN_S)
         return list(self.samples)
 
     def _read(self) -> _Reading:
@@ -275,7 +310,7 @@ class DisturbanceSampler:
             while True:
                 stopped = self._stop.wait(self.interval_s)
                 cur = self._read()
-                if cur[0] - prev[0] >= 0.2:  # a final sliver is noise, not a sample
+                if cur[0] - prev[0] >= MIN_SAMPLE_S:  # a final sliver is noise, not a sample
                     self.samples.append(self._sample(prev, cur))
                 prev = cur
                 if stopped:
@@ -295,5 +330,5 @@ class DisturbanceSampler:
             ours_cores=ours.cpu_s / dt,
             ours_share_pct=ours.share_pct,
             steal_pct=100.0 * (c2.steal - c1.steal) / total if total > 0 else 0.0,
-            psi_some_pct=(psi2 - psi1) / 1e4 / dt if psi1 is not None and psi2 is not None else None,
+            psi_some_pct=(psi2 - psi1) / _PSI_US_PER_PCT_S / dt if psi1 is not None and psi2 is not None else None,
         )

@@ -40,16 +40,52 @@ log = structlog.get_logger(__name__)
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 #: Per-item and item-count caps for untrusted text (one log line or query rarely needs more to be
-#: recognisable; the cap bounds what an attacker-controlled log can cost in tokens).
+#: recognisable; the cap bounds what an attacker-controlled log can cost in tokens). Judgement.
 MAX_UNTRUSTED_CHARS = 500
 MAX_UNTRUSTED_ITEMS = 20
-#: Caps that keep the context compact: earlier rounds, experiences, statistics lines.
+#: Caps that keep the context compact: earlier rounds, experiences, statistics lines, and the first
+#: sentence of a knob's description. Judgement; with every cap reached the request is the "full" one
+#: benchmarks/bench_llm_context.py counts. These size the prompt and decide no diagnosis, so they live
+#: here and not in catalogs/diagnosis-thresholds.toml.
 MAX_ROUNDS = 12
 MAX_EXPERIENCES = 3
 MAX_COUNTERS = 60
 MAX_GAUGES = 30
 MAX_WAIT_EVENTS = 10
 DESCRIPTION_CHARS = 80
+
+# Caps on single pieces of text, in characters. Each is a judgement: long enough that the piece stays
+# recognisable to a reader (and the model), short enough that one odd value cannot crowd out the rest;
+# none is measured one by one. Their sum with every list cap reached is the "full" request that
+# benchmarks/bench_llm_context.py renders and counts.
+VALUE_CHARS = 40
+"""A knob's value in the catalog and in the best configuration (values are numbers, sizes, enum words;
+a longer one — a library list, a path — is cut)."""
+CHANGE_CHARS = 60
+"""A changed parameter's value in a round line, and a failed check's parameter in its brief."""
+HOST_CHARS = 60
+"""The host name an experience was learned on."""
+REASON_CHARS = 200
+"""The decision's reason in a round line (one or two sentences of the auditor)."""
+EXPERIENCE_JSON_CHARS = 400
+"""Each JSON list of an experience (helped / did not help / failed; the relative best configuration)."""
+FEEDBACK_PARAMETER_CHARS = 100
+FEEDBACK_VALUE_CHARS = 100
+FEEDBACK_MESSAGE_CHARS = 300
+FEEDBACK_SOURCE_CHARS = 120
+"""Fields of one validator check in the feedback block: parameter, value (echoes model output),
+message (may quote server text) and its source (a manual section or rule file)."""
+HYPOTHESIS_CHARS = 500
+"""The evidence of one bottleneck hypothesis."""
+OTHER_HYPOTHESIS_CHARS = 600
+"""A hypothesis of another shape (a model's JSON, or its text)."""
+FAILURE_LOG_LINES = 5
+"""Server log lines kept per failed round (the newest: the reason a start failed is at the end)."""
+RECOVERY_LOG_LINES = 3
+"""Recovery log lines kept per round (the newest)."""
+EXACT_BOUND_BELOW = 1e9
+"""A range bound at or above this is written with 3 significant digits (2^31-1, 2^64 …): nothing a
+planner proposes needs more, and it saves tokens (judgement)."""
 
 _KEEP_CONTROL = {"\n", "\t"}
 
@@ -134,9 +170,9 @@ def _num(v: float | None) -> str:
 
 
 def _bound(v: float | None) -> str:
-    """A range bound: exact below 1e9; larger bounds (2^31-1, 2^64 …) with 3 significant digits,
-    which is all a planner needs and saves tokens."""
-    if v is not None and abs(v) >= 1e9:
+    """A range bound: exact below ``EXACT_BOUND_BELOW``; larger bounds (2^31-1, 2^64 …) with 3
+    significant digits, which is all a planner needs and saves tokens."""
+    if v is not None and abs(v) >= EXACT_BOUND_BELOW:
         mantissa, exponent = f"{v:.2e}".split("e")
         return f"{float(mantissa):g}e{int(exponent)}"
     return _num(v)
@@ -159,7 +195,7 @@ def knob_line(spec: KnobSpec, current: str | None) -> str:
         rng = f"{_bound(spec.min_value)}..{_bound(spec.max_value)}"
     else:
         rng = "-"
-    cur = "?" if current is None else sanitize(current, 40)
+    cur = "?" if current is None else sanitize(current, VALUE_CHARS)
     parts = [
         spec.name,
         spec.vartype,
@@ -239,7 +275,7 @@ def render_profile(ctx: PlanningContext) -> str:
     if ctx.best_config:
         lines.append(
             "best configuration so far: "
-            + ", ".join(f"{k}={sanitize(v, 40)}" for k, v in sorted(ctx.best_config.items()))
+            + ", ".join(f"{k}={sanitize(v, VALUE_CHARS)}" for k, v in sorted(ctx.best_config.items()))
         )
     return "\n".join(lines)
 
@@ -290,15 +326,15 @@ def render_statistics(delta: StateDelta | None) -> str:
 
 
 def _checks_brief(checks: Iterable[FailedCheck]) -> str:
-    return "; ".join(f"[{c.check}] {sanitize(c.parameter, 60)}" for c in checks)
+    return "; ".join(f"[{c.check}] {sanitize(c.parameter, CHANGE_CHARS)}" for c in checks)
 
 
 def round_line(r: RoundOutcome) -> str:
     """One consolidated line per earlier round (AgenticDB Table 4 style): belief, action, result,
     decision. Failure messages are not inlined: they are in the untrusted data block."""
-    changes = ", ".join(f"{k}={sanitize(v, 60)}" for k, v in r.changes.items())
+    changes = ", ".join(f"{k}={sanitize(v, CHANGE_CHARS)}" for k, v in r.changes.items())
     if not changes and r.proposal is not None:
-        changes = ", ".join(f"{c.name}={sanitize(c.value, 60)}" for c in r.proposal.changes)
+        changes = ", ".join(f"{c.name}={sanitize(c.value, CHANGE_CHARS)}" for c in r.proposal.changes)
     parts = [
         f"round {r.round_no} [{r.stage.value}] bottleneck={r.bottleneck.value}",
         f"changes: {changes or 'none'}",
@@ -312,7 +348,7 @@ def round_line(r: RoundOutcome) -> str:
         parts.append(f"objective {_num(r.objective)}{gain}")
     if r.verdict_ok and r.failure is None:
         parts.append("kept" if r.kept else "reverted")
-    parts.append(f"decision {r.decision.value}: {sanitize(r.reason, 200)}")
+    parts.append(f"decision {r.decision.value}: {sanitize(r.reason, REASON_CHARS)}")
     return " | ".join(parts)
 
 
@@ -340,7 +376,7 @@ def render_experience(experience: Sequence[Experience]) -> str:
         if e.origin is not None:  # issue 19: where it was learned, so sizes can be read relative to that host
             o = e.origin
             lines.append(
-                f"  learned on host {sanitize(o.host, 60)}: {o.cpu_count} CPUs, {_num(o.memory_gib)} GiB, "
+                f"  learned on host {sanitize(o.host, HOST_CHARS)}: {o.cpu_count} CPUs, {_num(o.memory_gib)} GiB, "
                 f"{o.storage_class} storage"
             )
         for label, entries in (
@@ -349,11 +385,13 @@ def render_experience(experience: Sequence[Experience]) -> str:
             ("failed", e.failed),
         ):
             if entries:
-                lines.append(f"  {label}: " + sanitize(json.dumps(entries, separators=(",", ":")), 400))
+                lines.append(
+                    f"  {label}: " + sanitize(json.dumps(entries, separators=(",", ":")), EXPERIENCE_JSON_CHARS)
+                )
         if e.best_config_relative:
             lines.append(
                 "  best config (relative to host memory): "
-                + sanitize(json.dumps(e.best_config_relative, separators=(",", ":")), 400)
+                + sanitize(json.dumps(e.best_config_relative, separators=(",", ":")), EXPERIENCE_JSON_CHARS)
             )
     return "\n".join(lines)
 
@@ -366,10 +404,10 @@ def render_feedback(checks: Sequence[FailedCheck]) -> str:
     items = [
         {
             "check": c.check,
-            "parameter": sanitize(c.parameter, 100),
-            "value": sanitize(c.value, 100),
-            "message": sanitize(c.message, 300),
-            "source": sanitize(c.source, 120),
+            "parameter": sanitize(c.parameter, FEEDBACK_PARAMETER_CHARS),
+            "value": sanitize(c.value, FEEDBACK_VALUE_CHARS),
+            "message": sanitize(c.message, FEEDBACK_MESSAGE_CHARS),
+            "source": sanitize(c.source, FEEDBACK_SOURCE_CHARS),
         }
         for c in list(checks)[:MAX_UNTRUSTED_ITEMS]
     ]
@@ -383,9 +421,11 @@ def gather_untrusted(ctx: PlanningContext) -> list[str]:
     for r in ctx.rounds[-MAX_ROUNDS:]:
         if r.failure is not None:
             items.append(f"round {r.round_no} {r.failure.phase} error: {r.failure.message}")
-            items += [f"round {r.round_no} server log: {line}" for line in r.failure.logs[-5:]]
+            items += [f"round {r.round_no} server log: {line}" for line in r.failure.logs[-FAILURE_LOG_LINES:]]
         if r.recovery is not None:
-            items += [f"round {r.round_no} recovery log: {line}" for line in r.recovery.log_excerpt[-3:]]
+            items += [
+                f"round {r.round_no} recovery log: {line}" for line in r.recovery.log_excerpt[-RECOVERY_LOG_LINES:]
+            ]
     items += list(ctx.untrusted_text)
     return items
 
@@ -433,13 +473,17 @@ def render_hypotheses(hypotheses: Sequence[Any]) -> str:
                 if ruled_out
                 else "; ".join(str(e) for e in getattr(h, "evidence", []) or []) or "no evidence"
             )
-            lines.append(head + sanitize(body, 500))
+            lines.append(head + sanitize(body, HYPOTHESIS_CHARS))
         elif hasattr(h, "model_dump"):
             lines.append(
-                "- " + sanitize(json.dumps(h.model_dump(mode="json", exclude_none=True), separators=(",", ":")), 600)
+                "- "
+                + sanitize(
+                    json.dumps(h.model_dump(mode="json", exclude_none=True), separators=(",", ":")),
+                    OTHER_HYPOTHESIS_CHARS,
+                )
             )
         else:
-            lines.append("- " + sanitize(h, 600))
+            lines.append("- " + sanitize(h, OTHER_HYPOTHESIS_CHARS))
     return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from agenticdb.models import KnobSpec
 from agenticdb.planner.playbook import FloorRule, HostFacts, Sizing
 from agenticdb.units import parse_value, unit_bytes
-from agenticdb.workload_defaults import human_bytes
+from agenticdb.workload_kinds import human_bytes
 
 __all__ = ["floor_label", "floor_reason", "human_bytes", "sizing_basis", "start_kind"]
 

@@ -26,7 +26,7 @@ from agenticdb.config.sections import WorkloadConfig
 from agenticdb.measure.series import SecondBin, bin_transactions, percentile, points_from_bins
 from agenticdb.measure.trial_limit import progress_tps, stopped_oltp
 from agenticdb.models import Measurement
-from agenticdb.workload_defaults import announce_load
+from agenticdb.workload_kinds import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     ToolResult,

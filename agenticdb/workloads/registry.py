@@ -1,22 +1,19 @@
 """Build a ``Workload`` from ``WorkloadConfig`` and a ``Connection`` from a target DSN.
 
-``workload.kind`` names (config.py ``WorkloadKind``): ``pgbench``; ``sysbench-oltp-read-only``,
-``sysbench-oltp-write-only``, ``sysbench-oltp-read-write``; ``ycsb-a`` … ``ycsb-f``; ``tpch``;
-``command``. ``observe`` generates no load and is not built here.
+The class of each ``workload.kind`` is named in the kinds table (``agenticdb.workload_kinds.KINDS``,
+``KindSpec.builder``) and imported only when a workload is built: its module loads the database drivers.
 """
 
 from __future__ import annotations
 
-from agenticdb.config.sections import WorkloadConfig
-from agenticdb.dialect import parse_mysql_dsn, parse_pg_dsn
-from agenticdb.workloads.base import Connection, Workload, WorkloadError
+import importlib
+from collections.abc import Callable
+from typing import cast
 
-SYSBENCH_KINDS = {
-    "sysbench-oltp-read-only": "oltp_read_only",
-    "sysbench-oltp-write-only": "oltp_write_only",
-    "sysbench-oltp-read-write": "oltp_read_write",
-}
-YCSB_KINDS = {f"ycsb-{w}": w for w in "abcdef"}
+from agenticdb.config.sections import LiveConfig, WorkloadConfig
+from agenticdb.dialect import parse_mysql_dsn, parse_pg_dsn
+from agenticdb.workload_kinds import KIND_NAMES, KindSpec, kind_spec
+from agenticdb.workloads.base import Connection, Workload, WorkloadError
 
 
 def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
@@ -70,41 +67,50 @@ def connection_from_dsn(kind: str, dsn: str, database: str) -> Connection:
     raise ValueError(f"target.kind={kind!r}: expected postgresql, mariadb or mysql")
 
 
-def build_workload(cfg: WorkloadConfig, conn: Connection, progress: bool | None = None) -> Workload:
-    """The workload named by ``cfg.kind`` against ``conn``.
+def builder_of(spec: KindSpec) -> Callable[..., Workload]:
+    """The class (or function) ``spec.builder`` names, ``"module:attribute"``, imported now.
+
+    Importing here and not at the top is the start-up cost of the workload modules (each loads pymysql,
+    about 125 modules), paid only by a command that builds a workload.
+
+    Raises:
+        WorkloadError: the module or attribute does not exist (a wrong entry in the kinds table).
+    """
+    module, _, attribute = spec.builder.partition(":")
+    try:
+        loaded = importlib.import_module(module)  # lazy: start-up cost (loads pymysql; about 125 modules)
+        return cast("Callable[..., Workload]", getattr(loaded, attribute))
+    except (ImportError, AttributeError) as exc:
+        raise WorkloadError(f"workload.kind={spec.name!r}: cannot load its builder {spec.builder!r}: {exc}") from exc
+
+
+def build_workload(
+    cfg: WorkloadConfig, conn: Connection, progress: bool | None = None, live: LiveConfig | None = None
+) -> Workload:
+    """The workload named by ``cfg.kind`` against ``conn``, built by its ``KindSpec.builder``.
 
     Args:
         cfg: workload settings (scale, tables, clients, threads, durations, timeouts, objective).
         conn: where the tool connects.
         progress: rich progress bars; None = only when stdout is a terminal.
+        live: the ``[live]`` settings an observe-only kind (``live``) is built with
+            (``agenticdb.app.build_workload`` passes them and checks the set-up).
 
     Raises:
         WorkloadError: the kind does not fit the DBMS (pgbench needs PostgreSQL), ``command`` without
-            ``workload.command``, or ``observe`` (no load generator).
+            ``workload.command``, an unknown kind, or an observe-only kind without ``live``.
     """
-    kind = cfg.kind
-    if kind == "pgbench":
-        from agenticdb.workloads.pgbench import PgbenchWorkload  # lazy: start-up cost (loads pymysql; 127 modules)
-
-        return PgbenchWorkload(cfg, conn, progress=progress)
-    if kind in SYSBENCH_KINDS:
-        from agenticdb.workloads.sysbench import SysbenchWorkload  # lazy: start-up cost (loads pymysql; 126 modules)
-
-        return SysbenchWorkload(cfg, conn, SYSBENCH_KINDS[kind], progress=progress)
-    if kind in YCSB_KINDS:
-        from agenticdb.workloads.sysbench import YcsbWorkload  # lazy: start-up cost (loads pymysql; 126 modules)
-
-        return YcsbWorkload(cfg, conn, YCSB_KINDS[kind], progress=progress)
-    if kind == "tpch":
-        from agenticdb.workloads.tpch import TpchWorkload  # lazy: start-up cost (loads pymysql; 125 modules)
-
-        return TpchWorkload(cfg, conn, progress=progress)
-    if kind == "command":
-        from agenticdb.workloads.command import CommandWorkload  # lazy: start-up cost (loads pymysql; 126 modules)
-
-        return CommandWorkload(cfg, conn, progress=progress)
-    raise WorkloadError(
-        f"workload.kind={kind!r}: not a load generator (live observes the application's own statements and "
-        "is built by agenticdb.app.build_live_workload); "
-        "expected pgbench, sysbench-oltp-*, ycsb-a..ycsb-f, tpch or command"
-    )
+    try:
+        spec = kind_spec(cfg.kind)
+    except KeyError:
+        raise WorkloadError(f"workload.kind={cfg.kind!r}: expected one of {', '.join(KIND_NAMES)}") from None
+    build = builder_of(spec)
+    if spec.observes_only:
+        if live is None:
+            raise WorkloadError(
+                f"workload.kind={cfg.kind!r} observes the application's own statements: it is built with the "
+                "[live] settings (agenticdb.app.build_workload)"
+            )
+        return build(cfg, live, conn)
+    variant = () if spec.variant is None else (spec.variant,)
+    return build(cfg, conn, *variant, progress=progress)

@@ -31,7 +31,7 @@ from agenticdb.config.sections import WorkloadConfig
 from agenticdb.measure.trial_limit import interval_tps, stopped_oltp
 from agenticdb.models import Measurement, SeriesPoint
 from agenticdb.resources import data_file
-from agenticdb.workload_defaults import announce_load
+from agenticdb.workload_kinds import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     check_error_rate,

@@ -41,7 +41,7 @@ from agenticdb.config.sections import WorkloadConfig
 from agenticdb.measure.series import percentile
 from agenticdb.models import Measurement
 from agenticdb.resources import data_dir
-from agenticdb.workload_defaults import announce_load
+from agenticdb.workload_kinds import announce_load
 from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     connect,

@@ -102,6 +102,15 @@ SCENARIOS: dict[str, Scenario] = {
             about="sysbench oltp_read_write, 8 × 400k rows (~800 MB), server confined to 512 MiB",
         ),
         Scenario(
+            "pg-sysbench-ro-fit",
+            "postgres",
+            {"kind": "sysbench-oltp-read-only", "scale": 400_000, "tables": 8, "clients": 4, "threads": 4},
+            memory_limit_bytes=2048 * MiB,
+            seed="pg-sysbench-rw-oom",
+            about="sysbench oltp_read_only, 8 × 400k rows (~800 MB): data beyond the default shared_buffers "
+            "(128 MB) but inside the server's 2 GiB limit, default start (issue 36's new scenario)",
+        ),
+        Scenario(
             "pg-pgbench-badstart",
             "postgres",
             {"kind": "pgbench", "scale": 10, "clients": 4, "threads": 2},

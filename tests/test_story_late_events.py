@@ -1,0 +1,37 @@
+"""`journal show` tells an event about an earlier round inside the round it was written in (issue 39: what a
+DBA reads must be right). The race closes the previous screen's intent only once the next screen's switch
+holds its own; the story must not re-open round 1's block in the middle of round 2."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from agenticdb.cli.story import render_story
+from agenticdb.store.journal import Journal
+
+
+def _story(journal: Journal, sid: str) -> list[str]:
+    out = io.StringIO()
+    render_story(Console(file=out, width=100, color_system=None), sid, journal.events(sid))
+    return out.getvalue().splitlines()
+
+
+def test_a_late_intent_close_stays_in_the_round_that_wrote_it(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal.db")
+    sid = "s1"
+    journal.append(sid, "session.start", {"target": "postgresql", "workload": "tpch"})
+    journal.append(sid, "intent", {"purpose": "race", "mode": "restart"}, round_no=1)
+    journal.append(sid, "intent", {"purpose": "race", "mode": "restart"}, round_no=2)
+    journal.close_intent(sid, 1, "superseded by round 2's switch")
+    journal.append(sid, "decision", {"decision": "continue", "reason": "race screen"}, round_no=2)
+    journal.close_intent(sid, 2, "kept")
+    lines = _story(journal, sid)
+    headers = [ln.strip("─ ") for ln in lines if ln.startswith("─")]
+    assert headers == ["Round 1", "Round 2", "unfinished"], lines
+    late = next(ln for ln in lines if "superseded" in ln)
+    assert "round 1's intent closed: superseded by round 2's switch" in late
+    assert lines.index(late) > lines.index(next(ln for ln in lines if "Round 2" in ln))
+    assert any(ln.strip() == "Closed       intent closed: kept" for ln in lines), lines
