@@ -9,9 +9,11 @@
    diagnosed it (the scenario suite scores it): the LLM planner's bottleneck from the reply that gave its
    whole configuration, else the playbook's (the heuristic planner's first proposal), with the playbook's
    scored hypotheses and their evidence;
-3. **budget** — screens are dropped from the end while the opening's cost prior
-   (``race.opening_cost_s``: screens, their warm-ups and restarts, then the proof's smallest decision)
-   does not fit the time left; with not even one screen and the proof, the opening is skipped, journaled;
+3. **budget** — screens are dropped, the most generic candidate first (:data:`SCREEN_PRIORITY`), while the
+   opening's cost prior (``race.opening_cost_s``: screens, their warm-ups and restarts, then the proof's
+   smallest decision) does not fit the time left; when not even one screen and the proof fit, the candidates
+   are tried again without their restart-only knobs (:func:`without_restart`: no restart, no warm-up after
+   it), and only when that does not fit either is the opening skipped, journaled;
 4. **approval** — in approve mode one approval covers the whole opening (every candidate's change set);
 5. **race** — one screen each (``agenticdb.loop.race``), a round outcome per screen, a ``race`` event;
 6. **proof** — the leader on fresh pairs against the starting configuration, through the session's own
