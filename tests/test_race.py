@@ -21,11 +21,12 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.next_move import round_cost_prior
+from agenticdb.loop.opening_run import without_restart
 from agenticdb.loop.race import RaceState, Screen, opening_cost_s, race_limit, race_order, restarts_needed
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.trial_limit import stopped_oltp
-from agenticdb.models import ApplyMode, KnobSpec, Measurement, Proposal
+from agenticdb.models import ApplyMode, Catalog, KnobSpec, Measurement, Proposal
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_types import Candidate, Opening
 from agenticdb.planner.search import _measured_configs
@@ -354,3 +355,74 @@ def test_query_set_screens_are_ranked_on_the_per_query_statistic_not_the_total()
     by_statistic = state.leader(weights, start)
     assert by_total is not None and by_total.name == "even"
     assert by_statistic is not None and by_statistic.name == "one-query"  # the statistic the proof is judged on
+
+
+def test_a_short_budget_keeps_the_most_workload_specific_screens(tmp_path: Path) -> None:
+    """When the budget pays for fewer screens than candidates, the host-only sizing goes first, then the
+    playbook's limits; the baseline's own evidence stays (opening_run.SCREEN_PRIORITY)."""
+    s, _, _, workload = session(
+        tmp_path,
+        candidates(("host-sized", PLACEBO), ("limits", LOSER), ("evidence", WINNER)),
+        loop={"time_budget_s": 9.0, "max_rounds": 1},
+    )
+    workload.slow_runs = {1: 1.0, 2: 1.0}
+    s.run()
+    screened = [row["candidate"] for row in events(s, "race")[0].data["table"]]
+    assert 0 < len(screened) < 3 and "evidence" in screened, screened
+    if len(screened) == 2:
+        assert "host-sized" not in screened, screened
+
+
+class RestartingTarget(InMemoryTarget):
+    """The in-memory target with random_page_cost restart-only (as shared_buffers is on PostgreSQL)."""
+
+    def catalog(self) -> Catalog:
+        knobs = dict(KNOBS)
+        knobs["random_page_cost"] = knobs["random_page_cost"].model_copy(update={"apply": ApplyMode.restart})
+        return Catalog(target=self.kind, version=self.version(), knobs=knobs)
+
+
+def test_a_budget_without_room_for_a_restart_races_the_candidates_without_their_restart_knobs(
+    tmp_path: Path,
+) -> None:
+    """Baseline runs of 1 s and 15 s of budget: the opening with a restart costs ≥ 42 s by the product's own
+    prior (a restart and the warm-up after it for every switch of the proof), the reload-only sets ~6 s. The
+    candidates race without random_page_cost (restart-only here), the winner's reload part is proven and
+    kept, and the race's notes say why."""
+    target = RestartingTarget()
+    workload = LimitedWorkload(target, objective)
+    cfg = Settings(
+        workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
+        loop=LoopConfig(max_rounds=1, baseline_runs=2, plateau_rounds=5, search=False, time_budget_s=15.0),
+        storage=StorageConfig(home=tmp_path),
+    )
+    workload.slow_runs = {1: 1.0, 2: 1.0}
+    source = candidates(("host-sized", PLACEBO), ("evidence", WINNER))
+    s = TuningSession(
+        cfg, target, workload, Recording([]), Journal(tmp_path / "j.db"), MemoryBook(tmp_path / "m.db"), opening=source
+    )
+    result = s.run()
+    race = events(s, "race")[0].data
+    assert race.get("skipped") is None, race
+    rows = {row["candidate"]: row for row in race["table"]}
+    assert set(rows) == {"evidence without restart"}, rows  # host-sized's only knob is restart-only: no set left
+    assert any("pays for no restart" in n and "random_page_cost" in n for n in race["notes"]), race["notes"]
+    assert all("random_page_cost" not in e.data.get("values", {}) for e in events(s, "applied")), "no restart knob"
+    assert result.best_changes == {"work_mem": "8MB"}, result.best_changes
+
+
+def test_without_restart_cuts_restart_only_knobs_and_drops_empty_and_twin_sets() -> None:
+    specs = dict(KNOBS)
+    specs["random_page_cost"] = specs["random_page_cost"].model_copy(update={"apply": ApplyMode.restart})
+    made = [
+        Candidate("host-sized", {"random_page_cost": "2"}, "r", {"random_page_cost": "rule"}),
+        Candidate(
+            "evidence", {"work_mem": "8MB", "random_page_cost": "2"}, "r", {"work_mem": "m", "random_page_cost": "m"}
+        ),
+        Candidate("limits", {"work_mem": "8MB"}, "r", {"work_mem": "l"}),
+        Candidate("llm", {"effective_io_concurrency": "8"}, "r", {"effective_io_concurrency": "x"}),
+    ]
+    out = without_restart(made, specs)
+    assert [c.name for c in out] == ["evidence without restart", "llm"], out
+    assert out[0].changes == {"work_mem": "8MB"} and out[0].sources == {"work_mem": "m"}
+    assert "random_page_cost" in out[0].rationale and out[1] is made[3]

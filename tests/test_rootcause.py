@@ -5,10 +5,12 @@ test_rootcause_pg.py, test_rootcause_mariadb.py."""
 from __future__ import annotations
 
 import re
+import time
+from typing import Any
 
 import pytest
 
-from agenticdb.rootcause import Cause, Finding, RootCauses, blocks_knob, dominant
+from agenticdb.rootcause import Cause, Finding, RootCauses, blocks_knob, dominant, my_read
 from agenticdb.rootcause import pg as det
 from agenticdb.rootcause import pg_read as rd
 from agenticdb.rootcause.model import REQUIRED, ramp, stable_id, thresholds
@@ -226,3 +228,16 @@ def test_a_misestimated_plan_makes_a_table_changed_below_the_threshold_stale() -
     plans = rd.PlanEvidence(error={"orders": (90_000.0, 1, 90_000, "q")}, explained=1)
     det.stale_statistics(_win(rows, rows), plans, "srv", out)
     assert out.findings[0].score == 1.0 and "≤ analyze threshold" in out.findings[0].evidence[0]
+
+
+@pytest.mark.parametrize(
+    ("reads", "dsn"), [(rd, "postgresql://nobody@127.0.0.1:1/x"), (my_read, "mysql://nobody@127.0.0.1:1/x")]
+)
+def test_a_server_that_does_not_answer_gives_a_window_without_counters_or_samples(reads: Any, dsn: str) -> None:
+    """Each engine's watch catches its own driver's error (psycopg.Error, pymysql.MySQLError: port 1
+    refuses the connection), never raises, and stops."""
+    watch = reads.watch(dsn, None, 0.05).start()
+    time.sleep(0.3)
+    watch.stop()
+    assert watch.before is None and watch.samples == []
+    assert watch._thread is not None and not watch._thread.is_alive()

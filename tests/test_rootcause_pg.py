@@ -18,8 +18,12 @@ from agenticdb.sandbox.postgres import PostgresSandboxInfo
 DB = "rc_test"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def db(pg_sandbox: PostgresSandboxInfo) -> Iterator[str]:
+    """A fresh database for each test: one test's tables must not be findings in the next one's window
+    (run after the idle-in-transaction test in a random order, the stale-statistics test failed: that
+    test's ``accounts``, 600,000 updates with autovacuum off, was still stale after the ANALYZE of
+    ``orders``)."""
     with psycopg.connect(pg_sandbox.dsn, autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"CREATE DATABASE {DB}")

@@ -4,7 +4,9 @@
 round's validated change set is queued and applied only when approved; rejected or expired, it is fed back
 to the planner as a failed ``approval`` check. With ``daemon.approve_source = "advice"`` the daemon
 instead computes advice (:func:`agenticdb.advice.advise.advise`) and writes one proposal per accepted
-recommendation, applied like ``agenticdb apply`` when approved.
+recommendation, applied like ``agenticdb apply`` when approved, and — when the advice found a dominant
+cause no setting fixes (issue 40) — one for that cause's non-destructive remedy, run through
+``[remediation] dsn`` and verified when approved, as the session's gate does (``advice.remedy_gate``).
 ``policy.mode = "advise"``: the same proposals, but the daemon never applies them (``agenticdb apply``
 is the person's tool then).
 
@@ -39,10 +41,14 @@ from pydantic import BaseModel
 
 from agenticdb.advice.advise import advise
 from agenticdb.advice.apply import apply_recommendations
-from agenticdb.advice.types import AdviceParts, Recommendation, stable_id
+from agenticdb.advice.remediation import remedy_recommendation, run_approved, runnable_remedy
+from agenticdb.advice.types import Advice, AdviceParts, Recommendation, stable_id
 from agenticdb.config import Settings
 from agenticdb.models import Proposal, Verdict
+from agenticdb.rootcause import Finding as CauseFinding
+from agenticdb.rootcause.remedy import RemedyError
 from agenticdb.store.journal import Journal
+from agenticdb.store.lock import LockError, TargetLock
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +70,9 @@ class Pending(BaseModel):
     """"trial": a tuning session's change set waiting before its trial (``recommendation`` lists the knobs,
     values and evidence joined); "advice": one recommendation of ``agenticdb advise``; "remedy": a root
     cause's statement (``agenticdb.advice.remediation``: ``recommended`` is the SQL)."""
+    finding: CauseFinding | None = None
+    """The root cause of a "remedy" the daemon's desk queued from advice (``approve_source = "advice"``):
+    the desk runs the approved remedy from it. None for the session's remedy, which its gate runs."""
 
 
 class DecisionFile(BaseModel):
@@ -253,10 +262,18 @@ class Queue:
 
 
 def status_line(pending: list[Pending]) -> str:
-    """The systemd STATUS text while proposals wait (at most three named)."""
-    parts = [
-        f"{p.id} {p.recommendation.knob} {p.recommendation.current}→{p.recommendation.recommended}" for p in pending[:3]
-    ]
+    """The systemd STATUS text while proposals wait (at most three named; a remedy, which has no current
+    value, as ``id cause:object: SQL``)."""
+
+    def one(p: Pending) -> str:
+        r = p.recommendation
+        return (
+            f"{p.id} {r.knob} {r.current}→{r.recommended}"
+            if r.current is not None
+            else f"{p.id} {r.knob}: {r.recommended}"
+        )
+
+    parts = [one(p) for p in pending[:3]]
     more = f" (+{len(pending) - 3} more)" if len(pending) > 3 else ""
     return f"awaiting approval: {len(pending)} proposal(s): " + "; ".join(parts) + more
 
@@ -285,8 +302,43 @@ class Desk:
         for rid in new:
             r = next(r for r in adv.recommendations if r.id == rid)
             journal.append("daemon", "approval.proposed", {"id": rid, "mode": mode, "recommendation": _brief(r)})
+        if mode == "approve":
+            new += self._propose_remedy(adv, journal)
         log.info("approval.proposed", new=new, reason=f"policy.mode = {mode}")
         return f"{len(new)} new proposal(s) waiting ({mode})"
+
+    def _propose_remedy(self, adv: Advice, journal: Journal) -> list[str]:
+        """Queue the remedy of the advice's dominant root cause (issue 40) as the session's gate does
+        (``advice.remedy_gate``): only a non-destructive, low-lock one with ``[remediation] dsn`` set, else
+        ``remediation.advice_only`` is journaled. Not again while pending or once rejected. Returns the new id."""
+        top = (adv.root_cause or {}).get("dominant")
+        if not top:
+            return []
+        finding = CauseFinding.model_validate(top)
+        try:
+            remedy = runnable_remedy(finding, self.cfg.remediation.dsn)
+        except RemedyError as exc:
+            journal.append("daemon", "remediation.advice_only", {"finding": finding.id, "reason": str(exc)})
+            log.info("remediation.advice_only", finding=finding.id, reason=str(exc))
+            return []
+        pid = stable_id("R", adv.target, finding.id, remedy.sql)
+        if any(p.id == pid for p in self.queue.pending()) or (self.queue.rejected / f"{pid}.json").exists():
+            return []
+        now = time.time()
+        p = Pending(
+            id=pid,
+            created_at=now,
+            expires_at=now + self.cfg.daemon.proposal_ttl_s,
+            mode="approve",
+            target=adv.target,
+            recommendation=remedy_recommendation(finding, remedy),
+            kind="remedy",
+            finding=finding,
+        )
+        _write(self.queue.proposals / f"{p.id}.json", p, 0o640)
+        brief = {"finding": finding.id, "sql": remedy.sql, "lock_impact": remedy.lock_impact}
+        journal.append("daemon", "approval.proposed", {"id": p.id, "kind": "remedy", "remedy": brief})
+        return [pid]
 
     def tick(self, journal: Journal) -> str | None:
         """Expire, then apply approved and drop rejected proposals. Returns the STATUS line while
@@ -374,7 +426,8 @@ class Desk:
             p is None
             or who.startswith("refused:")
             or (d.decision == "approve" and p.mode == "advise")
-            or p.kind in ("trial", "remedy")
+            or p.kind == "trial"
+            or (p.kind == "remedy" and p.finding is None)  # the session's: its gate decides
         ):
             why = "no such pending proposal" if p is None else "not allowed by policy/group"
             journal.append("daemon", "approval.ignored", {**base, "decision": d.decision, "reason": why})
@@ -387,7 +440,7 @@ class Desk:
             return
         journal.append("daemon", "approval.approved", {**base, "recommendation": _brief(p.recommendation)})
         self.queue.close(p, rejected=False)
-        summary = self._apply(p, who)
+        summary = self._remedy(journal, p) if p.kind == "remedy" else self._apply(p, who)
         journal.append("daemon", "approval.applied", {**base, "result": summary})
         log.info("approval.applied", id=p.id, user=who, reason=summary)
 
@@ -400,6 +453,27 @@ class Desk:
         finally:
             target.close()
         return f"applied in session {done.session_id}: {json.dumps(done.effective)}"
+
+    def _remedy(self, journal: Journal, p: Pending) -> str:
+        """Run an approved remedy the desk queued (``p.finding`` set) under the target lock, through
+        ``[remediation] dsn`` (:func:`agenticdb.advice.remediation.run_approved`: checked again, verified,
+        journaled as ``remediation``). Returns the summary; a failure is the summary, never raised."""
+        assert p.finding is not None
+        remedy = next((r for r in p.finding.remedies if r.sql == p.recommendation.recommended), None)
+        if remedy is None:
+            return f"failed: finding {p.finding.id} has no remedy {p.recommendation.recommended!r}"
+        lock = TargetLock(self.cfg.storage.home, self.cfg.target.dsn or "")
+        try:
+            lock.acquire()
+        except LockError as exc:  # a live session tunes the target: journaled, not run
+            return f"failed: {exc}"
+        try:
+            rec = run_approved(self.cfg, journal, "daemon", p.finding, remedy)
+        except Exception as exc:  # noqa: BLE001 - a failed remedy is journaled; the service goes on
+            return f"failed: {str(exc).strip()[:300]}"
+        finally:
+            lock.release()
+        return f"remediation {remedy.sql}: {rec['result']}, verified {rec['verified']}"
 
 
 def _brief(r: Recommendation) -> dict[str, Any]:

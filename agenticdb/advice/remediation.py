@@ -1,14 +1,22 @@
-"""Root causes in advice (issue 40): a remedy as a recommendation, and the root-cause findings and notes
-of ``advise``. The approval gate that queues and runs a remedy is ``advice.remedy_gate``."""
+"""Root causes in advice (issue 40): a remedy as a recommendation, the root-cause findings and notes of
+``advise``, and the two steps both approval paths share: which remedy may wait for approval
+(:func:`runnable_remedy`) and running an approved one (:func:`run_approved`). The queues are the
+session's gate (``advice.remedy_gate``) and, with ``daemon.approve_source = "advice"``, the daemon's
+desk (``advice.approval.Desk``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import structlog
 
 from agenticdb.advice.types import Finding as AdviceFinding
 from agenticdb.advice.types import Recommendation
+from agenticdb.config import Settings
 from agenticdb.models import ApplyMode, Layer
 from agenticdb.rootcause import Finding, Remedy, RootCauses, blocks_knob, dominant
+from agenticdb.rootcause.remedy import RemedyError, check_runnable, run_remedy
+from agenticdb.store.journal import Journal
 
 log = structlog.get_logger(__name__)
 
@@ -34,6 +42,40 @@ def remedy_recommendation(finding: Finding, remedy: Remedy) -> Recommendation:
         confidence="diagnosis",
         confidence_origin="read from the server's statistics views (agenticdb.rootcause)",
     )
+
+
+def runnable_remedy(finding: Finding, dsn: str | None) -> Remedy:
+    """The remedy of ``finding`` that may wait for approval: its first ``automatic`` one, if it may run
+    through the remediation ``dsn``.
+
+    Raises:
+        RemedyError: the finding has no non-destructive remedy (the message names the first advised one
+            and its lock impact), no remediation DSN is set, or the statement is not one of the
+            non-destructive low-lock kinds (:func:`agenticdb.rootcause.remedy.check_runnable`).
+    """
+    remedy = next((r for r in finding.remedies if r.automatic), None)
+    if remedy is None:
+        first = finding.remedies[0] if finding.remedies else None
+        raise RemedyError(
+            f"finding {finding.id}: no non-destructive remedy"
+            + (f"; advised: {first.sql} ({first.lock_impact})" if first else "")
+        )
+    check_runnable(remedy, dsn)
+    return remedy
+
+
+def run_approved(cfg: Settings, journal: Journal, session_id: str, finding: Finding, remedy: Remedy) -> dict[str, Any]:
+    """Run an approved ``remedy`` through ``[remediation] dsn``, verify the symptom (plans of ``[rootcause]
+    statements`` and table counters before/after) and journal the ``remediation`` event under
+    ``session_id``. Returns that record (:func:`agenticdb.rootcause.remedy.run_remedy`).
+
+    Raises:
+        RemedyError: the remedy may not run (any more) through the configured DSN.
+        psycopg.Error / pymysql.MySQLError: the remediation DSN does not connect.
+    """
+    rec = run_remedy(finding, remedy, cfg.remediation.dsn, cfg.target.database, cfg.rootcause.statements)
+    journal.append(session_id, "remediation", rec, 0)
+    return rec
 
 
 def root_cause_advice(

@@ -15,11 +15,11 @@ from typing import Any
 import structlog
 
 from agenticdb.advice.approval import Desk, Pending, _write, status_line
-from agenticdb.advice.remediation import remedy_recommendation
+from agenticdb.advice.remediation import remedy_recommendation, run_approved, runnable_remedy
 from agenticdb.advice.types import stable_id
 from agenticdb.config import Settings
 from agenticdb.rootcause import Finding
-from agenticdb.rootcause.remedy import RemedyError, check_runnable, run_remedy
+from agenticdb.rootcause.remedy import RemedyError
 from agenticdb.store.journal import Journal
 
 log = structlog.get_logger(__name__)
@@ -31,15 +31,8 @@ def remedy_gate(
     """The session's ``remediate`` callback (``TuningSession(remediate=...)``, approve mode)."""
 
     def remediate(session_id: str, finding: Finding) -> dict[str, Any] | None:
-        remedy = next((r for r in finding.remedies if r.automatic), None)
         try:
-            if remedy is None:
-                first = finding.remedies[0] if finding.remedies else None
-                raise RemedyError(
-                    f"finding {finding.id}: no non-destructive remedy"
-                    + (f"; advised: {first.sql} ({first.lock_impact})" if first else "")
-                )
-            check_runnable(remedy, cfg.remediation.dsn)
+            remedy = runnable_remedy(finding, cfg.remediation.dsn)
         except RemedyError as exc:
             journal.append(session_id, "remediation.advice_only", {"finding": finding.id, "reason": str(exc)}, 0)
             log.info("remediation.advice_only", finding=finding.id, reason=str(exc))
@@ -61,8 +54,7 @@ def remedy_gate(
         decided = _wait(desk, journal, session_id, p, should_stop, status)
         if decided is not None:
             return None
-        rec = run_remedy(finding, remedy, cfg.remediation.dsn, cfg.target.database, cfg.rootcause.statements)
-        journal.append(session_id, "remediation", rec, 0)
+        rec = run_approved(cfg, journal, session_id, finding, remedy)
         status(f"remediation {remedy.sql}: {rec['result']}, verified {rec['verified']}"[:200])
         return rec
 

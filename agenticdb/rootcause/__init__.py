@@ -93,10 +93,13 @@ class Watcher:
         that cannot be read gives a window without counters (logged)."""
         self.started = time.monotonic()
         if self.family == "postgresql":
-            from agenticdb.rootcause.pg_read import Watch  # lazy: psycopg only for PostgreSQL targets
+            from agenticdb.rootcause.pg_read import watch  # lazy: psycopg only for PostgreSQL targets
+
+            self._watch = watch(self.dsn, self.database).start()
         else:
-            from agenticdb.rootcause.my_read import Watch  # type: ignore[assignment]  # lazy: PyMySQL only for MariaDB
-        self._watch = Watch(self.dsn, self.database).start()
+            from agenticdb.rootcause.my_read import watch as my_watch  # lazy: PyMySQL only for MariaDB
+
+            self._watch = my_watch(self.dsn, self.database).start()
         return self
 
     def stop(self) -> None:

@@ -12,7 +12,9 @@ from agenticdb.rootcause.model import RootCauses, t
 log = structlog.get_logger(__name__)
 
 
-def detect_pg(dsn: str, database: str | None, watch: rd.Watch | None, statements: list[str], server: str) -> RootCauses:
+def detect_pg(
+    dsn: str, database: str | None, watch: rd.PgWatch | None, statements: list[str], server: str
+) -> RootCauses:
     """Every PostgreSQL detector over the window of ``watch`` (None: cumulative counters, no lock samples).
 
     Never raises: an unreadable server gives an empty result with a note naming the error.

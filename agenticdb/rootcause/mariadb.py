@@ -294,7 +294,7 @@ def lock_waits(samples: list[rd.LockSample], trx: list[rd.Trx], server: str, out
 
 
 def detect_mariadb(
-    dsn: str, database: str | None, watch: rd.Watch | None, statements: list[str], server: str
+    dsn: str, database: str | None, watch: rd.MyWatch | None, statements: list[str], server: str
 ) -> RootCauses:
     """Every MariaDB detector over the window of ``watch``. Never raises: an unreadable server gives an
     empty result with a note. ``statements``: the workload's SELECTs for plan evidence."""

@@ -9,7 +9,6 @@ and "INNODB_LOCK_WAITS Table", "InnoDB Persistent Statistics" (innodb_stats_auto
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ import pymysql
 import structlog
 
 from agenticdb.dialect import parse_mysql_dsn
+from agenticdb.rootcause.watch import Watch
 
 log = structlog.get_logger(__name__)
 
@@ -176,46 +176,14 @@ def lock_sample(conn: pymysql.connections.Connection) -> LockSample:
     return LockSample(len(waiting), {r: trx[r] for r in roots if r in trx})
 
 
-class Watch:
-    """Counters before the window, lock waits sampled every ``interval_s`` in a thread, stopped by ``stop``."""
+MyWatch = Watch[pymysql.connections.Connection, Snapshot, LockSample]
+"""A MariaDB window: ``before`` is a :class:`Snapshot`, ``samples`` are :class:`LockSample`."""
 
-    def __init__(self, dsn: str, database: str | None, interval_s: float = 1.0) -> None:
-        self.dsn, self.database, self.interval_s = dsn, database, interval_s
-        self.before: Snapshot | None = None
-        self.samples: list[LockSample] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> Watch:
-        """Take the first snapshot and start sampling (a failed snapshot leaves ``before`` None)."""
-        try:
-            conn = connect(self.dsn, self.database)
-            try:
-                self.before = snapshot(conn)
-            finally:
-                conn.close()
-        except pymysql.MySQLError as exc:
-            log.warning("rootcause.snapshot_failed", error=str(exc)[:200], reason="window without counters before")
-        self._thread = threading.Thread(target=self._run, name="rootcause-locks", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            conn = connect(self.dsn, self.database)
-            try:
-                while not self._stop.wait(self.interval_s):
-                    self.samples.append(lock_sample(conn))
-            finally:
-                conn.close()
-        except pymysql.MySQLError as exc:
-            log.info("rootcause.sampling_ended", error=str(exc)[:200], samples=len(self.samples))
-
-    def stop(self) -> None:
-        """Stop sampling (waits for the thread)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+def watch(dsn: str, database: str | None, interval_s: float = 1.0) -> MyWatch:
+    """A (not yet started) :class:`~agenticdb.rootcause.watch.Watch` of the server: :func:`snapshot`
+    before, :func:`lock_sample` every ``interval_s``; ``pymysql.MySQLError`` ends a read."""
+    return Watch(lambda: connect(dsn, database), snapshot, lock_sample, pymysql.MySQLError, interval_s)
 
 
 def real_table_name(conn: pymysql.connections.Connection, schema: str, table: str) -> str:

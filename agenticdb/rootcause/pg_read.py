@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-import structlog
 
-log = structlog.get_logger(__name__)
+from agenticdb.rootcause.watch import Watch
 
 TABLES_SQL = """
 SELECT s.schemaname || '.' || s.relname, c.reltuples::float8, s.n_live_tup, s.n_dead_tup,
@@ -206,41 +204,14 @@ def lock_sample(conn: psycopg.Connection[Any]) -> LockSample:
     return LockSample(len(blocked), info, [r[3] for r in rows][:5])
 
 
-class Watch:
-    """Counters before a window, lock waits sampled in a thread every ``interval_s`` during it, counters
-    after (``stop``). A connection error ends the sampling, logged; the window keeps what it got."""
+PgWatch = Watch[psycopg.Connection[Any], Snapshot, LockSample]
+"""A PostgreSQL window: ``before`` is a :class:`Snapshot`, ``samples`` are :class:`LockSample`."""
 
-    def __init__(self, dsn: str, database: str | None, interval_s: float = 1.0) -> None:
-        self.dsn, self.database, self.interval_s = dsn, database, interval_s
-        self.before: Snapshot | None = None
-        self.samples: list[LockSample] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> Watch:
-        """Take the first snapshot and start sampling (a failed snapshot leaves ``before`` None)."""
-        try:
-            with connect(self.dsn, self.database) as conn:
-                self.before = snapshot(conn)
-        except psycopg.Error as exc:
-            log.warning("rootcause.snapshot_failed", error=str(exc)[:200], reason="window without counters before")
-        self._thread = threading.Thread(target=self._run, name="rootcause-locks", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            with connect(self.dsn, self.database) as conn:
-                while not self._stop.wait(self.interval_s):
-                    self.samples.append(lock_sample(conn))
-        except psycopg.Error as exc:  # a restart in the window ends sampling; what was sampled stays
-            log.info("rootcause.sampling_ended", error=str(exc)[:200], samples=len(self.samples))
-
-    def stop(self) -> None:
-        """Stop sampling (waits for the thread)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+def watch(dsn: str, database: str | None, interval_s: float = 1.0) -> PgWatch:
+    """A (not yet started) :class:`~agenticdb.rootcause.watch.Watch` of ``database``: :func:`snapshot`
+    before, :func:`lock_sample` every ``interval_s``; ``psycopg.Error`` ends a read."""
+    return Watch(lambda: connect(dsn, database), snapshot, lock_sample, psycopg.Error, interval_s)
 
 
 def top_statements(conn: psycopg.Connection[Any], database: str) -> list[tuple[str, int, float]]:
