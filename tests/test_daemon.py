@@ -209,7 +209,9 @@ def test_daemon_ready_session_and_sigterm(pg: PostgresSandboxInfo, tmp_path: Pat
 def test_kill_9_mid_trial_is_reconciled_on_next_start(pg: PostgresSandboxInfo, tmp_path: Path) -> None:
     home = tmp_path / "home"
     cfg = tmp_path / "agenticdb.toml"
-    write_config(cfg, pg, home, duration=30, rounds=2)
+    # 10-s runs: the kill comes within about a second of the "applied" event, inside the trial's run, with
+    # room to spare on a loaded host (30-s runs made the baseline alone 30 s; the test took ~100 s).
+    write_config(cfg, pg, home, duration=10, rounds=2)
     ns = NotifySocket(tmp_path / "notify.sock")
     proc = start_daemon(cfg, ns.path)
     orphans: list[psutil.Process] = []

@@ -323,7 +323,7 @@ def test_ctrl_c_twice_or_sigterm_mid_trial_restores_and_journals(
             "--rounds",
             "3",
             "--duration",
-            "20",
+            "8",  # the signals come within ~1 s of "applied", inside the trial's run; 20 s made the baseline 20 s
             "--warmup",
             "0",
             "--scale",
