@@ -176,6 +176,7 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
         assert queued, "no remedy was queued for approval"
         pend = _cli(home, "pending")
         assert 'ANALYZE "public"."orders"' in pend.stdout, pend.stdout + pend.stderr
+        assert "None" not in pend.stdout, pend.stdout  # a remedy has no current value: no "None → SQL"
         ok = _cli(home, "approve", queued[0].stem)
         assert ok.returncode == 0, ok.stdout + ok.stderr
         out, _ = proc.communicate(timeout=300)

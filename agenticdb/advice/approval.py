@@ -261,19 +261,21 @@ class Queue:
         return gone
 
 
+def change_text(p: Pending, compact: bool = False) -> str:
+    """What a waiting proposal changes, as ``agenticdb pending`` shows it (``knob: current → recommended``) or,
+    ``compact``, the STATUS line (``knob current→recommended``); a remedy, which has no current value, as
+    ``cause:object: SQL`` in both."""
+    r = p.recommendation
+    if r.current is None:
+        return f"{r.knob}: {r.recommended}"
+    return f"{r.knob} {r.current}→{r.recommended}" if compact else f"{r.knob}: {r.current} → {r.recommended}"
+
+
 def status_line(pending: list[Pending]) -> str:
     """The systemd STATUS text while proposals wait (at most three named; a remedy, which has no current
     value, as ``id cause:object: SQL``)."""
 
-    def one(p: Pending) -> str:
-        r = p.recommendation
-        return (
-            f"{p.id} {r.knob} {r.current}→{r.recommended}"
-            if r.current is not None
-            else f"{p.id} {r.knob}: {r.recommended}"
-        )
-
-    parts = [one(p) for p in pending[:3]]
+    parts = [f"{p.id} {change_text(p, compact=True)}" for p in pending[:3]]
     more = f" (+{len(pending) - 3} more)" if len(pending) > 3 else ""
     return f"awaiting approval: {len(pending)} proposal(s): " + "; ".join(parts) + more
 

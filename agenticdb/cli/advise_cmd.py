@@ -157,7 +157,12 @@ def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, co
 
 def run_pending(cfg: Settings, console: Console) -> int:
     """List the proposals waiting in the daemon's queue."""
-    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir  # lazy: start-up cost (loads 36 modules)
+    from agenticdb.advice.approval import (  # lazy: start-up cost (loads 36 modules)
+        ApprovalError,
+        Queue,
+        change_text,
+        queue_dir,
+    )
 
     q = Queue(queue_dir(cfg), cfg.daemon.approval_group)
     try:
@@ -177,7 +182,7 @@ def run_pending(cfg: Settings, console: Console) -> int:
         t.add_row(
             p.id,
             p.mode,
-            escape(f"{r.knob}: {r.current} → {r.recommended}"),
+            escape(change_text(p)),
             r.apply.value,
             datetime.fromtimestamp(p.expires_at, UTC).strftime("%Y-%m-%d %H:%M"),
             escape("; ".join(r.evidence[:2]) + (f" — {r.effect}" if r.effect else "")),
