@@ -50,6 +50,15 @@ SERVER_NAMES = frozenset({"postgres", "postmaster", "mariadbd", "mysqld"})
 """comm names of the servers whose data directory is checked (postgres backends are skipped: their parent
 is the postmaster)."""
 
+INTERPRETER_HELPERS = (
+    b"from multiprocessing.resource_tracker import main",
+    b"from multiprocessing.forkserver import main",
+)
+"""Command lines of the helpers multiprocessing starts once per interpreter, on first use, and that live until
+the interpreter exits (Python docs, multiprocessing "Contexts and start methods": the resource tracker and
+the fork server): pytest's own, not a test's leftover (seen: test_sqlite_create's first use of
+multiprocessing started the resource tracker, which the check then blamed on that test)."""
+
 Key = tuple[int, int]
 """(pid, start time in clock ticks since boot): one process, never a later one reusing its pid."""
 
@@ -112,6 +121,7 @@ class LeakCheck:
     finished: dict[Key, Owner] = field(default_factory=dict)  # processes of finalized fixtures
     finished_owners: list[Owner] = field(default_factory=list)
     _datadir: dict[Key, str | None] = field(default_factory=dict)
+    _helpers: dict[Key, bool] = field(default_factory=dict)
     _mkdtemp: Callable[..., Any] | None = None
 
     # -- temp dirs of this process ------------------------------------------------------------------
@@ -201,6 +211,8 @@ class LeakCheck:
         """True when the run's baseline or an active wider-scoped fixture holds the process, its data dir or
         an ancestor."""
         proc: Proc | None = found[key]
+        if proc is not None and proc.ppid == self.pid and self._helper(proc):
+            return True
         while proc is not None:
             k = proc.key
             if k in self.baseline:
@@ -212,6 +224,17 @@ class LeakCheck:
                     return True
             proc = by_pid.get(proc.ppid)
         return False
+
+    def _helper(self, proc: Proc) -> bool:
+        """Whether ``proc`` is one of the interpreter's multiprocessing helpers (:data:`INTERPRETER_HELPERS`)."""
+        if proc.key not in self._helpers:
+            try:
+                with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ")
+            except OSError:
+                cmd = b""
+            self._helpers[proc.key] = any(h in cmd for h in INTERPRETER_HELPERS)
+        return self._helpers[proc.key]
 
     def leftovers(self) -> dict[Key, Proc]:
         """Live processes that nothing active owns and that were not reported before."""
