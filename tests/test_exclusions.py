@@ -129,3 +129,16 @@ def _changes(home: Path, text: str) -> Path:
     path = home / "changes.toml"
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize(
+    "knob", ["backslash_quote", "client_min_messages", "transaction_read_only", "transaction_deferrable"]
+)
+def test_semantic_and_security_settings_are_never_tuned(knob: str) -> None:
+    """Found by a new user's trial (2026-12-06): `validate` accepted these; they change what the application
+    sees or parse, not performance, so a protected rule names each (validators/postgresql.toml)."""
+    denied = denied_reason(RULES, "postgresql", "15.20", knob, "agenticdb")
+    assert denied is not None and denied.status == "protected: never tuned", denied
+    assert "setup-role never grants it" in denied.reason, denied
+    tuned = denied_reason(RULES, "postgresql", "15.20", "work_mem", "agenticdb")
+    assert tuned is None or not tuned.status.startswith("protected"), tuned  # an ordinary knob is not
