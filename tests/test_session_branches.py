@@ -439,3 +439,22 @@ def test_a_disturbed_baseline_run_past_the_baseline_share_is_kept_and_journaled(
     assert "loop.baseline_budget_share=0.01" in disturbed[0].data["reason"]
     assert run.events("baseline")[0].data["objectives"] == [100.0, 100.0]
     assert result.rounds and run.events("judged")
+
+
+def test_a_run_whose_pair_was_discarded_is_never_pair_one_of_the_next_round(tmp_path: Path) -> None:
+    """Round 1 (a placebo): pair 2's first run is disturbed, so the pair is discarded with its second run
+    ("best 2", itself calm), and with no repeat allowed the decision ends there, the best configuration in
+    effect. That calm but discarded run is the last one measured; round 2 must measure its own pair-1 best
+    run instead of reusing it (seen in a new user's demo on 2026-12-06: a run the story called discarded
+    decided the next round)."""
+    run = Run(
+        tmp_path,
+        [{"random_page_cost": "1.1"}, {"work_mem": "8MB"}],
+        loop={"max_rounds": 2, "max_disturbed_repeats": 0},
+    )
+    run.workload.disturb_runs = {4}
+    run.run()
+    assert [e.data["label"] for e in run.events("run.disturbed")][:1] == ["best 2"], run.events("run.disturbed")
+    judged = {e.round_no: e.data for e in run.events("judged")}
+    assert judged[1]["reused_best_run"] is True  # the baseline's last run: calm, in no discarded pair
+    assert 2 in judged and judged[2]["reused_best_run"] is False, judged.get(2)

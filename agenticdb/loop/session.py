@@ -463,10 +463,16 @@ class TuningSession:
 
     def _note_last_best_run(self, r: Round) -> None:
         """Remember the decision's last run when it measured the configuration that is best after it (the
-        candidate when kept, the best one otherwise): the next trial's pair 1 may reuse it."""
+        candidate when kept, the best one otherwise) and belongs to one of the decision's valid pairs: the
+        next trial's pair 1 may reuse it. A run whose pair was discarded as disturbed is never reused, even
+        when its own samples looked calm (a new user's demo on 2026-12-06 saw the discarded "best 5" reused
+        as round 5's pair 1)."""
         assert r.assessment is not None
         last, active = r.stage.executor.last_run, r.runs.active if r.runs is not None else "candidate"
-        if last is not None and active == ("candidate" if r.assessment.better else "best"):
+        kept = r.assessment.candidate if r.assessment.better else r.assessment.best
+        if last is None or active != ("candidate" if r.assessment.better else "best"):
+            return
+        if any(last is m for m in kept):
             self.last_best_run[r.layer] = last
 
     def _failed(self, r: Round, step: str, failure: Failure) -> StepResult:
