@@ -100,3 +100,10 @@ def test_opening_races_whole_configurations_and_proves_the_winner(
     measured = [e for e in events if e.event == "measured" and e.round_no == proof.round_no]
     assert len(measured) == len(judged["candidate"]) + len(judged["best"])
     assert any(e.event == "diagnosis" for e in events)
+    # each screen's proposal says the apply mode its set needs (server metadata), so the validator corrects
+    # none of them ("repair-and-cache" sets shared_buffers: restart)
+    verdicts = [e.data for e in events if e.event == "verdict" and e.round_no <= 3]
+    warned = [w for v in verdicts for w in v.get("warnings", [])]
+    assert not any("requirement corrected" in w for w in warned), warned
+    proposals = {e.data["planner"]: e.data for e in events if e.event == "proposal" and e.round_no <= 3}
+    assert proposals["opening:repair-and-cache"]["apply_requirement"] == "restart", proposals

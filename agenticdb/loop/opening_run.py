@@ -262,6 +262,11 @@ class OpeningRun:
             rationale=f"opening candidate '{c.name}': {c.rationale}",
             planner=f"opening:{c.name}",
             stage="opening",
+            # what the set needs, from the server's metadata the generator read (a proposal that said
+            # "dynamic" for shared_buffers drew the validator's "corrected to restart" warning every time)
+            apply_requirement=ApplyMode.strongest(
+                [m for k in c.changes if (m := c.apply_modes.get(k) or _spec_mode(self.stage.catalog.knobs, k))]
+            ),
         )
         policy = self.cfg.policy.model_copy(update={"max_changes": max(len(c.changes), 1), "max_step_factor": 1e300})
         verdict = check(proposal, self.stage, self.start.profile, Layer.dbms, policy, self.start.delta)
@@ -512,6 +517,11 @@ def _most_generic(plans: list[_Entry]) -> int:
     ranks = [rank(p) for p in plans]
     worst = max(ranks)
     return max(i for i, r in enumerate(ranks) if r == worst)
+
+
+def _spec_mode(specs: dict[str, KnobSpec], name: str) -> ApplyMode | None:
+    spec = specs.get(name)
+    return spec.apply if spec is not None else None
 
 
 def restart_only(c: Candidate, specs: dict[str, KnobSpec]) -> set[str]:
