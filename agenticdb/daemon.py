@@ -222,8 +222,10 @@ class Daemon:
         for child in psutil.Process().children(recursive=True):
             try:
                 if child.name() in BENCHMARK_TOOLS:
+                    # said before the kill: once the tool dies the main thread may end the session and the
+                    # process before this (watchdog) thread logs again (a random-order suite run lost the line)
+                    log.warning("daemon.benchmark_killed", pid=child.pid, name=child.name(), reason="second signal")
                     child.kill()
-                    log.warning("daemon.benchmark_killed", pid=child.pid, name=child.name())
             except psutil.Error:
                 pass
 
