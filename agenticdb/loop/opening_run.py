@@ -264,9 +264,7 @@ class OpeningRun:
             stage="opening",
             # what the set needs, from the server's metadata the generator read (a proposal that said
             # "dynamic" for shared_buffers drew the validator's "corrected to restart" warning every time)
-            apply_requirement=ApplyMode.strongest(
-                [m for k in c.changes if (m := c.apply_modes.get(k) or _spec_mode(self.stage.catalog.knobs, k))]
-            ),
+            apply_requirement=ApplyMode.strongest(list(apply_modes(c, self.stage.catalog.knobs).values())),
         )
         policy = self.cfg.policy.model_copy(update={"max_changes": max(len(c.changes), 1), "max_step_factor": 1e300})
         verdict = check(proposal, self.stage, self.start.profile, Layer.dbms, policy, self.start.delta)
@@ -519,16 +517,15 @@ def _most_generic(plans: list[_Entry]) -> int:
     return max(i for i, r in enumerate(ranks) if r == worst)
 
 
-def _spec_mode(specs: dict[str, KnobSpec], name: str) -> ApplyMode | None:
-    spec = specs.get(name)
-    return spec.apply if spec is not None else None
+def apply_modes(c: Candidate, specs: dict[str, KnobSpec]) -> dict[str, ApplyMode]:
+    """How each knob of ``c`` takes effect: its own apply modes, else the catalog's (unknown knobs left out)."""
+    modes = {k: c.apply_modes.get(k) or (specs[k].apply if k in specs else None) for k in c.changes}
+    return {k: m for k, m in modes.items() if m is not None}
 
 
 def restart_only(c: Candidate, specs: dict[str, KnobSpec]) -> set[str]:
-    """The knobs of ``c`` that take effect only after a restart: its own apply modes, else the catalog's."""
-    return set(c.restart_knobs) | {
-        k for k in c.changes if (spec := specs.get(k)) is not None and spec.apply == ApplyMode.restart
-    }
+    """The knobs of ``c`` that take effect only after a restart (:func:`apply_modes`)."""
+    return {k for k, m in apply_modes(c, specs).items() if m == ApplyMode.restart}
 
 
 def without_restart(candidates: list[Candidate], specs: dict[str, KnobSpec]) -> list[Candidate]:
@@ -539,26 +536,22 @@ def without_restart(candidates: list[Candidate], specs: dict[str, KnobSpec]) -> 
     seen: set[tuple[tuple[str, str], ...]] = set()
     for c in candidates:
         cut = restart_only(c, specs)
-        changes = {k: v for k, v in c.changes.items() if k not in cut}
-        if not changes or c.key() in seen:
-            continue
-        if not cut:
-            seen.add(c.key())
-            out.append(c)
-            continue
-        lighter = replace(
-            c,
-            name=f"{c.name} without restart",
-            changes=changes,
-            sources={k: v for k, v in c.sources.items() if k not in cut},
-            apply_modes={k: m for k, m in c.apply_modes.items() if k not in cut},
-            rationale=f"{c.rationale} Raced without its restart-only knobs ({', '.join(sorted(cut))}): the time "
-            "budget pays for no restart.",
+        lighter = (
+            c
+            if not cut
+            else replace(
+                c,
+                name=f"{c.name} without restart",
+                changes={k: v for k, v in c.changes.items() if k not in cut},
+                sources={k: v for k, v in c.sources.items() if k not in cut},
+                apply_modes={k: m for k, m in c.apply_modes.items() if k not in cut},
+                rationale=f"{c.rationale} Raced without its restart-only knobs ({', '.join(sorted(cut))}): the time "
+                "budget pays for no restart.",
+            )
         )
-        if lighter.key() in seen:
-            continue
-        seen.add(lighter.key())
-        out.append(lighter)
+        if lighter.changes and lighter.key() not in seen:
+            seen.add(lighter.key())
+            out.append(lighter)
     return out
 
 

@@ -469,10 +469,9 @@ class TuningSession:
         as round 5's pair 1)."""
         assert r.assessment is not None
         last, active = r.stage.executor.last_run, r.runs.active if r.runs is not None else "candidate"
-        kept = r.assessment.candidate if r.assessment.better else r.assessment.best
-        if last is None or active != ("candidate" if r.assessment.better else "best"):
-            return
-        if any(last is m for m in kept):
+        better = r.assessment.better
+        valid = r.assessment.candidate if better else r.assessment.best
+        if last is not None and active == ("candidate" if better else "best") and any(last is m for m in valid):
             self.last_best_run[r.layer] = last
 
     def _failed(self, r: Round, step: str, failure: Failure) -> StepResult:
