@@ -46,6 +46,7 @@ from agenticdb.advice.types import Advice, AdviceParts, Recommendation, stable_i
 from agenticdb.config import Settings
 from agenticdb.models import Proposal, Verdict
 from agenticdb.rootcause import Finding as CauseFinding
+from agenticdb.rootcause import Remedy
 from agenticdb.rootcause.remedy import RemedyError
 from agenticdb.store.journal import Journal
 from agenticdb.store.lock import LockError, TargetLock
@@ -274,7 +275,6 @@ def change_text(p: Pending, compact: bool = False) -> str:
 def status_line(pending: list[Pending]) -> str:
     """The systemd STATUS text while proposals wait (at most three named; a remedy, which has no current
     value, as ``id cause:object: SQL``)."""
-
     parts = [f"{p.id} {change_text(p, compact=True)}" for p in pending[:3]]
     more = f" (+{len(pending) - 3} more)" if len(pending) > 3 else ""
     return f"awaiting approval: {len(pending)} proposal(s): " + "; ".join(parts) + more
@@ -317,29 +317,15 @@ class Desk:
         if not top:
             return []
         finding = CauseFinding.model_validate(top)
-        try:
-            remedy = runnable_remedy(finding, self.cfg.remediation.dsn)
-        except RemedyError as exc:
-            journal.append("daemon", "remediation.advice_only", {"finding": finding.id, "reason": str(exc)})
-            log.info("remediation.advice_only", finding=finding.id, reason=str(exc))
+        remedy = offerable_remedy(self.cfg, journal, "daemon", finding, None)
+        if remedy is None:
             return []
         pid = stable_id("R", adv.target, finding.id, remedy.sql)
         if any(p.id == pid for p in self.queue.pending()) or (self.queue.rejected / f"{pid}.json").exists():
             return []
-        now = time.time()
-        p = Pending(
-            id=pid,
-            created_at=now,
-            expires_at=now + self.cfg.daemon.proposal_ttl_s,
-            mode="approve",
-            target=adv.target,
-            recommendation=remedy_recommendation(finding, remedy),
-            kind="remedy",
-            finding=finding,
+        queue_remedy(
+            self, journal, "daemon", None, pid=pid, target=adv.target, finding=finding, remedy=remedy, keep_finding=True
         )
-        _write(self.queue.proposals / f"{p.id}.json", p, 0o640)
-        brief = {"finding": finding.id, "sql": remedy.sql, "lock_impact": remedy.lock_impact}
-        journal.append("daemon", "approval.proposed", {"id": p.id, "kind": "remedy", "remedy": brief})
         return [pid]
 
     def tick(self, journal: Journal) -> str | None:
@@ -476,6 +462,52 @@ class Desk:
         finally:
             lock.release()
         return f"remediation {remedy.sql}: {rec['result']}, verified {rec['verified']}"
+
+
+def offerable_remedy(
+    cfg: Settings, journal: Journal, session_id: str, finding: CauseFinding, round_no: int | None
+) -> Remedy | None:
+    """The remedy of ``finding`` that may wait for approval (:func:`agenticdb.advice.remediation.runnable_remedy`),
+    or None after journaling ``remediation.advice_only`` with why (shared by the session's gate and the desk)."""
+    try:
+        return runnable_remedy(finding, cfg.remediation.dsn)
+    except RemedyError as exc:
+        journal.append(session_id, "remediation.advice_only", {"finding": finding.id, "reason": str(exc)}, round_no)
+        log.info("remediation.advice_only", finding=finding.id, reason=str(exc))
+        return None
+
+
+def queue_remedy(
+    desk: Desk,
+    journal: Journal,
+    session_id: str,
+    round_no: int | None,
+    *,
+    pid: str,
+    target: str,
+    finding: CauseFinding,
+    remedy: Remedy,
+    keep_finding: bool,
+) -> Pending:
+    """Write ``remedy`` of ``finding`` as the "remedy" proposal ``pid`` into ``desk``'s queue (ttl
+    ``daemon.proposal_ttl_s``) and journal ``approval.proposed`` under ``session_id``/``round_no``.
+    ``keep_finding``: the proposal carries the finding, so the desk runs it when approved (the session's gate
+    runs its own and leaves it out). Shared by the session's gate and the desk."""
+    now = time.time()
+    p = Pending(
+        id=pid,
+        created_at=now,
+        expires_at=now + desk.cfg.daemon.proposal_ttl_s,
+        mode="approve",
+        target=target,
+        recommendation=remedy_recommendation(finding, remedy),
+        kind="remedy",
+        finding=finding if keep_finding else None,
+    )
+    _write(desk.queue.proposals / f"{p.id}.json", p, 0o640)
+    brief = {"finding": finding.id, "sql": remedy.sql, "lock_impact": remedy.lock_impact}
+    journal.append(session_id, "approval.proposed", {"id": p.id, "kind": "remedy", "remedy": brief}, round_no)
+    return p
 
 
 def _brief(r: Recommendation) -> dict[str, Any]:

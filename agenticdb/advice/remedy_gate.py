@@ -14,12 +14,11 @@ from typing import Any
 
 import structlog
 
-from agenticdb.advice.approval import Desk, Pending, _write, status_line
-from agenticdb.advice.remediation import remedy_recommendation, run_approved, runnable_remedy
+from agenticdb.advice.approval import Desk, Pending, offerable_remedy, queue_remedy, status_line
+from agenticdb.advice.remediation import run_approved
 from agenticdb.advice.types import stable_id
 from agenticdb.config import Settings
 from agenticdb.rootcause import Finding
-from agenticdb.rootcause.remedy import RemedyError
 from agenticdb.store.journal import Journal
 
 log = structlog.get_logger(__name__)
@@ -31,25 +30,13 @@ def remedy_gate(
     """The session's ``remediate`` callback (``TuningSession(remediate=...)``, approve mode)."""
 
     def remediate(session_id: str, finding: Finding) -> dict[str, Any] | None:
-        try:
-            remedy = runnable_remedy(finding, cfg.remediation.dsn)
-        except RemedyError as exc:
-            journal.append(session_id, "remediation.advice_only", {"finding": finding.id, "reason": str(exc)}, 0)
-            log.info("remediation.advice_only", finding=finding.id, reason=str(exc))
+        remedy = offerable_remedy(cfg, journal, session_id, finding, 0)
+        if remedy is None:
             return None
-        now = time.time()
-        p = Pending(
-            id=stable_id("R", session_id, finding.id),
-            created_at=now,
-            expires_at=now + cfg.daemon.proposal_ttl_s,
-            mode="approve",
-            target=session_id,
-            recommendation=remedy_recommendation(finding, remedy),
-            kind="remedy",
+        pid = stable_id("R", session_id, finding.id)
+        p = queue_remedy(
+            desk, journal, session_id, 0, pid=pid, target=session_id, finding=finding, remedy=remedy, keep_finding=False
         )
-        _write(desk.queue.proposals / f"{p.id}.json", p, 0o640)
-        brief = {"finding": finding.id, "sql": remedy.sql, "lock_impact": remedy.lock_impact}
-        journal.append(session_id, "approval.proposed", {"id": p.id, "kind": "remedy", "remedy": brief}, 0)
         log.info("approval.waiting", id=p.id, sql=remedy.sql, reason="policy.mode = approve")
         decided = _wait(desk, journal, session_id, p, should_stop, status)
         if decided is not None:
