@@ -365,9 +365,12 @@ def race_table(state: RaceState, best_level: float, prior: Noise) -> list[dict[s
 
 def race_lines(event: dict[str, object]) -> list[str]:
     """The ``race`` journal event as lines for people (``journal story``): one per screened candidate with
-    its knobs and result, then the leader (or why the race did not run)."""
+    its knobs and result, then the leader (or why the race did not run), then the opening's notes (sources
+    absent, sets dropped, evidence not measured and why)."""
+    notes = event.get("notes")
+    told = [f"note: {n}" for n in notes] if isinstance(notes, list) else []
     if event.get("skipped"):
-        return [f"opening skipped: {event['skipped']}"]
+        return [f"opening skipped: {event['skipped']}", *told]
     rows = event.get("table")
     lines = []
     for row in rows if isinstance(rows, list) else []:
@@ -379,7 +382,7 @@ def race_lines(event: dict[str, object]) -> list[str]:
         lines.append(f"{event['not_proven']}: the start stays")
     else:
         lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
-    return lines
+    return lines + told
 
 
 def opening_cost_s(
