@@ -38,17 +38,12 @@ from dataclasses import dataclass, field, replace
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
-from agenticdb.loop.next_move import relative_gain, round_cost_prior, warm_costs
+from agenticdb.loop.next_move import RESTART_PRIOR_S, relative_gain, round_cost_prior, warm_costs
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import PAIR_SD_FLOOR, Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
 from agenticdb.units import UnitError, canonical, normalize
-
-#: A restart's cost before the session measured one (seconds): PostgreSQL restarts in ~0.6 s and MariaDB in
-#: ~1.4 s on the idle reference host (docs MEASUREMENT.md "Start-up costs"); the shutdown checkpoint after a
-#: write run and a loaded 2-core host make it several seconds (judgement, kept on the side of caution).
-RESTART_PRIOR_S = 5.0
 
 #: How far the leader's screen may fall behind the start's level and still be proven, in standard deviations of
 #: one pair's log-ratio (the session's noise estimate): judgement. The leader is the best of K screens, so a
