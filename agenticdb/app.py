@@ -120,9 +120,31 @@ def build_workload(cfg: Settings, target: Target) -> Workload:
     """The benchmark of ``cfg.workload`` against the target's database; an observe-only kind
     (``KindSpec.observes_only``: live) through :func:`build_observing_workload`."""
     conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
+    if cfg.target.sandbox == "postgres" and not kind_spec(cfg.workload.kind).observes_only:
+        _sandbox_statements(cfg)
     if kind_spec(cfg.workload.kind).observes_only:
         return build_observing_workload(cfg, conn)
     return _build(cfg.workload, conn)
+
+
+def _sandbox_statements(cfg: Settings) -> None:
+    """``tune --sandbox postgres``: the workload's database and pg_stat_statements in it, made by the sandbox's
+    superuser (``sandbox.postgres.create_pg_stat_statements``): the tuning role may not create the extension,
+    and a database other than the one ``sandbox up`` prepared would otherwise have none. Never raises: without
+    it the statistics say why they were not measured (``agenticdb.host.pgss.unreadable``)."""
+    import psycopg  # lazy: the PostgreSQL driver, for a PostgreSQL sandbox only
+
+    from agenticdb.sandbox.postgres import PostgresSandboxInfo, create_pg_stat_statements  # lazy: sandbox only
+
+    info = sandbox_of("postgres", cfg.storage.home).info()
+    if not isinstance(info, PostgresSandboxInfo):
+        return
+    try:
+        statuses = create_pg_stat_statements(info, cfg.target.database)
+    except psycopg.Error as exc:
+        log.warning("sandbox.pg_stat_statements", error=str(exc)[:200], reason="statement evidence not created")
+        return
+    log.info("sandbox.pg_stat_statements", statuses=statuses, reason="statement evidence in the workload's database")
 
 
 def build_observing_workload(cfg: Settings, conn: Connection) -> Workload:

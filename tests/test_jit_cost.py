@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from agenticdb.models import Bottleneck, Hardware, Layer, RuntimeProfile, StateDelta
 from agenticdb.models.planning import Fingerprint, PlanningContext
@@ -57,8 +58,10 @@ def _context(target: PostgresTarget, delta: StateDelta, workload_class: str = "o
 
 
 def _jit_delta(target: PostgresTarget, dsn: str, force: bool, runs: int = 20) -> StateDelta:
+    """The statistics delta over ``runs`` of the query in the workload's database (``target.database``: the
+    target reads pg_stat_statements there, of that database's statements only)."""
     before = target.runtime_state()
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(make_conninfo(dsn, dbname=target.database), autocommit=True) as conn:
         if force:
             for name in ("jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost"):
                 conn.execute(f"SET {name} = 0")
@@ -119,17 +122,17 @@ def test_a_jit_share_below_the_rule_or_with_little_statement_time_moves_nothing(
         assert "jit" not in {c.name for c in proposal.changes}, (jit_ms, total_ms, proposal.rationale)
 
 
-def test_no_jit_counters_without_the_extension_in_the_connected_database(pg_sandbox: PostgresSandboxInfo) -> None:
+def test_no_jit_counters_without_the_extension_in_the_workload_database(pg_sandbox: PostgresSandboxInfo) -> None:
     with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS agenticdb_no_pgss")
         conn.execute("CREATE DATABASE agenticdb_no_pgss")
-    cfg = pg_sandbox.target_config()
-    other = from_config(cfg.model_copy(update={"dsn": cfg.dsn.removesuffix("/postgres") + "/agenticdb_no_pgss"}))
+    other = from_config(pg_sandbox.target_config(database="agenticdb_no_pgss"))
     try:
-        assert other.dsn.endswith("/agenticdb_no_pgss")
+        assert other.database == "agenticdb_no_pgss"
         state = other.runtime_state()
         assert not _JIT_KEYS & set(state.counters)
         assert "pg_stat_database.xact_commit" in state.counters
+        assert state.unread["pg_stat_statements"].startswith("not created in database agenticdb_no_pgss"), state
     finally:
         other.close()
         with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:

@@ -12,9 +12,11 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import structlog
+from psycopg.conninfo import make_conninfo
 
 from agenticdb.config import Settings
 from agenticdb.dialect import parse_mysql_dsn
+from agenticdb.host import pgss
 from agenticdb.host.privileges import DEFAULT_ROLE, PrivilegeError, connected_user, role_sql
 from agenticdb.redaction import register_secret
 from agenticdb.sandbox import sandbox_of
@@ -89,6 +91,10 @@ def _pg_apply(dsn: str, statements: list[str], role: str, database: str) -> list
                 stmt = f"ALTER DATABASE {database} OWNER TO {role}"
             conn.execute(stmt.encode("utf-8"))
             done.append(stmt.split(" TO ")[0][:80])
+    # the role cannot create pg_stat_statements itself (not a trusted extension): the superuser does it in the
+    # role's benchmark database, where the session reads its statements' statistics (agenticdb.host.pgss)
+    with psycopg.connect(make_conninfo(dsn, dbname=database), autocommit=True, connect_timeout=10) as conn:
+        done.append(f"pg_stat_statements in {database}: {pgss.ensure(conn)}")
     return done
 
 

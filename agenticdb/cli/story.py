@@ -58,6 +58,8 @@ def _baseline(console: Console, d: dict[str, Any]) -> None:
         f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%; objective = "
         f"{objective_label(d.get('objective_name'))}",
     )
+    unread = d.get("not_measured")
+    _bullets(console, [f"{k} not measured: {v}" for k, v in unread.items()] if isinstance(unread, dict) else [])
 
 
 def _profile(console: Console, d: dict[str, Any]) -> None:

@@ -46,6 +46,7 @@ def merge_states(*states: RuntimeState) -> RuntimeState:
         out.counters.update(s.counters)
         out.gauges.update(s.gauges)
         out.wait_events.update(s.wait_events)
+        out.unread.update(s.unread)
     return out
 
 

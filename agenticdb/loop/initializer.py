@@ -540,6 +540,8 @@ class Initializer:
                 "noise_cv": start.cv,
                 "objective_name": start.baseline[0].objective_name,
                 "higher_is_better": start.higher_is_better,
+                # statistics the baseline could not read, and why (pg_stat_statements outside its database)
+                "not_measured": dict(start.profile.baseline_state.unread) if start.profile.baseline_state else {},
             },
         )
 

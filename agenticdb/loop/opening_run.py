@@ -127,10 +127,22 @@ def default_source(session: TuningSession) -> OpeningSource:
 
     def source(ctx: PlanningContext, k: int) -> Opening:
         from agenticdb.planner.opening import generate_opening  # lazy: the generator loads its data on use
+        from agenticdb.planner.opening_plans import workload_plans  # lazy: as above
 
-        return generate_opening(
-            ctx, k, llm=llm_of(session.planner), policy=session.cfg.policy, can_restart=session.target.can_restart()
+        # the plans of the workload's own statements, read once outside measured runs (issue 36 point 4): the JIT
+        # and parallel-query evidence of a query set (dropped by 33133b1; a new user's demo read "parallel-query
+        # share not measured: no plan evidence")
+        plans, no_plans = workload_plans(ctx, session.workload)
+        opening = generate_opening(
+            ctx,
+            k,
+            llm=llm_of(session.planner),
+            policy=session.cfg.policy,
+            can_restart=session.target.can_restart(),
+            plans=plans,
         )
+        said = f"plan evidence: {plans.summary()}" if plans is not None else f"plan evidence not read: {no_plans}"
+        return replace(opening, notes=[said, *opening.notes])
 
     return source
 

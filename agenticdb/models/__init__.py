@@ -299,6 +299,9 @@ class RuntimeState(Strict):
     gauges: dict[str, float] = Field(default_factory=dict)
     wait_events: dict[str, int] = Field(default_factory=dict)
     taken_at: float = Field(default_factory=time.time)
+    unread: dict[str, str] = Field(default_factory=dict)
+    """Sources whose counters this sample could not read → why (``pg_stat_statements``: "not created in
+    database agenticdb_bench: …"), so what was not measured is said, never silent."""
 
 
 class StateDelta(Strict):
@@ -309,6 +312,8 @@ class StateDelta(Strict):
     gauges: dict[str, float] = Field(default_factory=dict)
     wait_events: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
+    unread: dict[str, str] = Field(default_factory=dict)
+    """The later sample's ``RuntimeState.unread``: sources not measured, and why."""
 
     @staticmethod
     def between(before: RuntimeState, after: RuntimeState) -> StateDelta:
@@ -321,6 +326,7 @@ class StateDelta(Strict):
             gauges=dict(after.gauges),
             wait_events=dict(after.wait_events),
             seconds=seconds,
+            unread=dict(after.unread),
         )
 
 

@@ -127,9 +127,9 @@ def _jit(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]
             share, where = min(jit / total, 1.0), "pg_stat_statements jit_*_time / total_exec_time (leader only)"
     if share is None:
         planned = inp.plans.jit_planned_share if inp.plans is not None else None
+        why = (d.unread.get("pg_stat_statements") if d is not None else None) or "no counters in the baseline"
         notes.append(
-            "JIT share not measured: no pg_stat_statements counters in the baseline statistics (the extension "
-            "is not created in the database agenticdb reads) and no executed plans"
+            f"JIT share not measured: pg_stat_statements {why}; and no executed plans"
             + (f"; {planned:.0%} of the time is in plans that JIT-compile (EXPLAIN)" if planned is not None else "")
         )
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import psycopg
 import structlog
 
+from agenticdb.host import pgss
 from agenticdb.rootcause import pg
 from agenticdb.rootcause import pg_read as rd
 from agenticdb.rootcause.model import RootCauses, t
@@ -31,8 +32,11 @@ def detect_pg(
             else:
                 out.notes.append("plan evidence: none ([rootcause] statements not given); table counters only")
             tops = rd.top_statements(conn, database or "")
+            why = "" if tops else pgss.unreadable(conn) or f"no statement recorded in database {conn.info.dbname}"
             out.notes.append(
-                f"pg_stat_statements: {len(tops)} top statement(s) read" if tops else "pg_stat_statements: not readable"
+                f"pg_stat_statements: {len(tops)} top statement(s) read"
+                if tops
+                else f"pg_stat_statements not measured: {why}"
             )
             hold = rd.holders(conn)
             samples = (watch.samples if watch is not None else []) or [rd.lock_sample(conn)]

@@ -15,13 +15,19 @@ from pathlib import Path
 
 import psycopg
 import structlog
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel
 
 from agenticdb.config.sections import ServiceConfig, TargetConfig
+from agenticdb.host import pgss
 from agenticdb.host.services import PgCtlService, ServiceError, run_as
 from agenticdb.sandbox import free_port, make_traversable
 
 log = structlog.get_logger(__name__)
+
+WORKLOAD_DATABASE = "agenticdb_bench"
+"""The benchmark database a sandbox's target points the workload at (``TargetConfig.database``'s default)."""
 
 
 def find_pg_bindir() -> str:
@@ -66,7 +72,7 @@ class PostgresSandboxInfo(BaseModel):
         """Write this record back to ``<root>/sandbox.json``."""
         (Path(self.root) / "sandbox.json").write_text(self.model_dump_json(indent=2))
 
-    def target_config(self, database: str = "agenticdb_bench") -> TargetConfig:
+    def target_config(self, database: str = WORKLOAD_DATABASE) -> TargetConfig:
         """A TargetConfig that points agenticdb at this sandbox (service kind pg_ctl)."""
         return TargetConfig(
             kind="postgresql",
@@ -115,8 +121,8 @@ class PostgresSandbox:
         svc = self.service(info)
         if not svc.is_ready():
             svc.start()
-        create_pg_stat_statements(info)
-        log.info("sandbox.up", kind="postgres", port=info.port, data_dir=info.data_dir)
+        statements = create_pg_stat_statements(info)
+        log.info("sandbox.up", kind="postgres", port=info.port, data_dir=info.data_dir, pg_stat_statements=statements)
         return info
 
     def _create(self) -> PostgresSandboxInfo:
@@ -164,7 +170,8 @@ class PostgresSandbox:
             )
         with open(data / "postgresql.conf", "a") as f:
             # live mode (workload.kind = "live") reads pg_stat_statements; loading it is a start-up setting
-            # (manual F.32), so the sandbox has it from the start. up() creates the extension.
+            # (manual F.32), so the sandbox has it from the start. up() creates the extension (in the workload's
+            # database too: create_pg_stat_statements).
             f.write("shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = top\n")
         if os_user:
             pw = pwd.getpwnam(os_user)
@@ -197,10 +204,27 @@ class PostgresSandbox:
         log.info("sandbox.down", kind="postgres")
 
 
-def create_pg_stat_statements(info: PostgresSandboxInfo) -> None:
-    """``CREATE EXTENSION IF NOT EXISTS pg_stat_statements`` in the sandbox's ``postgres`` database when the
-    library is preloaded (sandboxes created before it was preloaded are left as they are)."""
+def create_pg_stat_statements(info: PostgresSandboxInfo, database: str = WORKLOAD_DATABASE) -> dict[str, str]:
+    """pg_stat_statements, as the sandbox's superuser, in its ``postgres`` database and in the workload's
+    ``database`` (created first when absent, owned by the sandbox's role when it has one, as ``setup-role``
+    makes it), so the statistics of the workload's statements are read where it runs: the tuning role may not
+    create the extension itself (``agenticdb.host.pgss``). Sandboxes created before the library was preloaded
+    are left as they are (``pgss.ensure`` says "not preloaded").
+
+    Returns:
+        database → ``pgss.ensure``'s status.
+
+    Raises:
+        psycopg.Error: the server cannot be reached or refused CREATE DATABASE.
+    """
+    out: dict[str, str] = {}
     with psycopg.connect(info.dsn, autocommit=True, connect_timeout=10) as db:
-        row = db.execute("SHOW shared_preload_libraries").fetchone()
-        if row is not None and "pg_stat_statements" in str(row[0]):
-            db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        out["postgres"] = pgss.ensure(db)
+        if db.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone() is None:
+            owner = sql.SQL(" OWNER {}").format(sql.Identifier(info.role)) if info.role else sql.SQL("")
+            db.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(database), owner))
+            log.info("sandbox.database_created", database=database, owner=info.role or "postgres")
+    if database != "postgres":
+        with psycopg.connect(make_conninfo(info.dsn, dbname=database), autocommit=True, connect_timeout=10) as db:
+            out[database] = pgss.ensure(db)
+    return out

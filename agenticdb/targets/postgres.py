@@ -31,7 +31,7 @@ from agenticdb.measure.worldwatch import pg_mark
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
-from agenticdb.targets.postgres_stats import parse_state, pgss_jit_counters, state_query
+from agenticdb.targets.postgres_stats import parse_state, state_query, statement_counters
 from agenticdb.units import quantity
 from agenticdb.units.compare import numbers_equal, values_equal
 from agenticdb.validation.exclusions import denied_reason
@@ -63,14 +63,22 @@ class PostgresTarget(Target):
         data_dir: the cluster's data directory; default: the pg_ctl service's, else ``SHOW
             data_directory`` on first need (cached so restore works while the server is down).
         log_file: server log used for ``log_tail``; default: the pg_ctl service's log file.
+        database: the workload's database (``target.database``): pg_stat_statements' counters are read there,
+            of its statements only; None: in the DSN's database, the whole view.
     """
 
     kind = "postgresql"
 
     def __init__(
-        self, dsn: str, service: Service | None, data_dir: str | None = None, log_file: str | None = None
+        self,
+        dsn: str,
+        service: Service | None,
+        data_dir: str | None = None,
+        log_file: str | None = None,
+        database: str | None = None,
     ) -> None:
         self.dsn = dsn
+        self.database = database
         self.service = service
         if isinstance(service, PgCtlService):
             data_dir = data_dir or service.data_dir
@@ -531,7 +539,8 @@ class PostgresTarget(Target):
         Counters: ``pg_stat_database.<col>`` (sum over databases), ``pg_stat_bgwriter.<col>``,
         ``pg_stat_wal.<col>`` (PG14+), ``pg_stat_io.<backend_type>.<object>.<context>.<col>`` (PG16+),
         ``pg_stat_statements.{jit_time, total_exec_time, jit_functions}`` (PG15+, when the extension is
-        readable in the connected database: :func:`pgss_jit_counters`).
+        readable in the workload's database, its statements only; without ``database`` in the connected one:
+        :func:`statement_counters`; when not, ``unread["pg_stat_statements"]`` says why).
         Gauges: ``pg_stat_activity.{total,active,idle_in_transaction}`` (client backends except ours),
         ``pg_locks.{waiting,total}``, ``pg_database.size_bytes`` (bytes), ``settings.max_connections``,
         ``settings.shared_buffers_bytes`` (bytes), ``settings.shared_memory_size_bytes`` (bytes, the shared
@@ -543,10 +552,12 @@ class PostgresTarget(Target):
         query, views = state_query(self.major())
         with self._connect() as conn:
             row = conn.execute(query).fetchone()
-            jit = pgss_jit_counters(conn, self.major())
+            jit, why = statement_counters(conn, self.major(), self.dsn, self.database)
         assert row is not None
         state = parse_state(row, views)
         state.counters.update(jit)
+        if why:
+            state.unread["pg_stat_statements"] = why
         return state
 
     def world_mark(self) -> dict[str, str]:
@@ -584,4 +595,4 @@ def from_config(target_cfg: TargetConfig) -> PostgresTarget:
         return True
 
     service = build_service(target_cfg.service, ready)
-    return PostgresTarget(dsn, service, data_dir=target_cfg.service.data_dir, log_file=target_cfg.service.log_file)
+    return PostgresTarget(dsn, service, target_cfg.service.data_dir, target_cfg.service.log_file, target_cfg.database)

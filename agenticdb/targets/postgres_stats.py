@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
+from agenticdb.connfault import describe_fault
+from agenticdb.host import pgss
 from agenticdb.models import RuntimeState
 
 _DB_COUNTERS = (
@@ -113,35 +116,51 @@ def state_query(major: int) -> tuple[str, list[tuple[str, dict[str, str]]]]:
 
 # JIT time per statement: pg_stat_statements has jit_*_time columns since PostgreSQL 15 (manual F.32,
 # "jit_generation_time … jit_emission_time: total time spent by the statement on …"; times in ms). The
-# view is cluster-wide, so one extension in the connected database sees every database's statements.
+# view is cluster-wide: read in the workload's database it is filtered to that database's statements, so
+# agenticdb's own statistics queries (in the target DSN's database) do not dilute the workload's JIT share.
 _PGSS_JIT_SINCE = 15
 PGSS_JIT_QUERY = (
     "SELECT coalesce(sum(jit_generation_time + jit_inlining_time + jit_optimization_time + jit_emission_time), 0)"
     "::float8, coalesce(sum(total_exec_time), 0)::float8, coalesce(sum(jit_functions), 0)::float8 "
     "FROM pg_stat_statements"
 )
+_OWN_DATABASE = " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
 
 
-def pgss_jit_counters(conn: Any, major: int) -> dict[str, float]:
+def pgss_jit_counters(conn: Any, major: int, own_database: bool = False) -> tuple[dict[str, float], str]:
     """``pg_stat_statements.{jit_time, total_exec_time}`` (ms) and ``.jit_functions`` (count) summed over
-    the view, or {} when the server is older than 15, the extension is not created in the connected
-    database, or it cannot be read (created but not in ``shared_preload_libraries``: manual F.32)."""
+    the view (``own_database``: over the connected database's statements only), and "" — or {} and why they
+    were not measured: a server older than 15, or the extension not preloaded, not created in the connected
+    database or not readable there (``agenticdb.host.pgss.unreadable``)."""
     if major < _PGSS_JIT_SINCE:
-        return {}
-    row = conn.execute("SELECT to_regclass('pg_stat_statements') IS NOT NULL").fetchone()
-    if not row or not row[0]:
-        return {}
+        return {}, f"PostgreSQL {major} has no JIT times in pg_stat_statements (15 and later)"
+    why = pgss.unreadable(conn)
+    if why:
+        return {}, why
     try:
         with conn.transaction():
-            got = conn.execute(PGSS_JIT_QUERY).fetchone()
-    except psycopg.Error:
-        return {}
+            got = conn.execute(PGSS_JIT_QUERY + (_OWN_DATABASE if own_database else "")).fetchone()
+    except psycopg.Error as exc:
+        return {}, f"not readable: {str(exc).strip()[:200]}"
     jit, total, functions = got
     return {
         "pg_stat_statements.jit_time": float(jit),
         "pg_stat_statements.total_exec_time": float(total),
         "pg_stat_statements.jit_functions": float(functions),
-    }
+    }, ""
+
+
+def statement_counters(conn: Any, major: int, dsn: str, database: str | None) -> tuple[dict[str, float], str]:
+    """:func:`pgss_jit_counters` of the workload's ``database``, read there (its statements only) through a
+    connection of its own made from ``dsn``; without ``database``, on ``conn`` (the whole view). Returns the
+    counters and "", or {} and why they were not measured (the database not reachable included)."""
+    if database is None:
+        return pgss_jit_counters(conn, major)
+    try:
+        with psycopg.connect(make_conninfo(dsn, dbname=database), autocommit=True, connect_timeout=5) as db:
+            return pgss_jit_counters(db, major, own_database=True)
+    except psycopg.Error as exc:
+        return {}, f"not readable: database {database} not reachable: {describe_fault(exc)}"
 
 
 def parse_state(row: tuple[Any, ...], views: list[tuple[str, dict[str, str]]]) -> RuntimeState:

@@ -31,6 +31,7 @@ import structlog
 from psycopg import sql
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+from agenticdb.host import pgss
 from agenticdb.measure.series import percentile as percentile  # re-exported for callers of the old home
 from agenticdb.workloads.base import Connection, WorkloadError
 
@@ -423,25 +424,19 @@ def ensure_database(conn: Connection) -> bool:
 
 
 def ensure_pg_stat_statements(conn: Connection) -> str:
-    """``CREATE EXTENSION IF NOT EXISTS pg_stat_statements`` in the workload's own PostgreSQL database, so the
-    statistics of the statements it runs (JIT time, per-statement times) can be read where it runs (issue 36
-    point 4; PostgreSQL 15 manual F.32: the module must be in ``shared_preload_libraries`` and the extension
-    created in a database to read the view there).
+    """pg_stat_statements in the workload's own PostgreSQL database, created as the workload's role when the
+    server preloads it and the role may (``agenticdb.host.pgss.ensure``, the one place that does it), so the
+    statistics of the statements it runs (JIT time, per-statement times) are read where it runs.
 
     Returns:
-        "created" (or already there), "not preloaded" (the library is not loaded: nothing to create), or
-        "refused: <error>" (e.g. a role without CREATE on the database) — never raises: a workload runs
-        without it, and the opening's notes then say what was not measured.
+        ``pgss.ensure``'s status ("created", "not preloaded: …", "refused: …"), or "refused: <error>" when the
+        database cannot be reached — never raises: a workload runs without it, and what is then not measured
+        says why (``pgss.unreadable``).
     """
     try:
         with connect(conn) as db:
-            row = db.execute("SHOW shared_preload_libraries").fetchone()
-            if row is None or "pg_stat_statements" not in str(row[0]):
-                status = "not preloaded"
-            else:
-                db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-                status = "created"
-    except (psycopg.Error, WorkloadError) as exc:
+            status = pgss.ensure(db)
+    except WorkloadError as exc:
         status = f"refused: {str(exc).strip()[:200]}"
     log.info("workload.pg_stat_statements", database=conn.database, status=status, reason="statement evidence")
     return status

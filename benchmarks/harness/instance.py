@@ -80,8 +80,9 @@ class Instance:
                 create_pg_stat_statements,
             )
 
-            # the target's database: the session's statistics read pg_stat_statements there (issue 36 point 4;
-            # pg-tpch's 2026-12-05 run had no JIT evidence because it was never created)
+            # in the target's and the workload's database (created if absent): the session's statistics read
+            # pg_stat_statements where the workload runs (issue 36 point 4; pg-tpch's 2026-12-05 run had no JIT
+            # evidence because it was never created)
             assert isinstance(info, PostgresSandboxInfo)
             create_pg_stat_statements(info)
         return info.target_config()  # type: ignore[union-attr]
@@ -122,7 +123,13 @@ class Instance:
         if self.kind == "postgres":
             from agenticdb.targets.postgres import PostgresTarget
 
-            return PostgresTarget(info.dsn, self.service(), data_dir=info.data_dir, log_file=info.log_file)
+            return PostgresTarget(
+                info.dsn,
+                self.service(),
+                data_dir=info.data_dir,
+                log_file=info.log_file,
+                database=info.target_config().database,  # pg_stat_statements read in the workload's database
+            )
         from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
 
         return MySQLTarget(
