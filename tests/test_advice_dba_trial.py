@@ -159,8 +159,8 @@ def test_pg_autovacuum_off_is_a_finding_with_evidence_fix_and_source(
 
 # ------------------------------------------------------------------------------------------ MariaDB
 @pytest.fixture(scope="module")
-def maria_advice(mariadb_sandbox: MariaDBSandboxInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Advice]:
-    """One advise run on the private MariaDB with a DSN naming ``dba_app`` (target.database stays default)."""
+def maria_config(mariadb_sandbox: MariaDBSandboxInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A config for the private MariaDB whose DSN names ``dba_app`` (target.database stays the default)."""
     conn = pymysql.connect(**_my_params(mariadb_sandbox), autocommit=True)
     try:
         with conn.cursor() as cur:
@@ -170,12 +170,17 @@ def maria_advice(mariadb_sandbox: MariaDBSandboxInfo, tmp_path_factory: pytest.T
         tcfg = tcfg.model_copy(update={"dsn": dsn})
         home = tmp_path_factory.mktemp("home")
         workload = '[workload]\nkind = "sysbench-oltp-read-write"'
-        config = write_config(tmp_path_factory.mktemp("cfg") / "agenticdb.toml", tcfg, home, workload)
-        yield _advice(config)[1]
+        yield write_config(tmp_path_factory.mktemp("cfg") / "agenticdb.toml", tcfg, home, workload)
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {APP_DB}")
         conn.close()
+
+
+@pytest.fixture(scope="module")
+def maria_advice(maria_config: Path) -> Advice:
+    """One advise run on the private MariaDB."""
+    return _advice(maria_config)[1]
 
 
 def _my_params(info: MariaDBSandboxInfo) -> dict[str, Any]:
@@ -222,3 +227,38 @@ def test_mariadb_redo_log_follows_the_advised_pool_in_human_units(maria_advice: 
     assert f"-- innodb_log_file_size = {log.recommended}" in sql
     assert f"innodb_buffer_pool_size = {pool.recommended}" in render(maria_advice, "conf")
     assert json.loads(render(maria_advice, "json"))["recommendations"]
+
+
+def test_mariadb_redo_log_follows_the_current_pool_when_no_pool_is_recommended(maria_config: Path) -> None:
+    """Without a buffer pool recommendation the reference sizes the redo log from the pool in effect; when
+    that keeps the log where it is, the playbook's memory-sized log is not advised either."""
+    from agenticdb.advice.advise import Advisor, host_fingerprint, judge, observe  # lazy: internals of advise
+    from agenticdb.advice.sizing import advised_reference, hold_to_reference, without_no_ops
+    from agenticdb.host.hardware import detect_hardware
+
+    cfg = load_config(maria_config)
+    target = build_target(cfg)
+    try:
+        catalog = target.catalog()
+        current = target.current_values(list(catalog.knobs))
+        hw = detect_hardware(target.data_dir, pid=target.server_pid())
+        fp = host_fingerprint(target.kind, target.version_major(), hw)
+        delta = observe([target.runtime_state], 0.1)
+    finally:
+        target.close()
+    adv = Advisor(catalog, hw, current, delta, "mariadb", "trial", [], fp)
+    recs = adv.recommendations(adv.hypotheses())
+    assert {"innodb_buffer_pool_size", "innodb_log_file_size"} <= {r.knob for r in recs}
+    recs = [r for r in recs if r.knob != "innodb_buffer_pool_size"]  # the advice recommends no pool
+
+    def judged(rs: list[Any]) -> None:
+        judge(rs, catalog, current, hw, cfg.policy, True)
+
+    ref = advised_reference(recs, adv.ctx, cfg.policy, catalog, judged)
+    assert ref is not None and "innodb_buffer_pool_size" not in ref.changes
+    pool_now, log_now = int(current["innodb_buffer_pool_size"]), int(current["innodb_log_file_size"])
+    assert pool_now // 4 <= log_now, "the private server's pool is too large for this case"
+    assert "innodb_log_file_size" not in ref.changes
+    assert f"({pool_now // MiB} MiB), not below the value in effect" in ref.kept["innodb_log_file_size"]
+    hold_to_reference(recs, ref, catalog)
+    assert "innodb_log_file_size" not in {r.knob for r in without_no_ops(recs, catalog)}

@@ -27,7 +27,7 @@ import structlog
 
 from agenticdb.advice.findings import Query, findings
 from agenticdb.advice.remediation import root_cause_advice
-from agenticdb.advice.sizing import advised_reference, hold_to_reference, judge_set
+from agenticdb.advice.sizing import advised_reference, hold_to_reference, judge_set, without_no_ops
 from agenticdb.advice.types import (
     SEVERITIES,
     Advice,
@@ -398,6 +398,7 @@ def advise(
     ref = advised_reference(recs, adv.ctx, cfg.policy, catalog, judged)  # sized from the values advised
     if ref is not None:
         hold_to_reference(recs, ref, catalog)
+        recs = without_no_ops(recs, catalog)
     judged(recs)
     observed = Observed(gauges=dict(delta.gauges))
     set_notes = judge_set(recs, catalog, current, hardware, cfg.policy, target.can_restart(), observed)

@@ -101,6 +101,9 @@ def advised_reference(
 def hold_to_reference(recs: list[Recommendation], ref: Candidate, catalog: Catalog) -> None:
     """Bring rule-only recommendations to the reference's figure; mark evidence-backed ones that go beyond it.
 
+    A host sizing (rule ``sizing:``) of a knob the reference keeps at the value in effect (``ref.kept``) is
+    brought back to that value: :func:`without_no_ops` then leaves it out.
+
     Args:
         recs: the DBMS recommendations (changed in place: ``recommended``, ``reason``, ``source``,
             ``evidence``).
@@ -111,7 +114,11 @@ def hold_to_reference(recs: list[Recommendation], ref: Candidate, catalog: Catal
     budget = load_ruleset(family).memory_budget
     costly = {p.lower() for p in budget.params()} if budget is not None else set()
     for r in recs:
-        want = ref.changes.get(r.knob)
+        want, source = ref.changes.get(r.knob), ref.sources.get(r.knob, "host-sized reference")
+        if want is None and r.knob in ref.kept and r.rule.startswith("sizing:") and r.current is not None:
+            # the reference sizes the knob at the value in effect (the redo log at 25 % of a pool that is
+            # not raised): a rule-only host sizing has no reason to move it
+            want, source = r.current, ref.kept[r.knob]
         spec = catalog.get(r.knob)
         if want is None or spec is None:
             continue
@@ -119,7 +126,6 @@ def hold_to_reference(recs: list[Recommendation], ref: Candidate, catalog: Catal
         a, b = parse_value(r.recommended, spec), parse_value(want, spec)
         if a is None or b is None or a == b:
             continue
-        source = ref.sources.get(r.knob, "host-sized reference")
         if r.confidence == "rule":
             if a < b and r.knob.lower() in costly:
                 continue  # memory the server allocates is never raised past the playbook without evidence
@@ -133,6 +139,18 @@ def hold_to_reference(recs: list[Recommendation], ref: Candidate, catalog: Catal
                 f"beyond the host-sized reference {said} ({source}): measured reason {r.confidence} — "
                 + ("; ".join(r.evidence[:2]) or r.confidence_origin)
             )
+
+
+def without_no_ops(recs: list[Recommendation], catalog: Catalog) -> list[Recommendation]:
+    """``recs`` without those whose recommended value is the value in effect (nothing to apply)."""
+    out = []
+    for r in recs:
+        spec = catalog.get(r.knob)
+        if r.current is not None and canonical(r.knob, r.recommended, spec) == canonical(r.knob, r.current, spec):
+            log.info("advise.dropped", knob=r.knob, value=r.current, reason="held to the value in effect")
+            continue
+        out.append(r)
+    return out
 
 
 def judge_set(

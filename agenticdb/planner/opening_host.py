@@ -108,17 +108,14 @@ def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinn
         str(_IO_CONCURRENCY.get(host.storage, 200)),
         f"{PGTUNE}: HDD 2, SSD 200, NVMe 1000; storage {host.storage} (/sys/block/{host.device}/queue/rotational)",
     )
-    per_gather = 1
     if host.cpus >= 4:
         half = min(math.ceil(host.cpus / 2), 4)
-        per_gather = half
         src = f"{PGTUNE}: with ≥ 4 CPUs ({host.cpus})"
         b.put("max_worker_processes", str(host.cpus), f"{src}: = CPUs")
         b.put("max_parallel_workers", str(host.cpus), f"{src}: = CPUs")
         b.put("max_parallel_workers_per_gather", str(half), f"{src}: ceil(CPUs/2), at most 4")
         b.put("max_parallel_maintenance_workers", str(half), f"{src}: ceil(CPUs/2), at most 4")
-    else:
-        per_gather = max(int(b.now("max_parallel_workers_per_gather") or 1), 1)
+    per_gather = max(int(b.now("max_parallel_workers_per_gather") or 1), 1)  # the set's (a pinned one)
     _work_mem(ctx, b, host, policy, sb, per_gather)
     lo, hi = _WAL_BY_CLASS.get(cls, _WAL_BY_CLASS["mixed"])
     b.put_bytes("min_wal_size", lo, f"{PGTUNE}: by class ({cls}: {lo // GiB} GB)")
@@ -135,7 +132,9 @@ def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinn
         + (f", data {host.data_bytes / GiB:.2f} GiB" if host.data_bytes else ", data size not measured")
         + "; work_mem only up to what the memory budget holds"
     )
-    return Candidate(name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources))
+    return Candidate(
+        name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources), kept=dict(b.kept)
+    )
 
 
 def _work_mem(
@@ -198,12 +197,12 @@ def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned:
         b.put_bytes("innodb_buffer_pool_size", floor_mib(max(want, 0.0)), why)
     pool = b.now_bytes("innodb_buffer_pool_size") or now  # the set's pool (a pinned one): the redo log follows it
     log_now = b.now_bytes("innodb_log_file_size") or 96 * MiB
-    if pool / 4 > log_now:
-        b.put_bytes(
-            "innodb_log_file_size",
-            floor_mib(pool / 4),
-            f"{MYSQLTUNER}: redo log 25 % of the buffer pool ({pool / MiB:.0f} MiB)",
-        )
+    b.put_bytes(  # never below the value in effect: then the set keeps it (``kept``)
+        "innodb_log_file_size",
+        max(floor_mib(pool / 4), log_now),
+        f"{MYSQLTUNER}: redo log 25 % of the buffer pool ({pool / MiB:.0f} MiB)"
+        + (", not below the value in effect" if pool / 4 <= log_now else ""),
+    )
     if host.storage in ("ssd", "nvme"):
         b.put(
             "innodb_io_capacity",
@@ -216,4 +215,6 @@ def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned:
         f"connections (kept), {host.storage} storage, workload class {host.workload_class}: the buffer pool takes "
         "what the memory budget leaves, the redo log a quarter of it"
     )
-    return Candidate(name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources))
+    return Candidate(
+        name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources), kept=dict(b.kept)
+    )

@@ -137,6 +137,8 @@ class SetBuilder:
         self.current = current_config(ctx)
         self.changes: dict[str, str] = {}
         self.sources: dict[str, str] = {}
+        self.kept: dict[str, str] = {}
+        """Knobs sized at the value in effect (not in ``changes``) → the source of that figure."""
         self.absent: list[str] = []
 
     def spec(self, name: str) -> KnobSpec | None:
@@ -175,9 +177,11 @@ class SetBuilder:
         if name in self.current and canonical(name, text, spec) == canonical(name, self.current[name], spec):
             self.changes.pop(name, None)
             self.sources.pop(name, None)
+            self.kept[name] = source
             return False
         self.changes[name] = text
         self.sources[name] = source
+        self.kept.pop(name, None)
         return True
 
     def put_bytes(self, name: str, nbytes: float, source: str) -> bool:
