@@ -29,7 +29,8 @@ from agenticdb.models import ApplyMode, KnobSpec, Layer
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.store.journal import Journal
-from agenticdb.units import mysql_set_number, parse_value
+from agenticdb.units import parse_value
+from agenticdb.units.people import mysql_set_number
 
 ENV = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
 

@@ -262,3 +262,16 @@ def test_mariadb_redo_log_follows_the_current_pool_when_no_pool_is_recommended(m
     assert f"({pool_now // MiB} MiB), not below the value in effect" in ref.kept["innodb_log_file_size"]
     hold_to_reference(recs, ref, catalog)
     assert "innodb_log_file_size" not in {r.knob for r in without_no_ops(recs, catalog)}
+
+
+def test_sizes_spelled_for_people_and_back_for_set() -> None:
+    from agenticdb.models import ApplyMode, KnobSpec  # lazy: only this pure test builds a spec
+    from agenticdb.units.people import for_people, mysql_set_number
+
+    pool = KnobSpec(name="innodb_buffer_pool_size", vartype="integer", unit="B", apply=ApplyMode.dynamic)
+    count = KnobSpec(name="thread_cache_size", vartype="integer", apply=ApplyMode.dynamic)
+    assert for_people("mariadb", pool, "134217728") == "128M" and for_people("mysql", pool, "12637437952") == "12052M"
+    assert for_people("mariadb", pool, str(2 * 1024**3)) == "2G" and for_people("mariadb", pool, "1025") == "1025"
+    assert for_people("mariadb", count, "1024") == "1024"  # a count, not bytes
+    assert for_people("postgresql", pool, "128MB") == "128MB"
+    assert mysql_set_number("12052M") == "12637437952" and mysql_set_number("ON") == "ON"

@@ -64,7 +64,8 @@ from agenticdb.planner.playbook import HostFacts, load_playbook, round_base, siz
 from agenticdb.rootcause import RootCauses, first_row
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
-from agenticdb.units import for_people, format_value, parse_value
+from agenticdb.units import format_value, parse_value
+from agenticdb.units.people import for_people
 from agenticdb.validation.validator import validate
 
 log = structlog.get_logger(__name__)

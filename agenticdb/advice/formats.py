@@ -22,7 +22,7 @@ import re
 from agenticdb.advice.types import Advice, Recommendation
 from agenticdb.dialect import family_of
 from agenticdb.models import ApplyMode, Layer
-from agenticdb.units import mysql_set_number
+from agenticdb.units.people import mysql_set_number
 
 FORMATS = ("text", "json", "sql", "conf", "sysctl", "tuned")
 

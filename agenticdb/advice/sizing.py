@@ -34,7 +34,8 @@ from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import SourceInput, current_config, host_view
-from agenticdb.units import canonical, for_people, parse_value
+from agenticdb.units import canonical, parse_value
+from agenticdb.units.people import for_people
 from agenticdb.validation.memory import worst_case
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset

@@ -393,29 +393,6 @@ def readable(family: str, spec: KnobSpec, base: float) -> str:
     return _dialect(family).readable(spec, base)
 
 
-def for_people(family: str, spec: KnobSpec, raw: str | int | float | None) -> str:
-    """``raw`` spelled the way a DBA reads and writes it in the server's configuration, for advice:
-    MySQL/MariaDB byte sizes with the largest K/M/G/T suffix that keeps them whole ("134217728" → "128M",
-    the option-file spelling: MariaDB KB "Configuring MariaDB with Option Files"); everything else as
-    given (PostgreSQL's canonical spelling already carries its unit: "128MB"). Not for ``SET``: MySQL's
-    ``SET`` takes no suffix (:func:`mysql_set_number`)."""
-    if raw is None:
-        return ""
-    base = parse_value(raw, spec)
-    people = _dialect(family).for_people(spec, base) if base is not None else None
-    return people if people is not None else str(raw)
-
-
-def mysql_set_number(text: str) -> str:
-    """A MySQL/MariaDB size with a K/M/G/T/P/E suffix as its byte count, for ``SET GLOBAL``/``SET PERSIST``
-    (MySQL 8.0 manual 5.1.9: suffixes "can be used when setting a variable at server startup, but not to
-    set the value with SET at runtime"; MariaDB 10.11 answers error 1232); other text unchanged."""
-    m = _NUMBER.match(text)
-    if m is None or not m.group(2) or m.group(2).lower() not in _MYSQL_SUFFIX or "." in m.group(1):
-        return text
-    return str(int(m.group(1)) * _MYSQL_SUFFIX[m.group(2).lower()])
-
-
 def quantity(family: str, spec: KnobSpec, base: float) -> float:
     """``base`` converted to a dimension-wide unit (bytes for memory, ms for time) so knobs with different
     base units compare (work_mem in kB against shared_buffers in 8kB pages)."""
@@ -458,10 +435,6 @@ class Dialect:
     def proposal_value(self, spec: KnobSpec, base: float) -> str | int | float:
         """``base`` written the way the validator accepts it in a proposal (integers by default)."""
         return int(round(base))
-
-    def for_people(self, spec: KnobSpec, base: float) -> str | None:
-        """``base`` in the spelling a DBA writes in the configuration, None when that is the canonical one."""
-        return None
 
 
 class PostgresDialect(Dialect):
@@ -519,16 +492,6 @@ class MySQLDialect(Dialect):
 
     def bytes_of(self, spec: KnobSpec, base: float) -> float | None:
         return base
-
-    def for_people(self, spec: KnobSpec, base: float) -> str | None:
-        """A byte size (unit "B") with the largest suffix that keeps it whole: "128M", "12052M", "1G"."""
-        if spec.unit != "B" or spec.vartype != "integer" or base != int(base) or base < 1024:
-            return None
-        n = int(base)
-        for name, size in (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024)):
-            if n % size == 0:
-                return f"{n // size}{name}"
-        return None
 
 
 class LinuxDialect(Dialect):
