@@ -73,15 +73,19 @@ def require_dsn(cfg: Settings) -> str:
     return cfg.target.dsn
 
 
-def build_target(cfg: Settings) -> Target:
+def build_target(cfg: Settings, cache: bool = True) -> Target:
     """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL), built by its kind's factory.
+
+    Args:
+        cache: keep facts read once per server version under ``<home>/cache``; False writes nothing
+            there (``rollback --dry-run``).
 
     Raises:
         SetupError: no DSN configured.
         ValueError: the DSN or the service section is invalid (names the key).
     """
     require_dsn(cfg)
-    return dbms_target(cfg.target, cache_dir=cfg.storage.home / "cache")
+    return dbms_target(cfg.target, cache_dir=cfg.storage.home / "cache" if cache else None)
 
 
 def linux_target(

@@ -323,7 +323,13 @@ def test_journal_show_without_id_tells_the_newest_session(tmp_path: Path) -> Non
         r = run("journal", cmd, "--home", str(tmp_path))
         assert r.returncode == 0 and r.stderr == "", (cmd, r.stdout, r.stderr)
         said.append(r.stdout)
-    assert said[0].startswith("no journal yet: no session has run with this storage (") and len(set(said)) == 1
+    assert said[0] == f"no sessions in {tmp_path / 'journal.db'} (nothing has been tuned with this storage yet)\n"
+    assert len(set(said)) == 1
+    # a journal file that holds no session (a DBA's trial: list printed an empty table, show "no journal yet")
+    Journal(tmp_path / "journal.db").close()
+    for cmd in ("list", "show", "tail"):
+        r = run("journal", cmd, "--home", str(tmp_path))
+        assert r.returncode == 0 and r.stdout == said[0], (cmd, r.stdout, r.stderr)
     _journal(tmp_path)
     newer = "20261202-070000-bbbbbb"
     with Journal(tmp_path / "journal.db") as j:

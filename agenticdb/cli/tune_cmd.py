@@ -433,8 +433,12 @@ def run_rollback(
     if to not in ("baseline", "last-safe"):
         console.print(f"[red]error:[/] --to {to!r}: expected 'baseline' or 'last-safe'")
         return 2
-    journal, memory = open_stores(cfg)
-    if session is not None:
+    journal, memory = _stores_to_read(cfg) if dry_run else open_stores(cfg)
+    if journal is None:  # a dry run on a home without a journal (it creates none)
+        if dbms or session is not None:
+            console.print(f"[red]error:[/] no sessions in {cfg.storage.journal_db}: nothing to roll back")
+            return 1
+    elif session is not None:
         try:
             session = journal.find_session(session)
         except JournalError as exc:  # unknown or ambiguous prefix: say which
@@ -447,12 +451,23 @@ def run_rollback(
         if session is None:
             console.print(f"[red]error:[/] no {cfg.target.kind} session with a snapshot in the journal to roll back")
             return 1
+        assert journal is not None  # checked above: a session was found in it
         code = _rollback_dbms(cfg, journal, session, to, console, dry_run)
         if code == 2:  # a usage error (the snapshot is of another kind of server): nothing else runs
             return code
     if os_:
         code = code or _rollback_os(cfg, journal, memory, session, console, dry_run)
     return code
+
+
+def _stores_to_read(cfg: Settings) -> tuple[Journal | None, MemoryBook | None]:
+    """``rollback --dry-run``: the journal and the Memory Book opened read-only, None for a file that does
+    not exist: a dry run changes nothing, and creates no file either."""
+    jpath, mpath = cfg.storage.journal_db, cfg.storage.memory_db
+    assert jpath is not None and mpath is not None  # filled in by StorageConfig
+    key = cfg.storage.key_path()
+    journal = Journal(jpath, read_only=True, key_file=key if key.exists() else None) if jpath.exists() else None
+    return journal, MemoryBook(mpath, read_only=True) if mpath.exists() else None
 
 
 def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, console: Console, dry_run: bool) -> int:
@@ -465,18 +480,18 @@ def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, conso
         return 1
     lock = TargetLock(cfg.storage.home, cfg.target.dsn or "")
     try:
-        lock.acquire()
+        if not dry_run:  # a dry run only reads: no lock (its file would be created), no cache written
+            lock.acquire()
     except LockError as exc:
         console.print(f"[red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         return 1
-    target = build_target(cfg)
+    target = build_target(cfg, cache=not dry_run)
     try:
         if not target.owns(snap):
             console.print(f"[red]error:[/] session {session} snapshot is of {snap.target}, the target is {target.kind}")
             return 2
         if dry_run:
-            _print_dry_run(console, target, snap, f"restoring {to} of session {session}")
-            return 0
+            return _print_dry_run(console, target, snap, f"restoring {to} of session {session}")
         result = restore_verified(target, snap)
     finally:
         target.close()
@@ -499,23 +514,40 @@ def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, conso
     return 0 if result.verified else 1
 
 
-def _print_dry_run(console: Console, target: Target, snap: Snapshot, what: str) -> None:
-    before = target.current_values([n for n in snap.values if target.knows(n)]) if target.available() else {}
+def _print_dry_run(console: Console, target: Target, snap: Snapshot, what: str) -> int:
+    """Print the values restoring ``snap`` would change; 1 when the server does not answer (then nobody
+    can tell: "would change 0 values" would be a guess)."""
+    if not target.available():
+        reason = target.unavailable_reason or "it does not answer"
+        console.print(
+            f"[red]error:[/] dry run: {what}: cannot read the server's current values ({escape(redact(reason))})",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    before = target.current_values([n for n in snap.values if target.knows(n)])
     pending = {
         k: (before[k], v) for k, v in snap.values.items() if k in before and not target.values_equal(k, v, before[k])
     }
     console.print(f"dry run: {what} would change {len(pending)} value(s):", highlight=False)
     for k, (was, now) in sorted(pending.items()):
         console.print(f"  {k}: {was} → {now}", highlight=False)
+    return 0
 
 
 def _rollback_os(
-    cfg: Settings, journal: Journal, memory: MemoryBook, session: str | None, console: Console, dry_run: bool
+    cfg: Settings,
+    journal: Journal | None,
+    memory: MemoryBook | None,
+    session: str | None,
+    console: Console,
+    dry_run: bool,
 ) -> int:
-    """``rollback --os``: every unrestored OS original saved in the Memory Book."""
+    """``rollback --os``: every unrestored OS original saved in the Memory Book (None: a dry run found
+    no Memory Book file)."""
     from agenticdb.app import linux_target  # lazy: start-up cost (loads 9 modules)
 
-    originals = memory.os_originals(session_id=None, unrestored_only=True)
+    originals = memory.os_originals(session_id=None, unrestored_only=True) if memory is not None else []
     if not originals:
         console.print("OS: nothing to restore (no unrestored originals saved)")
         return 0
@@ -524,6 +556,7 @@ def _rollback_os(
         for o in originals:
             console.print(f"  {o.name} → {o.original} (saved by session {o.session_id})", highlight=False)
         return 0
+    assert journal is not None and memory is not None  # opened for writing: not a dry run
     result = restore_os_originals(linux_target(cfg), memory, originals, "os originals")
     values, bad = result.values, result.differences
     journal.append(
