@@ -438,9 +438,14 @@ def daemon(
     config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None
 ) -> None:
     """Run as a long-lived service: scheduled sessions, crash reconciliation, sd_notify."""
+    from agenticdb.app import SetupError, require_dsn  # lazy: start-up cost (loads 30 modules)
     from agenticdb.daemon import run_daemon  # lazy: start-up cost (loads prometheus_client; 73 modules)
 
     cfg = settings(config, target, sandbox, home)
+    try:  # without a server every scheduled session would only fail; refuse before anything is written
+        require_dsn(cfg)
+    except SetupError as exc:
+        fail(str(exc), 2)
     raise typer.Exit(
         run_daemon(cfg, config_path=config, overrides={"target": target, "sandbox": sandbox, "home": home})
     )
