@@ -12,7 +12,7 @@ $ADB sandbox up postgres
 # poorly: 128MB shared_buffers against ~500 MB of tables and indexes at SF 0.3, 4MB work_mem for sorts and
 # hashes, JIT on for short queries. The session opens with a race of whole configurations (issue 36) and
 # proves the leader on fresh pairs; the budget counts everything after the install: the first run also
-# loads the data (~1.5 min at SF 0.3 on 2 cores), later runs reuse it.
+# loads the data (SF 0.3: ~12 s on 2 quiet cores, ~70 s on busy ones), later runs reuse it.
 rc=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

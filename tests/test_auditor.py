@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenticdb.loop.auditor import DecisionRules, adoptable_prior, assess
-from agenticdb.loop.next_move import LoopState, decide, noise_cv, relative_gain
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.loop.auditor import DecisionRules, adoptable_prior, assess, decision_rules
+from agenticdb.loop.next_move import LoopState, decide, noise_cv, pairs_within, relative_gain
 from agenticdb.measure.disturbance import DisturbanceThresholds
 from agenticdb.measure.sequential import Noise, SequentialPolicy
+from agenticdb.measure.sequential import decide as sequential_decide
 from agenticdb.models import Bottleneck, Decision, Disturbance, Failure, Layer, Measurement, RoundOutcome
 
 
@@ -242,3 +244,61 @@ def test_only_an_undisturbed_recent_run_with_the_same_objective_is_adoptable() -
     assert adoptable_prior(recent.model_copy(update={"cut_off": "stopped early"}), screen) is None
     hog = _m(100, disturbed="a CPU hog").model_copy(update={"taken_at": 995.0})
     assert adoptable_prior(hog, screen) is None
+
+
+def test_the_pairs_a_cap_allows_are_counted_from_one_runs_cost() -> None:
+    # pair 1 needs the best's run after the screen, every further pair two runs
+    assert pairs_within(350.0, 116.0, reused_best_run=False) == 2  # 116 + 232 ≤ 350
+    assert pairs_within(347.0, 116.0, reused_best_run=False) == 1
+    assert pairs_within(115.0, 116.0, reused_best_run=False) == 1
+    assert pairs_within(232.0, 116.0, reused_best_run=True) == 2
+    assert pairs_within(600.0, 100.0, reused_best_run=False) == 3
+    assert pairs_within(600.0, 0.0, reused_best_run=False) is None  # cost unknown: no plan
+
+
+def test_planned_pairs_split_the_error_rate_over_the_looks_that_can_happen() -> None:
+    full = SequentialPolicy(max_pairs=6)
+    two = SequentialPolicy(max_pairs=6, planned_pairs=2)
+    assert full.looks == 5 and two.looks == 1 and two.alpha_per_look == pytest.approx(0.05)
+    assert SequentialPolicy(max_pairs=6, planned_pairs=1).last_pair == 2  # never below min_pairs
+    assert SequentialPolicy(max_pairs=6, planned_pairs=40).last_pair == 6  # never above max_pairs
+
+
+def test_a_decision_with_room_for_two_pairs_decides_on_them_at_the_whole_alpha() -> None:
+    # The proof of pg-tpch's 8-minute session (issue 36): ahead by 53 % and 17 % in two pairs of a
+    # query set on a quiet host's noise. At α/5 per look (six pairs it could never measure) the interval
+    # reaches below zero; with the two pairs the budget allows planned, it is decided.
+    prior = Noise.from_repeats([57.9, 56.1, 59.5])  # three baseline runs, CV 3 %
+    rules = lambda planned: DecisionRules(  # noqa: E731
+        SequentialPolicy(min_gain=0.03, max_pairs=6, planned_pairs=planned), prior, DisturbanceThresholds(), 2, 1e9
+    )
+
+    best, cand = [61.8, 58.0], [40.5, 49.4]
+    unplanned = sequential_decide(cand, best, False, SequentialPolicy(min_gain=0.03, max_pairs=6), prior)
+    assert unplanned.verdict is None and unplanned.estimate.low < 0, unplanned.reason
+    runs = Script(best=[_m(b, higher=False) for b in best], candidate=[_m(49.4, higher=False)])
+    planned = assess(_m(40.5, higher=False), 60.0, runs, rules(2))
+    assert planned.verdict == "better" and planned.estimate is not None and planned.estimate.pairs == 2
+    assert planned.estimate.low > 0 and runs.asked == ["best 1", "best 2", "candidate 2"]
+
+
+def test_the_planned_pairs_end_the_decision_as_the_budget_would() -> None:
+    # Not settled at the last planned pair: the session's time budget is the cap → undecided, not a tie.
+    best = [_m(v) for v in (100, 100, 100, 100)]
+    cand = [_m(v) for v in (80, 125, 90)]
+    policy = SequentialPolicy(min_gain=0.03, max_pairs=6, planned_pairs=2)
+    prior = Noise.from_repeats([100, 97, 103, 99])
+    session = DecisionRules(policy, prior, DisturbanceThresholds(), 2, 300.0, session_cap=True)
+    a = assess(_m(120), 100.0, Script(best, cand), session)
+    assert a.verdict == "undecided" and a.estimate is not None and a.estimate.pairs == 2, a.reason
+    own = DecisionRules(policy, prior, DisturbanceThresholds(), 2, 300.0)
+    a = assess(_m(120), 100.0, Script(best, cand), own)
+    assert a.verdict == "tie" and "the 2 pairs the decision's time cap allows" in a.reason
+
+
+def test_decision_rules_plan_the_pairs_from_the_time_left_and_a_runs_cost() -> None:
+    loop = LoopConfig(decision_budget_s=3600.0)  # the session's 350 s left is the cap
+    assert decision_rules(loop, Noise(), 350.0, run_cost_s=116.0).policy.planned_pairs == 2
+    assert decision_rules(loop, Noise(), 350.0).policy.planned_pairs is None
+    roomy = decision_rules(loop, Noise(), 1e6, run_cost_s=30.0).policy
+    assert roomy.last_pair == loop.max_pairs and roomy.looks == loop.max_pairs - loop.min_pairs + 1

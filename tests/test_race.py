@@ -10,13 +10,18 @@ set's is ``TrialLimit.race``'s per-query bound.
 
 from __future__ import annotations
 
+import io
 import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memtarget import KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
+from rich.console import Console
 
+from agenticdb.cli.inspect_cmd import _report_rounds
+from agenticdb.cli.story import render_story
+from agenticdb.cli.tune_cmd import _round_printer, _verdicts, stage_text
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
@@ -426,3 +431,35 @@ def test_without_restart_cuts_restart_only_knobs_and_drops_empty_and_twin_sets()
     assert [c.name for c in out] == ["evidence without restart", "llm"], out
     assert out[0].changes == {"work_mem": "8MB"} and out[0].sources == {"work_mem": "m"}
     assert "random_page_cost" in out[0].rationale and out[1] is made[3]
+
+
+def test_every_opening_line_names_its_candidate(tmp_path: Path) -> None:
+    """tune's round lines, its table and summary, the Markdown report and `journal show` say which candidate each
+    round of the opening screens or proves (a new user's demo read "round 2 [dbms] unknown: …" and could not tell
+    evidence from host-sized)."""
+    s, _, _, _ = session(tmp_path, candidates(("placebo", PLACEBO), ("loser", LOSER), ("winner", WINNER)))
+    out = io.StringIO()
+    console = Console(file=out, width=400, force_terminal=False)
+    s.on_round = _round_printer(console, [], None)
+    result = s.run()
+    which = {1: "screen of 'placebo'", 2: "screen of 'loser'", 3: "screen of 'winner'", 4: "proof of 'winner'"}
+    lines = out.getvalue().splitlines()
+    for n, text in which.items():
+        line = next(ln for ln in lines if ln.startswith(f"round {n} "))
+        assert line.startswith(f"round {n} [dbms · opening {text}] "), line
+        assert stage_text(result.rounds[n - 1]) == f"dbms · opening {text}"
+    assert next(ln for ln in lines if ln.startswith("round 5 ")).startswith("round 5 [dbms] "), lines
+    assert "race screen of 'loser': 10.000" in result.rounds[1].reason
+    _verdicts(console, result.rounds)
+    assert "kept in round 4 (opening proof of 'winner'): " in out.getvalue()
+    report = "\n".join(_report_rounds(result.rounds, "TPS"))
+    assert "| 2 | dbms · opening screen of 'loser' |" in report and "## Round 4 (opening proof of 'winner')" in report
+
+    story = io.StringIO()
+    render_story(Console(file=story, width=400, force_terminal=False), s.session_id, s.journal.events(s.session_id))
+    text = story.getvalue()
+    for n, what in which.items():
+        assert f" Round {n} · opening {what} " in text, text
+        assert f"Intent       opening {what} apply " in text, text
+    assert "Decision     continue (kept) (opening proof of 'winner'), estimate" in text, text
+    assert "note: llm: no LLM planner configured" in text  # the race event's notes are told too

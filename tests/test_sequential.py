@@ -26,13 +26,13 @@ def _session(delta: float, sigma: float, rng: random.Random, policy: SequentialP
     prior = Noise.from_repeats([run(0.0) for _ in range(3)])
     cand: list[float] = []
     best: list[float] = []
-    for _ in range(policy.max_pairs):
+    for n in range(1, policy.last_pair + 1):
         best.append(run(0.0))
         cand.append(run(delta))
-        d = decide(cand, best, True, policy, prior)
+        d = decide(cand, best, True, policy, prior, final=n == policy.last_pair)
         if d.settled:
             return d.verdict, len(cand)
-    raise AssertionError("the test must settle by max_pairs")
+    raise AssertionError("the test must settle by its last pair")
 
 
 @pytest.mark.parametrize("sigma", [0.05, 0.10, 0.20, 0.40])
@@ -42,6 +42,34 @@ def test_a_a_decisions_rarely_call_a_placebo_better(sigma: float, heavy: bool) -
     policy = SequentialPolicy()
     verdicts = [_session(0.0, sigma, rng, policy, heavy)[0] for _ in range(600)]
     assert verdicts.count("better") / len(verdicts) <= 0.05
+
+
+@pytest.mark.parametrize("planned", [2, 3])
+@pytest.mark.parametrize("sigma", [0.05, 0.20])
+def test_planned_pairs_keep_the_placebo_rate_while_looking_at_a_larger_alpha(planned: int, sigma: float) -> None:
+    # A session whose budget allows only `planned` pairs splits α over those looks (issue 36); the false
+    # "better" rate of the whole procedure must stay within 5 % (seeded, 1,500 decisions each).
+    rng = random.Random(f"planned-{planned}-{sigma}")
+    policy = SequentialPolicy(planned_pairs=planned)
+    verdicts = [_session(0.0, sigma, rng, policy, heavy=True)[0] for _ in range(1500)]
+    assert verdicts.count("better") / len(verdicts) <= 0.05
+
+
+def test_two_planned_pairs_detect_a_quarter_gain_that_a_cut_short_six_pair_plan_misses() -> None:
+    # +25 % at 5 % run noise, and the time allows 2 pairs: judged at α / 4 per look (a plan of 5 pairs cut
+    # short) it is found in ~32 % of decisions, judged at the whole α (2 pairs planned) in ~83 % (seeded).
+    def found(policy: SequentialPolicy) -> float:
+        rng = random.Random("quarter")
+        hits = 0
+        for _ in range(400):
+            prior = Noise.from_repeats([100.0 * math.exp(rng.gauss(0.0, 0.05)) for _ in range(3)])
+            best = [100.0 * math.exp(rng.gauss(0.0, 0.05)) for _ in range(2)]
+            cand = [125.0 * math.exp(rng.gauss(0.0, 0.05)) for _ in range(2)]
+            hits += decide(cand, best, True, policy, prior, final=True).verdict == "better"
+        return hits / 400
+
+    assert found(SequentialPolicy()) < 0.45
+    assert found(SequentialPolicy(planned_pairs=2)) > 0.75
 
 
 def test_a_large_real_effect_settles_in_few_pairs() -> None:

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
-from agenticdb.cli.tune_cmd import _safe_dsn, baseline_best_text, estimate_text, medians_text
+from agenticdb.cli.tune_cmd import _safe_dsn, baseline_best_text, estimate_text, medians_text, stage_text
 from agenticdb.config import Settings
 from agenticdb.dialect import family_of
 from agenticdb.host.hardware import detect_hardware
@@ -433,7 +433,8 @@ def _report_rounds(rounds: list[Any], unit: str) -> list[str]:
         ch = ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—"
         reason = str(r.reason).replace("|", "\\|").replace("\n", " ")
         lines.append(
-            f"| {r.round_no} | {r.stage.value} | {r.bottleneck.value} | {ch} | {medians_text(r)} | "
+            f"| {r.round_no} | {stage_text(r) if r.opening else r.stage.value} | {r.bottleneck.value} | {ch} | "
+            f"{medians_text(r)} | "
             f"{estimate_text(r)} | {'yes' if r.kept else 'no'} | {r.decision.value} | {reason} |"
         )
     lines.append("")
@@ -444,7 +445,8 @@ def _report_rounds(rounds: list[Any], unit: str) -> list[str]:
 
 
 def _report_round(r: Any) -> list[str]:
-    lines = [f"## Round {r.round_no}: {r.bottleneck.value}", f"- rationale: {r.proposal.rationale}"]
+    which = f" ({r.opening_label})" if r.opening_label else ""
+    lines = [f"## Round {r.round_no}{which}: {r.bottleneck.value}", f"- rationale: {r.proposal.rationale}"]
     lines += [f"- evidence: {e}" for e in r.proposal.evidence]
     lines += [f"- change `{c.name} = {c.value}`: {c.rationale}" for c in r.proposal.changes]
     lines += [f"- rejected `{f.parameter} = {f.value}` ({f.check}): {f.message}" for f in r.failed_checks]

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
+from agenticdb.models import opening_label
 from agenticdb.report.labels import objective_label, objective_unit
 from agenticdb.rootcause.text import story_line
 from agenticdb.store.journal_events import JournalEvent
@@ -168,6 +169,11 @@ def _recovery(console: Console, d: dict[str, Any]) -> None:
 
 
 def _decision(console: Console, d: dict[str, Any]) -> None:
+    p = d.get("proposal")
+    p = p if isinstance(p, dict) else {}
+    which = opening_label(p.get("stage"), p.get("planner"), p.get("rationale"))  # the opening's candidate
+    if which and which.partition(" of ")[2] in str(d.get("reason", "")):
+        which = ""  # the reason names it already (a screen's "race screen of 'evidence': …")
     estimate = d.get("estimate") or {}
     gain = d.get("gain_vs_best")
     if estimate.get("text"):
@@ -177,7 +183,8 @@ def _decision(console: Console, d: dict[str, Any]) -> None:
     _line(
         console,
         "Decision",
-        f"{d.get('decision')}{' (kept)' if d.get('kept') else ''}{gain_text}: {d.get('reason', '')}",
+        f"{d.get('decision')}{' (kept)' if d.get('kept') else ''}{f' ({which})' if which else ''}{gain_text}: "
+        f"{d.get('reason', '')}",
         "bold cyan",
     )
 
@@ -336,8 +343,21 @@ def _render_late(console: Console, ev: JournalEvent) -> None:
     _render_event(console, ev)
 
 
+def round_titles(events: list[JournalEvent]) -> dict[int, str]:
+    """Round → what its block is about when it is one of the opening's (``Round 2 · opening screen of
+    'evidence'``), from the round's first proposal of the opening; other rounds are left out."""
+    titles: dict[int, str] = {}
+    for e in events:
+        if e.event == "proposal" and e.round_no is not None and e.round_no not in titles:
+            d = e.data
+            if which := opening_label(d.get("stage"), d.get("planner"), d.get("rationale")):
+                titles[e.round_no] = f"Round {e.round_no} · {which}"
+    return titles
+
+
 def render_story(console: Console, session_id: str, events: list[JournalEvent]) -> None:
     """Print a session's events as a story: header, one block per round, and the session end."""
+    titles = round_titles(events)
     start = next((e.data for e in events if e.event == "session.start"), {})
     console.print(f"[bold]Session {escape(session_id)}[/]")
     if start:
@@ -368,7 +388,7 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
             continue
         if ev.round_no is not None and ev.round_no != current:
             current = ev.round_no
-            console.print(Rule("Baseline" if current == 0 else f"Round {current}"))
+            console.print(Rule("Baseline" if current == 0 else titles.get(current, f"Round {current}")))
         _render_event(console, ev)
     if not any(e.event == "session.end" for e in events):
         console.print(Rule("unfinished"))

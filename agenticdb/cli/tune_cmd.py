@@ -84,7 +84,7 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
             changes += f"  [red](failed: {r.failure.phase}; {r.recovery.action if r.recovery else 'no recovery'})[/]"
         t.add_row(
             str(r.round_no),
-            r.stage.value + (f" · {r.proposal.stage}" if r.proposal is not None else ""),
+            stage_text(r),
             r.bottleneck.value,
             changes,
             medians_text(r),
@@ -205,6 +205,14 @@ def _tune_parts(cfg: Settings, console: Console) -> tuple[Journal, MemoryBook, T
     return journal, memory, target, workload
 
 
+def stage_text(r: RoundOutcome) -> str:
+    """The round's stage: ``dbms`` (no proposal), ``dbms · playbook`` / ``dbms · search``, and for the opening
+    the candidate it screens or proves, ``dbms · opening screen of 'evidence'`` (``RoundOutcome.opening_label``)."""
+    if r.proposal is None:
+        return r.stage.value
+    return f"{r.stage.value} · {r.opening_label or r.proposal.stage}"
+
+
 def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | None) -> Callable[[RoundOutcome], None]:
     """The per-round callback: the live table on a terminal, one line per round otherwise."""
 
@@ -213,8 +221,9 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
         if live is not None:
             live.update(rounds_table(rounds))
             return
+        stage = stage_text(outcome) if outcome.opening else outcome.stage.value  # the opening's: which candidate
         console.print(
-            f"round {outcome.round_no} [{outcome.stage.value}] {outcome.bottleneck.value}: "
+            f"round {outcome.round_no} [{stage}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
             f"{medians_text(outcome, labelled=True)}: {estimate_text(outcome)}; "
             f"{outcome.decision.value}: {outcome.reason}" + _refusal_text(outcome) + _failure_text(outcome),
@@ -382,7 +391,10 @@ def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
     kept = [r for r in rounds if r.kept]
     for r in kept:
         changes = ", ".join(f"{k}={v}" for k, v in r.changes.items())
-        console.print(f"kept in round {r.round_no}: {changes}: {estimate_text(r)}", highlight=False, soft_wrap=True)
+        which = f" ({r.opening_label})" if r.opening_label else ""
+        console.print(
+            f"kept in round {r.round_no}{which}: {changes}: {estimate_text(r)}", highlight=False, soft_wrap=True
+        )
     if kept:
         return
     measured = [r for r in rounds if r.estimate is not None]
@@ -394,7 +406,7 @@ def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
     changes = ", ".join(f"{k}={v}" for k, v in top.changes.items())
     console.print(
         f"nothing beat the starting configuration: largest effect seen (by magnitude) {top.estimate.text} "
-        f"(round {top.round_no}: {changes})",
+        f"(round {top.round_no}{f', {top.opening_label}' if top.opening_label else ''}: {changes})",
         highlight=False,
         soft_wrap=True,
     )

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from agenticdb.config.loop_section import LoopConfig
-from agenticdb.loop.next_move import relative_gain
+from agenticdb.loop.next_move import pairs_within, relative_gain
 from agenticdb.measure.disturbance import DisturbanceThresholds, classified
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy
@@ -287,11 +287,13 @@ class _Pairs:
             self.pair_s.append(took_s)
         # The time cap applies once the minimum pairs are in: a decision never ends on fewer valid pairs
         # (except when the host disturbs the pairs that would make them up, see _discard).
-        late = len(self.valid) >= self.protocol.policy.min_pairs and self._out_of_time()
+        policy = self.protocol.policy
+        planned_end = len(self.valid) >= policy.last_pair  # the looks the error rate was split over are used
+        late = len(self.valid) >= policy.min_pairs and (self._out_of_time() or planned_end)
         look = _look(self.valid, self.protocol, final=late)
         if look.verdict is None:
             return None
-        if look.capped and late and len(self.valid) < self.protocol.policy.max_pairs:
+        if look.capped and late and len(self.valid) < policy.max_pairs:
             return self._cut_short("", look)
         return self.assessment(look.verdict, look.reason, look.estimate)
 
@@ -422,25 +424,36 @@ def _lowers(ch: NormalizedChange, spec: KnobSpec) -> bool:
 
 
 def decision_rules(
-    loop: LoopConfig, noise: Noise, left_s: float, query_weights: QueryWeights | None = None
+    loop: LoopConfig,
+    noise: Noise,
+    left_s: float,
+    query_weights: QueryWeights | None = None,
+    run_cost_s: float = 0.0,
+    reused_best_run: bool = False,
 ) -> DecisionRules:
     """The decision protocol of ``[loop]`` with the session's pooled ``noise``; the decision's time cap is
     ``loop.decision_budget_s`` or the session's time left (``left_s``, seconds), whichever is shorter
     (``session_cap`` says it is the session's). ``query_weights``: judge query-set pairs on the per-query
-    statistic (``agenticdb.measure.query_set``); ``noise`` must then be of that statistic too."""
+    statistic (``agenticdb.measure.query_set``); ``noise`` must then be of that statistic too.
+
+    ``run_cost_s`` (one run with its warm-up and restarts, seconds; 0 = unknown): the pairs that fit the cap
+    (``next_move.pairs_within``) become the policy's ``planned_pairs``, so the test's error rate is split
+    over the looks that can happen and the decision ends at that many pairs."""
+    cap_s = max(min(loop.decision_budget_s, left_s), 0.0)
     policy = SequentialPolicy(
         min_gain=loop.min_gain,
         confidence=loop.confidence,
         min_pairs=loop.min_pairs,
         max_pairs=loop.max_pairs,
         latency_guard=loop.latency_guard,
+        planned_pairs=pairs_within(cap_s, run_cost_s, reused_best_run),
     )
     return DecisionRules(
         policy,
         noise,
         DisturbanceThresholds.from_config(loop),
         loop.max_disturbed_repeats,
-        max(min(loop.decision_budget_s, left_s), 0.0),
+        cap_s,
         latency_guard=loop.latency_guard is not None,
         session_cap=left_s < loop.decision_budget_s,
         query_weights=query_weights,

@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from agenticdb.measure import series
 from agenticdb.models import Decision, Layer, RoundOutcome
 
+#: A restart's cost before the session measured one (seconds): PostgreSQL restarts in ~0.6 s and MariaDB in
+#: ~1.4 s on the idle reference host (docs MEASUREMENT.md "Start-up costs"); the shutdown checkpoint after a
+#: write run and a loaded 2-core host make it several seconds (judgement, kept on the side of caution).
+RESTART_PRIOR_S = 5.0
+
 
 def noise_cv(values: list[float], floor: float = 0.03) -> float:
     """Coefficient of variation (stdev / mean) of repeated measurements of one configuration.
@@ -57,6 +62,22 @@ def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
     the best run of pair 1 when a best run measured right before the trial stands for it
     (``adoptable_prior``: the baseline's last run before round 1)."""
     return 2 * min_pairs - (1 if reused_best_run else 0)
+
+
+def pairs_within(cap_s: float, run_cost_s: float, reused_best_run: bool) -> int | None:
+    """How many pairs a decision can measure in ``cap_s`` seconds when one run (with its warm-up, reset or
+    restart) costs ``run_cost_s``: pair 1 needs the best's run after the screen (none when the best run
+    before the trial stands for it), every further pair two runs. None when the cost is unknown (≤ 0).
+
+    ``agenticdb.measure.sequential.SequentialPolicy.planned_pairs`` takes it: the looks the error rate is
+    split over are then the ones the budget allows (issue 36: an 8-minute TPC-H session's proof had room
+    for 2 pairs, yet each look paid α / 5 for six pairs it could never measure)."""
+    if run_cost_s <= 0:
+        return None
+    first = 0.0 if reused_best_run else run_cost_s
+    if cap_s < first:
+        return 1
+    return 1 + int((cap_s - first) // (2 * run_cost_s))
 
 
 def round_cost_prior(

@@ -52,6 +52,7 @@ from agenticdb.loop.round import Round
 from agenticdb.loop.stage import StageState, recover_round
 from agenticdb.loop.steps import StepResult
 from agenticdb.models import (
+    OPENING_PROOF,
     ApplyMode,
     Change,
     Decision,
@@ -379,7 +380,7 @@ class OpeningRun:
         began = time.monotonic()
         if not entry.verdict.ok:
             screen.refused = entry.verdict.failed[0].message if entry.verdict.failed else "no reason given"
-            self._close_screen(outcome, screen, f"refused by the validator: {screen.refused}")
+            self._close_screen(outcome, screen, f"'{entry.name}' refused by the validator: {screen.refused}")
             return screen, in_effect
         executor, target = self.stage.executor, self.stage.target
         phase: FailurePhase = "apply"
@@ -387,7 +388,8 @@ class OpeningRun:
             delta = self._switch(entry.verdict.changes, in_effect)
             mode = ApplyMode.strongest([c.apply for c in delta])
             phase = "restart" if mode == ApplyMode.restart else "apply"
-            restarted, _ = executor.apply(delta, mode, round_no, self.stage.snapshot, purpose="race")
+            purpose = f"opening screen of '{entry.name}'"  # the journal's intent names the candidate
+            restarted, _ = executor.apply(delta, mode, round_no, self.stage.snapshot, purpose=purpose)
             target.verify(entry.verdict.changes)
             self._supersede(round_no)
             state.restarts += restarted
@@ -403,14 +405,16 @@ class OpeningRun:
             outcome.failure = failure
             outcome.recovery = recover_round(target, failure, self.stage.snapshot, self.rec, round_no)
             screen.failure, screen.seconds = failure, time.monotonic() - began
-            self._close_screen(outcome, screen, f"failed in {failure.phase}; recovery {outcome.recovery.action}")
+            why = f"race screen of '{entry.name}' failed in {failure.phase}; recovery {outcome.recovery.action}"
+            self._close_screen(outcome, screen, why)
             return screen, {}
         screen.measurement, screen.seconds = m, time.monotonic() - began
         outcome.measurement, outcome.objective = m, m.objective
         outcome.gain_vs_best = relative_gain(m.objective, self.stage.objective, self.higher)
         if counted_worse(screen, self.stage.objective, self.s.noise):
             outcome.judged = "worse"
-        self._close_screen(outcome, screen, f"race screen: {screen.result(self.stage.objective, self.higher)}")
+        result = screen.result(self.stage.objective, self.higher)
+        self._close_screen(outcome, screen, f"race screen of '{entry.name}': {result}")
         return screen, dict(outcome.changes)
 
     def _switch(self, wanted: list[NormalizedChange], in_effect: dict[str, str]) -> list[NormalizedChange]:
@@ -455,9 +459,7 @@ class OpeningRun:
         s.current_round = round_no
         s.opening_rounds = round_no - 1  # the opening counts as one round of loop.max_rounds
         proposal = entry.proposal.model_copy(
-            update={
-                "rationale": f"proof of the race's leader '{entry.name}' on fresh pairs: {entry.proposal.rationale}"
-            }
+            update={"rationale": f"{OPENING_PROOF} '{entry.name}' on fresh pairs: {entry.proposal.rationale}"}
         )
         r = Round(round_no, Layer.dbms, self.stage, self.start.delta)
         r.plan = Plan(proposal, entry.verdict)
@@ -481,18 +483,19 @@ class OpeningRun:
         """Switch to the leader (one change set, verified) and measure its first fresh run."""
         assert r.plan is not None and r.plan.verdict is not None and r.safe is not None
         ex, verdict = self.stage.executor, r.plan.verdict
+        label = r.outcome.opening_label if r.outcome is not None else "opening proof"  # "opening proof of 'evidence'"
         try:
             delta = self._switch(verdict.changes, in_effect)
             mode = ApplyMode.strongest([c.apply for c in delta])
-            restarted, _ = ex.apply(delta, mode, r.no, r.safe, purpose="proof")
+            restarted, _ = ex.apply(delta, mode, r.no, r.safe, purpose=label)
             self.stage.target.verify(verdict.changes)
             self._supersede(r.no)
             r.screen, _ = ex.measure(r.no, "candidate", after_restart=restarted)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             self._supersede(r.no)
             phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
-            return self.s._failed(r, "trial", ex.failure(exc, phase, verdict.changes, r.no, "proof run failed"))
-        return StepResult("trial", f"proof of the race's leader: fresh run, objective {r.screen.objective:,.3f}")
+            return self.s._failed(r, "trial", ex.failure(exc, phase, verdict.changes, r.no, f"{label}: run failed"))
+        return StepResult("trial", f"{label}: fresh run, objective {r.screen.objective:,.3f}")
 
 
 SCREEN_PRIORITY = ("experience", "llm", "evidence", "limits", "host-sized")

@@ -38,17 +38,12 @@ from dataclasses import dataclass, field, replace
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
-from agenticdb.loop.next_move import relative_gain, round_cost_prior, warm_costs
+from agenticdb.loop.next_move import RESTART_PRIOR_S, relative_gain, round_cost_prior, warm_costs
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import PAIR_SD_FLOOR, Noise
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
 from agenticdb.units import UnitError, canonical, normalize
-
-#: A restart's cost before the session measured one (seconds): PostgreSQL restarts in ~0.6 s and MariaDB in
-#: ~1.4 s on the idle reference host (docs MEASUREMENT.md "Start-up costs"); the shutdown checkpoint after a
-#: write run and a loaded 2-core host make it several seconds (judgement, kept on the side of caution).
-RESTART_PRIOR_S = 5.0
 
 #: How far the leader's screen may fall behind the start's level and still be proven, in standard deviations of
 #: one pair's log-ratio (the session's noise estimate): judgement. The leader is the best of K screens, so a
@@ -365,9 +360,12 @@ def race_table(state: RaceState, best_level: float, prior: Noise) -> list[dict[s
 
 def race_lines(event: dict[str, object]) -> list[str]:
     """The ``race`` journal event as lines for people (``journal story``): one per screened candidate with
-    its knobs and result, then the leader (or why the race did not run)."""
+    its knobs and result, then the leader (or why the race did not run), then the opening's notes (sources
+    absent, sets dropped, evidence not measured and why)."""
+    notes = event.get("notes")
+    told = [f"note: {n}" for n in notes] if isinstance(notes, list) else []
     if event.get("skipped"):
-        return [f"opening skipped: {event['skipped']}"]
+        return [f"opening skipped: {event['skipped']}", *told]
     rows = event.get("table")
     lines = []
     for row in rows if isinstance(rows, list) else []:
@@ -379,7 +377,7 @@ def race_lines(event: dict[str, object]) -> list[str]:
         lines.append(f"{event['not_proven']}: the start stays")
     else:
         lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
-    return lines
+    return lines + told
 
 
 def opening_cost_s(

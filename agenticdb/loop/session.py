@@ -258,20 +258,26 @@ class TuningSession:
         loop = self.cfg.loop
         last = self.last_best_run.get(Layer.dbms)
         reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
-        durations = [m.total_time_s or m.duration_s for m in start.baseline]
-        query_set = any(m.per_query_s for m in start.baseline)
-        prior = next_move.round_cost_prior(
-            durations,
-            self.cfg.workload.warmup_s,
-            loop.min_pairs,
-            reused,
-            query_set=query_set,
-            reset_each_run=loop.reset_data,
-        )
+        prior = self._cost_prior(start, reused, restarts=False)
         elapsed = time.monotonic() - self.started
         runs = next_move.decision_runs(loop.min_pairs, reused)
         label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
         return next_move.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
+
+    def _cost_prior(self, start: Start, reused: bool, restarts: bool) -> float:
+        """The smallest decision's cost before it is measured (``next_move.round_cost_prior``, seconds),
+        from the baseline's runs."""
+        loop = self.cfg.loop
+        return next_move.round_cost_prior(
+            [m.total_time_s or m.duration_s for m in start.baseline],
+            self.cfg.workload.warmup_s,
+            loop.min_pairs,
+            reused,
+            restarts=restarts,
+            restart_s=next_move.RESTART_PRIOR_S,
+            query_set=any(m.per_query_s for m in start.baseline),
+            reset_each_run=loop.reset_data,
+        )
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():
@@ -400,7 +406,11 @@ class TuningSession:
         if prior is not None:
             log.info("judge.prior_best", round=r.no, objective=round(prior.objective, 3), reason="pair 1's best run")
         try:
-            a = auditor.assess(r.screen, r.stage.objective, runs, self._rules(), disturbed, prior_best=prior)
+            reused = prior is not None
+            runs_needed = next_move.decision_runs(self.cfg.loop.min_pairs, reused)
+            run_cost = self._cost_prior(start, reused, restarts) / runs_needed
+            rules = self._rules(run_cost, reused)
+            a = auditor.assess(r.screen, r.stage.objective, runs, rules, disturbed, prior_best=prior)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
             failure = r.stage.executor.failure(exc, phase, verdict.changes, r.no, "confirmation run failed")
@@ -416,10 +426,11 @@ class TuningSession:
         log.info("round.judged", round=r.no, verdict=a.verdict, reason=a.reason)
         return StepResult("judge", a.reason)
 
-    def _rules(self) -> auditor.DecisionRules:
-        """The decision protocol from ``[loop]``, with the noise learnt so far and the time left."""
+    def _rules(self, run_cost_s: float = 0.0, reused_best_run: bool = False) -> auditor.DecisionRules:
+        """The decision protocol from ``[loop]``, with the noise learnt so far, the time left and, from one
+        run's expected cost (seconds), the pairs that fit in it (``auditor.decision_rules``)."""
         left = self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
-        return auditor.decision_rules(self.cfg.loop, self.noise, left, self.query_weights)
+        return auditor.decision_rules(self.cfg.loop, self.noise, left, self.query_weights, run_cost_s, reused_best_run)
 
     def _journal_weights(self, weights: QueryWeights) -> None:
         """One ``query_weights`` event: the decisions on this query set use the per-query statistic."""

@@ -111,6 +111,11 @@ class SequentialPolicy:
             (a guard against one disturbed pair carrying the mean at small n).
         latency_guard: with a throughput objective, a candidate whose paired p95 latency is worse by
             more than this fraction (and beyond doubt) is worse whatever its throughput; None = off.
+        planned_pairs: the most pairs this decision can measure, fixed before its first pair (e.g. by the
+            time left and the runs' cost); None = ``max_pairs``. The error rate is split over the looks
+            that can happen (Bonferroni is valid for any number of looks fixed in advance), so a decision
+            the budget allows only 2 pairs looks once at the whole α instead of at α / 5; the caller ends
+            the decision at that many pairs.
     """
 
     min_gain: float = 0.03
@@ -119,11 +124,20 @@ class SequentialPolicy:
     max_pairs: int = 6
     agreement: float = 0.75
     latency_guard: float | None = None
+    planned_pairs: int | None = None
+
+    @property
+    def last_pair(self) -> int:
+        """The pair after which the decision ends at the latest: ``max_pairs``, or fewer when planned."""
+        if self.planned_pairs is None:
+            return self.max_pairs
+        return max(min(self.planned_pairs, self.max_pairs), self.min_pairs)
 
     @property
     def looks(self) -> int:
-        """Number of looks the error rate is split over (one after each pair from ``min_pairs`` on)."""
-        return max(self.max_pairs - self.min_pairs + 1, 1)
+        """Number of looks the error rate is split over (one after each pair from ``min_pairs`` on, up to
+        ``last_pair``)."""
+        return max(self.last_pair - self.min_pairs + 1, 1)
 
     @property
     def alpha_per_look(self) -> float:
@@ -298,8 +312,13 @@ def _rules(
         return PairDecision(
             "tie", est, f"change {said}: cannot beat min_gain {policy.min_gain:.0%}; a tie keeps the simpler config"
         )
-    if n >= policy.max_pairs or final:
-        why = f"after {n} pairs" if n >= policy.max_pairs else "when the decision's time cap was reached"
+    if n >= policy.last_pair or final:
+        if n >= policy.max_pairs:
+            why = f"after {n} pairs"
+        elif n >= policy.last_pair:
+            why = f"at the {n} pairs the decision's time cap allows"
+        else:
+            why = "when the decision's time cap was reached"
         if agree < policy.agreement:
             why += f", pairs disagree in direction ({', '.join(_pct(math.expm1(d)) for d in ds)})"
         return PairDecision("tie", est, f"change {said}: not settled {why}; a tie keeps the simpler config", True)

@@ -360,6 +360,22 @@ class Change(Strict):
     rationale: str = ""
 
 
+OPENING_PROOF = "proof of the race's leader"
+"""How the rationale of the opening's proof begins (``agenticdb.loop.opening_run``): it tells the leader's proof
+from the candidates' screens, whose proposals share ``stage = "opening"`` and ``planner = "opening:<name>"``."""
+
+
+def opening_label(stage: object, planner: object, rationale: object = "") -> str:
+    """Which of the opening's candidates a round is about, in words: ``opening screen of 'evidence'`` or
+    ``opening proof of 'evidence'``; "" outside the opening (and for the one proposal standing for the whole
+    opening in approve mode, ``planner = "opening"``). Takes a proposal's fields, so a journal payload (a dict)
+    and a :class:`Proposal` are told the same way."""
+    if stage != "opening" or not isinstance(planner, str) or not planner.startswith("opening:"):
+        return ""
+    step = "proof" if isinstance(rationale, str) and rationale.startswith(OPENING_PROOF) else "screen"
+    return f"opening {step} of '{planner.removeprefix('opening:')}'"
+
+
 class Proposal(Strict):
     """Diagnosis–action record produced by a planner (docs/architecture.md "The loop")."""
 
@@ -541,3 +557,10 @@ class RoundOutcome(Strict):
     def opening(self) -> bool:
         """A round of the opening's race (a screen or the leader's proof), not a diagnosis round."""
         return self.proposal is not None and self.proposal.stage == "opening"
+
+    @property
+    def opening_label(self) -> str:
+        """``opening screen of 'evidence'`` / ``opening proof of 'evidence'``: the candidate this round of the
+        opening is about (:func:`opening_label`); "" for any other round."""
+        p = self.proposal
+        return opening_label(p.stage, p.planner, p.rationale) if p is not None else ""
