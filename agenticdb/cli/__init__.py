@@ -396,7 +396,7 @@ def rollback(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
 ) -> None:
     """Put back what agenticdb changed: the newest session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write. Every value is restored, including ones changed by others since: preview with --dry-run."""  # noqa: E501 - typer shows the docstring as one help paragraph
-    from agenticdb.cli.tune_cmd import run_rollback  # lazy: start-up cost (loads 23 modules)
+    from agenticdb.cli.rollback_cmd import run_rollback  # lazy: start-up cost (loads 17 modules)
 
     if not dbms and not os_:
         fail("say what to roll back: --dbms, --os or both", 2)
