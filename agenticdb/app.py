@@ -21,7 +21,7 @@ from agenticdb.host.privileges import PrivilegeError, check_not_superuser
 from agenticdb.measure.hoststats import host_state
 from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
-from agenticdb.sandbox import sandbox_of
+from agenticdb.sandbox import SANDBOXES, sandbox_kind, sandbox_of
 from agenticdb.store.faults import StorageError, cause_of
 from agenticdb.store.journal import Journal
 from agenticdb.store.memory import MemoryBook
@@ -46,23 +46,26 @@ class SetupError(RuntimeError):
 
 
 def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
-    """TargetConfig of the private sandbox ``kind`` ("postgres" | "mariadb") under ``home``.
+    """TargetConfig of the private sandbox ``kind`` (any name ``agenticdb.sandbox.sandbox_kind`` accepts)
+    under ``home``.
 
     Raises:
-        SetupError: the sandbox does not exist (tells the user the command that creates it).
+        SetupError: an unknown kind (lists the accepted names), or the sandbox does not exist (tells the
+            user the command that creates it).
     """
     try:
-        info = sandbox_of(kind, home).info()
+        kind = sandbox_kind(kind)
     except ValueError as exc:
-        raise SetupError(f"--sandbox {kind!r}: expected 'postgres' or 'mariadb'") from exc
+        raise SetupError(f"--sandbox: {exc}") from exc
+    info = sandbox_of(kind, home).info()
     if info is None:
         raise SetupError(f"no {kind} sandbox under {home}: run `agenticdb sandbox up {kind}` first")
     return info.target_config()
 
 
 NO_TARGET = (
-    "no target given: pass --target DSN, --sandbox postgres|mariadb, or set [target] dsn in the "
-    "--config file (agenticdb never picks a server on its own)"
+    f"no target given: pass --target DSN or --sandbox {'|'.join(SANDBOXES)}, set [target] dsn in the --config "
+    "file, or set AGENTICDB_TARGET__DSN (agenticdb never picks a server on its own)"
 )
 
 
@@ -73,15 +76,19 @@ def require_dsn(cfg: Settings) -> str:
     return cfg.target.dsn
 
 
-def build_target(cfg: Settings) -> Target:
+def build_target(cfg: Settings, cache: bool = True) -> Target:
     """The DBMS target of ``cfg.target`` (PostgreSQL, MariaDB or MySQL), built by its kind's factory.
+
+    Args:
+        cache: keep facts read once per server version under ``<home>/cache``; False writes nothing
+            there (``rollback --dry-run``).
 
     Raises:
         SetupError: no DSN configured.
         ValueError: the DSN or the service section is invalid (names the key).
     """
     require_dsn(cfg)
-    return dbms_target(cfg.target, cache_dir=cfg.storage.home / "cache")
+    return dbms_target(cfg.target, cache_dir=cfg.storage.home / "cache" if cache else None)
 
 
 def linux_target(

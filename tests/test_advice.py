@@ -30,6 +30,7 @@ from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 from agenticdb.units import parse_value
+from agenticdb.units.people import mysql_set_number
 
 ENV = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
 
@@ -246,7 +247,8 @@ def test_mariadb_json_and_conf_accepted_by_mariadbd(
     )
     assert r.returncode == 0, r.stderr[-500:]
     parsed = {line.split()[0]: line.split()[-1] for line in r.stdout.splitlines() if len(line.split()) >= 2}
-    assert parsed["innodb-buffer-pool-size"] == pool["recommended"]
+    # the option file carries the advised spelling ("12052M"); the server reads it as that many bytes
+    assert parsed["innodb-buffer-pool-size"] == mysql_set_number(pool["recommended"])
     sql = render(adv, "sql")
     assert "SET GLOBAL innodb_buffer_pool_size" in sql and "-- [mysqld]" in sql
     scratch.write_text("[mysqld]\ninnodb_buffer_pool_sizes = 1\n")  # the check can fail

@@ -94,6 +94,60 @@ def test_bad_config_exit_2_names_key(tmp_path: Path) -> None:
     assert r.returncode == 2 and "loop.max_round" in r.stdout + r.stderr
 
 
+def test_sandbox_kinds_are_listed_and_spelled_alike_everywhere(tmp_path: Path) -> None:
+    """A DBA's trial: ``sandbox up --help`` listed no kinds, and ``tune --sandbox postgresql`` was refused while
+    ``sandbox status postgresql`` was accepted. Help lists every accepted name (agenticdb.sandbox), every
+    command takes them, and an unknown one is one error listing them."""
+    from agenticdb.sandbox import SANDBOX_ALIASES, SANDBOXES
+
+    for args in (["sandbox", "up"], ["sandbox", "down"], ["sandbox", "status"], ["tune"]):
+        flat = " ".join(run(*args, "--help").stdout.replace("│", " ").split())
+        assert all(name in flat for name in [*SANDBOXES, *SANDBOX_ALIASES]), (args, flat)
+    for name in ("postgresql", "PG"):  # the sandbox does not exist here: the error says how to create it
+        r = run("tune", "--sandbox", name, home=tmp_path)
+        assert r.returncode == 2 and "agenticdb sandbox up postgres" in r.stderr, r.stderr
+    for args in (["tune", "--sandbox", "oracle"], ["sandbox", "up", "oracle"], ["sandbox", "down", "oracle"]):
+        r = run(*args, home=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "'oracle': expected postgres (or postgresql, pg) | mariadb (or mysql)" in r.stderr
+
+
+def test_latency_guard_help_says_what_off_means() -> None:
+    """A DBA's trial: --latency-guard's help read "None = no guard (default: none)"."""
+    flat = " ".join(run("tune", "--help").stdout.replace("│", " ").split())
+    guard = flat[flat.index("--latency-guard") : flat.index("config loop.latency_guard")]
+    assert "None" not in guard and "none" not in guard
+    assert "(default: off — decisions on the objective alone;" in guard
+
+
+def test_rollback_dry_run_writes_nothing(tmp_path: Path) -> None:
+    """A DBA's trial: ``rollback --dry-run`` created journal.db, journal.key and memory.db in an empty home.
+    It creates no file there, and leaves a home with a session byte for byte as it was (no lock file, no
+    schema, no SQLite side files)."""
+    from agenticdb.models import Snapshot
+    from agenticdb.store.journal import Journal
+    from agenticdb.store.memory import MemoryBook
+
+    dsn = "postgresql://u@127.0.0.1:1/x"
+    fresh = tmp_path / "fresh"
+    r = run("rollback", "--dbms", "--os", "--dry-run", "--target", dsn, home=fresh)
+    assert not fresh.exists()
+    assert r.returncode == 1 and f"no sessions in {fresh / 'journal.db'}" in r.stderr + r.stdout
+    home, sid = tmp_path / "home", "20261206-130000-abcdef"
+    with Journal(home / "journal.db", key_file=home / "journal.key") as j:
+        j.append(sid, "session.start", {"target": "postgresql", "workload": "pgbench", "planner": "heuristic"})
+        snap = Snapshot(target="postgresql", values={"work_mem": "4MB"}, label="baseline")
+        j.append(sid, "intent", {"snapshot": snap.model_dump(mode="json")}, 1)
+    with MemoryBook(home / "memory.db") as book:
+        book.save_os_original(sid, "vm.swappiness", "60")
+    before = {p: p.read_bytes() for p in sorted(home.rglob("*"))}
+    r = run("rollback", "--os", "--dry-run", "--target", dsn, home=home)
+    assert r.returncode == 0 and "vm.swappiness → 60" in r.stdout, r.stdout + r.stderr
+    r = run("rollback", "--dbms", "--dry-run", "--target", dsn, home=home)  # the server does not answer: no guess
+    assert r.returncode == 1 and "cannot read the server's current values" in r.stdout, r.stdout + r.stderr
+    assert {p: p.read_bytes() for p in sorted(home.rglob("*"))} == before
+
+
 def test_rollback_needs_a_stage(tmp_path: Path) -> None:
     r = run("rollback", home=tmp_path)
     assert r.returncode == 2 and "--dbms" in r.stdout + r.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.config import ConfigError, load_config
+from agenticdb.config import ConfigError, fraction_warnings, load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -30,6 +30,7 @@ BAD_EXPECT = {
 def test_good_examples_load(path: Path) -> None:
     cfg = load_config(path)
     assert cfg.policy.durability == "strict"
+    assert fraction_warnings(cfg) == []  # no shipped example reads like a percent
 
 
 @pytest.mark.parametrize("name", sorted(BAD_EXPECT))

@@ -163,6 +163,27 @@ def setting(info: PostgresSandboxInfo, name: str) -> str:
         return str(row[0])
 
 
+def test_daemon_without_a_target_refuses_to_start(tmp_path: Path) -> None:
+    """A DBA's trial: with no target the daemon logged "session_failed … no target given" and kept running.
+    It exits 2 at once with one error naming every way to choose a target, and writes nothing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTICDB_")}
+    home = tmp_path / "home"
+    r = subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", "daemon", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    assert out.startswith("error: no target given: ") and out.count("\n") == 1, out
+    for way in ("--target DSN", "--sandbox postgres|mariadb", "[target] dsn", "AGENTICDB_TARGET__DSN"):
+        assert way in out
+    assert not home.exists()  # no journal, no Memory Book: nothing started
+
+
 def test_notifier_speaks_the_datagram_protocol(tmp_path: Path) -> None:
     ns = NotifySocket(tmp_path / "n.sock")
     try:

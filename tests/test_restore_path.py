@@ -22,7 +22,7 @@ import structlog
 from rich.console import Console
 
 from agenticdb.app import build_target, build_workload, open_stores
-from agenticdb.cli.tune_cmd import run_rollback
+from agenticdb.cli.rollback_cmd import run_rollback
 from agenticdb.config import Settings, load_config
 from agenticdb.daemon import reconcile
 from agenticdb.loop.session import TuningSession

@@ -93,6 +93,11 @@ def stale_orders(info: PostgresSandboxInfo, database: str = "agenticdb_bench") -
         c.execute("SELECT pg_stat_force_next_flush()")  # the UPDATE's counts, before anyone reads them
 
 
+def bench_dsn(info: PostgresSandboxInfo) -> str:
+    """The sandbox's DSN naming the database the stale table is in."""
+    return info.tuner_dsn.rsplit("/", 1)[0] + "/agenticdb_bench"
+
+
 def session_config(home: Path, extra: str = "") -> Path:
     spec = home / "queries.json"
     spec.write_text(json.dumps({"queries": [QUERY], "rmax": CUSTOMERS}))
@@ -142,7 +147,9 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
 ) -> None:
     stale_orders(info)
     cfg = session_config(home)
-    r = _cli(home, "advise", "--config", str(cfg), "--sandbox", "postgres", "--format", "json", "--observe", "2")
+    # advise probes the database the DBA names in the DSN (the session below: its workload's, agenticdb_bench)
+    app = ["--sandbox", "postgres", "--target", bench_dsn(info)]
+    r = _cli(home, "advise", "--config", str(cfg), *app, "--format", "json", "--observe", "2")
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
     adv = json.loads(r.stdout)
     stale = next(f for f in adv["findings"] if f["id"].startswith("RC") and "public.orders" in f["title"])
@@ -153,7 +160,7 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
     assert stale["sql"] == ['ANALYZE "public"."orders";']
     assert any("advice only" in n and "[remediation] dsn" in n for n in adv["notes"])
     assert adv["root_cause"]["dominant"]["id"] == stale["id"]
-    sql = _cli(home, "advise", "--config", str(cfg), "--sandbox", "postgres", "--format", "sql", "--observe", "1")
+    sql = _cli(home, "advise", "--config", str(cfg), *app, "--format", "sql", "--observe", "1")
     assert f"-- {stale['id']}: dominant: stale statistics on public.orders" in sql.stdout
     assert 'ANALYZE "public"."orders";' in sql.stdout
 
@@ -217,7 +224,8 @@ def test_the_daemon_queues_the_advised_remedy_and_runs_it_only_once_approved(
         "AGENTICDB_REMEDIATION__DSN": psycopg.conninfo.make_conninfo(info.dsn, dbname="agenticdb_bench"),
     }
     log = open(home / "daemon.log", "w")
-    args = [*CLI, "daemon", "--config", str(cfg), "--sandbox", "postgres"]
+    # its advice probes the database the DSN names
+    args = [*CLI, "daemon", "--config", str(cfg), "--sandbox", "postgres", "--target", bench_dsn(info)]
     proc = subprocess.Popen(
         args,
         env={**os.environ, "AGENTICDB_HOME": str(home), **env},

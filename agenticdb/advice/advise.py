@@ -25,9 +25,9 @@ from pathlib import Path
 
 import structlog
 
-from agenticdb.advice.findings import findings
+from agenticdb.advice.findings import Query, findings
 from agenticdb.advice.remediation import root_cause_advice
-from agenticdb.advice.sizing import hold_to_reference, judge_set, reference
+from agenticdb.advice.sizing import advised_reference, hold_to_reference, judge_set, without_no_ops
 from agenticdb.advice.types import (
     SEVERITIES,
     Advice,
@@ -41,13 +41,14 @@ from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import dsn_location, family_of
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.loop.executor import merge_states
-from agenticdb.loop.rootcause_step import record, watcher_for
+from agenticdb.loop.rootcause_step import dsn_database, probe_dsn, record, watcher_for
 from agenticdb.models import (
     ApplyMode,
     Bottleneck,
     Catalog,
     Change,
     Hardware,
+    KnobSpec,
     Layer,
     Observed,
     Proposal,
@@ -60,9 +61,11 @@ from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.moves import Move
 from agenticdb.planner.playbook import HostFacts, load_playbook, round_base, size
+from agenticdb.rootcause import RootCauses, first_row
 from agenticdb.store.memory import MemoryBook
 from agenticdb.targets.base import Target
 from agenticdb.units import format_value, parse_value
+from agenticdb.units.people import for_people
 from agenticdb.validation.validator import validate
 
 log = structlog.get_logger(__name__)
@@ -195,7 +198,7 @@ class Advisor:
         for m in p.floor_moves(ctx, book, cur, facts, self.family, hist):
             sev: Severity = "high" if m.trap else "medium"
             kind = "trap" if m.trap else "floor"
-            out.setdefault(m.name, self._rec(m, f"{kind}:{m.name}", sev, "rule", [f"{m.name} = {m.current}"]))
+            out.setdefault(m.name, self._rec(m, f"{kind}:{m.name}", sev, "rule", [self._now(m)]))
         busy = self.server_busy()
         # Idle server: host pressure is no evidence about it. DBMS moves are left out; OS moves stay (the
         # host's own state) but say they rest on the rule alone.
@@ -223,10 +226,10 @@ class Advisor:
             have = out.get(m.name)
             if have is None:
                 sev = "medium" if _far_below(m) else "info"
-                out[m.name] = self._rec(m, f"sizing:{m.name}", sev, "rule", [f"{m.name} = {m.current}"])
+                out[m.name] = self._rec(m, f"sizing:{m.name}", sev, "rule", [self._now(m)])
             elif have.rule.startswith("floor:") and _larger(m, have.recommended):
                 # the floor says "too small"; the sizing rule says how large a DBA would start
-                have.recommended = str(m.value)
+                have.recommended = self._people(m.spec, m.value)
                 have.evidence.append(f"sized by the playbook: {m.reason} ({m.source})")
         return list(out.values())
 
@@ -264,13 +267,21 @@ class Advisor:
             moves.append(Move(e.knob, value, spec, e.bottleneck, raw, e.effect, e.risk, e.reason, e.source))
         return moves
 
+    def _people(self, spec: KnobSpec, value: str | float | None) -> str:
+        """A value as the DBA writes it in this server's configuration (MariaDB sizes "128M", not bytes)."""
+        return for_people(self.family, spec, value if value is None or isinstance(value, str) else str(value))
+
+    def _now(self, m: Move) -> str:
+        """The evidence line of a rule-only move: the value in effect."""
+        return f"{m.name} = {self._people(m.spec, m.current)}"
+
     def _rec(self, m: Move, rule: str, sev: Severity, conf: str, evidence: list[str]) -> Recommendation:
         return Recommendation(
             id=stable_id("R", self.identity, m.name, rule),
             knob=m.name,
             layer=self.layer,
-            current=m.current,
-            recommended=str(m.value),
+            current=self._people(m.spec, m.current) if m.current is not None else None,
+            recommended=self._people(m.spec, m.value),
             apply=m.spec.apply,
             bottleneck=m.bottleneck.value,
             rule=rule,
@@ -370,7 +381,10 @@ def advise(
     host = parts.host_state_source(cfg, target)
     if host is not None:
         sources.append(host)
-    watcher = watcher_for(cfg, target)  # root causes no setting fixes, over the same window (issue 40)
+    # root causes no setting fixes, over the same window (issue 40), in the database the DBA named in the
+    # DSN: advise observes that server as it is, not a benchmark database of a tuning session
+    probed = dsn_database(cfg)
+    watcher = watcher_for(cfg, target, probed)
     delta = observe(sources, observe_s)
     causes = watcher.finish() if watcher is not None else None
     fp = host_fingerprint(target.kind, target.version_major(), hardware)
@@ -378,10 +392,15 @@ def advise(
     adv = Advisor(catalog, hardware, current, delta, family_of(catalog.target), identity, experience, fp)
     hyps = adv.hypotheses()
     recs = adv.recommendations(hyps)
-    ref = reference(adv.ctx, cfg.policy)
+
+    def judged(rs: list[Recommendation]) -> None:
+        judge(rs, catalog, current, hardware, cfg.policy, target.can_restart())
+
+    ref = advised_reference(recs, adv.ctx, cfg.policy, catalog, judged)  # sized from the values advised
     if ref is not None:
         hold_to_reference(recs, ref, catalog)
-    judge(recs, catalog, current, hardware, cfg.policy, target.can_restart())
+        recs = without_no_ops(recs, catalog)
+    judged(recs)
     observed = Observed(gauges=dict(delta.gauges))
     set_notes = judge_set(recs, catalog, current, hardware, cfg.policy, target.can_restart(), observed)
     all_hyps = list(hyps)
@@ -389,7 +408,15 @@ def advise(
         os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp, parts)
         recs += os_recs
         all_hyps += os_hyps
-    found = findings(family_of(catalog.target), target.current_values, hardware, delta, identity, Path(cfg.os.root))
+    found = findings(
+        family_of(catalog.target),
+        target.current_values,
+        hardware,
+        delta,
+        identity,
+        Path(cfg.os.root),
+        query=_evidence_query(cfg, target, probed),
+    )
     cause_findings, cause_notes = root_cause_advice(causes, recs, cfg.remediation.dsn)
     found += cause_findings
     for r in recs:
@@ -413,9 +440,29 @@ def advise(
         ],
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=cause_notes + set_notes + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
+        notes=_probed_note(causes, probed)
+        + cause_notes
+        + set_notes
+        + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
         root_cause=record(causes) if causes is not None else None,
     )
+
+
+def _probed_note(causes: RootCauses | None, asked: str | None) -> list[str]:
+    """Which database the root causes were read in (none without a root-cause pass)."""
+    if causes is None:
+        return []
+    where = f"database {causes.database!r}" if causes.database else "every schema (no default schema)"
+    why = "named in target.dsn" if asked else "target.dsn names none: the connection's default"
+    return [f"root causes probed in {where} ({why})"]
+
+
+def _evidence_query(cfg: Settings, target: Target, database: str | None) -> Query | None:
+    """Runs a finding rule's read-only evidence query in ``database`` of the target (None: no DSN)."""
+    dsn = probe_dsn(cfg, target)
+    if not dsn:
+        return None
+    return lambda sql: first_row(target.kind, dsn, database, sql)
 
 
 def _idle_note(seconds: float) -> str:

@@ -1,8 +1,10 @@
 """Findings of ``agenticdb advise``: what a DBA should know that is not a knob change (issue 16).
 
 Server settings are checked by the ``[[setting]]`` rules of ``catalogs/findings.toml`` (durability
-relaxed, pg_stat_statements missing, …); host checks are here: transparent huge pages set to
-``always`` and swap in use.
+relaxed, pg_stat_statements missing, autovacuum off, …): a rule may carry the statements that fix it
+(``fix``) and a read-only query whose first row backs it with numbers (``evidence_sql``, said with
+``evidence_text``; run in the database advise probes). Host checks are here: transparent huge pages set
+to ``always`` and swap in use.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ import tomllib
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+import structlog
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from agenticdb.advice.types import Finding, Severity, stable_id
 from agenticdb.models import Hardware, StateDelta
 from agenticdb.resources import data_dir
+
+log = structlog.get_logger(__name__)
 
 THP_SOURCE = (
     "Linux kernel admin-guide/mm/transhuge.rst; PostgreSQL 15 manual 19.4.5 (huge_pages); "
@@ -40,6 +45,18 @@ class SettingRule(BaseModel):
     title: str
     advice: str
     source: str
+    fix: list[str] = []
+    """Statements that fix it, in order (written by ``--format sql``; agenticdb runs none of them)."""
+    evidence_sql: str | None = None
+    """A read-only query whose first row backs the finding (run in the probed database)."""
+    evidence_text: str | None = None
+    """``str.format`` template over that row's columns (and ``database``) for the evidence line."""
+
+    @model_validator(mode="after")
+    def _evidence_pair(self) -> SettingRule:
+        if (self.evidence_sql is None) != (self.evidence_text is None):
+            raise ValueError(f"setting rule {self.id!r}: evidence_sql and evidence_text go together")
+        return self
 
     def fires(self, value: str) -> bool:
         """True when ``value`` (the server's spelling) is one this rule warns about."""
@@ -67,6 +84,25 @@ def _read(read: Callable[[list[str]], dict[str, str]], name: str) -> str | None:
         return None
 
 
+Query = Callable[[str], dict[str, Any] | None]
+"""Runs a read-only statement in the probed database → its first row by column name plus ``database``
+(None: no row); raises the driver's error when it cannot."""
+
+
+def _backing(rule: SettingRule, query: Query | None) -> str:
+    """The evidence line of ``rule``'s query ("" when it has none), or why it could not be read."""
+    if rule.evidence_sql is None or rule.evidence_text is None:
+        return ""
+    if query is None:
+        return "; its effect on the tables not read (no connection to the database)"
+    try:
+        row = query(rule.evidence_sql)
+    except Exception as exc:  # noqa: BLE001 - psycopg/PyMySQL errors: the setting alone is still the finding
+        log.warning("advise.evidence_unreadable", rule=rule.id, error=str(exc)[:200], reason="setting alone is said")
+        return f"; its effect on the tables not read: {str(exc).strip()[:160]}"
+    return "; " + rule.evidence_text.format(**row) if row is not None else ""
+
+
 def findings(
     family: str,
     read: Callable[[list[str]], dict[str, str]],
@@ -74,6 +110,7 @@ def findings(
     delta: StateDelta,
     identity: str,
     root: Path = Path("/"),
+    query: Query | None = None,
 ) -> list[Finding]:
     """Every finding for this server and host.
 
@@ -84,6 +121,7 @@ def findings(
         delta: the observation window (``vmstat.pswpin``/``pswpout`` when the host was sampled).
         identity: the server's identity (finding ids are derived from it and the rule id).
         root: filesystem root holding ``proc/`` and ``sys/``.
+        query: runs a rule's ``evidence_sql`` in the probed database (None: such evidence is not read).
     """
     out: list[Finding] = []
     for rule in setting_rules():
@@ -96,9 +134,10 @@ def findings(
                     id=stable_id("F", identity, rule.id),
                     title=rule.title,
                     severity=rule.severity,
-                    evidence=f"{rule.parameter} = {value!r}",
+                    evidence=f"{rule.parameter} = {value!r}" + _backing(rule, query),
                     advice=rule.advice,
                     source=rule.source,
+                    sql=[f"{stmt};" for stmt in rule.fix],
                 )
             )
     thp = _thp(root)

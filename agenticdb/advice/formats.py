@@ -4,8 +4,9 @@ Only recommendations the validator accepted are written as statements; the other
 ``text``/``json`` formats with the rule that rejected them.
 
 * ``sql``: PostgreSQL ``ALTER SYSTEM SET`` + ``pg_reload_conf()`` (PostgreSQL 15 manual, ALTER SYSTEM);
-  MariaDB ``SET GLOBAL`` for dynamic variables and the ``[mysqld]`` option-file section as comments
-  (MariaDB KB, SET and Configuring MariaDB with Option Files); MySQL 8 ``SET PERSIST`` /
+  MariaDB ``SET GLOBAL`` for dynamic variables (sizes as byte counts: SET takes no K/M/G suffix) and the
+  ``[mysqld]`` option-file section as comments, sizes with suffixes as advised (MariaDB KB, SET and
+  Configuring MariaDB with Option Files); MySQL 8 ``SET PERSIST`` /
   ``SET PERSIST_ONLY`` (MySQL 8.0 manual 13.7.6.1 SET Syntax for Variable Assignment).
 * ``conf``: a postgresql.conf include file (``include_if_exists``/``include_dir``) or a ``[mysqld]``
   section.
@@ -21,6 +22,7 @@ import re
 from agenticdb.advice.types import Advice, Recommendation
 from agenticdb.dialect import family_of
 from agenticdb.models import ApplyMode, Layer
+from agenticdb.units.people import mysql_set_number
 
 FORMATS = ("text", "json", "sql", "conf", "sysctl", "tuned")
 
@@ -47,6 +49,9 @@ def _pg_literal(value: str) -> str:
 
 
 def _my_literal(value: str) -> str:
+    """``value`` as ``SET`` takes it: a size as its byte count ("12052M" → 12637437952; SET takes no suffix),
+    numbers and ON/OFF bare, anything else quoted."""
+    value = mysql_set_number(value)
     if _NUMBER.match(value) or value.upper() in ("ON", "OFF"):
         return value
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"

@@ -65,15 +65,19 @@ def runnable_remedy(finding: Finding, dsn: str | None) -> Remedy:
 
 
 def run_approved(cfg: Settings, journal: Journal, session_id: str, finding: Finding, remedy: Remedy) -> dict[str, Any]:
-    """Run an approved ``remedy`` through ``[remediation] dsn``, verify the symptom (plans of ``[rootcause]
-    statements`` and table counters before/after) and journal the ``remediation`` event under
-    ``session_id``. Returns that record (:func:`agenticdb.rootcause.remedy.run_remedy`).
+    """Run an approved ``remedy`` through ``[remediation] dsn`` in the database its finding was made in,
+    verify the symptom (plans of ``[rootcause] statements`` and table counters before/after) and journal the
+    ``remediation`` event under ``session_id``. Returns that record
+    (:func:`agenticdb.rootcause.remedy.run_remedy`).
 
     Raises:
         RemedyError: the remedy may not run (any more) through the configured DSN.
         psycopg.Error / pymysql.MySQLError: the remediation DSN does not connect.
     """
-    rec = run_remedy(finding, remedy, cfg.remediation.dsn, cfg.target.database, cfg.rootcause.statements)
+    # where the cause was found (advise: the DSN's database); a record from before findings kept it: the
+    # session's benchmark database, which was the only one probed then
+    database = finding.database or cfg.target.database
+    rec = run_remedy(finding, remedy, cfg.remediation.dsn, database, cfg.rootcause.statements)
     journal.append(session_id, "remediation", rec, 0)
     return rec
 
@@ -108,7 +112,7 @@ def root_cause_advice(
                 id=f.id,
                 title=("dominant: " if f is top else "") + f.summary,
                 severity="high" if f is top else "medium",
-                evidence="; ".join(f.evidence),
+                evidence="; ".join([f"database {f.database}"] * bool(f.database) + f.evidence),
                 advice=" / ".join(
                     f"{x.sql} ({'runs after approval' if x.automatic else 'advised only'})" for x in f.remedies
                 )

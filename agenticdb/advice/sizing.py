@@ -22,6 +22,8 @@ RAM, the low end of its source's range. Here:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
 from agenticdb.advice.recommendation import Recommendation
@@ -31,8 +33,9 @@ from agenticdb.models import Catalog, Hardware, Layer, NormalizedChange, Observe
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_types import Candidate
-from agenticdb.planner.opening_values import SourceInput, host_view
-from agenticdb.units import parse_value
+from agenticdb.planner.opening_values import SourceInput, current_config, host_view
+from agenticdb.units import canonical, parse_value
+from agenticdb.units.people import for_people
 from agenticdb.validation.memory import worst_case
 from agenticdb.validation.resulting import ResultingConfig
 from agenticdb.validation.rules import load_ruleset
@@ -45,14 +48,62 @@ GiB = 1024**3
 MiB = 1024**2
 
 
-def reference(ctx: PlanningContext, policy: PolicyConfig) -> Candidate | None:
-    """The host-sized whole configuration for ``ctx``'s server (None for a family without sizing rules)."""
-    out = host_sized(SourceInput(ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=policy))
-    return out.candidate
+def reference(ctx: PlanningContext, policy: PolicyConfig, pinned: dict[str, str] | None = None) -> Candidate | None:
+    """The host-sized whole configuration for ``ctx``'s server (None for a family without sizing rules),
+    keeping the ``pinned`` values and sizing the rest from them."""
+    inp = SourceInput(ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=policy, pinned=dict(pinned or {}))
+    return host_sized(inp).candidate
+
+
+def advised_reference(
+    recs: list[Recommendation],
+    ctx: PlanningContext,
+    policy: PolicyConfig,
+    catalog: Catalog,
+    judge: Callable[[list[Recommendation]], None],
+) -> Candidate | None:
+    """The host-sized reference made consistent with the advice it holds (None without sizing rules).
+
+    Every knob the reference sizes that the advice recommends otherwise (a rule-only buffer pool the
+    reference would raise further, an evidence-backed value beyond it) or leaves as it is (no
+    recommendation, or one ``judge`` — the validator, setting ``verdict`` — rejects) is pinned at that
+    value, and the reference is sized again: a figure derived
+    from another knob (the redo log 25 % of the buffer pool, wal_buffers 3 % and work_mem after
+    shared_buffers) then follows the value the DBA is told to use, not one the advice does not recommend.
+    Each round only adds pins, so it ends after at most one round per knob.
+    """
+    current = current_config(ctx)
+    pins: dict[str, str] = {}
+    while True:
+        ref = reference(ctx, policy, pins)
+        if ref is None:
+            return None
+        trial = [r.model_copy(deep=True) for r in recs]
+        hold_to_reference(trial, ref, catalog)
+        judge(trial)
+        advised = {r.knob: r.recommended for r in trial if r.layer == Layer.dbms and r.verdict == "accept"}
+        more: dict[str, str] = {}
+        for knob, want in ref.changes.items():
+            spec, have = catalog.get(knob), advised.get(knob, current.get(knob))
+            if knob in pins or spec is None or have is None:
+                continue
+            if canonical(knob, have, spec) != canonical(knob, want, spec):
+                more[knob] = have
+        if not more:
+            return ref
+        log.info(
+            "advise.reference_pinned",
+            pinned=more,
+            reason="the reference sizes these otherwise than the advice: the rest is sized from the advice's values",
+        )
+        pins.update(more)
 
 
 def hold_to_reference(recs: list[Recommendation], ref: Candidate, catalog: Catalog) -> None:
     """Bring rule-only recommendations to the reference's figure; mark evidence-backed ones that go beyond it.
+
+    A host sizing (rule ``sizing:``) of a knob the reference keeps at the value in effect (``ref.kept``) is
+    brought back to that value: :func:`without_no_ops` then leaves it out.
 
     Args:
         recs: the DBMS recommendations (changed in place: ``recommended``, ``reason``, ``source``,
@@ -60,29 +111,47 @@ def hold_to_reference(recs: list[Recommendation], ref: Candidate, catalog: Catal
         ref: the host-sized candidate (:func:`reference`).
         catalog: the DBMS catalog (to compare values in the knob's unit).
     """
-    budget = load_ruleset(family_of(catalog.target)).memory_budget
+    family = family_of(catalog.target)
+    budget = load_ruleset(family).memory_budget
     costly = {p.lower() for p in budget.params()} if budget is not None else set()
     for r in recs:
-        want = ref.changes.get(r.knob)
+        want, source = ref.changes.get(r.knob), ref.sources.get(r.knob, "host-sized reference")
+        if want is None and r.knob in ref.kept and r.rule.startswith("sizing:") and r.current is not None:
+            # the reference sizes the knob at the value in effect (the redo log at 25 % of a pool that is
+            # not raised): a rule-only host sizing has no reason to move it
+            want, source = r.current, ref.kept[r.knob]
         spec = catalog.get(r.knob)
         if want is None or spec is None:
             continue
+        said = for_people(family, spec, want)  # as the DBA writes it (MariaDB sizes "4G", not bytes)
         a, b = parse_value(r.recommended, spec), parse_value(want, spec)
         if a is None or b is None or a == b:
             continue
-        source = ref.sources.get(r.knob, "host-sized reference")
         if r.confidence == "rule":
             if a < b and r.knob.lower() in costly:
                 continue  # memory the server allocates is never raised past the playbook without evidence
             why = "no measured reason to go beyond it" if a > b else "the recognised figure on a dedicated host"
             r.evidence.append(f"playbook sizing gave {r.recommended}; held to the reference ({why})")
             log.info("advise.sized", knob=r.knob, playbook=r.recommended, reference=want, reason=why)
-            r.recommended, r.reason, r.source = want, f"{source} ({why})", ref.rationale.split(";")[0]
+            r.recommended = said
+            r.reason, r.source = f"{source} ({why})", ref.rationale.split(";")[0]
         elif a > b:
             r.evidence.append(
-                f"beyond the host-sized reference {want} ({source}): measured reason {r.confidence} — "
+                f"beyond the host-sized reference {said} ({source}): measured reason {r.confidence} — "
                 + ("; ".join(r.evidence[:2]) or r.confidence_origin)
             )
+
+
+def without_no_ops(recs: list[Recommendation], catalog: Catalog) -> list[Recommendation]:
+    """``recs`` without those whose recommended value is the value in effect (nothing to apply)."""
+    out = []
+    for r in recs:
+        spec = catalog.get(r.knob)
+        if r.current is not None and canonical(r.knob, r.recommended, spec) == canonical(r.knob, r.current, spec):
+            log.info("advise.dropped", knob=r.knob, value=r.current, reason="held to the value in effect")
+            continue
+        out.append(r)
+    return out
 
 
 def judge_set(

@@ -23,12 +23,19 @@ from agenticdb.cli.journal_cmd import journal_app
 from agenticdb.cli.memory_cmd import memory_app
 from agenticdb.cli.output import OutputFormat
 from agenticdb.cli.role_cmd import read_password, sandbox_role, setup_role
-from agenticdb.config import ConfigError, Settings, config_warnings, load_config, register_settings_secrets
+from agenticdb.config import (
+    ConfigError,
+    Settings,
+    config_warnings,
+    fraction_warnings,
+    load_config,
+    register_settings_secrets,
+)
 from agenticdb.dialect import is_pg_dsn
 from agenticdb.host.privileges import PrivilegeError
 from agenticdb.logs import configure_logging
 from agenticdb.redaction import redact
-from agenticdb.sandbox import sandbox_of
+from agenticdb.sandbox import sandbox_kind, sandbox_kinds_help, sandbox_of
 from agenticdb.store.faults import StorageError
 
 if TYPE_CHECKING:
@@ -55,7 +62,7 @@ log = structlog.get_logger(__name__)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="agenticdb.toml")]
 TargetOpt = Annotated[str | None, typer.Option("--target", help="DSN of the database to tune")]
-SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="postgres | mariadb (private instance)")]
+SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help=f"private instance: {sandbox_kinds_help()}")]
 HomeOpt = Annotated[Path | None, typer.Option("--home", help="agenticdb data dir (SQLite files, sandboxes)")]
 FormatOpt = Annotated[
     str, typer.Option("--format", help="text (a table; plain and at most 120 columns when piped) | json")
@@ -70,6 +77,12 @@ def fail(message: str, code: int = 1) -> None:
     """
     err.print(f"[bold red]error:[/] {escape(redact(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def warn(lines: list[str]) -> None:
+    """Print each line as a one-line ``warning:`` on stderr (verbatim, not wrapped)."""
+    for line in lines:
+        err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def settings(
@@ -206,6 +219,7 @@ def tune(
             "policy": {"allow_restart": allow_restart},
         },
     )
+    warn(fraction_warnings(cfg))  # --latency-guard 25 or min_gain = 3: said before the session spends its time
     from agenticdb.cli.tune_cmd import run_tune  # lazy: start-up cost (loads 23 modules)
 
     start_file = start_from or (Path(cfg.loop.start_from) if cfg.loop.start_from else None)
@@ -224,22 +238,16 @@ def read_change_file(path: Path) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------- sandbox
-SANDBOX_ALIASES = {
-    "postgres": "postgres",
-    "postgresql": "postgres",
-    "pg": "postgres",
-    "mariadb": "mariadb",
-    "mysql": "mariadb",
-}
-"""Names accepted by the sandbox commands → the sandbox kind (the sandbox of MySQL is a MariaDB server)."""
+KindArg = Annotated[str, typer.Argument(help=f"which DBMS: {sandbox_kinds_help()}")]
 
 
 def _sandbox_kind(kind: str) -> str:
-    canon = SANDBOX_ALIASES.get(kind.strip().lower())
-    if canon is None:
-        fail(f"sandbox kind {kind!r}: expected 'postgres' (or 'postgresql') or 'mariadb' (or 'mysql')", 2)
-    assert canon is not None
-    return canon
+    """The sandbox kind ``kind`` spells (agenticdb.sandbox.sandbox_kind), or exit 2 listing the names."""
+    try:
+        return sandbox_kind(kind)
+    except ValueError as exc:
+        fail(str(exc), 2)
+        raise  # unreachable: fail raises
 
 
 def _sandbox(kind: str, home: Path | None) -> Sandbox:
@@ -249,7 +257,7 @@ def _sandbox(kind: str, home: Path | None) -> Sandbox:
 
 
 @sandbox_app.command("up")
-def sandbox_up(kind: str, home: HomeOpt = None) -> None:
+def sandbox_up(kind: KindArg, home: HomeOpt = None) -> None:
     """Create (if needed) and start a private instance: own data dir, port and socket dir."""
     kind = _sandbox_kind(kind)
     try:
@@ -271,7 +279,7 @@ def _sandbox_role(kind: str, home: Path | None) -> None:
 
 
 @sandbox_app.command("down")
-def sandbox_down(kind: str, home: HomeOpt = None) -> None:
+def sandbox_down(kind: KindArg, home: HomeOpt = None) -> None:
     """Stop the private instance and delete its folder."""
     kind = _sandbox_kind(kind)
     sb = _sandbox(kind, home)
@@ -283,9 +291,9 @@ def sandbox_down(kind: str, home: HomeOpt = None) -> None:
 
 
 @sandbox_app.command("status")
-def sandbox_status(kind: str, home: HomeOpt = None) -> None:
+def sandbox_status(kind: KindArg, home: HomeOpt = None) -> None:
     """Show whether the private instance exists and accepts connections (exit 1 when it does not run)."""
-    st = _sandbox(_sandbox_kind(kind), home).status()
+    st = _sandbox(kind, home).status()
     console.print_json(data={k: str(v) if isinstance(v, Path) else v for k, v in st.items()})
     if not st.get("running"):
         raise typer.Exit(1)
@@ -345,8 +353,7 @@ def validate_config(config: Annotated[Path, typer.Argument(help="agenticdb.toml"
         cfg = load_config(config)
     except ConfigError as exc:
         fail(str(exc), 2)
-    for w in config_warnings(cfg):
-        err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+    warn(config_warnings(cfg))
     console.print(
         f"[green]ok[/]: {escape(str(config))} (target {cfg.target.kind}, workload {cfg.workload.kind}, "
         f"durability {cfg.policy.durability})",
@@ -389,7 +396,7 @@ def rollback(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
 ) -> None:
     """Put back what agenticdb changed: the newest session's starting DBMS configuration (or the last safe one before its latest change), and/or the original OS values saved before the first write. Every value is restored, including ones changed by others since: preview with --dry-run."""  # noqa: E501 - typer shows the docstring as one help paragraph
-    from agenticdb.cli.tune_cmd import run_rollback  # lazy: start-up cost (loads 23 modules)
+    from agenticdb.cli.rollback_cmd import run_rollback  # lazy: start-up cost (loads 17 modules)
 
     if not dbms and not os_:
         fail("say what to roll back: --dbms, --os or both", 2)
@@ -431,9 +438,14 @@ def daemon(
     config: ConfigOpt = None, target: TargetOpt = None, sandbox: SandboxOpt = None, home: HomeOpt = None
 ) -> None:
     """Run as a long-lived service: scheduled sessions, crash reconciliation, sd_notify."""
+    from agenticdb.app import SetupError, require_dsn  # lazy: start-up cost (loads 30 modules)
     from agenticdb.daemon import run_daemon  # lazy: start-up cost (loads prometheus_client; 73 modules)
 
     cfg = settings(config, target, sandbox, home)
+    try:  # without a server every scheduled session would only fail; refuse before anything is written
+        require_dsn(cfg)
+    except SetupError as exc:
+        fail(str(exc), 2)
     raise typer.Exit(
         run_daemon(cfg, config_path=config, overrides={"target": target, "sandbox": sandbox, "home": home})
     )

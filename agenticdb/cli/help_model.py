@@ -42,8 +42,9 @@ def _default(path: str, field: FieldInfo) -> str:
     if path in PER_KIND:
         return "per workload kind (README 'Per-workload defaults')"
     value = field.get_default(call_default_factory=True)
-    if value is None:
-        return "none"
+    if value is None:  # what unset means, when the field says ("unset" in its json_schema_extra)
+        extra = field.json_schema_extra
+        return str(extra.get("unset") or "none") if isinstance(extra, dict) else "none"
     if isinstance(value, bool):
         return "on" if value else "off"
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -79,13 +79,14 @@ def _open(config: Path | None, home: Path | None, must_exist: bool = True, read_
         raise  # unreachable: _fail raises
 
 
-NO_JOURNAL = "no journal yet: no session has run with this storage"
-"""What ``journal list``, ``show`` and ``tail`` say on an empty home (issue 39: one behaviour, exit 0)."""
+NO_SESSIONS = "no sessions in {path} (nothing has been tuned with this storage yet)"
+"""What ``journal list``, ``show`` and ``tail`` say when there is no session to show, whether the journal
+file is missing or holds none (issue 39 and a DBA's trial: one sentence everywhere, exit 0)."""
 
 
-def _no_journal(console: Console, config: Path | None, home: Path | None) -> None:
-    """Print :data:`NO_JOURNAL` with the file it looked for (exit 0: an empty home is not an error)."""
-    console.print(f"{NO_JOURNAL} ({load_settings(config, home).storage.journal_db})")
+def _no_sessions(console: Console, config: Path | None, home: Path | None) -> None:
+    """Print :data:`NO_SESSIONS` with the journal file (exit 0: an empty home is not an error)."""
+    console.print(NO_SESSIONS.format(path=load_settings(config, home).storage.journal_db))
 
 
 def _console() -> Console:
@@ -113,11 +114,15 @@ def list_sessions(
         if fmt == "json":
             print_json(console, [])
             return
-        _no_journal(console, config, home)
+        _no_sessions(console, config, home)
         return
     with journal:
+        sessions = journal.sessions()
         if fmt == "json":
-            print_json(console, [s.model_dump(mode="json") for s in journal.sessions()])
+            print_json(console, [s.model_dump(mode="json") for s in sessions])
+            return
+        if not sessions:  # an empty table under a title says less than show does
+            _no_sessions(console, config, home)
             return
         table = Table(title=f"sessions in {journal.path}")
         table.add_column("session", no_wrap=True)
@@ -127,7 +132,7 @@ def list_sessions(
         for col in ("rounds", "baseline", "best"):
             table.add_column(col, justify="right", no_wrap=True)
         table.add_column("status", no_wrap=True)
-        for s in journal.sessions():
+        for s in sessions:
             table.add_row(
                 s.id,
                 s.started[:16].replace("T", " "),
@@ -153,11 +158,11 @@ def show(
     """Tell one session as a story, round by round (the newest one when no id is given)."""
     journal = _open(config, home, must_exist=False)
     if journal is None:
-        _no_journal(_console(), config, home)
+        _no_sessions(_console(), config, home)
         return
     with journal:
         if session_id is None and not journal.sessions():
-            _no_journal(_console(), config, home)
+            _no_sessions(_console(), config, home)
             return
         try:
             sid = journal.find_session(session_id) if session_id is not None else journal.newest_session()
@@ -184,11 +189,14 @@ def tail(
     console = _console()
     journal = _open(config, home, must_exist=False)
     if journal is None:
-        _no_journal(console, config, home)
+        _no_sessions(console, config, home)
         return
     with journal:
         last = 0
-        for ev in journal.tail(n):
+        events = journal.tail(n)
+        if not events and not follow:
+            _no_sessions(console, config, home)
+        for ev in events:
             console.print(_one_line(ev))
             last = ev.id
         if follow:

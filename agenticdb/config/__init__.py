@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agenticdb.config.loop_section import LoopConfig
@@ -144,9 +145,66 @@ def check_settings(s: Settings) -> None:
         )
 
 
-def config_warnings(s: Settings) -> list[str]:
-    """Things that are legal but will likely fail at run time unless the environment supplies them."""
+def _marker(info: FieldInfo) -> dict[str, Any] | None:
+    """A field's ``fraction`` marker (``agenticdb.config.sections.fraction``), or None."""
+    extra = info.json_schema_extra
+    marker = extra.get("fraction") if isinstance(extra, dict) else None
+    return marker if isinstance(marker, dict) else None
+
+
+def _fraction_of(key: str) -> dict[str, Any] | None:
+    """The ``fraction`` marker of the dotted key ``key`` ("loop.min_gain"), or None."""
+    model: Any = Settings
+    info = None
+    for part in key.split("."):
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return None
+        info = fields[part]
+        model = info.annotation
+    return _marker(info) if info is not None else None
+
+
+def fraction_hint(key: str, value: Any) -> str:
+    """For a fraction-typed key (``loop.confidence``) given a value that reads like a percent: what the
+    value means and what to write instead ("a fraction: 0.95 = 95 %; for 95 % write 0.95"), else ""."""
+    marker = _fraction_of(key)
+    try:  # an environment variable's value arrives as text
+        number = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if marker is None or number is None or number < 1:
+        return ""
+    ex = float(marker["example"])
+    return f"{key} is a fraction: {ex:g} = {ex * 100:g} %; for {number:g} % write {number / 100:g}"
+
+
+def fraction_warnings(s: BaseModel, prefix: str = "") -> list[str]:
+    """One warning per fraction-typed setting (``agenticdb.config.sections.fraction``) at or above its
+    ``warn_from``: ``loop.min_gain = 3`` is 300 %, almost surely 3 % typed as a number. A warning, not an
+    error: such a value can be meant (a test may ask for a 500 % gain so every change is a tie)."""
     out: list[str] = []
+    for name, info in type(s).model_fields.items():
+        value = getattr(s, name)
+        key = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            out += fraction_warnings(value, key + ".")
+            continue
+        marker = _marker(info)
+        warn_from = marker.get("warn_from") if marker else None
+        if warn_from is None or not isinstance(value, int | float) or value < warn_from:
+            continue
+        out.append(
+            f"{key} = {value:g} means {value * 100:g} %: a value >= {warn_from:g} is almost surely a percent "
+            f"typed as a number ({fraction_hint(key, value)})"
+        )
+    return out
+
+
+def config_warnings(s: Settings) -> list[str]:
+    """Things that are legal but will likely fail at run time unless the environment supplies them, and
+    fraction-typed settings that read like a percent (:func:`fraction_warnings`)."""
+    out = fraction_warnings(s)
     if s.planner.kind == "llm" and not (s.planner.model or os.environ.get("AGENTICDB_LLM_MODEL")):
         out.append(
             "planner.kind = 'llm' but no planner.model and AGENTICDB_LLM_MODEL is not set here; "
@@ -258,6 +316,8 @@ def _format_validation(
         source = ""
         if env and loc and not isinstance(value, dict) and _from_env(env, loc):
             source = f" (from environment variable AGENTICDB_{'__'.join(loc).upper()})"
+        if err["type"] in ("less_than", "less_than_equal") and (hint := fraction_hint(key, value)):
+            msg += f" ({hint})"  # confidence = 95: a percent typed where a fraction belongs
         if err["type"] == "value_error" and re.match(r"[a-z_]+\.[\w.\[\]]+ ", msg):
             lines.append(f"  {msg}{source}")  # our own validators already name the dotted key
         else:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from agenticdb.config.sections import Section
+from agenticdb.config.sections import Section, fraction
 
 #: Keys of earlier versions and what replaced them (a config file using one gets this in its error).
 _RENAMED_LOOP_KEYS = {
@@ -47,11 +47,17 @@ class LoopConfig(Section):
 
     max_rounds: int = Field(default=10, ge=1)
     time_budget_s: float = Field(default=3600.0, gt=0)
-    min_gain: float = Field(default=0.03, ge=0, description="smallest relative gain that counts (0.03 = 3 %)")
+    min_gain: float = Field(
+        default=0.03,
+        ge=0,
+        json_schema_extra=fraction(0.03),
+        description="smallest relative gain that counts (0.03 = 3 %)",
+    )
     confidence: float = Field(
         default=0.95,
         gt=0.5,
         lt=1,
+        json_schema_extra=fraction(0.95, None),
         description="confidence of every keep/revert decision, over all the looks of its sequential test",
     )
     baseline_runs: int = Field(
@@ -70,6 +76,7 @@ class LoopConfig(Section):
         default=0.3,
         gt=0,
         le=1,
+        json_schema_extra=fraction(0.3, None),
         description="share of time_budget_s after which the baseline takes no extra runs and repeats no "
         "disturbed run (its baseline_runs minimum is still measured)",
     )
@@ -105,6 +112,7 @@ class LoopConfig(Section):
         default=0.5,
         ge=0,
         lt=1,
+        json_schema_extra=fraction(0.5, None),
         description="OLTP: stop a trial whose steady median TPS falls below this × the best's (0 = never)",
     )
     trial_time_factor: float = Field(
@@ -133,8 +141,9 @@ class LoopConfig(Section):
     latency_guard: float | None = Field(
         default=None,
         gt=0,
+        json_schema_extra={**fraction(0.25), "unset": "off — decisions on the objective alone"},
         description="with any objective: a candidate whose p95 is worse than the best's by more than this "
-        "fraction (0.25 = 25 %) is judged worse, whatever its TPS; None = no guard",
+        "fraction (0.25 = 25 %) is judged worse, whatever its TPS",
     )
 
     @model_validator(mode="before")

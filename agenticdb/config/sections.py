@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from agenticdb.redaction import redact
 from agenticdb.rule_files import harmful_rule_ids
@@ -19,6 +20,17 @@ from agenticdb.workload_kinds import KIND_NAMES, first_run_defaults, kinds_help
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def fraction(example: float, warn_from: float | None = 1.0) -> JsonDict:
+    """``json_schema_extra`` of a setting that is a fraction, not a percent (``example`` 0.03 means 3 %).
+
+    A value at or above ``warn_from`` is almost surely a percent typed as a number (``loop.min_gain = 3``
+    meant 3 % and is read as 300 %): :func:`agenticdb.config.fraction_warnings` names the key, the value and
+    the rule. None where such values are meant (a headroom of 1 = 100 %) or the field's upper bound refuses
+    them; the bound's error then says the key is a fraction (``agenticdb.config.fraction_hint``).
+    """
+    return {"fraction": {"example": example, "warn_from": warn_from}}
 
 
 def default_data_home() -> Path:
@@ -169,7 +181,11 @@ class WorkloadConfig(Section):
     command: str | None = None
     timeout_s: float = 600.0
     query_timeout_s: float = 120.0
-    max_error_rate: float = 0.05
+    max_error_rate: float = Field(
+        default=0.05,
+        json_schema_extra=fraction(0.05),
+        description="a run fails when failed transactions exceed this share of all (0.05 = 5 %)",
+    )
     objective: Literal["tps_per_p95", "tps", "p95", "p99", "total_time"] | None = None
 
     @model_validator(mode="after")
@@ -195,16 +211,25 @@ class LiveConfig(Section):
     top_queries: int = Field(default=10, ge=1, description="statements (by baseline total time) in the objective")
     min_calls: int = Field(default=5, ge=1, description="calls a top statement needs in a window to count")
     min_weight: float = Field(
-        default=0.5, gt=0, le=1, description="share of the baseline time the counted statements must carry"
+        default=0.5,
+        gt=0,
+        le=1,
+        json_schema_extra=fraction(0.5, None),
+        description="share of the baseline time the counted statements must carry",
     )
     max_extend: int = Field(default=3, ge=0, description="times a quiet window is extended before it is skipped")
     guard_max_slowdown: float = Field(
         default=1.0,
         gt=0,
+        json_schema_extra=fraction(0.5, warn_from=10),  # 1 (= 100 %, twice as slow) is the default
         description="the guard reverts when the top statements' mean time passes (1 + this) × baseline",
     )
     guard_max_error_rate: float = Field(
-        default=0.05, ge=0, le=1, description="the guard reverts when rolled back/failed transactions exceed this share"
+        default=0.05,
+        ge=0,
+        le=1,
+        json_schema_extra=fraction(0.05, None),
+        description="the guard reverts when rolled back/failed transactions exceed this share",
     )
     guard_min_s: int = Field(default=1, ge=1, description="seconds of a window before the guard judges it")
     guard_min_mean_ms: float = Field(
@@ -242,8 +267,8 @@ class PolicyConfig(Section):
         "max_step_factor like a round: 'auto' keeps the bound in live mode (a production workload) and drops "
         "it otherwise, 'on' always, 'off' never",
     )
-    memory_fraction: float = Field(default=0.75, gt=0, le=1)
-    disk_fraction: float = Field(default=0.5, gt=0, le=1)
+    memory_fraction: float = Field(default=0.75, gt=0, le=1, json_schema_extra=fraction(0.75, None))
+    disk_fraction: float = Field(default=0.5, gt=0, le=1, json_schema_extra=fraction(0.5, None))
     per_connection_work_mem_factor: float = Field(default=1.0, gt=0)
     allow_harmful: list[str] = Field(
         default_factory=list,
@@ -254,6 +279,7 @@ class PolicyConfig(Section):
         default=0.25,
         ge=0,
         le=10,
+        json_schema_extra=fraction(0.25, None),  # 1 (= 100 %: twice the peak) is meant; the bound catches 25
         description="capacity settings (max_connections, …) are never lowered below the observed peak × (1 + this)",
     )
     mode: Literal["auto", "approve", "advise"] = Field(
@@ -270,6 +296,7 @@ class PolicyConfig(Section):
         default=0.05,
         ge=0,
         lt=1,
+        json_schema_extra=fraction(0.05, None),
         description="vm.overcommit_memory=2: CommitLimit must exceed Committed_AS + the DBMS's planned memory "
         "+ this fraction of RAM",
     )
@@ -392,7 +419,12 @@ class DaemonConfig(Section):
     interval_hours: float = Field(default=24.0, gt=0)
     windows: list[str] = Field(default_factory=list, description="'HH:MM-HH:MM' local times for sessions")
     monitor_interval_s: float = Field(default=60.0, gt=0)
-    drift_threshold: float = Field(default=0.2, gt=0)
+    drift_threshold: float = Field(
+        default=0.2,
+        gt=0,
+        json_schema_extra=fraction(0.2),
+        description="a re-tune is due when the live read fraction moves by more than this (0.2 = 20 points)",
+    )
     watchdog_s: float = Field(default=30.0, gt=0)
     lock_dir: Path | None = None
     approval_dir: Path | None = Field(

@@ -12,10 +12,12 @@ from typing import Any
 import structlog
 
 from agenticdb.config import Settings
+from agenticdb.dialect import dsn_location
 from agenticdb.rootcause import Finding, RootCauses, Watcher, dominant
 from agenticdb.targets.base import Target
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
+from agenticdb.workload_kinds import kind_spec
 
 log = structlog.get_logger(__name__)
 
@@ -23,28 +25,58 @@ Remediate = Callable[[str, Finding], dict[str, Any] | None]
 """``(session_id, finding) -> the remediation record`` (journaled by the callee) or None when nothing ran."""
 
 
-def watcher_for(cfg: Settings, target: Target) -> Watcher | None:
+def probe_dsn(cfg: Settings, target: Target) -> str | None:
+    """The DSN root causes are read through: the PostgreSQL target's, ``target.dsn`` for MariaDB; None for
+    the Linux stage or a target that is no server of ours (tests' in-memory target)."""
+    if isinstance(target, PostgresTarget):
+        return target.dsn
+    if isinstance(target, MySQLTarget):
+        return cfg.target.dsn
+    return None
+
+
+def dsn_database(cfg: Settings) -> str | None:
+    """The database named in ``target.dsn``; None when it names none (PostgreSQL then connects to the
+    database named like the user, MariaDB to no default schema)."""
+    return dsn_location(cfg.target.dsn or "")[2] or None
+
+
+def workload_database(cfg: Settings) -> str | None:
+    """The database a tuning session's workload works in: a benchmark's ``target.database`` (created by its
+    ``prepare``); an observe-only workload's ``live.database``, else the DSN's (``LiveConfig``)."""
+    if kind_spec(cfg.workload.kind).observes_only:
+        return cfg.live.database or dsn_database(cfg)
+    return cfg.target.database
+
+
+def watcher_for(cfg: Settings, target: Target, database: str | None) -> Watcher | None:
     """A started root-cause watcher for a PostgreSQL/MariaDB target, or None (disabled, the Linux stage,
-    or no DSN: a target built without configuration)."""
+    or no DSN: a target built without configuration).
+
+    Args:
+        database: the database to probe, chosen by the caller — ``advise`` the one the DBA named in the DSN
+            (:func:`dsn_database`), a session its workload's (:func:`workload_database`); None: the DSN's.
+    """
     if not cfg.rootcause.enabled:
         return None
-    if isinstance(target, PostgresTarget):
-        dsn: str | None = target.dsn
-    elif isinstance(target, MySQLTarget):
-        dsn = cfg.target.dsn
-    else:  # the Linux host, or a target that is no server of ours (tests' in-memory target)
-        return None
+    dsn = probe_dsn(cfg, target)
     if not dsn:
         return None
-    identity = f"{target.kind}:{cfg.target.database}"
-    return Watcher(target.kind, dsn, cfg.target.database, cfg.rootcause.statements, server=identity).start()
+    identity = f"{target.kind}:{database or dsn_database(cfg) or ''}"
+    log.info(
+        "rootcause.database",
+        database=database or "(the DSN's)",
+        reason="the database the caller observes: advise the DSN's, a session its workload's",
+    )
+    return Watcher(target.kind, dsn, database, cfg.rootcause.statements, server=identity).start()
 
 
 def record(rc: RootCauses) -> dict[str, Any]:
-    """The ``root_cause`` journal event's data: the dominant finding (or None), all findings, ruled-out
-    lines and evidence notes."""
+    """The ``root_cause`` journal event's data: the database probed, the dominant finding (or None), all
+    findings, ruled-out lines and evidence notes."""
     top = dominant(rc.findings)
     return {
+        "database": rc.database,
         "dominant": top.model_dump(mode="json") if top else None,
         "line": top.line() if top else "no root cause beyond the dominance threshold: knobs may help",
         "findings": [f.model_dump(mode="json") for f in rc.findings],

@@ -136,7 +136,8 @@ class TuningSession:
         """
         self.init.open_session(self.planner.name)
         dbms_exec = self._executor(self.target)
-        watcher = rootcause_step.watcher_for(self.cfg, self.target)  # watches the baseline window
+        # watches the baseline window, in the database the workload works in
+        watcher = rootcause_step.watcher_for(self.cfg, self.target, rootcause_step.workload_database(self.cfg))
         try:
             start = self.init.run(dbms_exec)
         except BaseException:

@@ -72,18 +72,18 @@ def host_sized(inp: SourceInput) -> SourceOutput:
     """The host-sized candidate of the server of ``inp.ctx`` (None with why for a family without sizing rules)."""
     ctx, host, policy = inp.ctx, inp.host, inp.policy
     if host.family == "postgresql":
-        return SourceOutput(_postgresql(ctx, host, policy))
+        return SourceOutput(_postgresql(ctx, host, policy, inp.pinned))
     if host.flavor in ("mariadb", "mysql"):
-        return SourceOutput(_mariadb(ctx, host, policy))
+        return SourceOutput(_mariadb(ctx, host, policy, inp.pinned))
     return SourceOutput(None, f"no host-sizing rules for {host.flavor}")
 
 
-def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> Candidate:
-    b = SetBuilder(ctx)
+def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned: dict[str, str]) -> Candidate:
+    b = SetBuilder(ctx, pinned)
     mem, cls = host.memory_bytes, host.workload_class
     mem_text = f"{mem / GiB:.2f} GiB {'cgroup limit' if host.cgroup else 'RAM'}"
-    sb = floor_mib(mem / 4)
-    b.put_bytes("shared_buffers", sb, f"{PGTUNE}: 25 % of the memory limit ({mem_text})")
+    b.put_bytes("shared_buffers", floor_mib(mem / 4), f"{PGTUNE}: 25 % of the memory limit ({mem_text})")
+    sb = b.now_bytes("shared_buffers") or floor_mib(mem / 4)  # the set's (a pinned one): what the rest is sized from
     b.put_bytes("effective_cache_size", floor_mib(mem * 3 / 4), f"{PGTUNE}: 75 % of the memory limit ({mem_text})")
     mwm = min(floor_mib(mem / 16), 2 * GiB)
     b.put_bytes("maintenance_work_mem", mwm, f"{PGTUNE}: memory/16, at most 2 GB (once per autovacuum worker)")
@@ -108,17 +108,14 @@ def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> C
         str(_IO_CONCURRENCY.get(host.storage, 200)),
         f"{PGTUNE}: HDD 2, SSD 200, NVMe 1000; storage {host.storage} (/sys/block/{host.device}/queue/rotational)",
     )
-    per_gather = 1
     if host.cpus >= 4:
         half = min(math.ceil(host.cpus / 2), 4)
-        per_gather = half
         src = f"{PGTUNE}: with ≥ 4 CPUs ({host.cpus})"
         b.put("max_worker_processes", str(host.cpus), f"{src}: = CPUs")
         b.put("max_parallel_workers", str(host.cpus), f"{src}: = CPUs")
         b.put("max_parallel_workers_per_gather", str(half), f"{src}: ceil(CPUs/2), at most 4")
         b.put("max_parallel_maintenance_workers", str(half), f"{src}: ceil(CPUs/2), at most 4")
-    else:
-        per_gather = max(int(b.now("max_parallel_workers_per_gather") or 1), 1)
+    per_gather = max(int(b.now("max_parallel_workers_per_gather") or 1), 1)  # the set's (a pinned one)
     _work_mem(ctx, b, host, policy, sb, per_gather)
     lo, hi = _WAL_BY_CLASS.get(cls, _WAL_BY_CLASS["mixed"])
     b.put_bytes("min_wal_size", lo, f"{PGTUNE}: by class ({cls}: {lo // GiB} GB)")
@@ -135,7 +132,9 @@ def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> C
         + (f", data {host.data_bytes / GiB:.2f} GiB" if host.data_bytes else ", data size not measured")
         + "; work_mem only up to what the memory budget holds"
     )
-    return Candidate(name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources))
+    return Candidate(
+        name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources), kept=dict(b.kept)
+    )
 
 
 def _work_mem(
@@ -168,8 +167,8 @@ _SESSION_BUFFERS = ("sort_buffer_size", "join_buffer_size", "read_buffer_size", 
 _GLOBAL_CACHES = ("key_buffer_size", "aria_pagecache_buffer_size", "innodb_log_buffer_size", "query_cache_size")
 
 
-def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> Candidate:
-    b = SetBuilder(ctx)
+def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned: dict[str, str]) -> Candidate:
+    b = SetBuilder(ctx, pinned)
     mem = host.memory_bytes
     mem_text = f"{mem / GiB:.2f} GiB {'cgroup limit' if host.cgroup else 'RAM'}"
     delta = delta_of(ctx)
@@ -193,19 +192,17 @@ def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> Cand
             f"; capped by the memory budget {budget_bytes(ctx, policy) / MiB:.0f} MiB after global caches "
             f"{globals_ / MiB:.0f} MiB and per-session buffers {per_session / MiB:.1f} MiB × {conns} ({who})"
         )
-    pool = floor_mib(max(want, 0.0))
     now = b.now_bytes("innodb_buffer_pool_size") or 128 * MiB
-    if pool > now:
-        b.put_bytes("innodb_buffer_pool_size", pool, why)
-    else:
-        pool = now
+    if floor_mib(max(want, 0.0)) > now:
+        b.put_bytes("innodb_buffer_pool_size", floor_mib(max(want, 0.0)), why)
+    pool = b.now_bytes("innodb_buffer_pool_size") or now  # the set's pool (a pinned one): the redo log follows it
     log_now = b.now_bytes("innodb_log_file_size") or 96 * MiB
-    if pool / 4 > log_now:
-        b.put_bytes(
-            "innodb_log_file_size",
-            floor_mib(pool / 4),
-            f"{MYSQLTUNER}: redo log 25 % of the buffer pool ({pool / MiB:.0f} MiB)",
-        )
+    b.put_bytes(  # never below the value in effect: then the set keeps it (``kept``)
+        "innodb_log_file_size",
+        max(floor_mib(pool / 4), log_now),
+        f"{MYSQLTUNER}: redo log 25 % of the buffer pool ({pool / MiB:.0f} MiB)"
+        + (", not below the value in effect" if pool / 4 <= log_now else ""),
+    )
     if host.storage in ("ssd", "nvme"):
         b.put(
             "innodb_io_capacity",
@@ -218,4 +215,6 @@ def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig) -> Cand
         f"connections (kept), {host.storage} storage, workload class {host.workload_class}: the buffer pool takes "
         "what the memory budget leaves, the redo log a quarter of it"
     )
-    return Candidate(name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources))
+    return Candidate(
+        name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources), kept=dict(b.kept)
+    )

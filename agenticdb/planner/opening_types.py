@@ -30,6 +30,8 @@ class Candidate:
         repaired: what the set validation changed to make the set fit (``"work_mem: 64MB → 32MB (trade: …)"``),
             empty when it passed as generated.
         warnings: the validator's warnings for the whole set (worst-case memory, auto values …).
+        kept: knob → where its figure comes from, for knobs the source sized at the value already in
+            effect (so not in ``changes``): the host-sized set's answer "leave it" (``advice.sizing``).
     """
 
     name: str
@@ -39,6 +41,7 @@ class Candidate:
     apply_modes: dict[str, ApplyMode] = field(default_factory=dict)
     repaired: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    kept: dict[str, str] = field(default_factory=dict)
 
     @property
     def restart_knobs(self) -> list[str]:

@@ -64,6 +64,9 @@ class SourceInput:
     policy: PolicyConfig
     plans: PlanEvidence | None = None
     llm: object | None = None
+    pinned: dict[str, str] = field(default_factory=dict)
+    """Values decided elsewhere that the source must keep and size the rest from (``advise`` pins the
+    knobs it recommends otherwise, and the ones it leaves as they are: :mod:`agenticdb.advice.sizing`)."""
 
 
 @dataclass
@@ -123,15 +126,19 @@ class SetBuilder:
     configuration, each with its source.
 
     ``put_bytes``/``put`` round sizes as the playbook does (whole MiB, block multiples, the knob's own range)
-    and skip knobs this server does not have (``absent`` lists them).
+    and skip knobs this server does not have (``absent`` lists them). A ``pinned`` knob keeps its given value
+    whatever is put, and every size derived from it reads that value (:meth:`now`).
     """
 
-    def __init__(self, ctx: PlanningContext) -> None:
+    def __init__(self, ctx: PlanningContext, pinned: dict[str, str] | None = None) -> None:
         self.ctx = ctx
+        self.pinned = dict(pinned or {})
         self.family = family_of(ctx.catalog.target)
         self.current = current_config(ctx)
         self.changes: dict[str, str] = {}
         self.sources: dict[str, str] = {}
+        self.kept: dict[str, str] = {}
+        """Knobs sized at the value in effect (not in ``changes``) → the source of that figure."""
         self.absent: list[str] = []
 
     def spec(self, name: str) -> KnobSpec | None:
@@ -143,7 +150,7 @@ class SetBuilder:
         spec = self.spec(name)
         if spec is None:
             return None
-        raw = self.changes.get(name, self.current.get(name, spec.default))
+        raw = self.pinned.get(name, self.changes.get(name, self.current.get(name, spec.default)))
         return parse_value(raw, spec)
 
     def now_bytes(self, name: str) -> float | None:
@@ -160,6 +167,8 @@ class SetBuilder:
         if spec is None:
             self.absent.append(name)
             return False
+        if name in self.pinned:
+            value, source = self.pinned[name], f"kept at {self.pinned[name]} (decided before this sizing)"
         text = (
             str(value)
             if isinstance(value, str)
@@ -168,9 +177,11 @@ class SetBuilder:
         if name in self.current and canonical(name, text, spec) == canonical(name, self.current[name], spec):
             self.changes.pop(name, None)
             self.sources.pop(name, None)
+            self.kept[name] = source
             return False
         self.changes[name] = text
         self.sources[name] = source
+        self.kept.pop(name, None)
         return True
 
     def put_bytes(self, name: str, nbytes: float, source: str) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "Watcher",
     "blocks_knob",
     "dominant",
+    "first_row",
     "thresholds",
 ]
 
@@ -39,6 +40,22 @@ log = structlog.get_logger(__name__)
 
 WEAK_SCORE = 0.1
 """A finding scoring below this is listed as ruled out with its figures (judgement: the ramps' lowest tenth)."""
+
+
+def first_row(family: str, dsn: str, database: str | None, query: str) -> dict[str, Any] | None:
+    """The first row of a read-only evidence ``query`` in ``database`` (None: the DSN's own) of a PostgreSQL
+    or MariaDB server, by column name plus ``database`` (where it ran); None when it returns no row.
+
+    Raises:
+        psycopg.Error / pymysql.MySQLError: the server does not connect or the query fails.
+    """
+    if "postgres" in family.lower():
+        from agenticdb.rootcause import pg_read  # lazy: psycopg only for PostgreSQL targets
+
+        return pg_read.first_row(dsn, database, query)
+    from agenticdb.rootcause import my_read  # lazy: PyMySQL only for MariaDB targets
+
+    return my_read.first_row(dsn, database, query)
 
 
 def dominant(findings: list[Finding]) -> Finding | None:
@@ -72,7 +89,9 @@ class Watcher:
     Args:
         family: "postgresql" | "mariadb" | "mysql".
         dsn: the server's DSN (the target's; read-only statistics queries).
-        database: the workload's database (PostgreSQL table statistics are per database).
+        database: the database to probe (PostgreSQL table statistics are per database; None: the DSN's
+            own). The caller chooses it: ``agenticdb.loop.rootcause_step`` (advise: the DSN's; a session:
+            its workload's).
         statements: the benchmark's own statements to EXPLAIN (``[rootcause] statements``); may be empty.
         server: identity for stable finding ids (default: the DSN without credentials is not needed —
             the caller passes the target identity).
@@ -120,6 +139,8 @@ class Watcher:
 
             rc = detect_mariadb(self.dsn, self.database, self._watch, self.statements, self.server)
         rc.seconds = round(time.monotonic() - self.started, 1)
+        for f in rc.findings:
+            f.database = f.database or rc.database  # the remedy runs where the cause was found
         weak = [f for f in rc.findings if f.score < WEAK_SCORE]
         rc.ruled_out += [
             RuledOut(cause=f.cause, reason=f"{f.summary}: score {f.score:.2f}; {f.evidence[0]}") for f in weak

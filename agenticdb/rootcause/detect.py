@@ -5,6 +5,7 @@ from __future__ import annotations
 import psycopg
 import structlog
 
+from agenticdb.dialect import dsn_location
 from agenticdb.host import pgss
 from agenticdb.rootcause import pg
 from agenticdb.rootcause import pg_read as rd
@@ -16,13 +17,15 @@ log = structlog.get_logger(__name__)
 def detect_pg(
     dsn: str, database: str | None, watch: rd.PgWatch | None, statements: list[str], server: str
 ) -> RootCauses:
-    """Every PostgreSQL detector over the window of ``watch`` (None: cumulative counters, no lock samples).
+    """Every PostgreSQL detector over the window of ``watch`` (None: cumulative counters, no lock samples),
+    in ``database`` (None: the DSN's own; ``RootCauses.database`` names the one read).
 
     Never raises: an unreadable server gives an empty result with a note naming the error.
     """
-    out = RootCauses(family=pg.FAMILY)
+    out = RootCauses(family=pg.FAMILY, database=database or dsn_location(dsn)[2])
     try:
         with rd.connect(dsn, database) as conn:
+            out.database = rd.current_database(conn)
             after = rd.snapshot(conn)
             w = pg._Window(watch.before if watch is not None else None, after)
             plans = rd.explain_statements(conn, statements, t("explain_timeout_s")) if statements else rd.PlanEvidence()
@@ -31,7 +34,7 @@ def detect_pg(
                 out.notes.append(f"plan evidence: EXPLAIN ANALYZE of {plans.explained} benchmark statement(s)")
             else:
                 out.notes.append("plan evidence: none ([rootcause] statements not given); table counters only")
-            tops = rd.top_statements(conn, database or "")
+            tops = rd.top_statements(conn)
             why = "" if tops else pgss.unreadable(conn) or f"no statement recorded in database {conn.info.dbname}"
             out.notes.append(
                 f"pg_stat_statements: {len(tops)} top statement(s) read"

@@ -8,6 +8,7 @@ import re
 import pymysql
 import structlog
 
+from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.rootcause import my_read as rd
 from agenticdb.rootcause.model import Cause, Finding, Remedy, RootCauses, RuledOut, ramp, stable_id, t
 
@@ -296,12 +297,14 @@ def lock_waits(samples: list[rd.LockSample], trx: list[rd.Trx], server: str, out
 def detect_mariadb(
     dsn: str, database: str | None, watch: rd.MyWatch | None, statements: list[str], server: str
 ) -> RootCauses:
-    """Every MariaDB detector over the window of ``watch``. Never raises: an unreadable server gives an
-    empty result with a note. ``statements``: the workload's SELECTs for plan evidence."""
-    out = RootCauses(family=FAMILY)
+    """Every MariaDB detector over the window of ``watch``, connected to ``database`` (None: the DSN's own;
+    ``RootCauses.database`` names it; the InnoDB and digest views cover every schema). Never raises: an
+    unreadable server gives an empty result with a note. ``statements``: the workload's SELECTs for plan evidence."""
+    out = RootCauses(family=FAMILY, database=database or str(parse_mysql_dsn(dsn).get("database") or ""))
     try:
         conn = rd.connect(dsn, database)
         try:
+            out.database = rd.current_database(conn)
             after = rd.snapshot(conn)
             before = watch.before if watch is not None else None
             trx = rd.transactions(conn)

@@ -88,6 +88,8 @@ class Finding(BaseModel):
     source: str = ""
     tables: list[str] = Field(default_factory=list)
     caused_by: str | None = None
+    database: str = ""
+    """The database the cause was found in (its remedy runs there); "" in records from before it was kept."""
 
     @property
     def symptom_knobs(self) -> tuple[str, ...]:
@@ -112,6 +114,9 @@ class RootCauses(BaseModel):
     on the evidence used (which sources were available)."""
 
     family: str
+    database: str = ""
+    """The database probed: the server's own answer (``current_database()``, MariaDB ``DATABASE()``), else
+    the one asked for; "" when none was (a MariaDB connection without a default schema)."""
     findings: list[Finding] = Field(default_factory=list)
     ruled_out: list[RuledOut] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

@@ -113,6 +113,33 @@ def connect(dsn: str, database: str | None) -> pymysql.connections.Connection:
     return pymysql.connect(**kwargs, connect_timeout=5, autocommit=True)
 
 
+def current_database(conn: pymysql.connections.Connection) -> str:
+    """The connection's default schema ("" without one: the detectors then read every schema)."""
+    rows = _rows(conn, "SELECT DATABASE()")
+    return str(rows[0][0] or "") if rows else ""
+
+
+def first_row(dsn: str, database: str | None, query: str) -> dict[str, Any] | None:
+    """The first row of a read-only ``query`` run with ``database`` as the default schema (None: the DSN's),
+    by column name, plus ``database``: the default schema it ran with; None when it returns no row.
+
+    Raises:
+        pymysql.MySQLError: the server does not connect or the query fails.
+    """
+    conn = connect(dsn, database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION READ ONLY")  # evidence only: the query may change nothing
+            cur.execute(query)
+            row = cur.fetchone()
+            if row is None or cur.description is None:
+                return None
+            out = {d[0]: v for d, v in zip(cur.description, row, strict=True)}
+        return {"database": current_database(conn), **out}
+    finally:
+        conn.close()
+
+
 def _rows(conn: pymysql.connections.Connection, query: str, args: Any = None) -> list[tuple[Any, ...]]:
     with conn.cursor() as cur:
         cur.execute(query, args)

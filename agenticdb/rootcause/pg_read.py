@@ -73,7 +73,7 @@ FROM pg_stat_activity WHERE pid = ANY(%s)
 
 PGSS_SQL = """
 SELECT left(query, 2000), calls, total_exec_time FROM pg_stat_statements
-WHERE dbid = (SELECT oid FROM pg_database WHERE datname = %s) ORDER BY total_exec_time DESC LIMIT 20
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 20
 """
 
 
@@ -119,6 +119,29 @@ def connect(dsn: str, database: str | None) -> psycopg.Connection[Any]:
     """An autocommit connection to ``database`` (the tables' database) with the server's ``dsn``."""
     conninfo = psycopg.conninfo.make_conninfo(dsn, dbname=database) if database else dsn
     return psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+
+
+def current_database(conn: psycopg.Connection[Any]) -> str:
+    """The database ``conn`` is connected to (the one its table statistics describe)."""
+    row = conn.execute("SELECT current_database()").fetchone()
+    return str(row[0]) if row else ""
+
+
+def first_row(dsn: str, database: str | None, query: str) -> dict[str, Any] | None:
+    """The first row of a read-only ``query`` run in ``database`` (None: the DSN's), by column name, plus
+    ``database``: the one it ran in; None when it returns no row.
+
+    Raises:
+        psycopg.Error: the server does not connect or the query fails.
+    """
+    with connect(dsn, database) as conn:
+        conn.execute("SET default_transaction_read_only = on")  # evidence only: the query may change nothing
+        cur = conn.execute(query)
+        row = cur.fetchone()
+        if row is None or cur.description is None:
+            return None
+        out = {d.name: v for d, v in zip(cur.description, row, strict=True)}
+        return {"database": current_database(conn), **out}
 
 
 def snapshot(conn: psycopg.Connection[Any]) -> Snapshot:
@@ -214,11 +237,11 @@ def watch(dsn: str, database: str | None, interval_s: float = 1.0) -> PgWatch:
     return Watch(lambda: connect(dsn, database), snapshot, lock_sample, psycopg.Error, interval_s)
 
 
-def top_statements(conn: psycopg.Connection[Any], database: str) -> list[tuple[str, int, float]]:
-    """pg_stat_statements' top 20 statements of ``database`` by total execution time (normalised text,
-    calls, ms); empty when the view is missing or unreadable."""
+def top_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, int, float]]:
+    """pg_stat_statements' top 20 statements of the connection's database by total execution time
+    (normalised text, calls, ms); empty when the view is missing or unreadable."""
     try:
-        return [(str(q), int(c), float(t)) for q, c, t in conn.execute(PGSS_SQL, (database,)).fetchall()]
+        return [(str(q), int(c), float(t)) for q, c, t in conn.execute(PGSS_SQL).fetchall()]
     except psycopg.Error:
         return []
 

@@ -74,14 +74,38 @@ def _mariadb(home: Path) -> Sandbox:
 SANDBOXES: dict[str, Callable[[Path], Sandbox]] = {"postgres": _postgres, "mariadb": _mariadb}
 """Sandbox kinds (``--sandbox postgres|mariadb``) and how each is built under a storage home."""
 
+SANDBOX_ALIASES: dict[str, str] = {"postgresql": "postgres", "pg": "postgres", "mysql": "mariadb"}
+"""Other names of a sandbox kind, accepted wherever a kind is given (``sandbox up|down|status KIND``,
+``--sandbox KIND``): the target kinds' spellings (``target.kind = "postgresql"``); the sandbox of MySQL is a
+MariaDB server."""
+
+
+def sandbox_kinds_help() -> str:
+    """The accepted kind names for help and errors: ``postgres (or postgresql, pg) | mariadb (or mysql)``."""
+    parts = []
+    for kind in SANDBOXES:
+        others = [name for name, canon in SANDBOX_ALIASES.items() if canon == kind]
+        parts.append(f"{kind} (or {', '.join(others)})" if others else kind)
+    return " | ".join(parts)
+
+
+def sandbox_kind(name: str) -> str:
+    """The sandbox kind (a key of :data:`SANDBOXES`) that ``name`` spells, case and spaces ignored.
+
+    Raises:
+        ValueError: an unknown name (the message lists every accepted one).
+    """
+    key = name.strip().lower()
+    kind = SANDBOX_ALIASES.get(key, key)
+    if kind not in SANDBOXES:
+        raise ValueError(f"sandbox kind {name!r}: expected {sandbox_kinds_help()}")
+    return kind
+
 
 def sandbox_of(kind: str, home: Path) -> Sandbox:
-    """The sandbox ``kind`` ("postgres" | "mariadb") under ``home``.
+    """The sandbox ``kind`` (any name :func:`sandbox_kind` accepts) under ``home``.
 
     Raises:
         ValueError: an unknown kind (names the kinds there are).
     """
-    factory = SANDBOXES.get(kind)
-    if factory is None:
-        raise ValueError(f"sandbox kind {kind!r}: expected {' or '.join(repr(k) for k in SANDBOXES)}")
-    return factory(home)
+    return SANDBOXES[sandbox_kind(kind)](home)

@@ -32,7 +32,7 @@ from agenticdb.resources import data_file
 from agenticdb.store.faults import guarded
 from agenticdb.store.journal_events import Intent, JournalError, JournalEvent, SessionSummary, VerifyResult
 from agenticdb.store.journal_key import KEYED_PREFIX, JournalKey, load_key, load_or_create_key
-from agenticdb.store.sqlite_create import create_sqlite_atomically
+from agenticdb.store.sqlite_create import connect_read_only, create_sqlite_atomically
 
 log = structlog.get_logger(__name__)
 
@@ -128,12 +128,8 @@ class Journal:
         self.key: JournalKey | None = None
         if read_only:
             # Inspection (``journal verify``) must not change the evidence: no schema, no trigger repair.
-            self._conn = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro",
-                uri=True,
-                timeout=_BUSY_TIMEOUT_S,
-                isolation_level=None,
-                check_same_thread=False,
+            self._conn = connect_read_only(
+                self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
             self._conn.row_factory = sqlite3.Row
             self.key = load_key(self.key_file) if self.key_file is not None else None

@@ -6,6 +6,8 @@ test polling for the journal) found no table (issue 38: test_metrics was flaky).
 written to a private temporary file in the same folder, which is then hard-linked to its name
 (``link`` is atomic and fails when the name exists, so a file another process created first is kept,
 never replaced) and the temporary name removed.
+
+``connect_read_only`` is the other end: a reader that leaves the folder as it found it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -59,3 +62,21 @@ def create_sqlite_atomically(path: Path, schema_sql: str, wal: bool = True) -> b
         for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+def connect_read_only(path: Path, **kwargs: Any) -> sqlite3.Connection:
+    """A connection to ``path`` that writes nothing, for inspection (``journal verify``, ``rollback
+    --dry-run``); ``kwargs`` go to ``sqlite3.connect``.
+
+    ``mode=ro`` alone is not enough: reading a WAL database creates its ``-wal`` and ``-shm`` files, and a
+    read-only connection leaves them behind (SQLite wal.html, "Read-Only Databases"). When no ``-wal``
+    file exists, no writer has the file open and every commit is in the main file, so it is opened
+    ``immutable=1`` (no locks, no side files); while a writer is there, its side files exist already.
+
+    Raises:
+        sqlite3.Error: the file does not exist or is not a database.
+    """
+    wal_in_use = Path(f"{path}-wal").exists()
+    uri = f"{path.resolve().as_uri()}?mode=ro" + ("" if wal_in_use else "&immutable=1")
+    conn: sqlite3.Connection = sqlite3.connect(uri, uri=True, **kwargs)
+    return conn

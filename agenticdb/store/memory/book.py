@@ -32,7 +32,7 @@ from agenticdb.store.memory.backends import (
     rank,
 )
 from agenticdb.store.memory.experience import drop_lessons
-from agenticdb.store.sqlite_create import create_sqlite_atomically
+from agenticdb.store.sqlite_create import connect_read_only, create_sqlite_atomically
 
 log = structlog.get_logger(__name__)
 
@@ -96,18 +96,23 @@ class MemoryBook:
 
     Args:
         path: the SQLite file, usually ``Settings.storage.memory_db``.
+        read_only: open an existing file without writing anything (no schema, no migration, no WAL
+            switch, no side files; ``rollback --dry-run``); every write then fails.
     """
 
     @guarded("memory", "open")
-    def __init__(self, path: Path | str, host: str | None = None) -> None:
+    def __init__(self, path: Path | str, host: str | None = None, read_only: bool = False) -> None:
         self.path = Path(path)
-        # 0600: configurations and host facts are the operator's business; whole or not at all
-        create_sqlite_atomically(self.path, data_file("memory", "memory.sql").read_text())
-        self.db = sqlite_utils.Database(self.path)
-        self.db.conn.execute("PRAGMA busy_timeout = 30000")
-        self.db.enable_wal()
-        self.db.conn.executescript(data_file("memory", "memory.sql").read_text())
-        migrate_local(self.db.conn)
+        if read_only:
+            self.db = sqlite_utils.Database(connect_read_only(self.path, timeout=30))
+        else:
+            # 0600: configurations and host facts are the operator's business; whole or not at all
+            create_sqlite_atomically(self.path, data_file("memory", "memory.sql").read_text())
+            self.db = sqlite_utils.Database(self.path)
+            self.db.conn.execute("PRAGMA busy_timeout = 30000")
+            self.db.enable_wal()
+            self.db.conn.executescript(data_file("memory", "memory.sql").read_text())
+            migrate_local(self.db.conn)
         self.host = default_host_label(host)
         """This host's label in a shared Memory Book (``storage.host_label``, default the hostname)."""
         self.central: CentralCache | None = None
