@@ -129,6 +129,12 @@ def build_workload(cfg: Settings, target: Target) -> Workload:
     conn = connection_from_dsn(target.family, require_dsn(cfg), cfg.target.database)
     if cfg.target.sandbox == "postgres" and not kind_spec(cfg.workload.kind).observes_only:
         _sandbox_statements(cfg)
+    if target.family == "postgresql":  # the statements' statistics are read where the workload runs (host.pgss)
+        from agenticdb.loop.rootcause_step import workload_database  # lazy: start-up cost (loads the loop's roles)
+        from agenticdb.targets.postgres import PostgresTarget  # lazy: start-up cost (loads 216 modules)
+
+        if isinstance(target, PostgresTarget):
+            target.database = workload_database(cfg)
     if kind_spec(cfg.workload.kind).observes_only:
         return build_observing_workload(cfg, conn)
     return _build(cfg.workload, conn)

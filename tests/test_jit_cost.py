@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from agenticdb.models import Bottleneck, Hardware, Layer, RuntimeProfile, StateDelta
 from agenticdb.models.planning import Fingerprint, PlanningContext
@@ -58,10 +57,8 @@ def _context(target: PostgresTarget, delta: StateDelta, workload_class: str = "o
 
 
 def _jit_delta(target: PostgresTarget, dsn: str, force: bool, runs: int = 20) -> StateDelta:
-    """The statistics delta over ``runs`` of the query in the workload's database (``target.database``: the
-    target reads pg_stat_statements there, of that database's statements only)."""
     before = target.runtime_state()
-    with psycopg.connect(make_conninfo(dsn, dbname=target.database), autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         if force:
             for name in ("jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost"):
                 conn.execute(f"SET {name} = 0")
@@ -126,7 +123,7 @@ def test_no_jit_counters_without_the_extension_in_the_workload_database(pg_sandb
     with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS agenticdb_no_pgss")
         conn.execute("CREATE DATABASE agenticdb_no_pgss")
-    other = from_config(pg_sandbox.target_config(database="agenticdb_no_pgss"))
+    other = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir, database="agenticdb_no_pgss")
     try:
         assert other.database == "agenticdb_no_pgss"
         state = other.runtime_state()

@@ -112,9 +112,10 @@ def test_tune_on_the_sandbox_gets_it_in_another_database_from_the_sandbox_superu
         target=info.target_config(database="tune_wl"),
         workload=WorkloadConfig(kind="pgbench", scale=1),
     )
-    target = PostgresTarget(info.tuner_dsn, None, data_dir=info.data_dir, database="tune_wl")
+    target = PostgresTarget(info.tuner_dsn, None, data_dir=info.data_dir)
     build_workload(cfg, target)  # before prepare(): the database and its extension, made by the superuser
     assert _created(info, "tune_wl")
+    assert target.database == "tune_wl"  # the session's target reads the statements' statistics there
     with psycopg.connect(info.dsn) as db:
         owner = db.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'tune_wl'").fetchone()
     assert owner == ("agenticdb",)  # the role's database, as setup-role makes it

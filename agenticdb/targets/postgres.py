@@ -63,8 +63,9 @@ class PostgresTarget(Target):
         data_dir: the cluster's data directory; default: the pg_ctl service's, else ``SHOW
             data_directory`` on first need (cached so restore works while the server is down).
         log_file: server log used for ``log_tail``; default: the pg_ctl service's log file.
-        database: the workload's database (``target.database``): pg_stat_statements' counters are read there,
-            of its statements only; None: in the DSN's database, the whole view.
+        database: the workload's database: pg_stat_statements' counters are read there, of its statements only
+            (a session's wiring sets it: ``app.build_workload``); None: in the DSN's database, the whole view
+            (``advise`` observes the server as the DSN names it).
     """
 
     kind = "postgresql"
@@ -595,4 +596,4 @@ def from_config(target_cfg: TargetConfig) -> PostgresTarget:
         return True
 
     service = build_service(target_cfg.service, ready)
-    return PostgresTarget(dsn, service, target_cfg.service.data_dir, target_cfg.service.log_file, target_cfg.database)
+    return PostgresTarget(dsn, service, data_dir=target_cfg.service.data_dir, log_file=target_cfg.service.log_file)
