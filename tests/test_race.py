@@ -25,6 +25,7 @@ from agenticdb.cli.tune_cmd import _round_printer, _verdicts, stage_text
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
+from agenticdb.loop.initializer import first_decision_runs
 from agenticdb.loop.next_move import round_cost_prior
 from agenticdb.loop.race import RaceState, Screen, opening_cost_s, race_limit, race_order, restarts_needed
 from agenticdb.loop.session import TuningSession
@@ -495,3 +496,9 @@ def test_every_opening_line_names_its_candidate(tmp_path: Path) -> None:
         assert f"Intent       opening {what} apply " in text, text
     assert "Decision     continue (kept) (opening proof of 'winner'), estimate" in text, text
     assert "note: llm: no LLM planner configured" in text  # the race event's notes are told too
+
+
+def test_the_baseline_keeps_room_for_a_one_screen_opening_not_a_five_run_one() -> None:
+    # the cheapest opening is a round (a lone screen is pair 1 of its proof): the baseline's third run is
+    # given up only when it would leave less than 3 runs, as without the opening (it used to ask for 5)
+    assert first_decision_runs(LoopConfig(opening=True)) == first_decision_runs(LoopConfig(opening=False)) == 3
