@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 from test_advice import write_config
 
-from agenticdb.advice.advise import advise
+from agenticdb.advice.advise import advise, advised_database
 from agenticdb.advice.formats import render
 from agenticdb.advice.remediation import run_approved
 from agenticdb.advice.types import Advice
@@ -120,6 +120,16 @@ def test_which_database_each_caller_probes(pg_app: Path) -> None:
     assert workload_database(live) == "shop"
     bare = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": "host=127.0.0.1 port=5432"})})
     assert dsn_database(bare) is None
+
+    # advise on a sandbox whose DSN names the maintenance database probes the workload's; a named one stays
+    def sandboxed(dsn: str) -> Settings:
+        target = cfg.target.model_copy(update={"dsn": dsn, "sandbox": "postgres"})
+        return cfg.model_copy(update={"target": target})
+
+    assert advised_database(cfg) == APP_DB
+    assert advised_database(sandboxed("postgresql://postgres@127.0.0.1:5999/postgres")) == "agenticdb_bench"
+    assert advised_database(sandboxed("host=127.0.0.1 port=5999")) == "agenticdb_bench"
+    assert advised_database(sandboxed(f"postgresql://postgres@127.0.0.1:5999/{APP_DB}")) == APP_DB
 
 
 def test_pg_autovacuum_off_is_a_finding_with_evidence_fix_and_source(

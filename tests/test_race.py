@@ -25,15 +25,15 @@ from agenticdb.cli.tune_cmd import _round_printer, _verdicts, stage_text
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
+from agenticdb.loop.initializer import first_decision_runs
 from agenticdb.loop.next_move import round_cost_prior
-from agenticdb.loop.opening_run import without_restart
 from agenticdb.loop.race import RaceState, Screen, opening_cost_s, race_limit, race_order, restarts_needed
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.trial_limit import stopped_oltp
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, Measurement, Proposal
 from agenticdb.models.planning import PlanningContext
-from agenticdb.planner.opening_types import Candidate, Opening
+from agenticdb.planner.opening_types import Candidate, Opening, without_restart
 from agenticdb.planner.search import _measured_configs
 from agenticdb.store.journal import Journal
 from agenticdb.store.journal_events import JournalEvent
@@ -246,6 +246,39 @@ def test_budget_prior_counts_restarts_and_their_warm_up() -> None:
         runs, 5.0, 3, 2, race_restarts=1, proof_restarts=True, query_set=False, reset_each_run=False, restart_s=4.0
     )
     assert cost == 3 * 62.0 + 10.0 + 2 * 5.0 + 4.0 + restart
+
+
+def test_a_lone_screen_is_pair_one_of_its_proof_as_in_a_round(tmp_path: Path) -> None:
+    """One candidate raced: nothing was selected from several noisy runs, so its screen and the baseline's
+    last run (measured right before it) are pair 1, and the proof measures only pair 2 — the opening costs
+    what a round costs (an 8-minute TPC-H session raced one candidate and ran out of budget in its proof)."""
+    s, _, _, workload = session(tmp_path, candidates(("winner", WINNER)), loop={"max_rounds": 1})
+    result = s.run()
+    proof = next(r for r in result.rounds if r.opening and r.kept)
+    assert proof.estimate is not None and proof.estimate.pairs == 2 and proof.estimate.low > 0
+    judged = [e for e in events(s, "judged") if e.round_no == proof.round_no][0].data
+    assert judged["reused_best_run"] is True
+    screen = next(r for r in result.rounds if r.opening and r.round_no == 1).measurement
+    assert screen is not None and judged["candidate"][0] == screen.objective
+    baseline = events(s, "baseline")[0].data["objectives"]
+    assert judged["best"][0] == baseline[-1]
+    # runs: 2 baseline, the screen, then pair 2 only (candidate, best): 5, not 2 + 1 + 4
+    assert workload.runs == 5, workload.runs
+    trial_lines = [e for e in events(s, "decision") if e.round_no == proof.round_no][0].data["steps"]
+    assert any("the race's one screen is pair 1's candidate run" in str(x) for x in trial_lines), trial_lines
+    # the cost prior the budget check used is a round's: 3 runs with the reused best run, not 1 + 4
+    one = opening_cost_s(
+        [60.0],
+        0.0,
+        1,
+        2,
+        race_restarts=0,
+        proof_restarts=False,
+        query_set=False,
+        reset_each_run=False,
+        reused_best_run=True,
+    )
+    assert one == round_cost_prior([60.0], 0.0, 2, True) == 3 * 60.0
 
 
 def test_short_session_drops_screens_to_fit_the_budget(tmp_path: Path) -> None:
@@ -463,3 +496,9 @@ def test_every_opening_line_names_its_candidate(tmp_path: Path) -> None:
         assert f"Intent       opening {what} apply " in text, text
     assert "Decision     continue (kept) (opening proof of 'winner'), estimate" in text, text
     assert "note: llm: no LLM planner configured" in text  # the race event's notes are told too
+
+
+def test_the_baseline_keeps_room_for_a_one_screen_opening_not_a_five_run_one() -> None:
+    # the cheapest opening is a round (a lone screen is pair 1 of its proof): the baseline's third run is
+    # given up only when it would leave less than 3 runs, as without the opening (it used to ask for 5)
+    assert first_decision_runs(LoopConfig(opening=True)) == first_decision_runs(LoopConfig(opening=False)) == 3

@@ -147,8 +147,9 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
 ) -> None:
     stale_orders(info)
     cfg = session_config(home)
-    # advise probes the database the DBA names in the DSN (the session below: its workload's, agenticdb_bench)
-    app = ["--sandbox", "postgres", "--target", bench_dsn(info)]
+    # the README's command: on a sandbox, whose DSN names the maintenance database, advise probes the
+    # workload's (agenticdb_bench, where the stale table is); with a DSN naming a database, that one
+    app = ["--sandbox", "postgres"]
     r = _cli(home, "advise", "--config", str(cfg), *app, "--format", "json", "--observe", "2")
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
     adv = json.loads(r.stdout)

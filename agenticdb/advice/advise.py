@@ -88,6 +88,21 @@ MIN_SCORE = 0.15
 
 
 # ------------------------------------------------------------------------------------------ identity
+
+#: The maintenance database a sandbox's own DSN names (PostgreSQL: "postgres"; MariaDB: none).
+_MAINTENANCE_DATABASES = (None, "postgres")
+
+
+def advised_database(cfg: Settings) -> str | None:
+    """The database ``advise`` probes for root causes: the one the DSN names; on a sandbox whose DSN names
+    only the maintenance database, the workload's (``target.database``, where the sandbox's tables live:
+    ``advise --sandbox postgres`` after a tune looked at an empty ``postgres`` database)."""
+    named = dsn_database(cfg)
+    if cfg.target.sandbox is not None and named in _MAINTENANCE_DATABASES:
+        return cfg.target.database
+    return named
+
+
 def target_identity(kind: str, dsn: str) -> str:
     """``kind:host:port/database`` of a DSN (URL or ``key=value`` form), without user or password: the
     part of a recommendation id that names the server."""
@@ -383,7 +398,7 @@ def advise(
         sources.append(host)
     # root causes no setting fixes, over the same window (issue 40), in the database the DBA named in the
     # DSN: advise observes that server as it is, not a benchmark database of a tuning session
-    probed = dsn_database(cfg)
+    probed = advised_database(cfg)
     watcher = watcher_for(cfg, target, probed)
     delta = observe(sources, observe_s)
     causes = watcher.finish() if watcher is not None else None

@@ -103,10 +103,9 @@ NOISE_WARN_CV = 0.15
 
 def first_decision_runs(loop: LoopConfig) -> int:
     """Runs the session's first decision measures at least: the smallest paired decision with the
-    baseline's last run as pair 1's best run (``next_move.decision_runs``), or, with the opening
-    (``loop.opening``), one race screen and the proof's smallest decision on fresh pairs (issue 36)."""
-    if loop.opening:
-        return 1 + decision_runs(loop.min_pairs, False)
+    baseline's last run as pair 1's best run (``next_move.decision_runs``). The opening (``loop.opening``)
+    costs the same at least: a race of one screen is proven as a round is, the screen and the baseline's
+    last run being pair 1 (``OpeningRun._prove``); more screens are dropped before the opening is."""
     return decision_runs(loop.min_pairs, True)
 
 

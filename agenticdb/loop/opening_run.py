@@ -12,11 +12,12 @@
 3. **budget** — screens are dropped, the most generic candidate first (:data:`SCREEN_PRIORITY`), while the
    opening's cost prior (``race.opening_cost_s``: screens, their warm-ups and restarts, then the proof's
    smallest decision) does not fit the time left; when not even one screen and the proof fit, the candidates
-   are tried again without their restart-only knobs (:func:`without_restart`: no restart, no warm-up after
+   are tried again without their restart-only knobs (``opening_types.without_restart``: no restart, no warm-up after
    it), and only when that does not fit either is the opening skipped, journaled;
 4. **approval** — in approve mode one approval covers the whole opening (every candidate's change set);
 5. **race** — one screen each (``agenticdb.loop.race``), a round outcome per screen, a ``race`` event;
-6. **proof** — the leader on fresh pairs against the starting configuration, through the session's own
+6. **proof** — the leader on fresh pairs against the starting configuration (a lone screen is pair 1, as in
+   a round: nothing was selected), through the session's own
    judge and settle steps (``TuningSession._judge`` / ``_settle``): kept, or the start is put back. A leader
    whose screen is behind the start's level beyond the noise (``race.behind_start``) is not proven: "no
    candidate ahead of the start in its screen", the start is put back (journaled ``reverted``).
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -57,8 +57,8 @@ from agenticdb.models import (
     Change,
     Decision,
     FailurePhase,
-    KnobSpec,
     Layer,
+    Measurement,
     NormalizedChange,
     Proposal,
     RoundOutcome,
@@ -67,7 +67,7 @@ from agenticdb.models import (
 from agenticdb.planner.diagnosis import diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.heuristic import _family as family_of_context
-from agenticdb.planner.opening_types import Candidate, Opening
+from agenticdb.planner.opening_types import Candidate, Opening, apply_modes, restart_only, without_restart
 from agenticdb.targets.base import TargetError
 from agenticdb.workloads.base import Workload, WorkloadError
 
@@ -290,6 +290,7 @@ class OpeningRun:
         query_set = any(m.per_query_s for m in self.start.baseline)
         specs = self.stage.catalog.knobs
         left = loop.time_budget_s - (time.monotonic() - self.s.started)
+        reused = self._start_run_last() is not None
         while plans:
             changes = [p.proposal_changes for p in plans]
             cost = opening_cost_s(
@@ -302,6 +303,7 @@ class OpeningRun:
                 query_set=query_set,
                 reset_each_run=loop.reset_data,
                 restart_s=RESTART_PRIOR_S,
+                reused_best_run=reused,
             )
             if cost <= left:
                 log.info("opening.budget", screens=len(plans), cost_s=round(cost), left_s=round(left))
@@ -337,9 +339,18 @@ class OpeningRun:
         return proposal, Verdict(ok=True, changes=changes, apply_requirement=mode)
 
     # ------------------------------------------------------------------ the race
+    def _start_run_last(self) -> Measurement | None:
+        """The start's recent run when it is the last run measured and undisturbed (the baseline's last run
+        before the race), else None: the one run a lone screen's pair 1 may take as its best run."""
+        run = self.s.best_runs.get(Layer.dbms)
+        if run is None or self.stage.executor.last_run is not run:
+            return None
+        return None if run.disturbance is not None and run.disturbance.disturbed else run
+
     def _race(self, plans: list[_Entry], notes: list[str]) -> int:
         best_level = self.stage.objective
         start_run = self.s.best_runs.get(Layer.dbms)
+        before_race = self._start_run_last()
         state = RaceState(start_run, best_level, self.higher)
         in_effect: dict[str, str] = {}  # the changes of the configuration in effect (start = none)
         round_no = self.s.current_round
@@ -376,6 +387,10 @@ class OpeningRun:
         if behind:
             return self._back_to_start(round_no, in_effect, behind)
         entry = next(p for p in plans if p.name == leader.name and p.round_no == leader.round_no)
+        measured = [sc for sc in state.screens if sc.measurement is not None]
+        if len(measured) == 1 and leader.measurement is not None and not leader.measurement.cut_off:
+            # a lone candidate was not picked from several noisy runs: its screen is pair 1's candidate run
+            return self._prove(entry, round_no + 1, in_effect, (leader.measurement, before_race))
         return self._prove(entry, round_no + 1, in_effect)
 
     def _screen(
@@ -465,8 +480,17 @@ class OpeningRun:
         return round_no
 
     # ------------------------------------------------------------------ the proof
-    def _prove(self, entry: _Entry, round_no: int, in_effect: dict[str, str]) -> int:
-        """The leader against the starting configuration on fresh pairs (never the race's runs)."""
+    def _prove(
+        self,
+        entry: _Entry,
+        round_no: int,
+        in_effect: dict[str, str],
+        lone: tuple[Measurement, Measurement | None] | None = None,
+    ) -> int:
+        """The leader against the starting configuration on fresh pairs: never the race's runs when several
+        candidates raced (the leader is the best of K noisy screens, biased upward). ``lone`` (the race had
+        one measured screen, the leader's): that screen and the start's run right before it (None: not
+        adoptable) are pair 1, as in any round, since nothing was selected; the proof costs a round."""
         s = self.s
         s.current_round = round_no
         s.opening_rounds = round_no - 1  # the opening counts as one round of loop.max_rounds
@@ -480,7 +504,9 @@ class OpeningRun:
         self.rec.event("proposal", proposal, round_no)
         r.safe = self.stage.snapshot
         began = time.monotonic()
-        step = self.rec.step(round_no, self._proof_trial(r, in_effect))
+        if lone is not None:
+            r.prior_best = lone[1]
+        step = self.rec.step(round_no, self._proof_trial(r, in_effect, lone[0] if lone is not None else None))
         if not step.ends_round:
             for judge_or_settle in (s._judge, s._settle):
                 if self.rec.step(round_no, judge_or_settle(r, self.start)).ends_round:
@@ -491,8 +517,9 @@ class OpeningRun:
         log.info("opening.proof", leader=entry.name, judged=outcome.judged, kept=outcome.kept)
         return round_no
 
-    def _proof_trial(self, r: Round, in_effect: dict[str, str]) -> StepResult:
-        """Switch to the leader (one change set, verified) and measure its first fresh run."""
+    def _proof_trial(self, r: Round, in_effect: dict[str, str], screen: Measurement | None = None) -> StepResult:
+        """Switch to the leader (one change set, verified) and measure its first fresh run; with ``screen``
+        (the lone screen, the leader still in effect) that run is the screen."""
         assert r.plan is not None and r.plan.verdict is not None and r.safe is not None
         ex, verdict = self.stage.executor, r.plan.verdict
         label = r.outcome.opening_label if r.outcome is not None else "opening proof"  # "opening proof of 'evidence'"
@@ -502,6 +529,10 @@ class OpeningRun:
             restarted, _ = ex.apply(delta, mode, r.no, r.safe, purpose=label)
             self.stage.target.verify(verdict.changes)
             self._supersede(r.no)
+            if screen is not None and not delta:
+                r.screen = screen
+                why = "the race's one screen is pair 1's candidate run (one candidate raced: nothing was selected)"
+                return StepResult("trial", f"{label}: {why}, objective {screen.objective:,.3f}")
             r.screen, _ = ex.measure(r.no, "candidate", after_restart=restarted)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             self._supersede(r.no)
@@ -530,44 +561,6 @@ def _most_generic(plans: list[_Entry]) -> int:
     ranks = [rank(p) for p in plans]
     worst = max(ranks)
     return max(i for i, r in enumerate(ranks) if r == worst)
-
-
-def apply_modes(c: Candidate, specs: dict[str, KnobSpec]) -> dict[str, ApplyMode]:
-    """How each knob of ``c`` takes effect: its own apply modes, else the catalog's (unknown knobs left out)."""
-    modes = {k: c.apply_modes.get(k) or (specs[k].apply if k in specs else None) for k in c.changes}
-    return {k: m for k, m in modes.items() if m is not None}
-
-
-def restart_only(c: Candidate, specs: dict[str, KnobSpec]) -> set[str]:
-    """The knobs of ``c`` that take effect only after a restart (:func:`apply_modes`)."""
-    return {k for k, m in apply_modes(c, specs).items() if m == ApplyMode.restart}
-
-
-def without_restart(candidates: list[Candidate], specs: dict[str, KnobSpec]) -> list[Candidate]:
-    """Each candidate without its restart-only knobs (:func:`restart_only`), named ``"<source> without
-    restart"``: what a budget that pays for no restart can still race. Sets left empty, and sets identical to
-    an earlier one, are left out; a candidate with no restart-only knob stays as it is."""
-    out: list[Candidate] = []
-    seen: set[tuple[tuple[str, str], ...]] = set()
-    for c in candidates:
-        cut = restart_only(c, specs)
-        lighter = (
-            c
-            if not cut
-            else replace(
-                c,
-                name=f"{c.name} without restart",
-                changes={k: v for k, v in c.changes.items() if k not in cut},
-                sources={k: v for k, v in c.sources.items() if k not in cut},
-                apply_modes={k: m for k, m in c.apply_modes.items() if k not in cut},
-                rationale=f"{c.rationale} Raced without its restart-only knobs ({', '.join(sorted(cut))}): the time "
-                "budget pays for no restart.",
-            )
-        )
-        if lighter.changes and lighter.key() not in seen:
-            seen.add(lighter.key())
-            out.append(lighter)
-    return out
 
 
 class _Entry:

@@ -391,12 +391,28 @@ def opening_cost_s(
     query_set: bool,
     reset_each_run: bool,
     restart_s: float = RESTART_PRIOR_S,
+    reused_best_run: bool = False,
 ) -> float:
     """What the opening costs at least (seconds): ``screens`` screen runs with their warm-ups and the race's
     restarts, then the proof's smallest decision on fresh pairs (``next_move.round_cost_prior`` with
-    restarts, no reused best run). 0 when no baseline run was measured."""
+    restarts, no reused best run). 0 when no baseline run was measured.
+
+    One screen is a round's cost (``round_cost_prior``, the screen included): a lone candidate was not
+    selected from several noisy runs, so its screen is pair 1's candidate run (``OpeningRun._prove``) and,
+    with ``reused_best_run``, the baseline's last run right before it pair 1's best run."""
     if not run_durations_s:
         return 0.0
+    if screens == 1:
+        return round_cost_prior(
+            run_durations_s,
+            warmup_s,
+            min_pairs,
+            reused_best_run,
+            restarts=proof_restarts or race_restarts > 0,
+            restart_s=restart_s,
+            query_set=query_set,
+            reset_each_run=reset_each_run,
+        )
     ordered = sorted(run_durations_s)
     run = ordered[len(ordered) // 2]  # as next_move.round_cost_prior: the upper median
     warm, cold = warm_costs(run, warmup_s, query_set)

@@ -4,10 +4,10 @@ read them without importing the sources."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from agenticdb.models import ApplyMode, Proposal
+from agenticdb.models import ApplyMode, KnobSpec, Proposal
 
 SourceName = Literal["host-sized", "evidence", "limits", "experience", "llm"]
 SOURCES: tuple[SourceName, ...] = ("host-sized", "evidence", "limits", "experience", "llm")
@@ -121,3 +121,41 @@ class Opening:
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"dropped {n}: {r}" for n, r in self.dropped]
         return "\n".join(lines)
+
+
+def apply_modes(c: Candidate, specs: dict[str, KnobSpec]) -> dict[str, ApplyMode]:
+    """How each knob of ``c`` takes effect: its own apply modes, else the catalog's (unknown knobs left out)."""
+    modes = {k: c.apply_modes.get(k) or (specs[k].apply if k in specs else None) for k in c.changes}
+    return {k: m for k, m in modes.items() if m is not None}
+
+
+def restart_only(c: Candidate, specs: dict[str, KnobSpec]) -> set[str]:
+    """The knobs of ``c`` that take effect only after a restart (:func:`apply_modes`)."""
+    return {k for k, m in apply_modes(c, specs).items() if m == ApplyMode.restart}
+
+
+def without_restart(candidates: list[Candidate], specs: dict[str, KnobSpec]) -> list[Candidate]:
+    """Each candidate without its restart-only knobs (:func:`restart_only`), named ``"<source> without
+    restart"``: what a budget that pays for no restart can still race. Sets left empty, and sets identical to
+    an earlier one, are left out; a candidate with no restart-only knob stays as it is."""
+    out: list[Candidate] = []
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    for c in candidates:
+        cut = restart_only(c, specs)
+        lighter = (
+            c
+            if not cut
+            else replace(
+                c,
+                name=f"{c.name} without restart",
+                changes={k: v for k, v in c.changes.items() if k not in cut},
+                sources={k: v for k, v in c.sources.items() if k not in cut},
+                apply_modes={k: m for k, m in c.apply_modes.items() if k not in cut},
+                rationale=f"{c.rationale} Raced without its restart-only knobs ({', '.join(sorted(cut))}): the time "
+                "budget pays for no restart.",
+            )
+        )
+        if lighter.changes and lighter.key() not in seen:
+            seen.add(lighter.key())
+            out.append(lighter)
+    return out
