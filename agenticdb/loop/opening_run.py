@@ -343,7 +343,7 @@ class OpeningRun:
     def _start_run_last(self) -> Measurement | None:
         """The start's recent run when it is the last run measured and undisturbed (the baseline's last run
         before the race), else None: the one run a lone screen's pair 1 may take as its best run."""
-        run = self.s.best_runs.get(Layer.dbms)
+        run = self.s.last_best_run.get(Layer.dbms)  # best_runs holds the baseline's median run, not its last
         if run is None or self.stage.executor.last_run is not run:
             return None
         return None if run.disturbance is not None and run.disturbance.disturbed else run
