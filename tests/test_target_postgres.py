@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -376,10 +377,14 @@ def test_runtime_state_sees_lock_wait(pg: PostgresTarget) -> None:
 
             thread = threading.Thread(target=blocked)
             thread.start()
+            # poll by time, not by count: on a loaded 2-core host the waiter's connection took longer than 50
+            # samples (a failure seen once beside other suites); both readings must come from one sample
+            deadline = time.monotonic() + 8.0
             state = pg.runtime_state()
-            for _ in range(50):
-                if state.gauges["pg_locks.waiting"] >= 1:
+            while time.monotonic() < deadline:
+                if state.gauges["pg_locks.waiting"] >= 1 and state.wait_events.get("Lock:relation", 0) >= 1:
                     break
+                time.sleep(0.05)
                 state = pg.runtime_state()
             holder.rollback()
             thread.join(timeout=15)
