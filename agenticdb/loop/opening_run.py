@@ -101,6 +101,7 @@ class TuningSession(Protocol):
     session_id: str
     rounds: list[RoundOutcome]
     best_runs: dict[Layer, Measurement]
+    last_best_run: dict[Layer, Measurement]
     noise: Noise
     query_weights: QueryWeights | None
     started: float
