@@ -134,14 +134,13 @@ def pgss_jit_counters(conn: Any, major: int, own_database: bool = False) -> tupl
     database or not readable there (``agenticdb.host.pgss.unreadable``)."""
     if major < _PGSS_JIT_SINCE:
         return {}, f"PostgreSQL {major} has no JIT times in pg_stat_statements (15 and later)"
-    why = pgss.unreadable(conn)
-    if why:
-        return {}, why
     try:
         with conn.transaction():
             got = conn.execute(PGSS_JIT_QUERY + (_OWN_DATABASE if own_database else "")).fetchone()
     except psycopg.Error as exc:
-        return {}, f"not readable: {str(exc).strip()[:200]}"
+        # why only when it failed: runtime_state samples this during measured runs, and the diagnosis is
+        # three more queries per sample
+        return {}, pgss.unreadable(conn) or f"not readable: {str(exc).strip()[:200]}"
     jit, total, functions = got
     return {
         "pg_stat_statements.jit_time": float(jit),
