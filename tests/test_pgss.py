@@ -71,6 +71,7 @@ def test_sandbox_up_creates_it_in_the_workload_database_and_the_target_reads_tha
     conn = connection_from_dsn("postgresql", info.tuner_dsn, "agenticdb_bench")
     assert ensure_pg_stat_statements(conn) == "created"
     target = PostgresTarget(info.tuner_dsn, None, data_dir=info.data_dir, database="agenticdb_bench")
+    began = time.monotonic()
     before = target.runtime_state()
     assert "pg_stat_statements.jit_time" in before.counters and not before.unread, before.unread
     with psycopg.connect(make_conninfo(info.tuner_dsn, dbname="agenticdb_bench"), autocommit=True) as db:
@@ -78,12 +79,17 @@ def test_sandbox_up_creates_it_in_the_workload_database_and_the_target_reads_tha
         db.execute("CREATE TABLE IF NOT EXISTS w AS SELECT g AS x FROM generate_series(1, 50000) g")
         for _ in range(3):
             db.execute("SELECT sum(x * 2 + 1), avg(x) FROM w WHERE x % 3 = 1").fetchone()
+    # The workload database's statements ran inside this wall time, so their summed execution time is below
+    # it however loaded the host; a sleep twice as long in another database would exceed it if it were counted.
+    workload_s = time.monotonic() - began
+    sleep_s = max(1.5, 2 * workload_s + 0.5)
     with psycopg.connect(info.tuner_dsn) as db:  # agenticdb's own database: not the workload's statements
-        db.execute("SELECT pg_sleep(1.5)")
+        db.execute(f"SELECT pg_sleep({sleep_s:.3f})")  # type: ignore[arg-type]
     time.sleep(0.1)
     d = StateDelta.between(before, target.runtime_state())
     assert d.totals["pg_stat_statements.jit_time"] > 0, d.totals
-    assert 0 < d.totals["pg_stat_statements.total_exec_time"] < 1500, d.totals  # the 1.5-s sleep is left out
+    total_ms = d.totals["pg_stat_statements.total_exec_time"]
+    assert 0 < total_ms < 1000 * sleep_s, (d.totals, sleep_s)  # the other database's sleep is left out
 
 
 def test_where_the_role_may_not_create_it_the_statistics_and_the_opening_say_why(
