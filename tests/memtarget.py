@@ -142,22 +142,56 @@ class InMemoryTarget(Target):
         return RuntimeState()
 
 
+class VirtualClock:
+    """A session's time-budget clock for tests (``TuningSession(clock=VirtualClock().now)``): seconds,
+    monotonic, advanced only by the scripted workload's runs (each run's ``slow_runs`` seconds plus
+    ``per_run_s``), never by the host. What a session decides on its budget is then the same on a quiet
+    laptop and on a busy 2-core CI host: the session's own overhead costs no virtual time.
+
+    ``epoch`` (wall seconds when the clock was made) + ``now()`` stamps each run's ``Measurement.taken_at``,
+    so the gaps between runs that the auditor reads (``adoptable_prior``) are virtual too. ``per_run_s``
+    defaults to 1 ms: no two runs end at the same instant (tests tell fresh runs apart by ``taken_at``).
+    """
+
+    def __init__(self, per_run_s: float = 0.001) -> None:
+        self.t = 0.0
+        self.per_run_s = per_run_s
+        self.epoch = time.time()
+
+    def now(self) -> float:
+        """Virtual seconds since the clock was made."""
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        """Spend ``seconds`` (≥ 0) of virtual time."""
+        if seconds < 0:
+            raise ValueError(f"a monotonic clock cannot go back ({seconds} s)")
+        self.t += seconds
+
+
 class ScriptedWorkload(Workload):
     """A test double of agenticdb's Workload interface: every run's objective is ``objective(values)`` of
     the target's current values (deterministic: the session's noise estimate is the 3 % floor).
 
     ``fail_runs``: run numbers (1-based, warm-ups excluded) that raise WorkloadError; ``disturb_runs``: run
     numbers measured as if a CPU hog had started mid-run (``Measurement.disturbance`` flagged);
-    ``slow_runs``: run number → wall seconds that run takes (to spend a session's time budget in a round);
-    ``taken_at_offset``: run number → seconds added to its ``Measurement.taken_at`` (a run that ended long
-    after the one before it, as after an approval that waited).
+    ``slow_runs``: run number → seconds that run takes (to spend a session's time budget in a round):
+    virtual seconds of ``clock`` when the workload has one (the run advances it, with ``clock.per_run_s``),
+    else real seconds slept; ``taken_at_offset``: run number → seconds added to its ``Measurement.taken_at``
+    (a run that ended long after the one before it, as after an approval that waited).
     """
 
     name = "scripted"
     samples_host = False  # its runs sleep: the real host's load must not flag them (disturb_runs does)
 
-    def __init__(self, target: InMemoryTarget, objective: Callable[[dict[str, str]], float]) -> None:
+    def __init__(
+        self,
+        target: InMemoryTarget,
+        objective: Callable[[dict[str, str]], float],
+        clock: VirtualClock | None = None,
+    ) -> None:
         self.target = target
+        self.clock = clock
         self.objective = objective
         self.runs = 0
         self.fail_runs: set[int] = set()
@@ -180,7 +214,12 @@ class ScriptedWorkload(Workload):
         self.runs += 1
         if self.runs in self.fail_runs:
             raise WorkloadError(f"scripted run {self.runs} failed", output="tool exited 1")
-        time.sleep(self.slow_runs.get(self.runs, 0.0))
+        if self.clock is not None:
+            self.clock.advance(self.slow_runs.get(self.runs, 0.0) + self.clock.per_run_s)
+            ended = self.clock.epoch + self.clock.now()
+        else:
+            time.sleep(self.slow_runs.get(self.runs, 0.0))
+            ended = time.time()
         obj = self.objective(dict(self.target.values))
         disturbance = None
         if self.runs in self.disturb_runs:
@@ -199,7 +238,7 @@ class ScriptedWorkload(Workload):
             objective_name="tps",
             duration_s=seconds,
             disturbance=disturbance,
-            taken_at=time.time() + self.taken_at_offset.get(self.runs, 0.0),
+            taken_at=ended + self.taken_at_offset.get(self.runs, 0.0),
         )
 
 
@@ -233,4 +272,4 @@ class ScriptedPlanner(Planner):
         )
 
 
-__all__ = ["InMemoryTarget", "PlannerError", "ScriptedPlanner", "ScriptedWorkload"]
+__all__ = ["InMemoryTarget", "PlannerError", "ScriptedPlanner", "ScriptedWorkload", "VirtualClock"]

@@ -133,6 +133,24 @@ def test_a_percent_in_a_bounded_fraction_says_it_is_a_fraction(tmp_path: Path) -
     assert "warning: loop.latency_guard = 25 means 2500 %" in r.stderr
 
 
+def test_a_fraction_typed_into_a_percent_is_a_warning(tmp_path: Path) -> None:
+    """The opposite trap: ``disturbance_steal_pct = 0.1`` meant 10 % and is read as 0.1 %. Every
+    percent-typed setting warns at a value in (0, 1), in validate-config and at tune start; 0 and 1 do not."""
+    f = tmp_path / "a.toml"
+    f.write_text("[loop]\ndisturbance_steal_pct = 0.1\n")
+    r = run("validate-config", str(f))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith("warning: loop.disturbance_steal_pct = 0.1 means 0.1 %: ") and r.stderr.count("\n") == 1
+    assert "almost surely a fraction" in r.stderr and "loop.disturbance_steal_pct is a percent: 10 = 10 %" in r.stderr
+    assert "for 10 % write 10)" in r.stderr
+    r = run("tune", "-c", str(f), "--target", "postgresql://u@127.0.0.1:1/x", home=tmp_path / "h")
+    assert "warning: loop.disturbance_steal_pct = 0.1 means 0.1 %" in r.stderr
+    for quiet in ("0", "1", "25"):
+        f.write_text(f"[loop]\ndisturbance_steal_pct = {quiet}\n")
+        r = run("validate-config", str(f))
+        assert r.returncode == 0 and "warning" not in r.stderr, (quiet, r.stderr)
+
+
 def test_environment_error_names_the_variable(tmp_path: Path) -> None:
     f = tmp_path / "a.toml"
     f.write_text("[loop]\nmax_rounds = 3\n")

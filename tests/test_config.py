@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agenticdb.config import ConfigError, fraction_warnings, load_config
+from agenticdb.config import ConfigError, Settings, load_config, unit_warnings
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -30,7 +30,20 @@ BAD_EXPECT = {
 def test_good_examples_load(path: Path) -> None:
     cfg = load_config(path)
     assert cfg.policy.durability == "strict"
-    assert fraction_warnings(cfg) == []  # no shipped example reads like a percent
+    assert unit_warnings(cfg) == []  # no shipped fraction reads like a percent, no percent like a fraction
+
+
+def test_every_percent_setting_is_marked() -> None:
+    """A setting named ``*_pct`` carries the ``percent`` marker, so ``0.1`` there is warned as 0.1 %."""
+    found = []
+    for section, info in Settings.model_fields.items():
+        model = info.annotation
+        for name, field in getattr(model, "model_fields", {}).items():
+            if name.endswith("_pct"):
+                extra = field.json_schema_extra
+                assert isinstance(extra, dict) and "percent" in extra, f"{section}.{name}"
+                found.append(f"{section}.{name}")
+    assert "loop.disturbance_steal_pct" in found
 
 
 @pytest.mark.parametrize("name", sorted(BAD_EXPECT))

@@ -100,3 +100,15 @@ def test_pgbench_load_progress_counts_rows_from_its_output() -> None:
     assert init_progress(out) == 20.0
     assert init_progress(out + "1000000 of 1000000 tuples (100%) done (elapsed 2.5 s, remaining 0.00 s)\n") == 100.0
     assert init_progress("creating tables...\n") is None
+
+
+def test_the_readme_piped_load_example_starts_with_what_the_estimate_prints() -> None:
+    """README's example of ``agenticdb tune --sandbox postgres --workload tpch --scale 0.05 | cat`` opens with
+    the size/time line; it said "roughly 15 s" after the estimate moved to 25 MB/s (now 4 s)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    after = readme.split("`agenticdb tune --sandbox postgres --workload tpch --scale 0.05 | cat`", 1)[1]
+    block = after.split("```\n", 2)[1]
+    out = io.StringIO()
+    announce_load("tpch", 0.05, file=out)
+    assert block.splitlines()[0] == out.getvalue().rstrip("\n")
+    assert "roughly 4 s on a 2-core host" in out.getvalue()

@@ -12,12 +12,13 @@ import pytest
 from openingctx import context_of
 
 from agenticdb.config.sections import PolicyConfig
-from agenticdb.models import Measurement
+from agenticdb.models import Measurement, Observed
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_limits import at_limits
 from agenticdb.planner.opening_plans import workload_plans
-from agenticdb.planner.opening_values import SourceInput, host_view
+from agenticdb.planner.opening_values import SourceInput, SourceOutput, host_view
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget, parse_mysql_dsn
@@ -287,3 +288,86 @@ def test_limits_leave_the_cache_of_analytics_larger_than_40_percent_even_when_mi
     assert any("left to the kernel page cache" in n for n in out.notes), out.notes
     ev = evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
     assert any(n.startswith("buffer misses 50%") for n in ev.notes), ev.notes
+
+
+def _misses(ctx: PlanningContext, *, data: float, scan_rows: float) -> PlanningContext:
+    """``ctx`` with a baseline of 41 % buffer misses over ``data`` bytes, and row counters of ``scan_rows``
+    sequential-scan rows out of 1 M read in 10 000 transactions (the rest fetched through indexes)."""
+    d = ctx.profile.baseline_state
+    assert d is not None
+    totals = {
+        "pg_stat_database.blks_read": 41e4,
+        "pg_stat_database.blks_hit": 59e4,
+        "pg_stat_database.tup_returned": 1e6,
+        "pg_stat_database.tup_fetched": 1e6 - scan_rows,
+        "pg_stat_database.xact_commit": 1e4,
+        "pg_stat_database.xact_rollback": 0.0,
+    }
+    missing = d.model_copy(
+        update={"totals": {**d.totals, **totals}, "gauges": {**d.gauges, "pg_database.size_bytes": data}}
+    )
+    return ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": missing})})
+
+
+def _evidence(ctx: PlanningContext) -> SourceOutput:
+    return evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+
+
+def test_evidence_raises_shared_buffers_for_oltp_lookups_whose_data_fits_in_memory(pg: PostgresTarget) -> None:
+    # pg-sysbench-ro-fit (benchmarks/README.md 2026-12-06): 0.81 GiB under 2 GiB, 41 % misses; the old rule
+    # kept 128MB because 0.81 GiB > 40 % of 2 GiB, while TPE's best had 783MB (+27 %)
+    ctx = _misses(context_of(pg, workload_class="oltp", memory=2 * GiB), data=0.81 * GiB, scan_rows=1e5)
+    out = _evidence(ctx)
+    c = out.candidate
+    assert c is not None and c.changes["shared_buffers"] == "819MB", (c, out.notes)  # 40 % of 2 GiB
+    src = c.sources["shared_buffers"]
+    assert "manual's upper bound" in src and "20.4.1" in src and "an OLTP workload" in src, src
+    assert "the data (0.81 GiB)" in src and "(2.00 GiB)" in src and "41%" in src, src
+
+
+def test_evidence_keeps_shared_buffers_of_analytic_scans_larger_than_40_percent(pg: PostgresTarget) -> None:
+    # pg-tpch's figures: TPC-H SF 1 (~1.4 GiB with indexes) under 1 GiB; shared_buffers 128 → 256 MB alone −23 %
+    ctx = _misses(context_of(pg, workload_class="olap", memory=1 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
+    out = _evidence(ctx)
+    assert out.candidate is None or "shared_buffers" not in out.candidate.changes, out.candidate
+    note = next(n for n in out.notes if n.startswith("buffer misses 41%"))
+    assert "an analytic workload" in note and "256 kB ring" in note and note.endswith("shared_buffers kept"), note
+
+
+def test_evidence_sizes_shared_buffers_of_lookups_beyond_memory_at_the_manuals_start(pg: PostgresTarget) -> None:
+    # data far beyond the limit: no cache holds it; 25 % of the limit (manual 20.4.1's starting value)
+    small = _misses(context_of(pg, workload_class="oltp", memory=512 * MiB), data=3.0 * GiB, scan_rows=1e5)
+    out = _evidence(small)
+    assert out.candidate is None or "shared_buffers" not in out.candidate.changes, out.candidate
+    note = next(n for n in out.notes if n.startswith("buffer misses 41%"))
+    assert "exceeds the memory limit" in note and "25 % of the memory limit" in note, note
+    assert "= 128 MiB, not above the 128 MiB in effect: shared_buffers kept" in note, note
+    large = _misses(context_of(pg, workload_class="oltp", memory=2 * GiB), data=3.0 * GiB, scan_rows=1e5)
+    c = _evidence(large).candidate
+    assert c is not None and c.changes["shared_buffers"] == "512MB", c
+    assert "25 % of the memory limit (manual 20.4.1)" in c.sources["shared_buffers"]
+
+
+@pytest.mark.parametrize("memory", [512 * MiB, 1 * GiB, 2 * GiB])
+def test_evidence_with_raised_shared_buffers_passes_the_set_validation_as_generated(
+    pg: PostgresTarget, memory: int
+) -> None:
+    # sysbench's shape at each limit: data 40.5 % of it, point reads, 41 % misses
+    ctx = _misses(context_of(pg, workload_class="oltp", memory=memory), data=0.405 * memory, scan_rows=1e5)
+    sb = int(_evidence(ctx).candidate.changes["shared_buffers"].removesuffix("MB"))  # type: ignore[union-attr]
+    assert 128 < sb <= 0.40 * memory / MiB, sb
+    opening = generate_opening(ctx, policy=PolicyConfig())
+    c = next((c for c in opening.candidates if c.name == "evidence"), None)
+    assert c is not None, opening.dropped
+    assert c.changes["shared_buffers"] == f"{sb}MB" and not c.repaired, c  # it fits the budget as generated
+    d = ctx.profile.baseline_state
+    assert d is not None
+    verdict = validate_set(
+        c.changes,
+        ctx.catalog,
+        ctx.profile.current_config,
+        ctx.profile.hardware,
+        PolicyConfig(),
+        observed=Observed(gauges=dict(d.gauges)),
+    )
+    assert verdict.ok, verdict.reasons()

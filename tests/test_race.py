@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memtarget import KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
+from memtarget import KNOBS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload, VirtualClock
 from rich.console import Console
 
 from agenticdb.cli.inspect_cmd import _report_rounds
@@ -95,7 +95,8 @@ def session(
     script: list[dict[str, str] | Exception] | None = None,
 ) -> tuple[TuningSession, InMemoryTarget, Recording, LimitedWorkload]:
     target = InMemoryTarget()
-    workload = LimitedWorkload(target, objective)
+    clock = VirtualClock()  # the budget is spent by the scripted runs only, never by this host's load
+    workload = LimitedWorkload(target, objective, clock)
     planner = Recording(script or [])
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
@@ -103,7 +104,14 @@ def session(
         storage=StorageConfig(home=tmp_path),
     )
     s = TuningSession(
-        cfg, target, workload, planner, Journal(tmp_path / "j.db"), MemoryBook(tmp_path / "m.db"), opening=source
+        cfg,
+        target,
+        workload,
+        planner,
+        Journal(tmp_path / "j.db"),
+        MemoryBook(tmp_path / "m.db"),
+        opening=source,
+        clock=clock.now,
     )
     return s, target, planner, workload
 
@@ -290,10 +298,12 @@ def test_short_session_drops_screens_to_fit_the_budget(tmp_path: Path) -> None:
         candidates(("placebo", PLACEBO), ("loser", LOSER), ("winner", WINNER)),
         loop={"time_budget_s": 9.0, "max_rounds": 1},
     )
-    workload.slow_runs = {1: 1.0, 2: 1.0}  # baseline runs of 1 s: 3 screens + a 4-run proof do not fit 9 s
+    # baseline runs of 1 virtual s (the session's clock, tests/memtarget.VirtualClock: this host's load spends
+    # none of the budget): 7 s left, 3 screens + a 4-run proof do not fit, 2 screens and the proof do
+    workload.slow_runs = {1: 1.0, 2: 1.0}
     s.run()
     race = events(s, "race")[0].data
-    assert 0 < len(race["table"]) < 3, race
+    assert len(race["table"]) == 2, race
 
 
 def test_cut_off_screens_are_never_failed_rounds_in_the_memory_book(tmp_path: Path) -> None:
@@ -406,12 +416,10 @@ def test_a_short_budget_keeps_the_most_workload_specific_screens(tmp_path: Path)
         candidates(("host-sized", PLACEBO), ("limits", LOSER), ("evidence", WINNER)),
         loop={"time_budget_s": 9.0, "max_rounds": 1},
     )
-    workload.slow_runs = {1: 1.0, 2: 1.0}
+    workload.slow_runs = {1: 1.0, 2: 1.0}  # virtual seconds: 7 of the 9 s left pay for 2 screens and the proof
     s.run()
     screened = [row["candidate"] for row in events(s, "race")[0].data["table"]]
-    assert 0 < len(screened) < 3 and "evidence" in screened, screened
-    if len(screened) == 2:
-        assert "host-sized" not in screened, screened
+    assert sorted(screened) == ["evidence", "limits"], screened  # the host-only sizing went first
 
 
 class RestartingTarget(InMemoryTarget):
@@ -426,12 +434,13 @@ class RestartingTarget(InMemoryTarget):
 def test_a_budget_without_room_for_a_restart_races_the_candidates_without_their_restart_knobs(
     tmp_path: Path,
 ) -> None:
-    """Baseline runs of 1 s and 15 s of budget: the opening with a restart costs ≥ 42 s by the product's own
-    prior (a restart and the warm-up after it for every switch of the proof), the reload-only sets ~6 s. The
-    candidates race without random_page_cost (restart-only here), the winner's reload part is proven and
-    kept, and the race's notes say why."""
+    """Baseline runs of 1 s and 15 s of budget (virtual seconds of the session's clock): the opening with a
+    restart costs ≥ 42 s by the product's own prior (a restart and the warm-up after it for every switch of
+    the proof), the reload-only sets ~6 s. The candidates race without random_page_cost (restart-only
+    here), the winner's reload part is proven and kept, and the race's notes say why."""
     target = RestartingTarget()
-    workload = LimitedWorkload(target, objective)
+    clock = VirtualClock()
+    workload = LimitedWorkload(target, objective, clock)
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
         loop=LoopConfig(max_rounds=1, baseline_runs=2, plateau_rounds=5, search=False, time_budget_s=15.0),
@@ -440,7 +449,14 @@ def test_a_budget_without_room_for_a_restart_races_the_candidates_without_their_
     workload.slow_runs = {1: 1.0, 2: 1.0}
     source = candidates(("host-sized", PLACEBO), ("evidence", WINNER))
     s = TuningSession(
-        cfg, target, workload, Recording([]), Journal(tmp_path / "j.db"), MemoryBook(tmp_path / "m.db"), opening=source
+        cfg,
+        target,
+        workload,
+        Recording([]),
+        Journal(tmp_path / "j.db"),
+        MemoryBook(tmp_path / "m.db"),
+        opening=source,
+        clock=clock.now,
     )
     result = s.run()
     race = events(s, "race")[0].data

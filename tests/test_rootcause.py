@@ -70,6 +70,42 @@ def test_predicate_columns_from_plan_filters_and_normalised_texts() -> None:
     assert rd.predicate_columns("c.k = $1 and pad ~~ 'x%'") == {"k", "pad"}
 
 
+def test_predicate_operators_name_each_column_s_comparison() -> None:
+    assert rd.predicate_operators("k != $2 and c.x = ANY($1) and abalance <> 3") == {
+        "k": {"<>"},
+        "x": {"in"},
+        "abalance": {"<>"},
+    }
+    assert rd.predicate_operators("(shipdate <= 981)") == {"shipdate": {"<="}}
+
+
+def test_plan_evidence_keeps_the_smallest_share_a_seq_scan_filter_kept_per_column() -> None:
+    """Per loop (EXPLAIN ANALYZE divides both figures by the loops): a parallel scan's workers keep 100 of
+    9,900 + 100 rows each = 1 %; another statement filtering on the same column keeps 60 %: the column is
+    selective for the first one."""
+    ev = rd.PlanEvidence()
+    scan = {"Node Type": "Seq Scan", "Relation Name": "t", "Filter": "(c = 1)", "Plan Rows": 100}
+    gather = {
+        "Node Type": "Gather",
+        "Plans": [{**scan, "Actual Rows": 100, "Actual Loops": 3, "Rows Removed by Filter": 9900}],
+    }
+    rd._walk(gather, "q1", ev)
+    rd._walk(
+        {
+            **scan,
+            "Filter": "((c <> 1) AND (d > 5))",
+            "Actual Rows": 600,
+            "Actual Loops": 1,
+            "Rows Removed by Filter": 400,
+        },
+        "q2",
+        ev,
+    )
+    rd._walk({**scan, "Relation Name": "u", "Actual Rows": 0, "Actual Loops": 0, "Rows Removed by Filter": 0}, "q3", ev)
+    assert ev.seq_kept == {"t": {"c": pytest.approx(0.01), "d": pytest.approx(0.6)}}
+    assert ev.seq_filters == {"t": {"c", "d"}, "u": {"c"}}
+
+
 def _ts(
     name: str,
     reltuples: float,

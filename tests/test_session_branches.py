@@ -8,12 +8,13 @@ same paths against PostgreSQL and MariaDB.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from memtarget import DEFAULTS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload
+from memtarget import DEFAULTS, InMemoryTarget, ScriptedPlanner, ScriptedWorkload, VirtualClock
 
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
@@ -35,7 +36,9 @@ def objective(values: dict[str, str]) -> float:
 
 
 class Run:
-    """One session over an InMemoryTarget with real journal and Memory Book files."""
+    """One session over an InMemoryTarget with real journal and Memory Book files. Its time budget runs on
+    ``clock`` (a fresh VirtualClock unless given): only the scripted runs spend it, so ``time_budget_s`` and
+    ``slow_runs`` are virtual seconds and this host's load cannot change a decision."""
 
     def __init__(
         self,
@@ -46,9 +49,11 @@ class Run:
         on_round: Callable[[RoundOutcome], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         repairs: set[str] | None = None,
+        clock: VirtualClock | None = None,
     ) -> None:
         self.target = target or InMemoryTarget()
-        self.workload = ScriptedWorkload(self.target, objective)
+        self.clock = clock or VirtualClock()
+        self.workload = ScriptedWorkload(self.target, objective, self.clock)
         self.journal = Journal(tmp_path / "journal.db")
         self.memory = MemoryBook(tmp_path / "memory.db")
         self.status: list[str] = []
@@ -68,6 +73,7 @@ class Run:
             on_round=on_round,
             should_stop=should_stop,
             on_status=self.status.append,
+            clock=self.clock.now,
         )
 
     def run(self) -> SessionResult:
@@ -223,6 +229,7 @@ def test_a_planner_error_stops_the_session_and_puts_the_best_back(tmp_path: Path
 
 def test_the_time_budget_running_out_mid_round_ends_after_the_round(tmp_path: Path) -> None:
     # 2 pairs of 1-s runs (4 s) fit the 4.5-s budget when round 1 starts; its first run then takes 5 s
+    # (virtual seconds, as in every Run: the session's overhead on a busy host spends none of them)
     run = Run(tmp_path, [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}], loop={"time_budget_s": 4.5})
     run.workload.slow_runs = {3: 5.0}
     result = run.run()
@@ -231,6 +238,24 @@ def test_the_time_budget_running_out_mid_round_ends_after_the_round(tmp_path: Pa
     assert result.status == "completed" and "time budget" in result.reason
     assert run.target.values["work_mem"] == "8MB"
     assert not run.open_intents()
+
+
+def test_the_time_budget_is_spent_on_the_sessions_clock_not_the_hosts(tmp_path: Path) -> None:
+    """A busy host slows the session's own work, not its budget's clock (``TuningSession(clock=...)``):
+    3.6 real seconds spent after round 1 of a 3.5-s virtual budget leave round 2 its room. On the host's
+    clock the budget would be over and the session would stop after round 1 (the flaky race test)."""
+    slept: list[float] = []
+
+    def busy_host(outcome: RoundOutcome) -> None:
+        if not slept:
+            slept.append(3.6)
+            time.sleep(3.6)
+
+    script: list[dict[str, str] | Exception] = [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}]
+    run = Run(tmp_path, script, loop={"time_budget_s": 3.5, "max_rounds": 2}, on_round=busy_host)
+    result = run.run()
+    assert slept == [3.6] and len(result.rounds) == 2, result.reason
+    assert "time budget" not in result.reason and run.clock.now() < 3.5, (result.reason, run.clock.now())
 
 
 def test_no_round_starts_when_the_baseline_left_less_than_its_minimum_pairs(tmp_path: Path) -> None:
@@ -420,7 +445,9 @@ def test_unsettled_pairs_when_the_session_budget_ends_are_undecided(tmp_path: Pa
     judged = run.events("judged")[0].data
     assert judged["verdict"] == "undecided" and judged["pairs"] == 2 and not judged["disturbed"]
     assert run.target.values == DEFAULTS
-    own_cap = Run(tmp_path / "own", [{"random_page_cost": "1.1"}], loop={"max_rounds": 1, "decision_budget_s": 1e-6})
+    # each run costs 1 virtual second: the first pair already passes the decision's 1-µs cap
+    own_loop = {"max_rounds": 1, "decision_budget_s": 1e-6}
+    own_cap = Run(tmp_path / "own", [{"random_page_cost": "1.1"}], loop=own_loop, clock=VirtualClock(per_run_s=1.0))
     own_cap.workload.objective = forced(1.1)
     own_cap.run()
     judged = own_cap.events("judged")[0].data

@@ -27,9 +27,9 @@ from agenticdb.config import (
     ConfigError,
     Settings,
     config_warnings,
-    fraction_warnings,
     load_config,
     register_settings_secrets,
+    unit_warnings,
 )
 from agenticdb.dialect import is_pg_dsn
 from agenticdb.host.privileges import PrivilegeError
@@ -219,7 +219,7 @@ def tune(
             "policy": {"allow_restart": allow_restart},
         },
     )
-    warn(fraction_warnings(cfg))  # --latency-guard 25 or min_gain = 3: said before the session spends its time
+    warn(unit_warnings(cfg))  # latency_guard = 25, steal_pct = 0.1: said before the session spends its time
     from agenticdb.cli.tune_cmd import run_tune  # lazy: start-up cost (loads 23 modules)
 
     start_file = start_from or (Path(cfg.loop.start_from) if cfg.loop.start_from else None)

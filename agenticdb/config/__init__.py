@@ -145,10 +145,11 @@ def check_settings(s: Settings) -> None:
         )
 
 
-def _marker(info: FieldInfo) -> dict[str, Any] | None:
-    """A field's ``fraction`` marker (``agenticdb.config.sections.fraction``), or None."""
+def _marker(info: FieldInfo, kind: str = "fraction") -> dict[str, Any] | None:
+    """A field's ``fraction`` or ``percent`` marker (``agenticdb.config.sections.fraction`` /
+    ``percent``), or None."""
     extra = info.json_schema_extra
-    marker = extra.get("fraction") if isinstance(extra, dict) else None
+    marker = extra.get(kind) if isinstance(extra, dict) else None
     return marker if isinstance(marker, dict) else None
 
 
@@ -179,20 +180,32 @@ def fraction_hint(key: str, value: Any) -> str:
     return f"{key} is a fraction: {ex:g} = {ex * 100:g} %; for {number:g} % write {number / 100:g}"
 
 
+def _leaf_settings(s: BaseModel, prefix: str = "") -> list[tuple[str, Any, FieldInfo]]:
+    """Every scalar setting of ``s`` as (dotted key, value, field), nested sections walked."""
+    out: list[tuple[str, Any, FieldInfo]] = []
+    for name, info in type(s).model_fields.items():
+        value = getattr(s, name)
+        key = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            out += _leaf_settings(value, key + ".")
+        else:
+            out.append((key, value, info))
+    return out
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def fraction_warnings(s: BaseModel, prefix: str = "") -> list[str]:
     """One warning per fraction-typed setting (``agenticdb.config.sections.fraction``) at or above its
     ``warn_from``: ``loop.min_gain = 3`` is 300 %, almost surely 3 % typed as a number. A warning, not an
     error: such a value can be meant (a test may ask for a 500 % gain so every change is a tie)."""
     out: list[str] = []
-    for name, info in type(s).model_fields.items():
-        value = getattr(s, name)
-        key = f"{prefix}{name}"
-        if isinstance(value, BaseModel):
-            out += fraction_warnings(value, key + ".")
-            continue
+    for key, value, info in _leaf_settings(s, prefix):
         marker = _marker(info)
         warn_from = marker.get("warn_from") if marker else None
-        if warn_from is None or not isinstance(value, int | float) or value < warn_from:
+        if warn_from is None or (number := _number(value)) is None or number < warn_from:
             continue
         out.append(
             f"{key} = {value:g} means {value * 100:g} %: a value >= {warn_from:g} is almost surely a percent "
@@ -201,10 +214,33 @@ def fraction_warnings(s: BaseModel, prefix: str = "") -> list[str]:
     return out
 
 
+def percent_warnings(s: BaseModel, prefix: str = "") -> list[str]:
+    """One warning per percent-typed setting (``agenticdb.config.sections.percent``) with a value in
+    (0, 1): ``loop.disturbance_steal_pct = 0.1`` is 0.1 %, almost surely 10 % typed as a fraction. A
+    warning, not an error: a threshold below 1 % can be meant; 0 (off) and 1 (1 %) are not warned."""
+    out: list[str] = []
+    for key, value, info in _leaf_settings(s, prefix):
+        marker = _marker(info, "percent")
+        if marker is None or (number := _number(value)) is None or not 0 < number < 1:
+            continue
+        ex, meant = float(marker["example"]), number * 100
+        out.append(
+            f"{key} = {number:g} means {number:g} %: a value between 0 and 1 is almost surely a fraction typed "
+            f"where a percent belongs ({key} is a percent: {ex:g} = {ex:g} %; for {meant:g} % write {meant:g})"
+        )
+    return out
+
+
+def unit_warnings(s: BaseModel) -> list[str]:
+    """Fraction-typed settings that read like a percent and percent-typed ones that read like a fraction
+    (:func:`fraction_warnings`, :func:`percent_warnings`), in that order."""
+    return fraction_warnings(s) + percent_warnings(s)
+
+
 def config_warnings(s: Settings) -> list[str]:
     """Things that are legal but will likely fail at run time unless the environment supplies them, and
-    fraction-typed settings that read like a percent (:func:`fraction_warnings`)."""
-    out = fraction_warnings(s)
+    fraction- or percent-typed settings that read like the other (:func:`unit_warnings`)."""
+    out = unit_warnings(s)
     if s.planner.kind == "llm" and not (s.planner.model or os.environ.get("AGENTICDB_LLM_MODEL")):
         out.append(
             "planner.kind = 'llm' but no planner.model and AGENTICDB_LLM_MODEL is not set here; "

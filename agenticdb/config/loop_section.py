@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from agenticdb.config.sections import Section, fraction
+from agenticdb.config.sections import Section, fraction, percent
 
 #: Keys of earlier versions and what replaced them (a config file using one gets this in its error).
 _RENAMED_LOOP_KEYS = {
@@ -191,6 +191,7 @@ class LoopConfig(Section):
         default=10.0,
         ge=0,
         le=100,
+        json_schema_extra=percent(10),
         description="a run is disturbed when the hypervisor stole more than this share (%) of CPU time",
     )
     max_disturbed_repeats: int = Field(

@@ -33,6 +33,16 @@ def fraction(example: float, warn_from: float | None = 1.0) -> JsonDict:
     return {"fraction": {"example": example, "warn_from": warn_from}}
 
 
+def percent(example: float) -> JsonDict:
+    """``json_schema_extra`` of a setting that is a percent, not a fraction (``example`` 10 means 10 %).
+
+    The opposite trap of :func:`fraction`: a value in (0, 1) is almost surely a fraction typed where a
+    percent belongs (``loop.disturbance_steal_pct = 0.1`` meant 10 % and is read as 0.1 %);
+    :func:`agenticdb.config.percent_warnings` names the key, the value and what to write instead.
+    """
+    return {"percent": {"example": example}}
+
+
 def default_data_home() -> Path:
     """Per-user data dir: ``$AGENTICDB_HOME``, else ``/var/lib/agenticdb`` for root, else
     ``$XDG_DATA_HOME/agenticdb`` (``~/.local/share/agenticdb``)."""

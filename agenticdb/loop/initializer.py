@@ -291,9 +291,11 @@ class Initializer:
         recorder: SessionRecorder,
         start_from: dict[str, object] | None = None,
         started: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cfg = cfg
-        self.started = time.monotonic() if started is None else started  # the session's clock (budget)
+        self.clock = clock  # seconds, monotonic: the session's time budget clock (TuningSession.clock)
+        self.started = clock() if started is None else started  # when the session's budget began, by ``clock``
         self.target = target
         self.workload = workload
         self.memory = memory
@@ -501,7 +503,7 @@ class Initializer:
 
     def budget_left(self) -> float:
         """Seconds of ``loop.time_budget_s`` the session has not used yet (negative when overrun)."""
-        return self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
+        return self.cfg.loop.time_budget_s - (self.clock() - self.started)
 
     def _baseline(self, executor: Executor) -> tuple[list[Measurement], StateDelta, float]:
         def disturbed(label: str, m: Measurement, kept: bool) -> None:
@@ -517,7 +519,7 @@ class Initializer:
             log.warning("run.disturbed", label=label, reason=reason, kept=kept)
 
         try:
-            return measure_baseline(executor, self.cfg.loop, disturbed, budget_left=self.budget_left)
+            return measure_baseline(executor, self.cfg.loop, disturbed, clock=self.clock, budget_left=self.budget_left)
         except WorkloadError as exc:
             self._end("failed", f"baseline run failed: {exc}", exc.output)
             raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc

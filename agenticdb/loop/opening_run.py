@@ -105,6 +105,7 @@ class TuningSession(Protocol):
     noise: Noise
     query_weights: QueryWeights | None
     started: float
+    clock: Callable[[], float]
     current_round: int
     opening_rounds: int
     round_seconds: list[float]
@@ -291,7 +292,7 @@ class OpeningRun:
         durations = [m.total_time_s or m.duration_s for m in self.start.baseline]
         query_set = any(m.per_query_s for m in self.start.baseline)
         specs = self.stage.catalog.knobs
-        left = loop.time_budget_s - (time.monotonic() - self.s.started)
+        left = loop.time_budget_s - (self.s.clock() - self.s.started)
         reused = self._start_run_last() is not None
         while plans:
             changes = [p.proposal_changes for p in plans]
@@ -406,7 +407,7 @@ class OpeningRun:
         self.rec.event("proposal", entry.proposal, round_no)
         self.rec.event("verdict", entry.verdict, round_no)
         screen = Screen(entry.name, round_no, dict(outcome.changes))
-        began = time.monotonic()
+        began = self.s.clock()
         if not entry.verdict.ok:
             screen.refused = entry.verdict.failed[0].message if entry.verdict.failed else "no reason given"
             self._close_screen(outcome, screen, f"'{entry.name}' refused by the validator: {screen.refused}")
@@ -433,11 +434,11 @@ class OpeningRun:
             )
             outcome.failure = failure
             outcome.recovery = recover_round(target, failure, self.stage.snapshot, self.rec, round_no)
-            screen.failure, screen.seconds = failure, time.monotonic() - began
+            screen.failure, screen.seconds = failure, self.s.clock() - began
             why = f"race screen of '{entry.name}' failed in {failure.phase}; recovery {outcome.recovery.action}"
             self._close_screen(outcome, screen, why)
             return screen, {}
-        screen.measurement, screen.seconds = m, time.monotonic() - began
+        screen.measurement, screen.seconds = m, self.s.clock() - began
         outcome.measurement, outcome.objective = m, m.objective
         outcome.gain_vs_best = relative_gain(m.objective, self.stage.objective, self.higher)
         if counted_worse(screen, self.stage.objective, self.s.noise):
@@ -505,7 +506,7 @@ class OpeningRun:
         s.rounds.append(r.outcome)
         self.rec.event("proposal", proposal, round_no)
         r.safe = self.stage.snapshot
-        began = time.monotonic()
+        began = self.s.clock()
         if lone is not None:
             r.prior_best = lone[1]
         step = self.rec.step(round_no, self._proof_trial(r, in_effect, lone[0] if lone is not None else None))
@@ -514,7 +515,7 @@ class OpeningRun:
                 if self.rec.step(round_no, judge_or_settle(r, self.start)).ends_round:
                     break
         if r.outcome.judged is not None:
-            s.round_seconds.append(time.monotonic() - began)
+            s.round_seconds.append(self.s.clock() - began)
         outcome, _ = s._decide(r)
         log.info("opening.proof", leader=entry.name, judged=outcome.judged, kept=outcome.kept)
         return round_no

@@ -70,7 +70,14 @@ log = structlog.get_logger(__name__)
 
 
 class TuningSession:
-    """Runs one tuning session against ``target`` (and, in the OS stage, ``os_target``)."""
+    """Runs one tuning session against ``target`` (and, in the OS stage, ``os_target``).
+
+    ``clock`` (seconds, monotonic; default ``time.monotonic``) is the one clock of the session's time
+    budget: ``loop.time_budget_s`` is spent by it, and the baseline's share, the room for a round, the
+    opening's screens, the decision's time caps and the measured round costs are all read from it. Tests
+    pass a virtual clock that only the scripted workload's runs advance, so a busy host cannot change
+    what a session decides.
+    """
 
     def __init__(
         self,
@@ -90,8 +97,10 @@ class TuningSession:
         approve: Callable[[str, int, Proposal, Verdict], str | None] | None = None,
         remediate: rootcause_step.Remediate | None = None,
         opening: OpeningSource | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cfg = cfg
+        self.clock = clock  # seconds, monotonic: the time budget's clock (see the class docstring)
         self.approve = approve  # policy.mode = "approve": None from it means a person allowed the trial
         self.remediate = remediate  # approve mode with [remediation] dsn: runs an approved remedy (issue 40)
         self.root_cause: Finding | None = None  # a dominant cause no setting fixes (agenticdb.rootcause)
@@ -112,7 +121,7 @@ class TuningSession:
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
         self.warnings: list[str] = []
-        self.started = time.monotonic()
+        self.started = clock()
         self.noise = Noise()
         # query sets: the per-query weights frozen from the baseline (agenticdb.measure.query_set); None otherwise
         self.query_weights: QueryWeights | None = None
@@ -121,7 +130,9 @@ class TuningSession:
         # the best configuration's run measured last by the stage's executor, while nothing ran after it
         self.last_best_run: dict[Layer, Measurement] = {}
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
-        self.init = Initializer(cfg, target, workload, memory, self.recorder, start_from, started=self.started)
+        self.init = Initializer(
+            cfg, target, workload, memory, self.recorder, start_from, started=self.started, clock=clock
+        )
 
     # ------------------------------------------------------------------ the session
     def run(self) -> SessionResult:
@@ -221,10 +232,10 @@ class TuningSession:
             while not self._stop_requested(round_no):
                 round_no += 1
                 self.current_round = round_no
-                began = time.monotonic()
+                began = self.clock()
                 r = self._round(Round(round_no, layer, stages[layer], delta), start)
                 if r.outcome is not None and r.outcome.judged is not None:
-                    self.round_seconds.append(time.monotonic() - began)  # a measured round's cost
+                    self.round_seconds.append(self.clock() - began)  # a measured round's cost
                 delta = r.delta
                 outcome, decision = self._decide(r)
                 if outcome.recovery is not None and not outcome.recovery.service_available:
@@ -260,7 +271,7 @@ class TuningSession:
         last = self.last_best_run.get(Layer.dbms)
         reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
         prior = self._cost_prior(start, reused, restarts=False)
-        elapsed = time.monotonic() - self.started
+        elapsed = self.clock() - self.started
         runs = next_move.decision_runs(loop.min_pairs, reused)
         label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
         return next_move.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
@@ -308,7 +319,7 @@ class TuningSession:
             stage=r.layer,
             rounds_done=r.no - self.opening_rounds,
             max_rounds=loop.max_rounds,
-            elapsed_s=time.monotonic() - self.started,
+            elapsed_s=self.clock() - self.started,
             time_budget_s=loop.time_budget_s,
             plateau_rounds=loop.plateau_rounds,
             os_stage_enabled=loop.stage == "both" and self.os_target is not None,
@@ -411,7 +422,7 @@ class TuningSession:
             runs_needed = next_move.decision_runs(self.cfg.loop.min_pairs, reused)
             run_cost = self._cost_prior(start, reused, restarts) / runs_needed
             rules = self._rules(run_cost, reused)
-            a = auditor.assess(r.screen, r.stage.objective, runs, rules, disturbed, prior_best=prior)
+            a = auditor.assess(r.screen, r.stage.objective, runs, rules, disturbed, self.clock, prior_best=prior)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
             failure = r.stage.executor.failure(exc, phase, verdict.changes, r.no, "confirmation run failed")
@@ -430,7 +441,7 @@ class TuningSession:
     def _rules(self, run_cost_s: float = 0.0, reused_best_run: bool = False) -> auditor.DecisionRules:
         """The decision protocol from ``[loop]``, with the noise learnt so far, the time left and, from one
         run's expected cost (seconds), the pairs that fit in it (``auditor.decision_rules``)."""
-        left = self.cfg.loop.time_budget_s - (time.monotonic() - self.started)
+        left = self.cfg.loop.time_budget_s - (self.clock() - self.started)
         return auditor.decision_rules(self.cfg.loop, self.noise, left, self.query_weights, run_cost_s, reused_best_run)
 
     def _journal_weights(self, weights: QueryWeights) -> None:

@@ -14,11 +14,14 @@ PostgreSQL (counters of the baseline's ``StateDelta``; plan evidence from
 - temporary files: the average spill per temp file (pg_stat_database temp_bytes / temp_files) is what one
   sort or hash lacked → work_mem that size, only as far as the budget holds with every allowed connection ×
   hash_mem_multiplier (manual 20.4.1);
-- buffer misses against the data size: when the data fits in 40 % of the memory limit (the playbook's
-  shared_buffers limit, manual 20.4.1), shared_buffers = 1.25 × the data; larger data is left to the kernel
-  page cache (a cache inside a cgroup competes with it: on pg-tpch, 1 GiB, shared_buffers 128 → 256 MB alone
-  measured −23 %, benchmarks/README.md) and effective_cache_size is brought to 75 % of the memory limit
-  when it claims more (manual 20.7.2);
+- buffer misses (≥ 5 % of block reads) against the data size, by access pattern
+  (:mod:`agenticdb.planner.opening_cache`): lookups (OLTP, or index access in the row counters) get
+  shared_buffers 1.25 × the data within 40 % of the memory limit, 40 % when the data is larger but fits in
+  the limit, the manual's 25 % when it does not (manual 20.4.1); scans (OLAP) keep it when the data exceeds
+  40 % of the limit (a scan larger than a quarter of shared_buffers reads through a 256 kB ring; on
+  pg-tpch, 1 GiB, shared_buffers 128 → 256 MB alone measured −23 %, benchmarks/README.md) and get 1.25 ×
+  the data below; every branch within the memory budget the set validation applies. effective_cache_size
+  is brought to 75 % of the memory limit when it claims more (manual 20.7.2);
 - WAL and checkpoints: requested checkpoints ≥ half of all → max_wal_size twice the WAL written per
   checkpoint_timeout (manual 30.5); wal_buffers_full > 0 → wal_buffers 16MB (manual 20.5.1); full-page
   images ≥ 30 % of WAL records → wal_compression (manual 20.5.1).
@@ -34,8 +37,11 @@ from __future__ import annotations
 
 import math
 
+import structlog
+
 from agenticdb.models import StateDelta
 from agenticdb.planner.caps import cpu_cap
+from agenticdb.planner.opening_cache import MISS_RATIO, access_pattern, budget_room, size_shared_buffers
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import (
     GiB,
@@ -55,11 +61,10 @@ _DB, _BG, _WAL, _PGSS, _GS = (
     "pg_stat_statements.",
     "global_status.",
 )
+log = structlog.get_logger(__name__)
 JIT_FLOOR = 0.01
 MIN_EXEC_MS_PER_S = 200.0  # the playbook's min_whole_per_s for the JIT rules
 PARALLEL_SHARE = 0.5
-MISS_RATIO = 0.05
-SHARED_BUFFERS_LIMIT = 0.40
 
 
 def _total(d: StateDelta | None, name: str) -> float | None:
@@ -210,20 +215,16 @@ def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[st
     if data is None:
         notes.append(f"buffer misses {miss:.0%} measured but the data size was not: shared_buffers kept")
         return
-    if data > SHARED_BUFFERS_LIMIT * mem:
-        notes.append(
-            f"buffer misses {miss:.0%}; the data ({data / GiB:.2f} GiB) exceeds 40 % of the memory limit "
-            f"({mem / GiB:.2f} GiB): shared_buffers kept, the kernel page cache serves the misses"
-        )
-        return
-    want = math.ceil(1.25 * data / MiB) * MiB
-    if want > sb:
-        b.put_bytes(
-            "shared_buffers",
-            want,
-            f"measured: {miss:.0%} of block reads missed shared buffers; the data ({data / MiB:.0f} MiB) fits in "
-            "40 % of the memory limit, so 1.25 × the data holds it (manual 20.4.1)",
-        )
+    pattern, why = access_pattern(inp.host.workload_class, d)
+    room, room_why = budget_room(inp, b)
+    got = size_shared_buffers(
+        miss=miss, data=data, mem=mem, now=sb, pattern=pattern, why=why, room=room, room_why=room_why
+    )
+    log.info("opening.evidence.shared_buffers", pattern=pattern, value=got.value, reason=got.reason)
+    if got.value is None:
+        notes.append(got.reason)
+    else:
+        b.put_bytes("shared_buffers", got.value, got.reason)
 
 
 def _wal(b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:

@@ -155,6 +155,7 @@ REQUIRED = (
     "stale_share_certain",
     "estimate_error_certain",
     "seq_read_share_certain",
+    "index_kept_share_max",
     "holder_age_s",
     "dead_over_threshold_certain",
     "lock_wait_share_certain",

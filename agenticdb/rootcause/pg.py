@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import structlog
 from psycopg import sql
 
 from agenticdb.rootcause import pg_read as rd
@@ -23,11 +24,21 @@ MANUAL_VACUUM = (
     "PostgreSQL 15 manual 25.1.5 Preventing Transaction ID Wraparound Failures / 25.1.2 Recovering Disk Space"
 )
 MANUAL_INDEX = "PostgreSQL 15 manual 11.1 Indexes Introduction and CREATE INDEX (Building Indexes Concurrently)"
+MANUAL_SELECTIVE = "PostgreSQL 15 manual 11.1 / 11.8 and 14.1"
+"""Where an index helps only a filter keeping few rows (the ``index_kept_share_max`` threshold's basis)."""
+UNMEASURED_SELECTIVITY = 0.75
+"""Factor on a missing-index score when the filter's selectivity was not measured (no plan of the statement,
+no pg_stats estimate): the scans are measured, whether an index would be used is not (judgement: a table
+taking nearly all the reads stays dominant, ramp 1.0 × 0.75 ≥ dominant_score 0.6; one below ~70 % of the
+reads becomes a suspect)."""
 COUNTERS_ONLY = 0.5
 """Factor on a stale-statistics score without a row misestimate in a plan (judgement, see the detector)."""
 MANUAL_LOCKS = (
     "PostgreSQL 15 manual 13.3 Explicit Locking, 9.26 pg_blocking_pids(), 20.11 idle_in_transaction_session_timeout"
 )
+
+
+log = structlog.get_logger(__name__)
 
 
 def _qualified(name: str) -> sql.Composed:
@@ -173,10 +184,18 @@ def missing_index(
 ) -> None:
     """Large tables the workload reads by full sequential scans for most of its reads, with the predicate
     column from the statements' plans (Seq Scan Filter) or pg_stat_statements; an index already leading
-    with that column rules the cause out (the planner avoids it: a setting or cost question)."""
+    with that column rules the cause out (the planner avoids it: a setting or cost question).
+
+    Selectivity: an index helps only a filter that keeps few rows (manual 11.1, 11.8, 14.1). Every predicate
+    column keeping more than ``index_kept_share_max`` of the rows (catalogs/causes.toml) rules the cause out
+    ("predicate not selective"): the full scans are the workload's own, e.g. an analytic scan. The share is
+    measured in the statements' plans, else estimated from pg_stats (:func:`_kept_shares`); where neither
+    knows it, the finding stays with its score × ``UNMEASURED_SELECTIVITY`` and says "selectivity not
+    measured". The index proposed is on the most selective measured column."""
     snap = w.after
     total = sum(w.diff(n, "seq_tup_read") + w.diff(n, "idx_tup_fetch") for n in snap.tables) or 1
     min_rows, certain = t("min_table_rows"), t("seq_read_share_certain")
+    limit = t("index_kept_share_max")
     reasons: list[str] = []
     for ts in snap.tables.values():
         rows = max(ts.rows, float(ts.n_live))
@@ -191,14 +210,7 @@ def missing_index(
                 f"{ts.name}: {scans:,} seq scans read {share:.0%} of tuples ({w.label}), {full:.0%} per scan"
             )
             continue
-        cols = set(plans.seq_filters.get(ts.relname, set()))
-        where = "the plans of the benchmark's statements (Seq Scan Filter)" if cols else ""
-        if not cols:
-            for text, _calls, _ms in statements:
-                low = text.lower()
-                if f" {ts.relname.lower()}" in low and " where " in low:
-                    cols |= rd.predicate_columns(low.split(" where ", 1)[1])
-            where = "pg_stat_statements (normalised texts)" if cols else ""
+        cols, ops, where = _predicates(ts, plans, statements)
         indexed = rd.indexed_leading_columns(conn, ts.name)
         covered = {c: indexed[c] for c in cols if c in indexed}
         if covered:
@@ -212,7 +224,20 @@ def missing_index(
                 )
             )
             continue
-        col = sorted(cols)[0] if cols else None
+        known = _kept_shares(conn, ts, cols, plans, ops)
+        if cols and len(known) == len(cols) and min(k for k, _ in known.values()) > limit:
+            said = "; ".join(f"{c} keeps {k:.0%} of the rows ({how})" for c, (k, how) in sorted(known.items()))
+            reason = (
+                f"{ts.name}: predicate not selective: {said}; an index would not be used ({MANUAL_SELECTIVE}: "
+                f"worth it below {limit:.0%}) — its {scans:,} sequential scans ({share:.0%} of tuples {w.label}) "
+                "are the workload's own"
+            )
+            out.ruled_out.append(RuledOut(cause=Cause.missing_index, reason=reason))
+            log.info("rootcause.missing_index_ruled_out", table=ts.name, reason=reason)
+            continue
+        selective = sorted((k, c) for c, (k, _) in known.items() if k <= limit)
+        unknown = sorted(c for c in cols if c not in known)
+        col = selective[0][1] if selective else (unknown[0] if unknown else None)
         ev = [
             f"{ts.name}: {scans:,} sequential scans read {read:,} tuples = {share:.0%} of the tuples read by the "
             f"workload ({w.label}); {full:.0%} of the table per scan; {rows:,.0f} rows (pg_stat_user_tables)",
@@ -220,24 +245,25 @@ def missing_index(
             if cols
             else "no predicate column found (no statements explained, pg_stat_statements silent)",
         ]
-        remedies = []
-        if col is not None:
-            idx = f"{ts.relname}_{col}_idx"[:63]
-            remedies.append(
-                Remedy(
-                    sql=_as_text(
-                        sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} ({})").format(
-                            sql.Identifier(idx), _qualified(ts.name), sql.Identifier(col)
-                        )
-                    ),
-                    automatic=True,
-                    lock_impact="SHARE UPDATE EXCLUSIVE: writes continue; two table scans; an index left INVALID "
-                    "by a failure is dropped again (DROP INDEX CONCURRENTLY)",
-                    verify="the statements' plans use the index and seq_scan on the table stops growing",
-                    table=ts.name,
-                )
-            )
+        selectivity = (
+            f"{col} keeps {known[col][0]:.2%} of the rows ({known[col][1]}); ≤ {limit:.0%}: selective enough "
+            f"for an index ({MANUAL_SELECTIVE})"
+            if col is not None and col in known
+            else "selectivity not measured"
+            + (f" for {col} (no plan of the statement, no pg_stats estimate for its operator)" if col else "")
+            + ": confidence lowered"
+        )
+        ev.append(selectivity)
+        ev += [
+            f"not proposed: {c} keeps {k:.0%} of the rows ({how}), not selective"
+            for c, (k, how) in sorted(known.items())
+            if k > limit
+        ]
+        remedies = [_create_index(ts, col)] if col is not None else []
         score = ramp(share, 0.3, certain) * (1.0 if col else 0.5)
+        if col is None or col not in known:
+            score *= UNMEASURED_SELECTIVITY
+        log.info("rootcause.missing_index_found", table=ts.name, column=col, score=round(score, 3), reason=selectivity)
         out.findings.append(
             Finding(
                 id=stable_id(server, Cause.missing_index, ts.name, col or ""),
@@ -258,6 +284,73 @@ def missing_index(
     ):
         detail = "; ".join(reasons[:3]) or f"no table of ≥ {min_rows:,.0f} rows read by sequential scans ({w.label})"
         out.ruled_out.append(RuledOut(cause=Cause.missing_index, reason=detail))
+
+
+def _predicates(
+    ts: rd.TableStats, plans: rd.PlanEvidence, statements: list[tuple[str, int, float]]
+) -> tuple[set[str], dict[str, set[str]], str]:
+    """(predicate columns of ``ts``, column → operators when read from normalised texts, where they were
+    read): the Seq Scan Filters of the statements' plans, else the WHERE of pg_stat_statements' texts that
+    name the table."""
+    cols = set(plans.seq_filters.get(ts.relname, set()))
+    if cols:
+        return cols, {}, "the plans of the benchmark's statements (Seq Scan Filter)"
+    ops: dict[str, set[str]] = {}
+    for text, _calls, _ms in statements:
+        low = text.lower()
+        if f" {ts.relname.lower()}" in low and " where " in low:
+            for c, o in rd.predicate_operators(low.split(" where ", 1)[1]).items():
+                ops.setdefault(c, set()).update(o)
+    return set(ops), ops, "pg_stat_statements (normalised texts)" if ops else ""
+
+
+def _create_index(ts: rd.TableStats, col: str) -> Remedy:
+    """``CREATE INDEX CONCURRENTLY`` on ``col`` of ``ts`` (manual: CREATE INDEX, Building Indexes Concurrently)."""
+    idx = f"{ts.relname}_{col}_idx"[:63]
+    return Remedy(
+        sql=_as_text(
+            sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} ({})").format(
+                sql.Identifier(idx), _qualified(ts.name), sql.Identifier(col)
+            )
+        ),
+        automatic=True,
+        lock_impact="SHARE UPDATE EXCLUSIVE: writes continue; two table scans; an index left INVALID "
+        "by a failure is dropped again (DROP INDEX CONCURRENTLY)",
+        verify="the statements' plans use the index and seq_scan on the table stops growing",
+        table=ts.name,
+    )
+
+
+def _kept_shares(
+    conn: psycopg.Connection[Any],
+    ts: rd.TableStats,
+    cols: set[str],
+    plans: rd.PlanEvidence,
+    ops: dict[str, set[str]],
+) -> dict[str, tuple[float, str]]:
+    """Predicate column → (share of the table's rows its filter keeps, how that share is known), for the
+    columns where it is known: measured in the plans of the benchmark's statements (Seq Scan "Actual Rows"
+    against "Rows Removed by Filter", per loop) when they were explained, else estimated from pg_stats for
+    an ``=`` or ``<>`` comparison with an unknown constant (the planner's own estimate, see
+    :func:`~agenticdb.rootcause.pg_read.equality_share`). Ranges, IN and LIKE on normalised texts are not
+    estimated (their constants decide): such columns are left out (selectivity not measured)."""
+    out: dict[str, tuple[float, str]] = {}
+    measured = plans.seq_kept.get(ts.relname, {})
+    for c in cols:
+        if c in measured:
+            out[c] = (measured[c], "measured: Seq Scan actual rows against rows removed by filter, EXPLAIN ANALYZE")
+            continue
+        found = ops.get(c, set())
+        if not found or found - {"=", "<>"}:
+            continue
+        est = rd.equality_share(conn, ts.name, c, max(ts.rows, float(ts.n_live)))
+        if est is None:
+            continue
+        eq, null = est
+        shares = [eq if op == "=" else max(0.0, 1.0 - eq - null) for op in found]
+        ops_said = " / ".join(f"{c} {op} $n" for op in sorted(found))
+        out[c] = (min(shares), f"estimated from pg_stats for {ops_said}, constants unknown: an estimate")
+    return out
 
 
 def vacuum_held_back(w: _Window, hold: list[rd.Holder], server: str, out: RootCauses) -> None:

@@ -252,6 +252,11 @@ class PlanEvidence:
 
     error: dict[str, tuple[float, float, float, str]] = field(default_factory=dict)  # table → (factor, est, act, stmt)
     seq_filters: dict[str, set[str]] = field(default_factory=dict)  # relname → predicate columns
+    seq_kept: dict[str, dict[str, float]] = field(default_factory=dict)
+    """relname → predicate column → the smallest share of the rows a Seq Scan Filter naming it kept, over the
+    statements explained: "Actual Rows" / ("Actual Rows" + "Rows Removed by Filter"), both per loop (manual
+    14.1 EXPLAIN ANALYZE). The share is the whole filter's: with several columns ANDed, each column alone
+    keeps at least that share."""
     problems: list[str] = field(default_factory=list)
     explained: int = 0
 
@@ -265,18 +270,66 @@ def _walk(node: dict[str, Any], stmt: str, ev: PlanEvidence) -> None:
         if factor > ev.error.get(rel, (0.0, 0.0, 0.0, ""))[0]:
             ev.error[rel] = (factor, est, float(act), stmt)
     if rel and node.get("Node Type") == "Seq Scan" and node.get("Filter"):
-        ev.seq_filters.setdefault(rel, set()).update(predicate_columns(str(node["Filter"])))
+        cols = predicate_columns(str(node["Filter"]))
+        ev.seq_filters.setdefault(rel, set()).update(cols)
+        removed = node.get("Rows Removed by Filter")
+        seen = float(act or 0) + float(removed or 0)
+        if act is not None and removed is not None and seen > 0:  # 0: never executed (Actual Loops 0)
+            kept = ev.seq_kept.setdefault(rel, {})
+            for c in cols:
+                kept[c] = min(kept.get(c, 1.0), float(act) / seen)
     for child in node.get("Plans", []) or []:
         _walk(child, stmt, ev)
 
 
-_PRED = re.compile(r"(?:\b\w+\.)?\"?([a-z_][a-z0-9_]*)\"?\s*(?:=|<=|>=|<|>|\bbetween\b|\bin\b|~~)", re.I)
+_PRED = re.compile(r"(?:\b\w+\.)?\"?([a-z_][a-z0-9_]*)\"?\s*(<>|!=|<=|>=|=\s*any\b|=|<|>|\bbetween\b|\bin\b|~~)", re.I)
 _NOT_COLUMNS = {"and", "or", "not", "select", "where", "from", "limit", "by", "on", "then", "else", "case", "when"}
+
+
+def predicate_operators(text: str) -> dict[str, set[str]]:
+    """Column name → the comparison operators it meets in a filter or WHERE text (``(customer = 42)``,
+    ``c.status = $1``, ``k != $2``); ``= ANY`` is reported as ``in``, ``!=`` as ``<>``."""
+    out: dict[str, set[str]] = {}
+    for m in _PRED.finditer(text):
+        col, op = m.group(1).lower(), re.sub(r"\s+", " ", m.group(2).lower())
+        if col in _NOT_COLUMNS:
+            continue
+        op = {"!=": "<>", "= any": "in"}.get(op, op)
+        out.setdefault(col, set()).add(op)
+    return out
 
 
 def predicate_columns(text: str) -> set[str]:
     """Column names compared in a filter or WHERE text (``(customer = 42)``, ``c.status = $1``)."""
-    return {m.group(1).lower() for m in _PRED.finditer(text) if m.group(1).lower() not in _NOT_COLUMNS}
+    return set(predicate_operators(text))
+
+
+STATS_SQL = """
+SELECT null_frac::float8, n_distinct::float8, most_common_freqs::float8[] FROM pg_stats
+WHERE schemaname = %s AND tablename = %s AND attname = %s ORDER BY inherited LIMIT 1
+"""
+
+
+def equality_share(conn: psycopg.Connection[Any], table: str, column: str, rows: float) -> tuple[float, float] | None:
+    """(share of the rows ``column = <a constant not known in advance>`` keeps, null_frac) of ``table``
+    (schema.table), estimated from pg_stats as the planner does for such a comparison (PostgreSQL 15 source,
+    selfuncs.c var_eq_non_const): (1 − null_frac) / the number of distinct values, never more than the most
+    common value's frequency; ``<>`` keeps 1 − that − null_frac there. n_distinct < 0 is minus a fraction of
+    ``rows`` (manual, System Views: pg_stats). None when the column has no statistics (never analyzed, or not
+    readable by the role). An estimate: the real constants may be commoner or rarer than the average value."""
+    schema, _, rel = table.partition(".")
+    try:
+        row = conn.execute(STATS_SQL, (schema, rel, column)).fetchone()
+    except psycopg.Error:
+        return None
+    if row is None:
+        return None
+    null_frac, n_distinct, freqs = float(row[0] or 0.0), float(row[1] or 0.0), list(row[2] or [])
+    distinct = -n_distinct * rows if n_distinct < 0 else n_distinct
+    share = (1.0 - null_frac) / distinct if distinct > 1 else 1.0 - null_frac
+    if freqs:
+        share = min(share, float(freqs[0]))
+    return share, null_frac
 
 
 def explain_statements(conn: psycopg.Connection[Any], statements: list[str], timeout_s: float) -> PlanEvidence:

@@ -111,6 +111,25 @@ SCENARIOS: dict[str, Scenario] = {
             "(128 MB) but inside the server's 2 GiB limit, default start (issue 36's new scenario)",
         ),
         Scenario(
+            "pg-tpch-fit",
+            "postgres",
+            {
+                "kind": "tpch",
+                "scale": 1.0,
+                "clients": 1,
+                "threads": 1,
+                "objective": "total_time",
+                "query_timeout_s": 300,
+            },
+            memory_limit_bytes=4096 * MiB,
+            seed="pg-tpch-small",
+            duration_s=0,
+            warmup_s=0,
+            about="TPC-H SF 1 (~1.4 GB with indexes) inside a 4 GiB limit, default start: the data is far beyond "
+            "the default shared_buffers (128 MB) and fits in memory, so the runs are CPU-bound (JIT, work_mem, "
+            "parallel workers, shared_buffers sized to the data); issue 36's second choice of a new scenario",
+        ),
+        Scenario(
             "pg-pgbench-badstart",
             "postgres",
             {"kind": "pgbench", "scale": 10, "clients": 4, "threads": 2},

@@ -1,0 +1,194 @@
+"""shared_buffers from the baseline's buffer misses, by access pattern (issue 36): the evidence source's cache rule.
+
+Whether a larger shared_buffers pays depends on how the workload reads, not on the data/limit ratio alone:
+
+- **Scans** (workload class "olap": declared, or measured by :func:`agenticdb.planner.access.workload_class`
+  — most rows read by sequential scans, whole tables per statement). A sequential scan of a table larger than
+  a quarter of shared_buffers reads through a small ring of buffers (PostgreSQL ``heapam.c`` ``initscan``:
+  ``rs_nblocks > NBuffers / 4`` → ``BAS_BULKREAD``; ``src/backend/storage/buffer/README``, "Buffer Ring
+  Replacement Strategy": 256 kB for sequential scans), so its pages do not stay in shared buffers however large
+  they are, and what shared_buffers takes is taken from the kernel page cache that does serve the rescans. On
+  pg-tpch (TPC-H SF 1 under 1 GiB) shared_buffers 128 → 256 MB alone measured −23 % (benchmarks/README.md).
+  So: data within 40 % of the memory limit → 1.25 × the data (the rule as it was: tables under a quarter of
+  it are then cached; the README's TPC-H SF 0.3 demo raised shared_buffers 128MB → 662MB this way and a
+  later round kept 512MB at +19 %);
+  larger data → shared_buffers kept, the page cache serves the misses.
+- **Lookups** (class "oltp", or "mixed" whose row counters show index access): point and range reads through
+  indexes go through the normal clock sweep, so pages read stay in shared buffers and a larger pool turns
+  misses into hits. PostgreSQL 15 manual 20.4.1 (shared_buffers): "a reasonable starting value … is 25 % of
+  the memory", and "unlikely that an allocation of more than 40 % of RAM … will work better than a smaller
+  amount". So: 1.25 × the data when that is within 40 % of the memory limit (the data held with room);
+  40 % when the data is larger but fits in the memory limit (shared buffers hold the hot part, the page cache
+  the rest); 25 % when the data exceeds the memory limit (no cache holds it; the manual's starting value).
+  On pg-sysbench-ro-fit (0.81 GiB under 2 GiB, 41 % misses) TPE's best configuration had shared_buffers
+  783MB (38 % of the limit), +27 % against the default (benchmarks/README.md, 2026-12-06).
+- **Unmeasured** (class "mixed" without row counters): as for scans (the conservative branch: a larger pool
+  that does not hold the data costs page cache).
+
+Every branch is bounded by the memory budget the set validation applies
+(:mod:`agenticdb.validation.memory`): ``policy.memory_fraction`` × the memory limit, less the shared memory
+that is not a configured buffer (measured: ``settings.shared_memory_size_bytes`` − the global buffers in
+effect), the other global buffers of the set (wal_buffers at -1 counted at its 16 MB ceiling, manual
+20.5.1), work_mem × the observed peak of backends (every allowed connection when the set raises work_mem
+or the peak was not read) × hash_mem_multiplier × ``policy.per_connection_work_mem_factor``, and
+maintenance_work_mem (or autovacuum_work_mem) × autovacuum_max_workers. Below :data:`MISS_RATIO` of block
+reads missing, the rule does nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agenticdb.models import Observed, StateDelta
+from agenticdb.planner import access
+from agenticdb.planner.opening_values import GiB, MiB, SetBuilder, SourceInput, budget_bytes, delta_of
+from agenticdb.units import bytes_of, parse_value
+from agenticdb.validation.memory import peak_connections
+from agenticdb.validation.rules import load_ruleset
+
+MISS_RATIO = 0.05
+"""Share of block reads that missed shared buffers (pg_stat_database blks_read / (blks_read + blks_hit)) below
+which the cache is left alone (judgement: a few percent of misses is the warm-up and the writes' own reads)."""
+SHARED_BUFFERS_LIMIT = 0.40
+"""PostgreSQL 15 manual 20.4.1: more than 40 % of RAM is unlikely to work better (the playbook's limit)."""
+SHARED_BUFFERS_START = 0.25
+"""PostgreSQL 15 manual 20.4.1: "a reasonable starting value for shared_buffers is 25 % of the memory"."""
+DATA_HEADROOM = 1.25
+"""shared_buffers that holds the data: 1.25 × its size (indexes and free space grow; judgement, as MySQLTuner's
+pool ≥ data check with a quarter more)."""
+WAL_BUFFERS_AUTO_MAX = 16 * MiB
+"""wal_buffers = -1 sizes itself to 1/32 of shared_buffers, at most one WAL segment, 16 MB (manual 20.5.1)."""
+
+
+@dataclass(frozen=True)
+class CacheSizing:
+    """The rule's decision: ``value`` (bytes of shared_buffers to set; None: kept) and ``reason`` (the numbers
+    and their sources; the candidate's source when set, the opening's note when kept)."""
+
+    value: float | None
+    reason: str
+
+
+def access_pattern(workload_class: str, delta: StateDelta | None) -> tuple[str, str]:
+    """``("scans" | "lookups" | "unmeasured", why)`` of the baseline (see the module docstring).
+
+    ``workload_class`` is :attr:`agenticdb.planner.opening_values.HostView.workload_class` (the declared class,
+    "olap" when the counters show whole-table scans); ``delta`` the baseline's statistics for the row counters.
+    """
+    fig = access.scan_figures(delta)
+    seen = (
+        f"; {fig[0]:.0%} of rows read by sequential scans, {fig[1]:,.0f} per transaction (pg_stat_database)"
+        if fig is not None
+        else ""
+    )
+    if workload_class == "olap":
+        return "scans", f"an analytic workload (class olap{seen})"
+    if workload_class == "oltp":
+        return "lookups", f"an OLTP workload (class oltp{seen})"
+    if fig is not None:
+        return "lookups", f"a {workload_class} workload reading through indexes{seen}"
+    return "unmeasured", f"a {workload_class} workload whose access pattern was not measured (no row counters)"
+
+
+def size_shared_buffers(
+    *, miss: float, data: float, mem: float, now: float, pattern: str, why: str, room: float, room_why: str
+) -> CacheSizing:
+    """shared_buffers for ``miss`` (share of block reads missed), ``data`` bytes, ``mem`` (the memory limit,
+    bytes), ``now`` (bytes in effect), the access ``pattern`` and its ``why`` (:func:`access_pattern`), and
+    ``room`` (bytes the memory budget leaves for it, ``room_why`` its terms). Pure; rules in the module
+    docstring."""
+    fig = (
+        f"buffer misses {miss:.0%}, {why}: the data ({data / GiB:.2f} GiB) against the memory limit "
+        f"({mem / GiB:.2f} GiB)"
+    )
+    hold, cap = DATA_HEADROOM * data, SHARED_BUFFERS_LIMIT * mem
+    if pattern != "lookups" and data > cap:
+        return CacheSizing(
+            None,
+            f"{fig}: the data exceeds 40 % of the memory limit"
+            + ("" if pattern == "scans" else ", treated as scans (the conservative branch)")
+            + "; scans of tables larger than a quarter of "
+            "shared_buffers read through a 256 kB ring (heapam.c initscan; buffer manager README), so more "
+            "shared buffers would not keep their pages and would shrink the kernel page cache that serves "
+            "the misses (pg-tpch: 128 → 256 MB alone −23 %): shared_buffers kept",
+        )
+    if pattern != "lookups" or hold <= cap:
+        want, rule = (
+            hold,
+            "the data fits in 40 % of the memory limit (manual 20.4.1's upper bound), so 1.25 × the data holds it",
+        )
+    elif data <= mem:
+        want = cap
+        rule = (
+            f"1.25 × the data ({hold / MiB:.0f} MiB) exceeds 40 % of the limit, the manual's upper bound "
+            "(20.4.1: more than 40 % is unlikely to work better), and the data fits in the memory "
+            "limit: shared buffers hold the hot part, the page cache the rest"
+        )
+    else:
+        want = SHARED_BUFFERS_START * mem
+        rule = (
+            "the data exceeds the memory limit, so no cache holds it: the manual's starting value, 25 % of the "
+            "memory limit (manual 20.4.1), leaving the rest to the page cache"
+        )
+    want = math.floor(want / MiB) * MiB
+    if want > room:
+        rule += f"; capped by the memory budget at {room / MiB:.0f} MiB ({room_why})"
+        want = math.floor(max(room, 0.0) / MiB) * MiB
+    if want <= now:
+        return CacheSizing(
+            None,
+            f"{fig}: {rule} = {want / MiB:.0f} MiB, not above the {now / MiB:.0f} MiB in effect: shared_buffers kept",
+        )
+    return CacheSizing(want, f"measured: {fig}; {rule} = {want / MiB:.0f} MiB")
+
+
+def _before_bytes(b: SetBuilder, name: str) -> float | None:
+    """Bytes of memory knob ``name`` in the configuration in effect (not the set's)."""
+    spec = b.spec(name)
+    if spec is None:
+        return None
+    base = parse_value(b.current.get(name, spec.default), spec)
+    return bytes_of(b.family, spec, base) if base is not None else None
+
+
+def budget_room(inp: SourceInput, b: SetBuilder, grow: str = "shared_buffers") -> tuple[float, str]:
+    """(bytes, terms) the memory budget leaves for ``grow`` once the rest of the set ``b`` is counted as the
+    set validation counts it (module docstring; :func:`agenticdb.validation.memory.measured_estimate`, or its
+    worst case when the peak of backends was not read)."""
+    budget = load_ruleset(b.family).memory_budget
+    allowed = budget_bytes(inp.ctx, inp.policy)
+    if budget is None:
+        return allowed, f"budget {allowed / MiB:.0f} MiB"
+    d = delta_of(inp.ctx)
+    gauges = d.gauges if d is not None else {}
+    peak = peak_connections(budget, Observed(gauges=dict(gauges)))
+    terms: list[tuple[str, float]] = []
+
+    def glob(name: str, value: float | None, sb: float | None) -> float:
+        if value is not None and value <= 0 and name == "wal_buffers":  # -1: sized by shared_buffers (20.5.1)
+            return min(max(sb / 32, 64 * 1024), WAL_BUFFERS_AUTO_MAX) if sb is not None else WAL_BUFFERS_AUTO_MAX
+        return max(value or 0.0, 0.0)
+
+    shm = gauges.get(budget.shared_memory_gauge or "") if peak is not None else None
+    if shm:
+        sb_before = _before_bytes(b, grow)
+        before = sum(glob(n, _before_bytes(b, n), sb_before) for n in budget.global_)
+        terms.append(("other shared memory (measured)", max(shm - before, 0.0)))
+    terms += [(n, glob(n, b.now_bytes(n), None)) for n in budget.global_ if n != grow]  # -1: at its ceiling
+    mult = (b.now(budget.per_connection_multiplier) if budget.per_connection_multiplier else None) or 1.0
+    factor = mult * inp.policy.per_connection_work_mem_factor
+    for name in budget.per_connection:
+        each, was = b.now_bytes(name) or 0.0, _before_bytes(b, name) or 0.0
+        raised = peak is None or each > was
+        count = float(inp.host.max_connections) if raised else max(peak or 1.0, 1.0)
+        who = f"{count:g} connections" if raised else f"{count:g} backends (observed peak)"
+        terms.append((f"{name} × {who} × {factor:g}", each * count * factor))
+    for w in budget.workers:
+        each = b.now_bytes(w.get("override", "")) or 0.0
+        each = each if each > 0 else b.now_bytes(w["each"]) or 0.0
+        count = b.now(w["count"]) or 0.0
+        terms.append((f"{w['each']} × {count:g} {w['count']}", each * count))
+    room = allowed - sum(v for _, v in terms)
+    text = f"budget {allowed / MiB:.0f} MiB − " + " − ".join(f"{v / MiB:.0f} MiB {k}" for k, v in terms if v > 0)
+    return room, text
