@@ -198,11 +198,12 @@ SMOKE_WORKLOAD = {
 def test_one_scenario_end_to_end_scores_from_its_journal(tmp_path: Path) -> None:
     """Giant fault (commit_delay 100 ms on every commit: ~10× fewer TPS), short runs, two rounds."""
     scn = _scenario(name="smoke-commit-delay", workload=SMOKE_WORKLOAD)
-    opts = RunOptions(out=tmp_path, budget_s=45, max_rounds=2, repeats=2, final_repeats=1)
+    # force: whether the fault clears 5 × the noise is a measurement (on a loaded host two fault-free runs
+    # read 17.7 and 100 TPS); this test is about the mechanics of scoring, so it tunes either way
+    opts = RunOptions(out=tmp_path, budget_s=45, max_rounds=2, repeats=2, final_repeats=1, force=True)
     r = run(scn, opts)
     q = r["qualification"]
-    assert q["qualified"], q
-    assert q["median_faulty"] < 0.5 * q["median_free"]
+    assert q["median_faulty"] < 0.5 * q["median_free"], q  # a 100-ms sleep per commit: ~10x, far beyond noise
     assert r["status"] == "scored", r
     with Journal(tmp_path / scn.name / "journal.db", read_only=True) as j:
         assert j.verify().ok
