@@ -106,9 +106,10 @@ def test_plan_evidence_keeps_the_smallest_share_a_seq_scan_filter_kept_per_colum
     assert ev.seq_filters == {"t": {"c", "d"}, "u": {"c"}}
 
 
-
 ACCOUNTS = {"aid", "bid", "abalance", "filler"}
-JOIN_TEXT = "SELECT a.abalance FROM pgbench_tellers t JOIN pgbench_accounts a ON a.aid = t.tid * $1 + $2 WHERE t.tid <= $3"
+JOIN_TEXT = (
+    "SELECT a.abalance FROM pgbench_tellers t JOIN pgbench_accounts a ON a.aid = t.tid * $1 + $2 WHERE t.tid <= $3"
+)
 
 
 def test_statement_texts_attribute_a_column_only_to_the_table_its_alias_names() -> None:
@@ -140,6 +141,7 @@ def test_a_join_condition_over_a_seq_scan_names_the_scanned_table_s_column() -> 
     rd._walk(join, "q", ev)
     assert ev.seq_joins == {"pgbench_accounts": {"aid"}, "pgbench_tellers": {"tid"}}
     assert ev.seq_filters == {}
+
 
 def _ts(
     name: str,
