@@ -52,10 +52,27 @@ def _orders(dsn: str, name: str) -> None:
         c.execute(f"ANALYZE {name}")
 
 
+def _modified_since_analyze(dsn: str, table: str, rows: int, timeout_s: float = 60.0) -> None:
+    """Wait until ``pg_stat_user_tables`` shows ``rows`` modifications of ``table``: PostgreSQL 15 flushes a
+    backend's table counters to shared statistics when it goes idle or exits (manual 28.2.2, at most every
+    PGSTAT_MIN_INTERVAL), so on a loaded host they can arrive after the next reader looked."""
+    deadline = time.monotonic() + timeout_s
+    with _conn(dsn) as c:
+        while True:
+            got = c.execute(
+                "SELECT coalesce(max(n_mod_since_analyze), 0) FROM pg_stat_user_tables WHERE relname = %s", (table,)
+            ).fetchone()
+            if got is not None and got[0] >= rows or time.monotonic() > deadline:
+                return
+            c.execute("SELECT pg_stat_clear_snapshot()")
+            time.sleep(0.2)
+
+
 def test_stale_statistics_on_a_huge_table_dominate_with_plan_evidence_and_analyze_clears_them(db: str) -> None:
     _orders(db, "orders")
     with _conn(db) as c:
         c.execute("UPDATE orders SET status = 1 WHERE id % 10 <> 0")  # 90 % modified, statistics untouched
+    _modified_since_analyze(db, "orders", 900_000)
     stmt = "SELECT count(*) FROM orders WHERE status = 1"
     w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
     with _conn(db) as c:
