@@ -16,7 +16,7 @@ from psycopg.conninfo import make_conninfo
 
 from agenticdb.config import Settings
 from agenticdb.dialect import parse_mysql_dsn
-from agenticdb.host import pgss
+from agenticdb.host import pgss, prewarm
 from agenticdb.host.privileges import DEFAULT_ROLE, PrivilegeError, connected_user, role_sql
 from agenticdb.redaction import register_secret
 from agenticdb.sandbox import sandbox_of
@@ -95,6 +95,8 @@ def _pg_apply(dsn: str, statements: list[str], role: str, database: str) -> list
     # role's benchmark database, where the session reads its statements' statistics (agenticdb.host.pgss)
     with psycopg.connect(make_conninfo(dsn, dbname=database), autocommit=True, connect_timeout=10) as conn:
         done.append(f"pg_stat_statements in {database}: {pgss.ensure(conn)}")
+        # pg_prewarm is not trusted either: the executor loads the buffer cache with it after restarts
+        done.append(f"pg_prewarm in {database}: {prewarm.ensure(conn)}")
     return done
 
 

@@ -285,6 +285,10 @@ class Measurement(Strict):
     cut_off: str | None = None
     """Why the run was stopped early as far worse than the best configuration (``agenticdb.measure.trial_limit``);
     its objective is then an estimate from the part that ran. None for a full run."""
+    prewarm: str | None = None
+    """What was loaded into the buffer cache after the restart before this run ("pg_prewarm: 18 relations,
+    460.8 MiB in 2.1 s (all loaded)"), or why nothing could be ("prewarm not available: …"); None when no
+    prewarm was due (no restart), or the DBMS restores its cache itself (``agenticdb.host.prewarm``)."""
     live_queries: list[LiveQuery] = Field(default_factory=list)  # workload live: the top statements
 
 

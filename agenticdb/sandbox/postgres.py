@@ -20,7 +20,7 @@ from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel
 
 from agenticdb.config.sections import ServiceConfig, TargetConfig
-from agenticdb.host import pgss
+from agenticdb.host import pgss, prewarm
 from agenticdb.host.services import PgCtlService, ServiceError, run_as
 from agenticdb.sandbox import free_port, make_traversable
 
@@ -209,7 +209,8 @@ def create_pg_stat_statements(info: PostgresSandboxInfo, database: str = WORKLOA
     ``database`` (created first when absent, owned by the sandbox's role when it has one, as ``setup-role``
     makes it), so the statistics of the workload's statements are read where it runs: the tuning role may not
     create the extension itself (``agenticdb.host.pgss``). Sandboxes created before the library was preloaded
-    are left as they are (``pgss.ensure`` says "not preloaded").
+    are left as they are (``pgss.ensure`` says "not preloaded"). pg_prewarm is created in the workload's
+    database too (not trusted either), for the executor's prewarm after restarts (``agenticdb.host.prewarm``).
 
     Returns:
         database → ``pgss.ensure``'s status.
@@ -224,7 +225,8 @@ def create_pg_stat_statements(info: PostgresSandboxInfo, database: str = WORKLOA
             owner = sql.SQL(" OWNER {}").format(sql.Identifier(info.role)) if info.role else sql.SQL("")
             db.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(database), owner))
             log.info("sandbox.database_created", database=database, owner=info.role or "postgres")
-    if database != "postgres":
-        with psycopg.connect(make_conninfo(info.dsn, dbname=database), autocommit=True, connect_timeout=10) as db:
+    with psycopg.connect(make_conninfo(info.dsn, dbname=database), autocommit=True, connect_timeout=10) as db:
+        if database != "postgres":
             out[database] = pgss.ensure(db)
+        prewarm.ensure(db)  # the executor's prewarm after restarts, as the tuning role (agenticdb.host.prewarm)
     return out

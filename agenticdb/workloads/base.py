@@ -67,6 +67,14 @@ class Workload(ABC):
     """Whether the executor samples this host's CPU during the workload's runs to flag disturbed ones
     (docs/measurement.md, "Host disturbance"). A workload whose runs put no load on this host (the session
     tests' scripted workload) sets False: its measurements carry only the disturbance it reports itself."""
+    restarts_in_warmup: bool = False
+    """Whether ``warmup`` restarts the server before it warms up (the harness's pristine-reset wrapper): the
+    executor then leaves the prewarm of the buffer cache (``agenticdb.host.prewarm``) to the workload, after
+    that restart, since a restart drops what was loaded before it."""
+    observes_only: bool = False
+    """Whether the workload only observes the application's own statements (workload live): before its first
+    run the executor prewarms the buffer cache only when the server was just started, never evicting the
+    application's cache (``agenticdb.loop.executor.JUST_STARTED_S``)."""
 
     @abstractmethod
     def traits(self) -> WorkloadTraits:

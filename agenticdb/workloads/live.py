@@ -143,6 +143,7 @@ class LiveWorkload(Workload):
     """
 
     name = "live"
+    observes_only = True
 
     def __init__(
         self,

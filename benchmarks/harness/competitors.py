@@ -28,7 +28,7 @@ from agenticdb.app import host_state_source, refining
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfig
-from agenticdb.loop.executor import Executor
+from agenticdb.loop.executor import Executor, prewarm_after_restart
 from agenticdb.loop.recovery import Recovery
 from agenticdb.loop.session import TuningSession  # imported before fork: parent and child run the same code
 from agenticdb.models import Bottleneck, Catalog, Change, Hardware, Layer, Measurement, Proposal, Snapshot, Verdict
@@ -59,14 +59,21 @@ class ResettingWorkload(Workload):
 
     The agenticdb executor calls ``warmup`` right before each measured run, so each baseline, trial and
     confirmation run of every competitor sees the same data (docs/measurement.md: CV 12-19 % → 5-11 %).
+    The reset restarts the server, so the buffer cache is loaded after it as after any restart the executor
+    performs (``agenticdb.loop.executor.prewarm_after_restart`` on ``target``; the executor leaves it to this
+    wrapper: ``restarts_in_warmup``), and the run that follows carries its note (``Measurement.prewarm``).
     """
 
-    def __init__(self, inner: Workload, instance: Instance, base_warmup_s: float) -> None:
+    restarts_in_warmup = True
+
+    def __init__(self, inner: Workload, instance: Instance, base_warmup_s: float, target: Target | None = None) -> None:
         self.inner = inner
         self.instance = instance
         self.base_warmup_s = base_warmup_s
+        self.target = target
         self.name = inner.name
         self.resets = 0
+        self.prewarm_note = ""
 
     def traits(self) -> WorkloadTraits:
         return self.inner.traits()
@@ -77,6 +84,8 @@ class ResettingWorkload(Workload):
     def warmup(self, seconds: float) -> None:
         self.instance.reset_data(keep_config=True)
         self.resets += 1
+        if self.target is not None:
+            self.prewarm_note = prewarm_after_restart(self.target)
         # The reset restarted the server: caches are cold, so warm up as after any restart (the
         # executor's rule, max(3 s, 2 × warmup_s)); the final re-measurement uses the same.
         self.inner.warmup(max(seconds, 3.0, 2 * self.base_warmup_s))
@@ -84,7 +93,9 @@ class ResettingWorkload(Workload):
     def run(
         self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
     ) -> Measurement:
-        return self.inner.run(seconds, warmup_max_s, on_tool_start)
+        m = self.inner.run(seconds, warmup_max_s, on_tool_start)
+        note, self.prewarm_note = self.prewarm_note, ""
+        return m.model_copy(update={"prewarm": note}) if note else m
 
 
 @dataclass
@@ -104,7 +115,7 @@ class Bench:
     agent_cgroup: MemoryCgroup | None = None
 
     def resetting(self) -> ResettingWorkload:
-        return ResettingWorkload(self.workload, self.instance, self.settings.workload.warmup_s)
+        return ResettingWorkload(self.workload, self.instance, self.settings.workload.warmup_s, self.target)
 
 
 @dataclass
