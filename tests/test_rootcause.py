@@ -106,6 +106,43 @@ def test_plan_evidence_keeps_the_smallest_share_a_seq_scan_filter_kept_per_colum
     assert ev.seq_filters == {"t": {"c", "d"}, "u": {"c"}}
 
 
+ACCOUNTS = {"aid", "bid", "abalance", "filler"}
+JOIN_TEXT = (
+    "SELECT a.abalance FROM pgbench_tellers t JOIN pgbench_accounts a ON a.aid = t.tid * $1 + $2 WHERE t.tid <= $3"
+)
+
+
+def test_statement_texts_attribute_a_column_only_to_the_table_its_alias_names() -> None:
+    """pg-enable-nestloop-off's normalised text: ``t.tid`` belongs to the tellers, never to the accounts;
+    the accounts' predicate is the join condition on aid. Unqualified columns count only for a statement
+    reading one table; a name the table does not have never counts."""
+    assert rd.statement_predicates(JOIN_TEXT, "pgbench_accounts", ACCOUNTS) == {"aid": {"="}}
+    assert "tid" in rd.statement_predicates(JOIN_TEXT, "pgbench_tellers", {"tid", "bid", "tbalance"})
+    assert rd.statement_predicates("SELECT * FROM big WHERE customer = $1", "big", {"id", "customer"}) == {
+        "customer": {"="}
+    }
+    two = "SELECT * FROM big b, other o WHERE customer = $1 AND o.id > b.id"
+    assert rd.statement_predicates(two, "big", {"id", "customer"}) == {"id": {"<"}}  # customer: which table?
+    assert rd.statement_predicates("SELECT 1 FROM big WHERE tid = $1", "big", {"id"}) == {}
+    assert rd.statement_predicates(JOIN_TEXT, "big", {"aid"}) == {}  # the text does not read big
+
+
+def test_a_join_condition_over_a_seq_scan_names_the_scanned_table_s_column() -> None:
+    """Hash Join with enable_nestloop = off: the accounts' Seq Scan has no Filter; the Hash Cond names
+    its aid (alias a) and the tellers' tid (alias t), each for its own table."""
+    ev = rd.PlanEvidence()
+    accounts = {"Node Type": "Seq Scan", "Relation Name": "pgbench_accounts", "Alias": "a", "Plan Rows": 1e5}
+    tellers = {"Node Type": "Seq Scan", "Relation Name": "pgbench_tellers", "Alias": "t", "Plan Rows": 10}
+    join = {
+        "Node Type": "Hash Join",
+        "Hash Cond": "(a.aid = ((t.tid * 1000) + 1))",
+        "Plans": [accounts, {"Node Type": "Hash", "Plans": [tellers]}],
+    }
+    rd._walk(join, "q", ev)
+    assert ev.seq_joins == {"pgbench_accounts": {"aid"}, "pgbench_tellers": {"tid"}}
+    assert ev.seq_filters == {}
+
+
 def _ts(
     name: str,
     reltuples: float,

@@ -225,3 +225,37 @@ def test_from_statement_texts_alone_the_share_is_estimated_from_pg_stats_or_said
     text = " ".join(found.evidence)
     assert "selectivity not measured for shipdate" in text and "not proposed: kind keeps 50%" in text
     assert found.score == pytest.approx(0.75, abs=0.01)  # full share × UNMEASURED_SELECTIVITY
+
+
+def test_a_join_forced_off_its_nested_loop_is_not_a_missing_index_and_no_other_tables_column_is_blamed(
+    db: str,
+) -> None:
+    """pg-enable-nestloop-off's shape: enable_nestloop = off turns the join served by the accounts' primary
+    key into a hash join over a full Seq Scan of the accounts, with no Filter on it. The texts' ``t.tid`` is
+    a column of the tellers (alias t), not of the accounts: the accounts' predicate is the join condition on
+    aid, which the primary key serves — ruled out as a planner question, from the texts alone and from the
+    plans."""
+    with _conn(db) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        c.execute("CREATE TABLE tellers(tid int PRIMARY KEY, bid int, tbalance int)")
+        c.execute("INSERT INTO tellers SELECT g, 1, 0 FROM generate_series(1, 100) g")
+        c.execute("CREATE TABLE accounts(aid int PRIMARY KEY, bid int, abalance int, filler char(84))")
+        c.execute("INSERT INTO accounts SELECT g, 1, 0, '' FROM generate_series(1, 100000) g")
+        c.execute("ANALYZE tellers")
+        c.execute("ANALYZE accounts")
+        c.execute("ALTER DATABASE rc_test SET enable_nestloop = off")
+    stmt = "SELECT a.abalance FROM tellers t JOIN accounts a ON a.aid = t.tid * 1000 + {r} WHERE t.tid <= 10"
+    try:
+        for statements in ([], [stmt]):  # pg_stat_statements' texts alone, then the plans too
+            w = Watcher("postgresql", db, DB, statements, server="pgtest").start()
+            with _conn(db) as c:
+                for r in range(3):
+                    c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+            rc = w.finish()
+            assert not [f for f in rc.findings if f.cause == Cause.missing_index], [f.line() for f in rc.findings]
+            why = " ".join(r.reason for r in rc.ruled_out if r.cause == Cause.missing_index)
+            assert "public.accounts is read by sequential scans" in why and "accounts_pkey on aid" in why, why
+            assert "tid" not in why
+    finally:
+        with _conn(db) as c:
+            c.execute("ALTER DATABASE rc_test RESET ALL")

@@ -210,7 +210,7 @@ def missing_index(
                 f"{ts.name}: {scans:,} seq scans read {share:.0%} of tuples ({w.label}), {full:.0%} per scan"
             )
             continue
-        cols, ops, where = _predicates(ts, plans, statements)
+        cols, ops, where = _predicates(conn, ts, plans, statements)
         indexed = rd.indexed_leading_columns(conn, ts.name)
         covered = {c: indexed[c] for c in cols if c in indexed}
         if covered:
@@ -287,20 +287,28 @@ def missing_index(
 
 
 def _predicates(
-    ts: rd.TableStats, plans: rd.PlanEvidence, statements: list[tuple[str, int, float]]
+    conn: psycopg.Connection[Any],
+    ts: rd.TableStats,
+    plans: rd.PlanEvidence,
+    statements: list[tuple[str, int, float]],
 ) -> tuple[set[str], dict[str, set[str]], str]:
     """(predicate columns of ``ts``, column → operators when read from normalised texts, where they were
-    read): the Seq Scan Filters of the statements' plans, else the WHERE of pg_stat_statements' texts that
-    name the table."""
+    read): the Seq Scan Filters of the statements' plans, else the join conditions (Hash/Merge Cond) of the
+    joins over its Seq Scans there, else the WHERE and JOIN … ON conditions of pg_stat_statements' texts
+    that read the table — only the columns those texts qualify with its name or alias (or leave unqualified
+    when it is the statement's one table) and that the table has (:func:`~agenticdb.rootcause.pg_read.
+    statement_predicates`): a column of another table of a join is never attributed to it."""
     cols = set(plans.seq_filters.get(ts.relname, set()))
     if cols:
         return cols, {}, "the plans of the benchmark's statements (Seq Scan Filter)"
+    cols = set(plans.seq_joins.get(ts.relname, set()))
+    if cols:
+        return cols, {}, "the plans of the benchmark's statements (join condition over a Seq Scan)"
     ops: dict[str, set[str]] = {}
+    own = rd.table_columns(conn, ts.name) if statements else set()
     for text, _calls, _ms in statements:
-        low = text.lower()
-        if f" {ts.relname.lower()}" in low and " where " in low:
-            for c, o in rd.predicate_operators(low.split(" where ", 1)[1]).items():
-                ops.setdefault(c, set()).update(o)
+        for c, o in rd.statement_predicates(text, ts.relname, own).items():
+            ops.setdefault(c, set()).update(o)
     return set(ops), ops, "pg_stat_statements (normalised texts)" if ops else ""
 
 

@@ -257,6 +257,9 @@ class PlanEvidence:
     statements explained: "Actual Rows" / ("Actual Rows" + "Rows Removed by Filter"), both per loop (manual
     14.1 EXPLAIN ANALYZE). The share is the whole filter's: with several columns ANDed, each column alone
     keeps at least that share."""
+    seq_joins: dict[str, set[str]] = field(default_factory=dict)
+    """relname → its columns in the join conditions (Hash Cond, Merge Cond, Join Filter) of a join over a
+    Seq Scan of it, qualified by the scan's alias: the predicate an index could serve in a nested loop."""
     problems: list[str] = field(default_factory=list)
     explained: int = 0
 
@@ -278,8 +281,29 @@ def _walk(node: dict[str, Any], stmt: str, ev: PlanEvidence) -> None:
             kept = ev.seq_kept.setdefault(rel, {})
             for c in cols:
                 kept[c] = min(kept.get(c, 1.0), float(act) / seen)
+    conds = " ".join(str(node[k]) for k in ("Hash Cond", "Merge Cond", "Join Filter") if node.get(k))
+    if conds:
+        refs = {(q.lower(), c.lower()) for q, c in _QUALIFIED.findall(conds)}
+        for scan in _seq_scans(node):
+            alias = str(scan.get("Alias") or scan["Relation Name"]).lower()
+            cols = {c for q, c in refs if q == alias}
+            if cols:
+                ev.seq_joins.setdefault(str(scan["Relation Name"]), set()).update(cols)
     for child in node.get("Plans", []) or []:
         _walk(child, stmt, ev)
+
+
+_QUALIFIED = re.compile(r"\b([a-z_][a-z0-9_$]*)\.\"?([a-z_][a-z0-9_$]*)\"?", re.I)
+
+
+def _seq_scans(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Seq Scan nodes below ``node`` (its join's inputs, through Hash, Sort, Materialize…)."""
+    out: list[dict[str, Any]] = []
+    for child in node.get("Plans", []) or []:
+        if child.get("Node Type") == "Seq Scan" and child.get("Relation Name"):
+            out.append(child)
+        out += _seq_scans(child)
+    return out
 
 
 _PRED = re.compile(r"(?:\b\w+\.)?\"?([a-z_][a-z0-9_]*)\"?\s*(<>|!=|<=|>=|=\s*any\b|=|<|>|\bbetween\b|\bin\b|~~)", re.I)
@@ -302,6 +326,78 @@ def predicate_operators(text: str) -> dict[str, set[str]]:
 def predicate_columns(text: str) -> set[str]:
     """Column names compared in a filter or WHERE text (``(customer = 42)``, ``c.status = $1``)."""
     return set(predicate_operators(text))
+
+
+_CMP = re.compile(
+    r"(?<![\w.$\"])(?:\"?([a-z_][a-z0-9_$]*)\"?\.)?\"?([a-z_][a-z0-9_$]*)\"?\s*"
+    r"(<>|!=|<=|>=|=\s*any\b|=|<|>|\bbetween\b|\bin\b|\blike\b|~~)",
+    re.I,
+)
+_CMP_RIGHT = re.compile(
+    r"(<>|!=|<=|>=|=|<|>)\s*(?:\"?([a-z_][a-z0-9_$]*)\"?\.)?\"?([a-z_][a-z0-9_$]*)\"?(?![\w.$\"]|\s*\()", re.I
+)
+_MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "<>"}
+_FROM_END = re.compile(r"\b(?:where|group|order|limit|offset|having|union|except|intersect|window|for)\b|[();]")
+_FROM_SPLIT = re.compile(r",|\b(?:natural\s+)?(?:(?:left|right|full)\s+(?:outer\s+)?|inner\s+|cross\s+)?join\b")
+_NOT_ALIAS = {"on", "using", "lateral", "tablesample", "natural", "left", "right", "full", "inner", "cross", "join"}
+
+
+def statement_relations(text: str) -> dict[str, str]:
+    """Name or alias → table name (unqualified, lower case) of every ``FROM x [AS] a`` / ``JOIN x [AS] a`` /
+    ``FROM x a, y b`` of a statement text, subqueries' too. A simple reading of the FROM clause (PostgreSQL
+    15 manual, SELECT: from_item), not a parser: a subquery in FROM is skipped (its own FROM is read)."""
+    low = text.lower()
+    out: dict[str, str] = {}
+    for m in re.finditer(r"\bfrom\b", low):
+        region = _FROM_END.split(low[m.end() :], maxsplit=1)[0]
+        for piece in _FROM_SPLIT.split(region):
+            words = re.split(r"\b(?:on|using)\b", piece, maxsplit=1)[0].split()
+            if not words or words[0] in _NOT_ALIAS:
+                continue
+            table = words[0].split(".")[-1].strip('"')
+            out[table] = table
+            rest = [w for w in words[1:] if w != "as"]
+            if rest and rest[0].strip('"') not in _NOT_ALIAS:
+                out[rest[0].strip('"')] = table
+    return out
+
+
+def statement_predicates(text: str, relname: str, columns: set[str]) -> dict[str, set[str]]:
+    """Column of table ``relname`` → the comparison operators it meets in the WHERE and JOIN … ON
+    conditions of a statement text (e.g. pg_stat_statements' normalised text), either side of the operator.
+    A column counts only when it is qualified by that table's name or alias in the statement, or unqualified
+    in a statement that reads that one table only, and when it is one of ``columns`` (the table's own):
+    ``t.tid`` of ``pgbench_tellers t`` is never a column of ``pgbench_accounts a``. ``= ANY`` is reported as
+    ``in``, ``!=`` as ``<>``; a right-hand column gets the mirrored operator (``x < t.y`` → ``y >``)."""
+    low = text.lower()
+    rels = statement_relations(low)
+    rel = relname.lower()
+    if rel not in rels.values():
+        return {}
+    only = set(rels.values()) == {rel}
+    start = re.search(r"\b(?:on|where)\b", low)
+    if start is None:
+        return {}
+    conds = low[start.start() :]
+    found: list[tuple[str | None, str, str]] = [(q or None, c, o) for q, c, o in _CMP.findall(conds)]
+    found += [(q or None, c, _MIRROR.get(o, o)) for o, q, c in _CMP_RIGHT.findall(conds)]
+    out: dict[str, set[str]] = {}
+    for q, col, op in found:
+        mine = rels.get(q) == rel if q is not None else only
+        if not mine or col not in columns:
+            continue
+        op = {"!=": "<>", "= any": "in", "like": "~~"}.get(re.sub(r"\s+", " ", op), re.sub(r"\s+", " ", op))
+        out.setdefault(col, set()).add(op)
+    return out
+
+
+def table_columns(conn: psycopg.Connection[Any], table: str) -> set[str]:
+    """The column names (lower case) of ``table`` (schema.table), from pg_attribute (manual 53.7)."""
+    rows = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+        (table,),
+    ).fetchall()
+    return {str(r[0]).lower() for r in rows}
 
 
 STATS_SQL = """
