@@ -36,6 +36,14 @@ def _conn(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
     return psycopg.connect(psycopg.conninfo.make_conninfo(dsn, dbname=DB), autocommit=True)
 
 
+def _flushed(c: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Make this backend's table counters visible now: PostgreSQL 15 flushes them to shared statistics when
+    the backend goes idle, at most every PGSTAT_MIN_INTERVAL (1 s), or when it exits, so a watch window
+    that ends right after the queries may read them before they arrive (seen under load).
+    ``pg_stat_force_next_flush()`` (manual 28.2, "Statistics Functions") makes the flush before this call returns happen."""
+    c.execute("SELECT pg_stat_force_next_flush()")
+
+
 def _orders(dsn: str, name: str) -> None:
     """1M rows, 0.1 % with status 1, index on status, analyzed, autovacuum off for the table."""
     with _conn(dsn) as c:
@@ -78,6 +86,7 @@ def test_stale_statistics_on_a_huge_table_dominate_with_plan_evidence_and_analyz
     with _conn(db) as c:
         for _ in range(3):
             c.execute(stmt).fetchall()
+            _flushed(c)
     rc = w.finish()
     top = dominant(rc.findings)
     assert top is not None and top.cause == Cause.stale_statistics and top.subject == "public.orders"
@@ -150,6 +159,7 @@ def test_a_missing_index_names_the_column_and_an_unused_index_is_ruled_out_as_a_
     with _conn(db) as c:
         for r in range(3):
             c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+            _flushed(c)
     rc = w.finish()
     top = dominant(rc.findings)
     assert top is not None and top.cause == Cause.missing_index and top.subject == "public.big(customer)"
@@ -166,6 +176,7 @@ def test_a_missing_index_names_the_column_and_an_unused_index_is_ruled_out_as_a_
         with _conn(db) as c:
             for r in range(3):
                 c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+                _flushed(c)
         rc = w.finish()
     finally:
         with _conn(db) as c:
@@ -192,6 +203,7 @@ def test_an_analytic_scan_with_a_filter_keeping_most_rows_is_not_a_missing_index
     with _conn(db) as c:
         for r in range(3):
             c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+            _flushed(c)
     rc = w.finish()
     assert not [f for f in rc.findings if f.cause == Cause.missing_index], [f.line() for f in rc.findings]
     why = " ".join(r.reason for r in rc.ruled_out if r.cause == Cause.missing_index)
@@ -210,6 +222,7 @@ def test_from_statement_texts_alone_the_share_is_estimated_from_pg_stats_or_said
     with _conn(db) as c:
         for r in range(3):
             c.execute(f"SELECT count(*) FROM facts WHERE kind = {r % 2}").fetchall()
+            _flushed(c)
     rc = w.finish()
     assert not [f for f in rc.findings if f.cause == Cause.missing_index], [f.line() for f in rc.findings]
     why = " ".join(r.reason for r in rc.ruled_out if r.cause == Cause.missing_index)
@@ -219,6 +232,7 @@ def test_from_statement_texts_alone_the_share_is_estimated_from_pg_stats_or_said
     with _conn(db) as c:
         for r in range(3):
             c.execute(f"SELECT count(*) FROM facts WHERE shipdate > {990 + r}").fetchall()
+            _flushed(c)
     rc = w.finish()
     found = next(f for f in rc.findings if f.cause == Cause.missing_index)
     assert found.subject == "public.facts(shipdate)"  # not kind, which keeps half the rows
@@ -251,6 +265,7 @@ def test_a_join_forced_off_its_nested_loop_is_not_a_missing_index_and_no_other_t
             with _conn(db) as c:
                 for r in range(3):
                     c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+                    _flushed(c)
             rc = w.finish()
             assert not [f for f in rc.findings if f.cause == Cause.missing_index], [f.line() for f in rc.findings]
             why = " ".join(r.reason for r in rc.ruled_out if r.cause == Cause.missing_index)
