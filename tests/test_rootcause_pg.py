@@ -40,7 +40,8 @@ def _flushed(c: psycopg.Connection[tuple[object, ...]]) -> None:
     """Make this backend's table counters visible now: PostgreSQL 15 flushes them to shared statistics when
     the backend goes idle, at most every PGSTAT_MIN_INTERVAL (1 s), or when it exits, so a watch window
     that ends right after the queries may read them before they arrive (seen under load).
-    ``pg_stat_force_next_flush()`` (manual 28.2, "Statistics Functions") makes the flush before this call returns happen."""
+    ``pg_stat_force_next_flush()`` (manual 28.2, "Statistics Functions") makes the flush happen before
+    this call returns."""
     c.execute("SELECT pg_stat_force_next_flush()")
 
 
