@@ -76,6 +76,10 @@ def setting(info: PostgresSandboxInfo, name: str) -> str:
 
 @pytest.mark.slow
 def test_full_tune_session_via_cli(home: Path, info: PostgresSandboxInfo) -> None:
+    # the module's home is shared: in random order another test's session (e.g. the interrupted one of
+    # test_ctrl_c_twice_or_sigterm_mid_trial…) may already be in its journal, so read this test's own
+    with Journal(home / "journal.db") as before:
+        earlier = {s.id for s in before.sessions()}
     r = cli(
         home,
         "tune",
@@ -102,8 +106,8 @@ def test_full_tune_session_via_cli(home: Path, info: PostgresSandboxInfo) -> Non
     assert "baseline" in r.stdout and "best" in r.stdout
 
     journal = Journal(home / "journal.db")
-    sessions = journal.sessions()
-    assert sessions, "no session in the journal"
+    sessions = [s for s in journal.sessions() if s.id not in earlier]
+    assert len(sessions) == 1, f"expected this test's one session, got {[s.id for s in sessions]}"
     sid = sessions[0].id
     events = journal.events(sid)
     kinds = [e.event for e in events]
