@@ -54,9 +54,15 @@ def ensure(db: psycopg.Connection[Any]) -> str:
             db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             status = "created"
     except psycopg.Error as exc:
-        status = f"refused: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__}"
+        status = f"refused: {error_line(exc)}"
     log.info("pg_stat_statements.ensured", database=db.info.dbname, status=status, reason="statement evidence")
     return status
+
+
+def error_line(exc: Exception) -> str:
+    """The first line of a server error (≤ 200 characters), or the exception's type when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 def unreadable(db: psycopg.Connection[Any]) -> str:

@@ -33,6 +33,8 @@ import psycopg
 import structlog
 from psycopg.conninfo import make_conninfo
 
+from agenticdb.host.pgss import error_line
+
 log = structlog.get_logger(__name__)
 
 EXTENSION = "pg_prewarm"
@@ -89,11 +91,6 @@ class Prewarmed:
         return text + (f"; {len(self.skipped)} skipped: {next(iter(self.skipped.values()))}" if self.skipped else "")
 
 
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
-
-
 def ensure(db: psycopg.Connection[Any]) -> str:
     """``CREATE EXTENSION IF NOT EXISTS pg_prewarm`` in the database ``db`` (autocommit) is connected to.
 
@@ -106,7 +103,7 @@ def ensure(db: psycopg.Connection[Any]) -> str:
             db.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
         status = "created"
     except psycopg.Error as exc:
-        status = f"refused: {_first_line(exc)}"
+        status = f"refused: {error_line(exc)}"
     log.info("pg_prewarm.ensured", database=db.info.dbname, status=status, reason="buffer cache warm after restarts")
     return status
 
@@ -140,7 +137,7 @@ def load(
                 got = db.execute("SELECT pg_prewarm(%s::regclass, 'buffer', 'main', %s, %s)", (name, first, last))
                 n = int(got.fetchone()[0])  # type: ignore[index]
             except psycopg.errors.InsufficientPrivilege as exc:
-                out.skipped[name] = _first_line(exc)
+                out.skipped[name] = error_line(exc)
                 break
             loaded += n
             out.bytes_loaded += n * block
@@ -160,7 +157,7 @@ def _untracked(db: psycopg.Connection[Any]) -> None:
     try:
         db.execute("SET pg_stat_statements.track = 'none'")
     except psycopg.Error as exc:
-        log.debug("pg_prewarm.tracked", reason=_first_line(exc))
+        log.debug("pg_prewarm.tracked", reason=error_line(exc))
 
 
 def prewarm_database(
@@ -196,4 +193,4 @@ def prewarm_database(
             budget = int(FILL * int(row[0])) if row is not None else 0
             return load(db, budget, max_s)
     except psycopg.Error as exc:
-        return Prewarmed(unavailable=f"database {database or 'of the DSN'}: {_first_line(exc)}")
+        return Prewarmed(unavailable=f"database {database or 'of the DSN'}: {error_line(exc)}")
