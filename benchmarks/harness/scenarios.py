@@ -55,20 +55,24 @@ BAD_START_PG = {
     "commit_siblings": "2",
 }
 
+TPCH_SF1: dict[str, object] = {
+    "kind": "tpch",
+    "scale": 1.0,
+    "clients": 1,
+    "threads": 1,
+    "objective": "total_time",
+    "query_timeout_s": 300,
+}
+"""The 22 TPC-H queries at SF 1, one client, total time: pg-tpch (1 GiB) and pg-tpch-fit (4 GiB) differ only in
+the server's memory limit."""
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
         Scenario(
             "pg-tpch",
             "postgres",
-            {
-                "kind": "tpch",
-                "scale": 1.0,
-                "clients": 1,
-                "threads": 1,
-                "objective": "total_time",
-                "query_timeout_s": 300,
-            },
+            TPCH_SF1,
             memory_limit_bytes=1024 * MiB,
             seed="pg-tpch-small",
             duration_s=0,
@@ -113,14 +117,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "pg-tpch-fit",
             "postgres",
-            {
-                "kind": "tpch",
-                "scale": 1.0,
-                "clients": 1,
-                "threads": 1,
-                "objective": "total_time",
-                "query_timeout_s": 300,
-            },
+            TPCH_SF1,
             memory_limit_bytes=4096 * MiB,
             seed="pg-tpch-small",
             duration_s=0,
