@@ -57,11 +57,12 @@ def no_index_statements(
         prev = before.digests.get(key) if before is not None else None
         return max(0, now - int(getattr(prev, attr))) if prev is not None else now
 
-    total = sum(d(k, "timer_ps") for k in after.digests) or 1
+    total = sum(d(k, "timer_ps") for k, dig in after.digests.items() if not rd.is_monitoring(dig.text)) or 1
     hits = []
     for key, dig in after.digests.items():
         calls = d(key, "count")
-        if calls == 0 or not dig.text.lower().lstrip().startswith(("select", "update", "delete")):
+        dml = dig.text.lower().lstrip().startswith(("select", "update", "delete"))
+        if calls == 0 or not dml or rd.is_monitoring(dig.text):
             continue
         share_noidx = d(key, "no_index") / calls
         per_call = d(key, "rows_examined") / calls
