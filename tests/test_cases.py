@@ -69,6 +69,16 @@ EXTRA: dict[str, dict[str, Any]] = {
         "rule_kind": "harmful",
         "propose": {"vm.vfs_cache_pressure": "0"},
     },
+    # the multiplier of the per-connection terms is a memory knob of its own (found by the variant tester:
+    # hash_mem_multiplier 2 → 1000 alone passed, 64MB work_mem × 50 connections × 1000 = 3 TiB of hash memory)
+    "pg-hash-mem-multiplier-alone": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "current": {"work_mem": "64MB"},
+        "propose": {"hash_mem_multiplier": 1000},
+    },
     "mariadb-big-tables": {
         "target": "mariadb-10.11",
         "stage": "dbms",

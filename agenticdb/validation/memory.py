@@ -126,13 +126,16 @@ def measured_estimate(
     backends = max(peak, 1.0)
     conns = cfg.number(budget.connections) if budget.connections else None
     more_conns = conns is not None and conns > (before.number(budget.connections or "") or 0.0)
+    # a raised multiplier (hash_mem_multiplier) raises every per-connection term, like a raised work_mem
+    more_each = factor > per_connection_factor(before, budget, policy)[0]
     for name in budget.per_connection:
         n = cfg.number(name)
         if n is None or n <= 0:
             continue
-        # A per-connection buffer (or the connection count) being raised is judged on every allowed
-        # connection: the observed peak says nothing about a burst that the new value would make costly.
-        raised = conns is not None and (more_conns or n > (before.number(name) or 0.0))
+        # A per-connection buffer (or the connection count, or their multiplier) being raised is judged on
+        # every allowed connection: the observed peak says nothing about a burst that the new value would
+        # make costly.
+        raised = conns is not None and (more_conns or more_each or n > (before.number(name) or 0.0))
         count = conns if raised and conns is not None else backends
         who = f"{count:g} {budget.connections} (raised)" if raised else f"{backends:g} backends"
         parts[f"{name} × {who}{factor_label}"] = count * n * factor

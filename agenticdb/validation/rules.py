@@ -375,7 +375,11 @@ class MemoryBudget(_Strict):
     measured_source: str = ""
 
     def params(self) -> list[str]:
+        """Every knob the estimate reads: a change of any of them is judged (the multiplier included: raising
+        hash_mem_multiplier alone raises the per-connection terms as much as raising work_mem)."""
         out = list(self.global_) + list(self.per_connection) + ([self.connections] if self.connections else [])
+        if self.per_connection_multiplier:
+            out.append(self.per_connection_multiplier)
         for w in self.workers:
             out.extend(w.values())
         return out
