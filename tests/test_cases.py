@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import psycopg
 import pytest
 
 from agenticdb.config.sections import PolicyConfig
@@ -167,6 +168,37 @@ EXTRA: dict[str, dict[str, Any]] = {
         "expect": "accept",
         "propose": {"wal_level": "minimal", "max_wal_senders": 0, "archive_mode": "off"},
         "normalized": {"wal_level": "minimal", "max_wal_senders": "0", "archive_mode": "off"},
+        "verified_apply": "restart",
+    },
+    # a replication slot is state the start checks against wal_level (found by the variant tester: the
+    # complete minimal set passed with a slot present, and PostgreSQL 15 then refused to start)
+    "pg-wal-minimal-with-a-slot": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "observed": {"pg_replication_slots.total": 1},
+        "propose": {"wal_level": "minimal", "max_wal_senders": 0, "archive_mode": "off"},
+        "rejected": ["wal_level"],
+        "message_has": ["pg_replication_slots.total"],
+    },
+    "pg-wal-replica-with-a-logical-slot": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "server_check",
+        "current": {"wal_level": "logical"},
+        "observed": {"pg_replication_slots.total": 1, "pg_replication_slots.logical": 1},
+        "propose": {"wal_level": "replica"},
+        "message_has": ["wal_level < logical"],
+    },
+    "pg-wal-replica-with-a-physical-slot-ok": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "current": {"wal_level": "logical"},
+        "observed": {"pg_replication_slots.total": 1, "pg_replication_slots.logical": 0},
+        "propose": {"wal_level": "replica"},
         "verified_apply": "restart",
     },
     # issue 38: since PostgreSQL 12 WAL senders have their own slots; PG 15 starts with these
@@ -814,6 +846,32 @@ def test_every_shared_case_is_covered() -> None:
     for name, case in SHARED.items():
         assert case["expect"] in ("accept", "reject", "recover"), name
         assert case["expect"] != "reject" or case.get("rule_kind"), name
+
+
+def test_pg_wal_level_minimal_refused_while_a_real_slot_exists(pg_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """The wal_level kind with the slot read from the real server: a physical slot (no WAL reserved) makes
+    the complete minimal set (max_wal_senders 0, archive_mode off) a start failure; without it the set
+    passes. PostgreSQL 15 here refused the start: 'physical replication slot "s1" exists, but wal_level <
+    replica'."""
+    t = PostgresTarget.from_config(pg_sandbox.target_config())
+    case = EXTRA["pg-wal-minimal-with-a-slot"]
+    try:
+        hw = detect_hardware(pg_sandbox.data_dir, pid=t.server_pid())
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_create_physical_replication_slot('agenticdb_case_slot')")
+        try:
+            world = World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
+        finally:
+            with psycopg.connect(pg_sandbox.dsn, autocommit=True) as conn:
+                conn.execute("SELECT pg_drop_replication_slot('agenticdb_case_slot')")
+        assert world.gauges["pg_replication_slots.total"] >= 1 and world.gauges["pg_replication_slots.logical"] == 0
+        verdict, _ = run_case({**case, "observed": {}}, world)
+        assert not verdict.ok and {f.rule_id for f in verdict.failed} == {"pg.wal_level-physical-slots"}, verdict
+        without = World(world.catalog, world.current, hw, None, t.runtime_state().gauges)
+        assert without.gauges["pg_replication_slots.total"] == 0
+        assert run_case({**case, "observed": {}}, without)[0].ok
+    finally:
+        t.close()
 
 
 def test_mariadb_buffer_pool_names_both_ram_and_cgroup(mariadb_world: World) -> None:

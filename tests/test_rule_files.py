@@ -36,7 +36,8 @@ RULE_DIR = data_dir("validators")
 
 def named(rules: RuleSet) -> list[tuple[Versioned | None, str]]:
     """(rule or None for the version-less budgets, parameter name or pattern) for every name in a rule
-    set, host facts (``host.*``, Hardware fields) left out: they are checked against the model."""
+    set, host facts (``host.*``, Hardware fields) and runtime gauges (``observed.*``) left out: they are
+    checked against the model and the real runtime state."""
     out: list[tuple[Versioned | None, str]] = []
     for r in (
         *rules.protected,
@@ -58,7 +59,7 @@ def named(rules: RuleSet) -> list[tuple[Versioned | None, str]]:
         out.extend((None, p) for p in rules.memory_budget.params())
     if rules.disk_budget:
         out.extend((None, p) for p in rules.disk_budget.parameters)
-    return [(r, n) for r, n in out if not n.startswith("host.")]
+    return [(r, n) for r, n in out if not n.startswith(("host.", "observed."))]
 
 
 def names_of(catalog: Catalog) -> set[str]:
@@ -177,6 +178,20 @@ def test_postgresql_rule_names_exist_in_real_pg_settings(pg_catalog: Catalog) ->
     assert checked > 50
     assert missing == [], f"rule parameters absent from PostgreSQL {pg_catalog.version}: {missing}"
     assert "wal_segment_size" in pg_catalog.facts  # a server fact the server checks compare with
+
+
+def test_postgresql_gauges_named_by_rules_are_in_the_real_runtime_state(pg_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """An ``observed.<gauge>`` a rule reads is a gauge PostgresTarget.runtime_state() really reports (a
+    misspelt gauge is never observed, and the rule would silently never apply)."""
+    rules = load_ruleset("postgresql")
+    wanted = {p[len("observed.") :] for r in rules.all_rules() for p in _all_params(r) if p.startswith("observed.")}
+    assert wanted
+    target = PostgresTarget.from_config(pg_sandbox.target_config())
+    try:
+        gauges = target.runtime_state().gauges
+    finally:
+        target.close()
+    assert wanted <= set(gauges), sorted(wanted - set(gauges))
 
 
 def test_mariadb_rule_names_exist_in_real_system_variables(mariadb_catalog: Catalog) -> None:

@@ -287,6 +287,7 @@ DOCUMENTED_GAUGES = [
     "settings.shared_memory_size_bytes",
     "pg_prepared_xacts.total",
     "pg_replication_slots.total",
+    "pg_replication_slots.logical",
     "pg_stat_replication.total",
 ]
 

@@ -546,7 +546,8 @@ class PostgresTarget(Target):
         ``pg_locks.{waiting,total}``, ``pg_database.size_bytes`` (bytes), ``settings.max_connections``,
         ``settings.shared_buffers_bytes`` (bytes), ``settings.shared_memory_size_bytes`` (bytes, the shared
         memory the server allocated; PostgreSQL 15+), ``pg_prepared_xacts.total``, ``pg_replication_slots.total``,
-        ``pg_stat_replication.total`` (what capacity settings must keep room for). Times are ms, sizes bytes,
+        ``pg_stat_replication.total`` (what capacity settings must keep room for), ``pg_replication_slots.logical``
+        (the wal_level a start needs). Times are ms, sizes bytes,
         others counts.
         ``wait_events``: {"<type>:<event>": sessions waiting now}.
         """

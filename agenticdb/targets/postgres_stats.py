@@ -106,6 +106,7 @@ def state_query(major: int) -> tuple[str, list[tuple[str, dict[str, str]]]]:
         # what capacity settings must keep room for (validators/postgresql.toml [[capacity]])
         "jsonb_build_object('pg_prepared_xacts', (SELECT count(*) FROM pg_prepared_xacts), "
         "'pg_replication_slots', (SELECT count(*) FROM pg_replication_slots), "
+        "'pg_replication_slots.logical', (SELECT count(*) FROM pg_replication_slots WHERE slot_type = 'logical'), "
         "'pg_stat_replication', (SELECT count(*) FROM pg_stat_replication))",
         # the main shared memory area the server allocated (PostgreSQL 15+, MB; manual 20.15 Preset Options)
         "(SELECT setting::float8 * 1048576 FROM pg_settings WHERE name = 'shared_memory_size')",
@@ -186,7 +187,7 @@ def parse_state(row: tuple[Any, ...], views: list[tuple[str, dict[str, str]]]) -
         "pg_database.size_bytes": float(size or 0.0),
         "settings.shared_buffers_bytes": float(sb or 0.0),
     }
-    gauges |= {f"{view}.total": float(n) for view, n in (usage or {}).items()}
+    gauges |= {(view if "." in view else f"{view}.total"): float(n) for view, n in (usage or {}).items()}
     if shm is not None:
         gauges["settings.shared_memory_size_bytes"] = float(shm)
     return RuntimeState(counters=counters, gauges=gauges, wait_events={k: int(v) for k, v in (waits or {}).items()})

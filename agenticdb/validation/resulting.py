@@ -22,7 +22,8 @@ class ResultingConfig:
 
     Names are resolved case-insensitively for DBMS catalogs (PostgreSQL GUC and MySQL variable names
     are case-insensitive) and exactly for Linux. Besides the knobs, rules may read the server's
-    read-only facts (``Catalog.facts``) and the host's (``host.<Hardware field>``).
+    read-only facts (``Catalog.facts``), the host's (``host.<Hardware field>``) and the server's runtime
+    state (``observed.<gauge>``: ``observed.pg_replication_slots.total``, from ``Observed.gauges``).
     """
 
     def __init__(
@@ -33,11 +34,13 @@ class ResultingConfig:
         changes: Iterable[NormalizedChange],
         index: dict[str, str],
         hardware: Hardware | None = None,
+        gauges: dict[str, float] | None = None,
     ) -> None:
         self.family = family
         self.catalog = catalog
         self.index = index
         self.hardware = hardware
+        self.gauges = gauges or {}
         self.fold = family != "linux"
         self.facts = {(k.lower() if self.fold else k): v for k, v in catalog.facts.items()}
         self.values: dict[str, str] = {}
@@ -105,7 +108,10 @@ class ResultingConfig:
         return p.canonical.lower()
 
     def fact(self, name: str) -> float | str | None:
-        """A host fact (``host.swap_bytes``) or a read-only server fact (``Catalog.facts``); None if unknown."""
+        """A host fact (``host.swap_bytes``), a runtime gauge (``observed.pg_replication_slots.total``) or a
+        read-only server fact (``Catalog.facts``); None if unknown (a gauge not observed included)."""
+        if name.startswith("observed."):
+            return self.gauges.get(name[len("observed.") :])
         if name.startswith("host."):
             value = getattr(self.hardware, name[5:], None) if self.hardware is not None else None
             return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -201,8 +201,9 @@ def _check_configuration(
     """Checks on the resulting configuration: host budgets, conflicts, the server's own checks, changes
     that cannot act, known harm, capacity floors and step bounds."""
     flavor, version, rules = flavor_of(r.catalog), r.catalog.version, r.rules
-    cfg = ResultingConfig(r.family, r.catalog, current, r.normalized, r.index, hardware)
-    before = ResultingConfig(r.family, r.catalog, current, [], r.index, hardware)
+    gauges = observed.gauges if observed is not None else None
+    cfg = ResultingConfig(r.family, r.catalog, current, r.normalized, r.index, hardware, gauges)
+    before = ResultingConfig(r.family, r.catalog, current, [], r.index, hardware, gauges)
     r.normalized, auto_warnings = resolve_auto(cfg, r.normalized, rules.auto_value, flavor, version)
     r.warnings += auto_warnings
     host_failed, host_warnings = check_host(cfg, before, rules, hardware, r.policy, flavor, version, observed)
