@@ -55,6 +55,29 @@ EXTRA: dict[str, dict[str, Any]] = {
         "rule_kind": "hardware",
         "propose": {"min_dynamic_shared_memory": "30GB"},
     },
+    # shared memory sized per process slot (lock tables, PGPROC): found by the variant tester, 262143
+    # prepared transactions × 640 locks passed and the start failed ("could not map anonymous shared
+    # memory", 73.8 GB asked); under a 512 MiB cgroup 10000 prepared transactions (~470 MB) are too many
+    "pg-prepared-transactions-shared-memory": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "hardware": {"memory_limit_bytes": 512 * 1024**2, "cgroup_memory_limit_bytes": 512 * 1024**2},
+        "propose": {"max_prepared_transactions": 10000},
+        "message_has": ["shared memory measured"],
+    },
+    "pg-locks-per-transaction-shared-memory-no-observation": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "hardware",
+        "hardware": {"memory_limit_bytes": 512 * 1024**2, "cgroup_memory_limit_bytes": 512 * 1024**2},
+        "no_observed": True,
+        "current": {"work_mem": "1MB", "maintenance_work_mem": "16MB"},
+        "propose": {"max_locks_per_transaction": 8192},
+        "message_has": ["lock tables and process slots (raised)"],
+    },
     # session switches of the sql_mode kind: what the application's statements do, not how fast
     "mariadb-sql-if-exists": {
         "target": "mariadb-10.11",

@@ -56,7 +56,7 @@ def named(rules: RuleSet) -> list[tuple[Versioned | None, str]]:
     for c in (*rules.conflict, *rules.server_check):
         out.extend((c, p) for p in c.params())
     if rules.memory_budget:
-        out.extend((None, p) for p in rules.memory_budget.params())
+        out.extend((None, p) for p in rules.memory_budget.judged())
     if rules.disk_budget:
         out.extend((None, p) for p in rules.disk_budget.parameters)
     return [(r, n) for r, n in out if not n.startswith(("host.", "observed."))]

@@ -7,7 +7,9 @@ uses, the budget is judged on a measured estimate instead (terms named in the ru
 ``[memory_budget]``):
 
 * shared memory: the server's own figure (PostgreSQL ``shared_memory_size``, manual 20.15) measured for
-  the current configuration, moved by the change of the global terms (shared_buffers, wal_buffers);
+  the current configuration, moved by the change of the global terms (shared_buffers, wal_buffers) and of
+  the memory sized per process slot (``[memory_budget.shared_slots]``: lock tables and PGPROC, bytes per
+  slot × (connections + workers + WAL senders + prepared transactions));
   without such a gauge (MariaDB), the global terms themselves (buffer pool, log buffer, key buffer…);
 * per-connection memory: the observed peak of connected backends/threads (pg_stat_activity,
   ``Threads_connected``) × the per-connection terms × ``hash_mem_multiplier`` where the DBMS has one ×
@@ -67,6 +69,19 @@ def _global(cfg: ResultingConfig, name: str) -> float:
     return max(n, 0.0)
 
 
+def slot_memory(cfg: ResultingConfig, budget: MemoryBudget) -> float:
+    """Bytes of shared memory sized per process slot (``[memory_budget.shared_slots]``; 0 without one)."""
+    s = budget.shared_slots
+    if s is None:
+        return 0.0
+    slots = sum(max(cfg.number(n) or 0.0, 0.0) for n in s.slots) + s.plus
+    each = s.each_bytes + sum(max(cfg.number(t.count) or 0.0, 0.0) * t.bytes for t in s.per_slot)
+    return slots * each
+
+
+SLOTS_LABEL = "lock tables and process slots (raised)"
+
+
 def _workers(cfg: ResultingConfig, budget: MemoryBudget) -> dict[str, float]:
     parts: dict[str, float] = {}
     for w in budget.workers:
@@ -117,10 +132,12 @@ def measured_estimate(
     shm = gauges.get(budget.shared_memory_gauge) if budget.shared_memory_gauge else None
     if shm is not None and shm > 0:
         moved = sum(_global(cfg, n) - _global(before, n) for n in budget.global_)
+        moved += slot_memory(cfg, budget) - slot_memory(before, budget)
         parts["shared memory (measured)"] = max(shm + moved, 0.0)
         basis = f"shared memory measured ({_size(shm)} now, {moved / MiB:+.0f} MiB by the change)"
     else:
         parts.update({n: _global(cfg, n) for n in budget.global_})
+        parts.update(_slots_raised(cfg, before, budget))
         basis = "global buffers as configured"
     factor, factor_label = per_connection_factor(cfg, budget, policy)
     backends = max(peak, 1.0)
@@ -144,10 +161,20 @@ def measured_estimate(
     return MemoryEstimate(sum(parts.values()), parts, basis)
 
 
-def worst_case(cfg: ResultingConfig, budget: MemoryBudget, policy: PolicyConfig) -> MemoryEstimate:
+def _slots_raised(cfg: ResultingConfig, before: ResultingConfig | None, budget: MemoryBudget) -> dict[str, float]:
+    """The growth of :func:`slot_memory` by the change (the global terms do not hold the lock tables)."""
+    grown = slot_memory(cfg, budget) - slot_memory(before, budget) if before is not None else 0.0
+    return {SLOTS_LABEL: grown} if grown > 0 else {}
+
+
+def worst_case(
+    cfg: ResultingConfig, budget: MemoryBudget, policy: PolicyConfig, before: ResultingConfig | None = None
+) -> MemoryEstimate:
     """Every connection of ``connections`` (max_connections) holding every per-connection buffer times
-    :func:`per_connection_factor` (hash_mem_multiplier included)."""
+    :func:`per_connection_factor` (hash_mem_multiplier included), plus the growth of the per-slot shared
+    memory from ``before``."""
     parts = {n: _global(cfg, n) for n in budget.global_}
+    parts.update(_slots_raised(cfg, before, budget))
     conns = cfg.number(budget.connections) if budget.connections else None
     factor, factor_label = per_connection_factor(cfg, budget, policy)
     if conns:
@@ -176,11 +203,11 @@ def check_memory(
     budget = rules.memory_budget
     if budget is None:
         return [], []
-    changed = [p for p in budget.params() if cfg.is_changed(p)]
+    changed = [p for p in budget.judged() if cfg.is_changed(p)]
     if not changed:
         return [], []
     allowed = policy.memory_fraction * hw.memory_limit_bytes
-    worst = worst_case(cfg, budget, policy)
+    worst = worst_case(cfg, budget, policy, before)
     est = measured_estimate(cfg, before, budget, policy, observed)
     was = measured_estimate(before, before, budget, policy, observed) if est is not None else None
     warnings: list[str] = []

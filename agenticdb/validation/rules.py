@@ -353,6 +353,27 @@ class RamLimit(Versioned):
         return self.fraction * memory_limit_bytes / self.unit_bytes
 
 
+class SlotTerm(_Strict):
+    """``count`` (a knob) × ``bytes`` of shared memory per process slot."""
+
+    count: str
+    bytes: float = Field(gt=0)
+
+
+class SharedSlots(_Strict):
+    """Shared memory sized per process slot at start (PostgreSQL's lock tables and PGPROC array): bytes =
+    (Σ ``slots`` + ``plus``) × (``each_bytes`` + Σ ``per_slot`` count × bytes). Figures in bytes."""
+
+    slots: list[str]
+    plus: float = 0.0
+    each_bytes: float = 0.0
+    per_slot: list[SlotTerm] = Field(default_factory=list)
+    source: str
+
+    def params(self) -> list[str]:
+        return [*self.slots, *(t.count for t in self.per_slot)]
+
+
 class MemoryBudget(_Strict):
     """Terms of the memory estimate (names of size knobs; absent knobs are skipped).
 
@@ -372,6 +393,8 @@ class MemoryBudget(_Strict):
     """Gauge of the shared memory the server allocated (bytes), replacing the sum of the global terms."""
     per_connection_multiplier: str | None = None
     """A knob multiplying the per-connection terms (PostgreSQL hash_mem_multiplier)."""
+    shared_slots: SharedSlots | None = None
+    """Shared memory the server sizes per process slot; its change moves the estimate."""
     measured_source: str = ""
 
     def params(self) -> list[str]:
@@ -382,6 +405,14 @@ class MemoryBudget(_Strict):
             out.append(self.per_connection_multiplier)
         for w in self.workers:
             out.extend(w.values())
+        return out
+
+    def judged(self) -> list[str]:
+        """The knobs whose change the memory check judges: :meth:`params` (the sized buffers, their counts
+        and multiplier) and the per-slot counts of ``shared_slots``."""
+        out = self.params()
+        if self.shared_slots is not None:
+            out.extend(p for p in self.shared_slots.params() if p not in out)
         return out
 
 
