@@ -371,3 +371,34 @@ def test_evidence_with_raised_shared_buffers_passes_the_set_validation_as_genera
         observed=Observed(gauges=dict(d.gauges)),
     )
     assert verdict.ok, verdict.reasons()
+
+
+def test_limits_leave_random_io_knobs_when_the_baseline_measured_no_io_wait(pg: PostgresTarget) -> None:
+    # analytic data that fits in memory: PGTune's rule would take random_page_cost to 1.1 — but the
+    # baseline's 100 000 reads waited 0 ms each (the page cache served them, as on pg-tpch-fit), so the knob
+    # would only move plans towards index scans
+    ctx = context_of(pg, workload_class="olap", memory=16 * GiB)
+    d = ctx.profile.baseline_state
+    assert d is not None
+    fits = d.model_copy(
+        update={
+            "gauges": {**d.gauges, "pg_database.size_bytes": 1.0 * GiB},
+            "totals": {**d.totals, "pg_stat_database.blks_read": 1e5, "pg_stat_database.blk_read_time": 0.0},
+            "per_second": {**d.per_second, "pg_stat_database.blks_read": 1e5 / d.seconds},
+        }
+    )
+    ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": fits})})
+    out = at_limits(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert out.candidate is not None and "random_page_cost" not in out.candidate.changes, out.candidate
+    assert any(n.startswith("limits: random_page_cost left: the baseline measured no I/O wait") for n in out.notes)
+    # the same baseline with reads waiting 20 ms each on the device: the knob is taken to the playbook's limit
+    slow = fits.model_copy(
+        update={
+            "totals": {**fits.totals, "pg_stat_database.blks_read": 1e5, "pg_stat_database.blk_read_time": 2e6},
+            "per_second": {**fits.per_second, "pg_stat_database.blks_read": 1e5 / fits.seconds},
+        }
+    )
+    ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": slow})})
+    out = at_limits(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
+    assert out.candidate is not None, out.notes
+    assert out.candidate.changes.get("random_page_cost") == "1.1", (out.candidate, out.notes)
