@@ -653,6 +653,25 @@ EXTRA: dict[str, dict[str, Any]] = {
         "propose": {"max_connections": 50},
         "message_has": ["pg_stat_activity.total", "superuser_reserved_connections"],
     },
+    # a per-slot capacity (found by the variant tester: max_locks_per_transaction 64 → 10 passed with
+    # 5000 locks held; PostgreSQL 15 here then failed a 6000-table transaction with "out of shared memory")
+    "pg-max-locks-below-locks-in-use": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "observed": {"pg_locks.total": 5000},
+        "propose": {"max_locks_per_transaction": 10},
+        "message_has": ["pg_locks.total", "slots (max_connections"],
+    },
+    "pg-max-locks-lowered-above-locks-in-use-ok": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "observed": {"pg_locks.total": 20},
+        "propose": {"max_locks_per_transaction": 32},
+        "verified_apply": "restart",
+    },
     "pg-max-connections-lowered-without-peak": {
         "target": "postgresql-15",
         "stage": "dbms",

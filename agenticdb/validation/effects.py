@@ -222,7 +222,8 @@ def check_capacity(
         name, peak = max(seen.items(), key=lambda kv: kv[1])
         reserve = sum(max(cfg.number(r) or 0.0, 0.0) for r in rule.reserve)
         floor = math.ceil(peak * (1 + policy.capacity_headroom)) + reserve
-        if new >= floor:
+        capacity, per = _capacity(cfg, rule, new)
+        if capacity >= floor:
             continue
         extra = f" + {' + '.join(f'{r} {cfg.raw(r)}' for r in rule.reserve)}" if rule.reserve else ""
         failed.append(
@@ -232,12 +233,23 @@ def check_capacity(
                 value=ch.value,
                 rule_id=rule.id,
                 source=rule.source,
-                message=f"{ch.name}={ch.value} (rule {rule.id}, capacity) is below the observed peak {peak:g} "
+                message=f"{ch.name}={ch.value}{per} (rule {rule.id}, capacity) is below the observed peak {peak:g} "
                 f"({name}) + policy.capacity_headroom {policy.capacity_headroom:.0%}{extra} = {floor:g} — "
                 f"{rule.reason}",
             )
         )
     return failed
+
+
+def _capacity(cfg: ResultingConfig, rule: CapacityRule, value: float) -> tuple[float, str]:
+    """(capacity, how it was computed for a message): ``value`` itself, or value × the slots of a per-slot
+    rule (" × 122 slots (max_connections 50 + … + 1) = 1220")."""
+    if not rule.slots:
+        return value, ""
+    count = sum(max(cfg.number(n) or 0.0, 0.0) for n in rule.slots) + rule.slots_plus
+    plus = [f"{rule.slots_plus:g}"] if rule.slots_plus else []
+    terms = " + ".join([*(f"{n} {cfg.raw(n)}" for n in rule.slots), *plus])
+    return value * count, f" × {count:g} slots ({terms}) = {value * count:g}"
 
 
 def _observation(cfg: ResultingConfig, gauges: dict[str, float], name: str) -> float | None:

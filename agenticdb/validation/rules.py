@@ -306,6 +306,10 @@ class CapacityRule(NameRule):
 
     observed: list[str] = Field(min_length=1)
     reserve: list[str] = Field(default_factory=list)
+    slots: list[str] = Field(default_factory=list)
+    """When set, ``parameter`` is a per-slot figure: the capacity compared with the peak is its value ×
+    (Σ ``slots`` + ``slots_plus``) (PostgreSQL's lock table: max_locks_per_transaction × the process slots)."""
+    slots_plus: float = 0.0
 
 
 class AutoValue(NameRule):
