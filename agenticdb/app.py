@@ -18,6 +18,7 @@ from agenticdb.config.sections import TargetConfig
 from agenticdb.dialect import family_of
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.privileges import PrivilegeError, check_not_superuser
+from agenticdb.invocation import command
 from agenticdb.measure.hoststats import host_state
 from agenticdb.models import RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
@@ -59,7 +60,7 @@ def sandbox_target_config(kind: str, home: Path) -> TargetConfig:
         raise SetupError(f"--sandbox: {exc}") from exc
     info = sandbox_of(kind, home).info()
     if info is None:
-        raise SetupError(f"no {kind} sandbox under {home}: run `agenticdb sandbox up {kind}` first")
+        raise SetupError(f"no {kind} sandbox under {home}: run `{command(f'sandbox up {kind}', ('home',))}` first")
     return info.target_config()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -202,7 +203,10 @@ def test_apply_then_rollback_restores_the_values_from_before(
     with Journal(storage_home / "journal.db", read_only=True) as j:
         events = [e.event for e in j.events() if "apply" in e.session_id]
     assert {"intent", "applied", "verified", "intent.closed", "session.end"} <= set(events)
-    r = cli("rollback", "--dbms", "--config", str(pg_config))
+    # the undo hint works as pasted: it names the same --config (it said only "rollback --dbms": no target)
+    undo = next(ln for ln in r.stdout.splitlines() if ln.startswith("undo with: "))
+    assert undo == f"undo with: agenticdb rollback --dbms --config {shlex.quote(str(pg_config))}", undo
+    r = cli(*shlex.split(undo.removeprefix("undo with: "))[1:])
     assert r.returncode == 0, r.stdout + r.stderr
     assert show(rec["knob"]) == before
 

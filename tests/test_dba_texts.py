@@ -3,11 +3,29 @@ numbers of the decision. Pure functions, no server."""
 
 from __future__ import annotations
 
-import optuna
+import io
 
-from agenticdb.cli.tune_cmd import baseline_best_text, largest_effect, medians_text
+import optuna
+from rich.console import Console
+
+from agenticdb.cli.inspect_cmd import _report_rounds
+from agenticdb.cli.tune_cmd import (
+    _round_printer,
+    _summary,
+    _verdicts,
+    baseline_best_text,
+    budget_warning,
+    largest_effect,
+    medians_text,
+    verdict_text,
+)
+from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.config.sections import WorkloadConfig
+from agenticdb.loop.steps import SessionResult
 from agenticdb.models import ApplyMode, Bottleneck, Decision, GainEstimate, KnobSpec, Layer, RoundOutcome
 from agenticdb.planner.search import _span
+from agenticdb.store.journal_events import JournalEvent
 
 
 def test_search_range_reads_in_the_knobs_spelling() -> None:
@@ -83,3 +101,94 @@ def test_journal_story_says_the_best_was_measured_again() -> None:
     assert remeasured_note(events) == ""
     events += [ev(5, "judged", {"best_median": 1500.0}, 3)]
     assert remeasured_note(events) == " (round 2's kept configuration re-measured 1,500.00 in round 3's pairs)"
+
+
+def _screened(no: int, gain: float, judged: str | None, why: str = "") -> RoundOutcome:
+    """A round decided on its screen run alone (no valid pair: no estimate, the screen's gain)."""
+    return RoundOutcome(
+        session_id="s",
+        round_no=no,
+        stage=Layer.dbms,
+        bottleneck=Bottleneck.unknown,
+        changes={"deadlock_timeout": "2s"},
+        gain_vs_best=gain,
+        judged=judged,  # type: ignore[arg-type]
+        judged_reason=why,
+        decision=Decision.terminate,
+        reason="planner has nothing left",
+    )
+
+
+TOO_DISTURBED = (
+    "host too disturbed: 5 pairs discarded, more than loop.max_disturbed_repeats = 4; a tie keeps the simpler "
+    "config. Last: pair 1: other processes used 1.8 cores"
+)
+
+
+def test_round_line_and_report_say_the_verdict_and_why_it_was_not_kept() -> None:
+    """A tie by a disturbed host read "+36.0% (screen only); terminate" and "Decision terminate": the round
+    line and the report's table now say the auditor's verdict, its cause and that the round was reverted."""
+    r = _screened(3, 0.36, "tie", TOO_DISTURBED)
+    out = io.StringIO()
+    _round_printer(Console(file=out, soft_wrap=True, highlight=False), [], None)(r)
+    line = out.getvalue().strip()
+    assert "+36.0% (screen only); tie (host too disturbed), reverted; terminate: " in line, line
+    table = "\n".join(_report_rounds([r], "TPS"))
+    assert "| +36.0% (screen only) | tie (host too disturbed), reverted | terminate |" in table, table
+    # the report reads the verdict from the journal's judged event (older records carry no judged_reason)
+    old = r.model_copy(update={"judged_reason": ""})
+    data = {"verdict": "tie", "reason": TOO_DISTURBED}
+    judged = JournalEvent(id=1, ts="", session_id="s", round_no=3, event="judged", data=data, prev_hash="", hash="")
+    assert "| tie (host too disturbed), reverted |" in "\n".join(_report_rounds([old], "TPS", [judged]))
+    kept = _round(1, 0.2, [0.2]).model_copy(update={"judged": "better", "kept": True, "judged_reason": "gain …"})
+    assert verdict_text(kept.judged, kept.judged_reason, kept.kept) == "better, kept"
+    undecided = "undecided: budget ended inside the decision (+4.0 %, not settled); the best configuration so far stays"
+    assert (
+        verdict_text("undecided", undecided, False) == "undecided (session budget ended inside the decision), reverted"
+    )
+
+
+def test_screens_count_as_measured_effects_in_the_end_summary() -> None:
+    """Screens measured −47 %, −90 % and +36 % yet the summary said "no change was measured": a screen's one run
+    is an effect seen, labelled as such, and the largest by magnitude is named."""
+    rounds = [_screened(1, -0.47, None), _screened(2, -0.90, "worse", "cut off after the screen: -90% …")]
+    rounds.append(_screened(3, 0.36, "tie", TOO_DISTURBED))
+    out = io.StringIO()
+    _verdicts(Console(file=out, soft_wrap=True, highlight=False, width=300), rounds)
+    text = out.getvalue()
+    assert "no change was measured" not in text
+    assert text.startswith("nothing beat the starting configuration: largest effect seen (by magnitude) -90.0% "), text
+    assert "(screen, one run) (round 2: deadlock_timeout=2s; worse (cut off after its screen), reverted)" in text
+    assert largest_effect([_round(1, 0.03, [0.03]), rounds[1]]).round_no == 2
+    out = io.StringIO()  # a refused round measured nothing: that wording stays for it
+    _verdicts(Console(file=out), [_screened(1, 0.0, None).model_copy(update={"gain_vs_best": None})])
+    assert out.getvalue().startswith("no change was measured against the starting configuration")
+
+
+def test_a_budget_that_cannot_pay_for_the_baseline_and_one_decision_is_warned_at_the_start() -> None:
+    """pgbench's first-run defaults: a run is warmup_max_s 10 + duration_s 15 = 25 s; 3 baseline runs (75 s) and
+    the smallest decision (2 pairs, 3 runs with the baseline's last: 75 s) need 150 s (next_move's priors)."""
+    pgbench = WorkloadConfig(kind="pgbench", duration_s=15, warmup_max_s=10)  # conftest sets warmup_max_s 0
+    cfg = Settings().model_copy(update={"workload": pgbench, "loop": LoopConfig(time_budget_s=120)})
+    (line,) = budget_warning(cfg)
+    assert line.startswith("time budget 120s cannot pay for the baseline and one decision"), line
+    assert "3 baseline runs of 25s take 75s" in line and "(2 pairs, 3 runs) 75s, 150s in all" in line
+    assert "give --time-budget 150 or more" in line
+    assert budget_warning(cfg.model_copy(update={"loop": LoopConfig(time_budget_s=150)})) == []
+    tpch = Settings(workload=WorkloadConfig(kind="tpch"), loop=LoopConfig(time_budget_s=10))
+    assert budget_warning(tpch) == []  # a query set's run length is not known before it runs
+
+
+def test_the_summary_says_why_no_round_ran() -> None:
+    result = SessionResult(
+        session_id="s",
+        status="completed",
+        reason="time budget nearly used: 20s of 180s left, less than the smallest decision's (2 pairs, 3 runs) "
+        "cost (84s); a time budget of at least 244s would have paid for one decision",
+        baseline_objective=100.0,
+        best_objective=100.0,
+    )
+    out = io.StringIO()
+    _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
+    assert f"no round ran: {result.reason}" in out.getvalue()
+    assert "no change was measured" not in out.getvalue()

@@ -22,7 +22,7 @@ from pathlib import Path
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload
 from rich.console import Console
 
-from agenticdb.cli.tune_cmd import _round_printer
+from agenticdb.cli.tune_cmd import _round_printer, verdict_text
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
@@ -84,7 +84,7 @@ def _cli(home: Path, *args: str) -> str:
 
 LINE = re.compile(
     r"^round (\d+) \[dbms\] \S+: (\S+) → candidate (\S+) vs best (\S+) \(medians\); pairs candidate/best "
-    r"(.+?); paired estimate \(their geometric mean\): (.+?)(?: kept)?; (\w+): "
+    r"(.+?); paired estimate \(their geometric mean\): (.+?); (\w+)(?: \((.+?)\))?, (kept|reverted); (\w+): "
 )
 
 
@@ -115,13 +115,18 @@ def test_round_lines_and_report_show_the_journaled_decision(tmp_path: Path) -> N
         # the pair ratios shown are those of the journaled runs, in pair order (issue 39)
         ratios = [c / b - 1 for c, b in zip(data["candidate"], data["best"], strict=True)]
         assert m.group(5) == ", ".join(f"{g:+.1%}".replace("%", " %") for g in ratios)
+        # the auditor's verdict and what became of the round, as journaled (not only "continue"/"terminate")
+        assert m.group(7) == data["verdict"] and m.group(9) == ("kept" if data["verdict"] == "better" else "reverted")
+        assert m.group(7) != "tie" or m.group(8) == "pairs disagree", m.group(0)
 
     report = _cli(tmp_path, "report", session.session_id)
     rows = {int(r.split("|")[1]): r for r in report.splitlines() if re.match(r"^\| \d+ \|", r)}
     for no, data in judged.items():
         cells = [c.strip() for c in rows[no].split("|")]
         assert cells[5] == f"{data['candidate_median']:,.3f} vs {data['best_median']:,.3f}"
-        assert cells[6].removesuffix(" kept") == data["interval"]
+        assert cells[6] == data["interval"]
+        assert cells[7] == verdict_text(data["verdict"], data["reason"], data["verdict"] == "better")
+    assert rows[3].count("| tie (pairs disagree), reverted |") == 1, rows[3]
 
     assert f"| {cut['candidate_median']:,.3f} (one screen run) | {cut['gain']:+.1%} (screen only) |" in rows[2]
 

@@ -24,6 +24,7 @@ from agenticdb.config import Settings
 from agenticdb.errors import SessionError
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
+from agenticdb.invocation import command
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.recovery import Recovery
 from agenticdb.models import Bottleneck, Change, Layer, Proposal, Verdict
@@ -164,7 +165,7 @@ def apply_recommendations(
 def _measure_failed(journal: Journal, sid: str, done: Applied, exc: WorkloadError) -> ApplyRefused:
     """``--measure``'s workload failed: journaled as the session's end, saying what stays in effect."""
     state = (
-        "the applied values stay in effect (agenticdb rollback --dbms undoes them)"
+        f"the applied values stay in effect ({command('rollback --dbms')} undoes them)"
         if done.effective
         else "nothing was changed"
     )

@@ -44,6 +44,7 @@ from agenticdb.advice.apply import apply_recommendations
 from agenticdb.advice.remediation import remedy_recommendation, run_approved, runnable_remedy
 from agenticdb.advice.types import Advice, AdviceParts, Recommendation, stable_id
 from agenticdb.config import Settings
+from agenticdb.invocation import command
 from agenticdb.models import Proposal, Verdict
 from agenticdb.rootcause import Finding as CauseFinding
 from agenticdb.rootcause import Remedy
@@ -198,7 +199,8 @@ class Queue:
             raise ApprovalError(f"user {user_name(uid)} is not in group {self.group!r} (daemon.approval_group)")
         if decision == "approve" and p.mode == "advise":
             raise ApprovalError(
-                f"{p.id}: the daemon runs with policy.mode = 'advise' and never applies; use `agenticdb apply {p.id}`"
+                f"{p.id}: the daemon runs with policy.mode = 'advise' and never applies; "
+                f"use `{command(f'apply {p.id}')}`"
             )
         d = DecisionFile(id=p.id, decision=decision, user=user_name(uid), why=why, at=time.time())
         try:

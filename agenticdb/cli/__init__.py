@@ -33,6 +33,7 @@ from agenticdb.config import (
 )
 from agenticdb.dialect import is_pg_dsn
 from agenticdb.host.privileges import PrivilegeError
+from agenticdb.invocation import command, remember
 from agenticdb.logs import configure_logging
 from agenticdb.redaction import redact
 from agenticdb.sandbox import sandbox_kind, sandbox_kinds_help, sandbox_of
@@ -93,6 +94,7 @@ def settings(
     extra: dict[str, Any] | None = None,
 ) -> Settings:
     """Load configuration with CLI overrides (flags > environment > file > defaults)."""
+    remember(config, target, sandbox, home)  # the hints this command prints carry the same flags
     overrides: dict[str, Any] = {}
     if home is not None:
         overrides["storage"] = {"home": home, "memory_db": None, "journal_db": None}
@@ -220,7 +222,9 @@ def tune(
         },
     )
     warn(unit_warnings(cfg))  # latency_guard = 25, steal_pct = 0.1: said before the session spends its time
-    from agenticdb.cli.tune_cmd import run_tune  # lazy: start-up cost (loads 23 modules)
+    from agenticdb.cli.tune_cmd import budget_warning, run_tune  # lazy: start-up cost (loads 23 modules)
+
+    warn(budget_warning(cfg))  # a budget the baseline alone uses up: said before it is spent
 
     start_file = start_from or (Path(cfg.loop.start_from) if cfg.loop.start_from else None)
     start = read_change_file(start_file) if start_file else None
@@ -275,7 +279,10 @@ def _sandbox_role(kind: str, home: Path | None) -> None:
         role, dsn = sandbox_role(settings(None, None, kind, home), kind)
     except Exception as exc:  # noqa: BLE001 - the sandbox stays usable as superuser; say why
         fail(f"sandbox {kind} is up, but creating its agenticdb role failed: {exc}")
-    console.print(f"least-privilege role {role}: tune --sandbox {kind} connects as {dsn}", highlight=False)
+    console.print(
+        f"least-privilege role {role}: {command(f'tune --sandbox {kind}', ('home',))} connects as {dsn}",
+        highlight=False,
+    )
 
 
 @sandbox_app.command("down")

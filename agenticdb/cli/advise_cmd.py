@@ -20,6 +20,7 @@ from agenticdb.app import advice_parts, build_target
 from agenticdb.cli.output import print_line, print_table
 from agenticdb.cli.tune_cmd import _safe_dsn
 from agenticdb.config import Settings
+from agenticdb.invocation import command
 from agenticdb.store.lock import LockError
 
 FAIL_ON_EXIT = 3
@@ -149,9 +150,8 @@ def run_apply(cfg: Settings, ids: list[str], measure: bool, observe_s: float, co
     if done.objectives:
         obj = ", ".join(f"{k} {v:,.3f}" for k, v in done.objectives.items())
         console.print(f"objective (one run each; noise not estimated): {obj}", highlight=False)
-    console.print(
-        "undo with: agenticdb rollback --dbms" + (" --os" if any(r.layer.value == "os" for r in chosen) else "")
-    )
+    undo = "rollback --dbms" + (" --os" if any(r.layer.value == "os" for r in chosen) else "")
+    console.print(f"undo with: {command(undo)}", highlight=False, soft_wrap=True, markup=False)
     return 0
 
 

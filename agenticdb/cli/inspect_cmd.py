@@ -10,7 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
-from agenticdb.cli.tune_cmd import _safe_dsn, baseline_best_text, estimate_text, medians_text, stage_text
+from agenticdb.cli.tune_cmd import (
+    _safe_dsn,
+    baseline_best_text,
+    estimate_text,
+    medians_text,
+    stage_text,
+    verdict_text,
+)
 from agenticdb.config import Settings
 from agenticdb.dialect import family_of
 from agenticdb.host.hardware import detect_hardware
@@ -372,7 +379,7 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     # workload live: the statements that changed most
     from agenticdb.report.live import live_report_lines  # lazy: start-up cost (loads scipy; 580 modules)
 
-    return lines + _report_rounds(rounds, unit) + live_report_lines(events)
+    return lines + _report_rounds(rounds, unit, events) + live_report_lines(events)
 
 
 def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str, rounds: list[Any]) -> list[str]:
@@ -420,22 +427,28 @@ def _report_start_from(sf: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _report_rounds(rounds: list[Any], unit: str) -> list[str]:
+def _report_rounds(rounds: list[Any], unit: str, events: list[Any] | None = None) -> list[str]:
+    """The rounds table: with each round's verdict and why it was not kept, from the round's last ``judged``
+    journal event (as ``journal show``'s Judged line; the Memory Book's record when there is none)."""
+    judged = {e.round_no: e.data for e in events or [] if e.event == "judged" and e.round_no is not None}
     lines = [
         "",
         "## Rounds",
         "",
         f"| round | stage | bottleneck | changes | candidate vs best ({unit or '-'}, medians of the pairs) "
-        "| estimate [interval] | kept | decision | reason |",
+        "| estimate [interval] | verdict | decision | reason |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
         ch = ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—"
         reason = str(r.reason).replace("|", "\\|").replace("\n", " ")
+        j = judged.get(r.round_no, {})
+        verdict = verdict_text(j.get("verdict", r.judged), str(j.get("reason", r.judged_reason)), r.kept)
+        verdict = (verdict or ("kept" if r.kept else "not kept")).replace("|", "\\|")
         lines.append(
             f"| {r.round_no} | {stage_text(r) if r.opening else r.stage.value} | {r.bottleneck.value} | {ch} | "
             f"{medians_text(r)} | "
-            f"{estimate_text(r)} | {'yes' if r.kept else 'no'} | {r.decision.value} | {reason} |"
+            f"{estimate_text(r, kept=False)} | {verdict} | {r.decision.value} | {reason} |"
         )
     lines.append("")
     for r in rounds:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from agenticdb.config import Settings
 from agenticdb.errors import Stopped
+from agenticdb.invocation import STORE_FLAGS, command
 from agenticdb.models import RoundOutcome
 from agenticdb.redaction import redact
 from agenticdb.store.faults import cause_of
@@ -34,13 +36,44 @@ def _fmt_obj(v: float | None) -> str:
     return "—" if v is None else f"{v:,.3f}"
 
 
-def estimate_text(r: RoundOutcome) -> str:
-    """A round's decision in numbers: the paired estimate with its interval (or the screen's gain)."""
+def estimate_text(r: RoundOutcome, kept: bool = True) -> str:
+    """A round's decision in numbers: the paired estimate with its interval (or the screen's gain);
+    `` kept`` after it when the round was kept and ``kept`` (False where :func:`verdict_text` says so)."""
+    suffix = " kept" if r.kept and kept else ""
     if r.estimate is not None:
-        return r.estimate.text + (" kept" if r.kept else "")
+        return r.estimate.text + suffix
     if r.gain_vs_best is None:
         return "—"
-    return f"{r.gain_vs_best:+.1%} (screen only)" + (" kept" if r.kept else "")
+    return f"{r.gain_vs_best:+.1%} (screen only)" + suffix
+
+
+_CAUSES = (
+    ("cut off after the screen", "cut off after its screen"),
+    ("counted as worse (the host was not disturbed)", "cut off by the trial limit"),
+    ("beyond the latency guard", "p95 latency guard"),
+    ("host too disturbed:", "host too disturbed"),
+    ("budget ended inside the decision", "session budget ended inside the decision"),
+    ("cannot beat min_gain", "cannot beat min_gain"),
+    ("pairs disagree in direction", "pairs disagree"),
+    ("time cap was reached before a valid pair", "decision's time cap, no valid pair"),
+    ("decision's time cap", "decision's time cap"),
+    ("not settled", "not settled"),
+)
+"""(text in the auditor's reason, the short cause shown beside the verdict), first match wins: the reasons
+of ``agenticdb.loop.auditor`` (cut-off, too disturbed, caps) and ``agenticdb.measure.sequential`` (rules)."""
+
+
+def verdict_text(judged: str | None, reason: str, kept: bool) -> str:
+    """The auditor's verdict and what became of the round, e.g. ``tie (host too disturbed), reverted`` or
+    ``better, kept`` ("" when nothing was judged: refused or failed rounds). ``reason`` is the ``judged``
+    event's reason; a short cause from it is shown for ties, undecided rounds and cut-off or guarded losses,
+    the verdicts whose why is not the estimate itself."""
+    if not judged:
+        return ""
+    cause = next((short for text, short in _CAUSES if text in reason), "")
+    if judged == "better" or (judged == "worse" and cause not in {c for _, c in _CAUSES[:3]}):
+        cause = ""
+    return f"{judged}{f' ({cause})' if cause else ''}, {'kept' if kept else 'reverted'}"
 
 
 def medians_text(r: RoundOutcome, labelled: bool = False) -> str:
@@ -69,9 +102,11 @@ def pairs_text(r: RoundOutcome) -> str:
 
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
     """The live table of rounds: round, stage (layer · "playbook"/"search"), bottleneck, changes, candidate
-    vs best (medians of the paired runs the decision used), the estimate with its interval, decision, reason."""
+    vs best (medians of the paired runs the decision used), the estimate with its interval, the verdict and
+    whether the round was kept, the next move (decision) and its reason."""
     t = Table(title="agenticdb rounds", expand=False, show_lines=False)
-    for col in ("round", "stage", "bottleneck", "changes", "candidate vs best", "estimate", "decision", "reason"):
+    cols = ("round", "stage", "bottleneck", "changes", "candidate vs best", "estimate", "verdict", "decision", "reason")
+    for col in cols:
         t.add_column(col, overflow="fold")
     for r in rounds:
         changes = ", ".join(f"{k}={v}" for k, v in r.changes.items()) or "—"
@@ -85,7 +120,8 @@ def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:
             r.bottleneck.value,
             changes,
             medians_text(r),
-            estimate_text(r),
+            estimate_text(r, kept=False),
+            verdict_text(r.judged, r.judged_reason, r.kept) or "—",
             r.decision.value,
             r.reason,
         )
@@ -219,10 +255,12 @@ def _round_printer(console: Console, rounds: list[RoundOutcome], live: Live | No
             live.update(rounds_table(rounds))
             return
         stage = stage_text(outcome) if outcome.opening else outcome.stage.value  # the opening's: which candidate
+        verdict = verdict_text(outcome.judged, outcome.judged_reason, outcome.kept)
+        verdict += "; " if verdict else ""
         console.print(
             f"round {outcome.round_no} [{stage}] {outcome.bottleneck.value}: "
             f"{', '.join(f'{k}={v}' for k, v in outcome.changes.items()) or '—'} → "
-            f"{medians_text(outcome, labelled=True)}: {estimate_text(outcome)}; "
+            f"{medians_text(outcome, labelled=True)}: {estimate_text(outcome, kept=not verdict)}; {verdict}"
             f"{outcome.decision.value}: {outcome.reason}" + _refusal_text(outcome) + _failure_text(outcome),
             highlight=False,
             soft_wrap=True,
@@ -331,12 +369,17 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
     if result.start_from:
         console.print(
             "starting configuration from --start-from (applied before the baseline, still in effect "
-            "unless changed below; `agenticdb rollback --dbms` undoes it):",
+            f"unless changed below; `{command('rollback --dbms')}` undoes it):",
             highlight=False,
+            soft_wrap=True,
+            markup=False,
         )
         for k, v in result.start_from.items():
             console.print(f"  {k} = {v}", highlight=False)
-    _verdicts(console, result.rounds)
+    if result.rounds:
+        _verdicts(console, result.rounds)
+    else:  # the reason says what ended it (the time budget, a root cause, a stop); the line says so plainly
+        console.print(f"no round ran: {result.reason}", highlight=False, soft_wrap=True, markup=False)
     if result.best_changes:
         console.print("best configuration (in effect and verified):")
         for k, v in result.best_changes.items():
@@ -345,8 +388,39 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         console.print("best configuration: the starting configuration, unchanged (no change beat it beyond noise)")
     if result.llm_totals:
         console.print(llm_usage_line(result.llm_totals), highlight=False, soft_wrap=True)
-    console.print(f"journal: {cfg.storage.journal_db}   (agenticdb journal show {result.session_id})")
+    console.print(
+        f"journal: {cfg.storage.journal_db}   ({command(f'journal show {result.session_id}', STORE_FLAGS)})",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
     console.print(f"memory:  {cfg.storage.memory_db}")
+
+
+def budget_warning(cfg: Settings) -> list[str]:
+    """One warning when, by the loop's own cost priors (``next_move.session_floor_s``: the baseline's runs and
+    the smallest decision), ``loop.time_budget_s`` cannot pay for the baseline and one decision: the session
+    would end after its baseline with no round. [] otherwise, and for a query set (TPC-H), whose run length
+    is not known before its first run. A run lasts ``warmup_max_s + duration_s`` (``WorkloadConfig``)."""
+    from agenticdb.loop.next_move import decision_runs, session_floor_s  # lazy: start-up cost (loads scipy)
+    from agenticdb.workload_kinds import kind_spec  # lazy: only tune asks
+
+    w, loop = cfg.workload, cfg.loop
+    if "total_time" in (kind_spec(w.kind).objectives or ()):
+        return []
+    run_s = w.duration_s + w.warmup_max_s
+    baseline, decision = session_floor_s(run_s, w.warmup_s, loop.baseline_runs, loop.min_pairs, loop.reset_data)
+    need = math.ceil(baseline + decision)
+    if need <= loop.time_budget_s:
+        return []
+    runs = decision_runs(loop.min_pairs, True)
+    return [
+        f"time budget {loop.time_budget_s:g}s cannot pay for the baseline and one decision: by the cost priors "
+        f"{loop.baseline_runs} baseline runs of {run_s:g}s take {baseline:.0f}s and the smallest decision "
+        f"({loop.min_pairs} pairs, {runs} runs) {decision:.0f}s, {need}s in all, so the session would end after "
+        f"its baseline with no round; give --time-budget {need} or more (a first data load and each run's "
+        "start-up come on top)"
+    ]
 
 
 def baseline_best_text(
@@ -377,10 +451,24 @@ def baseline_best_text(
     return text + ")"
 
 
+def measured_gain(r: RoundOutcome) -> float | None:
+    """The effect a round measured against the best configuration: its paired estimate, else its screen's
+    gain (one run), else None (refused, failed: nothing measured)."""
+    return r.estimate.gain if r.estimate is not None else r.gain_vs_best
+
+
 def largest_effect(measured: list[RoundOutcome]) -> RoundOutcome:
-    """The round whose paired estimate is largest by magnitude (a -14 % round beats a +3 % one; the text
-    keeps its sign); the earliest on a tie. ``measured`` is non-empty and every round has an estimate."""
-    return max(measured, key=lambda r: abs(r.estimate.gain) if r.estimate else 0.0)
+    """The round whose measured effect (:func:`measured_gain`: the paired estimate, or a screen's one run) is
+    largest by magnitude (a -14 % round beats a +3 % one; the text keeps its sign); the earliest on a tie.
+    ``measured`` is non-empty and every round measured something."""
+    return max(measured, key=lambda r: abs(measured_gain(r) or 0.0))
+
+
+def effect_text(r: RoundOutcome) -> str:
+    """A measured effect for the summary: the estimate with its interval, or ``+36.0 % (screen, one run)``."""
+    if r.estimate is not None:
+        return r.estimate.text
+    return f"{r.gain_vs_best or 0.0:+.1%} (screen, one run)"
 
 
 def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
@@ -394,16 +482,17 @@ def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
         )
     if kept:
         return
-    measured = [r for r in rounds if r.estimate is not None]
+    measured = [r for r in rounds if measured_gain(r) is not None]  # a screen's one run is an effect seen too
     if not measured:
         console.print("no change was measured against the starting configuration", highlight=False)
         return
     top = largest_effect(measured)
-    assert top.estimate is not None
     changes = ", ".join(f"{k}={v}" for k, v in top.changes.items())
+    verdict = verdict_text(top.judged, top.judged_reason, top.kept)
     console.print(
-        f"nothing beat the starting configuration: largest effect seen (by magnitude) {top.estimate.text} "
-        f"(round {top.round_no}{f', {top.opening_label}' if top.opening_label else ''}: {changes})",
+        f"nothing beat the starting configuration: largest effect seen (by magnitude) {effect_text(top)} "
+        f"(round {top.round_no}{f', {top.opening_label}' if top.opening_label else ''}: {changes}"
+        f"{f'; {verdict}' if verdict else ''})",
         highlight=False,
         soft_wrap=True,
     )

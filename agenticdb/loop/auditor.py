@@ -468,7 +468,7 @@ def record_assessment(
     outcome.measurement = a.candidate[-1] if a.candidate else screen
     outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
     outcome.best_objective = statistics.median(m.objective for m in a.best) if a.best else None
-    outcome.judged = a.verdict
+    outcome.judged, outcome.judged_reason = a.verdict, a.reason
     if a.estimate is not None:
         e = a.estimate
         outcome.gain_vs_best = e.gain

@@ -20,6 +20,7 @@ from agenticdb.config.loop_section import LoopConfig
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, stop_cause
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
+from agenticdb.invocation import command
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.next_move import decision_runs, noise_cv
 from agenticdb.loop.recovery import Recovery, restore_verified
@@ -373,7 +374,7 @@ class Initializer:
             start.experience = self._retrieve(fp)
         except KeyboardInterrupt as exc:
             note = (
-                "the --start-from configuration remains in effect (agenticdb rollback --dbms undoes it)"
+                f"the --start-from configuration remains in effect ({command('rollback --dbms')} undoes it)"
                 if self.start_from
                 else "nothing was changed"
             )

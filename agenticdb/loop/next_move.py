@@ -124,6 +124,22 @@ def warm_costs(run_s: float, warmup_s: float, query_set: bool) -> tuple[float, f
     return max(warmup_s, 0.0), max(3.0, 2 * warmup_s)
 
 
+def session_floor_s(
+    run_s: float, warmup_s: float, baseline_runs: int, min_pairs: int, reset_each_run: bool = False
+) -> tuple[float, float]:
+    """(the baseline's cost, the smallest decision's cost), seconds, before anything was measured: the
+    ``baseline_runs`` runs of ``run_s`` seconds each with its warm-up (:func:`warm_costs`; with
+    ``reset_each_run`` a restart of ``RESTART_PRIOR_S`` and the cold warm-up), then :func:`round_cost_prior`
+    of one decision whose pair 1 reuses the baseline's last run. Their sum is the least time budget that
+    lets a session judge one change; a first data load and each run's start-up come on top."""
+    warm, cold = warm_costs(run_s, warmup_s, False)
+    per_run = run_s + (cold + RESTART_PRIOR_S if reset_each_run else warm)
+    decision = round_cost_prior(
+        [run_s], warmup_s, min_pairs, True, restart_s=RESTART_PRIOR_S, reset_each_run=reset_each_run
+    )
+    return baseline_runs * per_run, decision
+
+
 def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
     """Why no round may start now (the time left is less than a round's cost, seconds), or ''.
 

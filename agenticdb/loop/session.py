@@ -20,6 +20,7 @@ decide     continue, redirect, switch to the OS stage or terminate (``next_move.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import uuid
@@ -274,7 +275,10 @@ class TuningSession:
         elapsed = self.clock() - self.started
         runs = next_move.decision_runs(loop.min_pairs, reused)
         label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
-        return next_move.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
+        why = next_move.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
+        if why:  # what would have paid for one, at this host's measured baseline (the start's warning: priors)
+            why += f"; a time budget of at least {math.ceil(elapsed + prior)}s would have paid for one decision"
+        return why
 
     def _cost_prior(self, start: Start, reused: bool, restarts: bool) -> float:
         """The smallest decision's cost before it is measured (``next_move.round_cost_prior``, seconds),

@@ -553,6 +553,8 @@ class RoundOutcome(Strict):
     estimate: GainEstimate | None = None
     best_objective: float | None = None
     judged: Literal["better", "worse", "tie", "undecided"] | None = None
+    judged_reason: str = ""
+    """Why the auditor judged so: the ``judged`` journal event's reason ("" when not judged, or older records)."""
     kept: bool = False
     failure: Failure | None = None
     recovery: RecoveryResult | None = None
