@@ -103,6 +103,22 @@ EXTRA: dict[str, dict[str, Any]] = {
         "current": {"work_mem": "64MB"},
         "propose": {"hash_mem_multiplier": 1000},
     },
+    # encryption at rest of the kind of innodb_encrypt_tables (found by the variant tester: accepted, and
+    # then every CREATE TABLE … ENGINE=Aria failed with error 199 on this key-less server)
+    "mariadb-aria-encrypt-tables": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "dangerous",
+        "propose": {"aria_encrypt_tables": "ON"},
+    },
+    "mariadb-encrypt-temporary-tables": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "unknown",
+        "propose": {"encrypt_tmp_disk_tables": "ON", "innodb_encrypt_temporary_tables": "ON"},
+    },
     "mariadb-big-tables": {
         "target": "mariadb-10.11",
         "stage": "dbms",

@@ -356,6 +356,14 @@ def test_memory_list_not_squeezed(tmp_path: Path) -> None:
 def test_sandbox_aliases_and_down_when_absent(tmp_path: Path) -> None:
     r = run("sandbox", "status", "postgresql", "--home", str(tmp_path))
     assert r.returncode == 1 and '"exists": false' in r.stdout
+    # which home it looked in (a fresh user's root and user homes differ): in the JSON and on one stderr line
+    assert f'"checked": "{tmp_path}/sandbox/postgres"' in r.stdout, r.stdout
+    assert r.stderr.strip().splitlines() == [
+        f"no postgres sandbox in {tmp_path}/sandbox/postgres: the home is --home, else storage.home, else "
+        "$AGENTICDB_HOME, else /var/lib/agenticdb as root, else $XDG_DATA_HOME/agenticdb (~/.local/share/agenticdb)"
+    ], r.stderr
+    r = run("sandbox", "status", "--help", env={"COLUMNS": "200"})
+    assert "$AGENTICDB_HOME, else /var/lib/agenticdb as root" in r.stdout, r.stdout
     r = run("sandbox", "down", "mysql", "--home", str(tmp_path))
     assert r.returncode == 0 and "no mariadb sandbox here" in r.stdout
     out = one_line_error(run("sandbox", "status", "oracle", "--home", str(tmp_path)))

@@ -189,7 +189,10 @@ def test_where_the_role_may_not_create_pg_prewarm_the_run_says_why_and_warms_up_
         "prewarm not available: CREATE EXTENSION pg_prewarm in database other_wl refused: permission denied to "
         'create extension "pg_prewarm"'
     ), m.prewarm
-    assert m.prewarm.endswith("; time warm-up only"), m.prewarm
+    assert m.prewarm.endswith(
+        "; to prewarm, a superuser runs CREATE EXTENSION pg_prewarm in database other_wl (agenticdb setup-role "
+        "--apply creates it in target.database); time warm-up only"
+    ), m.prewarm
     line = next(e for e in logs if e["event"] == "run.prewarm")
     assert line["log_level"] == "warning" and line["reason"] == m.prewarm, line
     measured = [e for e in journal.events("s1") if e.event == "measured"]

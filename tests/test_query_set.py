@@ -289,3 +289,46 @@ def test_a_query_set_session_freezes_weights_and_judges_on_them(tmp_path: Path) 
     assert judged["statistic"].startswith("per-query d") and judged["d"] == pytest.approx(
         [math.log(2)] * judged["pairs"]
     )
+
+
+class NoisyQuerySet(QuerySetWorkload):
+    """The query set with a noisy baseline: every other run takes 1.6 × as long (CV above NOISE_WARN_CV)."""
+
+    def run(self, seconds, warmup_max_s=0.0, on_tool_start=None):  # type: ignore[no-untyped-def]
+        m = super().run(seconds, warmup_max_s, on_tool_start)
+        if self.runs % 2:
+            return m
+        times = {q: 1.6 * t for q, t in (m.per_query_s or {}).items()}
+        return m.model_copy(
+            update={"objective": sum(times.values()), "total_time_s": sum(times.values()), "per_query_s": times}
+        )
+
+
+@pytest.mark.parametrize("query_set", [True, False])
+def test_the_noise_warning_offers_duration_only_where_it_applies(tmp_path: Path, query_set: bool) -> None:
+    """A trial user on TPC-H was told to "lengthen --duration (now 15 s)", which a query set ignores (one pass
+    of its queries per run): a query set is offered a larger --scale instead; a timed workload keeps --duration."""
+    target = InMemoryTarget()
+    if query_set:
+        workload: ScriptedWorkload = NoisyQuerySet(target, lambda values: 1.0)
+    else:
+        workload = ScriptedWorkload(target, lambda values: 100.0 if workload.runs % 2 else 160.0)
+    journal = Journal(tmp_path / "journal.db")
+    cfg = Settings(
+        workload=WorkloadConfig(kind="pgbench", duration_s=15, warmup_s=0),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=3, max_pairs=3, search=False),
+        storage=StorageConfig(home=tmp_path),
+    )
+    s = TuningSession(
+        cfg,
+        target,
+        workload,
+        ScriptedPlanner([{"autovacuum_naptime": "4min"}]),
+        journal,
+        MemoryBook(tmp_path / "memory.db"),
+    )
+    s.run()
+    advice = next(e.data["advice"] for e in journal.events(s.session_id) if e.event == "noise.high")
+    assert ("lengthen --duration" in advice) is not query_set, advice
+    assert ("a larger --scale (--duration does not apply" in advice) is query_set, advice
+    assert "allow more pairs (--max-pairs, now 3)" in advice and advice.endswith("or stop other load on this host")

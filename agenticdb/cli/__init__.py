@@ -31,6 +31,7 @@ from agenticdb.config import (
     register_settings_secrets,
     unit_warnings,
 )
+from agenticdb.config.sections import HOME_ORDER
 from agenticdb.dialect import is_pg_dsn
 from agenticdb.host.privileges import PrivilegeError
 from agenticdb.invocation import command, remember
@@ -64,7 +65,9 @@ log = structlog.get_logger(__name__)
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="agenticdb.toml")]
 TargetOpt = Annotated[str | None, typer.Option("--target", help="DSN of the database to tune")]
 SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help=f"private instance: {sandbox_kinds_help()}")]
-HomeOpt = Annotated[Path | None, typer.Option("--home", help="agenticdb data dir (SQLite files, sandboxes)")]
+HomeOpt = Annotated[
+    Path | None, typer.Option("--home", help=f"agenticdb data dir (SQLite files, sandboxes); without it {HOME_ORDER}")
+]
 FormatOpt = Annotated[
     str, typer.Option("--format", help="text (a table; plain and at most 120 columns when piped) | json")
 ]
@@ -300,8 +303,16 @@ def sandbox_down(kind: KindArg, home: HomeOpt = None) -> None:
 @sandbox_app.command("status")
 def sandbox_status(kind: KindArg, home: HomeOpt = None) -> None:
     """Show whether the private instance exists and accepts connections (exit 1 when it does not run)."""
-    st = _sandbox(kind, home).status()
+    kind = _sandbox_kind(kind)
+    sb = _sandbox(kind, home)
+    st = sb.status()
+    if not st.get("exists"):  # which home was looked in: --home, AGENTICDB_HOME and root/user homes differ
+        st = {**st, "checked": str(sb.root)}
     console.print_json(data={k: str(v) if isinstance(v, Path) else v for k, v in st.items()})
+    if not st.get("exists"):
+        err.print(
+            f"no {kind} sandbox in {sb.root}: the home is --home, else {HOME_ORDER}", highlight=False, soft_wrap=True
+        )
     if not st.get("running"):
         raise typer.Exit(1)
 

@@ -22,6 +22,7 @@ from rich.table import Table
 from agenticdb.cli.output import print_json, print_table
 from agenticdb.cli.story import render_story
 from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.config.sections import HOME_ORDER
 from agenticdb.redaction import redact
 from agenticdb.store.journal import Journal
 from agenticdb.store.journal_events import JournalError, JournalEvent
@@ -31,7 +32,8 @@ journal_app = typer.Typer(no_args_is_help=True, help="Read and check the audit j
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="agenticdb.toml")]  # noqa: UP045
 HomeOpt = Annotated[
-    Optional[Path], typer.Option("--home", help="agenticdb data dir holding journal.db and memory.db")  # noqa: UP045
+    Optional[Path],  # noqa: UP045
+    typer.Option("--home", help=f"agenticdb data dir holding journal.db and memory.db; without it {HOME_ORDER}"),
 ]
 
 

@@ -43,6 +43,14 @@ def percent(example: float) -> JsonDict:
     return {"percent": {"example": example}}
 
 
+HOME_ORDER = (
+    "storage.home, else $AGENTICDB_HOME, else /var/lib/agenticdb as root, else "
+    "$XDG_DATA_HOME/agenticdb (~/.local/share/agenticdb)"
+)
+"""Where agenticdb's data dir is when ``--home`` is not given (:func:`default_data_home`), in words for help and
+messages."""
+
+
 def default_data_home() -> Path:
     """Per-user data dir: ``$AGENTICDB_HOME``, else ``/var/lib/agenticdb`` for root, else
     ``$XDG_DATA_HOME/agenticdb`` (``~/.local/share/agenticdb``)."""

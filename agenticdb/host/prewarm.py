@@ -160,6 +160,16 @@ def _untracked(db: psycopg.Connection[Any]) -> None:
         log.debug("pg_prewarm.tracked", reason=error_line(exc))
 
 
+def fix_hint(database: str) -> str:
+    """What a DBA does when the role may not create pg_prewarm in ``database`` (it is not a trusted extension,
+    PostgreSQL 15 manual F.30): a superuser creates it there; ``agenticdb setup-role --apply`` creates it, but
+    only in the role's benchmark database (``target.database``, agenticdb.cli.role_cmd)."""
+    return (
+        f"to prewarm, a superuser runs CREATE EXTENSION pg_prewarm in database {database} "
+        "(agenticdb setup-role --apply creates it in target.database)"
+    )
+
+
 def prewarm_database(
     dsn: str, database: str | None, max_s: float, started_within_s: float | None = None
 ) -> Prewarmed | None:
@@ -185,7 +195,9 @@ def prewarm_database(
             status = ensure(db)
             if status != "created":
                 where = db.info.dbname
-                return Prewarmed(unavailable=f"CREATE EXTENSION pg_prewarm in database {where} {status}")
+                return Prewarmed(
+                    unavailable=f"CREATE EXTENSION pg_prewarm in database {where} {status}; {fix_hint(where)}"
+                )
             row = db.execute(
                 "SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings "
                 "WHERE name = 'shared_buffers'"

@@ -22,7 +22,7 @@ from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
 from agenticdb.invocation import command
 from agenticdb.loop.executor import Executor
-from agenticdb.loop.next_move import decision_runs, noise_cv
+from agenticdb.loop.next_move import decision_runs, noise_cv, noise_remedies
 from agenticdb.loop.recovery import Recovery, restore_verified
 from agenticdb.loop.steps import SessionRecorder
 from agenticdb.measure.query_set import QueryWeights
@@ -392,7 +392,7 @@ class Initializer:
         except (TargetError, ServiceError, OSError) as exc:
             self._end("failed", f"initialization failed: {exc}")
             raise SessionError(f"initialization failed: {exc}") from exc
-        start.warnings = self._noise_warning(cv, start.noise)
+        start.warnings = self._noise_warning(cv, start.noise, any(m.per_query_s for m in start.baseline))
         return start
 
     def _storage_fault(self, exc: StorageError) -> StorageError:
@@ -566,28 +566,19 @@ class Initializer:
                     )
         return experience
 
-    def _noise_remedies(self) -> list[str]:
-        """What the user can still do against noise, leaving out what is already in effect."""
-        wl, loop = self.cfg.workload, self.cfg.loop
-        out = [f"lengthen --duration (now {wl.duration_s:g} s)"]
-        if loop.max_pairs < 8:
-            out.append(f"allow more pairs (--max-pairs, now {loop.max_pairs})")
-        if not loop.reset_data:
-            out.append("use --reset-data on a sandbox")
-        out.append("or stop other load on this host")
-        return out
-
-    def _noise_warning(self, cv: float, noise: Noise) -> list[str]:
+    def _noise_warning(self, cv: float, noise: Noise, query_set: bool) -> list[str]:
         """A warning (journaled as ``noise.high``) when the baseline CV leaves only large effects visible:
-        it names the smallest gain a decision can settle within ``loop.max_pairs`` pairs."""
+        it names the smallest gain a decision can settle within ``loop.max_pairs`` pairs and what can still
+        be done (``next_move.noise_remedies``; ``query_set``: the baseline ran a query set)."""
         if cv <= NOISE_WARN_CV:
             return []
         loop = self.cfg.loop
         policy = SequentialPolicy(min_gain=loop.min_gain, confidence=loop.confidence, max_pairs=loop.max_pairs)
         smallest = detectable_gain(noise, policy)
+        remedies = noise_remedies(self.cfg.workload.duration_s, loop.max_pairs, loop.reset_data, query_set)
         advice = (
             f"measured noise CV {cv:.0%} per run: within {loop.max_pairs} pairs a decision can settle only "
-            f"effects beyond about ±{smallest:.0%}; {', '.join(self._noise_remedies())}"
+            f"effects beyond about ±{smallest:.0%}; {', '.join(remedies)}"
         )
         self.rec.event("noise.high", {"noise_cv": cv, "detectable_gain": smallest, "advice": advice})
         log.warning("baseline.noisy", cv=round(cv, 3), reason=advice)

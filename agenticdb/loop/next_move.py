@@ -140,6 +140,24 @@ def session_floor_s(
     return baseline_runs * per_run, decision
 
 
+def noise_remedies(duration_s: float, max_pairs: int, reset_data: bool, query_set: bool) -> list[str]:
+    """What the user can still do against a noisy baseline (the ``noise.high`` warning), leaving out what is
+    already in effect. ``duration_s``: ``workload.duration_s`` (seconds), named only where it applies: a query
+    set (``Measurement.per_query_s``: TPC-H) runs its queries once per run whatever ``--duration`` says, so it
+    is offered a larger ``--scale`` instead (longer queries, against which start-up and timer jitter weigh
+    less) and fewer disturbances."""
+    if query_set:
+        out = ["a larger --scale (--duration does not apply: a run is one pass of the query set)"]
+    else:
+        out = [f"lengthen --duration (now {duration_s:g} s)"]
+    if max_pairs < 8:
+        out.append(f"allow more pairs (--max-pairs, now {max_pairs})")
+    if not reset_data:
+        out.append("use --reset-data on a sandbox")
+    out.append("or stop other load on this host")
+    return out
+
+
 def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
     """Why no round may start now (the time left is less than a round's cost, seconds), or ''.
 
