@@ -166,15 +166,15 @@ def test_screens_count_as_measured_effects_in_the_end_summary() -> None:
 
 
 def test_a_budget_that_cannot_pay_for_the_baseline_and_one_decision_is_warned_at_the_start() -> None:
-    """pgbench's first-run defaults: a run is warmup_max_s 10 + duration_s 15 = 25 s; 3 baseline runs (75 s) and
-    the smallest decision (2 pairs, 3 runs with the baseline's last: 75 s) need 150 s (next_move's priors)."""
+    """pgbench's first-run defaults: a run is warmup_max_s 10 + duration_s 15 = 25 s; the baseline's fewest runs
+    (2: 50 s) and the smallest decision (2 pairs, 3 runs with the baseline's last: 75 s) need 125 s."""
     pgbench = WorkloadConfig(kind="pgbench", duration_s=15, warmup_max_s=10)  # conftest sets warmup_max_s 0
-    cfg = Settings().model_copy(update={"workload": pgbench, "loop": LoopConfig(time_budget_s=120)})
+    cfg = Settings().model_copy(update={"workload": pgbench, "loop": LoopConfig(time_budget_s=100)})
     (line,) = budget_warning(cfg)
-    assert line.startswith("time budget 120s cannot pay for the baseline and one decision"), line
-    assert "3 baseline runs of 25s take 75s" in line and "(2 pairs, 3 runs) 75s, 150s in all" in line
-    assert "give --time-budget 150 or more" in line
-    assert budget_warning(cfg.model_copy(update={"loop": LoopConfig(time_budget_s=150)})) == []
+    assert line.startswith("time budget 100s cannot pay for the baseline and one decision"), line
+    assert "2 baseline runs of 25s take 50s" in line and "(2 pairs, 3 runs) 75s, 125s in all" in line
+    assert "give --time-budget 125 or more" in line
+    assert budget_warning(cfg.model_copy(update={"loop": LoopConfig(time_budget_s=125)})) == []
     tpch = Settings(workload=WorkloadConfig(kind="tpch"), loop=LoopConfig(time_budget_s=10))
     assert budget_warning(tpch) == []  # a query set's run length is not known before it runs
 

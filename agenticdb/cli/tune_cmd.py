@@ -416,7 +416,7 @@ def budget_warning(cfg: Settings) -> list[str]:
     runs = decision_runs(loop.min_pairs, True)
     return [
         f"time budget {loop.time_budget_s:g}s cannot pay for the baseline and one decision: by the cost priors "
-        f"{loop.baseline_runs} baseline runs of {run_s:g}s take {baseline:.0f}s and the smallest decision "
+        f"{min(loop.baseline_runs, 2)} baseline runs of {run_s:g}s take {baseline:.0f}s and the smallest decision "
         f"({loop.min_pairs} pairs, {runs} runs) {decision:.0f}s, {need}s in all, so the session would end after "
         f"its baseline with no round; give --time-budget {need} or more (a first data load and each run's "
         "start-up come on top)"

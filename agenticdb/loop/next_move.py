@@ -128,16 +128,18 @@ def session_floor_s(
     run_s: float, warmup_s: float, baseline_runs: int, min_pairs: int, reset_each_run: bool = False
 ) -> tuple[float, float]:
     """(the baseline's cost, the smallest decision's cost), seconds, before anything was measured: the
-    ``baseline_runs`` runs of ``run_s`` seconds each with its warm-up (:func:`warm_costs`; with
-    ``reset_each_run`` a restart of ``RESTART_PRIOR_S`` and the cold warm-up), then :func:`round_cost_prior`
-    of one decision whose pair 1 reuses the baseline's last run. Their sum is the least time budget that
-    lets a session judge one change; a first data load and each run's start-up come on top."""
+    baseline's fewest runs (2, or ``baseline_runs`` when fewer: ``initializer.measure_baseline`` stops at 2
+    when a third would leave no room for a decision) of ``run_s`` seconds each with its warm-up
+    (:func:`warm_costs`; with ``reset_each_run`` a restart of ``RESTART_PRIOR_S`` and the cold warm-up), then
+    :func:`round_cost_prior` of one decision whose pair 1 reuses the baseline's last run. Their sum is the
+    least time budget that lets a session judge one change; a first data load and each run's start-up come
+    on top."""
     warm, cold = warm_costs(run_s, warmup_s, False)
     per_run = run_s + (cold + RESTART_PRIOR_S if reset_each_run else warm)
     decision = round_cost_prior(
         [run_s], warmup_s, min_pairs, True, restart_s=RESTART_PRIOR_S, reset_each_run=reset_each_run
     )
-    return baseline_runs * per_run, decision
+    return min(baseline_runs, 2) * per_run, decision
 
 
 def noise_remedies(duration_s: float, max_pairs: int, reset_data: bool, query_set: bool) -> list[str]:
