@@ -282,10 +282,8 @@ def _sandbox_role(kind: str, home: Path | None) -> None:
         role, dsn = sandbox_role(settings(None, None, kind, home), kind)
     except Exception as exc:  # noqa: BLE001 - the sandbox stays usable as superuser; say why
         fail(f"sandbox {kind} is up, but creating its agenticdb role failed: {exc}")
-    console.print(
-        f"least-privilege role {role}: {command(f'tune --sandbox {kind}', ('home',))} connects as {dsn}",
-        highlight=False,
-    )
+    hint = command(f"tune --sandbox {kind}", ("home",))  # a sandbox under another --home needs it again
+    console.print(f"least-privilege role {role}: {hint} connects as {dsn}", highlight=False)
 
 
 @sandbox_app.command("down")
