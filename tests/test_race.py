@@ -521,3 +521,77 @@ def test_the_baseline_keeps_room_for_a_one_screen_opening_not_a_five_run_one() -
     # the cheapest opening is a round (a lone screen is pair 1 of its proof): the baseline's third run is
     # given up only when it would leave less than 3 runs, as without the opening (it used to ask for 5)
     assert first_decision_runs(LoopConfig(opening=True)) == first_decision_runs(LoopConfig(opening=False)) == 3
+
+
+def test_a_second_screen_ahead_of_the_start_lends_its_knobs_to_the_leaders_proof(tmp_path: Path) -> None:
+    # two candidates right about different knobs: the winner's work_mem is worth 3 ×, the other's
+    # effective_io_concurrency 1.5 × (both far beyond the 5 % per-pair noise floor); the placebo is level
+    def both(values: dict[str, str]) -> float:
+        level = 300.0 if values.get("work_mem") == "8MB" else 100.0
+        return level * (1.5 if values.get("effective_io_concurrency") == "8" else 1.0)
+
+    lender = {"effective_io_concurrency": "8", "random_page_cost": "1.1"}
+    s, target, _planner, workload = session(
+        tmp_path, candidates(("placebo", PLACEBO), ("io", lender), ("winner", WINNER)), script=[]
+    )
+    workload.objective = both
+    result = s.run()
+
+    race = events(s, "race")[0].data
+    assert race["leader"] == "winner" and race["proven"] == "winner+io", race
+    # the lender's knob joins; where both set one (random_page_cost) the leader's value stays
+    assert len(race["joined"]) == 1 and race["joined"][0].startswith("'io' (+50.0% on the start's level)")
+    proof = result.rounds[3]
+    assert proof.opening and proof.kept and proof.proposal is not None, proof
+    assert proof.proposal.planner == "opening:winner+io"
+    assert proof.changes == {"work_mem": "8MB", "random_page_cost": "2", "effective_io_concurrency": "8"}
+    assert target.values["effective_io_concurrency"] == "8" and target.values["random_page_cost"] == "2"
+    # the proof's runs are its own: none is a screen run
+    screens = {r.measurement.taken_at for r in result.rounds[:3] if r.measurement is not None}
+    assert all(e.data["measurement"]["taken_at"] not in screens for e in events(s, "measured") if e.round_no == 4)
+    story = story_of(s)
+    assert (
+        "leader: winner, joined by the knobs of 'io' (+50.0% on the start's level): effective_io_concurrency" in story
+    )
+
+
+def story_of(s: TuningSession) -> str:
+    out = io.StringIO()
+    render_story(Console(file=out, width=400, force_terminal=False), s.session_id, s.journal.events(s.session_id))
+    return out.getvalue()
+
+
+def test_joined_sets_take_restart_only_knobs_only_when_the_leader_restarts() -> None:
+    from agenticdb.loop.opening_entries import RaceEntry, joined
+    from agenticdb.models import Change, Verdict
+
+    specs = {
+        **KNOBS,
+        "shared_buffers": KnobSpec(name="shared_buffers", vartype="integer", unit="8kB", apply=ApplyMode.restart),
+    }
+
+    def entry(name: str, changes: dict[str, str], mode: ApplyMode) -> RaceEntry:
+        p = Proposal(
+            bottleneck="cpu",
+            changes=[Change(name=k, value=v, rationale=name) for k, v in changes.items()],
+            planner=f"opening:{name}",
+        )
+        return RaceEntry(name, p, Verdict(ok=True, changes=[], apply_requirement=mode))
+
+    other = entry("limits", {"shared_buffers": "1GB", "work_mem": "16MB"}, ApplyMode.restart)
+    made = joined(entry("evidence", {"random_page_cost": "2"}, ApplyMode.reload), [(0.3, other)], specs)
+    assert made is not None and [c.name for c in made[0].changes] == ["random_page_cost", "work_mem"]
+    assert made[0].apply_requirement == ApplyMode.reload
+    made = joined(entry("evidence", {"shared_buffers": "512MB"}, ApplyMode.restart), [(0.3, other)], specs)
+    assert made is not None and {c.name: c.value for c in made[0].changes} == {
+        "shared_buffers": "512MB",
+        "work_mem": "16MB",
+    }
+    assert (
+        joined(
+            entry("evidence", {"work_mem": "8MB"}, ApplyMode.reload),
+            [(0.3, entry("x", {"work_mem": "1MB"}, ApplyMode.reload))],
+            specs,
+        )
+        is None
+    )

@@ -34,11 +34,13 @@ import structlog
 
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.next_move import relative_gain
+from agenticdb.loop.opening_entries import RaceEntry, joined, most_generic
 from agenticdb.loop.planning import Plan, check, planning_context
 from agenticdb.loop.race import (
     RESTART_PRIOR_S,
     RaceState,
     Screen,
+    ahead_of_start,
     behind_start,
     counted_worse,
     opening_cost_s,
@@ -267,7 +269,7 @@ class OpeningRun:
         log.info("opening.skipped", reason=why)
         return 0
 
-    def _plan(self, c: Candidate, top: Proposal) -> _Entry:
+    def _plan(self, c: Candidate, top: Proposal) -> RaceEntry:
         """The candidate as a proposal, validated as one set against the starting values (no step bound: a
         whole configuration is a start, not a step)."""
         proposal = Proposal(
@@ -284,9 +286,9 @@ class OpeningRun:
         )
         policy = self.cfg.policy.model_copy(update={"max_changes": max(len(c.changes), 1), "max_step_factor": 1e300})
         verdict = check(proposal, self.stage, self.start.profile, Layer.dbms, policy, self.start.delta)
-        return _Entry(c.name, proposal, verdict)
+        return RaceEntry(c.name, proposal, verdict)
 
-    def _fit_budget(self, plans: list[_Entry], start_values: dict[str, str]) -> list[_Entry]:
+    def _fit_budget(self, plans: list[RaceEntry], start_values: dict[str, str]) -> list[RaceEntry]:
         """The screens the time left pays for, with the proof after them (``race.opening_cost_s``)."""
         loop = self.cfg.loop
         durations = [m.total_time_s or m.duration_s for m in self.start.baseline]
@@ -311,7 +313,7 @@ class OpeningRun:
             if cost <= left:
                 log.info("opening.budget", screens=len(plans), cost_s=round(cost), left_s=round(left))
                 return plans
-            dropped = plans.pop(_most_generic(plans))
+            dropped = plans.pop(most_generic(plans))
             log.info(
                 "opening.budget_drop",
                 candidate=dropped.name,
@@ -321,12 +323,12 @@ class OpeningRun:
             )
         return plans
 
-    def _ordered(self, plans: list[_Entry], start_values: dict[str, str]) -> list[_Entry]:
+    def _ordered(self, plans: list[RaceEntry], start_values: dict[str, str]) -> list[RaceEntry]:
         """``plans`` in the race's order (fewest restarts, ``race.race_order``)."""
         order = race_order([p.proposal_changes for p in plans], start_values, self.stage.catalog.knobs)
         return [plans[i] for i in order]
 
-    def _approval(self, plans: list[_Entry], top: Proposal) -> tuple[Proposal, Verdict]:
+    def _approval(self, plans: list[RaceEntry], top: Proposal) -> tuple[Proposal, Verdict]:
         """One proposal and verdict standing for the whole opening (every candidate's changes)."""
         text = "; ".join(f"{p.name}: " + ", ".join(f"{k}={v}" for k, v in p.proposal_changes.items()) for p in plans)
         changes = [c for p in plans if p.verdict.ok for c in p.verdict.changes]
@@ -350,7 +352,7 @@ class OpeningRun:
             return None
         return None if run.disturbance is not None and run.disturbance.disturbed else run
 
-    def _race(self, plans: list[_Entry], notes: list[str]) -> int:
+    def _race(self, plans: list[RaceEntry], notes: list[str]) -> int:
         best_level = self.stage.objective
         start_run = self.s.best_runs.get(Layer.dbms)
         before_race = self._start_run_last()
@@ -370,6 +372,11 @@ class OpeningRun:
         behind = ""
         if leader is not None:
             behind = behind_start(leader, start_run, best_level, self.higher, self.s.noise, self.s.query_weights)
+        proven: RaceEntry | None = None
+        lent: list[str] = []
+        if leader is not None and not behind:
+            proven = next(p for p in plans if p.name == leader.name and p.round_no == leader.round_no)
+            proven, lent = self._joined(proven, leader, state, plans, start_run, best_level)
         self.rec.event(
             "race",
             {
@@ -377,6 +384,8 @@ class OpeningRun:
                 "leader": leader.name if leader is not None and not behind else None,
                 "best_screen": leader.name if leader is not None else None,
                 "not_proven": behind,
+                "proven": proven.name if proven is not None else None,
+                "joined": lent,
                 "best_level": best_level,
                 "race_time_factor": self.cfg.loop.race_time_factor,
                 "restarts": state.restarts,
@@ -387,17 +396,52 @@ class OpeningRun:
         log.info("opening.race", screens=len(table), leader=leader.name if leader else None, reason=behind or "led")
         if leader is None:
             return self._back_to_start(round_no, in_effect, "no candidate ran to the end undisturbed")
-        if behind:
+        if behind or proven is None:
             return self._back_to_start(round_no, in_effect, behind)
-        entry = next(p for p in plans if p.name == leader.name and p.round_no == leader.round_no)
         measured = [sc for sc in state.screens if sc.measurement is not None]
         if len(measured) == 1 and leader.measurement is not None and not leader.measurement.cut_off:
             # a lone candidate was not picked from several noisy runs: its screen is pair 1's candidate run
-            return self._prove(entry, round_no + 1, in_effect, (leader.measurement, before_race))
-        return self._prove(entry, round_no + 1, in_effect)
+            return self._prove(proven, round_no + 1, in_effect, (leader.measurement, before_race))
+        return self._prove(proven, round_no + 1, in_effect)
+
+    def _joined(
+        self,
+        entry: RaceEntry,
+        leader: Screen,
+        state: RaceState,
+        plans: list[RaceEntry],
+        start_run: Measurement | None,
+        level: float,
+    ) -> tuple[RaceEntry, list[str]]:
+        """The entry to prove: the leader joined by the knobs of the other screens ahead of the start beyond
+        the noise (``opening_entries.joined``), validated as one set; the leader alone when none lends a knob
+        or the joined set is refused (logged). Returns the entry and the lenders' lines."""
+        ahead: list[tuple[float, RaceEntry]] = []
+        for sc in state.screens:
+            d = (
+                None
+                if sc is leader
+                else ahead_of_start(sc, start_run, level, self.higher, self.s.noise, self.s.query_weights)
+            )
+            if d is not None:
+                ahead.append((d, next(p for p in plans if p.name == sc.name and p.round_no == sc.round_no)))
+        made = joined(entry, sorted(ahead, key=lambda a: -a[0]), self.stage.catalog.knobs)
+        if made is None:
+            return entry, []
+        proposal, lent = made
+        policy = self.cfg.policy.model_copy(update={"max_changes": len(proposal.changes), "max_step_factor": 1e300})
+        verdict = check(proposal, self.stage, self.start.profile, Layer.dbms, policy, self.start.delta)
+        if not verdict.ok:
+            why = verdict.failed[0].message if verdict.failed else "no reason given"
+            log.info("opening.not_joined", leader=entry.name, reason=f"the joined set was refused: {why}")
+            return entry, []
+        both = RaceEntry(proposal.planner.removeprefix("opening:"), proposal, verdict)
+        both.round_no = entry.round_no
+        log.info("opening.joined", leader=entry.name, proven=both.name, reason="; ".join(lent))
+        return both, lent
 
     def _screen(
-        self, entry: _Entry, round_no: int, state: RaceState, in_effect: dict[str, str]
+        self, entry: RaceEntry, round_no: int, state: RaceState, in_effect: dict[str, str]
     ) -> tuple[Screen, dict[str, str]]:
         """Switch to the candidate as one change set and measure it once under the race's bound."""
         entry.round_no = round_no
@@ -485,7 +529,7 @@ class OpeningRun:
     # ------------------------------------------------------------------ the proof
     def _prove(
         self,
-        entry: _Entry,
+        entry: RaceEntry,
         round_no: int,
         in_effect: dict[str, str],
         lone: tuple[Measurement, Measurement | None] | None = None,
@@ -542,40 +586,3 @@ class OpeningRun:
             phase: FailurePhase = "workload" if isinstance(exc, WorkloadError) else "apply"
             return self.s._failed(r, "trial", ex.failure(exc, phase, verdict.changes, r.no, f"{label}: run failed"))
         return StepResult("trial", f"{label}: fresh run, objective {r.screen.objective:,.3f}")
-
-
-SCREEN_PRIORITY = ("experience", "llm", "evidence", "limits", "host-sized")
-"""When the time budget cannot pay for every screen, the candidates are kept in this order, the most specific
-to this workload first: a configuration measured best on a similar workload, the LLM's reading of this
-baseline, the baseline's own statistics, the playbook's limits for the diagnosed class, then the host-only
-sizing (what a static tool such as PGTune writes without seeing the workload). Judgement, supported by the
-demo's races on TPC-H SF 0.3 on 2026-12-06 (README): evidence led both races whose three screens all ran
-(+44.8 % and +40.8 % on the start's level, limits +36.6 % and +22.4 %, host-sized +11.2 % and +12 %)."""
-
-
-def _most_generic(plans: list[_Entry]) -> int:
-    """Index of the plan to drop first: the latest source in :data:`SCREEN_PRIORITY` (an unknown source counts
-    as the most generic), the last in the race's order among equals."""
-
-    def rank(p: _Entry) -> int:
-        base = p.name.split(" ")[0]
-        return SCREEN_PRIORITY.index(base) if base in SCREEN_PRIORITY else len(SCREEN_PRIORITY)
-
-    ranks = [rank(p) for p in plans]
-    worst = max(ranks)
-    return max(i for i, r in enumerate(ranks) if r == worst)
-
-
-class _Entry:
-    """One candidate in the race: its proposal, the verdict on the whole set, the round that screened it."""
-
-    def __init__(self, name: str, proposal: Proposal, verdict: Verdict) -> None:
-        self.name, self.proposal, self.verdict = name, proposal, verdict
-        self.round_no = 0
-
-    @property
-    def proposal_changes(self) -> dict[str, str]:
-        """The set's changes: normalised when the validator accepted it, as proposed otherwise."""
-        if self.verdict.ok:
-            return {c.name: c.value for c in self.verdict.changes}
-        return {c.name: str(c.value) for c in self.proposal.changes}

@@ -51,6 +51,11 @@ from agenticdb.units import UnitError, canonical, normalize
 #: (normal, one-sided); further behind, it is not ahead of the start and its proof would be wasted runs.
 BEHIND_SDS = 2.0
 
+#: How far a screen other than the leader's must run ahead of the start's level for its changes to join the
+#: leader's in the proof, in the same standard deviations (judgement, the mirror of BEHIND_SDS: a configuration
+#: only as good as the start runs this far ahead in one run with less than ~2.3 % chance).
+AHEAD_SDS = 2.0
+
 
 @dataclass
 class Screen:
@@ -177,17 +182,10 @@ def behind_start(
         '' when the screen's log-ratio against the start is at least ``-BEHIND_SDS`` × the pair's standard
         deviation; otherwise the reason, with the figures.
     """
-    m = screen.measurement
-    if m is None or m.objective <= 0 or start_level <= 0:
+    measured = _log_ratio(screen, start_run, start_level, higher, weights)
+    if measured is None:
         return ""
-    d: float | None = None
-    statistic = "objective"
-    if weights is not None and start_run is not None:
-        d = weights.log_ratio(m, start_run)
-        statistic = "per-query statistic"
-    if d is None:
-        d = math.log(m.objective / start_level) if higher else math.log(start_level / m.objective)
-        statistic = "objective"
+    d, statistic = measured
     sd = max(math.sqrt(noise.var), PAIR_SD_FLOOR)  # as the proof's test: never below its per-pair floor
     if d >= -BEHIND_SDS * sd:
         return ""
@@ -195,6 +193,42 @@ def behind_start(
         f"no candidate ahead of the start in its screen: the best, '{screen.name}', ran {math.expm1(d):+.1%} on the "
         f"starting level ({statistic}, one run), beyond {BEHIND_SDS:g} × the noise of a pair ({sd:.1%})"
     )
+
+
+def ahead_of_start(
+    screen: Screen,
+    start_run: Measurement | None,
+    start_level: float,
+    higher: bool,
+    noise: Noise,
+    weights: QueryWeights | None = None,
+) -> float | None:
+    """The screen's log-ratio on the starting level (positive = better) when it ran ahead of the start by at
+    least ``AHEAD_SDS`` × the pair's standard deviation, else None (arguments as :func:`behind_start`; a cut-off
+    or disturbed run is never ahead)."""
+    if screen.cut_off or screen.disturbed:
+        return None
+    measured = _log_ratio(screen, start_run, start_level, higher, weights)
+    if measured is None:
+        return None
+    sd = max(math.sqrt(noise.var), PAIR_SD_FLOOR)
+    return measured[0] if measured[0] >= AHEAD_SDS * sd else None
+
+
+def _log_ratio(
+    screen: Screen, start_run: Measurement | None, start_level: float, higher: bool, weights: QueryWeights | None
+) -> tuple[float, str] | None:
+    """(log-ratio of the screen's run on the start, positive = better; the statistic's name), or None when
+    the screen has no usable run. Query sets with frozen weights: ``QueryWeights.log_ratio`` against
+    ``start_run`` (the proof's statistic); otherwise the objective against ``start_level``."""
+    m = screen.measurement
+    if m is None or m.objective <= 0 or start_level <= 0:
+        return None
+    if weights is not None and start_run is not None:
+        d = weights.log_ratio(m, start_run)
+        if d is not None:
+            return d, "per-query statistic"
+    return (math.log(m.objective / start_level) if higher else math.log(start_level / m.objective)), "objective"
 
 
 def counted_worse(screen: Screen, best_level: float, prior: Noise) -> bool:
@@ -375,6 +409,9 @@ def race_lines(event: dict[str, object]) -> list[str]:
     leader = event.get("leader")
     if event.get("not_proven"):
         lines.append(f"{event['not_proven']}: the start stays")
+    elif leader and event.get("joined") and event.get("proven"):
+        lent = "; ".join(str(x) for x in event["joined"]) if isinstance(event["joined"], list) else ""
+        lines.append(f"leader: {leader}, joined by the knobs of {lent}: '{event['proven']}' proven next on fresh pairs")
     else:
         lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
     return lines + told
@@ -432,11 +469,13 @@ def opening_cost_s(
 
 
 __all__ = [
+    "AHEAD_SDS",
     "BEHIND_SDS",
     "RESTART_PRIOR_S",
     "RaceState",
     "Screen",
     "UnitError",
+    "ahead_of_start",
     "behind_start",
     "counted_worse",
     "opening_cost_s",
