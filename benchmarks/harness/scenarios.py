@@ -138,7 +138,8 @@ SCENARIOS: dict[str, Scenario] = {
             about="TPC-H SF 1 (~1.66 GiB with indexes) inside a 2 GiB limit, default start: the data is far beyond "
             "the default shared_buffers (128 MB) and about the size of the memory the kernel's page cache can use, "
             "and the default effective_cache_size (4 GB) claims twice the server's memory; issue 36's third "
-            "choice of a new scenario (pg-sysbench-ro-fit and pg-tpch-fit did not qualify)",
+            "choice of a new scenario (pg-sysbench-ro-fit and pg-tpch-fit did not qualify); did not qualify "
+            "either on 2026-12-06 (TPE +6.1 % against a 21.7 % noise bar, benchmarks/README.md)",
         ),
         Scenario(
             "pg-pgbench-badstart",
