@@ -119,6 +119,20 @@ EXTRA: dict[str, dict[str, Any]] = {
         "rule_kind": "unknown",
         "propose": {"encrypt_tmp_disk_tables": "ON", "innodb_encrypt_temporary_tables": "ON"},
     },
+    # actions, not settings (found by the variant tester: accepted as knobs; each does one thing and reads
+    # OFF again, so a trial of it measures nothing)
+    "mariadb-trigger-variables": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "unknown",
+        "propose": {
+            "innodb_buffer_pool_dump_now": "ON",
+            "innodb_buffer_pool_load_now": "ON",
+            "innodb_buffer_pool_load_abort": "ON",
+            "innodb_log_checkpoint_now": "ON",
+        },
+    },
     "mariadb-big-tables": {
         "target": "mariadb-10.11",
         "stage": "dbms",

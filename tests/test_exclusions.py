@@ -5,6 +5,7 @@ role neither warns nor calls fsync a privilege problem (real PostgreSQL 15, real
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import psycopg
 import pytest
 from conftest import _shared_tmp
 
+from agenticdb.models import Catalog
+from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.validation.exclusions import denied_reason, left_out, never_tuned, policy_of
 from agenticdb.validation.rules import load_ruleset
 
@@ -142,3 +145,40 @@ def test_semantic_and_security_settings_are_never_tuned(knob: str) -> None:
     assert "setup-role never grants it" in denied.reason, denied
     tuned = denied_reason(RULES, "postgresql", "15.20", "work_mem", "agenticdb")
     assert tuned is None or not tuned.status.startswith("protected"), tuned  # an ordinary knob is not
+
+
+# What a variable does, in the server's own words (information_schema.SYSTEM_VARIABLES.VARIABLE_COMMENT):
+# an action ("Trigger an immediate dump of the buffer pool", "Abort a currently running load", "Wait until
+# History list length is below …", "Write back dirty pages … and update the log checkpoint", "Reset a
+# monitor counter").
+_ACTION = re.compile(r"^(Trigger|Abort|Wait until|Write back|Reset|Evict)\b")
+
+
+@pytest.fixture(scope="module")
+def mariadb_described(mariadb_sandbox, tmp_path_factory) -> tuple[Catalog, dict[str, str]]:  # type: ignore[no-untyped-def]
+    """The real MariaDB 10.11's catalog and each variable's own description (lower-case name → comment)."""
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    t.cache_dir = tmp_path_factory.mktemp("agenticdb-cache")
+    try:
+        cat = t.catalog()
+        with mariadb_sandbox.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT LOWER(VARIABLE_NAME), VARIABLE_COMMENT FROM information_schema.SYSTEM_VARIABLES")
+            comments = {str(n): str(c or "") for n, c in cur.fetchall()}
+    finally:
+        t.close()
+    return cat, comments
+
+
+def test_mariadb_actions_are_not_knobs(mariadb_described: tuple[Catalog, dict[str, str]]) -> None:
+    """Found by the variant tester (2026-12-06): innodb_buffer_pool_dump_now, _load_now, _load_abort and
+    innodb_log_checkpoint_now were tuning knobs, though writing one does a thing once and reads OFF again
+    (a trial of an action measures nothing). The kind, on the real MariaDB 10.11: every variable whose own
+    description is an action is left out of the catalog with its reason (catalogs/mariadb.toml)."""
+    cat, comments = mariadb_described
+    actions = {n for n, c in comments.items() if _ACTION.search(c)}
+    named = {"innodb_buffer_pool_dump_now", "innodb_buffer_pool_load_now", "innodb_buffer_pool_load_abort",
+             "innodb_log_checkpoint_now", "innodb_max_purge_lag_wait"}  # fmt: skip
+    assert named <= actions, named - actions  # the server still describes them as actions
+    assert not actions & set(cat.knobs), sorted(actions & set(cat.knobs))
+    for name in named:
+        assert "an action, not a setting" in cat.excluded[name], cat.excluded[name]
