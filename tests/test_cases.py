@@ -133,6 +133,15 @@ EXTRA: dict[str, dict[str, Any]] = {
             "innodb_log_checkpoint_now": "ON",
         },
     },
+    # logging switches: left out as PostgreSQL's log_* are (found by the variant tester: general_log = ON
+    # was accepted on MariaDB while log_statement is not a knob on PostgreSQL)
+    "mariadb-logging-switches": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "unknown",
+        "propose": {"general_log": "ON", "slow_query_log": "ON", "log_output": "TABLE", "long_query_time": "0"},
+    },
     "mariadb-big-tables": {
         "target": "mariadb-10.11",
         "stage": "dbms",

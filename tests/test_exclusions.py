@@ -18,6 +18,7 @@ from conftest import _shared_tmp
 
 from agenticdb.models import Catalog
 from agenticdb.targets.mysql import MySQLTarget
+from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.exclusions import denied_reason, left_out, never_tuned, policy_of
 from agenticdb.validation.rules import load_ruleset
 
@@ -150,8 +151,9 @@ def test_semantic_and_security_settings_are_never_tuned(knob: str) -> None:
 # What a variable does, in the server's own words (information_schema.SYSTEM_VARIABLES.VARIABLE_COMMENT):
 # an action ("Trigger an immediate dump of the buffer pool", "Abort a currently running load", "Wait until
 # History list length is below …", "Write back dirty pages … and update the log checkpoint", "Reset a
-# monitor counter").
+# monitor counter") or a log ("… to the slow log", "… to MariaDB error log", "How logs should be written").
 _ACTION = re.compile(r"^(Trigger|Abort|Wait until|Write back|Reset|Evict)\b")
+_LOGGING = re.compile(r"slow (query )?log|general[ _]log|error log|^How logs should be written", re.I)
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +184,26 @@ def test_mariadb_actions_are_not_knobs(mariadb_described: tuple[Catalog, dict[st
     assert not actions & set(cat.knobs), sorted(actions & set(cat.knobs))
     for name in named:
         assert "an action, not a setting" in cat.excluded[name], cat.excluded[name]
+
+
+def test_mariadb_logging_is_left_out_like_postgresql_logging(
+    mariadb_described: tuple[Catalog, dict[str, str]],
+    pg_sandbox,  # type: ignore[no-untyped-def]
+) -> None:
+    """Found by the variant tester (2026-12-06): general_log and slow_query_log were knobs on MariaDB while
+    PostgreSQL's logging settings are left out. One rule for both: every MariaDB variable whose own
+    description is about the general, slow or error log is excluded as a logging-only setting, as
+    PostgreSQL's log_* and logging_collector are (catalogs/postgresql.toml)."""
+    cat, comments = mariadb_described
+    logging = {n for n, c in comments.items() if _LOGGING.search(c)}
+    assert {"general_log", "slow_query_log", "log_output", "long_query_time"} <= logging, logging
+    assert not logging & set(cat.knobs), sorted(logging & set(cat.knobs))
+    for name in ("general_log", "slow_query_log", "log_slow_query", "log_output", "long_query_time"):
+        assert "logging-only setting" in cat.excluded[name], (name, cat.excluded[name])
+    pg = PostgresTarget.from_config(pg_sandbox.target_config())
+    try:
+        pg_cat = pg.catalog()
+    finally:
+        pg.close()
+    for name in ("log_min_duration_statement", "log_statement", "logging_collector"):
+        assert name not in pg_cat.knobs and "logging-only setting" in pg_cat.excluded[name], name
