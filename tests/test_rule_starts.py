@@ -44,6 +44,9 @@ class StartCase:
     accepted: dict[str, str] | None = None
     clamped_to: dict[str, str] | None = None
     why_no_accept: str = ""
+    slot: str = ""
+    """A replication slot the server holds while the case is tried ("physical" or "logical"; the
+    state-dependent rules): created before, dropped after."""
 
 
 PG_CASES: dict[str, StartCase] = {
@@ -85,6 +88,18 @@ PG_CASES: dict[str, StartCase] = {
         {"autovacuum_work_mem": "100kB"},
         clamped_to={"autovacuum_work_mem": "1MB"},
         accepted={"autovacuum_work_mem": "1MB"},
+    ),
+    "pg.wal_level-physical-slots": StartCase(
+        {"wal_level": "minimal", "max_wal_senders": "0", "archive_mode": "off"},
+        log='physical replication slot "agenticdb_start_slot" exists, but wal_level < replica',
+        accepted={"wal_level": "replica"},
+        slot="physical",
+    ),
+    "pg.wal_level-logical-slots": StartCase(
+        {"wal_level": "replica"},
+        log='logical replication slot "agenticdb_start_slot" exists, but wal_level < logical',
+        accepted={"wal_level": "logical"},
+        slot="logical",
     ),
 }
 """Rule id → case."""
@@ -137,9 +152,11 @@ class ScratchPg:
     info: PostgresSandboxInfo
     version: str
 
-    def start(self, settings: dict[str, str], read: list[str] | None = None) -> tuple[bool, str, dict[str, str]]:
+    def start(
+        self, settings: dict[str, str], read: list[str] | None = None, sql: str = ""
+    ) -> tuple[bool, str, dict[str, str]]:
         """pg_ctl start with ``-c name=value`` for each setting (as postgres); (started, log, read values).
-        A started server is stopped again (fast)."""
+        ``sql`` runs once started. A started server is stopped again (fast)."""
         log = Path(self.info.root) / "start.log"
         log.write_text("")
         if self.info.os_user:
@@ -155,6 +172,8 @@ class ScratchPg:
         values: dict[str, str] = {}
         try:
             with psycopg.connect(self.info.dsn, connect_timeout=10, autocommit=True) as conn:
+                if sql:
+                    conn.execute(sql)  # type: ignore[arg-type]
                 for name in read or []:
                     row = conn.execute(f"SHOW {name}").fetchone()
                     values[name] = str(row[0]) if row else ""
@@ -186,6 +205,29 @@ def test_postgresql_start_claim(rule_id: str, scratch_pg: ScratchPg) -> None:
     case = PG_CASES[rule_id]
     applies = rule.applies("postgresql", scratch_pg.version)
     read = sorted(case.clamped_to or {})
+    if case.slot:
+        _slot(scratch_pg, case.slot, create=True)
+    try:
+        _try_case(rule_id, case, applies, read, scratch_pg)
+    finally:
+        if case.slot:
+            _slot(scratch_pg, case.slot, create=False)
+
+
+def _slot(scratch_pg: ScratchPg, kind: str, *, create: bool) -> None:
+    """Create or drop the case's replication slot on a start with the wal_level the slot needs."""
+    level = {"wal_level": "logical" if kind == "logical" else "replica"}
+    if not create:
+        sql = "SELECT pg_drop_replication_slot('agenticdb_start_slot')"
+    elif kind == "logical":
+        sql = "SELECT pg_create_logical_replication_slot('agenticdb_start_slot', 'pgoutput')"
+    else:
+        sql = "SELECT pg_create_physical_replication_slot('agenticdb_start_slot')"
+    started, log, _ = scratch_pg.start(level, sql=sql)
+    assert started, log[-600:]
+
+
+def _try_case(rule_id: str, case: StartCase, applies: bool, read: list[str], scratch_pg: ScratchPg) -> None:
     started, log, values = scratch_pg.start(case.refused, read)
     if case.clamped_to is not None:
         assert started, f"{rule_id}: a clamp rule's value must start on {scratch_pg.version}: {log[-600:]}"
