@@ -104,3 +104,8 @@ def joined(
         }
     )
     return proposal, lent
+
+
+def entry_of(plans: list[RaceEntry], name: str, round_no: int) -> RaceEntry:
+    """The entry a screen (``name``, ``round_no``) came from. Raises StopIteration when none did."""
+    return next(p for p in plans if p.name == name and p.round_no == round_no)

@@ -34,7 +34,7 @@ import structlog
 
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.next_move import relative_gain
-from agenticdb.loop.opening_entries import RaceEntry, joined, most_generic
+from agenticdb.loop.opening_entries import RaceEntry, entry_of, joined, most_generic
 from agenticdb.loop.planning import Plan, check, planning_context
 from agenticdb.loop.race import (
     RESTART_PRIOR_S,
@@ -375,7 +375,7 @@ class OpeningRun:
         proven: RaceEntry | None = None
         lent: list[str] = []
         if leader is not None and not behind:
-            proven = next(p for p in plans if p.name == leader.name and p.round_no == leader.round_no)
+            proven = entry_of(plans, leader.name, leader.round_no)
             proven, lent = self._joined(proven, leader, state, plans, start_run, best_level)
         self.rec.event(
             "race",
@@ -424,7 +424,7 @@ class OpeningRun:
                 else ahead_of_start(sc, start_run, level, self.higher, self.s.noise, self.s.query_weights)
             )
             if d is not None:
-                ahead.append((d, next(p for p in plans if p.name == sc.name and p.round_no == sc.round_no)))
+                ahead.append((d, entry_of(plans, sc.name, sc.round_no)))
         made = joined(entry, sorted(ahead, key=lambda a: -a[0]), self.stage.catalog.knobs)
         if made is None:
             return entry, []

@@ -186,7 +186,7 @@ def behind_start(
     if measured is None:
         return ""
     d, statistic = measured
-    sd = max(math.sqrt(noise.var), PAIR_SD_FLOOR)  # as the proof's test: never below its per-pair floor
+    sd = _pair_sd(noise)
     if d >= -BEHIND_SDS * sd:
         return ""
     return (
@@ -211,8 +211,13 @@ def ahead_of_start(
     measured = _log_ratio(screen, start_run, start_level, higher, weights)
     if measured is None:
         return None
-    sd = max(math.sqrt(noise.var), PAIR_SD_FLOOR)
-    return measured[0] if measured[0] >= AHEAD_SDS * sd else None
+    return measured[0] if measured[0] >= AHEAD_SDS * _pair_sd(noise) else None
+
+
+def _pair_sd(noise: Noise) -> float:
+    """One pair's log-ratio standard deviation: the session's estimate, never below the proof's per-pair floor
+    (``sequential.PAIR_SD_FLOOR``), as in the proof's test."""
+    return max(math.sqrt(noise.var), PAIR_SD_FLOOR)
 
 
 def _log_ratio(
