@@ -17,8 +17,10 @@ from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 DB = "rc_test"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def my(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[MariaDBSandboxInfo]:
+    """A fresh database for each test: one test's tables must not be findings in the next one's window (a
+    window after the keyword test found its 100,000-row ``events``, loaded but not yet recalculated, stale)."""
     with mariadb_sandbox.connect() as c, c.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {DB}")
         cur.execute(f"CREATE DATABASE {DB}")
@@ -64,7 +66,7 @@ def test_stale_statistics_with_recalculation_off_and_an_unindexed_statement_are_
     w = Watcher("mariadb", my.dsn, DB, server="mytest").start()
     _exec(my, *["SELECT count(*) FROM orders WHERE customer = 7"] * 5)
     again = w.finish()
-    assert not any(f.cause in (Cause.stale_statistics, Cause.missing_index) for f in again.findings)
+    assert not any(f.cause in (Cause.stale_statistics, Cause.missing_index) for f in again.findings), again.findings
     assert {r.cause for r in again.ruled_out} >= {Cause.stale_statistics, Cause.missing_index, Cause.purge_lag}
 
 
@@ -127,3 +129,26 @@ def test_a_table_named_like_a_keyword_keeps_its_case_in_the_remedy(my: MariaDBSa
     assert miss.subject == "rc_test.events(user_id)"
     _exec(my, miss.remedies[0].sql)  # runs: the table is found under its own name
     _exec(my, "DROP TABLE events")
+
+
+def test_stale_statistics_of_another_schema_are_not_this_database_s(my: MariaDBSandboxInfo) -> None:
+    """Table statistics are read for the watched database only, as PostgreSQL's are per database: a stale
+    table of another schema on the same server is not the workload's cause."""
+    other = "rc_other"
+    with my.connect() as c, c.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {other}")
+    try:
+        with my.connect(other) as c, c.cursor() as cur:
+            cur.execute("CREATE TABLE stale(id int PRIMARY KEY, v int) STATS_AUTO_RECALC=0")
+            cur.execute("INSERT INTO stale SELECT seq, 0 FROM seq_1_to_1000")
+            cur.execute("ANALYZE TABLE stale")
+            cur.fetchall()
+            cur.execute("INSERT INTO stale SELECT seq, 0 FROM seq_1001_to_100000")
+        rc = Watcher("mariadb", my.dsn, DB, server="mytest").start().finish()
+        assert not any(f.cause == Cause.stale_statistics for f in rc.findings), rc.findings
+        assert Cause.stale_statistics in {r.cause for r in rc.ruled_out}
+        whole = Watcher("mariadb", my.dsn, other, server="mytest").start().finish()
+        assert any(f.subject == f"{other}.stale" for f in whole.findings if f.cause == Cause.stale_statistics)
+    finally:
+        with my.connect() as c, c.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {other}")

@@ -299,7 +299,8 @@ def detect_mariadb(
     dsn: str, database: str | None, watch: rd.MyWatch | None, statements: list[str], server: str
 ) -> RootCauses:
     """Every MariaDB detector over the window of ``watch``, connected to ``database`` (None: the DSN's own;
-    ``RootCauses.database`` names it; the InnoDB and digest views cover every schema). Never raises: an
+    ``RootCauses.database`` names it; table statistics are that database's, digests, transactions and lock
+    waits cover every schema). Never raises: an
     unreadable server gives an empty result with a note. ``statements``: the workload's SELECTs for plan evidence."""
     out = RootCauses(family=FAMILY, database=database or str(parse_mysql_dsn(dsn).get("database") or ""))
     try:
