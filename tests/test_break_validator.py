@@ -149,6 +149,18 @@ def test_mariadb_flush_methods_without_fsync_are_durability(maria: World, method
     )
 
 
+@pytest.mark.parametrize("method", ["O_DIRECT_NO_FSYNC", "o_direct_no_fsync"])
+def test_mariadb_flush_method_without_the_data_file_fsync_is_durability(maria: World, method: str) -> None:
+    """O_DIRECT_NO_FSYNC skips the fsync() after O_DIRECT writes (MariaDB KB innodb_flush_method): refused
+    by default, a journaled risk under durability = relaxed; O_DIRECT (which keeps the fsync) passes."""
+    msg = rejected_by(check(maria, {"innodb_flush_method": method}), "durability", "innodb_flush_method")
+    assert "mysql.flush_method_o_direct_no_fsync" in msg and "rejected under durability = " in msg, msg
+    relaxed = check(maria, {"innodb_flush_method": method}, durability="relaxed")
+    assert relaxed.ok, relaxed.feedback()
+    assert any("innodb_flush_method" in r for r in relaxed.accepted_risks), relaxed.accepted_risks
+    assert check(maria, {"innodb_flush_method": "O_DIRECT"}).ok
+
+
 def test_mariadb_io_capacity_above_its_max_is_a_server_check(maria: World) -> None:
     """MariaDB 10.11 silently raises innodb_io_capacity_max or lowers innodb_io_capacity (warning 1210)."""
     v = check(maria, {"innodb_io_capacity": "1000", "innodb_io_capacity_max": "500"})

@@ -745,6 +745,35 @@ EXTRA: dict[str, dict[str, Any]] = {
         "rule_kind": "capacity",
         "propose": {"fs.file-max": "<file handles in use>"},
     },
+    # a setting the server starts with that makes work fail (found by the breaker): 128kB shared_buffers
+    # (16 buffers) under max_connections 100 — PostgreSQL 15 here then failed pgbench's clients with "no
+    # unpinned buffers available"; raising max_connections past the buffers is the same fault
+    "pg-shared-buffers-below-two-per-connection": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "current": {"max_connections": "100"},
+        "propose": {"shared_buffers": "128kB"},
+        "message_has": ["pg.shared_buffers-per-connection", "max_connections"],
+    },
+    "pg-max-connections-beyond-shared-buffers": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "current": {"shared_buffers": "1MB", "max_connections": "50"},
+        "propose": {"max_connections": 100},
+        "message_has": ["pg.max_connections-shared_buffers"],
+    },
+    "pg-small-shared-buffers-two-per-connection-ok": {
+        "target": "postgresql-15",
+        "stage": "dbms",
+        "expect": "accept",
+        "current": {"max_connections": "50"},
+        "propose": {"shared_buffers": "1MB"},
+        "verified_apply": "restart",
+    },
     # ---- kind 6: headroom, with the formula in force
     "linux-overcommit-kbytes-headroom": {
         "target": "linux",
