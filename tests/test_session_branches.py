@@ -227,16 +227,20 @@ def test_a_planner_error_stops_the_session_and_puts_the_best_back(tmp_path: Path
     assert run.events("session.end")[0].data["status"] == "failed"
 
 
-def test_the_time_budget_running_out_mid_round_ends_after_the_round(tmp_path: Path) -> None:
-    # 2 pairs of 1-s runs (4 s) fit the 4.5-s budget when round 1 starts; its first run then takes 5 s
-    # (virtual seconds, as in every Run: the session's overhead on a busy host spends none of them)
+def test_the_time_budget_running_out_mid_round_starts_no_pair_after_it(tmp_path: Path) -> None:
+    # 2 pairs of 1-s runs (3 runs, pair 1 reusing the baseline's last run) fit the 4.5-s budget when round 1
+    # starts; its screen then takes 5 s (virtual seconds, as in every Run: the session's overhead on a busy
+    # host spends none of them) and ends past the budget. No pair is started after it (it used to measure
+    # pair 2 as well, the minimum pairs, past the budget): the decision ends undecided, the best stays.
     run = Run(tmp_path, [{"work_mem": "8MB"}, {"random_page_cost": "1.1"}], loop={"time_budget_s": 4.5})
     run.workload.slow_runs = {3: 5.0}
     result = run.run()
-    assert len(result.rounds) == 1
-    assert result.rounds[0].kept  # the round in flight was finished, kept and verified
+    assert len(result.rounds) == 1 and run.workload.runs == 3
+    judged = run.events("judged")[0].data
+    assert judged["verdict"] == "undecided" and judged["pairs"] == 1, judged["reason"]
+    assert "(0s left, the next pair's cost 2s)" in judged["reason"]
+    assert not result.rounds[0].kept and run.target.values == DEFAULTS  # reverted, verified
     assert result.status == "completed" and "time budget" in result.reason
-    assert run.target.values["work_mem"] == "8MB"
     assert not run.open_intents()
 
 

@@ -6,10 +6,12 @@
   candidate, …: one switch per pair, and the order alternates so linear drift cancels) and the
   sequential test of :mod:`agenticdb.measure.sequential` decides after every pair, stopping as soon as the
   decision is settled at the stated confidence, or as a tie after ``max_pairs`` pairs or the decision's
-  time cap. A pair with a run the host disturbed (``agenticdb.measure.disturbance``) is measured again, at most
-  ``max_disturbed_repeats`` times and within the time cap; never a verdict from disturbed runs. A
-  decision its caps cut short uses the valid pairs when they are decisive by the sequential rule's own
-  criterion (an interval at a final look, even on one pair: a +17,104 % first pair is not a tie);
+  time cap; the session's time budget (when it is the shorter cap) starts no pair it cannot pay for, even
+  below ``min_pairs`` (``next_move.no_room_to_start``). A pair with a run the host disturbed
+  (``agenticdb.measure.disturbance``) is measured again, at most ``max_disturbed_repeats`` times and within
+  the time cap; never a verdict from disturbed runs. A decision its caps cut short uses the valid pairs
+  when they are decisive by the sequential rule's own criterion (an interval at a final look, even on one
+  pair: a +17,104 % first pair is not a tie);
   otherwise it is a tie ("host too disturbed", or the decision's time cap), or "undecided" when the
   session's time budget ended it (not a measured tie; the best configuration so far stays).
   ``assess`` measures only through the :class:`RunSource` it is given.
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from agenticdb.config.loop_section import LoopConfig
-from agenticdb.loop.next_move import pairs_within, relative_gain
+from agenticdb.loop.next_move import no_room_to_start, pairs_within, relative_gain
 from agenticdb.measure.disturbance import DisturbanceThresholds, classified
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy
@@ -118,11 +120,15 @@ class DecisionRules:
     budget_s: float
     latency_guard: bool = False
     session_cap: bool = False
-    """``budget_s`` is the session's time left, not ``loop.decision_budget_s``: a decision it cuts short
-    without decisive evidence is "undecided: budget ended", not a tie."""
+    """``budget_s`` is the session's time left, not ``loop.decision_budget_s``: it binds below
+    ``min_pairs`` too (no pair starts that the budget cannot pay for, ``next_move.no_room_to_start``), and a
+    decision it cuts short without decisive evidence is "undecided: budget ended", never a tie or "better"."""
     query_weights: QueryWeights | None = None
     """Query sets (total_time): the pairs are judged on the per-query statistic of ``agenticdb.measure.query_set``
     with these frozen weights, not on the total time."""
+    run_cost_s: float = 0.0
+    """One run's cost prior (seconds, with its warm-up and restarts; 0 = unknown): the next pair's cost
+    before the decision measured a pair of its own (pair 1 reused the best run measured before the trial)."""
 
 
 def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
@@ -262,6 +268,7 @@ class _Pairs:
     valid: list[tuple[Measurement, Measurement]] = field(default_factory=list)
     disturbed: list[str] = field(default_factory=list)
     pair_s: list[float] = field(default_factory=list)
+    no_room: str = ""  # why the next pair was not started (``_out_of_time``): the time left and its cost
 
     def complete(self, first: Measurement, first_config: Config) -> Assessment | None:
         """Measure the other configuration after ``first`` (run with ``first_config``) and look at the
@@ -287,9 +294,12 @@ class _Pairs:
             self.pair_s.append(took_s)
         # The time cap applies once the minimum pairs are in: a decision never ends on fewer valid pairs
         # (except when the host disturbs the pairs that would make them up, see _discard).
+        # The session's time budget binds below the minimum pairs too: a pair it cannot pay for is not started
+        # (``next_move.no_room_to_start``) and the decision ends as a cut one (``_cut_short``).
         policy = self.protocol.policy
         planned_end = len(self.valid) >= policy.last_pair  # the looks the error rate was split over are used
-        late = len(self.valid) >= policy.min_pairs and (self._out_of_time() or planned_end)
+        enough = len(self.valid) >= policy.min_pairs or self.protocol.session_cap
+        late = enough and (self._out_of_time() or planned_end)
         look = _look(self.valid, self.protocol, final=late)
         if look.verdict is None:
             return None
@@ -310,12 +320,19 @@ class _Pairs:
         return None
 
     def _out_of_time(self, took_s: float = 0.0) -> bool:
-        """True when another pair would pass the decision's time cap. ``pair_s`` holds the time of each
-        valid pair's second run (the first run of pair 1 is the screen, measured before the decision); the
-        next pair is two runs, so it costs twice the slowest of them. (Counting one run let a 480-s
-        harness session start a third pair with 6 s left and end at 534 s.)"""
+        """True when another pair would pass the decision's time cap (``next_move.no_room_to_start``).
+        ``pair_s`` holds the time of each valid pair's second run (the first run of pair 1 is the screen,
+        measured before the decision); the next pair is two runs, so it costs twice the slowest of them, or
+        twice ``DecisionRules.run_cost_s`` before any was timed (pair 1 reused a best run: an 8-min session
+        then measured pair 2 past its budget). (Counting one run let a 480-s harness session start a third
+        pair with 6 s left and end at 534 s.)"""
+        timed = [t for t in (*self.pair_s, took_s) if t > 0]
+        next_pair_s = 2 * (max(timed) if timed else self.protocol.run_cost_s)
         elapsed = self.clock() - self.started
-        return elapsed + 2 * max([*self.pair_s, took_s]) > self.protocol.budget_s
+        if not no_room_to_start(elapsed, self.protocol.budget_s, next_pair_s, "the next pair's"):
+            return False
+        self.no_room = f"{max(self.protocol.budget_s - elapsed, 0):.0f}s left, the next pair's cost {next_pair_s:.0f}s"
+        return True
 
     def _cut_short(self, disturbed: str, look: PairDecision | None = None) -> Assessment:
         """The end of a decision its caps stopped before the rules settled it (``disturbed``: the host
@@ -336,7 +353,10 @@ class _Pairs:
             return self.assessment("tie", _too_disturbed_reason(self.disturbed, self.protocol, estimate), estimate)
         if self.protocol.session_cap:
             seen = f"{estimate.text()}, not settled" if estimate is not None else "no valid pair"
-            reason = f"undecided: budget ended inside the decision ({seen}); the best configuration so far stays"
+            figures = f" ({self.no_room})" if self.no_room else ""
+            reason = (
+                f"undecided: budget ended inside the decision ({seen}){figures}; the best configuration so far stays"
+            )
             return self.assessment("undecided", reason, estimate)
         if look is not None and look.capped:
             return self.assessment("tie", look.reason, estimate)
@@ -457,6 +477,7 @@ def decision_rules(
         latency_guard=loop.latency_guard is not None,
         session_cap=left_s < loop.decision_budget_s,
         query_weights=query_weights,
+        run_cost_s=max(run_cost_s, 0.0),
     )
 
 

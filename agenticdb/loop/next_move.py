@@ -55,6 +55,9 @@ class LoopState:
     """Median wall time of this session's measured rounds (s); 0 = none yet. A round is not started when
     less time than this is left: it could not finish inside the budget (issue 14: a session overran an
     8-min budget by 194 s by starting a round 40 s before its end)."""
+    not_started: str = ""
+    """Why the round's measured work was not started (``no_room_to_start``'s reason: its trial's cost prior,
+    a restart's included, did not fit the time left), or '': the session terminates with it."""
 
 
 def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
@@ -160,16 +163,26 @@ def noise_remedies(duration_s: float, max_pairs: int, reset_data: bool, query_se
     return out
 
 
-def no_room_for_round(elapsed_s: float, time_budget_s: float, round_cost_s: float, cost_label: str) -> str:
-    """Why no round may start now (the time left is less than a round's cost, seconds), or ''.
+def no_room_to_start(elapsed_s: float, time_budget_s: float, cost_s: float, what: str) -> str:
+    """The session's one budget rule: can ``cost_s`` seconds of work start now? '' when they fit the time left
+    (``time_budget_s − elapsed_s``, seconds), else why not, with both figures, for the journal and the log.
 
-    ``cost_label`` names where the cost comes from ("a measured round's median", "the minimum pairs")."""
+    Every phase asks it before it starts measured work: the first round (``TuningSession._no_room_for_round``,
+    the smallest decision's prior), every later round and its trial (a restart's prior included), the opening's
+    screens and its proof (``OpeningRun``), each further pair of a decision the session's budget caps
+    (``auditor._Pairs``), and ``decide`` (a measured round's median). A phase that cannot finish inside the
+    budget is not started, so a session ends by its budget give or take what one run took beyond its prior
+    (issue 14: a round started 40 s before the end of an 8-min budget overran it by 194 s; the harness's
+    pg-pgbench-badstart run of 2026-12-06 ended 95 s past its 480 s).
+
+    ``what`` names the work and where its cost comes from ("a measured round's median", "the proof's smallest
+    decision"); the reason reads "time budget nearly used: 30s of 480s left, less than <what> cost (64s)"."""
     left = time_budget_s - elapsed_s
-    if round_cost_s <= left:
+    if cost_s <= left:
         return ""
     return (
-        f"time budget nearly used: {max(left, 0):.0f}s of {time_budget_s:.0f}s left, less than {cost_label} "
-        f"cost ({round_cost_s:.0f}s)"
+        f"time budget nearly used: {max(left, 0):.0f}s of {time_budget_s:.0f}s left, less than {what} cost "
+        f"({cost_s:.0f}s)"
     )
 
 
@@ -177,8 +190,9 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     """Decide what the loop does after the latest round.
 
     Rules, in order:
-      1. time budget or max rounds reached, or less time left than a measured round's median cost →
-         terminate;
+      1. time budget or max rounds reached, the round's trial not started for want of time
+         (``LoopState.not_started``), or less time left than a measured round's median cost
+         (``no_room_to_start``) → terminate;
       2. the planner has nothing left (plateau) → switch_to_os in the DBMS stage when the OS stage is
          enabled, else terminate;
       3. without search: no kept gain in the last ``plateau_rounds`` rounds of this stage → switch_to_os /
@@ -190,9 +204,11 @@ def decide(history: list[RoundOutcome], state: LoopState) -> tuple[Decision, str
     """
     if state.elapsed_s >= state.time_budget_s:
         return Decision.terminate, f"time budget of {state.time_budget_s:.0f}s used ({state.elapsed_s:.0f}s)"
+    if state.not_started:
+        return Decision.terminate, state.not_started
     if state.rounds_done >= state.max_rounds:
         return Decision.terminate, f"reached max rounds ({state.max_rounds})"
-    no_room = no_room_for_round(state.elapsed_s, state.time_budget_s, state.round_cost_s, "a measured round's median")
+    no_room = no_room_to_start(state.elapsed_s, state.time_budget_s, state.round_cost_s, "a measured round's median")
     if no_room:
         return Decision.terminate, no_room
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from agenticdb.models import ApplyMode, KnobSpec, Proposal, Verdict
+from agenticdb.models import ApplyMode, Change, KnobSpec, Layer, Proposal, Verdict
 
 SCREEN_PRIORITY = ("experience", "llm", "evidence", "limits", "host-sized")
 """When the time budget cannot pay for every screen, the candidates are kept in this order, the most specific
@@ -109,3 +109,20 @@ def joined(
 def entry_of(plans: list[RaceEntry], name: str, round_no: int) -> RaceEntry:
     """The entry a screen (``name``, ``round_no``) came from. Raises StopIteration when none did."""
     return next(p for p in plans if p.name == name and p.round_no == round_no)
+
+
+def approval(plans: list[RaceEntry], top: Proposal) -> tuple[Proposal, Verdict]:
+    """One proposal and verdict standing for the whole opening (every candidate's changes), for the one
+    approval that covers it in approve mode (``OpeningRun.run``)."""
+    text = "; ".join(f"{p.name}: " + ", ".join(f"{k}={v}" for k, v in p.proposal_changes.items()) for p in plans)
+    changes = [c for p in plans if p.verdict.ok for c in p.verdict.changes]
+    proposal = Proposal(
+        bottleneck=top.bottleneck,
+        layer=Layer.dbms,
+        changes=[Change(name=c.name, value=c.value) for c in changes],
+        rationale=f"the opening races {len(plans)} whole configurations once each, then proves the leader: {text}",
+        planner="opening",
+        stage="opening",
+    )
+    mode = ApplyMode.strongest([p.verdict.apply_requirement for p in plans])
+    return proposal, Verdict(ok=True, changes=changes, apply_requirement=mode)

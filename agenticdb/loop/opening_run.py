@@ -18,7 +18,9 @@
 5. **race** — one screen each (``agenticdb.loop.race``), a round outcome per screen, a ``race`` event;
 6. **proof** — the leader on fresh pairs against the starting configuration (a lone screen is pair 1, as in
    a round: nothing was selected), through the session's own
-   judge and settle steps (``TuningSession._judge`` / ``_settle``): kept, or the start is put back. A leader
+   judge and settle steps (``TuningSession._judge`` / ``_settle``): kept, or the start is put back. Neither a
+   screen nor the proof starts when it and the proof no longer fit the time left (the screens ran longer than
+   their prior; ``TuningSession._not_started``): the start is put back, the figures journaled. A leader
    whose screen is behind the start's level beyond the noise (``race.behind_start``) is not proven: "no
    candidate ahead of the start in its screen", the start is put back (journaled ``reverted``).
 """
@@ -34,21 +36,23 @@ import structlog
 
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.next_move import relative_gain
-from agenticdb.loop.opening_entries import RaceEntry, entry_of, joined, most_generic
+from agenticdb.loop.opening_entries import RaceEntry, approval, entry_of, joined, most_generic
 from agenticdb.loop.planning import Plan, check, planning_context
 from agenticdb.loop.race import (
-    RESTART_PRIOR_S,
+    CostBasis,
     RaceState,
     Screen,
     ahead_of_start,
     behind_start,
     counted_worse,
     opening_cost_s,
+    proof_cost_s,
     race_limit,
     race_order,
     race_table,
     restart_names,
     restarts_needed,
+    screen_cost_s,
     switch_changes,
 )
 from agenticdb.loop.round import Round
@@ -118,6 +122,7 @@ class TuningSession(Protocol):
     def _settle(self, r: Round, start: Start) -> StepResult: ...
     def _decide(self, r: Round) -> tuple[RoundOutcome, Decision]: ...
     def _failed(self, r: Round, step: str, failure: Failure) -> StepResult: ...
+    def _not_started(self, cost_s: float, what: str, round_no: int | None) -> str: ...
 
 
 OpeningSource = Callable[["PlanningContext", int], Opening]
@@ -214,7 +219,7 @@ class OpeningRun:
         if not plans:
             return self._skip("the time budget leaves no room for one screen and the proof", notes)
         if self.s.approve is not None:
-            refused = self.s.approve(self.s.session_id, self.s.current_round + 1, *self._approval(plans, top))
+            refused = self.s.approve(self.s.session_id, self.s.current_round + 1, *approval(plans, top))
             if refused is not None:
                 self.rec.event("opening.refused", {"reason": refused})
                 log.info("opening.refused", reason=refused)
@@ -290,24 +295,20 @@ class OpeningRun:
 
     def _fit_budget(self, plans: list[RaceEntry], start_values: dict[str, str]) -> list[RaceEntry]:
         """The screens the time left pays for, with the proof after them (``race.opening_cost_s``)."""
-        loop = self.cfg.loop
-        durations = [m.total_time_s or m.duration_s for m in self.start.baseline]
-        query_set = any(m.per_query_s for m in self.start.baseline)
-        specs = self.stage.catalog.knobs
+        loop, basis, specs = self.cfg.loop, self._basis(), self.stage.catalog.knobs
         left = loop.time_budget_s - (self.s.clock() - self.s.started)
         reused = self._start_run_last() is not None
         while plans:
             changes = [p.proposal_changes for p in plans]
             cost = opening_cost_s(
-                durations,
-                self.cfg.workload.warmup_s,
+                basis.run_durations_s,
+                basis.warmup_s,
                 len(plans),
                 loop.min_pairs,
                 race_restarts=restarts_needed(changes, start_values, specs),
                 proof_restarts=bool(restart_names(changes, specs)),
-                query_set=query_set,
+                query_set=basis.query_set,
                 reset_each_run=loop.reset_data,
-                restart_s=RESTART_PRIOR_S,
                 reused_best_run=reused,
             )
             if cost <= left:
@@ -328,21 +329,6 @@ class OpeningRun:
         order = race_order([p.proposal_changes for p in plans], start_values, self.stage.catalog.knobs)
         return [plans[i] for i in order]
 
-    def _approval(self, plans: list[RaceEntry], top: Proposal) -> tuple[Proposal, Verdict]:
-        """One proposal and verdict standing for the whole opening (every candidate's changes)."""
-        text = "; ".join(f"{p.name}: " + ", ".join(f"{k}={v}" for k, v in p.proposal_changes.items()) for p in plans)
-        changes = [c for p in plans if p.verdict.ok for c in p.verdict.changes]
-        proposal = Proposal(
-            bottleneck=top.bottleneck,
-            layer=Layer.dbms,
-            changes=[Change(name=c.name, value=c.value) for c in changes],
-            rationale=f"the opening races {len(plans)} whole configurations once each, then proves the leader: {text}",
-            planner="opening",
-            stage="opening",
-        )
-        mode = ApplyMode.strongest([p.verdict.apply_requirement for p in plans])
-        return proposal, Verdict(ok=True, changes=changes, apply_requirement=mode)
-
     # ------------------------------------------------------------------ the race
     def _start_run_last(self) -> Measurement | None:
         """The start's recent run when it is the last run measured and undisturbed (the baseline's last run
@@ -359,7 +345,9 @@ class OpeningRun:
         state = RaceState(start_run, best_level, self.higher)
         in_effect: dict[str, str] = {}  # the changes of the configuration in effect (start = none)
         round_no = self.s.current_round
-        for entry in plans:
+        for i, entry in enumerate(plans):
+            if i and self._no_room_for_screen(entry, plans, in_effect, round_no + 1, notes):
+                break  # the screens left and the proof after them would end past the budget
             round_no += 1
             self.s.current_round = round_no
             screen, in_effect = self._screen(entry, round_no, state, in_effect)
@@ -399,10 +387,34 @@ class OpeningRun:
         if behind or proven is None:
             return self._back_to_start(round_no, in_effect, behind)
         measured = [sc for sc in state.screens if sc.measurement is not None]
-        if len(measured) == 1 and leader.measurement is not None and not leader.measurement.cut_off:
+        lone = len(measured) == 1 and leader.measurement is not None and not leader.measurement.cut_off
+        restarts = bool(restart_names([proven.proposal_changes], self.stage.catalog.knobs))
+        cost = proof_cost_s(self._basis(), restarts, lone, reused_best_run=lone and before_race is not None)
+        why = self.s._not_started(cost, "the proof's smallest decision", round_no + 1)
+        if why:
+            return self._back_to_start(round_no, in_effect, f"the proof of '{proven.name}' was not started: {why}")
+        if lone and leader.measurement is not None:
             # a lone candidate was not picked from several noisy runs: its screen is pair 1's candidate run
             return self._prove(proven, round_no + 1, in_effect, (leader.measurement, before_race))
         return self._prove(proven, round_no + 1, in_effect)
+
+    def _basis(self) -> CostBasis:
+        """What the opening's cost priors are computed from."""
+        return CostBasis.of(self.start.baseline, self.cfg.workload.warmup_s, self.cfg.loop)
+
+    def _no_room_for_screen(
+        self, entry: RaceEntry, plans: list[RaceEntry], in_effect: dict[str, str], round_no: int, notes: list[str]
+    ) -> str:
+        """Why the screen of ``entry`` may not start (``TuningSession._not_started``: it and the proof's
+        smallest decision on fresh pairs, by ``race``'s priors, do not fit the time left: the screens before
+        it ran longer than ``_fit_budget`` expected), added to the ``race`` event's notes; else ''."""
+        specs, basis = self.stage.catalog.knobs, self._basis()
+        screen = screen_cost_s(basis, bool(restart_names([entry.proposal_changes, in_effect], specs)))
+        proof = proof_cost_s(basis, bool(restart_names([p.proposal_changes for p in plans], specs)), False, False)
+        why = self.s._not_started(screen + proof, f"the screen of '{entry.name}' and the proof's", round_no)
+        if why:
+            notes.append(f"screens from '{entry.name}' on not started: {why}")
+        return why
 
     def _joined(
         self,

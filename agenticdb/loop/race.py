@@ -473,9 +473,58 @@ def opening_cost_s(
     return race + proof
 
 
+@dataclass(frozen=True)
+class CostBasis:
+    """What the opening's cost priors are computed from: the baseline's run times (seconds, the query set's
+    total when it has one), ``workload.warmup_s``, ``loop.min_pairs``, whether a run is a query set and
+    whether each run resets the data (``loop.reset_data``)."""
+
+    run_durations_s: list[float]
+    warmup_s: float
+    min_pairs: int
+    query_set: bool
+    reset_each_run: bool
+    restart_s: float = RESTART_PRIOR_S
+
+    @classmethod
+    def of(cls, baseline: Sequence[Measurement], warmup_s: float, loop: LoopConfig) -> CostBasis:
+        """From the baseline's runs, ``workload.warmup_s`` (seconds) and ``[loop]``."""
+        durations = [m.total_time_s or m.duration_s for m in baseline]
+        query_set = any(m.per_query_s for m in baseline)
+        return cls(durations, warmup_s, loop.min_pairs, query_set, loop.reset_data)
+
+
+def screen_cost_s(basis: CostBasis, restart: bool) -> float:
+    """One screen's cost prior (seconds), as :func:`opening_cost_s` counts each: the baseline's (upper)
+    median run with its warm-up, the cold one after a restart (``restart``: the switch to it restarts the
+    server, ``restart_s`` more) or a data reset. 0 when no baseline run was measured."""
+    if not basis.run_durations_s:
+        return 0.0
+    run = sorted(basis.run_durations_s)[len(basis.run_durations_s) // 2]
+    warm, cold = warm_costs(run, basis.warmup_s, basis.query_set)
+    return run + (basis.restart_s if restart else 0.0) + (cold if restart or basis.reset_each_run else warm)
+
+
+def proof_cost_s(basis: CostBasis, restarts: bool, lone: bool, reused_best_run: bool) -> float:
+    """The proof's smallest decision still to measure (seconds): ``next_move.round_cost_prior``; for a
+    ``lone`` screen (pair 1's candidate run, already measured) less that screen's warm run."""
+    prior = round_cost_prior(
+        basis.run_durations_s,
+        basis.warmup_s,
+        basis.min_pairs,
+        reused_best_run,
+        restarts=restarts,
+        restart_s=basis.restart_s,
+        query_set=basis.query_set,
+        reset_each_run=basis.reset_each_run,
+    )
+    return max(prior - screen_cost_s(basis, False), 0.0) if lone else prior
+
+
 __all__ = [
     "AHEAD_SDS",
     "BEHIND_SDS",
+    "CostBasis",
     "RESTART_PRIOR_S",
     "RaceState",
     "Screen",
@@ -484,11 +533,13 @@ __all__ = [
     "behind_start",
     "counted_worse",
     "opening_cost_s",
+    "proof_cost_s",
     "race_limit",
     "race_lines",
     "race_order",
     "race_table",
     "restart_names",
     "restarts_needed",
+    "screen_cost_s",
     "switch_changes",
 ]

@@ -35,6 +35,7 @@ class Round:
     runs: PairedRuns | None = None
     assessment: Assessment | None = None
     plateau: bool = False
+    not_started: str = ""  # why the trial was not started for want of time (TuningSession._not_started), or ''
 
 
 def round_failed(r: Round, step: str, failure: Failure, recorder: SessionRecorder) -> StepResult:

@@ -219,7 +219,7 @@ class TuningSession:
             self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": reason}, 0)
             log.info("session.no_round", reason=reason)
             return "completed", reason, layer
-        no_room = self._no_room_for_first_round(start)
+        no_room = self._no_room_for_round(start)
         if no_room:
             self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": no_room}, 0)
             log.info("session.no_round", reason=no_room)
@@ -231,6 +231,11 @@ class TuningSession:
                 if ended is not None:
                     return (*ended, layer)
             while not self._stop_requested(round_no):
+                no_room = self._no_room_for_round(start, layer, first=False)
+                if no_room:
+                    self.recorder.event("stop", {"decision": Decision.terminate.value, "reason": no_room}, round_no)
+                    log.info("session.no_round", reason=no_room)
+                    return "completed", no_room, layer
                 round_no += 1
                 self.current_round = round_no
                 began = self.clock()
@@ -266,19 +271,53 @@ class TuningSession:
             return "completed", last.reason
         return None
 
-    def _no_room_for_first_round(self, start: Start) -> str:
-        """Why round 1 may not start (the baseline left less time than its minimum pairs cost), or ''."""
+    def _no_room_for_round(self, start: Start, layer: Layer = Layer.dbms, first: bool = True) -> str:
+        """Why the next round may not start (the time left is less than its smallest decision's cost prior,
+        no restart counted: ``next_move.no_room_to_start``), or ''. Asked before round 1 and before every
+        later round while no round was measured (rounds refused, failed or not planned, an opening without
+        proof): ``next_move.decide`` judges the room on the measured rounds' median once there is one."""
+        if not first and self.round_seconds:
+            return ""  # next_move.decide judged the room on the measured rounds' median right after the last one
         loop = self.cfg.loop
-        last = self.last_best_run.get(Layer.dbms)
+        last = self.last_best_run.get(layer)
         reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
         prior = self._cost_prior(start, reused, restarts=False)
         elapsed = self.clock() - self.started
         runs = next_move.decision_runs(loop.min_pairs, reused)
         label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
-        why = next_move.no_room_for_round(elapsed, loop.time_budget_s, prior, label)
-        if why:  # what would have paid for one, at this host's measured baseline (the start's warning: priors)
+        why = next_move.no_room_to_start(elapsed, loop.time_budget_s, prior, label)
+        if why and first:  # what would have paid for one, at this host's measured baseline (the start's warning)
             why += f"; a time budget of at least {math.ceil(elapsed + prior)}s would have paid for one decision"
         return why
+
+    def _not_started(self, cost_s: float, what: str, round_no: int | None) -> str:
+        """'' when ``cost_s`` seconds of measured work (``what``, named with where its cost prior comes from)
+        may start now (``next_move.no_room_to_start``, the session's one budget rule); else why not, journaled
+        as ``budget.not_started`` with the time left and the cost prior (seconds) and logged."""
+        elapsed = self.clock() - self.started
+        budget = self.cfg.loop.time_budget_s
+        why = next_move.no_room_to_start(elapsed, budget, cost_s, what)
+        if why:
+            data = {"work": what, "left_s": round(budget - elapsed, 1), "cost_s": round(cost_s, 1), "reason": why}
+            self.recorder.event("budget.not_started", data, round_no)
+            log.info(
+                "budget.not_started", round=round_no, left_s=round(budget - elapsed), cost_s=round(cost_s), reason=why
+            )
+        return why
+
+    def _round_cost(self, start: Start, reused: bool, restarts: bool) -> float:
+        """What the round about to be tried costs (seconds): the measured rounds' median when there is one,
+        plus what its restarts add by the prior (``_cost_prior``'s difference with and without them); before
+        any round was measured, the smallest decision's prior."""
+        if not self.round_seconds:
+            return self._cost_prior(start, reused, restarts)
+        extra = self._cost_prior(start, reused, True) - self._cost_prior(start, reused, False) if restarts else 0.0
+        return statistics.median(self.round_seconds) + extra
+
+    def _round_label(self, restarts: bool) -> str:
+        """Where ``_round_cost`` comes from, for ``no_room_to_start``'s reason."""
+        what = "a measured round's median" if self.round_seconds else "the trial's smallest decision's"
+        return what + (" with the restarts its change needs" if restarts else "")
 
     def _cost_prior(self, start: Start, reused: bool, restarts: bool) -> float:
         """The smallest decision's cost before it is measured (``next_move.round_cost_prior``, seconds),
@@ -330,6 +369,7 @@ class TuningSession:
             planner_plateau=r.plateau,
             search_patience=loop.search_patience if self.planner.refines else 0,
             round_cost_s=statistics.median(self.round_seconds) if self.round_seconds else 0.0,
+            not_started=r.not_started,
         )
         outcome.decision, outcome.reason = next_move.decide(self.rounds, state)
         outcome.finished_at = time.time()
@@ -390,6 +430,16 @@ class TuningSession:
         r.safe = r.stage.snapshot
         prior = self.last_best_run.pop(r.layer, None)
         r.prior_best = prior if prior is not None and r.stage.executor.last_run is prior else None
+        restarts = r.plan.verdict.apply_requirement == ApplyMode.restart
+        reused = r.prior_best is not None and not (
+            r.prior_best.disturbance is not None and r.prior_best.disturbance.disturbed
+        )
+        r.not_started = self._not_started(self._round_cost(start, reused, restarts), self._round_label(restarts), r.no)
+        if r.not_started:  # the planner's time may have used the room the round had when it began
+            r.outcome.reason = r.not_started
+            if r.prior_best is not None:
+                self.last_best_run[r.layer] = r.prior_best  # nothing ran: it is still the last run
+            return StepResult("trial", f"not started: {r.not_started}", ends_round=True)
         execution = r.stage.executor.trial(r.plan.verdict, r.safe, r.no, self._trial_limit(r))
         if execution.failure is not None:
             return self._failed(r, "trial", execution.failure)
