@@ -9,6 +9,8 @@ MariaDB 10.11 of conftest and from this host's /proc/sys; hardware is the real h
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.host.hardware import detect_hardware
+from agenticdb.host.listen import listen_backlog
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, Hardware, Layer, Proposal, Verdict
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
@@ -198,3 +201,39 @@ def test_pg_huge_pages_on_needs_reserved_huge_pages(pg: World) -> None:
     # the real host: what /proc/meminfo says decides
     assert pg.hardware.huge_pages_bytes is not None
     assert check(pg, {"huge_pages": "on"}).ok == (pg.hardware.huge_pages_bytes >= 128 * 1024**2)
+
+
+# ------------------------------------------------------------------ Linux floors taken from the running server
+
+
+def test_listen_backlog_is_read_from_the_kernel_for_a_process() -> None:
+    """A socket listening with backlog 200 has an accept queue of min(200, somaxconn) (ss's Send-Q)."""
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(200)
+        assert listen_backlog(os.getpid()) == min(200, somaxconn)
+    assert listen_backlog(None) is None
+
+
+def test_linux_somaxconn_not_below_the_database_servers_listen_backlog(
+    linux: World, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    """net.core.somaxconn caps the DBMS's listen() backlog at its next start (kernel net.rst somaxconn):
+    0 is refused below the backlog the real PostgreSQL 15 listens with (2 x its backend slots); a value
+    above it passes; without a known backlog somaxconn is not lowered at all."""
+    t = PostgresTarget.from_config(pg_sandbox.target_config())
+    try:
+        hw = detect_hardware(pg_sandbox.data_dir, pid=t.server_pid())
+    finally:
+        t.close()
+    assert hw.listen_backlog is not None and hw.listen_backlog >= 2 * 8, hw.listen_backlog
+    world = World(linux.catalog, linux.current, hw)
+    msg = rejected_by(check(world, {"net.core.somaxconn": 0}, Layer.os), "capacity", "net.core.somaxconn")
+    assert "host.listen_backlog" in msg and "linux.somaxconn-db-backlog" in msg, msg
+    current = int(linux.current["net.core.somaxconn"])
+    if current > 2 * hw.listen_backlog:
+        assert check(world, {"net.core.somaxconn": 2 * hw.listen_backlog}, Layer.os).ok
+    unknown = World(linux.catalog, linux.current, hw.model_copy(update={"listen_backlog": None}))
+    rejected_by(check(unknown, {"net.core.somaxconn": 0}, Layer.os), "capacity", "net.core.somaxconn")
+    assert check(unknown, {"net.core.somaxconn": current * 2}, Layer.os).ok

@@ -774,6 +774,17 @@ EXTRA: dict[str, dict[str, Any]] = {
         "propose": {"shared_buffers": "1MB"},
         "verified_apply": "restart",
     },
+    # a sysctl lowered below what the database listens with (found by the breaker: somaxconn = 0 passed); the
+    # kernel caps the DBMS's listen() backlog at it on the next start. Without the server's backlog (no pid
+    # here) it is not lowered at all; tests/test_break_validator reads a real PostgreSQL's backlog
+    "linux-somaxconn-zero": {
+        "target": "linux",
+        "stage": "os",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "propose": {"net.core.somaxconn": 0},
+        "message_has": ["linux.somaxconn-db-backlog"],
+    },
     # ---- kind 6: headroom, with the formula in force
     "linux-overcommit-kbytes-headroom": {
         "target": "linux",

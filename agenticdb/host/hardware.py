@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import structlog
 
+from agenticdb.host.listen import listen_backlog
 from agenticdb.models import Hardware
 
 log = structlog.get_logger(__name__)
@@ -36,7 +37,8 @@ def detect_hardware(
         Hardware with sizes in bytes; ``memory_limit_bytes = min(RAM, cgroup limit)``;
         ``committed_as_bytes``/``swap_bytes``/``commit_limit_bytes`` from /proc/meminfo; NUMA nodes,
         huge page sizes, host-wide file handles and AIO contexts; the server's stack and open-files
-        rlimits from /proc/<pid>/limits (ours when ``pid`` is None or unreadable).
+        rlimits from /proc/<pid>/limits (ours when ``pid`` is None or unreadable); the accept-queue limit
+        of the server's listening TCP sockets (None without ``pid``).
     """
     ram = int(psutil.virtual_memory().total)
     cgroup = cgroup_memory_limit(proc=proc, pid=pid)
@@ -66,6 +68,7 @@ def detect_hardware(
         numa_nodes=numa_nodes(sys=sys),
         file_handles_allocated=_first_int(f"{proc}/sys/fs/file-nr"),
         aio_requests=_first_int(f"{proc}/sys/fs/aio-nr"),
+        listen_backlog=listen_backlog(pid, proc=proc),
         **server_rlimits(proc=proc, pid=pid),
     )
     log.info("hardware.detected", cpus=hw.cpu_count, ram=ram, cgroup_limit=cgroup, device=device)

@@ -160,6 +160,9 @@ class Hardware(Strict):
     """Allocated file handles host-wide (first field of /proc/sys/fs/file-nr)."""
     aio_requests: int | None = None
     """Outstanding asynchronous I/O contexts host-wide (/proc/sys/fs/aio-nr)."""
+    listen_backlog: int | None = None
+    """The largest accept-queue limit of the DBMS server's listening TCP sockets (min(its listen() backlog,
+    net.core.somaxconn when it listened); sock_diag, agenticdb.host.listen); None = unknown."""
 
 
 class Observed(Strict):
