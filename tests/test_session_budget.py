@@ -45,6 +45,7 @@ class Session:
         target: InMemoryTarget | None = None,
         script: list[dict[str, str] | Exception] | None = None,
         opening: Callable[[PlanningContext, int], Opening] | None = None,
+        approve: Callable[..., str | None] | None = None,
     ) -> None:
         self.target = target or InMemoryTarget()
         self.clock = clock
@@ -63,6 +64,7 @@ class Session:
             Journal(tmp_path / "j.db"),
             MemoryBook(tmp_path / "m.db"),
             opening=opening,
+            approve=approve,
             clock=clock.now,
         )
 
@@ -177,5 +179,24 @@ def test_neither_a_screen_nor_the_proof_starts_when_the_race_used_the_budget(tmp
     assert works[:2] == ["the screen of 'io' and the proof's", "the proof's smallest decision"], works
     reverted = s.events("reverted")[0].data["reason"]
     assert reverted.startswith("opening: the proof of 'winner' was not started: time budget nearly used"), reverted
+    assert s.target.values["work_mem"] == "4MB" and result.best_changes == {}
+    assert result.status == "completed" and "time budget" in result.reason
+
+
+def test_no_screen_starts_after_an_approval_that_waited_past_the_budget(tmp_path: Path) -> None:
+    """Approve mode: the opening's one approval waits 30 s of a 20-s budget (a person away). The race it
+    approved is not started, the race event says why with the figures; it used to screen and prove anyway."""
+    clock = VirtualClock(per_run_s=1.0)
+
+    def person(*_: object) -> str | None:
+        clock.advance(30.0)
+        return None  # approved
+
+    source = candidates(("winner", {"work_mem": "8MB"}))
+    s = Session(tmp_path, {"time_budget_s": 20.0, "opening": True}, clock, opening=source, approve=person)
+    result = s.run()
+    assert s.workload.runs == 2 and clock.now() == 32.0
+    race = s.events("race")[0].data
+    assert race["skipped"].startswith("screens from 'winner' on not started: time budget nearly used: 0s of 20s left")
     assert s.target.values["work_mem"] == "4MB" and result.best_changes == {}
     assert result.status == "completed" and "time budget" in result.reason

@@ -52,7 +52,7 @@ from agenticdb.loop.race import (
     race_table,
     restart_names,
     restarts_needed,
-    screen_cost_s,
+    screen_and_proof_s,
     switch_changes,
 )
 from agenticdb.loop.round import Round
@@ -339,14 +339,15 @@ class OpeningRun:
         return None if run.disturbance is not None and run.disturbance.disturbed else run
 
     def _race(self, plans: list[RaceEntry], notes: list[str]) -> int:
-        best_level = self.stage.objective
-        start_run = self.s.best_runs.get(Layer.dbms)
+        best_level, start_run = self.stage.objective, self.s.best_runs.get(Layer.dbms)
         before_race = self._start_run_last()
         state = RaceState(start_run, best_level, self.higher)
         in_effect: dict[str, str] = {}  # the changes of the configuration in effect (start = none)
         round_no = self.s.current_round
         for i, entry in enumerate(plans):
-            if i and self._no_room_for_screen(entry, plans, in_effect, round_no + 1, notes):
+            if self._no_room_for_screen(entry, plans, in_effect, round_no + 1, notes):
+                if i == 0:  # an approval that waited, or a generator that took long, used the room
+                    return self._skip(notes[-1], notes)
                 break  # the screens left and the proof after them would end past the budget
             round_no += 1
             self.s.current_round = round_no
@@ -405,13 +406,12 @@ class OpeningRun:
     def _no_room_for_screen(
         self, entry: RaceEntry, plans: list[RaceEntry], in_effect: dict[str, str], round_no: int, notes: list[str]
     ) -> str:
-        """Why the screen of ``entry`` may not start (``TuningSession._not_started``: it and the proof's
-        smallest decision on fresh pairs, by ``race``'s priors, do not fit the time left: the screens before
-        it ran longer than ``_fit_budget`` expected), added to the ``race`` event's notes; else ''."""
-        specs, basis = self.stage.catalog.knobs, self._basis()
-        screen = screen_cost_s(basis, bool(restart_names([entry.proposal_changes, in_effect], specs)))
-        proof = proof_cost_s(basis, bool(restart_names([p.proposal_changes for p in plans], specs)), False, False)
-        why = self.s._not_started(screen + proof, f"the screen of '{entry.name}' and the proof's", round_no)
+        """Why the screen of ``entry`` may not start (``TuningSession._not_started``: it and the proof's smallest
+        decision, ``race.screen_and_proof_s``, do not fit the time left: the screens before it ran longer than
+        ``_fit_budget`` expected, or an approval waited), added to the race's notes; else ''."""
+        changes, specs, reused = [p.proposal_changes for p in plans], self.stage.catalog.knobs, self._start_run_last()
+        cost = screen_and_proof_s(self._basis(), entry.proposal_changes, in_effect, changes, specs, reused is not None)
+        why = self.s._not_started(cost, f"the screen of '{entry.name}' and the proof's", round_no)
         if why:
             notes.append(f"screens from '{entry.name}' on not started: {why}")
         return why

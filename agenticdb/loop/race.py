@@ -521,6 +521,24 @@ def proof_cost_s(basis: CostBasis, restarts: bool, lone: bool, reused_best_run: 
     return max(prior - screen_cost_s(basis, False), 0.0) if lone else prior
 
 
+def screen_and_proof_s(
+    basis: CostBasis,
+    screen: dict[str, str],
+    in_effect: dict[str, str],
+    race: Sequence[dict[str, str]],
+    specs: dict[str, KnobSpec],
+    reused_best_run: bool,
+) -> float:
+    """What the next screen and the proof after it cost at least (seconds): the screen of ``screen``'s changes,
+    switched to from ``in_effect``'s (a restart when either sets a restart-only knob), then the proof's smallest
+    decision (restarts when any of the ``race``'s candidates needs one). A race of one is proven as a round
+    (``opening_cost_s``): its screen is pair 1's candidate run, the start's last run its best run when
+    ``reused_best_run``."""
+    lone = len(race) == 1
+    first = screen_cost_s(basis, bool(restart_names([screen, in_effect], specs)))
+    return first + proof_cost_s(basis, bool(restart_names(race, specs)), lone, lone and reused_best_run)
+
+
 __all__ = [
     "AHEAD_SDS",
     "BEHIND_SDS",
@@ -540,6 +558,7 @@ __all__ = [
     "race_table",
     "restart_names",
     "restarts_needed",
+    "screen_and_proof_s",
     "screen_cost_s",
     "switch_changes",
 ]
