@@ -802,6 +802,24 @@ EXTRA: dict[str, dict[str, Any]] = {
         "propose": {"thread_stack": "512K"},
         "verified_apply": "restart",
     },
+    # a MEMORY table is capped by max_heap_table_size when rebuilt (found by the breaker: lowering it below the
+    # application's MEMORY tables passed; MariaDB 10.11 here then failed inserts with 1114 "table is full")
+    "mariadb-max-heap-below-memory-table": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "observed": {"memory_tables.largest_bytes": 9436672, "memory_tables.count": 1},
+        "propose": {"max_heap_table_size": "1M"},
+        "message_has": ["memory_tables.largest_bytes", "mysql.max_heap_table_size-memory-tables"],
+    },
+    "mariadb-max-heap-lowered-above-memory-tables-ok": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
+        "observed": {"memory_tables.largest_bytes": 100000, "memory_tables.count": 1},
+        "propose": {"max_heap_table_size": "1M"},
+    },
     # ---- kind 6: headroom, with the formula in force
     "linux-overcommit-kbytes-headroom": {
         "target": "linux",
@@ -1009,6 +1027,37 @@ def test_pg_wal_level_minimal_refused_while_a_real_slot_exists(pg_sandbox) -> No
         assert without.gauges["pg_replication_slots.total"] == 0
         assert run_case({**case, "observed": {}}, without)[0].ok
     finally:
+        t.close()
+
+
+def test_mariadb_max_heap_table_size_refused_below_a_real_memory_table(mariadb_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """The MEMORY-table kind with the table read from the real server: a 9 MB MEMORY table makes 1M of
+    max_heap_table_size a capacity failure (MariaDB 10.11 here: after a restart with 1M the table took 4650
+    of its 40000 rows back, then error 1114 'The table is full'); once the table is gone 1M passes."""
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    case = EXTRA["mariadb-max-heap-below-memory-table"]
+    conn = mariadb_sandbox.connect(timeout=10)
+    try:
+        hw = detect_hardware(mariadb_sandbox.data_dir, pid=t.server_pid())
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS agenticdb_case_heap")
+            cur.execute("CREATE TABLE agenticdb_case_heap.m (id INT PRIMARY KEY, pad CHAR(200)) ENGINE=MEMORY")
+            cur.execute(
+                "INSERT INTO agenticdb_case_heap.m SELECT seq, REPEAT('a', 200) FROM agenticdb_case_heap.seq_1_to_40000"
+            )
+        try:
+            world = World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
+        finally:
+            with conn.cursor() as cur:
+                cur.execute("DROP DATABASE agenticdb_case_heap")
+        assert world.gauges["memory_tables.largest_bytes"] > 8 * 1024**2, world.gauges
+        verdict, _ = run_case({**case, "observed": {}}, world)
+        assert not verdict.ok and {f.rule_id for f in verdict.failed} == {"mysql.max_heap_table_size-memory-tables"}
+        without = World(world.catalog, world.current, hw, None, t.runtime_state().gauges)
+        assert without.gauges["memory_tables.largest_bytes"] == 0
+        assert run_case({**case, "observed": {}}, without)[0].ok
+    finally:
+        conn.close()
         t.close()
 
 

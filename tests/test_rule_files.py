@@ -194,6 +194,22 @@ def test_postgresql_gauges_named_by_rules_are_in_the_real_runtime_state(pg_sandb
     assert wanted <= set(gauges), sorted(wanted - set(gauges))
 
 
+def test_mariadb_gauges_named_by_capacity_rules_are_in_the_real_runtime_state(mariadb_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """A capacity rule's observed gauge is one MySQLTarget.runtime_state() really reports on MariaDB (a gauge
+    never observed would leave the setting unlowerable, or a misspelt one the rule silently idle)."""
+    rules = load_ruleset("mysql")
+    wanted = {
+        n for r in rules.capacity if r.applies("mariadb", "10.11") for n in r.observed if not n.startswith("host.")
+    }
+    assert "memory_tables.largest_bytes" in wanted
+    target = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    try:
+        gauges = target.runtime_state().gauges
+    finally:
+        target.close()
+    assert wanted <= set(gauges), sorted(wanted - set(gauges))
+
+
 def test_mariadb_rule_names_exist_in_real_system_variables(mariadb_catalog: Catalog) -> None:
     rules = load_ruleset("mysql")
     real = names_of(mariadb_catalog)

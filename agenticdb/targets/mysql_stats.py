@@ -17,6 +17,10 @@ Runtime state names (``read_state``; the heuristic planner reads them):
   section: "Log sequence number" − "Last checkpoint at"), ``variables.max_connections``,
   ``variables.innodb_buffer_pool_size``, ``variables.innodb_log_file_size``,
   ``variables.innodb_redo_log_capacity`` (bytes; MySQL 8.0.30+, else log_file_size × files_in_group).
+- gauges ``memory_tables.count`` and ``memory_tables.largest_bytes``: the application's MEMORY-engine
+  tables (information_schema.TABLES, system schemas left out) and the largest DATA_LENGTH + INDEX_LENGTH
+  among them, in bytes (0 without any); max_heap_table_size caps each such table when it is created,
+  altered, truncated or reopened after a restart (MariaDB KB, MEMORY Storage Engine; max_heap_table_size).
 
 Sources: MariaDB KB "Server Status Variables", "Information Schema INNODB_METRICS Table", "SHOW ENGINE
 INNODB STATUS"; MySQL 8.0 manual 5.1.10 "Server Status Variables".
@@ -90,4 +94,16 @@ def read_state(conn: pymysql.connections.Connection, kind: str, variables: set[s
         float(values["innodb_log_file_size"]) * float(values.get("innodb_log_files_in_group") or 1)
     )
     state.gauges["variables.innodb_redo_log_capacity"] = float(capacity)
+    with conn.cursor() as cur:
+        count, largest = fetch_one(cur, _MEMORY_TABLES)
+    state.gauges["memory_tables.count"] = float(count or 0)
+    state.gauges["memory_tables.largest_bytes"] = float(largest or 0)
     return state
+
+
+_MEMORY_TABLES = (
+    "SELECT COUNT(*), COALESCE(MAX(DATA_LENGTH + INDEX_LENGTH), 0) FROM information_schema.TABLES "
+    "WHERE ENGINE = 'MEMORY' AND TABLE_TYPE = 'BASE TABLE' "
+    "AND TABLE_SCHEMA NOT IN ('information_schema', 'performance_schema', 'mysql', 'sys')"
+)
+"""The application's MEMORY tables: how many, and the largest one's data + index bytes."""
