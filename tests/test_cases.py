@@ -785,6 +785,23 @@ EXTRA: dict[str, dict[str, Any]] = {
         "propose": {"net.core.somaxconn": 0},
         "message_has": ["linux.somaxconn-db-backlog"],
     },
+    # below the manual's default stack (found by the breaker): MariaDB 10.11 here with thread_stack = 128K
+    # failed a stored procedure recursing 10 deep with error 1436 (thread stack overrun)
+    "mariadb-thread-stack-below-default": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "harmful",
+        "propose": {"thread_stack": "128K"},
+        "message_has": ["mysql.thread_stack-below-default", "299008"],
+    },
+    "mariadb-thread-stack-raised-ok": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
+        "propose": {"thread_stack": "512K"},
+        "verified_apply": "restart",
+    },
     # ---- kind 6: headroom, with the formula in force
     "linux-overcommit-kbytes-headroom": {
         "target": "linux",
