@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -302,3 +304,26 @@ def test_decision_rules_plan_the_pairs_from_the_time_left_and_a_runs_cost() -> N
     assert decision_rules(loop, Noise(), 350.0).policy.planned_pairs is None
     roomy = decision_rules(loop, Noise(), 1e6, run_cost_s=30.0).policy
     assert roomy.last_pair == loop.max_pairs and roomy.looks == loop.max_pairs - loop.min_pairs + 1
+
+
+def _session_rules(budget: float, run_cost_s: float) -> DecisionRules:
+    """The session's time left is the decision's cap (``session_cap``), one run's prior ``run_cost_s``."""
+    return replace(_rules(budget=budget), session_cap=True, run_cost_s=run_cost_s)
+
+
+def test_the_session_budget_starts_no_pair_below_the_minimum_pairs() -> None:
+    # Pair 1 is the best run before the trial and the screen (no run of the decision's own); pair 2 is two
+    # runs of 30 s by the prior, 40 s are left: it is not started (it was: min_pairs = 2 came first).
+    clock = [0.0]
+    runs = Script([_m(100)], [_m(120)], clock)
+    a = assess(_m(120), 100.0, runs, _session_rules(40.0, 30.0), clock=lambda: clock[0], prior_best=_m(100))
+    assert runs.asked == [] and clock[0] == 0.0
+    assert a.verdict == "undecided" and "(40s left, the next pair's cost 60s)" in a.reason, a.reason
+
+
+def test_a_disturbed_cut_screen_is_not_followed_by_a_pair_the_budget_cannot_pay_for() -> None:
+    clock = [0.0]
+    screen = _m(50, disturbed="scripted: a CPU hog").model_copy(update={"cut_off": "stopped early"})
+    runs = Script([_m(100)], [_m(120)], clock)
+    a = assess(screen, 100.0, runs, _session_rules(50.0, 30.0), clock=lambda: clock[0])
+    assert runs.asked == [] and a.verdict == "undecided" and "no valid pair" in a.reason, a.reason

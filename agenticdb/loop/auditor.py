@@ -232,6 +232,8 @@ def assess(
     pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
     first, first_config = screen, _CANDIDATE
     if screen.cut_off:  # disturbed (else cut_off() made it worse): a screen only, never one side of a pair
+        if protocol.session_cap and pairs._out_of_time():  # pair 1 is two more runs: none the budget can't pay
+            return pairs._cut_short("")
         first, prior_best = runs.run(_CANDIDATE, f"{_CANDIDATE} 1"), None
     if prior_best is not None:
         done = pairs.judge(prior_best, "best", screen, f"{_CANDIDATE} 1", 0.0)
