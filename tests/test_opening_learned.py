@@ -119,7 +119,12 @@ def test_the_llm_whole_configuration_comes_through_the_openai_client(
     # 8MB × 50 connections × hash_mem_multiplier 2 does not fit 768 MiB: the trade move repaired the set
     assert c.changes["work_mem"] == "4MB" and c.changes["maintenance_work_mem"] == "32MB", c.changes
     assert c.repaired and c.repaired[0].startswith("work_mem: 8MB → 4MB"), c.repaired
-    assert ("evidence", "replaced by llm: the weakest rule-based set (1 knobs)") in opening.dropped
+    # the weakest rule-based set (fewest knobs) gave way; which one it is depends on the shared server's
+    # statistics, which earlier tests in a random order change (the evidence set moved 2 knobs in one CI order)
+    (gone,) = [(n, r) for n, r in opening.dropped if r.startswith("replaced by llm: the weakest rule-based set")]
+    left = [c for c in opening.candidates if c.name in ("host-sized", "evidence", "limits")]
+    assert gone[0] in ("host-sized", "evidence", "limits") and gone[0] not in {c.name for c in opening.candidates}
+    assert all(int(gone[1].rsplit("(", 1)[1].split()[0]) <= len(c.changes) for c in left), (gone, left)
     assert any("max_connections=20 left out" in n for n in opening.notes), opening.notes
     # the reply's bottleneck is the LLM's diagnosis of the baseline (the session's diagnosis event)
     assert opening.diagnosis is not None and opening.diagnosis.bottleneck.value == "cpu"
