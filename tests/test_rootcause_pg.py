@@ -191,6 +191,44 @@ def test_a_missing_index_names_the_column_and_an_unused_index_is_ruled_out_as_a_
     assert "big_customer_idx" in why and "knob" in why
 
 
+def test_a_missing_index_is_found_when_many_parallel_workers_share_each_scan(db: str) -> None:
+    """Each participant of a parallel Seq Scan counts one scan in pg_stat_user_tables and reads its part: with
+    six workers and the leader, every scan reads a seventh of the table, below the 'full scan' cut-off of 0.2
+    unless the statement's plan (Workers Launched) says how many shared it. A server sized by PGTune
+    (max_parallel_workers_per_gather = cores / 2) scans its large tables this way."""
+    with _conn(db) as c:
+        c.execute("CREATE TABLE big(id int PRIMARY KEY, customer int, pad text)")
+        c.execute("INSERT INTO big SELECT g, g % 50000, repeat('x', 40) FROM generate_series(1, 1000000) g")
+        c.execute("ANALYZE big")
+        for k, v in {
+            "max_parallel_workers_per_gather": "6",
+            "min_parallel_table_scan_size": "8kB",
+            "parallel_setup_cost": "0",
+            "parallel_tuple_cost": "0",
+        }.items():
+            c.execute(f"ALTER DATABASE {DB} SET {k} = '{v}'")
+    stmt = "SELECT count(*) FROM big WHERE customer = {r}"
+    try:
+        w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
+        with _conn(db) as c:
+            plan = c.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.replace("{r}", "1")).fetchone()
+            for r in range(3):
+                c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
+                _flushed(c)
+        rc = w.finish()
+    finally:
+        with _conn(db) as c:
+            c.execute(f"ALTER DATABASE {DB} RESET ALL")
+    assert plan is not None
+    launched = plan[0][0]["Plan"]["Plans"][0].get("Workers Launched", 0)
+    assert launched >= 4, plan  # the fault: ≥ 5 participants, each reading ≤ 1/5 of the table
+    top = dominant(rc.findings)
+    assert top is not None and top.cause == Cause.missing_index and top.subject == "public.big(customer)", (
+        rc.findings,
+        rc.ruled_out,
+    )
+
+
 def _facts(dsn: str) -> None:
     """200,000 rows without an index but the primary key: shipdate 0..999, kind 0/1, analyzed."""
     with _conn(dsn) as c:

@@ -203,8 +203,10 @@ def missing_index(
         if rows < min_rows or scans == 0:
             continue
         share = read / total
-        full = read / scans / max(rows, 1.0)
-        # judgement: a parallel sequential scan counts one scan per worker, each reading a part of the table
+        # a parallel sequential scan counts one scan per participant, each reading its part of the table: the
+        # statements' plans say how many shared one (1 when not explained); 0.2 is judgement (a scan stopped
+        # early by a LIMIT reads less)
+        full = min(1.0, read * plans.seq_participants.get(ts.relname, 1) / scans / max(rows, 1.0))
         if share < 0.3 or full < 0.2:
             reasons.append(
                 f"{ts.name}: {scans:,} seq scans read {share:.0%} of tuples ({w.label}), {full:.0%} per scan"

@@ -260,12 +260,20 @@ class PlanEvidence:
     seq_joins: dict[str, set[str]] = field(default_factory=dict)
     """relname → its columns in the join conditions (Hash Cond, Merge Cond, Join Filter) of a join over a
     Seq Scan of it, qualified by the scan's alias: the predicate an index could serve in a nested loop."""
+    seq_participants: dict[str, int] = field(default_factory=dict)
+    """relname → the most processes that shared one parallel Seq Scan of it: "Workers Launched" of the Gather
+    (Merge) above + 1 for the leader (manual 15.3 "Parallel Plans", parallel_leader_participation). Each
+    participant counts one scan in pg_stat_user_tables.seq_scan and reads its part of the table."""
     problems: list[str] = field(default_factory=list)
     explained: int = 0
 
 
-def _walk(node: dict[str, Any], stmt: str, ev: PlanEvidence) -> None:
+def _walk(node: dict[str, Any], stmt: str, ev: PlanEvidence, launched: int = 0) -> None:
+    if node.get("Node Type") in ("Gather", "Gather Merge"):
+        launched = int(node.get("Workers Launched", 0) or 0)
     rel = node.get("Relation Name")
+    if rel and node.get("Node Type") == "Seq Scan" and node.get("Parallel Aware") and launched:
+        ev.seq_participants[rel] = max(ev.seq_participants.get(rel, 1), launched + 1)
     est, act = float(node.get("Plan Rows", 0) or 0), node.get("Actual Rows")
     if rel and act is not None and node.get("Actual Loops", 1):
         factor = max(float(act), 1.0) / max(est, 1.0)
@@ -290,7 +298,7 @@ def _walk(node: dict[str, Any], stmt: str, ev: PlanEvidence) -> None:
             if cols:
                 ev.seq_joins.setdefault(str(scan["Relation Name"]), set()).update(cols)
     for child in node.get("Plans", []) or []:
-        _walk(child, stmt, ev)
+        _walk(child, stmt, ev, launched)
 
 
 _QUALIFIED = re.compile(r"\b([a-z_][a-z0-9_$]*)\.\"?([a-z_][a-z0-9_$]*)\"?", re.I)
