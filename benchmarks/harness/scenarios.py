@@ -151,7 +151,8 @@ SCENARIOS: dict[str, Scenario] = {
             "WAL fills the default max_wal_size (1GB) within minutes, so checkpoints are requested and each one "
             "brings full-page writes back (docs/measurement.md: 15 requested vs 1 timed checkpoint); the data is "
             "beyond the default shared_buffers (128 MB) and fits in memory; issue 36's fourth choice of a new "
-            "scenario",
+            "scenario; did not qualify on 2026-12-07 (PGTune +18.7 %, TPE −0.5 % against a 28.6 % noise bar, "
+            "benchmarks/README.md)",
         ),
         Scenario(
             "pg-pgbench-badstart",
