@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from agenticdb.rootcause import Cause, Watcher, blocks_knob, dominant
+from agenticdb.rootcause import Cause, RootCauses, Watcher, blocks_knob, dominant
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 
 DB = "rc_test"
@@ -149,19 +149,31 @@ def test_idle_in_transaction_holding_a_row_lock_is_the_dominant_cause_and_holds_
     assert f"pid {pid}" in vac.summary and "idle in transaction" in vac.summary
 
 
-def test_a_missing_index_names_the_column_and_an_unused_index_is_ruled_out_as_a_knob_question(db: str) -> None:
-    with _conn(db) as c:
+BIG_STMT = "SELECT count(*) FROM big WHERE customer = {r}"
+
+
+def _big(dsn: str) -> None:
+    """1M rows, customer 0..49999 without an index, analyzed."""
+    with _conn(dsn) as c:
         c.execute("DROP TABLE IF EXISTS big")
         c.execute("CREATE TABLE big(id int PRIMARY KEY, customer int, pad text)")
         c.execute("INSERT INTO big SELECT g, g % 50000, repeat('x', 40) FROM generate_series(1, 1000000) g")
         c.execute("ANALYZE big")
-    stmt = "SELECT count(*) FROM big WHERE customer = {r}"
-    w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
-    with _conn(db) as c:
+
+
+def _scanned(dsn: str, stmt: str) -> RootCauses:
+    """A window in which ``stmt`` runs three times ({r} = 1, 2, 3), its counters flushed before it ends."""
+    w = Watcher("postgresql", dsn, DB, [stmt], server="pgtest").start()
+    with _conn(dsn) as c:
         for r in range(3):
             c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
             _flushed(c)
-    rc = w.finish()
+    return w.finish()
+
+
+def test_a_missing_index_names_the_column_and_an_unused_index_is_ruled_out_as_a_knob_question(db: str) -> None:
+    _big(db)
+    rc = _scanned(db, BIG_STMT)
     top = dominant(rc.findings)
     assert top is not None and top.cause == Cause.missing_index and top.subject == "public.big(customer)", (
         rc.findings,
@@ -177,12 +189,7 @@ def test_a_missing_index_names_the_column_and_an_unused_index_is_ruled_out_as_a_
         c.execute("ALTER DATABASE rc_test SET enable_indexscan = off")
         c.execute("ALTER DATABASE rc_test SET enable_bitmapscan = off")
     try:
-        w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
-        with _conn(db) as c:
-            for r in range(3):
-                c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
-                _flushed(c)
-        rc = w.finish()
+        rc = _scanned(db, BIG_STMT)
     finally:
         with _conn(db) as c:
             c.execute("ALTER DATABASE rc_test RESET ALL")
@@ -196,10 +203,8 @@ def test_a_missing_index_is_found_when_many_parallel_workers_share_each_scan(db:
     six workers and the leader, every scan reads a seventh of the table, below the 'full scan' cut-off of 0.2
     unless the statement's plan (Workers Launched) says how many shared it. A server sized by PGTune
     (max_parallel_workers_per_gather = cores / 2) scans its large tables this way."""
+    _big(db)
     with _conn(db) as c:
-        c.execute("CREATE TABLE big(id int PRIMARY KEY, customer int, pad text)")
-        c.execute("INSERT INTO big SELECT g, g % 50000, repeat('x', 40) FROM generate_series(1, 1000000) g")
-        c.execute("ANALYZE big")
         for k, v in {
             "max_parallel_workers_per_gather": "6",
             "min_parallel_table_scan_size": "8kB",
@@ -207,15 +212,10 @@ def test_a_missing_index_is_found_when_many_parallel_workers_share_each_scan(db:
             "parallel_tuple_cost": "0",
         }.items():
             c.execute(f"ALTER DATABASE {DB} SET {k} = '{v}'")
-    stmt = "SELECT count(*) FROM big WHERE customer = {r}"
     try:
-        w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
         with _conn(db) as c:
-            plan = c.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.replace("{r}", "1")).fetchone()
-            for r in range(3):
-                c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
-                _flushed(c)
-        rc = w.finish()
+            plan = c.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + BIG_STMT.replace("{r}", "1")).fetchone()
+        rc = _scanned(db, BIG_STMT)
     finally:
         with _conn(db) as c:
             c.execute(f"ALTER DATABASE {DB} RESET ALL")
@@ -241,13 +241,7 @@ def test_an_analytic_scan_with_a_filter_keeping_most_rows_is_not_a_missing_index
     """TPC-H's shape (l_shipdate <= …: ~98 % of lineitem): full scans that are the workload's own. The
     share is measured in the statement's plan; the cause is ruled out with it and knob tuning goes on."""
     _facts(db)
-    stmt = "SELECT count(*) FROM facts WHERE shipdate <= 980 + {r}"
-    w = Watcher("postgresql", db, DB, [stmt], server="pgtest").start()
-    with _conn(db) as c:
-        for r in range(3):
-            c.execute(stmt.replace("{r}", str(r + 1))).fetchall()
-            _flushed(c)
-    rc = w.finish()
+    rc = _scanned(db, "SELECT count(*) FROM facts WHERE shipdate <= 980 + {r}")
     assert not [f for f in rc.findings if f.cause == Cause.missing_index], [f.line() for f in rc.findings]
     why = " ".join(r.reason for r in rc.ruled_out if r.cause == Cause.missing_index)
     assert "public.facts: predicate not selective: shipdate keeps 98% of the rows (measured" in why
