@@ -57,8 +57,10 @@ CACHE_FIT = 0.40  # the playbook's shared_buffers limit (fraction of the memory 
 _RANDOM_IO = frozenset({"random_page_cost", "effective_io_concurrency", "innodb_io_capacity", "innodb_io_capacity_max"})
 _PER_CONNECTION = frozenset({"work_mem"})
 PGTPCH_JIT = (
-    "measurement on this host: pg-tpch (TPC-H SF 1, 1 GiB) TPE's best configuration had jit = off, +81.6 % vs "
-    "the default (benchmarks/README.md, 2026-12-05); PostgreSQL 15 manual 32.2 When to JIT?"
+    "set at the limits whatever this baseline's JIT share (pg_stat_statements counts the leader's compile time, "
+    "not the workers'): in agenticdb's own benchmark pg-tpch (TPC-H SF 1 under 1 GiB, on its 2-core test host, "
+    "not this server) TPE's best configuration had jit = off, +81.6 % vs the default (benchmarks/README.md, "
+    "2026-12-05); the race measures it here; PostgreSQL 15 manual 32.2 When to JIT?"
 )
 
 
