@@ -21,7 +21,7 @@ from rich.console import Console
 
 from agenticdb.cli.inspect_cmd import _report_rounds
 from agenticdb.cli.story import render_story
-from agenticdb.cli.tune_cmd import _round_printer, _verdicts, stage_text
+from agenticdb.cli.tune_cmd import _round_printer, _summary, _verdicts, stage_text
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
@@ -187,6 +187,12 @@ def test_no_leader_puts_the_start_back_and_says_so(tmp_path: Path) -> None:
     assert reverted and "no candidate ran to the end" in reverted[0].data["reason"]
     assert target.values["autovacuum_naptime"] == "1min" and result.best_changes == {}
     assert not any(r.failure for r in result.rounds)
+    # the end summary says why no proof ran, next to the screens' one-run effects (a new user saw +80 % screens
+    # and "nothing beat the starting configuration" with the reason only in the journal)
+    assert result.opening.startswith("no candidate ran to the end undisturbed: the start stays"), result.opening
+    out = io.StringIO()
+    _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
+    assert "opening not proven: no candidate ran to the end undisturbed: the start stays" in out.getvalue()
 
 
 def test_opening_off_runs_no_race(tmp_path: Path) -> None:

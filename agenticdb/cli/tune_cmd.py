@@ -376,6 +376,8 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         )
         for k, v in result.start_from.items():
             console.print(f"  {k} = {v}", highlight=False)
+    if result.opening:
+        console.print(f"opening not proven: {result.opening}", highlight=False, soft_wrap=True, markup=False)
     if result.rounds:
         _verdicts(console, result.rounds)
     else:  # the reason says what ended it (the time budget, a root cause, a stop); the line says so plainly

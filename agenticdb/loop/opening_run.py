@@ -95,8 +95,7 @@ log = structlog.get_logger(__name__)
 
 
 class TuningSession(Protocol):
-    """What the opening uses of ``agenticdb.loop.session.TuningSession`` (a protocol, so the session imports
-    this module and not the other way round)."""
+    """What the opening uses of ``loop.session.TuningSession`` (a protocol: the session imports this module)."""
 
     cfg: Settings
     recorder: SessionRecorder
@@ -114,6 +113,7 @@ class TuningSession(Protocol):
     clock: Callable[[], float]
     current_round: int
     opening_rounds: int
+    opening_outcome: str
     round_seconds: list[float]
     approve: Callable[[str, int, Proposal, Verdict], str | None] | None
     on_round: Callable[[RoundOutcome], None]
@@ -529,8 +529,9 @@ class OpeningRun:
         self.s.on_round(outcome)
 
     def _back_to_start(self, round_no: int, in_effect: dict[str, str], why: str) -> int:
-        """No leader: put the starting configuration back (verified), said so."""
+        """No leader: put the starting configuration back (verified), said so (journal, log, the end summary)."""
         self.s.opening_rounds = round_no - 1  # the opening counts as one round of loop.max_rounds
+        self.s.opening_outcome = f"{why}: the start stays (the screens' one-run effects prove nothing)"
         reverted = self.stage.revert()
         self.rec.event("reverted", {"to": self.stage.snapshot.label, "reason": f"opening: {why}"}, round_no)
         if reverted.verified:
@@ -561,8 +562,7 @@ class OpeningRun:
         r.outcome = r.plan.outcome(s.session_id, round_no, Layer.dbms)
         s.rounds.append(r.outcome)
         self.rec.event("proposal", proposal, round_no)
-        r.safe = self.stage.snapshot
-        began = self.s.clock()
+        r.safe, began = self.stage.snapshot, self.s.clock()
         if lone is not None:
             r.prior_best = lone[1]
         step = self.rec.step(round_no, self._proof_trial(r, in_effect, lone[0] if lone is not None else None))

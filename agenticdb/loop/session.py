@@ -116,16 +116,15 @@ class TuningSession:
         self.should_stop = should_stop or (lambda: False)
         self.session_id = session_id or datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.start_from = start_from
-        # the opening's candidate source (loop.opening; default: agenticdb.planner.opening's generator)
-        self.opening_source = opening
+        self.opening_source = opening  # loop.opening's source (default: agenticdb.planner.opening's generator)
         self.opening_rounds = 0  # rounds the opening used beyond one (it counts as one of loop.max_rounds)
+        self.opening_outcome = ""  # why the race ended without a proof (SessionResult.opening), or ''
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
         self.warnings: list[str] = []
         self.started = clock()
         self.noise = Noise()
-        # query sets: the per-query weights frozen from the baseline (agenticdb.measure.query_set); None otherwise
-        self.query_weights: QueryWeights | None = None
+        self.query_weights: QueryWeights | None = None  # query sets: frozen from the baseline (measure.query_set)
         self.round_seconds: list[float] = []  # wall time of each measured round (next_move.LoopState.round_cost_s)
         self.best_runs: dict[Layer, Measurement] = {}  # a recent run of each stage's best configuration
         # the best configuration's run measured last by the stage's executor, while nothing ran after it
@@ -597,4 +596,5 @@ class TuningSession:
             usage,
             {k: str(v) for k, v in (self.start_from or {}).items()},
             list(self.warnings),
+            self.opening_outcome,
         )

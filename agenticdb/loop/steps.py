@@ -102,6 +102,10 @@ class SessionResult:
     llm_totals: dict[str, float] = field(default_factory=dict)
     start_from: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    opening: str = ""
+    """Why the opening's race ended without a proof ("no candidate ran to the end undisturbed: the start
+    stays"), or '': the opening was proven (its round tells the verdict), skipped, or off. The screens' one-run
+    effects are in ``rounds``; without this line a reader sees large screen gains and "nothing kept"."""
 
 
 RoundCallback = Callable[[RoundOutcome], None]
