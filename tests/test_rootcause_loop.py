@@ -160,6 +160,11 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
     )
     assert stale["sql"] == ['ANALYZE "public"."orders";']
     assert any("advice only" in n and "[remediation] dsn" in n for n in adv["notes"])
+    # the note says why that database (a new user read "named in target.dsn" while the DSN named postgres)
+    assert (
+        "root causes probed in database 'agenticdb_bench' (the sandbox's workload database; target.dsn names the "
+        "maintenance database 'postgres')" in adv["notes"]
+    ), adv["notes"]
     assert adv["root_cause"]["dominant"]["id"] == stale["id"]
     sql = _cli(home, "advise", "--config", str(cfg), *app, "--format", "sql", "--observe", "1")
     assert f"-- {stale['id']}: dominant: stale statistics on public.orders" in sql.stdout

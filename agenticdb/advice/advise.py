@@ -455,7 +455,7 @@ def advise(
         ],
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=_probed_note(causes, probed)
+        notes=_probed_note(causes, probed, dsn_database(cfg))
         + cause_notes
         + set_notes
         + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
@@ -463,12 +463,16 @@ def advise(
     )
 
 
-def _probed_note(causes: RootCauses | None, asked: str | None) -> list[str]:
-    """Which database the root causes were read in (none without a root-cause pass)."""
+def _probed_note(causes: RootCauses | None, asked: str | None, named: str | None) -> list[str]:
+    """Which database the root causes were read in and why (none without a root-cause pass): ``asked`` is
+    :func:`advised_database`'s choice, ``named`` the database target.dsn names."""
     if causes is None:
         return []
     where = f"database {causes.database!r}" if causes.database else "every schema (no default schema)"
-    why = "named in target.dsn" if asked else "target.dsn names none: the connection's default"
+    if asked and asked != named:
+        why = f"the sandbox's workload database; target.dsn names the maintenance database {named!r}"
+    else:
+        why = "named in target.dsn" if asked else "target.dsn names none: the connection's default"
     return [f"root causes probed in {where} ({why})"]
 
 
