@@ -35,3 +35,17 @@ def test_a_late_intent_close_stays_in_the_round_that_wrote_it(tmp_path: Path) ->
     assert "round 1's intent closed: superseded by round 2's switch" in late
     assert lines.index(late) > lines.index(next(ln for ln in lines if "Round 2" in ln))
     assert any(ln.strip() == "Closed       intent closed: kept" for ln in lines), lines
+
+
+def test_the_query_set_weights_are_told_as_a_sentence_not_escaped_json(tmp_path: Path) -> None:
+    """A new user's `journal show` printed `query_weights {"reason":"pairs judged on d = \\u03a3 w_q\\u00b7ln(...`:
+    the event is told by its reason, and any event without a renderer keeps its characters."""
+    journal = Journal(tmp_path / "journal.db")
+    sid = "s1"
+    journal.append(sid, "session.start", {"target": "postgresql", "workload": "tpch"})
+    reason = "pairs judged on d = Σ w_q·ln(best_q/candidate_q), weights frozen from 2 baseline runs (heaviest: q9 31%)"
+    journal.append(sid, "query_weights", {"weights": {"q9": 0.31, "q1": 0.2}, "reason": reason})
+    journal.append(sid, "no_renderer_here", {"note": "µs → ms"})
+    text = "\n".join(_story(journal, sid))
+    assert "Query set" in text and "d = Σ w_q·ln(best_q/candidate_q)" in text, text
+    assert "\\u" not in text and "µs → ms" in text, text

@@ -299,6 +299,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "diagnosis": lambda console, d: _line(
         console, "Diagnosis", f"{d.get('bottleneck')} (what the baseline showed; {d.get('by', '')})"
     ),
+    "query_weights": lambda console, d: _line(console, "Query set", str(d.get("reason", "")), "dim"),
 }
 
 
@@ -308,7 +309,7 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
         render(console, ev.data)
         return
     d = ev.data
-    text = json.dumps(d, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # Σ, →, µs as they are
     _line(console, ev.event, text if len(text) <= 200 else text[:197] + "...", "dim")
 
 
