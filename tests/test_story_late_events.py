@@ -49,3 +49,16 @@ def test_the_query_set_weights_are_told_as_a_sentence_not_escaped_json(tmp_path:
     text = "\n".join(_story(journal, sid))
     assert "Query set" in text and "d = Σ w_q·ln(best_q/candidate_q)" in text, text
     assert "\\u" not in text and "µs → ms" in text, text
+
+
+def test_a_disturbed_baseline_run_kept_for_want_of_repeats_is_not_called_discarded(tmp_path: Path) -> None:
+    """A new user read 'Disturbed baseline 2: … kept: no repeat left … (run discarded)' and then saw the run
+    among the baseline's runs: a kept disturbed run says it was used."""
+    journal = Journal(tmp_path / "journal.db")
+    sid = "s1"
+    journal.append(sid, "session.start", {"target": "postgresql", "workload": "tpch"})
+    journal.append(sid, "run.disturbed", {"label": "baseline 1", "reason": "steal 40%", "kept": False}, round_no=0)
+    journal.append(sid, "run.disturbed", {"label": "baseline 2", "reason": "steal 40%; kept: …", "kept": True}, 0)
+    lines = [ln for ln in _story(journal, sid) if "Disturbed" in ln]
+    assert "baseline 1: steal 40% (run discarded)" in lines[0], lines
+    assert "baseline 2: steal 40%; kept: … (run used as it is)" in lines[1], lines

@@ -203,7 +203,8 @@ def _judged(console: Console, d: dict[str, Any]) -> None:
 
 
 def _disturbed(console: Console, d: dict[str, Any]) -> None:
-    _line(console, "Disturbed", f"{d.get('label')}: {d.get('reason', '')} (run discarded)", "yellow")
+    fate = "run used as it is" if d.get("kept") else "run discarded"  # kept: the baseline had no repeat left
+    _line(console, "Disturbed", f"{d.get('label')}: {d.get('reason', '')} ({fate})", "yellow")
 
 
 def _noise(console: Console, d: dict[str, Any]) -> None:
