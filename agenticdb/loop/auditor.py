@@ -136,7 +136,7 @@ def cut_off(screen: Measurement, best_level: float, prior: Noise) -> str:
     one run), or its run was already stopped early by the trial limit (``Measurement.cut_off``). Only an
     undisturbed screen below ``CUTOFF_RATIO`` × the best level and beyond ``CUTOFF_SDS`` standard
     deviations of the run noise (at least 10 % per run) is cut."""
-    if screen.disturbance is not None and screen.disturbance.disturbed:
+    if screen.disturbed:
         return ""
     if screen.cut_off:
         # stopped early by the trial limit (agenticdb.measure.trial_limit), on a host that did not disturb it
@@ -170,7 +170,7 @@ def adoptable_prior(prior: Measurement | None, screen: Measurement) -> Measureme
     waited, or a planner that took minutes, leaves the pair apart in time, and then the decision measures
     its own best run as usual. Reusing it saves one run of the smallest decision: with 90-s TPC-H runs
     the 2 baseline runs and a 2-pair decision fit an 8-minute budget only this way (issue 14)."""
-    if prior is None or prior.disturbance is not None and prior.disturbance.disturbed:
+    if prior is None or prior.disturbed:
         return None
     if prior.objective <= 0 or prior.objective_name != screen.objective_name or prior.cut_off:
         return None

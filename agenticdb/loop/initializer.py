@@ -166,7 +166,7 @@ def measure_baseline(
         taken += 1
         label = f"baseline {len(measurements) + 1}"
         m, delta = executor.measure(0, label)
-        disturbed = m.disturbance is not None and m.disturbance.disturbed
+        disturbed = m.disturbed
         repeat = disturbed and repeats < loop.max_disturbed_repeats and clock() - began < share_s
         if repeat and budget_left is not None:
             # Discarding this run costs the runs still needed for two; they must leave one decision's room.

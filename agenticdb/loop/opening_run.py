@@ -336,7 +336,7 @@ class OpeningRun:
         run = self.s.last_best_run.get(Layer.dbms)  # best_runs holds the baseline's median run, not its last
         if run is None or self.stage.executor.last_run is not run:
             return None
-        return None if run.disturbance is not None and run.disturbance.disturbed else run
+        return None if run.disturbed else run
 
     def _race(self, plans: list[RaceEntry], notes: list[str]) -> int:
         best_level, start_run = self.stage.objective, self.s.best_runs.get(Layer.dbms)

@@ -90,7 +90,7 @@ class Screen:
     def disturbed(self) -> bool:
         """The host disturbed the run (its level says little)."""
         m = self.measurement
-        return m is not None and m.disturbance is not None and m.disturbance.disturbed
+        return m is not None and m.disturbed
 
     @property
     def ranked(self) -> bool:

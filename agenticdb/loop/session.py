@@ -279,7 +279,7 @@ class TuningSession:
             return ""  # next_move.decide judged the room on the measured rounds' median right after the last one
         loop = self.cfg.loop
         last = self.last_best_run.get(layer)
-        reused = last is not None and not (last.disturbance is not None and last.disturbance.disturbed)
+        reused = last is not None and not last.disturbed
         prior = self._cost_prior(start, reused, restarts=False)
         elapsed = self.clock() - self.started
         runs = next_move.decision_runs(loop.min_pairs, reused)
@@ -430,9 +430,7 @@ class TuningSession:
         prior = self.last_best_run.pop(r.layer, None)
         r.prior_best = prior if prior is not None and r.stage.executor.last_run is prior else None
         restarts = r.plan.verdict.apply_requirement == ApplyMode.restart
-        reused = r.prior_best is not None and not (
-            r.prior_best.disturbance is not None and r.prior_best.disturbance.disturbed
-        )
+        reused = r.prior_best is not None and not r.prior_best.disturbed
         r.not_started = self._not_started(self._round_cost(start, reused, restarts), self._round_label(restarts), r.no)
         if r.not_started:  # the planner's time may have used the room the round had when it began
             r.outcome.reason = r.not_started

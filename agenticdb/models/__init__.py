@@ -294,6 +294,11 @@ class Measurement(Strict):
     prewarm was due (no restart), or the DBMS restores its cache itself (``agenticdb.host.prewarm``)."""
     live_queries: list[LiveQuery] = Field(default_factory=list)  # workload live: the top statements
 
+    @property
+    def disturbed(self) -> bool:
+        """The host disturbed the run (``disturbance.disturbed``): its level says little."""
+        return self.disturbance is not None and self.disturbance.disturbed
+
 
 class RuntimeState(Strict):
     """A sample of runtime statistics: monotonically increasing ``counters`` and point-in-time ``gauges``.
