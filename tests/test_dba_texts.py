@@ -192,3 +192,73 @@ def test_the_summary_says_why_no_round_ran() -> None:
     _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
     assert f"no round ran: {result.reason}" in out.getvalue()
     assert "no change was measured" not in out.getvalue()
+
+
+def test_the_gain_is_quoted_against_the_start_re_measured_when_the_baseline_is_stale() -> None:
+    # The host got quieter after the baseline (938.72): round 1's undisturbed pairs measured the same start at
+    # 1,440 and kept a candidate at 1,500 (+4.2 %). Against the stale baseline the summary said +59.8 %.
+    kept = _round(1, 0.04, [0.04], cand=1500.0, best=1440.0)
+    kept.kept = True
+    result = SessionResult(
+        session_id="s", status="completed", reason="done", baseline_objective=938.72, best_objective=1500.0,
+        rounds=[kept], noise_cv=0.03,
+    )  # fmt: skip
+    out = io.StringIO()
+    _summary(Console(file=out, soft_wrap=True, width=400), Settings(), result)
+    (line,) = [x for x in out.getvalue().splitlines() if x.startswith("baseline ")]
+    assert line.startswith(
+        "baseline 938.720 → best 1,500.000 (+4.2% against the start as re-measured 1,440.000 in round 1's "
+        "undisturbed pairs; the baseline is stale (the same start measured +53.4 % off it later: the host changed))"
+    ), line
+    assert "+59.8" not in line
+    # within twice the noise of a pair of the baseline, the baseline stands (and the text is as before)
+    kept.best_objective = 960.0
+    text = baseline_best_text(938.72, 1500.0, [kept], 0.598, noise_cv=0.03)
+    assert text.startswith("baseline 938.720 → best 1,500.000 (+59.8%) (best: round 1's kept"), text
+
+
+def test_a_disturbed_baseline_is_named_and_the_gain_taken_from_the_pairs() -> None:
+    kept = _round(2, 0.1, [0.1], cand=1100.0, best=1000.0)
+    kept.kept = True
+    # lower is better (total time, s): baseline 20 s with one of two runs disturbed; the pairs measured the start at
+    # 21 s (within the noise) and the kept configuration at 15 s
+    kept.objective, kept.best_objective = 15.0, 21.0
+    text = baseline_best_text(20.0, 15.0, [kept], 0.333, "s", 0.05, (1, 2), higher=False)
+    assert "(+40.0% against the start as re-measured 21.000 in round 2's undisturbed pairs; " in text, text
+    assert "the baseline is disturbed (1 of 2 runs))" in text
+    # no decision measured the start: the gain stays against the baseline, which is named as disturbed
+    text = baseline_best_text(20.0, 15.0, [], 0.333, "s", 0.05, (1, 2), higher=False)
+    assert text == (
+        "baseline 20.000 → best 15.000 s (+33.3%) (a baseline that is disturbed (1 of 2 runs), the start not "
+        "measured again)"
+    )
+
+
+def test_the_stale_bar_uses_the_sequential_tests_pair_floor() -> None:
+    from agenticdb.loop.race import AHEAD_SDS
+    from agenticdb.measure.sequential import PAIR_SD_FLOOR
+    from agenticdb.report import labels
+
+    assert labels.PAIR_SD_FLOOR == PAIR_SD_FLOOR and labels.STALE_SDS == AHEAD_SDS
+
+
+def test_journal_story_quotes_the_gain_against_the_start_re_measured() -> None:
+    from agenticdb.cli.story import remeasured_note, start_gain_note
+
+    def ev(i: int, name: str, data: dict[str, object], rnd: int | None) -> JournalEvent:
+        ts = f"2026-01-01T00:00:{i:02d}+00:00"
+        return JournalEvent(id=i, ts=ts, session_id="s", round_no=rnd, event=name, data=data, prev_hash="", hash="")
+
+    events = [
+        ev(1, "baseline", {"objectives": [930.0, 938.72], "noise_cv": 0.01, "higher_is_better": True}, 0),
+        ev(2, "judged", {"best_median": 1440.0}, 1),
+        ev(3, "decision", {"kept": True}, 1),
+        ev(4, "session.end", {"baseline_objective": 938.72, "best_objective": 1500.0}, None),
+    ]
+    note = start_gain_note(events)
+    assert note.startswith(" (+4.2 % against the start as re-measured 1,440.00 in round 1's undisturbed pairs; "), note
+    assert "the baseline is stale" in note and remeasured_note(events) == ""
+    events[1] = ev(2, "judged", {"best_median": 945.0}, 1)  # the start measured as at the baseline: it stands
+    assert start_gain_note(events) == ""
+    events.insert(1, ev(5, "run.disturbed", {"label": "baseline 2", "kept": True}, 0))
+    assert "the baseline is disturbed (1 of 2 runs)" in start_gain_note(events)

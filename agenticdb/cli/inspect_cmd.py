@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
+from agenticdb.cli.story import baseline_disturbed
 from agenticdb.cli.tune_cmd import (
     _safe_dsn,
     baseline_best_text,
@@ -362,7 +363,7 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     )
     unit = objective_unit(obj)
     lines = [f"# agenticdb session {sid}", ""]
-    lines += _report_summary(meta, by, obj, unit, rounds)
+    lines += _report_summary(meta, by, obj, unit, rounds, baseline_disturbed(events))
     failures = [e.data for e in events if e.event == "failure"]
     if failures:
         lines.append(f"- **failure:** {failures[-1].get('message', '')}")
@@ -382,7 +383,9 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     return lines + _report_rounds(rounds, unit, events) + live_report_lines(events)
 
 
-def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str, rounds: list[Any]) -> list[str]:
+def _report_summary(
+    meta: Any, by: dict[str, Any], obj: str | None, unit: str, rounds: list[Any], disturbed: tuple[int, int]
+) -> list[str]:
     start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
     higher = base.get("higher_is_better", higher_is_better(obj))
     b, best = (
@@ -396,7 +399,9 @@ def _report_summary(meta: Any, by: dict[str, Any], obj: str | None, unit: str, r
     lines.append(f"- **objective:** {objective_label(obj)}, {'higher' if higher else 'lower'} is better")
     if b is not None and best is not None:
         gain = ((best - b) / b if higher else (b - best) / b) if b else 0.0
-        text = baseline_best_text(b, best, rounds, gain, unit).removeprefix("baseline ").replace(" → best ", " → ", 1)
+        cv = float(base.get("noise_cv") or 0.0)
+        text = baseline_best_text(b, best, rounds, gain, unit, cv, disturbed, higher)
+        text = text.removeprefix("baseline ").replace(" → best ", " → ", 1)
         lines.append(f"- **baseline → best:** {text}")
     elif b is not None:
         lines.append(f"- **baseline:** {b:,.3f} {unit}")

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.rule import Rule
 
 from agenticdb.models import opening_label
-from agenticdb.report.labels import objective_label, objective_unit
+from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
 from agenticdb.rootcause.text import story_line
 from agenticdb.store.journal_events import JournalEvent
 
@@ -334,6 +334,41 @@ def remeasured_note(events: list[JournalEvent]) -> str:
     )
 
 
+def baseline_disturbed(events: list[JournalEvent]) -> tuple[int, int]:
+    """(disturbed runs the baseline used, baseline runs): the baseline's ``run.disturbed`` events (round 0) with
+    ``kept`` true — runs the host disturbed (``Measurement.disturbed``) kept for want of repeats — and the
+    ``baseline`` event's objectives; (0, 0) without a baseline."""
+    runs = next((len(e.data.get("objectives") or []) for e in events if e.event == "baseline"), 0)
+    used = sum(1 for e in events if e.event == "run.disturbed" and e.round_no == 0 and e.data.get("kept"))
+    return used, runs
+
+
+def start_gain_note(events: list[JournalEvent]) -> str:
+    """``" (+4.2 % against the start as re-measured 1,440.00 in round 2's undisturbed pairs; the baseline is
+    stale (…))"``: the kept configuration's gain when the baseline is stale or disturbed
+    (``agenticdb.report.labels.start_reference``), against the start as the first kept round's pairs measured it
+    (the ``judged`` event's ``best_median``); "" while the baseline stands, or nothing was kept."""
+    end = next((e.data for e in events if e.event == "session.end"), {})
+    base_ev = next((e.data for e in events if e.event == "baseline"), {})
+    base, best = end.get("baseline_objective"), end.get("best_objective")
+    if not isinstance(base, int | float) or not isinstance(best, int | float):
+        return ""
+    medians = {e.round_no: e.data.get("best_median") for e in events if e.event == "judged"}
+    kept = next((e.round_no for e in events if e.event == "decision" and e.data.get("kept")), None)
+    if kept is None:
+        return ""
+    level = medians.get(kept)
+    again = (kept, float(level)) if isinstance(level, int | float) else None
+    cv = base_ev.get("noise_cv")
+    cv = float(cv) if isinstance(cv, int | float) else 0.0
+    reference, why = start_reference(float(base), again, cv, baseline_disturbed(events), _num)
+    if not why:
+        return ""
+    higher = base_ev.get("higher_is_better", higher_is_better(base_ev.get("objective_name")))
+    gain = f"{gain_over(float(best), reference, bool(higher)):+.1%}".replace("%", " %")
+    return f" ({gain} against {why})"
+
+
 def late_event(ev: JournalEvent, current: int | None) -> bool:
     """True for an event about an earlier round written while a later round runs (the race closes the previous
     screen's intent once the next screen's switch holds its own): told inside the round it happened in, never
@@ -383,6 +418,7 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
                 console,
                 "Objective",
                 f"baseline {_num(d.get('baseline_objective'))} → best {_num(d.get('best_objective'))}"
+                + start_gain_note(events)
                 + remeasured_note(events),
             )
             best = d.get("best_config") or d.get("best_changes")

@@ -19,6 +19,7 @@ from agenticdb.errors import Stopped
 from agenticdb.invocation import STORE_FLAGS, command
 from agenticdb.models import RoundOutcome
 from agenticdb.redaction import redact
+from agenticdb.report.labels import gain_over, start_reference
 from agenticdb.store.faults import cause_of
 from agenticdb.store.journal import Journal
 from agenticdb.store.lock import LockError, TargetLock
@@ -360,7 +361,15 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         highlight=False,
     )
     console.print(
-        baseline_best_text(result.baseline_objective, result.best_objective, result.rounds, gain),
+        baseline_best_text(
+            result.baseline_objective,
+            result.best_objective,
+            result.rounds,
+            gain,
+            noise_cv=result.noise_cv,
+            disturbed=result.baseline_disturbed,
+            higher=result.higher_is_better,
+        ),
         highlight=False,
         soft_wrap=True,
     )
@@ -426,31 +435,66 @@ def budget_warning(cfg: Settings) -> list[str]:
 
 
 def baseline_best_text(
-    base: float | None, best: float | None, rounds: list[RoundOutcome], gain: float | None, unit: str = ""
+    base: float | None,
+    best: float | None,
+    rounds: list[RoundOutcome],
+    gain: float | None,
+    unit: str = "",
+    noise_cv: float = 0.0,
+    disturbed: tuple[int, int] = (0, 0),
+    higher: bool = True,
 ) -> str:
     """``baseline X → best Y (+g %)`` from the best configuration's own runs, saying when it was measured
     again later (the best configuration's runs in a later round's pairs) — a re-measured baseline is the
     host's load changing, not a gain (issue 39: "baseline 938.720 → best 938.720" while the same
-    configuration measured 1,392–1,538 later on a quieter host)."""
-    kept_no, again = None, None
+    configuration measured 1,392–1,538 later on a quieter host).
+
+    When the baseline is stale or disturbed (``agenticdb.report.labels.start_reference``: ``noise_cv`` the
+    baseline's run CV, ``disturbed`` its (disturbed runs kept, runs)), the gain of a kept configuration is
+    quoted against the start as the first kept round's undisturbed pairs measured it, and the clause says so
+    ("+4.2% against the start as re-measured 1,440.000 in round 2's undisturbed pairs; the baseline is stale
+    (…)"), ``higher`` the objective's direction; ``gain`` (against the baseline) is then not shown."""
+    kept_no, again, start_again = _measured_again(rounds)
     u = f" {unit}" if unit else ""
+    why = ""
+    if base is not None:
+        reference, why = start_reference(base, start_again, noise_cv, disturbed, _fmt_obj)
+        if why and best is not None and kept_no is not None:
+            gain = gain_over(best, reference, higher)
+    figures = f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u}"
     if not rounds:  # no round records (a session without rounds, or the Memory Book missing): the figures
-        return f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u}" + (f" ({gain:+.1%})" if gain is not None else "")
-    for r in rounds:
-        if r.kept:
-            kept_no, again = r.round_no, None
-        elif r.best_objective is not None:
-            again = (r.round_no, r.best_objective)
+        return figures + (f" ({gain:+.1%})" if gain is not None else "") + (f" ({why})" if why else "")
     if kept_no is None:
-        text = f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u} (nothing kept: the starting configuration"
+        text = f"{figures} (nothing kept: the starting configuration"
         if again is not None:
             text += f"; re-measured {_fmt_obj(again[1])} in round {again[0]}'s pairs: the host changed, not it"
+        if disturbed[0]:
+            text += f"; the baseline is disturbed ({disturbed[0]} of {disturbed[1]} runs)"
         return text + ")"
-    text = f"baseline {_fmt_obj(base)} → best {_fmt_obj(best)}{u}" + (f" ({gain:+.1%})" if gain is not None else "")
+    text = figures
+    if gain is not None:
+        text += f" ({gain:+.1%} against {why})" if why else f" ({gain:+.1%})"
     text += f" (best: round {kept_no}'s kept configuration, its own runs"
     if again is not None:
         text += f"; re-measured {_fmt_obj(again[1])} in round {again[0]}'s pairs"
     return text + ")"
+
+
+def _measured_again(
+    rounds: list[RoundOutcome],
+) -> tuple[int | None, tuple[int, float] | None, tuple[int, float] | None]:
+    """(the last kept round or None, (round, median) of the best configuration's runs in the latest later
+    pairs or None, (round, median) of the start's runs in the first kept round's pairs — or, nothing kept, in
+    the latest pairs — or None)."""
+    kept_no, again, start_again = None, None, None
+    for r in rounds:
+        if r.kept:
+            if kept_no is None and r.best_objective is not None:  # the first kept round's pairs: the start's runs
+                start_again = (r.round_no, r.best_objective)
+            kept_no, again = r.round_no, None
+        elif r.best_objective is not None:
+            again = (r.round_no, r.best_objective)
+    return kept_no, again, again if kept_no is None else start_again
 
 
 def measured_gain(r: RoundOutcome) -> float | None:

@@ -595,4 +595,5 @@ class TuningSession:
             {k: str(v) for k, v in (self.start_from or {}).items()},
             list(self.warnings),
             self.opening_outcome,
+            (sum(m.disturbed for m in start.baseline), len(start.baseline)),
         )

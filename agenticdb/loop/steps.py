@@ -106,6 +106,9 @@ class SessionResult:
     """Why the opening's race ended without a proof ("no candidate ran to the end undisturbed: the start
     stays"), or '': the opening was proven (its round tells the verdict), skipped, or off. The screens' one-run
     effects are in ``rounds``; without this line a reader sees large screen gains and "nothing kept"."""
+    baseline_disturbed: tuple[int, int] = (0, 0)
+    """(baseline runs the host disturbed that the baseline still used, baseline runs): ``Measurement.disturbed``;
+    the summary then quotes the gain against the start's undisturbed re-measurement (``labels.start_reference``)."""
 
 
 RoundCallback = Callable[[RoundOutcome], None]

@@ -5,6 +5,9 @@ The objective definitions are those of :func:`agenticdb.workloads.common.objecti
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 OBJECTIVES: dict[str, tuple[str, str, bool]] = {
     "tps_per_p95": ("TPS/p95", "transactions per s per ms of p95 latency", True),
     "tps": ("TPS", "transactions per s", True),
@@ -33,3 +36,61 @@ def objective_unit(name: str | None) -> str:
 def higher_is_better(name: str | None) -> bool:
     """True for throughput-like objectives, False for p95 and total_time."""
     return OBJECTIVES.get(name or "", ("", "", True))[2]
+
+
+PAIR_SD_FLOOR = 0.05
+"""One pair's smallest log-ratio standard deviation, ``agenticdb.measure.sequential.PAIR_SD_FLOOR`` (5 % per run,
+docs/measurement.md); repeated, not imported, as that module loads scipy (tests/test_dba_texts.py checks they agree)."""
+
+STALE_SDS = 2.0
+"""How far (in standard deviations of a pair's log-ratio) the start's re-measurement in a decision's pairs may lie
+from the baseline's median before the baseline counts as stale: the bar ``agenticdb.loop.race.AHEAD_SDS`` sets
+for a screen to run ahead of the start (a configuration only as good as the start gets this far in one run with
+less than ~2.3 % chance)."""
+
+
+def start_reference(
+    base: float,
+    again: tuple[int, float] | None,
+    noise_cv: float,
+    disturbed: tuple[int, int] = (0, 0),
+    fmt: Callable[[float], str] = lambda v: f"{v:,.3f}",
+) -> tuple[float, str]:
+    """Which level of the starting configuration an end summary's gain is quoted against, and why.
+
+    ``base`` is the baseline's median (the objective's unit); ``again`` (round, level) the start as re-measured
+    in a decision's valid (undisturbed) pairs: the median of its runs in the first kept round's pairs, the
+    freshest measurement of the start any decision used; None when no decision measured it. ``noise_cv`` is
+    the baseline's run CV (a fraction), ``disturbed`` (disturbed runs kept, runs) the baseline's runs the host
+    disturbed (``Measurement.disturbed``) and that it still used for want of repeats.
+
+    Returns ``(level, why)``: ``(base, "")`` while the baseline stands (undisturbed, and the re-measurement
+    within ``STALE_SDS`` × the noise of a pair, ``max(√2·noise_cv, PAIR_SD_FLOOR)``, of it); otherwise the
+    re-measured level and a clause naming it and what is wrong with the baseline ("the start as re-measured
+    1,440.000 in round 2's undisturbed pairs; the baseline is stale (the same start measured +53.4 % off it
+    later: the host changed)"),
+    or without a re-measurement ``base`` and a clause saying the baseline is disturbed. Never raises.
+    """
+    faults = []
+    if disturbed[0]:
+        faults.append(f"disturbed ({disturbed[0]} of {disturbed[1]} runs)")
+    if again is not None and base > 0 and again[1] > 0:
+        sd = max(math.sqrt(2.0) * noise_cv, PAIR_SD_FLOOR)
+        if abs(math.log(again[1] / base)) > STALE_SDS * sd:
+            moved = f"{again[1] / base - 1:+.1%}".replace("%", " %")
+            faults.append(f"stale (the same start measured {moved} off it later: the host changed)")
+    if not faults:
+        return base, ""
+    faults_text = " and ".join(faults)
+    if again is None or again[1] <= 0:
+        return base, f"a baseline that is {faults_text}, the start not measured again"
+    where = f"the start as re-measured {fmt(again[1])} in round {again[0]}'s undisturbed pairs"
+    return again[1], f"{where}; the baseline is {faults_text}"
+
+
+def gain_over(level: float, reference: float, higher: bool) -> float:
+    """Relative improvement of ``level`` over ``reference`` (0.24 = +24 %, positive = better whatever the
+    direction), as ``agenticdb.loop.next_move.relative_gain``; 0.0 when either is 0."""
+    if not reference or not level:
+        return 0.0
+    return level / reference - 1.0 if higher else reference / level - 1.0
