@@ -114,3 +114,18 @@ def test_best_so_far_line_never_falls() -> None:
 
     assert best_so_far([100.0, 140.0, 120.0, 150.0], True) == [100.0, 140.0, 140.0, 150.0]
     assert best_so_far([9.0, 7.0, 8.0], False) == [9.0, 7.0, 7.0]
+
+
+@pytest.mark.slow
+def test_harness_agenticdb_half_runs_with_half_the_budget(tmp_path: Path) -> None:
+    """Issue 36's speed target compares agenticdb at half the budget with TPE at the whole one, in one run so
+    both are re-measured side by side: the session's journaled budget is half of --budget-min."""
+    from agenticdb.store.journal import Journal
+
+    md, summary = _run(tmp_path, "smoke", "default,agenticdb-half", budget_min="0.4")
+    half = {r["competitor"]: r for r in summary["rows"]}["agenticdb-half"]
+    assert half["result"]["label"] == "agenticdb, heuristic planner, 0.5 × budget"
+    assert "default" in half["agenticdb_vs"]
+    starts = [e for e in Journal(tmp_path / "results" / "smoke" / "journal.db").events() if e.event == "session.start"]
+    assert [e.data["loop"]["time_budget_s"] for e in starts] == [pytest.approx(12.0)]
+    assert "| agenticdb-half — agenticdb, heuristic planner, 0.5 × budget |" in md

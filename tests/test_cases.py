@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -909,7 +909,9 @@ def _subst(value: Any, world: World) -> Any:
     return value
 
 
-def run_case(case: dict[str, Any], world: World) -> tuple[Verdict, dict[str, Any]]:
+def run_case(
+    case: dict[str, Any], world: World, read: Callable[[list[str]], dict[str, float]] | None = None
+) -> tuple[Verdict, dict[str, Any]]:
     propose = {_subst(k, world): _subst(v, world) for k, v in case["propose"].items()}
     policy = PolicyConfig(**{"max_step_factor": 1000.0, **case.get("policy", {})})
     proposal = Proposal(
@@ -924,7 +926,9 @@ def run_case(case: dict[str, Any], world: World) -> tuple[Verdict, dict[str, Any
     observed = None
     if not case.get("no_observed"):
         observed = Observed(
-            gauges={**world.gauges, **case.get("observed", {})}, dbms_memory_bytes=case.get("dbms_memory_bytes")
+            gauges={**world.gauges, **case.get("observed", {})},
+            dbms_memory_bytes=case.get("dbms_memory_bytes"),
+            read=read,
         )
     verdict = validate(proposal, world.catalog, current, hardware, policy, Layer(case["stage"]), observed=observed)
     return verdict, propose
@@ -1033,9 +1037,11 @@ def test_pg_wal_level_minimal_refused_while_a_real_slot_exists(pg_sandbox) -> No
 def test_mariadb_max_heap_table_size_refused_below_a_real_memory_table(mariadb_sandbox) -> None:  # type: ignore[no-untyped-def]
     """The MEMORY-table kind with the table read from the real server: a 9 MB MEMORY table makes 1M of
     max_heap_table_size a capacity failure (MariaDB 10.11 here: after a restart with 1M the table took 4650
-    of its 40000 rows back, then error 1114 'The table is full'); once the table is gone 1M passes."""
+    of its 40000 rows back, then error 1114 'The table is full'); once the table is gone 1M passes. The
+    runtime sample does not carry the table (a scan of information_schema.TABLES on every sample): the rule
+    reads it when it judges the change (``Target.rule_gauges``), and the verdict says what it read."""
     t = MySQLTarget.from_config(mariadb_sandbox.target_config())
-    case = EXTRA["mariadb-max-heap-below-memory-table"]
+    case = {**EXTRA["mariadb-max-heap-below-memory-table"], "observed": {}}
     conn = mariadb_sandbox.connect(timeout=10)
     try:
         hw = detect_hardware(mariadb_sandbox.data_dir, pid=t.server_pid())
@@ -1047,15 +1053,16 @@ def test_mariadb_max_heap_table_size_refused_below_a_real_memory_table(mariadb_s
             )
         try:
             world = World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
+            assert not [n for n in world.gauges if n.startswith("memory_tables.")], world.gauges
+            verdict, _ = run_case(case, world, read=t.rule_gauges)
         finally:
             with conn.cursor() as cur:
                 cur.execute("DROP DATABASE agenticdb_case_heap")
-        assert world.gauges["memory_tables.largest_bytes"] > 8 * 1024**2, world.gauges
-        verdict, _ = run_case({**case, "observed": {}}, world)
         assert not verdict.ok and {f.rule_id for f in verdict.failed} == {"mysql.max_heap_table_size-memory-tables"}
-        without = World(world.catalog, world.current, hw, None, t.runtime_state().gauges)
-        assert without.gauges["memory_tables.largest_bytes"] == 0
-        assert run_case({**case, "observed": {}}, without)[0].ok
+        assert verdict.read["memory_tables.largest_bytes"] > 8 * 1024**2, verdict.read
+        assert not run_case(case, world)[0].ok  # no reader, no peak: never lowered
+        without, _ = run_case(case, world, read=t.rule_gauges)
+        assert without.ok and without.read == {"memory_tables.largest_bytes": 0.0}, without
     finally:
         conn.close()
         t.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agenticdb.cli.story import render_story
+from agenticdb.models import Verdict
 from agenticdb.store.journal import Journal
 
 
@@ -62,3 +63,15 @@ def test_a_disturbed_baseline_run_kept_for_want_of_repeats_is_not_called_discard
     lines = [ln for ln in _story(journal, sid) if "Disturbed" in ln]
     assert "baseline 1: steal 40% (run discarded)" in lines[0], lines
     assert "baseline 2: steal 40%; kept: … (run used as it is)" in lines[1], lines
+
+
+def test_a_verdict_says_what_a_capacity_rule_read_from_the_server(tmp_path: Path) -> None:
+    """memory_tables.* is in no runtime sample: the max_heap_table_size rule reads it when it judges a change,
+    and `journal show` tells what it read, accepted or not."""
+    journal = Journal(tmp_path / "journal.db")
+    sid = "s1"
+    journal.append(sid, "session.start", {"target": "mariadb", "workload": "sysbench"})
+    read = {"memory_tables.largest_bytes": 9436672.0}
+    journal.append(sid, "verdict", Verdict(ok=True, read=read).model_dump(mode="json"), round_no=1)
+    text = "\n".join(_story(journal, sid))
+    assert "read from the server for a capacity rule: memory_tables.largest_bytes=9,436,672" in text, text

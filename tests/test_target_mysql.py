@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,6 +179,47 @@ def test_runtime_state_counters_rise(target: MySQLTarget, mariadb_sandbox: Maria
     assert after.counters[key] >= before.counters[key]
     assert after.gauges["innodb.log_sequence_number"] > before.gauges["innodb.log_sequence_number"]
     assert target.log_tail(5)
+
+
+def _statements_of(cur: Any, thread: int) -> list[str]:
+    """What the server's general query log (log_output = TABLE) holds for connection ``thread``, in order."""
+    cur.execute(
+        "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE thread_id = %s AND command_type = 'Query'"
+        " ORDER BY event_time",
+        (thread,),
+    )
+    return [str(row[0]) for row in cur.fetchall()]
+
+
+def test_runtime_sample_leaves_memory_tables_to_the_rule(
+    target: MySQLTarget, mariadb_sandbox: MariaDBSandboxInfo
+) -> None:
+    """A runtime sample neither carries memory_tables.* nor scans information_schema.TABLES (slow on a server
+    with many tables, and only the max_heap_table_size rule needs it); ``rule_gauges`` reads it on demand.
+    What the target's own connection sent is read from the server's general query log."""
+    with mariadb_sandbox.connect(timeout=10) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.general_log, @@GLOBAL.log_output")
+        was_on, was_output = cur.fetchone()
+        cur.execute("CREATE DATABASE IF NOT EXISTS agx_heap")
+        cur.execute("CREATE OR REPLACE TABLE agx_heap.m (id INT PRIMARY KEY) ENGINE=MEMORY")
+        cur.execute("INSERT INTO agx_heap.m SELECT seq FROM agx_heap.seq_1_to_1000")
+        try:
+            thread = target._connect().thread_id()
+            cur.execute("TRUNCATE TABLE mysql.general_log")
+            cur.execute("SET GLOBAL log_output = 'TABLE', general_log = ON")
+            state = target.runtime_state()
+            sample = _statements_of(cur, thread)
+            read = target.rule_gauges(["memory_tables.largest_bytes"])
+            both = _statements_of(cur, thread)
+        finally:
+            cur.execute("SET GLOBAL general_log = %s, log_output = %s", (was_on, was_output))
+            cur.execute("DROP DATABASE agx_heap")
+    assert any("SHOW GLOBAL STATUS" in q for q in sample), sample  # the log saw the sample
+    assert not [q for q in sample if "information_schema.TABLES" in q], sample
+    assert not [n for n in state.gauges if n.startswith("memory_tables.")]
+    assert [q for q in both[len(sample) :] if "information_schema.TABLES" in q], both
+    assert read["memory_tables.count"] >= 1 and read["memory_tables.largest_bytes"] > 0, read
+    assert target.rule_gauges(["global_status.Threads_connected"]) == {}
 
 
 def test_dsn_and_size_parsing() -> None:

@@ -513,6 +513,35 @@ def test_capacity_is_never_lowered_below_the_peak_and_not_at_all_without_one() -
     assert check(pg, {"max_connections": 110}, current=cur, observed=seen, policy=tight).ok
 
 
+def test_capacity_reads_a_gauge_no_sample_carries_once_and_only_for_a_lowering() -> None:
+    """memory_tables.largest_bytes is in no runtime sample (an information_schema.TABLES scan): the
+    max_heap_table_size rule asks ``Observed.read`` for it when a change lowers the setting, once per
+    Observed, and the verdict says what it compared (``Verdict.read``)."""
+    heap = k("max_heap_table_size", unit="B", min_value=16384, max_value=2**64, default="16777216")
+    maria = MARIADB.model_copy(update={"knobs": {**MARIADB.knobs, "max_heap_table_size": heap}})
+    cur = {"max_heap_table_size": "16777216"}
+    asked: list[list[str]] = []
+
+    def read(names: list[str]) -> dict[str, float]:
+        asked.append(names)
+        return {"memory_tables.count": 1.0, "memory_tables.largest_bytes": 9436672.0}
+
+    seen = Observed(read=read)
+    raised = check(maria, {"max_heap_table_size": "32M"}, current=cur, observed=seen)
+    assert raised.ok and raised.read == {} and asked == []
+    v = check(maria, {"max_heap_table_size": "1M"}, current=cur, observed=seen)
+    assert kinds(v) == {"max_heap_table_size": "capacity"}, v.failed
+    assert v.failed[0].rule_id == "mysql.max_heap_table_size-memory-tables"
+    assert v.read == {"memory_tables.largest_bytes": 9436672.0}
+    # 9436672 × 1.25 = 11795840 ≤ 12M: passes, with the value read for the 1M check (not read again)
+    again = check(maria, {"max_heap_table_size": "12M"}, current=cur, observed=seen)
+    assert again.ok and again.read == {"memory_tables.largest_bytes": 9436672.0}
+    assert asked == [["memory_tables.largest_bytes"]]
+    unread = check(maria, {"max_heap_table_size": "12M"}, current=cur, observed=Observed(read=lambda names: {}))
+    assert kinds(unread) == {"max_heap_table_size": "capacity"}
+    assert "unknown to the validator" in unread.failed[0].message
+
+
 def test_server_check_reads_facts_and_skips_when_a_fact_is_unknown() -> None:
     facts = PG.model_copy(update={"facts": {"wal_segment_size": 64 * 1024**2}})
     v = check(facts, {"min_wal_size": "100MB"})  # 64MB segments (initdb --wal-segsize=64): needs 128MB

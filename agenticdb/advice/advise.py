@@ -421,7 +421,7 @@ def advise(
         hold_to_reference(recs, ref, catalog)
         recs = without_no_ops(recs, catalog)
     judged(recs)
-    observed = Observed(gauges=dict(delta.gauges))
+    observed = Observed(gauges=dict(delta.gauges), read=target.rule_gauges)
     set_notes = judge_set(recs, catalog, current, hardware, cfg.policy, target.can_restart(), observed)
     all_hyps = list(hyps)
     if os_layer:

@@ -95,7 +95,7 @@ def _validated(
     current = target.current_values(list(catalog.knobs))
     hardware = detect_hardware(target.data_dir, pid=target.server_pid())
     # what capacity rules compare with: the server's usage now (peaks where the server keeps them)
-    observed = Observed(gauges=target.runtime_state().gauges)
+    observed = Observed(gauges=target.runtime_state().gauges, read=target.rule_gauges)
     verdict = validate(
         proposal,
         catalog,

@@ -110,6 +110,8 @@ def _verdict(console: Console, d: dict[str, Any]) -> None:
             ],
         )
     _bullets(console, [f"warning: {w}" for w in d.get("warnings", [])])
+    read = ", ".join(f"{n}={_num(v, 0)}" for n, v in sorted((d.get("read") or {}).items()))
+    _bullets(console, [f"read from the server for a capacity rule: {read}"] if read else [])
 
 
 def _intent(console: Console, d: dict[str, Any]) -> None:

@@ -139,9 +139,8 @@ def default_source(session: TuningSession) -> OpeningSource:
         from agenticdb.planner.opening import generate_opening  # lazy: the generator loads its data on use
         from agenticdb.planner.opening_plans import workload_plans  # lazy: as above
 
-        # the plans of the workload's own statements, read once outside measured runs (issue 36 point 4): the JIT
-        # and parallel-query evidence of a query set (dropped by 33133b1; a new user's demo read "parallel-query
-        # share not measured: no plan evidence")
+        # the plans of the workload's own statements, read once outside measured runs (issue 36 point 4): the JIT and
+        # parallel-query evidence of a query set (dropped by 33133b1: a demo read "parallel-query share not measured")
         plans, no_plans = workload_plans(ctx, session.workload)
         opening = generate_opening(
             ctx,
@@ -150,6 +149,7 @@ def default_source(session: TuningSession) -> OpeningSource:
             policy=session.cfg.policy,
             can_restart=session.target.can_restart(),
             plans=plans,
+            read=session.target.rule_gauges,
         )
         said = f"plan evidence: {plans.summary()}" if plans is not None else f"plan evidence not read: {no_plans}"
         return replace(opening, notes=[said, *opening.notes])

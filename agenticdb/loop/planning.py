@@ -138,7 +138,8 @@ def check(
     """The validator's verdict on ``proposal`` against the stage's live values and restart ability.
 
     ``load`` is the latest measured run's state (gauges sampled while the workload ran): capacity rules
-    never lower a setting such as max_connections below the peak seen there plus headroom.
+    never lower a setting such as max_connections below the peak seen there plus headroom. A rule's gauge
+    no sample carries (``memory_tables.*``) is read from the target now (``Target.rule_gauges``).
     """
     current = stage.target.current_values(list(stage.catalog.knobs))
     gauges: dict[str, float] = {}
@@ -153,7 +154,7 @@ def check(
         policy,
         layer,
         can_restart=stage.target.can_restart(),
-        observed=Observed(gauges=gauges),
+        observed=Observed(gauges=gauges, read=stage.target.rule_gauges),
     )
 
 

@@ -7,6 +7,7 @@ field: sizes in bytes, times in milliseconds or seconds as named, throughput per
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Literal
 
@@ -172,11 +173,15 @@ class Observed(Strict):
     ``global_status.Max_used_connections``, ``global_status.Prepared_stmt_count``, …); capacity rules read
     the peaks they name from here. ``dbms_memory_bytes`` is the DBMS's planned memory in bytes (its memory
     estimate); the strict-overcommit rule counts it (default: the DBMS memory budget,
-    ``policy.memory_fraction`` × memory limit).
+    ``policy.memory_fraction`` × memory limit). ``read`` (``Target.rule_gauges``) reads, by name, gauges too slow
+    for every runtime sample (``memory_tables.*``) when a rule needs one missing from ``gauges``; what it answers
+    goes into ``gauges`` and ``fetched`` (so each is read once per Observed). None: ``gauges`` only.
     """
 
     gauges: dict[str, float] = Field(default_factory=dict)
     dbms_memory_bytes: float | None = None
+    read: Callable[[list[str]], dict[str, float]] | None = Field(default=None, exclude=True, repr=False)
+    fetched: dict[str, float] = Field(default_factory=dict)
 
 
 class SeriesPoint(Strict):
@@ -476,6 +481,8 @@ class Verdict(Strict):
     failed: list[FailedCheck] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     accepted_risks: list[str] = Field(default_factory=list)
+    read: dict[str, float] = Field(default_factory=dict)
+    """Gauges read from the server for a rule of this check (``Observed.read``), by name: what it compared."""
 
     def feedback(self) -> str:
         """Failed checks as lines for the planner's next attempt."""

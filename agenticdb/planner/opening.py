@@ -81,6 +81,7 @@ def generate_opening(
     observed: Observed | None = None,
     live: bool | None = None,
     plans: PlanEvidence | None = None,
+    read: Callable[[list[str]], dict[str, float]] | None = None,
 ) -> Opening:
     """Up to ``k`` validated whole configurations for ``ctx``'s server (DBMS stage).
 
@@ -100,6 +101,8 @@ def generate_opening(
         plans: plan evidence of the workload's own statements (PostgreSQL,
             ``agenticdb.targets.postgres_plans.explain_statements``, read once outside measured runs); None:
             the evidence source reads the baseline's statistics only and says what was not measured.
+        read: the target's reader of gauges no runtime sample carries (``Target.rule_gauges``), for the
+            default ``observed``: a capacity rule reads its gauge from the server when a set lowers its setting.
 
     Returns:
         Opening: candidates (validated, deduplicated, restart knobs shared where possible), the absent
@@ -114,7 +117,7 @@ def generate_opening(
     host = host_view(ctx, flavor)
     if observed is None:
         delta = delta_of(ctx)
-        observed = Observed(gauges=dict(delta.gauges)) if delta is not None else None
+        observed = Observed(gauges=dict(delta.gauges), read=read) if delta is not None else None
     live = ctx.fingerprint.benchmark == "live" if live is None else live
     bound = step_bound_for(policy, live)
     raw, absent, notes, diagnosis = _collect(ctx, host, policy, llm, plans)

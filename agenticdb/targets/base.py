@@ -155,6 +155,13 @@ class Target(ABC):
     def runtime_state(self) -> RuntimeState:
         """Counters and gauges for bottleneck diagnosis."""
 
+    def rule_gauges(self, names: list[str]) -> dict[str, float]:
+        """Those of the gauges ``names`` that a runtime sample leaves out because they are too slow to read on
+        every sample, read now for a validator rule that needs them (``Observed.read``); by name, in the units
+        the gauge's name documents. Names the target does not read on demand are left out (none by default).
+        A read that fails answers nothing (the rule then treats the gauge as unknown)."""
+        return {}
+
     def log_tail(self, lines: int = 50) -> list[str]:
         """Last lines of the server log (empty when unknown)."""
         return []

@@ -17,10 +17,14 @@ Runtime state names (``read_state``; the heuristic planner reads them):
   section: "Log sequence number" − "Last checkpoint at"), ``variables.max_connections``,
   ``variables.innodb_buffer_pool_size``, ``variables.innodb_log_file_size``,
   ``variables.innodb_redo_log_capacity`` (bytes; MySQL 8.0.30+, else log_file_size × files_in_group).
+
+Read on demand only (``read_memory_tables``, ``MySQLTarget.rule_gauges``; not in a runtime sample: a scan of
+information_schema.TABLES opens every table's metadata, slow on a server with many tables):
 - gauges ``memory_tables.count`` and ``memory_tables.largest_bytes``: the application's MEMORY-engine
   tables (information_schema.TABLES, system schemas left out) and the largest DATA_LENGTH + INDEX_LENGTH
   among them, in bytes (0 without any); max_heap_table_size caps each such table when it is created,
   altered, truncated or reopened after a restart (MariaDB KB, MEMORY Storage Engine; max_heap_table_size).
+  Only the validator rule mysql.max_heap_table_size-memory-tables reads them, when a change lowers it.
 
 Sources: MariaDB KB "Server Status Variables", "Information Schema INNODB_METRICS Table", "SHOW ENGINE
 INNODB STATUS"; MySQL 8.0 manual 5.1.10 "Server Status Variables".
@@ -94,11 +98,23 @@ def read_state(conn: pymysql.connections.Connection, kind: str, variables: set[s
         float(values["innodb_log_file_size"]) * float(values.get("innodb_log_files_in_group") or 1)
     )
     state.gauges["variables.innodb_redo_log_capacity"] = float(capacity)
+    return state
+
+
+MEMORY_TABLE_GAUGES = ("memory_tables.count", "memory_tables.largest_bytes")
+"""The gauges :func:`read_memory_tables` answers (on demand, never in :func:`read_state`)."""
+
+
+def read_memory_tables(conn: pymysql.connections.Connection) -> dict[str, float]:
+    """``memory_tables.count`` and ``memory_tables.largest_bytes`` (bytes) of the application's MEMORY tables
+    now (see the module docstring): one query of information_schema.TABLES.
+
+    Raises:
+        pymysql.MySQLError: the server refused the query.
+    """
     with conn.cursor() as cur:
         count, largest = fetch_one(cur, _MEMORY_TABLES)
-    state.gauges["memory_tables.count"] = float(count or 0)
-    state.gauges["memory_tables.largest_bytes"] = float(largest or 0)
-    return state
+    return {"memory_tables.count": float(count or 0), "memory_tables.largest_bytes": float(largest or 0)}
 
 
 _MEMORY_TABLES = (

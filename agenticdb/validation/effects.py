@@ -8,7 +8,8 @@
 - ``harmful`` — values the field knows to hurt database hosts (THP ``always``): refused unless
   ``policy.allow_harmful`` names the rule, then accepted as a journaled risk;
 - ``capacity`` — a capacity setting (``max_connections``) is never lowered below the observed peak plus
-  ``policy.capacity_headroom``.
+  ``policy.capacity_headroom``; a peak too slow to read on every runtime sample (``memory_tables.*``) is read
+  from the server here, once, through ``Observed.read``.
 
 Rules are data (``validators/*.toml``, agenticdb.validation.rules); this module only evaluates them.
 """
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
+import structlog
 
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import FailedCheck, Observed
@@ -30,6 +33,8 @@ from agenticdb.validation.rules import (
     ServerCheck,
     rules_for,
 )
+
+log = structlog.get_logger(__name__)
 
 
 def _values(cfg: ResultingConfig, names: Iterable[str]) -> str:
@@ -192,9 +197,11 @@ def check_capacity(
     version: str,
     policy: PolicyConfig,
     observed: Observed | None,
+    read: dict[str, float] | None = None,
 ) -> list[FailedCheck]:
     """Failed ``capacity`` checks: a capacity setting lowered below the observed peak plus headroom, or
-    lowered at all when no peak was observed."""
+    lowered at all when no peak was observed. A rule's gauge missing from ``observed.gauges`` is read with
+    ``observed.read`` (only for a setting being lowered); what such a rule compared with goes into ``read``."""
     failed: list[FailedCheck] = []
     gauges = observed.gauges if observed is not None else {}
     for ch in cfg.changed.values():
@@ -204,7 +211,10 @@ def check_capacity(
         new, old = cfg.number(ch.name), before.number(ch.name)
         if new is None or old is None or new >= old:
             continue
+        fetched = _read_missing(observed, rule.id, rule.observed)
         seen = {n: v for n in rule.observed if (v := _observation(cfg, gauges, n)) is not None}
+        if read is not None:
+            read.update({n: v for n, v in seen.items() if n in fetched})
         if not seen:
             failed.append(
                 FailedCheck(
@@ -257,3 +267,22 @@ def _observation(cfg: ResultingConfig, gauges: dict[str, float], name: str) -> f
         value = cfg.fact(name)
         return value if isinstance(value, float) else None
     return gauges.get(name)
+
+
+def _read_missing(observed: Observed | None, rule_id: str, names: list[str]) -> set[str]:
+    """Names of ``names`` whose value came from the server through ``observed.read`` (now, or for an earlier
+    rule on this Observed); a gauge missing from ``observed.gauges`` is asked for here. A read that answers
+    nothing leaves the peak unknown (the rule then refuses the lowering).
+
+    Raises:
+        whatever ``observed.read`` raises (``Target.rule_gauges`` answers nothing rather than raise).
+    """
+    if observed is None or observed.read is None:
+        return set()
+    missing = [n for n in names if not n.startswith("host.") and n not in observed.gauges]
+    if missing:
+        got = {n: float(v) for n, v in observed.read(missing).items()}
+        observed.gauges.update(got)
+        observed.fetched.update(got)
+        log.info("validator.read", rule=rule_id, asked=missing, gauges=got)
+    return {n for n in names if n in observed.fetched}

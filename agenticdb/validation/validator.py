@@ -114,6 +114,7 @@ class _Round:
     risks: list[str] = field(default_factory=list)
     normalized: list[NormalizedChange] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
+    read: dict[str, float] = field(default_factory=dict)
 
     def fail(self, check: str, name: str, shown: str, message: str, source: str = "", rule_id: str = "") -> None:
         self.failed.append(
@@ -134,7 +135,8 @@ def validate(
     ruleset: RuleSet | None = None,
     observed: Observed | None = None,
 ) -> Verdict:
-    """Check ``proposal`` against ``catalog`` and the rules; pure apart from the cached rule files.
+    """Check ``proposal`` against ``catalog`` and the rules; pure apart from the cached rule files and
+    ``observed.read`` (a capacity rule's gauge read from the server).
 
     Args:
         proposal: the planner's change set (values in any spelling).
@@ -148,9 +150,10 @@ def validate(
         can_restart: False when the target's service cannot restart (service kind "none").
         now: clock for the restart window (default: local now).
         ruleset: rules to use (default: ``validators/<family>.toml``, cached).
-        observed: runtime-state gauges (peaks for the capacity rules) and the DBMS's planned memory (the
-            strict-overcommit rule); None when unknown: capacity settings are then never lowered and the
-            overcommit rule counts the whole DBMS memory budget.
+        observed: runtime-state gauges (peaks for the capacity rules), the reader of gauges too slow for
+            every sample (read here when a capacity rule needs one; ``Verdict.read`` says what was compared)
+            and the DBMS's planned memory (the strict-overcommit rule); None when unknown: capacity settings
+            are then never lowered and the overcommit rule counts the whole DBMS memory budget.
 
     Returns:
         Verdict: ``ok`` only with no failed check; ``changes`` normalised (value, base_value in
@@ -182,6 +185,7 @@ def validate(
         failed=r.failed,
         warnings=r.warnings,
         accepted_risks=r.risks,
+        read=r.read,
     )
     log.info(
         "validator.decided",
@@ -191,6 +195,7 @@ def validate(
         checks=sorted({f.check for f in r.failed}),
         apply=mode.value,
         reason="; ".join(f"{f.check}:{f.parameter}" for f in r.failed) or "all checks passed",
+        read=r.read,
     )
     return verdict
 
@@ -217,7 +222,7 @@ def _check_configuration(
     r.failed += harm_failed
     r.risks += harm_risks
     r.warnings += [f"accepted risk: {risk}" for risk in harm_risks]
-    r.failed += check_capacity(cfg, before, rules.capacity, flavor, version, r.policy, observed)
+    r.failed += check_capacity(cfg, before, rules.capacity, flavor, version, r.policy, observed, r.read)
     r.failed += step_bounds(proposal, r.normalized, before, r.policy, r.family, r.catalog)
 
 

@@ -31,7 +31,9 @@ def run(
     ),
     competitors: str = typer.Option(
         ",".join(DEFAULT_NAMES),
-        help="comma-separated subset of " + ",".join(NAMES) + " (oracle: TPE with 5 × the budget, only when named)",
+        help="comma-separated subset of "
+        + ",".join(NAMES)
+        + " (oracle: TPE with 5 × the budget; agenticdb-half: agenticdb with half of it; both only when named)",
     ),
     repeats: int = typer.Option(3, min=1, help="interleaved re-measurements of each final configuration"),
     duration: float = typer.Option(None, help="seconds per measured run (default: the scenario's)"),

@@ -224,6 +224,8 @@ def run_scenario(name: str, opts: Options) -> dict:
                 r = C.run_oracle(bench, journal)
             elif comp == "agenticdb":
                 r = C.run_agenticdb(bench, comp, out / "memory-session-only.db")
+            elif comp == "agenticdb-half":
+                r = C.run_agenticdb(bench, comp, out / "memory-half.db", budget_factor=C.HALF_BUDGET_FACTOR)
             elif comp == "agenticdb+experience":
                 mem = out / "memory-experience.db"
                 seed_info = seed_memory(scenario, opts, mem)
