@@ -128,3 +128,13 @@ def test_clear_scans_and_clear_lookups_keep_their_class_with_the_margin_told() -
     assert access.workload_class("oltp", _pg(0.8, 11_000)) == "oltp"
     assert access.class_call("olap", _pg(0.5, 30)).cls == "olap"
     assert "no row counters" in access.class_call("oltp", None).text()
+
+
+def test_a_borderline_window_is_not_told_as_reading_through_indexes() -> None:
+    from agenticdb.planner.opening_cache import access_pattern
+
+    delta = _pg(0.91, 11_000)
+    pattern, why = access_pattern(access.workload_class("oltp", delta), delta)
+    assert pattern == "borderline" and "reading through indexes" not in why
+    assert why.startswith("a workload borderline between lookups and scans"), why
+    assert access_pattern("mixed", _pg(0.5, 30))[0] == "lookups"

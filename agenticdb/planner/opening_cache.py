@@ -22,8 +22,9 @@ Whether a larger shared_buffers pays depends on how the workload reads, not on t
   the rest); 25 % when the data exceeds the memory limit (no cache holds it; the manual's starting value).
   On pg-sysbench-ro-fit (0.81 GiB under 2 GiB, 41 % misses) TPE's best configuration had shared_buffers
   783MB (38 % of the limit), +27 % against the default (benchmarks/README.md, 2026-12-06).
-- **Unmeasured** (class "mixed" without row counters): as for scans (the conservative branch: a larger pool
-  that does not hold the data costs page cache).
+- **Unmeasured** (class "mixed" without row counters) and **borderline** (figures inside the bands of
+  :func:`agenticdb.planner.access.class_call`, neither lookups nor scans for sure): as for scans (the
+  conservative branch: a larger pool that does not hold the data costs page cache).
 
 Every branch is bounded by the memory budget the set validation applies
 (:mod:`agenticdb.validation.memory`): ``policy.memory_fraction`` × the memory limit, less the shared memory
@@ -71,7 +72,8 @@ class CacheSizing:
 
 
 def access_pattern(workload_class: str, delta: StateDelta | None) -> tuple[str, str]:
-    """``("scans" | "lookups" | "unmeasured", why)`` of the baseline (see the module docstring).
+    """``("scans" | "lookups" | "borderline" | "unmeasured", why)`` of the baseline (see the module docstring);
+    "borderline" (figures inside ``access``'s bands, class "mixed") takes the conservative branch as "unmeasured".
 
     ``workload_class`` is :attr:`agenticdb.planner.opening_values.HostView.workload_class` (the declared class,
     "olap" when the counters show whole-table scans); ``delta`` the baseline's statistics for the row counters.
@@ -86,6 +88,8 @@ def access_pattern(workload_class: str, delta: StateDelta | None) -> tuple[str, 
         return "scans", f"an analytic workload (class olap{seen})"
     if workload_class == "oltp":
         return "lookups", f"an OLTP workload (class oltp{seen})"
+    if fig is not None and access.class_call(workload_class, delta).borderline:
+        return "borderline", f"a workload borderline between lookups and scans (planner.access bands){seen}"
     if fig is not None:
         return "lookups", f"a {workload_class} workload reading through indexes{seen}"
     return "unmeasured", f"a {workload_class} workload whose access pattern was not measured (no row counters)"
