@@ -76,6 +76,10 @@ def pg_config(pg_sandbox: PostgresSandboxInfo, storage_home: Path, tmp_path: Pat
 
 def test_pg_json_has_ids_evidence_apply_verdict_and_ids_are_stable(pg_config: Path) -> None:
     first, second = advice_json(pg_config), advice_json(pg_config)
+    # the class the sizing rules use is told with its evidence and thresholds (agenticdb.planner.access)
+    for adv in (first, second):
+        cls_note = next(n for n in adv["notes"] if n.startswith("workload class "))
+        assert "assumed: advise knows no workload" in cls_note or "rows per statement" in cls_note, cls_note
     recs = first["recommendations"]
     assert recs, "a fresh cluster (shared_buffers 128MB on this host) must get recommendations"
     for r in recs:

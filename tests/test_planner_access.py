@@ -89,3 +89,42 @@ def test_the_thresholds_are_inclusive_and_both_must_hold() -> None:
         pg_stat_database__tup_returned=100_000, pg_stat_database__tup_fetched=0, pg_stat_database__xact_commit=11
     )
     assert access.observed_class(below_rows) is None
+
+
+def _pg(share: float, rows_per_statement: float, statements: int = 10) -> StateDelta:
+    """A PostgreSQL sample with ``share`` of rows read by sequential scans and ``rows_per_statement`` of them."""
+    seq = rows_per_statement * statements
+    returned = seq / share
+    return _d(
+        pg_stat_database__tup_returned=returned,
+        pg_stat_database__tup_fetched=returned - seq,
+        pg_stat_database__xact_commit=statements,
+    )
+
+
+def test_two_windows_either_side_of_the_threshold_name_one_class() -> None:
+    # A new user's two `advise` runs seconds apart: the same workload read just below, then just above the bars
+    # (SCAN_SHARE 0.9, SCAN_ROWS_PER_STATEMENT 10 000) and was called oltp, then olap.
+    below, above = _pg(0.89, 9_000), _pg(0.91, 11_000)
+    assert access.workload_class("oltp", below) == access.workload_class("oltp", above) == "mixed"
+    call = access.class_call("oltp", above)
+    assert call.borderline and call.figures is not None
+    text = call.text()
+    assert text.startswith("workload class borderline between oltp and olap, treated as mixed: 91% of rows"), text
+    assert "(threshold 90%, +1 points)" in text and "11,000 rows per statement (threshold 10,000, ×1.1)" in text
+    assert "SCAN_SHARE" in text and "SHARE_BAND" in text
+
+
+def test_clear_scans_and_clear_lookups_keep_their_class_with_the_margin_told() -> None:
+    scans = access.class_call("oltp", _pg(0.99, 2_000_000))
+    assert (scans.cls, scans.borderline) == ("olap", False)
+    assert "99% of rows read by sequential scans (threshold 90%, +9 points)" in scans.text()
+    assert "2,000,000 rows per statement (threshold 10,000, ×200)" in scans.text()
+    lookups = access.class_call("oltp", _pg(0.5, 30))
+    assert (lookups.cls, lookups.borderline) == ("oltp", False)
+    assert lookups.text("assumed").startswith("workload class oltp (assumed; no whole-table scans): 50% of rows")
+    # one figure clearly out rules scanning out, however close the other is
+    assert access.workload_class("oltp", _pg(0.91, 3_000)) == "oltp"
+    assert access.workload_class("oltp", _pg(0.8, 11_000)) == "oltp"
+    assert access.class_call("olap", _pg(0.5, 30)).cls == "olap"
+    assert "no row counters" in access.class_call("oltp", None).text()

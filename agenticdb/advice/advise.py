@@ -57,6 +57,7 @@ from agenticdb.models import (
     StateDelta,
 )
 from agenticdb.models.planning import Experience, Fingerprint, PlanningContext
+from agenticdb.planner.access import class_call
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.moves import Move
@@ -127,6 +128,10 @@ def observe(sources: list[Callable[[], RuntimeState]], seconds: float) -> StateD
     before = sample()
     time.sleep(max(0.0, seconds))
     return StateDelta.between(before, sample())
+
+
+ASSUMED_CLASS = "assumed: advise knows no workload"
+"""Where advise's class comes from when the window does not say (``host_fingerprint``'s OLTP guess)."""
 
 
 def host_fingerprint(kind: str, version_major: str, hardware: Hardware) -> Fingerprint:
@@ -455,7 +460,8 @@ def advise(
         ],
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=_probed_note(causes, probed, dsn_database(cfg))
+        notes=[class_call(fp.workload_class, delta).text(ASSUMED_CLASS)]
+        + _probed_note(causes, probed, dsn_database(cfg))
         + cause_notes
         + set_notes
         + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),

@@ -22,6 +22,8 @@ whatever its objective. This module reads that from the last sample's counters:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agenticdb.models import StateDelta
 
 SCAN_SHARE = 0.9
@@ -33,6 +35,17 @@ transaction of 14-18 statements reads a few hundred rows, far below it under eit
 FULL_INDEX_SCANS_PER_STATEMENT = 0.5
 """MariaDB/MySQL: ``Handler_read_first`` per data statement at or above which ``Handler_read_next`` rows
 are counted as scan rows (most statements walk a whole index)."""
+SHARE_BAND = 0.05
+"""Half-width of the borderline band around :data:`SCAN_SHARE` (shares from 0.85 to 0.95). Judgement: a short
+window (``agenticdb advise`` watches 5 s by default) holds few statements, so one statement more or less of a
+kind moves the share; inside the band a call is neither class, and two windows of one workload on either side
+of the line no longer name two classes."""
+ROWS_BAND = 2.0
+"""Factor of the borderline band around :data:`SCAN_ROWS_PER_STATEMENT` (5 000 to 20 000 rows per statement).
+Judgement, as :data:`SHARE_BAND`: in a short window a few long statements decide the mean, and PostgreSQL counts
+a statement's rows when its backend flushes its statistics (at transaction end, at most once a second:
+PGSTAT_MIN_INTERVAL in PostgreSQL 15's src/backend/utils/activity/pgstat.c), so one window may hold a scan's
+rows and the next not."""
 
 
 def scan_figures(delta: StateDelta | None) -> tuple[float, float] | None:
@@ -73,9 +86,72 @@ def observed_class(delta: StateDelta | None) -> str | None:
     return "olap" if share >= SCAN_SHARE and per_statement >= SCAN_ROWS_PER_STATEMENT else None
 
 
+@dataclass(frozen=True)
+class ClassCall:
+    """The workload class a sample supports, with its evidence.
+
+    Attributes:
+        cls: the class used ("oltp" | "olap" | "mixed"): ``declared``; "olap" when the sample scans whole tables
+            beyond both bands; "mixed" when a figure lies inside its band (borderline between ``declared``
+            and "olap") while neither rules scanning out.
+        declared: the workload's declared class.
+        figures: :func:`scan_figures` of the sample (share, rows per statement), or None.
+        borderline: a figure lies inside its band (:data:`SHARE_BAND`, :data:`ROWS_BAND`).
+    """
+
+    cls: str
+    declared: str
+    figures: tuple[float, float] | None
+    borderline: bool = False
+
+    def text(self, basis: str = "declared") -> str:
+        """One line for a DBA: the class, the evidence with each threshold and the margin to it, and the
+        thresholds' source; ``basis`` says where the non-observed class came from ("declared", or advise's
+        "assumed: no workload is known"). E.g. ``workload class olap: 97% of rows read by sequential scans
+        (threshold 90%, +7 points), 2,000,000 rows per statement (threshold 10,000, ×200) (…source)``."""
+        src = "agenticdb.planner.access SCAN_SHARE / SCAN_ROWS_PER_STATEMENT, bands SHARE_BAND / ROWS_BAND"
+        if self.figures is None:
+            return f"workload class {self.cls} ({basis}): the window has no row counters to tell scans from lookups"
+        share, rows = self.figures
+        factor = rows / SCAN_ROWS_PER_STATEMENT
+        margin = f"×{factor:,.0f}" if factor >= 10 else f"×{factor:.2g}"
+        evidence = (
+            f"{share:.0%} of rows read by sequential scans (threshold {SCAN_SHARE:.0%}, "
+            f"{(share - SCAN_SHARE) * 100:+.0f} points), {rows:,.0f} rows per statement "
+            f"(threshold {SCAN_ROWS_PER_STATEMENT:,.0f}, {margin})"
+        )
+        if self.declared == "olap":
+            head = f"workload class olap ({basis})"
+        elif self.borderline:
+            head = f"workload class borderline between {self.declared} and olap, treated as {self.cls}"
+        else:
+            head = f"workload class {self.cls}" + (
+                f" ({basis}; no whole-table scans)" if self.cls == self.declared else ""
+            )
+        return f"{head}: {evidence} ({src})"
+
+
+def class_call(declared: str, delta: StateDelta | None) -> ClassCall:
+    """The class for ``declared`` and the sample ``delta`` (:class:`ClassCall`). Scanning needs both figures
+    at or above their thresholds (:func:`observed_class`); a figure within its band of the threshold, when
+    the other does not rule scanning out, is borderline and the class "mixed" rather than whichever side of
+    the line a short window happened to fall. A declared "olap" stays. Never raises."""
+    fig = scan_figures(delta)
+    if declared == "olap" or fig is None:
+        return ClassCall(declared, declared, fig)
+    share, rows = fig
+    clear_share = share >= min(SCAN_SHARE + SHARE_BAND, 1.0)
+    clear_rows = rows >= SCAN_ROWS_PER_STATEMENT * ROWS_BAND
+    ruled_out = share < SCAN_SHARE - SHARE_BAND or rows < SCAN_ROWS_PER_STATEMENT / ROWS_BAND
+    if ruled_out:
+        return ClassCall(declared, declared, fig)
+    if clear_share and clear_rows:
+        return ClassCall("olap", declared, fig)
+    return ClassCall("mixed", declared, fig, borderline=True)
+
+
 def workload_class(declared: str, delta: StateDelta | None) -> str:
-    """The class the playbook's ``workload_classes`` filters use: the declared one, or ``"olap"`` when a
-    declared OLTP/mixed workload measurably scans whole tables (:func:`observed_class`)."""
-    if declared == "olap":
-        return declared
-    return observed_class(delta) or declared
+    """The class the playbook's ``workload_classes`` filters use: the declared one, ``"olap"`` when a
+    declared OLTP/mixed workload measurably scans whole tables beyond the bands, "mixed" when borderline
+    (:func:`class_call`)."""
+    return class_call(declared, delta).cls
