@@ -199,3 +199,18 @@ def test_demo_tail_matches_golden(tmp_path: Path) -> None:
     if os.environ.get("UPDATE_GOLDEN") or not path.exists():
         path.write_text(tail)
     assert tail == path.read_text()
+
+
+def test_target_help_names_the_dsn_forms_the_option_tells_apart(tmp_path: Path) -> None:
+    """A new user read "DSN of the database to tune" and did not know what to pass: the help names each DSN form,
+    and each form it names is taken for the family it says (cli.settings)."""
+    from agenticdb.cli import settings
+    from agenticdb.cli.help_model import TARGET_HELP
+
+    forms = {"postgresql://USER@HOST:PORT/DB": "postgresql", "'host=H dbname=D'": "postgresql"}
+    forms["mysql://USER@HOST:PORT/DB"] = "mariadb"
+    for form, family in forms.items():
+        assert form in TARGET_HELP
+        dsn = form.strip("'").replace("USER", "u").replace("HOST", "h").replace("PORT", "5432").replace("DB", "d")
+        assert settings(None, dsn, None, tmp_path).target.kind == family, form
+    assert "--config" in TARGET_HELP and "--sandbox" in TARGET_HELP

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from agenticdb import __version__
 from agenticdb.cli.change_file import ChangeFileError, parse_change_file
-from agenticdb.cli.help_model import config_help
+from agenticdb.cli.help_model import TARGET_HELP, config_help
 from agenticdb.cli.journal_cmd import journal_app
 from agenticdb.cli.memory_cmd import memory_app
 from agenticdb.cli.output import OutputFormat
@@ -63,7 +63,7 @@ err = Console(stderr=True)
 log = structlog.get_logger(__name__)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="agenticdb.toml")]
-TargetOpt = Annotated[str | None, typer.Option("--target", help="DSN of the database to tune")]
+TargetOpt = Annotated[str | None, typer.Option("--target", help=TARGET_HELP)]
 SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help=f"private instance: {sandbox_kinds_help()}")]
 HomeOpt = Annotated[
     Path | None, typer.Option("--home", help=f"agenticdb data dir (SQLite files, sandboxes); without it {HOME_ORDER}")

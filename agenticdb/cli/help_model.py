@@ -11,6 +11,14 @@ from pydantic.fields import FieldInfo
 
 from agenticdb.config import Settings
 
+TARGET_HELP = (
+    "the database server to work on, as a DSN: postgresql://USER@HOST:PORT/DB (or libpq 'host=H dbname=D') or "
+    "mysql://USER@HOST:PORT/DB for MariaDB/MySQL; it overrides target.dsn of --config (--sandbox instead "
+    "picks a private instance)"
+)
+"""``--target``'s help: which values it takes (the DSN forms ``cli.settings`` tells apart: a libpq URI or keyword
+string is PostgreSQL, ``mysql://`` MariaDB/MySQL) and what it does, in one sentence."""
+
 PER_KIND = frozenset(
     {"workload.scale", "workload.clients", "workload.duration_s", "workload.warmup_max_s", "workload.objective"}
 )
