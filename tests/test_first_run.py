@@ -4,6 +4,7 @@ CLI > environment > file > per-workload default, and the size/time notice before
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,24 @@ def test_the_readme_piped_load_example_starts_with_what_the_estimate_prints() ->
     announce_load("tpch", 0.05, file=out)
     assert block.splitlines()[0] == out.getvalue().rstrip("\n")
     assert "roughly 4 s on a 2-core host" in out.getvalue()
+
+
+def test_the_readme_quick_start_is_short_and_scannable() -> None:
+    """A new user found the quick start one 34-line paragraph: the set-up commands come first, then short items
+    (at most 4 lines each); the demo's past results are told below, under their own heading."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("## Quick start\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    first_block = quick.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert "scripts/demo.sh" in first_block and "scripts/test.sh" in first_block
+    assert "\n- " in quick and quick.index("```bash") < quick.index("\n- ")  # the commands, then short items
+    items: list[list[str]] = []
+    for line in quick.split("```", 2)[2].splitlines():
+        if not line.strip():
+            items.append([])
+        elif re.match(r"\s*(- |\d+\. )", line) or not items:
+            items.append([line])
+        else:
+            items[-1].append(line)
+    longest = max(items, key=len)
+    assert len(longest) <= 4, "\n".join(longest)
+    assert "### The demo's session, and what it did here" in readme
