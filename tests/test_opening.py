@@ -4,6 +4,7 @@ and MariaDB 10.11's context, validated as one set, repaired with the trade move 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from openingctx import context_of
@@ -11,12 +12,15 @@ from openingctx import context_of
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import ApplyMode
 from agenticdb.planner.opening import generate_opening
+from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_types import Candidate
+from agenticdb.planner.opening_values import SourceInput, host_view
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.sets import validate_set
+from agenticdb.validation.validator import flavor_of
 
 GiB = 1024**3
 MiB = 1024**2
@@ -72,6 +76,42 @@ def test_host_sized_postgres_on_the_host_ram_raises_work_mem_only_within_the_bud
     assert int(wm[:-2]) == 40, wm
     v = validate_set(c.changes, ctx.catalog, ctx.profile.current_config, ctx.profile.hardware, PolicyConfig())
     assert v.ok, v.reasons()
+
+
+def test_host_sized_random_page_cost_on_a_disk_follows_the_data_not_the_device(pg: PostgresTarget) -> None:
+    """On a device measured as a rotating disk, random_page_cost is 1.1 only when the databases' measured size
+    fits in the memory limit (PGTune 3532ca0; PostgreSQL 15 manual 20.7.2: lowering it suits data 'likely to be
+    completely in cache'), and then its source and the set's rationale say so; effective_io_concurrency stays the
+    disk's 2. A disk whose data does not fit, or was not measured, keeps 4; flash gets 1.1 and 200 whatever the
+    data. The host descriptions are made up: storage and data size are what the rule reads."""
+    ctx = context_of(pg, memory=4 * GiB)
+    real = host_view(ctx, flavor_of(ctx.catalog))
+
+    def sized(storage: str, data: float | None) -> tuple[str, Candidate]:
+        host = replace(real, storage=storage, device="sdz", data_bytes=data)
+        c = host_sized(SourceInput(ctx, host, PolicyConfig())).candidate
+        assert c is not None
+        # the sandbox runs with random_page_cost 4: a 4 is kept, with its source in ``kept``
+        return c.changes.get("random_page_cost", ctx.profile.current_config["random_page_cost"]), c
+
+    def rpc_source(c: Candidate) -> str:
+        return {**c.kept, **c.sources}["random_page_cost"]
+
+    rpc, fits = sized("hdd", 1 * GiB)
+    assert rpc == "1.1" and fits.changes["effective_io_concurrency"] == "2"
+    why = rpc_source(fits)
+    assert "3532ca0" in why and "smaller than the total server memory" in why and "20.7.2" in why, why
+    assert "storage hdd (device sdz)" in why and "1.00 GiB" in why and "< the memory limit 4.00 GiB" in why, why
+    assert "miss the cache" in fits.sources["effective_io_concurrency"], fits.sources
+    assert "random_page_cost 1.1 on hdd storage because the data fits in the memory limit" in fits.rationale
+    rpc, big = sized("hdd", 6 * GiB)
+    assert float(rpc) == 4 and big.changes["effective_io_concurrency"] == "2"
+    assert "≥ the memory limit 4.00 GiB" in rpc_source(big) and "because the data fits" not in big.rationale
+    rpc, unmeasured = sized("hdd", None)
+    assert float(rpc) == 4 and "data size not measured" in rpc_source(unmeasured)
+    rpc, flash = sized("ssd", 6 * GiB)
+    assert rpc == "1.1" and flash.changes["effective_io_concurrency"] == "200"
+    assert "e.g., 1.1" in rpc_source(flash) and "miss the cache" not in flash.sources["effective_io_concurrency"]
 
 
 def test_a_set_over_the_budget_is_repaired_with_the_trade_move(pg: PostgresTarget) -> None:

@@ -13,8 +13,15 @@ each rule's commit in ``benchmarks/harness/pgtune_rules.py``):
   so PGTune's dw figure memory/8 is not used — judgement);
 - wal_buffers 3 % of shared_buffers, at most 16 MB (16 MB above 14 MB), at least 32 kB;
 - checkpoint_completion_target 0.9; default_statistics_target 100, 500 for analytics (PGTune "dw");
-- random_page_cost 1.1 on SSD/NVMe or when the data fits in memory, else 4 (HDD);
-  effective_io_concurrency HDD 2, SSD 200, NVMe 1000 (PostgreSQL's maximum);
+- random_page_cost 1.1 on SSD/NVMe; 1.1 on any device when the databases' measured size (the sum over
+  pg_database) is below the memory limit — PGTune 3532ca0 ("less than RAM": 1.1 whatever the storage) and the
+  PostgreSQL 15 manual, 20.7.2 random_page_cost: when the data "is likely to be completely in cache, such as
+  when the database is smaller than the total server memory, decreasing random_page_cost can be
+  appropriate" —; else 4 (HDD, or a size not measured);
+  effective_io_concurrency follows the device alone, HDD 2, SSD 200, NVMe 1000 (PostgreSQL's maximum): it is
+  how many reads the device serves at once for the reads that do reach it. So a measured HDD whose data fits
+  pairs random_page_cost 1.1 (random reads are cache hits) with effective_io_concurrency 2, and its sources
+  say so; without a measured size an HDD keeps 4;
 - with ≥ 4 CPUs: max_worker_processes = max_parallel_workers = CPUs, max_parallel_workers_per_gather =
   max_parallel_maintenance_workers = ceil(CPUs/2), at most 4 (PGTune leaves PostgreSQL's defaults below 4);
 - work_mem (memory − shared_buffers) / (3 × max_connections) / the parallel workers per Gather (each worker
@@ -96,17 +103,19 @@ def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinn
         "500" if cls == "olap" else "100",
         f"{PGTUNE}: 500 for analytics (dw), else 100 (class {cls})",
     )
-    fits = host.data_bytes is not None and host.data_bytes < mem
     flash = host.storage in ("ssd", "nvme")
-    rpc = "1.1" if flash or fits else "4"
-    why_rpc = f"storage {host.storage} (device {host.device or 'unknown'})" + (
-        f", data {host.data_bytes / GiB:.2f} GiB fits in memory" if fits and host.data_bytes else ""
-    )
-    b.put("random_page_cost", rpc, f"{PGTUNE}: 1.1 on flash or when the data fits in memory, else 4; {why_rpc}")
+    cached = not flash and host.data_bytes is not None and host.data_bytes < mem  # 1.1 for the data, not the device
+    b.put("random_page_cost", "1.1" if flash or cached else "4", _rpc_source(host, mem_text))
     b.put(
         "effective_io_concurrency",
         str(_IO_CONCURRENCY.get(host.storage, 200)),
-        f"{PGTUNE}: HDD 2, SSD 200, NVMe 1000; storage {host.storage} (/sys/block/{host.device}/queue/rotational)",
+        f"{PGTUNE}: HDD 2, SSD 200, NVMe 1000; storage {host.storage} (/sys/block/{host.device}/queue/rotational)"
+        + (
+            "; the device's depth for the reads that miss the cache (random_page_cost 1.1 here rests on the data "
+            "fitting in memory, not on the device)"
+            if cached
+            else ""
+        ),
     )
     if host.cpus >= 4:
         half = min(math.ceil(host.cpus / 2), 4)
@@ -131,9 +140,43 @@ def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinn
         f"connections (kept), {host.storage} storage, workload class {cls}"
         + (f", data {host.data_bytes / GiB:.2f} GiB" if host.data_bytes else ", data size not measured")
         + "; work_mem only up to what the memory budget holds"
+        + (
+            f"; random_page_cost 1.1 on {host.storage} storage because the data fits in the memory limit (cached), "
+            f"effective_io_concurrency the {host.storage} device's {_IO_CONCURRENCY.get(host.storage, 200)}"
+            if cached
+            else ""
+        )
     )
     return Candidate(
         name="host-sized", changes=dict(b.changes), rationale=rationale, sources=dict(b.sources), kept=dict(b.kept)
+    )
+
+
+PG_RPC = (
+    f"{PG_MANUAL}, 20.7.2 random_page_cost: 'if your data is likely to be completely in cache, such as when the "
+    "database is smaller than the total server memory, decreasing random_page_cost can be appropriate'; solid-state "
+    "drives 'might also be better modeled with a lower value for random_page_cost, e.g., 1.1'"
+)
+"""The manual's two reasons to lower random_page_cost (cache residency and flash storage), quoted."""
+
+
+def _rpc_source(host: HostView, mem_text: str) -> str:
+    """Why the host-sized set's random_page_cost is 1.1 or 4 on this host (see the module docstring): the
+    device, and when the device is not flash, whether the databases' measured size fits in the memory limit."""
+    device = f"storage {host.storage} (device {host.device or 'unknown'})"
+    if host.storage in ("ssd", "nvme"):
+        return f"{PGTUNE}: 1.1 on SSD/NVMe; {PG_RPC}; {device}"
+    if host.data_bytes is None:
+        return f"{PGTUNE}: 4 on {host.storage} storage unless the data fits in RAM; {device}, data size not measured"
+    size = f"the databases measured {host.data_bytes / GiB:.2f} GiB (sum over pg_database)"
+    if host.data_bytes < host.memory_bytes:
+        return (
+            f"{PGTUNE}, rule of 3532ca0: 1.1 when the data is smaller than RAM, whatever the storage; {PG_RPC}; "
+            f"{device}, but {size} < the memory limit {mem_text}: random reads are likely cache hits, not seeks"
+        )
+    return (
+        f"{PGTUNE}: 4 on {host.storage} storage unless the data fits in RAM; {device}, {size} ≥ the memory limit "
+        f"{mem_text}"
     )
 
 
