@@ -96,6 +96,12 @@ def is_pg_dsn(dsn: str) -> bool:
     return dsn.startswith(("postgres", "host="))
 
 
+def is_mysql_dsn(dsn: str) -> bool:
+    """True for a MySQL/MariaDB URL: its scheme is one of :data:`MYSQL_SCHEMES` (``mysql://``, ``mariadb://``,
+    ``mysql+pymysql://``), the forms :func:`parse_mysql_dsn` reads."""
+    return "://" in dsn and dsn.split("://", 1)[0].strip().lower() in MYSQL_SCHEMES
+
+
 def parse_mysql_dsn(dsn: str) -> dict[str, Any]:
     """``mysql://user:pass@host:port/db?unix_socket=/path`` → PyMySQL connect kwargs.
 

@@ -214,3 +214,18 @@ def test_target_help_names_the_dsn_forms_the_option_tells_apart(tmp_path: Path) 
         dsn = form.strip("'").replace("USER", "u").replace("HOST", "h").replace("PORT", "5432").replace("DB", "d")
         assert settings(None, dsn, None, tmp_path).target.kind == family, form
     assert "--config" in TARGET_HELP and "--sandbox" in TARGET_HELP
+
+
+def test_every_mysql_scheme_the_dialect_reads_is_taken_for_mariadb(tmp_path: Path) -> None:
+    """--target mariadb://… was taken for PostgreSQL (cli.settings knew only mysql://) and target.dsn refused
+    it for kind mariadb, though dialect.parse_mysql_dsn reads mariadb:// and mysql+pymysql:// (MYSQL_SCHEMES)."""
+    from agenticdb.cli import settings
+    from agenticdb.config.sections import TargetConfig
+    from agenticdb.dialect import MYSQL_SCHEMES
+
+    for scheme in MYSQL_SCHEMES:
+        dsn = f"{scheme}://root@127.0.0.1:3306/test"
+        assert settings(None, dsn, None, tmp_path).target.kind == "mariadb", scheme
+        assert TargetConfig(kind="mariadb", dsn=dsn).dsn == dsn
+    with pytest.raises(ValueError, match=r"redis://h/0.*scheme one of mysql, mariadb, mysql\+pymysql"):
+        TargetConfig(kind="mariadb", dsn="redis://h/0")

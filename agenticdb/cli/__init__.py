@@ -32,7 +32,7 @@ from agenticdb.config import (
     unit_warnings,
 )
 from agenticdb.config.sections import HOME_ORDER
-from agenticdb.dialect import is_pg_dsn
+from agenticdb.dialect import is_mysql_dsn, is_pg_dsn
 from agenticdb.host.privileges import PrivilegeError
 from agenticdb.invocation import command, remember
 from agenticdb.logs import configure_logging
@@ -120,7 +120,7 @@ def settings(
             cfg = cfg.model_copy(update={"target": tcfg.model_copy(update=update)})
         if target:
             kind = "postgresql" if is_pg_dsn(target) else cfg.target.kind
-            if target.startswith("mysql://") and kind == "postgresql":
+            if is_mysql_dsn(target) and kind == "postgresql":
                 kind = "mariadb"
             cfg = cfg.model_copy(update={"target": cfg.target.model_copy(update={"dsn": target, "kind": kind})})
     except ConfigError as exc:

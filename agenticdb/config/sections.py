@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
+from agenticdb.dialect import MYSQL_SCHEMES, is_mysql_dsn
 from agenticdb.redaction import redact
 from agenticdb.rule_files import harmful_rule_ids
 from agenticdb.workload_kinds import KIND_NAMES, first_run_defaults, kinds_help
@@ -145,10 +146,10 @@ class TargetConfig(Section):
                     f"target.dsn = {_safe(dsn)!r} does not fit target.kind = 'postgresql': expected a "
                     "postgresql:// URI or a libpq keyword string (host=... dbname=...)"
                 )
-        elif not dsn.startswith("mysql://"):
+        elif not is_mysql_dsn(dsn):
             raise ValueError(
                 f"target.dsn = {_safe(dsn)!r} does not fit target.kind = {self.kind!r}: expected "
-                "mysql://user:pass@host:port/db[?unix_socket=...]"
+                f"mysql://user:pass@host:port/db[?unix_socket=...] (scheme one of {', '.join(MYSQL_SCHEMES)})"
             )
         return self
 
