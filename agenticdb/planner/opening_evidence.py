@@ -27,8 +27,10 @@ PostgreSQL (counters of the baseline's ``StateDelta``; plan evidence from
   images ≥ 30 % of WAL records → wal_compression (manual 20.5.1).
 
 MariaDB (global_status counters): buffer pool misses → the pool takes what the budget holds after the
-per-session buffers of the observed threads (KB "InnoDB Buffer Pool"); Created_tmp_disk_tables ≥ 10 % of
-temporary tables → tmp_table_size = max_heap_table_size × 4 (KB "tmp_table_size"); Innodb_log_waits → a
+per-session buffers of the observed threads (KB "InnoDB Buffer Pool"), the raised in-memory temporary
+table (min(tmp_table_size, max_heap_table_size)) among them as in the validator's memory budget;
+Created_tmp_disk_tables ≥ 10 % of temporary tables → tmp_table_size and max_heap_table_size × 4, at most
+256 MiB (KB "tmp_table_size"); Innodb_log_waits → a
 64 MiB log buffer (KB "InnoDB Status Variables"); checkpoint age ≥ half the redo capacity → twice the redo
 log (KB "InnoDB Redo Log").
 """
@@ -264,11 +266,21 @@ def _mariadb(inp: SourceInput) -> SourceOutput:
         return SourceOutput(None, "no baseline statistics", ["baseline statistics not measured"])
     rd, req = _total(d, _GS + "Innodb_buffer_pool_reads"), _total(d, _GS + "Innodb_buffer_pool_read_requests")
     peak = d.gauges.get(_GS + "Threads_connected")
+    tmp_raised = 0.0  # bytes an in-memory temporary table may take per session once raised
+    disk, tmp = _total(d, _GS + "Created_tmp_disk_tables"), _total(d, _GS + "Created_tmp_tables")
+    if disk and tmp and disk / tmp >= 0.1:
+        raised = {
+            n: min((b.now_bytes(n) or 16 * MiB) * 4, 256 * MiB) for n in ("tmp_table_size", "max_heap_table_size")
+        }
+        for name, nbytes in raised.items():
+            b.put_bytes(name, nbytes, f"measured: {disk / tmp:.0%} of temporary tables on disk")
+        tmp_raised = min(raised.values())
     if rd is None or not req:
         notes.append("buffer pool misses not measured")
     elif rd / req >= 0.005:
         conns = math.ceil((peak or inp.host.max_connections) * (1 + policy.capacity_headroom))
-        per = sum(b.now_bytes(n) or 0.0 for n in _SESSION)
+        # the raised temporary tables are a per-session term of the validator's budget (validators/mysql.toml)
+        per = sum(b.now_bytes(n) or 0.0 for n in _SESSION) + tmp_raised
         room = budget_bytes(ctx, policy) - sum(b.now_bytes(n) or 0.0 for n in _GLOBALS) - conns * per
         if room > (b.now_bytes("innodb_buffer_pool_size") or 0.0):
             b.put_bytes(
@@ -277,11 +289,6 @@ def _mariadb(inp: SourceInput) -> SourceOutput:
                 f"measured: Innodb_buffer_pool_reads/read_requests = {rd / req:.3f}; the pool takes what the budget "
                 f"leaves after global caches and {conns} sessions' buffers (KB InnoDB Buffer Pool)",
             )
-    disk, tmp = _total(d, _GS + "Created_tmp_disk_tables"), _total(d, _GS + "Created_tmp_tables")
-    if disk and tmp and disk / tmp >= 0.1:
-        for name in ("tmp_table_size", "max_heap_table_size"):
-            now = b.now_bytes(name) or 16 * MiB
-            b.put_bytes(name, min(now * 4, 256 * MiB), f"measured: {disk / tmp:.0%} of temporary tables on disk")
     waits = _total(d, _GS + "Innodb_log_waits")
     if waits and waits > 0 and (b.now_bytes("innodb_log_buffer_size") or 0.0) < 64 * MiB:
         b.put_bytes("innodb_log_buffer_size", 64 * MiB, f"measured: Innodb_log_waits = {waits:.0f}")
