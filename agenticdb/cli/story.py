@@ -162,6 +162,12 @@ def _failure(console: Console, d: dict[str, Any]) -> None:
     _bullets(console, d.get("logs", [])[-3:])
 
 
+def _interrupted(console: Console, d: dict[str, Any]) -> None:
+    """A run an outside restart or the session's stop ended (``runwatch.Interrupted``): no failure."""
+    _line(console, "Interrupted", f"{d.get('phase')}: {d.get('message')} (not the candidate's failure)", "yellow")
+    _bullets(console, [d.get("outside", "")])
+
+
 def _recovery(console: Console, d: dict[str, Any]) -> None:
     _line(
         console,
@@ -287,6 +293,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "verified": _verified,
     "measured": _measured,
     "failure": _failure,
+    "run.interrupted": _interrupted,
     "recovery": _recovery,
     "decision": _decision,
     "judged": _judged,

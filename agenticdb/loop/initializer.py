@@ -17,13 +17,14 @@ import structlog
 
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
-from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, stop_cause
+from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, Stopped, stop_cause
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
 from agenticdb.invocation import command
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.next_move import decision_runs, noise_cv, noise_remedies
 from agenticdb.loop.recovery import Recovery, restore_verified
+from agenticdb.loop.runwatch import StopInterrupted
 from agenticdb.loop.steps import SessionRecorder
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise, SequentialPolicy, detectable_gain
@@ -521,6 +522,9 @@ class Initializer:
 
         try:
             return measure_baseline(executor, self.cfg.loop, disturbed, clock=self.clock, budget_left=self.budget_left)
+        except StopInterrupted as exc:  # the stop ended a baseline run: told as the stop (run), not a failure
+            log.warning("baseline.interrupted", evidence=exc.evidence)
+            raise Stopped("stop requested (signal) during the baseline") from exc
         except WorkloadError as exc:
             self._end("failed", f"baseline run failed: {exc}", exc.output)
             raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc

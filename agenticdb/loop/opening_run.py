@@ -485,13 +485,13 @@ class OpeningRun:
             m, delta_state = executor.measure(round_no, f"race {entry.name}", after_restart=restarted, limit=limit)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             self._supersede(round_no)
-            failure = executor.failure(
-                exc, phase, entry.verdict.changes, round_no, f"race screen of '{entry.name}' failed"
-            )
-            outcome.failure = failure
+            said = f"race screen of '{entry.name}' failed"
+            failure = executor.failure(exc, phase, entry.verdict.changes, round_no, said)
+            outcome.failure, outcome.interrupted = (None, failure.outside) if failure.outside else (failure, "")
             outcome.recovery = recover_round(target, failure, self.stage.snapshot, self.rec, round_no)
             screen.failure, screen.seconds = failure, self.s.clock() - began
-            why = f"race screen of '{entry.name}' failed in {failure.phase}; recovery {outcome.recovery.action}"
+            how = "was interrupted" if failure.outside else f"failed in {failure.phase}"  # runwatch.Interrupted
+            why = f"race screen of '{entry.name}' {how}; recovery {outcome.recovery.action}"
             self._close_screen(outcome, screen, why)
             return screen, {}
         screen.measurement, screen.seconds = m, self.s.clock() - began

@@ -101,6 +101,8 @@ class Screen:
         """The screen's result in words: objective and gain on the starting level, cut-off, failure."""
         if self.refused:
             return f"refused by the validator: {self.refused}"
+        if self.failure is not None and self.failure.outside:  # not the candidate's failure (runwatch.Interrupted)
+            return f"interrupted: {self.failure.message}"
         if self.failure is not None:
             return f"failed in {self.failure.phase}: {self.failure.message}"
         if self.measurement is None:
@@ -388,7 +390,8 @@ def race_table(state: RaceState, best_level: float, prior: Noise) -> list[dict[s
                 "cut_off_reason": s.cut_off,
                 "counted_worse": counted_worse(s, best_level, prior),
                 "disturbed": s.disturbed,
-                "failed": s.failure.message if s.failure is not None else "",
+                "failed": s.failure.message if s.failure is not None and not s.failure.outside else "",
+                "interrupted": s.failure.outside if s.failure is not None else "",
                 "refused": s.refused,
                 "seconds": round(s.seconds, 1),
                 "result": s.result(best_level, state.higher),

@@ -2,9 +2,8 @@
 
     Initializer → (observe → plan → trial → judge → settle → decide)* → final apply → Experience
 
-Every component is passed in (``agenticdb.app`` builds them from the configuration). This module only
-sequences named steps; each step is a small method that hands the work to its role and returns a
-one-line :class:`~agenticdb.loop.steps.StepResult` for the log, the systemd STATUS line and the journal:
+Every component is passed in (``agenticdb.app`` builds them); this module only sequences named steps, each handing
+the work to its role and returning a one-line ``steps.StepResult`` for the log, systemd STATUS and the journal:
 
 =========  ===========================================================================================
 step       role
@@ -195,9 +194,11 @@ class TuningSession:
 
     def _executor(self, target: Target) -> Executor:
         reset = self.init.reset_data if self.cfg.loop.reset_data else None
-        return Executor.for_stage(
+        ex = Executor.for_stage(
             self.cfg, target, self.target, self.workload, self.journal, self.session_id, self.extra_state_sources, reset
         )
+        ex.should_stop = self.should_stop  # a run an outside signal ends while stopping is no failure
+        return ex
 
     def _enter_os_stage(self, dbms_samples: list[float]) -> StageState:
         if self.os_target is None:
