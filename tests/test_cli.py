@@ -176,6 +176,26 @@ def test_change_file_without_knob_values_is_one_line_error(tmp_path: Path, text:
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr + r.stdout
 
 
+def test_an_agenticdb_configuration_given_to_validate_is_named_as_one(tmp_path: Path) -> None:
+    """A new user gave configs/bad/unknown-key.toml to `validate --sandbox postgres` and read
+    "loop.max_rounds=5: unknown parameter on postgresql 15.20": the file is named a configuration file, with the
+    command that checks one. A change file's dotted knob names (tables once parsed) are still name = value."""
+    config = Path(__file__).resolve().parents[1] / "configs" / "bad" / "unknown-key.toml"
+    r = run("validate", str(config), "--target", "postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
+    said = r.stdout + r.stderr
+    assert r.returncode == 2 and "is an agenticdb configuration file ([loop])" in said, said
+    assert "agenticdb validate-config" in said and "unknown parameter" not in said, said
+    from agenticdb.cli.change_file import parse_change_file
+
+    f = tmp_path / "changes.toml"
+    f.write_text('vm.swappiness = 10\nauto_explain.log_min_duration = "1s"\n[kernel]\nsched_autogroup_enabled = 0\n')
+    knobs = {"vm.swappiness": 10, "auto_explain.log_min_duration": "1s", "kernel.sched_autogroup_enabled": 0}
+    assert parse_change_file(f) == knobs
+    f.write_text('[policy]\ndurability = "strict"\n[workload]\nkind = "pgbench"\n')
+    r = run("validate", str(f), "--target", "postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
+    assert r.returncode == 2 and "configuration file ([policy], [workload])" in r.stdout + r.stderr
+
+
 def test_demo_tail_matches_golden(tmp_path: Path) -> None:
     """The demo's last lines (scripts/demo_story.sh, run by scripts/demo.sh after `tune`) for a session whose
     opening raced three whole configurations and kept the leader after its proof (an in-memory target and a
