@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+
 GOLDEN = Path(__file__).parent / "golden"
 ENV = {**os.environ, "COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
 
@@ -249,3 +251,33 @@ def test_every_mysql_scheme_the_dialect_reads_is_taken_for_mariadb(tmp_path: Pat
         assert TargetConfig(kind="mariadb", dsn=dsn).dsn == dsn
     with pytest.raises(ValueError, match=r"redis://h/0.*scheme one of mysql, mariadb, mysql\+pymysql"):
         TargetConfig(kind="mariadb", dsn="redis://h/0")
+
+
+def test_rollback_dry_run_with_nothing_to_change_says_so(pg_sandbox: PostgresSandboxInfo, tmp_path: Path) -> None:
+    """A new user read "would change 0 value(s):" with nothing after it: when every value in effect is the
+    snapshot's, the dry run says there is nothing to change (read-only on the shared sandbox)."""
+    import io
+
+    import psycopg
+    from rich.console import Console
+
+    from agenticdb.cli.rollback_cmd import run_rollback
+    from agenticdb.config import load_config
+    from agenticdb.models import Snapshot
+    from agenticdb.store.journal import Journal
+
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as c:
+        row = c.execute("SELECT current_setting('work_mem')").fetchone()
+    assert row is not None
+    sid = "20261207-030000-abcdef"
+    with Journal(tmp_path / "journal.db", key_file=tmp_path / "journal.key") as j:
+        j.append(sid, "session.start", {"target": "postgresql", "workload": "pgbench", "planner": "heuristic"})
+        snap = Snapshot(target="postgresql", values={"work_mem": str(row[0])}, label="baseline")
+        j.append(sid, "intent", {"snapshot": snap.model_dump(mode="json")}, 1)
+    storage = {"home": tmp_path, "memory_db": None, "journal_db": None}
+    cfg = load_config(None, {"target": pg_sandbox.target_config().model_dump(), "storage": storage})
+    out = io.StringIO()
+    code = run_rollback(cfg, True, False, sid, "baseline", Console(file=out, width=300), dry_run=True)
+    said = out.getvalue()
+    assert code == 0 and "nothing to change: the values in effect are the 'baseline' snapshot's" in said, said
+    assert "would change 0" not in said, said
