@@ -46,7 +46,14 @@ from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
 from agenticdb.targets.mysql_files import defaults_value, parse_size, restore_file, write_option_file
 from agenticdb.targets.mysql_options import find_binary, option_names
-from agenticdb.targets.mysql_stats import MEMORY_TABLE_GAUGES, fetch_one, read_memory_tables, read_state
+from agenticdb.targets.mysql_stats import (
+    DATA_SIZE_GAUGES,
+    MEMORY_TABLE_GAUGES,
+    fetch_one,
+    read_data_size,
+    read_memory_tables,
+    read_state,
+)
 from agenticdb.units import bool_of
 from agenticdb.units.compare import values_equal
 
@@ -556,16 +563,19 @@ class MySQLTarget(Target):
         return read_state(self._connect(), self.kind, set(cat.knobs) | set(cat.excluded))
 
     def rule_gauges(self, names: list[str]) -> dict[str, float]:
-        """``memory_tables.*`` when ``names`` asks for one (``mysql_stats.read_memory_tables``: one scan of
-        information_schema.TABLES, too slow on a server with many tables for every runtime sample); {} when
-        the server refuses or cannot be reached (logged; the rule then treats the peak as unknown)."""
-        if not set(names) & set(MEMORY_TABLE_GAUGES):
-            return {}
-        try:
-            return read_memory_tables(self._connect())
-        except pymysql.MySQLError as exc:
-            log.warning("target.rule_gauges_unread", names=names, error=str(exc))
-            return {}
+        """``memory_tables.*`` (``mysql_stats.read_memory_tables``) and ``data.innodb_*`` (``read_data_size``) when
+        ``names`` asks for one: scans of information_schema.TABLES, too slow on a server with many tables for every
+        runtime sample; {} for a read the server refuses or cannot answer (logged; the gauge is then unknown)."""
+        got: dict[str, float] = {}
+        sizes = (DATA_SIZE_GAUGES, lambda conn: read_data_size(conn, self.kind))
+        for gauges, read in ((MEMORY_TABLE_GAUGES, read_memory_tables), sizes):
+            if not set(names) & set(gauges):
+                continue
+            try:
+                got |= read(self._connect())
+            except pymysql.MySQLError as exc:
+                log.warning("target.rule_gauges_unread", names=names, error=str(exc))
+        return got
 
     def world_mark(self) -> dict[str, str]:
         """Restart, FLUSH STATUS and digest-truncation markers (``agenticdb.measure.worldwatch.my_mark``)."""
