@@ -55,11 +55,7 @@ from agenticdb.workloads.base import Workload, WorkloadError
 log = structlog.get_logger(__name__)
 
 
-WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {
-    "oltp": "oltp",
-    "olap": "olap",
-    "mixed": "mixed",
-}
+WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {"oltp": "oltp", "olap": "olap", "mixed": "mixed"}
 
 
 def fingerprint(target: Target, version: str, workload: Workload, hardware: Hardware) -> Fingerprint:
