@@ -558,7 +558,8 @@ class MySQLTarget(Target):
     def rule_gauges(self, names: list[str]) -> dict[str, float]:
         """``memory_tables.*`` when ``names`` asks for one (``mysql_stats.read_memory_tables``: one scan of
         information_schema.TABLES, too slow on a server with many tables for every runtime sample); {} when
-        the server refuses or cannot be reached (logged; the rule then treats the peak as unknown)."""
+        the server refuses or cannot be reached (logged; the rule then treats the peak as unknown). Raises
+        GaugeUnknown when the account may not see every schema's tables (``mysql_stats.unseen_tables``)."""
         if not set(names) & set(MEMORY_TABLE_GAUGES):
             return {}
         try:

@@ -24,7 +24,9 @@ information_schema.TABLES opens every table's metadata, slow on a server with ma
   tables (information_schema.TABLES, system schemas left out) and the largest DATA_LENGTH + INDEX_LENGTH
   among them, in bytes (0 without any); max_heap_table_size caps each such table when it is created,
   altered, truncated or reopened after a restart (MariaDB KB, MEMORY Storage Engine; max_heap_table_size).
-  Only the validator rule mysql.max_heap_table_size-memory-tables reads them, when a change lowers it.
+  Only the validator rule mysql.max_heap_table_size-memory-tables reads them, when a change lowers it. An
+  account without a table privilege on ``*.*`` sees only its own schemas' tables there: the gauges are then
+  unknown (``GaugeUnknown``, :func:`unseen_tables`), never an undercount.
 
 Sources: MariaDB KB "Server Status Variables", "Information Schema INNODB_METRICS Table", "SHOW ENGINE
 INNODB STATUS"; MySQL 8.0 manual 5.1.10 "Server Status Variables".
@@ -37,6 +39,7 @@ from typing import Any
 
 import pymysql
 
+from agenticdb.errors import GaugeUnknown
 from agenticdb.models import RuntimeState
 from agenticdb.targets.base import TargetError
 from agenticdb.targets.mysql_catalog import load_data
@@ -105,13 +108,74 @@ MEMORY_TABLE_GAUGES = ("memory_tables.count", "memory_tables.largest_bytes")
 """The gauges :func:`read_memory_tables` answers (on demand, never in :func:`read_state`)."""
 
 
-def read_memory_tables(conn: pymysql.connections.Connection) -> dict[str, float]:
-    """``memory_tables.count`` and ``memory_tables.largest_bytes`` (bytes) of the application's MEMORY tables
-    now (see the module docstring): one query of information_schema.TABLES.
+TABLE_PRIVILEGES = frozenset(
+    {
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "CREATE",
+        "DROP",
+        "REFERENCES",
+        "INDEX",
+        "ALTER",
+        "CREATE VIEW",
+        "SHOW VIEW",
+        "TRIGGER",
+        "DELETE HISTORY",
+    }
+)
+"""The table-level privileges (MariaDB KB "GRANT", Table Privileges; mysql.tables_priv.Table_priv): one of them
+held on ``*.*`` makes every table visible in information_schema.TABLES, which lists only the tables the account
+holds some privilege on (MariaDB KB "Information Schema TABLES Table", "SHOW TABLES")."""
+
+
+def unseen_tables(conn: pymysql.connections.Connection) -> str:
+    """Why information_schema.TABLES may not list every schema's tables to this connection's account ("" when
+    it does): the account (CURRENT_USER()) holds no table-level privilege on ``*.*``
+    (information_schema.USER_PRIVILEGES: "the database, table and column privileges returned here are the ones
+    granted on all databases and tables", MariaDB KB "Information Schema USER_PRIVILEGES Table"). The
+    least-privilege role of ``agenticdb setup-role`` holds none (SUPER, PROCESS, … only): another schema's
+    tables are invisible to it (MariaDB 10.11.19 here: an application's MEMORY table was not listed).
+    Privileges held through a role or on every schema by a wildcard are not counted (the answer is then
+    "may not list", never the reverse).
 
     Raises:
         pymysql.MySQLError: the server refused the query.
     """
+    with conn.cursor() as cur:
+        user = str(fetch_one(cur, "SELECT CURRENT_USER()")[0])
+        name, _, host = user.rpartition("@")
+        cur.execute(
+            "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = %s",
+            (f"'{name}'@'{host}'",),
+        )
+        held = {str(r[0]).upper() for r in cur.fetchall()}
+    if held & TABLE_PRIVILEGES:
+        return ""
+    account = f"'{name}'@'{host}'"
+    return (
+        f"the account {account} holds no table privilege on *.* (information_schema.USER_PRIVILEGES), and "
+        "information_schema.TABLES lists only the tables an account holds a privilege on (MariaDB KB, "
+        "Information Schema TABLES Table), so another schema's MEMORY tables are invisible to it; "
+        f"GRANT SHOW VIEW ON *.* TO {account} (table metadata and view definitions, no rows) or validate as "
+        "an account that holds a table privilege on *.*"
+    )
+
+
+def read_memory_tables(conn: pymysql.connections.Connection) -> dict[str, float]:
+    """``memory_tables.count`` and ``memory_tables.largest_bytes`` (bytes) of the application's MEMORY tables
+    now (see the module docstring): one query of information_schema.TABLES, made only when the account sees
+    every schema's tables (:func:`unseen_tables`).
+
+    Raises:
+        GaugeUnknown: the account may not see every schema's tables (a count would undercount; reason
+            per gauge, from :func:`unseen_tables`).
+        pymysql.MySQLError: the server refused a query.
+    """
+    why = unseen_tables(conn)
+    if why:
+        raise GaugeUnknown({n: why for n in MEMORY_TABLE_GAUGES})
     with conn.cursor() as cur:
         count, largest = fetch_one(cur, _MEMORY_TABLES)
     return {"memory_tables.count": float(count or 0), "memory_tables.largest_bytes": float(largest or 0)}
