@@ -49,6 +49,7 @@ from agenticdb.targets.mysql_options import find_binary, option_names
 from agenticdb.targets.mysql_stats import MEMORY_TABLE_GAUGES, fetch_one, read_memory_tables, read_state
 from agenticdb.units import bool_of
 from agenticdb.units.compare import values_equal
+from agenticdb.validation.validator import no_effect_here
 
 log = structlog.get_logger(__name__)
 
@@ -505,7 +506,8 @@ class MySQLTarget(Target):
 
     def restore(self, snapshot: Snapshot) -> None:
         """Write the snapshot's files back (also while the server is down), start or restart the server
-        as needed, then set differing dynamic values back and verify every value.
+        as needed, then set differing dynamic values back and verify every value; one no SET brings back
+        that has no effect in this configuration is left alone (``inert``, logged ``restore.left_alone``).
 
         Raises:
             TargetError: the server does not come back or a value differs afterwards (logs attached).
@@ -545,9 +547,18 @@ class MySQLTarget(Target):
                     raise TargetError(f"restore {name}={value}: {exc}", self.log_tail(20)) from None
         final = self.current_values(list(snapshot.values))
         diff = {n: (v, final[n]) for n, v in snapshot.values.items() if not values_equal(v, final[n])}
-        if diff:
+        left = self.inert({n: v for n, (v, _) in diff.items()}) if diff else {}
+        if diff := {n: d for n, d in diff.items() if n not in left}:
             raise TargetError(f"values differ after restore (snapshot, actual): {diff}", self.log_tail(20))
         log.info("restore.done", values=len(snapshot.values), files=list(snapshot.files))
+
+    def inert(self, values: dict[str, str]) -> dict[str, str]:
+        """Those of ``values`` with no effect in this server's configuration now, with why
+        (``validation.validator.no_effect_here``); logged as ``restore.left_alone``."""
+        left = no_effect_here(self.catalog(), self.current_values(), values)
+        if left:
+            log.warning("restore.left_alone", values={n: values[n] for n in left}, why=left)
+        return left
 
     # ---- observation ---------------------------------------------------------------------------------
     def runtime_state(self) -> RuntimeState:
