@@ -46,7 +46,7 @@ from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
 from agenticdb.targets.mysql_files import defaults_value, parse_size, restore_file, write_option_file
 from agenticdb.targets.mysql_options import find_binary, option_names
-from agenticdb.targets.mysql_stats import MEMORY_TABLE_GAUGES, fetch_one, read_memory_tables, read_state
+from agenticdb.targets.mysql_stats import fetch_one, read_rule_gauges, read_state
 from agenticdb.units import bool_of
 from agenticdb.units.compare import values_equal
 from agenticdb.validation.validator import no_effect_here
@@ -567,17 +567,11 @@ class MySQLTarget(Target):
         return read_state(self._connect(), self.kind, set(cat.knobs) | set(cat.excluded))
 
     def rule_gauges(self, names: list[str]) -> dict[str, float]:
-        """``memory_tables.*`` when ``names`` asks for one (``mysql_stats.read_memory_tables``: one scan of
-        information_schema.TABLES, too slow on a server with many tables for every runtime sample); {} when
-        the server refuses or cannot be reached (logged; the rule then treats the peak as unknown). Raises
-        GaugeUnknown when the account may not see every schema's tables (``mysql_stats.unseen_tables``)."""
-        if not set(names) & set(MEMORY_TABLE_GAUGES):
-            return {}
-        try:
-            return read_memory_tables(self._connect())
-        except pymysql.MySQLError as exc:
-            log.warning("target.rule_gauges_unread", names=names, error=str(exc))
-            return {}
+        """``memory_tables.*`` and ``data.innodb_*`` when ``names`` asks for one (``mysql_stats.read_rule_gauges``).
+
+        Raises:
+            GaugeUnknown: the account may not see every schema's MEMORY tables (``mysql_stats.unseen_tables``)."""
+        return read_rule_gauges(self._connect, self.kind, names)
 
     def world_mark(self) -> dict[str, str]:
         """Restart, FLUSH STATUS and digest-truncation markers (``agenticdb.measure.worldwatch.my_mark``)."""

@@ -27,6 +27,15 @@ information_schema.TABLES opens every table's metadata, slow on a server with ma
   Only the validator rule mysql.max_heap_table_size-memory-tables reads them, when a change lowers it. An
   account without a table privilege on ``*.*`` sees only its own schemas' tables there: the gauges are then
   unknown (``GaugeUnknown``, :func:`unseen_tables`), never an undercount.
+- gauges ``data.innodb_bytes_seen`` and ``data.innodb_tables_seen`` (``read_data_size``): the InnoDB data
+  this account can see, the sum of DATA_LENGTH + INDEX_LENGTH (bytes) over information_schema.TABLES, system
+  schemas left out, and how many tables that is; ``data.innodb_tables`` the application's InnoDB tables the
+  data dictionary holds (information_schema.INNODB_SYS_TABLES on MariaDB, INNODB_TABLES on MySQL 8: every
+  table whatever the account's grants, PROCESS privilege needed; partitions counted once, left out when not
+  readable). information_schema.TABLES lists only the tables the account holds a privilege on (MariaDB KB,
+  Information Schema TABLES Table), so the sum is the data size only when the two counts agree. InnoDB's
+  DATA_LENGTH is its statistics' page count (as fresh as the last ANALYZE or automatic recalculation).
+  The opening reads them to size the buffer pool (``agenticdb.planner.opening_values.with_data_size``).
 
 Sources: MariaDB KB "Server Status Variables", "Information Schema INNODB_METRICS Table", "SHOW ENGINE
 INNODB STATUS"; MySQL 8.0 manual 5.1.10 "Server Status Variables".
@@ -35,14 +44,18 @@ INNODB STATUS"; MySQL 8.0 manual 5.1.10 "Server Status Variables".
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pymysql
+import structlog
 
 from agenticdb.errors import GaugeUnknown
 from agenticdb.models import RuntimeState
 from agenticdb.targets.base import TargetError
 from agenticdb.targets.mysql_catalog import load_data
+
+log = structlog.get_logger(__name__)
 
 
 def fetch_one(cur: pymysql.cursors.Cursor, sql: str) -> tuple[Any, ...]:
@@ -187,3 +200,72 @@ _MEMORY_TABLES = (
     "AND TABLE_SCHEMA NOT IN ('information_schema', 'performance_schema', 'mysql', 'sys')"
 )
 """The application's MEMORY tables: how many, and the largest one's data + index bytes."""
+
+
+DATA_SIZE_GAUGES = ("data.innodb_bytes_seen", "data.innodb_tables_seen", "data.innodb_tables")
+"""The gauges :func:`read_data_size` answers (on demand, never in :func:`read_state`)."""
+
+_SYSTEM = "('information_schema', 'performance_schema', 'mysql', 'sys')"
+_INNODB_SEEN = (
+    "SELECT COALESCE(SUM(DATA_LENGTH + INDEX_LENGTH), 0), COUNT(*) FROM information_schema.TABLES "
+    f"WHERE ENGINE = 'InnoDB' AND TABLE_TYPE <> 'TEMPORARY' AND TABLE_SCHEMA NOT IN {_SYSTEM}"
+)
+"""The InnoDB data and index bytes of the tables this account sees, and how many tables."""
+
+
+def _dictionary_sql(kind: str) -> str:
+    """The application's InnoDB tables in the data dictionary: names ``schema/table``, a partition
+    ``schema/table#P#p0`` counted once, internal tables (``#sql`` intermediates, full-text ``FTS_`` auxiliaries)
+    and system schemas left out."""
+    view = "INNODB_SYS_TABLES" if kind == "mariadb" else "INNODB_TABLES"
+    return (
+        f"SELECT COUNT(DISTINCT substring_index(NAME, '#', 1)) FROM information_schema.{view} "
+        "WHERE NAME LIKE '%/%' AND NAME NOT LIKE '%/#sql%' AND NAME NOT LIKE '%/FTS\\_%' "
+        f"AND substring_index(NAME, '/', 1) NOT IN {_SYSTEM}"
+    )
+
+
+def read_data_size(conn: pymysql.connections.Connection, kind: str) -> dict[str, float]:
+    """``data.innodb_bytes_seen`` (bytes), ``data.innodb_tables_seen`` and ``data.innodb_tables`` (see the
+    module docstring); ``kind`` "mariadb" or "mysql". The dictionary's count is left out when the server
+    refuses it (no PROCESS privilege): the caller cannot then tell whether every table was seen.
+
+    Raises:
+        pymysql.MySQLError: the server refused the information_schema.TABLES query.
+    """
+    with conn.cursor() as cur:
+        size, seen = fetch_one(cur, _INNODB_SEEN)
+    got = {"data.innodb_bytes_seen": float(size or 0), "data.innodb_tables_seen": float(seen or 0)}
+    try:
+        with conn.cursor() as cur:
+            (known,) = fetch_one(cur, _dictionary_sql(kind))
+    except pymysql.MySQLError:
+        return got
+    return got | {"data.innodb_tables": float(known or 0)}
+
+
+def read_rule_gauges(
+    connect: Callable[[], pymysql.connections.Connection], kind: str, names: list[str]
+) -> dict[str, float]:
+    """The on-demand gauges of ``names`` (``MySQLTarget.rule_gauges``): ``memory_tables.*``
+    (:func:`read_memory_tables`) and ``data.innodb_*`` (:func:`read_data_size`) when ``names`` asks for one
+    (scans of information_schema.TABLES, too slow on a server with many tables for every runtime sample),
+    over ``connect()``; ``kind`` is "mariadb" or "mysql". A read the server refuses or cannot answer adds
+    nothing (logged ``target.rule_gauges_unread``; the gauge is then unknown).
+
+    Raises:
+        GaugeUnknown: the account may not see every schema's MEMORY tables (:func:`unseen_tables`).
+    """
+    got: dict[str, float] = {}
+    readers: tuple[tuple[tuple[str, ...], Callable[[Any], dict[str, float]]], ...] = (
+        (MEMORY_TABLE_GAUGES, read_memory_tables),
+        (DATA_SIZE_GAUGES, lambda conn: read_data_size(conn, kind)),
+    )
+    for gauges, read in readers:
+        if not set(names) & set(gauges):
+            continue
+        try:
+            got |= read(connect())
+        except pymysql.MySQLError as exc:
+            log.warning("target.rule_gauges_unread", names=names, error=str(exc))
+    return got
