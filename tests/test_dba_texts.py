@@ -219,7 +219,9 @@ def test_a_budget_that_cannot_pay_for_the_baseline_and_one_decision_is_warned_at
     cfg = Settings().model_copy(update={"workload": pgbench, "loop": LoopConfig(time_budget_s=100)})
     (line,) = budget_warning(cfg)
     assert line.startswith("time budget 100s cannot pay for the baseline and one decision"), line
-    assert "2 baseline runs of 25s take 50s" in line and "(2 pairs, 3 runs) 75s, 125s in all" in line
+    assert "2 baseline runs of 25s take 50s" in line
+    assert "(2 pairs, 3 runs, the baseline's last run standing as pair 1's best run) 75s, 125s in all" in line
+    assert "repeats of runs the host disturbed come on top; a disturbed last baseline run adds one run" in line
     assert "give --time-budget 125 or more" in line
     assert budget_warning(cfg.model_copy(update={"loop": LoopConfig(time_budget_s=125)})) == []
     tpch = Settings(workload=WorkloadConfig(kind="tpch"), loop=LoopConfig(time_budget_s=10))
@@ -239,6 +241,18 @@ def test_the_summary_says_why_no_round_ran() -> None:
     _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
     assert f"no round ran: {result.reason}" in out.getvalue()
     assert "no change was measured" not in out.getvalue()
+
+
+def test_the_summary_names_the_opening_candidates_the_time_left_could_not_pay_for() -> None:
+    """The demo raced 1 of 3 opening candidates and `tune` never said why (the log had opening.budget_drop)."""
+    note = (
+        "'host-sized' left out of the race: 3 screens and the proof cost 345s by the cost prior, more than the 152s "
+        "of the time budget left (the most generic candidate goes first)"
+    )
+    result = SessionResult(session_id="s", status="completed", reason="r", opening_left_out=[note])
+    out = io.StringIO()
+    _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
+    assert f"opening: {note}" in out.getvalue()
 
 
 def test_the_gain_is_quoted_against_the_start_re_measured_when_the_baseline_is_stale() -> None:

@@ -151,6 +151,10 @@ def _print_dry_run(console: Console, target: Target, snap: Snapshot, what: str) 
     pending = {
         k: (before[k], v) for k, v in snap.values.items() if k in before and not target.values_equal(k, v, before[k])
     }
+    if not pending:  # "would change 0 value(s):" with nothing after it read as a cut-off list
+        whose = f"the {snap.label!r} snapshot's" if snap.label else "the snapshot's"
+        console.print(f"dry run: {what}: nothing to change: the values in effect are {whose}", highlight=False)
+        return 0
     console.print(f"dry run: {what} would change {len(pending)} value(s):", highlight=False)
     for k, (was, now) in sorted(pending.items()):
         console.print(f"  {k}: {was} → {now}", highlight=False)

@@ -382,6 +382,8 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         )
         for k, v in result.start_from.items():
             console.print(f"  {k} = {v}", highlight=False)
+    for note in result.opening_left_out:
+        console.print(f"opening: {note}", highlight=False, soft_wrap=True, markup=False)
     if result.opening:
         console.print(f"opening not proven: {result.opening}", highlight=False, soft_wrap=True, markup=False)
     if result.rounds:
@@ -425,9 +427,11 @@ def budget_warning(cfg: Settings) -> list[str]:
     return [
         f"time budget {loop.time_budget_s:g}s cannot pay for the baseline and one decision: by the cost priors "
         f"{min(loop.baseline_runs, 2)} baseline runs of {run_s:g}s take {baseline:.0f}s and the smallest decision "
-        f"({loop.min_pairs} pairs, {runs} runs) {decision:.0f}s, {need}s in all, so the session would end after "
-        f"its baseline with no round; give --time-budget {need} or more (a first data load and each run's "
-        "start-up come on top)"
+        f"({loop.min_pairs} pairs, {runs} runs, the baseline's last run standing as pair 1's best run) "
+        f"{decision:.0f}s, {need}s in all, so the session would end after "
+        f"its baseline with no round; give --time-budget {need} or more (a first data load, each run's start-up "
+        "and repeats of runs the host disturbed come on top; a disturbed last baseline run adds one run to the "
+        "decision)"
     ]
 
 

@@ -176,7 +176,7 @@ def _collect(
     inp = SourceInput(ctx=ctx, host=host, policy=policy, plans=plans, llm=llm)
     for name, source in _sources().items():
         out = source(inp)
-        notes += out.notes
+        notes += [n for n in dict.fromkeys(out.notes) if n not in notes]  # a note told twice was read as two
         diagnosis = diagnosis or out.diagnosis
         if out.candidate is None or not out.candidate.changes:
             absent.append(f"{name}: {out.why or 'no change from the configuration in effect'}")
