@@ -41,3 +41,14 @@ class SessionInterrupted(SessionError):
     """Ctrl-C before the first round."""
 
     exit_code = 130
+
+
+class GaugeUnknown(RuntimeError):
+    """A gauge read on demand for a validator rule (``Target.rule_gauges``, ``Observed.read``) whose value the
+    target cannot know as this account: a read would undercount (e.g. information_schema.TABLES lists only the
+    tables the account holds a privilege on). ``reasons`` says why, by gauge name; the rule then treats the
+    gauge as unknown and says why in its refusal."""
+
+    def __init__(self, reasons: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{n}: {r}" for n, r in reasons.items()))
+        self.reasons = dict(reasons)

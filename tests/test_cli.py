@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agenticdb.sandbox.postgres import PostgresSandboxInfo
+
 GOLDEN = Path(__file__).parent / "golden"
 ENV = {**os.environ, "COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
 
@@ -176,6 +178,26 @@ def test_change_file_without_knob_values_is_one_line_error(tmp_path: Path, text:
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr + r.stdout
 
 
+def test_an_agenticdb_configuration_given_to_validate_is_named_as_one(tmp_path: Path) -> None:
+    """A new user gave configs/bad/unknown-key.toml to `validate --sandbox postgres` and read
+    "loop.max_rounds=5: unknown parameter on postgresql 15.20": the file is named a configuration file, with the
+    command that checks one. A change file's dotted knob names (tables once parsed) are still name = value."""
+    config = Path(__file__).resolve().parents[1] / "configs" / "bad" / "unknown-key.toml"
+    r = run("validate", str(config), "--target", "postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
+    said = r.stdout + r.stderr
+    assert r.returncode == 2 and "is an agenticdb configuration file ([loop])" in said, said
+    assert "agenticdb validate-config" in said and "unknown parameter" not in said, said
+    from agenticdb.cli.change_file import parse_change_file
+
+    f = tmp_path / "changes.toml"
+    f.write_text('vm.swappiness = 10\nauto_explain.log_min_duration = "1s"\n[kernel]\nsched_autogroup_enabled = 0\n')
+    knobs = {"vm.swappiness": 10, "auto_explain.log_min_duration": "1s", "kernel.sched_autogroup_enabled": 0}
+    assert parse_change_file(f) == knobs
+    f.write_text('[policy]\ndurability = "strict"\n[workload]\nkind = "pgbench"\n')
+    r = run("validate", str(f), "--target", "postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
+    assert r.returncode == 2 and "configuration file ([policy], [workload])" in r.stdout + r.stderr
+
+
 def test_demo_tail_matches_golden(tmp_path: Path) -> None:
     """The demo's last lines (scripts/demo_story.sh, run by scripts/demo.sh after `tune`) for a session whose
     opening raced three whole configurations and kept the leader after its proof (an in-memory target and a
@@ -229,3 +251,33 @@ def test_every_mysql_scheme_the_dialect_reads_is_taken_for_mariadb(tmp_path: Pat
         assert TargetConfig(kind="mariadb", dsn=dsn).dsn == dsn
     with pytest.raises(ValueError, match=r"redis://h/0.*scheme one of mysql, mariadb, mysql\+pymysql"):
         TargetConfig(kind="mariadb", dsn="redis://h/0")
+
+
+def test_rollback_dry_run_with_nothing_to_change_says_so(pg_sandbox: PostgresSandboxInfo, tmp_path: Path) -> None:
+    """A new user read "would change 0 value(s):" with nothing after it: when every value in effect is the
+    snapshot's, the dry run says there is nothing to change (read-only on the shared sandbox)."""
+    import io
+
+    import psycopg
+    from rich.console import Console
+
+    from agenticdb.cli.rollback_cmd import run_rollback
+    from agenticdb.config import load_config
+    from agenticdb.models import Snapshot
+    from agenticdb.store.journal import Journal
+
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as c:
+        row = c.execute("SELECT current_setting('work_mem')").fetchone()
+    assert row is not None
+    sid = "20261207-030000-abcdef"
+    with Journal(tmp_path / "journal.db", key_file=tmp_path / "journal.key") as j:
+        j.append(sid, "session.start", {"target": "postgresql", "workload": "pgbench", "planner": "heuristic"})
+        snap = Snapshot(target="postgresql", values={"work_mem": str(row[0])}, label="baseline")
+        j.append(sid, "intent", {"snapshot": snap.model_dump(mode="json")}, 1)
+    storage = {"home": tmp_path, "memory_db": None, "journal_db": None}
+    cfg = load_config(None, {"target": pg_sandbox.target_config().model_dump(), "storage": storage})
+    out = io.StringIO()
+    code = run_rollback(cfg, True, False, sid, "baseline", Console(file=out, width=300), dry_run=True)
+    said = out.getvalue()
+    assert code == 0 and "nothing to change: the values in effect are the 'baseline' snapshot's" in said, said
+    assert "would change 0" not in said, said

@@ -15,7 +15,6 @@ from agenticdb.cli.tune_cmd import (
     _verdicts,
     baseline_best_text,
     budget_warning,
-    largest_effect,
     medians_text,
     verdict_text,
 )
@@ -23,8 +22,19 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import WorkloadConfig
 from agenticdb.loop.steps import SessionResult
-from agenticdb.models import ApplyMode, Bottleneck, Decision, GainEstimate, KnobSpec, Layer, RoundOutcome
+from agenticdb.models import (
+    ApplyMode,
+    Bottleneck,
+    Decision,
+    Disturbance,
+    GainEstimate,
+    KnobSpec,
+    Layer,
+    Measurement,
+    RoundOutcome,
+)
 from agenticdb.planner.search import _span
+from agenticdb.report.effects import effect_summary
 from agenticdb.store.journal_events import JournalEvent
 
 
@@ -67,7 +77,7 @@ def test_round_line_shows_the_pair_ratios_behind_the_estimate() -> None:
 
 def test_largest_effect_is_by_magnitude_and_keeps_its_sign() -> None:
     rounds = [_round(1, 0.03, [0.03]), _round(2, -0.14, [-0.14]), _round(3, 0.05, [0.05])]
-    assert largest_effect(rounds).round_no == 2
+    assert effect_summary(rounds, {}).startswith("largest effect seen (by magnitude) -14.0% (round 2: work_mem=8MB)")
 
 
 def test_baseline_to_best_says_when_the_best_was_measured_again() -> None:
@@ -148,21 +158,58 @@ def test_round_line_and_report_say_the_verdict_and_why_it_was_not_kept() -> None
     )
 
 
-def test_screens_count_as_measured_effects_in_the_end_summary() -> None:
-    """Screens measured −47 %, −90 % and +36 % yet the summary said "no change was measured": a screen's one run
-    is an effect seen, labelled as such, and the largest by magnitude is named."""
-    rounds = [_screened(1, -0.47, None), _screened(2, -0.90, "worse", "cut off after the screen: -90% …")]
-    rounds.append(_screened(3, 0.36, "tie", TOO_DISTURBED))
+def _summary_of(rounds: list[RoundOutcome], **baseline: object) -> str:
     out = io.StringIO()
-    _verdicts(Console(file=out, soft_wrap=True, highlight=False, width=300), rounds)
-    text = out.getvalue()
-    assert "no change was measured" not in text
-    assert text.startswith("nothing beat the starting configuration: largest effect seen (by magnitude) -90.0% "), text
-    assert "(screen, one run) (round 2: deadlock_timeout=2s; worse (cut off after its screen), reverted)" in text
-    assert largest_effect([_round(1, 0.03, [0.03]), rounds[1]]).round_no == 2
+    _verdicts(Console(file=out, soft_wrap=True, highlight=False, width=300), rounds, **baseline)  # type: ignore[arg-type]
+    return out.getvalue().strip()
+
+
+def _run(objective: float, cut_off: str | None = None, disturbed: bool = False, seconds: float = 60.0) -> Measurement:
+    noise = Disturbance(samples=15, seconds=15.0, other_cpu_cores=2.5, other_cpu_spread=0.1, disturbed=disturbed)
+    return Measurement(workload="sysbench", objective=objective, duration_s=seconds, cut_off=cut_off, disturbance=noise)
+
+
+def test_the_end_summary_quotes_a_screen_only_as_one_run_and_never_a_cut_off_or_disturbed_one() -> None:
+    """A user read "largest effect seen -17.5%" for a screen cut off after 15.7 s on a disturbed host, and
+    "-50.8%" with no word that it was one run against the baseline: a faulted screen is never quoted, a clean
+    one is said to be one run, not the effect, with the change it belongs to."""
+    clean = _screened(1, -0.508, None)
+    cut = _screened(2, -0.175, "worse", "cut off after the screen: …")
+    cut.measurement = _run(81.0, cut_off="far worse than the best", disturbed=True, seconds=15.7)
+    text = _summary_of([clean, cut])
+    assert "-17.5" not in text, text
+    assert text.startswith(
+        "nothing beat the starting configuration: no decision measured an effect; one screen run, not a measurement "
+        "of the effect: -50.8% against the baseline (round 1: deadlock_timeout=2s)"
+    ), text
+    assert _summary_of([cut]) == (
+        "nothing beat the starting configuration: no decision measured an effect, and no screen is quoted: no screen "
+        "ran full and undisturbed (round 2: screen cut off after 15.7 s, disturbed)"
+    )
+    # a disturbed baseline: the clean screen's gain against it is not quoted either
+    text = _summary_of([clean], base=1000.0, noise_cv=0.02, disturbed=(2, 3))
+    assert "-50.8" not in text and "the baseline they ran against does not stand (a baseline that is disturbed" in text
+    out = io.StringIO()  # the round line says the same: no percentage for the faulted screen
+    _round_printer(Console(file=out, soft_wrap=True, highlight=False), [], None)(cut)
+    assert "— (screen cut off after 15.7 s, disturbed: no effect measured); worse" in out.getvalue(), out.getvalue()
     out = io.StringIO()  # a refused round measured nothing: that wording stays for it
     _verdicts(Console(file=out), [_screened(1, 0.0, None).model_copy(update={"gain_vs_best": None})])
     assert out.getvalue().startswith("no change was measured against the starting configuration")
+
+
+def test_a_decision_with_too_few_pairs_is_quoted_by_its_pairs_not_by_its_screen() -> None:
+    """A user read "-73.2% (screen, one run)" quoted for a round whose only valid pair had the candidate ahead: the
+    screen's gain against a stale baseline. The medians of the pairs are what the decision measured."""
+    r = _screened(4, -0.732, "undecided", "decision's time cap: 1 valid pair")
+    r.objective, r.best_objective, r.measurement = 1100.0, 1000.0, _run(1100.0)
+    text = _summary_of([_screened(1, -0.90, None), r])
+    assert "-73.2" not in text and "-90.0" not in text, text
+    pairs = "largest effect seen (by magnitude) +10.0% in the medians of a decision's pairs, too few for an interval "
+    assert pairs in text, text
+    assert "(round 4: deadlock_timeout=2s; undecided (decision's time cap), reverted)" in text, text
+    out = io.StringIO()
+    _round_printer(Console(file=out, soft_wrap=True, highlight=False), [], None)(r)
+    assert "+10.0% (medians of the decision's pairs, too few for an interval)" in out.getvalue(), out.getvalue()
 
 
 def test_a_budget_that_cannot_pay_for_the_baseline_and_one_decision_is_warned_at_the_start() -> None:
@@ -172,7 +219,9 @@ def test_a_budget_that_cannot_pay_for_the_baseline_and_one_decision_is_warned_at
     cfg = Settings().model_copy(update={"workload": pgbench, "loop": LoopConfig(time_budget_s=100)})
     (line,) = budget_warning(cfg)
     assert line.startswith("time budget 100s cannot pay for the baseline and one decision"), line
-    assert "2 baseline runs of 25s take 50s" in line and "(2 pairs, 3 runs) 75s, 125s in all" in line
+    assert "2 baseline runs of 25s take 50s" in line
+    assert "(2 pairs, 3 runs, the baseline's last run standing as pair 1's best run) 75s, 125s in all" in line
+    assert "repeats of runs the host disturbed come on top; a disturbed last baseline run adds one run" in line
     assert "give --time-budget 125 or more" in line
     assert budget_warning(cfg.model_copy(update={"loop": LoopConfig(time_budget_s=125)})) == []
     tpch = Settings(workload=WorkloadConfig(kind="tpch"), loop=LoopConfig(time_budget_s=10))
@@ -192,6 +241,18 @@ def test_the_summary_says_why_no_round_ran() -> None:
     _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
     assert f"no round ran: {result.reason}" in out.getvalue()
     assert "no change was measured" not in out.getvalue()
+
+
+def test_the_summary_names_the_opening_candidates_the_time_left_could_not_pay_for() -> None:
+    """The demo raced 1 of 3 opening candidates and `tune` never said why (the log had opening.budget_drop)."""
+    note = (
+        "'host-sized' left out of the race: 3 screens and the proof cost 345s by the cost prior, more than the 152s "
+        "of the time budget left (the most generic candidate goes first)"
+    )
+    result = SessionResult(session_id="s", status="completed", reason="r", opening_left_out=[note])
+    out = io.StringIO()
+    _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
+    assert f"opening: {note}" in out.getvalue()
 
 
 def test_the_gain_is_quoted_against_the_start_re_measured_when_the_baseline_is_stale() -> None:

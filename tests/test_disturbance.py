@@ -277,13 +277,17 @@ def test_the_baseline_stops_repeating_disturbed_runs_after_its_share_of_the_budg
     budget_s: float, runs: int, kept_disturbed: list[bool]
 ) -> None:
     fake = _Runs(disturbed=set(range(3, 40)))
-    told: list[tuple[str, bool]] = []
+    told: list[tuple[str, str]] = []
     loop = LoopConfig(time_budget_s=budget_s, opening=False)  # baseline_runs 3, baseline_budget_share 0.3
     kept, _, _ = measure_baseline(
         cast(Executor, fake), loop, lambda label, m, k: told.append((label, k)), clock=lambda: fake.now
     )
     assert fake.count == runs and len(kept) == loop.baseline_runs
-    assert [k for _, k in told] == kept_disturbed and {label for label, _ in told} == {"baseline 3"}
+    assert [bool(k) for _, k in told] == kept_disturbed
+    # a repeat says so, and a kept run says which of the reasons to keep it applied (only that one)
+    assert [label for label, _ in told] == ["baseline 3"] + [f"baseline 3, repeat {i}" for i in range(1, len(told))]
+    why, other = ("max_disturbed_repeats=4", "share") if budget_s == 3600.0 else ("baseline_budget_share", "repeat")
+    assert why in told[-1][1] and other not in told[-1][1] and " or " not in told[-1][1], told
     assert [m.disturbance is not None for m in kept] == [False, False, True]
 
 
@@ -333,7 +337,7 @@ def test_a_disturbed_run_is_kept_when_its_repeat_would_leave_no_room_for_a_decis
     # needs 2 more runs, leaving 480 - 120 - 240 = 120 s < the smallest decision's 3 runs = 360 s, so it
     # is kept and the baseline is 2 runs. 40-s runs: 480 - 40 - 80 = 360 s >= 120 s: measured again.
     fake = _Runs(disturbed={1}, seconds=run_s)
-    told: list[bool] = []
+    told: list[str] = []
     loop = LoopConfig(time_budget_s=480.0, opening=False)
     kept, _, _ = measure_baseline(
         cast(Executor, fake),
@@ -342,7 +346,9 @@ def test_a_disturbed_run_is_kept_when_its_repeat_would_leave_no_room_for_a_decis
         clock=lambda: fake.now,
         budget_left=lambda: 480.0 - fake.now,
     )
-    assert told == [not repeated]
+    assert [bool(k) for k in told] == [not repeated]
+    assert not repeated or told[0] == ""
+    assert repeated or told[0].startswith("a repeat would leave the time budget no room for one decision (360s left")
     assert (kept[0].disturbance is not None) is not repeated
     assert fake.count == len(kept) + (1 if repeated else 0)
     assert len(kept) == (2 if not repeated else loop.baseline_runs)

@@ -128,6 +128,16 @@ MARIADB_CASES: dict[str, StartCase] = {
         log="innodb_page_size=16384 requires innodb_buffer_pool_size >= 6 MiB",
         accepted={"innodb_buffer_pool_size": "6291456"},
     ),
+    "mysql.log_write_ahead_size_power_of_two": StartCase(
+        {"innodb_log_write_ahead_size": "3000"},
+        log="innodb_log_write_ahead_size=3000 is not a power of two",
+        accepted={"innodb_log_write_ahead_size": "4096"},
+    ),
+    "mysql.buffer_pool_size_le_max": StartCase(
+        {"innodb_buffer_pool_size": "268435456", "innodb_buffer_pool_size_max": "134217728"},
+        clamped_to={"innodb_buffer_pool_size_max": "268435456"},
+        accepted={"innodb_buffer_pool_size": "134217728", "innodb_buffer_pool_size_max": "268435456"},
+    ),
 }
 
 

@@ -489,3 +489,34 @@ def test_a_run_whose_pair_was_discarded_is_never_pair_one_of_the_next_round(tmp_
     judged = {e.round_no: e.data for e in run.events("judged")}
     assert judged[1]["reused_best_run"] is True  # the baseline's last run: calm, in no discarded pair
     assert 2 in judged and judged[2]["reused_best_run"] is False, judged.get(2)
+
+
+def test_the_end_says_what_its_smallest_decision_counts_when_the_last_baseline_run_was_disturbed(
+    tmp_path: Path,
+) -> None:
+    """A new user read "(2 pairs, 3 runs) … 125s" at the start and "(2 pairs, 4 runs) cost (100s); a time budget of
+    at least 154s would have paid" at the end: the end's decision measures pair 1's best run itself when the
+    baseline's last run was disturbed, and its budget counts the time spent before it. Each says so. The baseline
+    runs take 1 s each of a 3-s budget; run 2 is disturbed and kept (the baseline's 1 % share is used)."""
+    run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"time_budget_s": 3.0, "baseline_budget_share": 0.01})
+    run.workload.slow_runs = {1: 1.0, 2: 1.0}
+    run.workload.disturb_runs = {2}
+    result = run.run()
+    assert result.rounds == [] and run.workload.runs == 2, result.reason
+    said = "the smallest decision's (2 pairs, 4 runs, pair 1's best run among them: the last one was disturbed) cost"
+    assert said in result.reason, result.reason
+    assert "(2s spent before it on the data load, the baseline and its repeats of disturbed runs)" in result.reason
+    kept = run.events("run.disturbed")[0].data
+    assert kept["kept"] and kept["reason"].endswith("(2s of 0.03s: loop.baseline_budget_share=0.01)"), kept
+    assert " or " not in kept["reason"], kept
+
+
+def test_a_repeated_baseline_run_is_labelled_as_a_repeat(tmp_path: Path) -> None:
+    """`journal show` printed "[baseline 1]" for a run and each of its repeats: a repeat says which it is."""
+    run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"time_budget_s": 60.0})
+    run.workload.disturb_runs = {1, 2}
+    run.run()
+    labels = [e.data["label"] for e in run.events("run.disturbed")]
+    assert labels == ["baseline 1", "baseline 1, repeat 1"], labels
+    measured = [e.data.get("label") for e in run.events("measured")][:3]
+    assert measured == ["baseline 1", "baseline 1, repeat 1", "baseline 1, repeat 2"], measured

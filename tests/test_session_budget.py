@@ -200,3 +200,25 @@ def test_no_screen_starts_after_an_approval_that_waited_past_the_budget(tmp_path
     assert race["skipped"].startswith("screens from 'winner' on not started: time budget nearly used: 0s of 20s left")
     assert s.target.values["work_mem"] == "4MB" and result.best_changes == {}
     assert result.status == "completed" and "time budget" in result.reason
+
+
+def test_the_candidates_the_time_left_cannot_pay_for_are_named_with_why(tmp_path: Path) -> None:
+    """A new user's demo raced 1 of 3 opening candidates and neither `tune` nor `journal show` said why (only
+    the log's opening.budget_drop): each candidate left out is named, with the cost of the screens and the
+    proof against the time left, in the race's notes and the session's result (tune's summary)."""
+    source = candidates(
+        ("winner", {"work_mem": "8MB"}),
+        ("placebo", {"random_page_cost": "1.1"}),
+        ("io", {"effective_io_concurrency": "8"}),
+    )
+    s = Session(tmp_path, {"time_budget_s": 7.0, "opening": True, "max_rounds": 3}, VirtualClock(), opening=source)
+    result = s.run()
+    race = s.events("race")[0].data
+    raced = [row["candidate"] for row in race["table"]]
+    assert len(raced) < 3, race
+    left_out = result.opening_left_out
+    assert len(left_out) == 3 - len(raced), left_out
+    assert all(n in race["notes"] for n in left_out)
+    assert "left out of the race: 3 screens and the proof cost " in left_out[0], left_out
+    assert "s of the time budget left (the most generic candidate goes first)" in left_out[0], left_out
+    assert {n.split("'")[1] for n in left_out} == {"winner", "placebo", "io"} - set(raced)

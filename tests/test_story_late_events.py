@@ -75,3 +75,24 @@ def test_a_verdict_says_what_a_capacity_rule_read_from_the_server(tmp_path: Path
     journal.append(sid, "verdict", Verdict(ok=True, read=read).model_dump(mode="json"), round_no=1)
     text = "\n".join(_story(journal, sid))
     assert "read from the server for a capacity rule: memory_tables.largest_bytes=9,436,672" in text, text
+
+
+def test_a_trial_users_confusing_story_lines_read_in_words(tmp_path: Path) -> None:
+    """A new user's trial: `budget.not_started` printed as raw JSON, 'Judged undecided: undecided: budget ended …'
+    said its verdict twice, and a race that left a candidate out said so in its notes twice when the generator
+    gave the same note twice ('limits: innodb_io_capacity left for the hdd data device')."""
+    journal = Journal(tmp_path / "journal.db")
+    sid = "s1"
+    journal.append(sid, "session.start", {"target": "mariadb", "workload": "sysbench"})
+    work = "the proof's smallest decision"
+    data = {"work": work, "left_s": 133.1, "cost_s": 137.0, "reason": "time budget nearly used: …"}
+    journal.append(sid, "budget.not_started", data, round_no=4)
+    reason = "undecided: budget ended inside the decision (no valid pair); the best configuration so far stays"
+    journal.append(sid, "judged", {"verdict": "undecided", "reason": reason}, round_no=4)
+    note = "limits: innodb_io_capacity left for the hdd data device"
+    journal.append(sid, "race", {"table": [], "leader": None, "notes": [note, note]}, round_no=4)
+    text = "\n".join(_story(journal, sid))
+    assert "{" not in text and "cost_s" not in text, text
+    assert "Not started  the proof's smallest decision cost (137 s by the cost prior) is more than the 133 s" in text
+    assert "Judged       undecided: budget ended inside the decision (no valid pair)" in text, text
+    assert text.count(note) == 1, text

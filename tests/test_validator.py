@@ -312,6 +312,10 @@ def test_step_bounds() -> None:
     assert kinds(v) == {"(proposal)": "step", "work_mem": "step"}
     msg = {f.parameter: f.message for f in v.failed}["work_mem"]
     assert "8×" in msg and "1MB .. 16MB" in msg
+    # an integer knob's bounds are the whole values allowed (a trial printed "(12.5 .. 200)" for max_connections)
+    v = check(PG, {"max_connections": 300}, policy=pol, claim="restart", current={"max_connections": "50"})
+    msg = {f.parameter: f.message for f in v.failed}["max_connections"]
+    assert "(13 .. 200)" in msg, msg
 
 
 def test_apply_requirement_corrected_and_restart_permissions() -> None:

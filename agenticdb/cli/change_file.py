@@ -47,6 +47,23 @@ def _toml_hint(text: str) -> str:
     return ""
 
 
+def _config_sections(data: dict[str, Any]) -> list[str]:
+    """The top-level tables of ``data`` that read as agenticdb configuration sections (``[loop]``, ``[target]``,
+    ``[workload]``, ``[policy]``, … of :class:`agenticdb.config.Settings`, holding at least one of that
+    section's own keys), in file order; [] for a change file. A new user gave ``configs/bad/unknown-key.toml``
+    to ``validate`` and read "loop.max_rounds=5: unknown parameter on postgresql 15.20"."""
+    from agenticdb.config import Settings  # lazy: only a file with tables asks
+
+    out = []
+    for name, table in data.items():
+        field = Settings.model_fields.get(name)
+        model = getattr(field, "annotation", None) if field is not None else None
+        known = getattr(model, "model_fields", {})
+        if isinstance(table, dict) and any(k in known for k in table):
+            out.append(name)
+    return out
+
+
 def parse_change_file(path: Path) -> dict[str, Any]:
     """A change file: TOML or JSON object of name = value (a `[changes]` table is also accepted).
     Dotted names may be written bare (``vm.swappiness = 10``) or quoted (``"vm.swappiness" = 10``).
@@ -71,6 +88,12 @@ def parse_change_file(path: Path) -> dict[str, Any]:
         raise ChangeFileError(f"change file {path}: expected a table of name = value")
     if isinstance(data.get("changes"), dict):
         data = data["changes"]
+    sections = _config_sections(data)
+    if sections:
+        raise ChangeFileError(
+            f"{path} is an agenticdb configuration file ({', '.join(f'[{s}]' for s in sections)}), not a change "
+            f"file of name = value: check it with `agenticdb validate-config {path}`, or give it to --config"
+        )
     data = _flatten(data)
     bad = [k for k, v in data.items() if isinstance(v, (dict, list))]
     if bad:

@@ -119,6 +119,8 @@ def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, conso
         return 1
     changed = {k: list(v) for k, v in result.changed.items()}
     payload = {"stage": "dbms", "to": to, "snapshot": snap.label, "verified": result.verified, "changed": changed}
+    if result.left_alone:  # values no SET brings back that have no effect here (Target.inert)
+        payload["left_alone"] = dict(result.left_alone)
     journal.append(session, "rollback", payload)
     verdict = "[green]verified[/]" if result.verified else f"[red]differences {result.differences}[/]"
     console.print(
@@ -127,6 +129,8 @@ def _rollback_dbms(cfg: Settings, journal: Journal, session: str, to: str, conso
     )
     for k, (was, now) in sorted(result.changed.items()):
         console.print(f"  {k}: {was} → {now}", highlight=False)
+    for k, why in sorted(result.left_alone.items()):
+        console.print(f"  {k}: left alone, not set back to {snap.values.get(k)}: {why}", highlight=False)
     if not result.changed and result.before:
         console.print("  (every value was already at the snapshot)")
     return 0 if result.verified else 1
@@ -147,6 +151,10 @@ def _print_dry_run(console: Console, target: Target, snap: Snapshot, what: str) 
     pending = {
         k: (before[k], v) for k, v in snap.values.items() if k in before and not target.values_equal(k, v, before[k])
     }
+    if not pending:  # "would change 0 value(s):" with nothing after it read as a cut-off list
+        whose = f"the {snap.label!r} snapshot's" if snap.label else "the snapshot's"
+        console.print(f"dry run: {what}: nothing to change: the values in effect are {whose}", highlight=False)
+        return 0
     console.print(f"dry run: {what} would change {len(pending)} value(s):", highlight=False)
     for k, (was, now) in sorted(pending.items()):
         console.print(f"  {k}: {was} → {now}", highlight=False)

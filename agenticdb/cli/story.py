@@ -162,6 +162,12 @@ def _failure(console: Console, d: dict[str, Any]) -> None:
     _bullets(console, d.get("logs", [])[-3:])
 
 
+def _interrupted(console: Console, d: dict[str, Any]) -> None:
+    """A run an outside restart or the session's stop ended (``runwatch.Interrupted``): no failure."""
+    _line(console, "Interrupted", f"{d.get('phase')}: {d.get('message')} (not the candidate's failure)", "yellow")
+    _bullets(console, [d.get("outside", "")])
+
+
 def _recovery(console: Console, d: dict[str, Any]) -> None:
     _line(
         console,
@@ -201,7 +207,15 @@ def _judged(console: Console, d: dict[str, Any]) -> None:
     reused = ""
     if d.get("reused_best_run"):
         reused = "; pair 1's best run is the best configuration's run just before the trial"
-    _line(console, "Judged", f"{d.get('verdict')}: {medians}{d.get('reason', '')}{disturbed}{reused}")
+    reason = str(d.get("reason", "")).removeprefix(f"{d.get('verdict')}: ")  # "undecided: undecided: …" read twice
+    _line(console, "Judged", f"{d.get('verdict')}: {medians}{reason}{disturbed}{reused}")
+
+
+def _not_started(console: Console, d: dict[str, Any]) -> None:
+    """``budget.not_started`` in words: the work, its cost prior and the time left (seconds)."""
+    cost, left = d.get("cost_s"), d.get("left_s")
+    figures = f" ({_num(cost, 0)} s by the cost prior) is more than the {_num(left, 0)} s of the time budget left"
+    _line(console, "Not started", f"{d.get('work', 'the next work')} cost{figures}", "yellow")
 
 
 def _disturbed(console: Console, d: dict[str, Any]) -> None:
@@ -287,6 +301,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "verified": _verified,
     "measured": _measured,
     "failure": _failure,
+    "run.interrupted": _interrupted,
     "recovery": _recovery,
     "decision": _decision,
     "judged": _judged,
@@ -299,6 +314,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "stop": _stop,
     "root_cause": lambda console, d: _line(console, "Root cause", story_line(d), "bold"),
     "race": _race,
+    "budget.not_started": _not_started,
     "diagnosis": lambda console, d: _line(
         console, "Diagnosis", f"{d.get('bottleneck')} (what the baseline showed; {d.get('by', '')})"
     ),

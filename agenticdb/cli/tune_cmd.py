@@ -19,6 +19,7 @@ from agenticdb.errors import Stopped
 from agenticdb.invocation import STORE_FLAGS, command
 from agenticdb.models import RoundOutcome
 from agenticdb.redaction import redact
+from agenticdb.report.effects import effect_summary, round_effect
 from agenticdb.report.labels import gain_over, start_reference
 from agenticdb.store.faults import cause_of
 from agenticdb.store.journal import Journal
@@ -38,14 +39,10 @@ def _fmt_obj(v: float | None) -> str:
 
 
 def estimate_text(r: RoundOutcome, kept: bool = True) -> str:
-    """A round's decision in numbers: the paired estimate with its interval (or the screen's gain);
+    """A round's decision in numbers (``agenticdb.report.effects.round_effect``: the paired estimate with its
+    interval, the medians of too few pairs, or the screen's gain — none for a screen cut off or disturbed);
     `` kept`` after it when the round was kept and ``kept`` (False where :func:`verdict_text` says so)."""
-    suffix = " kept" if r.kept and kept else ""
-    if r.estimate is not None:
-        return r.estimate.text + suffix
-    if r.gain_vs_best is None:
-        return "—"
-    return f"{r.gain_vs_best:+.1%} (screen only)" + suffix
+    return round_effect(r) + (" kept" if r.kept and kept else "")
 
 
 _CAUSES = (
@@ -385,10 +382,12 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         )
         for k, v in result.start_from.items():
             console.print(f"  {k} = {v}", highlight=False)
+    for note in result.opening_left_out:
+        console.print(f"opening: {note}", highlight=False, soft_wrap=True, markup=False)
     if result.opening:
         console.print(f"opening not proven: {result.opening}", highlight=False, soft_wrap=True, markup=False)
     if result.rounds:
-        _verdicts(console, result.rounds)
+        _verdicts(console, result.rounds, result.baseline_objective, result.noise_cv, result.baseline_disturbed)
     else:  # the reason says what ended it (the time budget, a root cause, a stop); the line says so plainly
         console.print(f"no round ran: {result.reason}", highlight=False, soft_wrap=True, markup=False)
     if result.best_changes:
@@ -428,9 +427,11 @@ def budget_warning(cfg: Settings) -> list[str]:
     return [
         f"time budget {loop.time_budget_s:g}s cannot pay for the baseline and one decision: by the cost priors "
         f"{min(loop.baseline_runs, 2)} baseline runs of {run_s:g}s take {baseline:.0f}s and the smallest decision "
-        f"({loop.min_pairs} pairs, {runs} runs) {decision:.0f}s, {need}s in all, so the session would end after "
-        f"its baseline with no round; give --time-budget {need} or more (a first data load and each run's "
-        "start-up come on top)"
+        f"({loop.min_pairs} pairs, {runs} runs, the baseline's last run standing as pair 1's best run) "
+        f"{decision:.0f}s, {need}s in all, so the session would end after "
+        f"its baseline with no round; give --time-budget {need} or more (a first data load, each run's start-up "
+        "and repeats of runs the host disturbed come on top; a disturbed last baseline run adds one run to the "
+        "decision)"
     ]
 
 
@@ -497,28 +498,17 @@ def _measured_again(
     return kept_no, again, again if kept_no is None else start_again
 
 
-def measured_gain(r: RoundOutcome) -> float | None:
-    """The effect a round measured against the best configuration: its paired estimate, else its screen's
-    gain (one run), else None (refused, failed: nothing measured)."""
-    return r.estimate.gain if r.estimate is not None else r.gain_vs_best
-
-
-def largest_effect(measured: list[RoundOutcome]) -> RoundOutcome:
-    """The round whose measured effect (:func:`measured_gain`: the paired estimate, or a screen's one run) is
-    largest by magnitude (a -14 % round beats a +3 % one; the text keeps its sign); the earliest on a tie.
-    ``measured`` is non-empty and every round measured something."""
-    return max(measured, key=lambda r: abs(measured_gain(r) or 0.0))
-
-
-def effect_text(r: RoundOutcome) -> str:
-    """A measured effect for the summary: the estimate with its interval, or ``+36.0 % (screen, one run)``."""
-    if r.estimate is not None:
-        return r.estimate.text
-    return f"{r.gain_vs_best or 0.0:+.1%} (screen, one run)"
-
-
-def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
-    """What the decisions showed: each kept change with its interval, or the largest effect seen."""
+def _verdicts(
+    console: Console,
+    rounds: list[RoundOutcome],
+    base: float | None = None,
+    noise_cv: float = 0.0,
+    disturbed: tuple[int, int] = (0, 0),
+) -> None:
+    """What the decisions showed: each kept change with its interval, or else the largest effect a decision
+    measured (``agenticdb.report.effects.effect_summary``: a screen cut off, disturbed or against a stale
+    baseline is not quoted as one; ``base``, ``noise_cv``, ``disturbed`` the baseline's, as in
+    :func:`baseline_best_text`)."""
     kept = [r for r in rounds if r.kept]
     for r in kept:
         changes = ", ".join(f"{k}={v}" for k, v in r.changes.items())
@@ -528,20 +518,12 @@ def _verdicts(console: Console, rounds: list[RoundOutcome]) -> None:
         )
     if kept:
         return
-    measured = [r for r in rounds if measured_gain(r) is not None]  # a screen's one run is an effect seen too
-    if not measured:
+    verdicts = {r.round_no: verdict_text(r.judged, r.judged_reason, r.kept) for r in rounds}
+    line = effect_summary(rounds, verdicts, base, _measured_again(rounds)[2], noise_cv, disturbed)
+    if not line:
         console.print("no change was measured against the starting configuration", highlight=False)
         return
-    top = largest_effect(measured)
-    changes = ", ".join(f"{k}={v}" for k, v in top.changes.items())
-    verdict = verdict_text(top.judged, top.judged_reason, top.kept)
-    console.print(
-        f"nothing beat the starting configuration: largest effect seen (by magnitude) {effect_text(top)} "
-        f"(round {top.round_no}{f', {top.opening_label}' if top.opening_label else ''}: {changes}"
-        f"{f'; {verdict}' if verdict else ''})",
-        highlight=False,
-        soft_wrap=True,
-    )
+    console.print(f"nothing beat the starting configuration: {line}", highlight=False, soft_wrap=True)
 
 
 # -------------------------------------------------------------------------------------- report

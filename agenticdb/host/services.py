@@ -69,6 +69,7 @@ def run_as(
             cwd=cwd or "/",
             stdin=subprocess.DEVNULL,
             preexec_fn=joiner(cgroup),
+            start_new_session=True,  # a terminal's Ctrl-C must not kill pg_ctl halfway (see workloads.common)
         )
     except subprocess.TimeoutExpired as exc:
         raise ServiceError(f"{shlex.join(argv)} timed out after {timeout:.0f}s", str(exc.output or "")) from None

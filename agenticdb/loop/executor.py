@@ -18,7 +18,14 @@ from agenticdb.host.prewarm import prewarm_database
 from agenticdb.host.server_log import server_reason, with_reason
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.recovery import restore_verified
-from agenticdb.loop.runwatch import OutsideRestart, RunWatch, with_world
+from agenticdb.loop.runwatch import (
+    Interrupted,
+    OutsideRestart,
+    RunWatch,
+    StopInterrupted,
+    stop_interruption,
+    with_world,
+)
 from agenticdb.measure.disturbance import DisturbanceSampler, DisturbanceThresholds, HostSample, classified, summarize
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import (
@@ -178,6 +185,9 @@ class Executor:
         self.server_pid = server_pid or target.server_pid
         self.disturbance = disturbance or DisturbanceThresholds()
         self.watch_host = watch_host
+        self.should_stop: Callable[[], bool] = lambda: False
+        """The session's stop request (``TuningSession.should_stop``): a run an outside signal ended while it
+        is set is the stop's interruption (``runwatch.StopInterrupted``), never the configuration's failure."""
         self.last_run: Measurement | None = None
         """The last run this executor measured (None before the first): whether a best run was the last one
         before a trial (``auditor.adoptable_prior``)."""
@@ -254,7 +264,11 @@ class Executor:
         prewarm = self._prewarm(after_restart)
         warmup = max(3.0, 2 * self.warmup_s) if after_restart else self.warmup_s
         if warmup > 0:
-            self.workload.warmup(warmup)
+            try:
+                self.workload.warmup(warmup)
+            except WorkloadError as exc:
+                self._stop_interrupted(exc)
+                raise
         before = self.sample_state()
         world = RunWatch(self.target, self._server_pid)
         world.begin()
@@ -271,6 +285,7 @@ class Executor:
                 on_tool_start=watch.add_process if watch is not None else None,
             )
         except WorkloadError as exc:
+            self._stop_interrupted(exc)
             outside, evidence = world.outside(exc)
             if outside:  # someone else's requested restart: not the candidate's failure (issue 38)
                 raise OutsideRestart(str(exc), evidence, exc.output) from exc
@@ -438,6 +453,13 @@ class Executor:
             failure = self.failure(exc, phase, changes, round_no)
             return Execution(applied=False, effective=effective, restarted=restarted, failure=failure)
 
+    def _stop_interrupted(self, exc: WorkloadError) -> None:
+        """Raise ``StopInterrupted`` when the session's stop ended the tool of a warm-up or a run (a Ctrl-C or
+        a service manager's stop that reached the tool too: ``runwatch.stop_interruption``); else return."""
+        stopping = stop_interruption(exc, self.should_stop)
+        if stopping:
+            raise StopInterrupted(str(exc), stopping, exc.output) from exc
+
     def failure(
         self, exc: Exception, phase: FailurePhase, changes: list[NormalizedChange], round_no: int, what: str = ""
     ) -> Failure:
@@ -466,11 +488,13 @@ class Executor:
             phase = "verify"
         message = with_reason(f"{what}: {exc}" if what else str(exc), logs)
         reason = server_reason(logs) or ""
-        outside = exc.evidence if isinstance(exc, OutsideRestart) else ""
+        outside = exc.evidence if isinstance(exc, Interrupted) else ""
         failure = Failure(
             phase=phase, message=message, logs=logs[-60:], server_reason=reason, attempted=changes, outside=outside
         )
-        self.journal.append(self.session_id, "failure", failure.model_dump(mode="json"), round_no)
+        # an interrupted run is no failure of the configuration tried: journaled under its own name
+        event = "run.interrupted" if outside else "failure"
+        self.journal.append(self.session_id, event, failure.model_dump(mode="json"), round_no)
         log.warning("trial.failed", phase=phase, error=message, server_reason=reason or None)
         return failure
 

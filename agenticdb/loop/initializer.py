@@ -17,13 +17,14 @@ import structlog
 
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
-from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, stop_cause
+from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, Stopped, stop_cause
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
 from agenticdb.invocation import command
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.next_move import decision_runs, noise_cv, noise_remedies
 from agenticdb.loop.recovery import Recovery, restore_verified
+from agenticdb.loop.runwatch import StopInterrupted
 from agenticdb.loop.steps import SessionRecorder
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise, SequentialPolicy, detectable_gain
@@ -54,11 +55,7 @@ from agenticdb.workloads.base import Workload, WorkloadError
 log = structlog.get_logger(__name__)
 
 
-WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {
-    "oltp": "oltp",
-    "olap": "olap",
-    "mixed": "mixed",
-}
+WORKLOAD_CLASSES: dict[str, Literal["oltp", "olap", "mixed"]] = {"oltp": "oltp", "olap": "olap", "mixed": "mixed"}
 
 
 def fingerprint(target: Target, version: str, workload: Workload, hardware: Hardware) -> Fingerprint:
@@ -110,10 +107,34 @@ def first_decision_runs(loop: LoopConfig) -> int:
     return decision_runs(loop.min_pairs, True)
 
 
+def _why_kept(
+    loop: LoopConfig, repeats: int, spent_s: float, run_s: float, measured: int, budget_left: Callable[[], float] | None
+) -> str:
+    """Why a disturbed baseline run is kept rather than measured again (the first that applies), or '' to
+    repeat it: ``repeats`` made so far, ``spent_s`` seconds the baseline took, ``run_s`` a run's mean cost,
+    ``measured`` runs kept so far (see :func:`measure_baseline`)."""
+    if repeats >= loop.max_disturbed_repeats:
+        return f"no repeat left (loop.max_disturbed_repeats={loop.max_disturbed_repeats})"
+    if spent_s >= (share_s := loop.baseline_budget_share * loop.time_budget_s):
+        return (
+            f"the baseline used its share of the time budget ({spent_s:.0f}s of {share_s:.3g}s: "
+            f"loop.baseline_budget_share={loop.baseline_budget_share:g})"
+        )
+    # Discarding this run costs the runs still needed for two; they must leave one decision's room.
+    if budget_left is not None:
+        left, needed, decision = budget_left(), max(2 - measured, 1), first_decision_runs(loop)
+        if left - needed * run_s < decision * run_s:
+            return (
+                f"a repeat would leave the time budget no room for one decision ({left:.0f}s left, {needed} more "
+                f"baseline run(s) and the decision's {decision} at {run_s:.0f}s each)"
+            )
+    return ""
+
+
 def measure_baseline(
     executor: Executor,
     loop: LoopConfig,
-    on_disturbed: Callable[[str, Measurement, bool], object] | None = None,
+    on_disturbed: Callable[[str, Measurement, str], object] | None = None,
     clock: Callable[[], float] = time.monotonic,
     budget_left: Callable[[], float] | None = None,
 ) -> tuple[list[Measurement], StateDelta, float]:
@@ -128,7 +149,8 @@ def measure_baseline(
     an 8-minute MariaDB session spent 9 min on its baseline, steal time 16-28 %, and judged nothing).
     Past that share the ``baseline_runs`` minimum is still measured and a disturbed run is kept: it
     widens the noise estimate, which only makes later decisions more careful. ``on_disturbed(label, run,
-    kept)`` is told of every disturbed run.
+    kept)`` is told of every disturbed run, ``kept`` '' when it is measured again, else why not (:func:`_why_kept`);
+    a repeat's label says so ("baseline 1, repeat 2": a new user read "[baseline 1]" four times).
 
     ``budget_left()`` (seconds of the session's time budget still unused) lowers the minimum to 2 runs
     when one more run would leave less than the smallest decision (``next_move.decision_runs``: 2 ×
@@ -148,7 +170,7 @@ def measure_baseline(
     """
     measurements: list[Measurement] = []
     delta = StateDelta()
-    repeats = 0
+    repeats = again = 0  # repeats in all (loop.max_disturbed_repeats), of the run being measured
     began = clock()
     share_s = loop.baseline_budget_share * loop.time_budget_s
     taken = 0  # runs measured, repeats included: their mean is the cost of one more
@@ -164,20 +186,15 @@ def measure_baseline(
             if tight:
                 break
         taken += 1
-        label = f"baseline {len(measurements) + 1}"
+        label = f"baseline {len(measurements) + 1}" + (f", repeat {again}" if again else "")
         m, delta = executor.measure(0, label)
-        disturbed = m.disturbed
-        repeat = disturbed and repeats < loop.max_disturbed_repeats and clock() - began < share_s
-        if repeat and budget_left is not None:
-            # Discarding this run costs the runs still needed for two; they must leave one decision's room.
-            cost = (clock() - began) / taken
-            needed = max(2 - len(measurements), 1)
-            repeat = budget_left() - needed * cost >= first_decision_runs(loop) * cost
-        if disturbed and on_disturbed is not None:
-            on_disturbed(label, m, not repeat)
-        if repeat:
-            repeats += 1
+        kept = _why_kept(loop, repeats, clock() - began, (clock() - began) / taken, len(measurements), budget_left)
+        if m.disturbed and on_disturbed is not None:
+            on_disturbed(label, m, kept)
+        if m.disturbed and not kept:
+            repeats, again = repeats + 1, again + 1
             continue
+        again = 0
         measurements.append(m)
     cv = noise_cv([m.objective for m in measurements])
     extra = len(measurements) > loop.baseline_runs
@@ -507,20 +524,18 @@ class Initializer:
         return self.cfg.loop.time_budget_s - (self.clock() - self.started)
 
     def _baseline(self, executor: Executor) -> tuple[list[Measurement], StateDelta, float]:
-        def disturbed(label: str, m: Measurement, kept: bool) -> None:
+        def disturbed(label: str, m: Measurement, kept: str) -> None:
             reason = m.disturbance.reason if m.disturbance else ""
-            if kept:
-                reason += (
-                    f"; kept: no repeat left (loop.max_disturbed_repeats), the baseline used its share of the "
-                    f"time budget (loop.baseline_budget_share={self.cfg.loop.baseline_budget_share:g}), or a "
-                    "repeat would leave the time budget no room for one decision"
-                )
-            data = {"label": label, "reason": reason, "objective": m.objective, "kept": kept}
+            reason += f"; kept: {kept}" if kept else ""
+            data = {"label": label, "reason": reason, "objective": m.objective, "kept": bool(kept)}
             self.rec.event("run.disturbed", data, 0)
             log.warning("run.disturbed", label=label, reason=reason, kept=kept)
 
         try:
             return measure_baseline(executor, self.cfg.loop, disturbed, clock=self.clock, budget_left=self.budget_left)
+        except StopInterrupted as exc:  # the stop ended a baseline run: told as the stop (run), not a failure
+            log.warning("baseline.interrupted", evidence=exc.evidence)
+            raise Stopped("stop requested (signal) during the baseline") from exc
         except WorkloadError as exc:
             self._end("failed", f"baseline run failed: {exc}", exc.output)
             raise SessionError(f"baseline measurement failed (nothing was changed): {exc}") from exc

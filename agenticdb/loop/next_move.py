@@ -5,6 +5,7 @@ protocol of one candidate (``assess``) is :mod:`agenticdb.loop.auditor`."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from agenticdb.measure import series
@@ -65,6 +66,30 @@ def decision_runs(min_pairs: int, reused_best_run: bool) -> int:
     the best run of pair 1 when a best run measured right before the trial stands for it
     (``adoptable_prior``: the baseline's last run before round 1)."""
     return 2 * min_pairs - (1 if reused_best_run else 0)
+
+
+def smallest_decision_label(min_pairs: int, reused_best_run: bool, best_run_measured: bool = True) -> str:
+    """The smallest decision named with what it counts, for ``no_room_to_start``: "the smallest decision's (2 pairs,
+    3 runs)", and when no best run measured right before the trial stands for pair 1's (``reused_best_run``
+    False: the last one was disturbed, or none was measured) "(2 pairs, 4 runs, pair 1's best run among them: the
+    last one was disturbed)" — the start's warning (``session_floor_s``) counts 3, and a new user read both."""
+    runs = decision_runs(min_pairs, reused_best_run)
+    own = (
+        ""
+        if reused_best_run
+        else ", pair 1's best run among them" + (": the last one was disturbed" if best_run_measured else "")
+    )
+    return f"the smallest decision's ({min_pairs} pairs, {runs} runs{own})"
+
+
+def budget_that_pays(elapsed_s: float, decision_s: float) -> str:
+    """ "; a time budget of at least 154s (54s spent before it on …) would have paid for one decision": the
+    seconds spent so far (``elapsed_s``: the data load, the baseline and its repeats of disturbed runs, which the
+    start's warning does not count) plus the decision's cost prior (``decision_s``), rounded up."""
+    spent = f"{elapsed_s:.0f}s spent before it on the data load, the baseline and its repeats of disturbed runs"
+    return (
+        f"; a time budget of at least {math.ceil(elapsed_s + decision_s)}s ({spent}) would have paid for one decision"
+    )
 
 
 def pairs_within(cap_s: float, run_cost_s: float, reused_best_run: bool) -> int | None:

@@ -45,6 +45,7 @@ from agenticdb.loop.race import (
     ahead_of_start,
     behind_start,
     counted_worse,
+    left_out_note,
     opening_cost_s,
     proof_cost_s,
     race_limit,
@@ -114,6 +115,7 @@ class TuningSession(Protocol):
     current_round: int
     opening_rounds: int
     opening_outcome: str
+    opening_left_out: list[str]
     round_seconds: list[float]
     approve: Callable[[str, int, Proposal, Verdict], str | None] | None
     on_round: Callable[[RoundOutcome], None]
@@ -202,11 +204,11 @@ class OpeningRun:
         if not candidates:
             return self._skip("the generator produced no candidate configuration", notes)
         start_values = dict(self.stage.snapshot.values)
-        plans = self._fit_budget(self._ordered([self._plan(c, top) for c in candidates], start_values), start_values)
+        plans = self._fit_budget(self._ordered([self._plan(c, top) for c in candidates], start_values))
         if not plans:
             specs = self.stage.catalog.knobs
             lighter = self._ordered([self._plan(c, top) for c in without_restart(candidates, specs)], start_values)
-            plans = self._fit_budget(lighter, start_values)
+            plans = self._fit_budget(lighter)
             if plans:
                 dropped = sorted({k for c in candidates for k in restart_only(c, specs)})
                 note = (
@@ -216,6 +218,7 @@ class OpeningRun:
                 )
                 notes.append(note)
                 log.info("opening.without_restart", knobs=dropped, reason=note)
+        notes += self.s.opening_left_out
         if not plans:
             return self._skip("the time budget leaves no room for one screen and the proof", notes)
         if self.s.approve is not None:
@@ -293,9 +296,11 @@ class OpeningRun:
         verdict = check(proposal, self.stage, self.start.profile, Layer.dbms, policy, self.start.delta)
         return RaceEntry(c.name, proposal, verdict)
 
-    def _fit_budget(self, plans: list[RaceEntry], start_values: dict[str, str]) -> list[RaceEntry]:
-        """The screens the time left pays for, with the proof after them (``race.opening_cost_s``)."""
-        loop, basis, specs = self.cfg.loop, self._basis(), self.stage.catalog.knobs
+    def _fit_budget(self, plans: list[RaceEntry]) -> list[RaceEntry]:
+        """The screens the time left pays for, with the proof after them (``race.opening_cost_s``); the candidates left
+        out with their cost against the time left are the session's ``opening_left_out`` (``race.left_out_note``)."""
+        loop, basis, specs, snap = self.cfg.loop, self._basis(), self.stage.catalog.knobs, self.stage.snapshot
+        self.s.opening_left_out = left_out = list[str]()
         left = loop.time_budget_s - (self.s.clock() - self.s.started)
         reused = self._start_run_last() is not None
         while plans:
@@ -305,7 +310,7 @@ class OpeningRun:
                 basis.warmup_s,
                 len(plans),
                 loop.min_pairs,
-                race_restarts=restarts_needed(changes, start_values, specs),
+                race_restarts=restarts_needed(changes, snap.values, specs),
                 proof_restarts=bool(restart_names(changes, specs)),
                 query_set=basis.query_set,
                 reset_each_run=loop.reset_data,
@@ -315,13 +320,8 @@ class OpeningRun:
                 log.info("opening.budget", screens=len(plans), cost_s=round(cost), left_s=round(left))
                 return plans
             dropped = plans.pop(most_generic(plans))
-            log.info(
-                "opening.budget_drop",
-                candidate=dropped.name,
-                cost_s=round(cost),
-                left_s=round(left),
-                reason="the most generic candidate goes first (SCREEN_PRIORITY)",
-            )
+            left_out.append(left_out_note(dropped.name, len(plans) + 1, cost, left))
+            log.info("opening.budget_drop", candidate=dropped.name, cost_s=round(cost), reason=left_out[-1])
         return plans
 
     def _ordered(self, plans: list[RaceEntry], start_values: dict[str, str]) -> list[RaceEntry]:
@@ -485,13 +485,13 @@ class OpeningRun:
             m, delta_state = executor.measure(round_no, f"race {entry.name}", after_restart=restarted, limit=limit)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             self._supersede(round_no)
-            failure = executor.failure(
-                exc, phase, entry.verdict.changes, round_no, f"race screen of '{entry.name}' failed"
-            )
-            outcome.failure = failure
+            said = f"race screen of '{entry.name}' failed"
+            failure = executor.failure(exc, phase, entry.verdict.changes, round_no, said)
+            outcome.failure, outcome.interrupted = (None, failure.outside) if failure.outside else (failure, "")
             outcome.recovery = recover_round(target, failure, self.stage.snapshot, self.rec, round_no)
             screen.failure, screen.seconds = failure, self.s.clock() - began
-            why = f"race screen of '{entry.name}' failed in {failure.phase}; recovery {outcome.recovery.action}"
+            how = "was interrupted" if failure.outside else f"failed in {failure.phase}"  # runwatch.Interrupted
+            why = f"race screen of '{entry.name}' {how}; recovery {outcome.recovery.action}"
             self._close_screen(outcome, screen, why)
             return screen, {}
         screen.measurement, screen.seconds = m, self.s.clock() - began

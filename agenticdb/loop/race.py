@@ -101,6 +101,8 @@ class Screen:
         """The screen's result in words: objective and gain on the starting level, cut-off, failure."""
         if self.refused:
             return f"refused by the validator: {self.refused}"
+        if self.failure is not None and self.failure.outside:  # not the candidate's failure (runwatch.Interrupted)
+            return f"interrupted: {self.failure.message}"
         if self.failure is not None:
             return f"failed in {self.failure.phase}: {self.failure.message}"
         if self.measurement is None:
@@ -388,7 +390,8 @@ def race_table(state: RaceState, best_level: float, prior: Noise) -> list[dict[s
                 "cut_off_reason": s.cut_off,
                 "counted_worse": counted_worse(s, best_level, prior),
                 "disturbed": s.disturbed,
-                "failed": s.failure.message if s.failure is not None else "",
+                "failed": s.failure.message if s.failure is not None and not s.failure.outside else "",
+                "interrupted": s.failure.outside if s.failure is not None else "",
                 "refused": s.refused,
                 "seconds": round(s.seconds, 1),
                 "result": s.result(best_level, state.higher),
@@ -402,7 +405,7 @@ def race_lines(event: dict[str, object]) -> list[str]:
     its knobs and result, then the leader (or why the race did not run), then the opening's notes (sources
     absent, sets dropped, evidence not measured and why)."""
     notes = event.get("notes")
-    told = [f"note: {n}" for n in notes] if isinstance(notes, list) else []
+    told = [f"note: {n}" for n in dict.fromkeys(notes)] if isinstance(notes, list) else []  # once each
     if event.get("skipped"):
         return [f"opening skipped: {event['skipped']}", *told]
     rows = event.get("table")
@@ -420,6 +423,17 @@ def race_lines(event: dict[str, object]) -> list[str]:
     else:
         lines.append(f"leader: {leader} (proven next on fresh pairs)" if leader else "no leader: the start stays")
     return lines + told
+
+
+def left_out_note(name: str, screens: int, cost_s: float, left_s: float) -> str:
+    """Why candidate ``name`` was left out of the race: ``screens`` screens (it among them) and the proof cost
+    ``cost_s`` seconds by :func:`opening_cost_s`, more than the ``left_s`` seconds of the time budget left. The
+    most generic candidate is left out first (``most_generic``). A new user's demo raced 1 of 3 candidates and
+    neither ``tune`` nor ``journal show`` said why (only the log's ``opening.budget_drop``)."""
+    return (
+        f"'{name}' left out of the race: {screens} screens and the proof cost {math.ceil(cost_s)}s by the cost prior, "
+        f"more than the {math.floor(max(left_s, 0))}s of the time budget left (the most generic candidate goes first)"
+    )
 
 
 def opening_cost_s(

@@ -51,6 +51,8 @@ class RestoreResult(BaseModel):
         before: values in effect before the restore (empty when the target was down).
         changed: ``{name: (before, snapshot value)}`` for values the restore put back.
         differences: ``{name: (snapshot value, actual)}`` still differing afterwards.
+        left_alone: ``{name: why}`` for snapshot values no SET brings back that have no effect in the
+            target's configuration (``Target.inert``; not counted as differences).
         error: the last error the target raised ("" when none).
         logs: server log lines that came with the error.
     """
@@ -63,6 +65,7 @@ class RestoreResult(BaseModel):
     before: dict[str, str] = Field(default_factory=dict)
     changed: dict[str, tuple[str, str]] = Field(default_factory=dict)
     differences: dict[str, tuple[str, str]] = Field(default_factory=dict)
+    left_alone: dict[str, str] = Field(default_factory=dict)
     error: str = ""
     logs: list[str] = Field(default_factory=list)
 
@@ -77,8 +80,12 @@ class RestoreResult(BaseModel):
         return f"values differ after {what}: {self.differences}"
 
 
-def values_match(target: Target, snapshot: Snapshot) -> tuple[bool, dict[str, tuple[str, str]]]:
-    """Compare the target's effective values with ``snapshot.values`` (``Target.values_equal``).
+def values_match(
+    target: Target, snapshot: Snapshot, left_alone: dict[str, str] | None = None
+) -> tuple[bool, dict[str, tuple[str, str]]]:
+    """Compare the target's effective values with ``snapshot.values`` (``Target.values_equal``). A differing
+    value that has no effect in the target's configuration (``Target.inert``) is not a difference; why goes
+    into ``left_alone`` when given.
 
     Returns:
         (all equal, ``{name: (expected, actual)}`` for the differences); a parameter the target does not
@@ -96,6 +103,10 @@ def values_match(target: Target, snapshot: Snapshot) -> tuple[bool, dict[str, tu
             diff[name] = (expected, "<missing>")
         elif not target.values_equal(name, expected, actual[name]):
             diff[name] = (expected, actual[name])
+    inert = target.inert({n: e for n, (e, a) in diff.items() if a not in (NOT_HERE, "<missing>")}) if diff else {}
+    if left_alone is not None:
+        left_alone.update(inert)
+    diff = {n: d for n, d in diff.items() if n not in inert}
     return not diff, diff
 
 
@@ -134,9 +145,10 @@ def restore_verified(
     before = _read_before(target, snapshot)
     error, logs = "", []
     available, diff = False, dict[str, tuple[str, str]]()
+    left: dict[str, str] = {}
     attempt = 0
     for attempt in range(1, max(attempts, 1) + 1):
-        error = ""
+        error, left = "", {}
         try:
             target.restore(snapshot)
         except Exception as exc:  # noqa: BLE001 - every error is a reason to try again, then report
@@ -146,7 +158,7 @@ def restore_verified(
             logs += own
         available = _available(target)
         try:
-            same, diff = values_match(target, snapshot) if available else (False, {})
+            same, diff = values_match(target, snapshot, left) if available else (False, {})
         except Exception as exc:  # noqa: BLE001 - a read that fails leaves the restore unproven
             same, error = False, error or f"cannot read the values back: {exc}"
             diff = {n: (v, "<unreadable>") for n, v in snapshot.values.items()}
@@ -162,7 +174,14 @@ def restore_verified(
         if (was := before.get(n)) is not None
         if not target.values_equal(n, v, was)
     }
-    log.info("restore.result", label=snapshot.label, verified=verified, changed=sorted(changed), attempts=attempt)
+    log.info(
+        "restore.result",
+        label=snapshot.label,
+        verified=verified,
+        changed=sorted(changed),
+        attempts=attempt,
+        left_alone=left,
+    )
     return RestoreResult(
         label=snapshot.label,
         verified=verified,
@@ -172,6 +191,7 @@ def restore_verified(
         before=before,
         changed=changed,
         differences=diff,
+        left_alone=left,
         error=error,
         logs=logs,
     )

@@ -9,6 +9,7 @@ import structlog
 from agenticdb.loop.auditor import Assessment
 from agenticdb.loop.executor import PairedRuns
 from agenticdb.loop.planning import Plan
+from agenticdb.loop.runwatch import STOPPING
 from agenticdb.loop.stage import StageState, recover_round
 from agenticdb.loop.steps import SessionRecorder, StepResult
 from agenticdb.models import FailedCheck, Failure, Layer, Measurement, RoundOutcome, Snapshot, StateDelta, Verdict
@@ -45,15 +46,17 @@ def round_failed(r: Round, step: str, failure: Failure, recorder: SessionRecorde
     assert r.outcome is not None and r.safe is not None
     r.outcome.recovery = recover_round(r.stage.target, failure, r.safe, recorder, r.no)
     if failure.outside:
-        # someone else restarted the server (issue 38): recovery as for a failure, but the round is not the
-        # candidate's failure, in this session's memory or in experience (next_move.decide may repeat it)
+        # someone else restarted the server (issue 38), or the session's stop ended the run
+        # (runwatch.StopInterrupted): recovery as for a failure, but the round is not the candidate's
+        # failure, in this session's memory or in experience (next_move.decide may repeat it)
         r.outcome.interrupted = failure.outside
+        cause = "session stop" if STOPPING in failure.outside else "outside restart"
         recorder.event("round.interrupted", {"evidence": failure.outside, "message": failure.message}, r.no)
-        log.warning("round.interrupted", round=r.no, evidence=failure.outside, reason="outside restart")
+        log.warning("round.interrupted", round=r.no, evidence=failure.outside, reason=cause)
         return StepResult(
             step,
-            f"interrupted by an outside restart ({failure.outside}); recovery {r.outcome.recovery.action}; "
-            "not the candidate's failure",
+            f"interrupted by {'the' if cause == 'session stop' else 'an'} {cause} ({failure.outside}); "
+            f"recovery {r.outcome.recovery.action}; not the candidate's failure",
             True,
         )
     r.outcome.failure = failure

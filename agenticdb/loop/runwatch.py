@@ -8,6 +8,8 @@ restart? see :func:`agenticdb.measure.worldwatch.outside_restart`).
 
 from __future__ import annotations
 
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,12 +29,56 @@ LOG_SCAN_LINES = 2000
 a shutdown and a start write about 10-30 lines on PostgreSQL 15 / MariaDB 10.11 here)."""
 
 
-class OutsideRestart(WorkloadError):
+class Interrupted(WorkloadError):
+    """The run ended for a cause outside the candidate (``evidence``): never the candidate's failure."""
+
+    def __init__(self, message: str, evidence: str, output: str = "") -> None:
+        super().__init__(message, output)
+        self.evidence = evidence
+
+
+class OutsideRestart(Interrupted):
     """The run ended because someone else restarted the server (``evidence``): not the candidate's failure."""
 
     def __init__(self, message: str, evidence: str, output: str = "") -> None:
-        super().__init__(f"interrupted by an outside restart: {message}", output)
-        self.evidence = evidence
+        super().__init__(f"interrupted by an outside restart: {message}", evidence, output)
+
+
+STOPPING = "while the session was stopping"
+"""Marks the evidence of a :class:`StopInterrupted` run (``round.round_failed`` tells it so)."""
+
+
+class StopInterrupted(Interrupted):
+    """The benchmark tool was ended by a signal agenticdb did not send while a stop was requested (a
+    Ctrl-C typed at a terminal reaches the whole foreground process group, termios(3) ISIG; a service
+    manager's stop signals every process of the unit, systemd.kill(5) KillMode=control-group): the stop
+    ended the run, not the configuration."""
+
+    def __init__(self, message: str, evidence: str, output: str = "") -> None:
+        super().__init__(f"interrupted {STOPPING}: {message}", evidence, output)
+
+
+STOP_GRACE_S = 1.0
+"""Seconds a run ended by an outside signal waits for agenticdb's own stop request (the same Ctrl-C or
+service stop reaches the tool and agenticdb at nearly the same moment, in either order)."""
+
+
+def stop_interruption(exc: WorkloadError, should_stop: Callable[[], bool], grace_s: float = STOP_GRACE_S) -> str:
+    """The evidence that ``exc`` is the session's stop, not a failure ('' when it is not): the tool ended
+    by a signal agenticdb did not send (``WorkloadError.signal``) and a stop is requested (``should_stop``,
+    asked for up to ``grace_s`` seconds)."""
+    if exc.signal is None:
+        return ""
+    deadline = time.monotonic() + grace_s
+    while not should_stop():
+        if time.monotonic() >= deadline:
+            return ""
+        time.sleep(0.05)
+    try:
+        name = signal.Signals(exc.signal).name
+    except ValueError:
+        name = f"signal {exc.signal}"
+    return f"the benchmark tool ended by {name}, which agenticdb did not send, {STOPPING} (stop requested)"
 
 
 class RunWatch:

@@ -2,9 +2,8 @@
 
     Initializer → (observe → plan → trial → judge → settle → decide)* → final apply → Experience
 
-Every component is passed in (``agenticdb.app`` builds them from the configuration). This module only
-sequences named steps; each step is a small method that hands the work to its role and returns a
-one-line :class:`~agenticdb.loop.steps.StepResult` for the log, the systemd STATUS line and the journal:
+Every component is passed in (``agenticdb.app`` builds them); this module only sequences named steps, each handing
+the work to its role and returning a one-line ``steps.StepResult`` for the log, systemd STATUS and the journal:
 
 =========  ===========================================================================================
 step       role
@@ -20,7 +19,6 @@ decide     continue, redirect, switch to the OS stage or terminate (``next_move.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 import uuid
@@ -119,6 +117,7 @@ class TuningSession:
         self.opening_source = opening  # loop.opening's source (default: agenticdb.planner.opening's generator)
         self.opening_rounds = 0  # rounds the opening used beyond one (it counts as one of loop.max_rounds)
         self.opening_outcome = ""  # why the race ended without a proof (SessionResult.opening), or ''
+        self.opening_left_out: list[str] = []  # the candidates the race left out for time (SessionResult's)
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
         self.warnings: list[str] = []
@@ -195,9 +194,11 @@ class TuningSession:
 
     def _executor(self, target: Target) -> Executor:
         reset = self.init.reset_data if self.cfg.loop.reset_data else None
-        return Executor.for_stage(
+        ex = Executor.for_stage(
             self.cfg, target, self.target, self.workload, self.journal, self.session_id, self.extra_state_sources, reset
         )
+        ex.should_stop = self.should_stop  # a run an outside signal ends while stopping is no failure
+        return ex
 
     def _enter_os_stage(self, dbms_samples: list[float]) -> StageState:
         if self.os_target is None:
@@ -271,10 +272,10 @@ class TuningSession:
         return None
 
     def _no_room_for_round(self, start: Start, layer: Layer = Layer.dbms, first: bool = True) -> str:
-        """Why the next round may not start (the time left is less than its smallest decision's cost prior,
-        no restart counted: ``next_move.no_room_to_start``), or ''. Asked before round 1 and before every
-        later round while no round was measured (rounds refused, failed or not planned, an opening without
-        proof): ``next_move.decide`` judges the room on the measured rounds' median once there is one."""
+        """Why the next round may not start (the time left is less than its smallest decision's cost prior, no
+        restart counted: ``next_move.no_room_to_start``; the reason says what it counts), or ''. Asked before round 1
+        and before every later round while no round was measured (rounds refused, failed or not planned, an opening
+        without proof): ``next_move.decide`` judges the room on the measured rounds' median once there is one."""
         if not first and self.round_seconds:
             return ""  # next_move.decide judged the room on the measured rounds' median right after the last one
         loop = self.cfg.loop
@@ -282,11 +283,10 @@ class TuningSession:
         reused = last is not None and not last.disturbed
         prior = self._cost_prior(start, reused, restarts=False)
         elapsed = self.clock() - self.started
-        runs = next_move.decision_runs(loop.min_pairs, reused)
-        label = f"the smallest decision's ({loop.min_pairs} pairs, {runs} runs)"
+        label = next_move.smallest_decision_label(loop.min_pairs, reused, last is not None)
         why = next_move.no_room_to_start(elapsed, loop.time_budget_s, prior, label)
         if why and first:  # what would have paid for one, at this host's measured baseline (the start's warning)
-            why += f"; a time budget of at least {math.ceil(elapsed + prior)}s would have paid for one decision"
+            why += next_move.budget_that_pays(elapsed, prior)
         return why
 
     def _not_started(self, cost_s: float, what: str, round_no: int | None) -> str:
@@ -596,4 +596,5 @@ class TuningSession:
             list(self.warnings),
             self.opening_outcome,
             (sum(m.disturbed for m in start.baseline), len(start.baseline)),
+            list(self.opening_left_out),
         )

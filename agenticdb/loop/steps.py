@@ -109,6 +109,9 @@ class SessionResult:
     baseline_disturbed: tuple[int, int] = (0, 0)
     """(baseline runs the host disturbed that the baseline still used, baseline runs): ``Measurement.disturbed``;
     the summary then quotes the gain against the start's undisturbed re-measurement (``labels.start_reference``)."""
+    opening_left_out: list[str] = field(default_factory=list)
+    """The opening's candidates left out of the race because the time left could not pay for them, each with its
+    cost and the time left (``race.left_out_note``): the demo raced 1 of 3 candidates and never said why."""
 
 
 RoundCallback = Callable[[RoundOutcome], None]

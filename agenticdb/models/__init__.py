@@ -175,13 +175,15 @@ class Observed(Strict):
     estimate); the strict-overcommit rule counts it (default: the DBMS memory budget,
     ``policy.memory_fraction`` × memory limit). ``read`` (``Target.rule_gauges``) reads, by name, gauges too slow
     for every runtime sample (``memory_tables.*``) when a rule needs one missing from ``gauges``; what it answers
-    goes into ``gauges`` and ``fetched`` (so each is read once per Observed). None: ``gauges`` only.
+    goes into ``gauges`` and ``fetched`` (so each is read once per Observed), or it raises
+    ``errors.GaugeUnknown`` and ``unknown`` keeps why, by gauge name, for the rule's refusal. None: ``gauges`` only.
     """
 
     gauges: dict[str, float] = Field(default_factory=dict)
     dbms_memory_bytes: float | None = None
     read: Callable[[list[str]], dict[str, float]] | None = Field(default=None, exclude=True, repr=False)
     fetched: dict[str, float] = Field(default_factory=dict)
+    unknown: dict[str, str] = Field(default_factory=dict)
 
 
 class SeriesPoint(Strict):

@@ -44,6 +44,7 @@ from agenticdb.planner.opening_values import (
     current_config,
     delta_of,
     host_view,
+    with_data_size,
 )
 from agenticdb.targets.postgres_plans import PlanEvidence
 from agenticdb.validation.sets import SetVerdict, step_bound_for, validate_set
@@ -102,7 +103,8 @@ def generate_opening(
             ``agenticdb.targets.postgres_plans.explain_statements``, read once outside measured runs); None:
             the evidence source reads the baseline's statistics only and says what was not measured.
         read: the target's reader of gauges no runtime sample carries (``Target.rule_gauges``), for the
-            default ``observed``: a capacity rule reads its gauge from the server when a set lowers its setting.
+            default ``observed``: a capacity rule reads its gauge from the server when a set lowers its setting;
+            and MariaDB/MySQL's data size, read once here (``opening_values.with_data_size``).
 
     Returns:
         Opening: candidates (validated, deduplicated, restart knobs shared where possible), the absent
@@ -114,7 +116,7 @@ def generate_opening(
     if k < 1:
         raise ValueError(f"k={k}: the opening needs at least one candidate (rule: 1 ≤ k)")
     flavor = flavor_of(ctx.catalog)
-    host = host_view(ctx, flavor)
+    host = with_data_size(host_view(ctx, flavor), read)  # MariaDB's: read now, too slow for every sample
     if observed is None:
         delta = delta_of(ctx)
         observed = Observed(gauges=dict(delta.gauges), read=read) if delta is not None else None
@@ -174,7 +176,7 @@ def _collect(
     inp = SourceInput(ctx=ctx, host=host, policy=policy, plans=plans, llm=llm)
     for name, source in _sources().items():
         out = source(inp)
-        notes += out.notes
+        notes += [n for n in dict.fromkeys(out.notes) if n not in notes]  # a note told twice was read as two
         diagnosis = diagnosis or out.diagnosis
         if out.candidate is None or not out.candidate.changes:
             absent.append(f"{name}: {out.why or 'no change from the configuration in effect'}")

@@ -26,13 +26,14 @@ PostgreSQL (counters of the baseline's ``StateDelta``; plan evidence from
   checkpoint_timeout (manual 30.5); wal_buffers_full > 0 → wal_buffers 16MB (manual 20.5.1); full-page
   images ≥ 30 % of WAL records → wal_compression (manual 20.5.1).
 
-MariaDB (global_status counters): buffer pool misses → the pool takes what the budget holds after the
-per-session buffers of the observed threads (KB "InnoDB Buffer Pool"), the raised in-memory temporary
-table (min(tmp_table_size, max_heap_table_size)) among them as in the validator's memory budget;
-Created_tmp_disk_tables ≥ 10 % of temporary tables → tmp_table_size and max_heap_table_size × 4, at most
-256 MiB (KB "tmp_table_size"); Innodb_log_waits → a
-64 MiB log buffer (KB "InnoDB Status Variables"); checkpoint age ≥ half the redo capacity → twice the redo
-log (KB "InnoDB Redo Log").
+MariaDB (global_status counters): buffer pool misses → the pool holds the InnoDB data measured
+(information_schema.TABLES, when the account sees every table) × 1.25, or without the data size the pool in
+effect × max_step_factor; never above what the budget holds after the per-session buffers of the observed
+threads (KB "InnoDB Buffer Pool"), the raised in-memory temporary table (min(tmp_table_size,
+max_heap_table_size)) among them as in the validator's memory budget; Created_tmp_disk_tables ≥ 10 % of
+temporary tables → tmp_table_size and max_heap_table_size × 4, at most 256 MiB (KB "tmp_table_size");
+Innodb_log_waits → a 64 MiB log buffer (KB "InnoDB Status Variables"); checkpoint age ≥ half the redo
+capacity → twice the redo log (KB "InnoDB Redo Log").
 """
 
 from __future__ import annotations
@@ -258,9 +259,8 @@ _GLOBALS = ("key_buffer_size", "aria_pagecache_buffer_size", "innodb_log_buffer_
 
 
 def _mariadb(inp: SourceInput) -> SourceOutput:
-    ctx, policy = inp.ctx, inp.policy
-    d = delta_of(ctx)
-    b = SetBuilder(ctx)
+    d = delta_of(inp.ctx)
+    b = SetBuilder(inp.ctx)
     notes: list[str] = []
     if d is None:
         return SourceOutput(None, "no baseline statistics", ["baseline statistics not measured"])
@@ -278,17 +278,7 @@ def _mariadb(inp: SourceInput) -> SourceOutput:
     if rd is None or not req:
         notes.append("buffer pool misses not measured")
     elif rd / req >= 0.005:
-        conns = math.ceil((peak or inp.host.max_connections) * (1 + policy.capacity_headroom))
-        # the raised temporary tables are a per-session term of the validator's budget (validators/mysql.toml)
-        per = sum(b.now_bytes(n) or 0.0 for n in _SESSION) + tmp_raised
-        room = budget_bytes(ctx, policy) - sum(b.now_bytes(n) or 0.0 for n in _GLOBALS) - conns * per
-        if room > (b.now_bytes("innodb_buffer_pool_size") or 0.0):
-            b.put_bytes(
-                "innodb_buffer_pool_size",
-                math.floor(room / MiB) * MiB,
-                f"measured: Innodb_buffer_pool_reads/read_requests = {rd / req:.3f}; the pool takes what the budget "
-                f"leaves after global caches and {conns} sessions' buffers (KB InnoDB Buffer Pool)",
-            )
+        _pool(inp, b, rd / req, peak, notes, tmp_raised)
     waits = _total(d, _GS + "Innodb_log_waits")
     if waits and waits > 0 and (b.now_bytes("innodb_log_buffer_size") or 0.0) < 64 * MiB:
         b.put_bytes("innodb_log_buffer_size", 64 * MiB, f"measured: Innodb_log_waits = {waits:.0f}")
@@ -299,5 +289,53 @@ def _mariadb(inp: SourceInput) -> SourceOutput:
             2 * (b.now_bytes("innodb_log_file_size") or cap),
             f"measured: checkpoint age {age / cap:.0%} of the redo capacity (KB InnoDB Redo Log)",
         )
-    notes.append("data size not measured for MariaDB: the buffer pool is sized from the budget only")
+    if inp.host.data_bytes is None:
+        notes.append(
+            f"data size not measured for {inp.host.flavor}: {inp.host.data_why or 'not read'}; a buffer pool "
+            "raised for misses takes one bounded step (max_step_factor), not the whole budget"
+        )
     return _done(b, notes, f"{inp.host.workload_class} workload")
+
+
+DATA_HEADROOM = 1.25
+"""The pool holds the data and a quarter more (the host-sized set's MySQLTuner rule: pool ≥ data size; the
+quarter is judgement: growth, the adaptive hash index and change buffer live in the pool too)."""
+
+
+def _pool(
+    inp: SourceInput, b: SetBuilder, miss: float, peak: float | None, notes: list[str], tmp_raised: float = 0.0
+) -> None:
+    """innodb_buffer_pool_size for measured misses: enough for the data plus :data:`DATA_HEADROOM` (MariaDB KB
+    "InnoDB Buffer Pool": the pool should hold the working set, at most the data; a pool beyond it holds
+    nothing more), never above what the budget leaves after the global caches and the observed sessions'
+    buffers (``tmp_raised``: bytes of the in-memory temporary table each session may hold once raised, a
+    per-session term of the validator's memory budget, validators/mysql.toml). Without the data size one
+    bounded step: the pool in effect × ``policy.max_step_factor``, never the whole budget (a 24 GiB host's
+    budget gave 17.4 GiB for 95 MiB of data)."""
+    ctx, policy, host = inp.ctx, inp.policy, inp.host
+    conns = math.ceil((peak or host.max_connections) * (1 + policy.capacity_headroom))
+    per = sum(b.now_bytes(n) or 0.0 for n in _SESSION) + tmp_raised
+    budget = budget_bytes(ctx, policy)
+    room = budget - sum(b.now_bytes(n) or 0.0 for n in _GLOBALS) - conns * per
+    now = b.now_bytes("innodb_buffer_pool_size") or 128 * MiB
+    seen = f"measured: Innodb_buffer_pool_reads/read_requests = {miss:.3f}"
+    if host.data_bytes is not None:
+        want = DATA_HEADROOM * host.data_bytes
+        why = (
+            f"{seen}; the pool holds the data measured {host.data_bytes / MiB:,.0f} MiB (InnoDB data + index, "
+            f"information_schema.TABLES) × {DATA_HEADROOM:g} (KB InnoDB Buffer Pool: sized to hold the working set)"
+        )
+    else:
+        want = now * policy.max_step_factor
+        why = (
+            f"{seen}; data size not measured ({host.data_why or 'not read'}): one bounded step, the pool in "
+            f"effect {now / MiB:,.0f} MiB × max_step_factor {policy.max_step_factor:g}, not the whole budget"
+        )
+    if room < want:
+        want = room
+        why += f"; capped by what the budget ({budget / MiB:,.0f} MiB) leaves after global caches and {conns} sessions"
+    want = math.floor(want / MiB) * MiB
+    if want <= now:
+        notes.append(f"{why}: the pool in effect ({now / MiB:,.0f} MiB) already holds that, kept")
+        return
+    b.put_bytes("innodb_buffer_pool_size", want, why)

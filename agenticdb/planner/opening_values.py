@@ -4,7 +4,8 @@ server's spelling, and the memory the budget leaves for per-connection buffers (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import family_of
@@ -39,6 +40,7 @@ class HostView:
             MariaDB ``information_schema`` sizes), None when not read.
         max_connections: the DBA's connection limit (never lowered by the opening).
         major: the server's major version (15, 10 …).
+        data_why: why ``data_bytes`` is None ("" when measured, or not yet asked: :func:`with_data_size`).
     """
 
     family: str
@@ -52,6 +54,7 @@ class HostView:
     data_bytes: float | None
     max_connections: int
     major: int
+    data_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,38 @@ def host_view(ctx: PlanningContext, flavor: str) -> HostView:
         max_connections=maxc,
         major=major,
     )
+
+
+_SEEN, _TABLES, _KNOWN = "data.innodb_bytes_seen", "data.innodb_tables_seen", "data.innodb_tables"
+
+
+def with_data_size(host: HostView, read: Callable[[list[str]], dict[str, float]] | None) -> HostView:
+    """``host`` with MariaDB/MySQL's data size, read now (``read``: ``Target.rule_gauges``, the gauges of
+    ``agenticdb.targets.mysql_stats.read_data_size``): the InnoDB data + index bytes of information_schema.TABLES
+    when the account sees every InnoDB table the data dictionary holds; otherwise ``data_bytes`` None and
+    ``data_why`` says why ("the account sees 1 of 3 InnoDB tables …"). PostgreSQL's size comes with every
+    runtime sample (``pg_database.size_bytes``): ``host`` is returned as it is then, and when already known."""
+    if host.family != "mysql" or host.data_bytes is not None:
+        return host
+    got = read([_SEEN, _TABLES, _KNOWN]) if read is not None else {}
+    if _SEEN not in got:
+        why = "information_schema.TABLES not read" + ("" if read is not None else " (no reader of the server)")
+        return replace(host, data_why=why)
+    seen, known = got.get(_TABLES, 0.0), got.get(_KNOWN)
+    if known is None:
+        why = (
+            f"information_schema.TABLES lists only the tables this account holds a privilege on ({seen:.0f} "
+            "InnoDB tables) and the data dictionary (INNODB_SYS_TABLES, PROCESS privilege) was not readable to "
+            "tell whether that is all of them"
+        )
+        return replace(host, data_why=why)
+    if seen < known:
+        why = (
+            f"this account sees {seen:.0f} of the {known:.0f} InnoDB tables the data dictionary holds "
+            "(information_schema.TABLES lists only tables it holds a privilege on)"
+        )
+        return replace(host, data_why=why)
+    return replace(host, data_bytes=got[_SEEN], data_why="")
 
 
 class SetBuilder:

@@ -183,11 +183,15 @@ def _restores_default(ctx: PlanningContext, refused: FailedCheck, current: dict[
 
 def _bytes_in_use(g: Give, gauges: dict[str, float], current: dict[str, str], ctx: PlanningContext) -> float | None:
     """Bytes of ``g.knob``'s cache in use: the gauge ``g.used_gauge`` (blocks) × the block size in bytes
-    (``g.block_knob``'s current value when the catalog knows the knob, else ``g.block_bytes``). None when
-    the gauge was not read."""
+    (``g.block_knob``'s current value when the catalog knows the knob, its read-only value in
+    ``Catalog.facts`` when the catalog leaves it out — aria_block_size is fixed at data-directory creation —
+    else ``g.block_bytes``). None when the gauge was not read."""
     blocks = gauges.get(g.used_gauge or "")
     if blocks is None:
         return None
     spec = ctx.catalog.knobs.get(g.block_knob or "")
     size = parse_value(current[spec.name], spec) if spec is not None and spec.name in current else None
+    fact = ctx.catalog.facts.get(g.block_knob or "")
+    if size is None and isinstance(fact, float | int):
+        size = float(fact)
     return blocks * (size or g.block_bytes)

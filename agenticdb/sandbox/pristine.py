@@ -90,6 +90,7 @@ class PristineData:
                 capture_output=True,
                 text=True,
                 timeout=600,
+                start_new_session=True,  # out of reach of a terminal's Ctrl-C (workloads.common._started)
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise PristineError(f"copying {src} to {dst} failed: {exc}") from exc

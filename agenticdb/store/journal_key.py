@@ -144,7 +144,9 @@ def anchor_head(session_id: str, row_id: int, head: str) -> str:
             tried.append(f"{channel}: no {sock}" if not sock.exists() else f"{channel}: no {argv[0]}")
             continue
         try:
-            proc = subprocess.run(argv, input=line, text=True, capture_output=True, timeout=10, check=False)
+            proc = subprocess.run(  # own session: out of reach of a terminal's Ctrl-C
+                argv, input=line, text=True, capture_output=True, timeout=10, check=False, start_new_session=True
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             tried.append(f"{channel}: {exc}")
             continue

@@ -159,7 +159,17 @@ class Target(ABC):
         """Those of the gauges ``names`` that a runtime sample leaves out because they are too slow to read on
         every sample, read now for a validator rule that needs them (``Observed.read``); by name, in the units
         the gauge's name documents. Names the target does not read on demand are left out (none by default).
-        A read that fails answers nothing (the rule then treats the gauge as unknown)."""
+        A read that fails answers nothing (the rule then treats the gauge as unknown); one whose answer this
+        account cannot trust (it would undercount) raises ``errors.GaugeUnknown`` with the reason."""
+        return {}
+
+    def inert(self, values: dict[str, str]) -> dict[str, str]:
+        """Of ``values`` (name → a snapshot's value that a restore could not bring back), those that have no
+        effect in the target's present configuration, with why by name: a restore leaves them alone and
+        says so instead of failing. None by default (every difference fails the restore).
+
+        Raises:
+            Exception: the driver's error when the target cannot be read (the restore then fails)."""
         return {}
 
     def log_tail(self, lines: int = 50) -> list[str]:

@@ -46,9 +46,10 @@ from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
 from agenticdb.targets.mysql_catalog import load_data, mariadb_catalog, mysql8_catalog
 from agenticdb.targets.mysql_files import defaults_value, parse_size, restore_file, write_option_file
 from agenticdb.targets.mysql_options import find_binary, option_names
-from agenticdb.targets.mysql_stats import MEMORY_TABLE_GAUGES, fetch_one, read_memory_tables, read_state
+from agenticdb.targets.mysql_stats import fetch_one, read_rule_gauges, read_state
 from agenticdb.units import bool_of
 from agenticdb.units.compare import values_equal
+from agenticdb.validation.validator import no_effect_here
 
 log = structlog.get_logger(__name__)
 
@@ -505,7 +506,8 @@ class MySQLTarget(Target):
 
     def restore(self, snapshot: Snapshot) -> None:
         """Write the snapshot's files back (also while the server is down), start or restart the server
-        as needed, then set differing dynamic values back and verify every value.
+        as needed, then set differing dynamic values back and verify every value; one no SET brings back
+        that has no effect in this configuration is left alone (``inert``, logged ``restore.left_alone``).
 
         Raises:
             TargetError: the server does not come back or a value differs afterwards (logs attached).
@@ -545,9 +547,18 @@ class MySQLTarget(Target):
                     raise TargetError(f"restore {name}={value}: {exc}", self.log_tail(20)) from None
         final = self.current_values(list(snapshot.values))
         diff = {n: (v, final[n]) for n, v in snapshot.values.items() if not values_equal(v, final[n])}
-        if diff:
+        left = self.inert({n: v for n, (v, _) in diff.items()}) if diff else {}
+        if diff := {n: d for n, d in diff.items() if n not in left}:
             raise TargetError(f"values differ after restore (snapshot, actual): {diff}", self.log_tail(20))
         log.info("restore.done", values=len(snapshot.values), files=list(snapshot.files))
+
+    def inert(self, values: dict[str, str]) -> dict[str, str]:
+        """Those of ``values`` with no effect in this server's configuration now, with why
+        (``validation.validator.no_effect_here``); logged as ``restore.left_alone``."""
+        left = no_effect_here(self.catalog(), self.current_values(), values)
+        if left:
+            log.warning("restore.left_alone", values={n: values[n] for n in left}, why=left)
+        return left
 
     # ---- observation ---------------------------------------------------------------------------------
     def runtime_state(self) -> RuntimeState:
@@ -556,16 +567,11 @@ class MySQLTarget(Target):
         return read_state(self._connect(), self.kind, set(cat.knobs) | set(cat.excluded))
 
     def rule_gauges(self, names: list[str]) -> dict[str, float]:
-        """``memory_tables.*`` when ``names`` asks for one (``mysql_stats.read_memory_tables``: one scan of
-        information_schema.TABLES, too slow on a server with many tables for every runtime sample); {} when
-        the server refuses or cannot be reached (logged; the rule then treats the peak as unknown)."""
-        if not set(names) & set(MEMORY_TABLE_GAUGES):
-            return {}
-        try:
-            return read_memory_tables(self._connect())
-        except pymysql.MySQLError as exc:
-            log.warning("target.rule_gauges_unread", names=names, error=str(exc))
-            return {}
+        """``memory_tables.*`` and ``data.innodb_*`` when ``names`` asks for one (``mysql_stats.read_rule_gauges``).
+
+        Raises:
+            GaugeUnknown: the account may not see every schema's MEMORY tables (``mysql_stats.unseen_tables``)."""
+        return read_rule_gauges(self._connect, self.kind, names)
 
     def world_mark(self) -> dict[str, str]:
         """Restart, FLUSH STATUS and digest-truncation markers (``agenticdb.measure.worldwatch.my_mark``)."""

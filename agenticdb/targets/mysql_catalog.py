@@ -82,6 +82,11 @@ class MySQLData:
     mysql8_knobs: dict[str, dict[str, Any]]
     mysql8_manual: str
     runtime_only: frozenset[str] = frozenset()
+    session_only: frozenset[str] = frozenset()
+    """``[session_only]`` of catalogs/mariadb.toml: variables SYSTEM_VARIABLES lists with scope SESSION (a global
+    value shown) whose global value the server refuses to set (MariaDB 10.11: tcp_nodelay, sql_log_bin; error
+    1238 "Variable '…' is a SESSION variable")."""
+    session_only_source: str = ""
     option_aliases: dict[str, str] = field(default_factory=dict)
     enum_plugins: tuple[tuple[str, str, str, str, str], ...] = ()
     """``[[enum_plugin]]`` entries: (variable, value, plugin, since, source) — an enum value that servers from
@@ -157,6 +162,8 @@ def load_data() -> MySQLData:
         mysql8_knobs={k.lower(): v for k, v in mysql8.get("knobs", {}).items()},
         mysql8_manual=mysql8.get("manual", "MySQL 8.0 Reference Manual"),
         runtime_only=frozenset(n.lower() for n in maria.get("runtime_only", {}).get("names", [])),
+        session_only=frozenset(n.lower() for n in maria.get("session_only", {}).get("names", [])),
+        session_only_source=maria.get("session_only", {}).get("source", ""),
         option_aliases={k.lower(): v.lower() for k, v in maria.get("option_aliases", {}).get("names", {}).items()},
         enum_plugins=tuple(_enum_plugins(maria.get("enum_plugin", []))),
     )
@@ -233,7 +240,9 @@ def mariadb_catalog(
 ) -> Catalog:
     """Catalog from ``SELECT * FROM information_schema.SYSTEM_VARIABLES`` rows (dicts keyed by column).
 
-    Exclusions, in order: scope ``SESSION ONLY`` (no global value); ``READ_ONLY = 'YES'`` without a
+    Exclusions, in order: scope ``SESSION ONLY`` (no global value), and the variables of ``[session_only]`` in
+    catalogs/mariadb.toml, which SYSTEM_VARIABLES lists with scope ``SESSION`` though the server refuses
+    ``SET GLOBAL`` of them (tcp_nodelay: error 1238 "is a SESSION variable"); ``READ_ONLY = 'YES'`` without a
     ``COMMAND_LINE_ARGUMENT`` (version/build/state information, settable nowhere); a read-only variable
     without an option-file form; the entries of catalogs/mariadb.toml. ``READ_ONLY = 'YES'`` →
     ApplyMode.restart (written to the option file), else ApplyMode.dynamic (``SET GLOBAL``). Aliases from
@@ -265,6 +274,13 @@ def mariadb_catalog(
             cat.facts[name] = fact
         if row["VARIABLE_SCOPE"] == "SESSION ONLY":
             cat.excluded[name] = "session-only variable: no global value to tune (SYSTEM_VARIABLES.VARIABLE_SCOPE)"
+            continue
+        if name in data.session_only:
+            cat.excluded[name] = (
+                "session-only variable: the server refuses SET GLOBAL of it (error 1238 'Variable is a SESSION "
+                "variable') though SYSTEM_VARIABLES.VARIABLE_SCOPE says SESSION, so there is no global value to "
+                f"tune ({data.session_only_source})"
+            )
             continue
         read_only = row["READ_ONLY"] == "YES"
         if read_only and row.get("COMMAND_LINE_ARGUMENT") is None:

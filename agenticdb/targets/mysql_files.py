@@ -43,6 +43,7 @@ def defaults_value(defaults_file: str, key: str) -> str | None:
                 capture_output=True,
                 text=True,
                 timeout=10,
+                start_new_session=True,  # out of reach of a terminal's Ctrl-C (workloads.common._started)
             ).stdout
         except (OSError, subprocess.TimeoutExpired):
             continue

@@ -102,6 +102,7 @@ def option_names(server_version: str, cache_dir: Path | None, binary: Path | Non
             text=True,
             timeout=HELP_TIMEOUT_S,
             check=False,
+            start_new_session=True,  # out of reach of a terminal's Ctrl-C (workloads.common._started)
         ).stdout
         names = parse_help(out)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 import structlog
 
 from agenticdb.config.sections import PolicyConfig
+from agenticdb.errors import GaugeUnknown
 from agenticdb.models import FailedCheck, Observed
 from agenticdb.validation.resulting import ResultingConfig, device_of, holds
 from agenticdb.validation.rules import (
@@ -216,6 +217,7 @@ def check_capacity(
         if read is not None:
             read.update({n: v for n, v in seen.items() if n in fetched})
         if not seen:
+            why = sorted({r for n, r in (observed.unknown if observed else {}).items() if n in rule.observed})
             failed.append(
                 FailedCheck(
                     check="capacity",
@@ -225,7 +227,8 @@ def check_capacity(
                     source=rule.source,
                     message=f"{ch.name}={ch.value} lowers a capacity setting (now {before.raw(ch.name)}) and "
                     f"its observed peak ({', '.join(rule.observed)}) is unknown to the validator: rule "
-                    f"{rule.id} (capacity) never lowers it without one — {rule.reason}",
+                    f"{rule.id} (capacity) never lowers it without one — {rule.reason}"
+                    + "".join(f"; unknown because {w}" for w in why),
                 )
             )
             continue
@@ -272,16 +275,22 @@ def _observation(cfg: ResultingConfig, gauges: dict[str, float], name: str) -> f
 def _read_missing(observed: Observed | None, rule_id: str, names: list[str]) -> set[str]:
     """Names of ``names`` whose value came from the server through ``observed.read`` (now, or for an earlier
     rule on this Observed); a gauge missing from ``observed.gauges`` is asked for here. A read that answers
-    nothing leaves the peak unknown (the rule then refuses the lowering).
+    nothing leaves the peak unknown (the rule then refuses the lowering); one that raises ``GaugeUnknown``
+    too, and ``observed.unknown`` keeps its reasons for the refusal.
 
     Raises:
         whatever ``observed.read`` raises (``Target.rule_gauges`` answers nothing rather than raise).
     """
     if observed is None or observed.read is None:
         return set()
-    missing = [n for n in names if not n.startswith("host.") and n not in observed.gauges]
+    missing = [n for n in names if not n.startswith("host.") and n not in observed.gauges and n not in observed.unknown]
     if missing:
-        got = {n: float(v) for n, v in observed.read(missing).items()}
+        try:
+            got = {n: float(v) for n, v in observed.read(missing).items()}
+        except GaugeUnknown as exc:
+            observed.unknown.update(exc.reasons)
+            log.info("validator.read", rule=rule_id, asked=missing, gauges={}, unknown=exc.reasons)
+            return {n for n in names if n in observed.fetched}
         observed.gauges.update(got)
         observed.fetched.update(got)
         log.info("validator.read", rule=rule_id, asked=missing, gauges=got)

@@ -165,6 +165,8 @@ def holds(cfg: ResultingConfig, cond: Condition) -> bool | None:
         if not isinstance(add, float | int) or not isinstance(lhs, float | int):
             return None
         lhs += add
+    if cond.op == "power_of_two":
+        return _power_of_two(lhs)
     if cond.op in ("in", "not_in"):
         assert isinstance(cond.value, list)
         inside = any(_eq(lhs, cfg.literal(cond.param, v)) for v in cond.value)
@@ -185,6 +187,13 @@ def holds(cfg: ResultingConfig, cond: Condition) -> bool | None:
     if not isinstance(lhs, float | int) or not isinstance(rhs, float | int):
         return None
     return {"<": lhs < rhs, "<=": lhs <= rhs, ">": lhs > rhs, ">=": lhs >= rhs}[cond.op]
+
+
+def _power_of_two(value: float | str) -> bool | None:
+    """True for a positive whole 2^k (512, 4096), False for another number, None for a string."""
+    if not isinstance(value, float | int):
+        return None
+    return value == int(value) and value > 0 and int(value) & (int(value) - 1) == 0
 
 
 def _eq(a: object, b: object) -> bool:

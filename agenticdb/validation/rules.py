@@ -14,7 +14,9 @@ Conflict language (evaluated on the resulting configuration, numbers compared on
 quantities — bytes, ms — so ``min_wal_size <= max_wal_size`` works across units):
 
 - a condition is ``{param, op, value}`` or ``{param, op, other}`` (another parameter) with op one of
-  ``== != < <= > >= in not_in``; the table shorthand ``when = {wal_level = "minimal"}`` means ``==``;
+  ``== != < <= > >= in not_in``, or the value-shape condition ``{param, op = "power_of_two"}`` (no operand:
+  a positive whole number 2^k, as MariaDB's innodb_log_write_ahead_size must be); the table shorthand
+  ``when = {wal_level = "minimal"}`` means ``==``;
 - ``when`` (all must hold) → ``require`` (all must hold), e.g. wal_level=minimal requires
   max_wal_senders=0 and archive_mode=off;
 - ``exclusive = [a, b]``: at most one of them in one change set (vm.dirty_ratio / vm.dirty_bytes).
@@ -36,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agenticdb.resources import data_dir
 from agenticdb.rule_files import RULE_FILES
 
-Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not_in"]
+Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not_in", "power_of_two"]
 
 
 class RuleFileError(ValueError):
@@ -185,6 +187,10 @@ class Condition(_Strict):
 
     @model_validator(mode="after")
     def _operand(self) -> Condition:
+        if self.op == "power_of_two":
+            if self.value is not None or self.other is not None:
+                raise ValueError(f"condition on {self.param}: op power_of_two takes no 'value' or 'other'")
+            return self
         if (self.value is None) == (self.other is None):
             raise ValueError(f"condition on {self.param}: give exactly one of 'value' or 'other'")
         if self.op in ("in", "not_in") and not isinstance(self.value, list):
@@ -196,6 +202,8 @@ class Condition(_Strict):
 
     def describe(self) -> str:
         lhs = " + ".join([self.param, *self.plus])
+        if self.op == "power_of_two":
+            return f"{lhs} = a power of two"
         rhs = self.other if self.other else repr(self.value)
         if self.factor != 1.0:
             rhs = f"{self.factor:g} × {rhs}"

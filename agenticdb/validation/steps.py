@@ -3,6 +3,7 @@ requirement with the restart permission and window (docs/safety.md)."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from agenticdb.config.sections import PolicyConfig, in_window
@@ -43,6 +44,9 @@ def step_bounds(
         ratio = new / old
         spec = catalog.knobs[ch.name]
         if (ratio > f or ratio < 1 / f) and not is_default(family, spec, new):
+            low, high = old / f, old * f  # an integer knob's bounds as the whole values allowed: not "(12.5 .. 200)"
+            if spec.vartype == "integer":
+                low, high = math.ceil(low - 1e-9 * low), math.floor(high + 1e-9 * high)
             failed.append(
                 FailedCheck(
                     check="step",
@@ -53,7 +57,7 @@ def step_bounds(
                     message=f"{ch.name}={ch.value} moves {ratio:.3g}× from the current "
                     f"{readable(family, spec, old)}; "
                     f"rule max_step_factor allows ×/÷ {f:g} per round "
-                    f"({readable(family, spec, old / f)} .. {readable(family, spec, old * f)})",
+                    f"({readable(family, spec, low)} .. {readable(family, spec, high)})",
                 )
             )
     return failed

@@ -466,3 +466,27 @@ def _enum_hint(rules: RuleSet, name: str, shown: str) -> str:
 
 
 __all__ = ["validate", "in_window", "flavor_of", "OS_PREFIXES", "DurabilityRule"]
+
+
+def no_effect_here(catalog: Catalog, current: dict[str, str], values: dict[str, str]) -> dict[str, str]:
+    """Of ``values`` (knob name → a value to set, e.g. a snapshot's), those that would have no effect in the
+    configuration ``current`` (the server's values now, by name): the server describes the variable as
+    ignored (fact ``ignored:<name>``: MariaDB 10.11's innodb_lru_flush_size, "Deprecated parameter with no
+    effect") or a ``no_effect`` rule's requirement fails (thread_pool_* without thread_handling =
+    pool-of-threads); by name, the validator's reason. Names the catalog does not hold are left out.
+
+    A restore leaves such a value alone when the server cannot take it back (``Target.inert``): on
+    MariaDB 10.11 a fresh start reports thread_pool_size = 2 and innodb_lru_flush_size = 0, and no
+    ``SET GLOBAL`` reproduces either (it reads back 0 / 1, warning 1292 "Truncated incorrect …").
+    """
+    family = family_of(catalog.target)
+    fold = family != "linux"
+    index = _index(catalog, fold)
+    changes = []
+    for name, value in values.items():
+        canonical = index.get(name.lower() if fold else name)
+        if canonical is not None:
+            changes.append(NormalizedChange(name=canonical, value=value, apply=catalog.knobs[canonical].apply))
+    cfg = ResultingConfig(family, catalog, current, changes, index)
+    failed, _ = check_no_effect(cfg, load_ruleset(family).no_effect, flavor_of(catalog), catalog.version)
+    return {f.parameter: f.message.split(". A trial would")[0] for f in failed}

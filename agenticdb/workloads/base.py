@@ -15,11 +15,14 @@ from agenticdb.models import Measurement
 
 
 class WorkloadError(RuntimeError):
-    """The workload could not prepare or run; ``output`` is the tail of the tool's output."""
+    """The workload could not prepare or run; ``output`` is the tail of the tool's output; ``signal`` the
+    number of the signal that ended the tool when agenticdb did not send it (``common.outside_signal``:
+    someone killed it from outside), else None."""
 
-    def __init__(self, message: str, output: str = "") -> None:
+    def __init__(self, message: str, output: str = "", signal: int | None = None) -> None:
         super().__init__(message)
         self.output = output
+        self.signal = signal
 
 
 @dataclass

@@ -51,6 +51,7 @@ from agenticdb.workloads.common import (
     check_error_rate,
     ensure_database,
     objective,
+    outside_signal,
     progress_enabled,
     run_tool,
     tail,
@@ -209,7 +210,9 @@ class CommandWorkload(Workload):
         )
         out = result.output
         if result.returncode != 0:
-            raise WorkloadError(f"workload.command exited with status {result.returncode}", tail(out))
+            raise WorkloadError(
+                f"workload.command exited with status {result.returncode}", tail(out), outside_signal(result)
+            )
         r = parse_result(out)
         if r.transactions is not None:
             check_error_rate(r.errors, r.transactions, self.cfg.max_error_rate, "command", out)

@@ -16,6 +16,7 @@ lives in ``agenticdb.measure.series`` and is re-exported here.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -184,7 +185,11 @@ def _show_progress(
 def _started(
     argv: Sequence[str], out: IO[bytes], env: dict[str, str] | None, cwd: str | None
 ) -> subprocess.Popen[bytes]:
-    """``argv`` started with stdout and stderr into ``out`` and ``env`` merged over ``os.environ``.
+    """``argv`` started with stdout and stderr into ``out`` and ``env`` merged over ``os.environ``, in a
+    session and process group of its own (setsid(2)): the SIGINT a terminal sends its whole foreground
+    process group on Ctrl-C (termios(3), ISIG) then reaches agenticdb alone, whose handler lets the run
+    end and stops after it; the tool is never killed under a run by the keyboard. agenticdb ends the
+    tool's group itself (``_killed``) whenever it stops waiting for it.
 
     Raises:
         WorkloadError: the executable is missing.
@@ -192,16 +197,41 @@ def _started(
     full_env = dict(os.environ)
     full_env.update(env or {})
     try:
-        return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
+        return subprocess.Popen(
+            list(argv), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd, start_new_session=True
+        )
     except FileNotFoundError as exc:
         raise WorkloadError(f"benchmark tool not found: {argv[0]} ({exc})") from None
 
 
 def _killed(proc: subprocess.Popen[bytes], fd: int) -> str:
-    """Kill the tool, reap it, and return its whole output."""
-    proc.kill()
+    """Kill the tool's process group (the tool and whatever it started: a ``workload.command`` shell's
+    children), reap the tool, and return its whole output."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group's id is the tool's pid (start_new_session)
+    except ProcessLookupError:
+        pass  # the group is gone: the tool ended and left no process behind
     proc.wait()
     return _read_all(fd)
+
+
+def outside_signal(result: ToolResult) -> int | None:
+    """The signal number that ended the tool when agenticdb did not send it (``Popen.returncode`` is
+    -N for a child killed by signal N, Python subprocess docs), else None: the tool exited by itself, or
+    ``watch`` stopped it (``ToolResult.stopped``)."""
+    return -result.returncode if result.returncode < 0 and not result.stopped else None
+
+
+@contextmanager
+def _reaped(proc: subprocess.Popen[bytes], fd: int) -> Iterator[None]:
+    """Kill the tool's group when the wait for it ends by an exception (a second Ctrl-C's
+    KeyboardInterrupt, SIGTERM's ``Stopped``): in a session of its own it would outlive agenticdb."""
+    try:
+        yield
+    except BaseException:
+        if proc.returncode is None:  # not reaped yet (the timeout's kill reaped it already)
+            _killed(proc, fd)
+        raise
 
 
 def run_tool(
@@ -249,7 +279,10 @@ def run_tool(
             on_start(proc.pid)
         total = 100.0 if progress_of is not None else expected_s
         unit: LoadUnit | None = ("percent" if progress_of is not None else "seconds") if load else None
-        with progress_bar(progress, description or os.path.basename(argv[0]), total, load_unit=unit) as update:
+        with (
+            _reaped(proc, out.fileno()),
+            progress_bar(progress, description or os.path.basename(argv[0]), total, load_unit=unit) as update,
+        ):
             while True:
                 try:
                     proc.wait(timeout=0.25)

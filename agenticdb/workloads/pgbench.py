@@ -33,6 +33,7 @@ from agenticdb.workloads.common import (
     check_error_rate,
     ensure_database,
     existing_tables,
+    outside_signal,
     progress_enabled,
     run_tool,
     scalar,
@@ -143,7 +144,11 @@ class PgbenchWorkload(Workload):
             load=True,
         )
         if result.returncode != 0:
-            raise WorkloadError(f"pgbench -i -s {self.scale} failed (exit {result.returncode})", tail(result.output))
+            raise WorkloadError(
+                f"pgbench -i -s {self.scale} failed (exit {result.returncode})",
+                tail(result.output),
+                outside_signal(result),
+            )
 
     def run(
         self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
@@ -165,7 +170,7 @@ class PgbenchWorkload(Workload):
             obj = self.cfg.objective or "tps_per_p95"
             return stopped_oltp(self.name, limit, tps, result.seconds, obj, tail(out), result.stopped)
         if result.returncode != 0:
-            raise WorkloadError(f"pgbench run failed (exit {result.returncode})", tail(out))
+            raise WorkloadError(f"pgbench run failed (exit {result.returncode})", tail(out), outside_signal(result))
         done_m = _PROCESSED_RE.search(out)
         ok = [(end, lat) for end, lat in events if lat is not None]
         if not _TPS_RE.search(out) or not done_m or not ok:

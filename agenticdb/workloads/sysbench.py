@@ -38,6 +38,7 @@ from agenticdb.workloads.common import (
     connect,
     ensure_database,
     existing_tables,
+    outside_signal,
     progress_enabled,
     run_tool,
     scalar,
@@ -183,7 +184,9 @@ class _SysbenchBase(Workload):
         )
         if result.returncode != 0:
             raise WorkloadError(
-                f"sysbench {self.script} {command} failed (exit {result.returncode})", tail(result.output)
+                f"sysbench {self.script} {command} failed (exit {result.returncode})",
+                tail(result.output),
+                outside_signal(result),
             )
         return result.output
 
@@ -231,7 +234,9 @@ class _SysbenchBase(Workload):
             obj = self.cfg.objective or "tps_per_p95"
             return stopped_oltp(self.name, limit, tps, result.seconds, obj, tail(out), result.stopped)
         if result.returncode != 0:
-            raise WorkloadError(f"sysbench {self.name} run failed (exit {result.returncode})", tail(out))
+            raise WorkloadError(
+                f"sysbench {self.name} run failed (exit {result.returncode})", tail(out), outside_signal(result)
+            )
         return self._parse(out, secs, warmup_max_s)
 
     def _parse(self, out: str, secs: int, warmup_max_s: float = 0.0) -> Measurement:

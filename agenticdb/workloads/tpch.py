@@ -49,6 +49,7 @@ from agenticdb.workloads.common import (
     existing_tables,
     is_postgres,
     objective,
+    outside_signal,
     progress_bar,
     progress_enabled,
     run_tool,
@@ -179,7 +180,11 @@ class TpchWorkload(Workload):
                 load=True,
             )
             if gen.returncode != 0:
-                raise WorkloadError(f"tpchgen-cli -s {self.scale:g} failed (exit {gen.returncode})", tail(gen.output))
+                raise WorkloadError(
+                    f"tpchgen-cli -s {self.scale:g} failed (exit {gen.returncode})",
+                    tail(gen.output),
+                    outside_signal(gen),
+                )
             files = {t: Path(tmp) / f"{t}.csv" for t in TABLES}
             missing = [str(p) for p in files.values() if not p.exists()]
             if missing:

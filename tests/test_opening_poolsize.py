@@ -1,0 +1,133 @@
+"""MariaDB's buffer pool in the opening's evidence set is sized from the data it must hold, not from the whole
+memory budget (a user's 24 GiB host: 17.4 GiB for 95 MiB of data); the data size is read from
+information_schema.TABLES only when the account sees every InnoDB table, on a real private MariaDB 10.11."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import pymysql
+import pytest
+from openingctx import context_of
+
+from agenticdb.config.sections import PolicyConfig
+from agenticdb.models.planning import PlanningContext
+from agenticdb.planner.opening import generate_opening
+from agenticdb.planner.opening_evidence import evidence_driven
+from agenticdb.planner.opening_values import HostView, SourceInput, budget_bytes, host_view, with_data_size
+from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
+from agenticdb.targets.mysql import MySQLTarget
+from agenticdb.targets.mysql_stats import read_data_size
+from agenticdb.validation.validator import flavor_of
+
+GiB = 1024**3
+MiB = 1024**2
+USER = "poolsz_limited"
+
+
+@pytest.fixture()
+def maria(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[MySQLTarget]:
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    yield t
+    t.close()
+
+
+@pytest.fixture()
+def two_schemas(mariadb_sandbox: MariaDBSandboxInfo) -> Iterator[MariaDBSandboxInfo]:
+    """poolsz_a.t (20,000 rows) and poolsz_b.t, InnoDB; dropped afterwards with the limited account."""
+    with mariadb_sandbox.connect() as db, db.cursor() as cur:
+        for schema in ("poolsz_a", "poolsz_b"):
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {schema}")
+            cur.execute(f"USE {schema}")  # the sequence engine's seq_1_to_N lives in the current database
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {schema}.t (a INT PRIMARY KEY, b CHAR(64)) ENGINE=InnoDB")
+            cur.execute(f"INSERT IGNORE INTO {schema}.t SELECT seq, md5(seq) FROM seq_1_to_20000")
+            cur.execute(f"ANALYZE TABLE {schema}.t")
+            cur.fetchall()
+    yield mariadb_sandbox
+    with mariadb_sandbox.connect() as db, db.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{USER}'@'127.0.0.1'")
+        cur.execute("DROP DATABASE IF EXISTS poolsz_a")
+        cur.execute("DROP DATABASE IF EXISTS poolsz_b")
+
+
+def _limited(sb: MariaDBSandboxInfo, grants: list[str]) -> Callable[[list[str]], dict[str, float]]:
+    """A reader as an account holding only ``grants`` (``Target.rule_gauges``' shape)."""
+    with sb.connect() as db, db.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{USER}'@'127.0.0.1'")
+        cur.execute(f"CREATE USER '{USER}'@'127.0.0.1'")
+        for g in grants:
+            cur.execute(f"GRANT {g} TO '{USER}'@'127.0.0.1'")
+
+    def read(names: list[str]) -> dict[str, float]:
+        with pymysql.connect(host="127.0.0.1", port=sb.port, user=USER, password="") as conn:
+            return read_data_size(conn, "mariadb")
+
+    return read
+
+
+def _host(ctx: PlanningContext) -> HostView:
+    return host_view(ctx, flavor_of(ctx.catalog))
+
+
+def test_the_data_size_is_measured_only_when_the_account_sees_every_innodb_table(
+    maria: MySQLTarget, two_schemas: MariaDBSandboxInfo
+) -> None:
+    ctx = context_of(maria, memory=8 * GiB, benchmark="sysbench")
+    host = _host(ctx)
+    assert host.data_bytes is None  # no runtime sample carries it: read once for the opening
+    seen = with_data_size(host, maria.rule_gauges)  # root sees every table
+    got = maria.rule_gauges(["data.innodb_bytes_seen"])
+    assert got["data.innodb_tables_seen"] >= got["data.innodb_tables"] >= 2, got
+    assert seen.data_bytes == got["data.innodb_bytes_seen"] and seen.data_bytes > 2 * MiB, got
+    # one schema's grants: information_schema.TABLES hides the other, so the sum is not the data size
+    partial = with_data_size(host, _limited(two_schemas, ["SELECT ON poolsz_a.*", "PROCESS ON *.*"]))
+    assert partial.data_bytes is None and "this account sees 1 of the " in partial.data_why, partial.data_why
+    # without PROCESS the dictionary cannot tell whether every table was seen: not measured either
+    blind = with_data_size(host, _limited(two_schemas, ["SELECT ON poolsz_a.*"]))
+    assert blind.data_bytes is None and "PROCESS privilege" in blind.data_why, blind.data_why
+
+
+def _missing(ctx: PlanningContext) -> PlanningContext:
+    """``ctx`` with a huge buffer-pool fault: a tenth of 1 M page requests missed the pool."""
+    d = ctx.profile.baseline_state
+    assert d is not None
+    totals = {**d.totals, "global_status.Innodb_buffer_pool_reads": 1e5}
+    totals["global_status.Innodb_buffer_pool_read_requests"] = 1e6
+    missing = d.model_copy(update={"totals": totals})
+    return ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": missing})})
+
+
+def test_evidence_sizes_the_pool_for_the_data_measured_not_the_budget(
+    maria: MySQLTarget, two_schemas: MariaDBSandboxInfo
+) -> None:
+    ctx = _missing(context_of(maria, memory=24 * GiB, benchmark="sysbench"))
+    host = with_data_size(_host(ctx), maria.rule_gauges)
+    assert host.data_bytes is not None, host.data_why
+    out = evidence_driven(SourceInput(ctx=ctx, host=host, policy=PolicyConfig()))
+    now = int(ctx.current_config["innodb_buffer_pool_size"])
+    want = math.floor(1.25 * host.data_bytes / MiB) * MiB  # the data × 1.25: MiBs, not the 18 GiB budget
+    changes = out.candidate.changes if out.candidate is not None else {}
+    if want > now:
+        assert int(changes["innodb_buffer_pool_size"]) == want, (changes, host.data_bytes)
+        assert "KB InnoDB Buffer Pool" in out.candidate.sources["innodb_buffer_pool_size"]  # type: ignore[union-attr]
+    else:
+        assert "innodb_buffer_pool_size" not in changes, changes
+        assert any("already holds that, kept" in n for n in out.notes), out.notes
+    assert not any("data size not measured" in n for n in out.notes), out.notes
+    # the opening reads it itself when given the target's reader
+    opening = generate_opening(ctx, policy=PolicyConfig(), read=maria.rule_gauges)
+    assert not any("data size not measured" in n for n in opening.notes), opening.notes
+
+
+def test_without_the_data_size_the_pool_takes_one_bounded_step_and_says_so(maria: MySQLTarget) -> None:
+    ctx = _missing(context_of(maria, memory=24 * GiB, benchmark="sysbench"))
+    policy = PolicyConfig()
+    out = evidence_driven(SourceInput(ctx=ctx, host=_host(ctx), policy=policy))
+    assert out.candidate is not None, out
+    now = int(ctx.current_config["innodb_buffer_pool_size"])
+    pool = int(out.candidate.changes["innodb_buffer_pool_size"])
+    assert pool == math.floor(now * policy.max_step_factor / MiB) * MiB, (pool, now)
+    assert pool < budget_bytes(ctx, policy) / 4  # the budget would have given 17 GiB and more
+    assert "not the whole budget" in out.candidate.sources["innodb_buffer_pool_size"]
+    assert any(n.startswith("data size not measured for mariadb") for n in out.notes), out.notes
