@@ -132,7 +132,9 @@ def session_memory(
         if each <= _session_each(before, term) and allowed <= (before.number(count_knob) or 0.0):
             continue
         count = allowed if sessions is None else min(sessions, allowed)
-        who = f"{count:g} {count_knob}" if sessions is None or count == allowed else f"{count:g} sessions"
+        who = f"{count:g} {count_knob}"
+        if sessions is not None and count < allowed:
+            who = f"{count:g} sessions (observed peak × capacity headroom)"
         cap = f" (capped by {term.capped_by})" if term.capped_by else ""
         parts[f"{term.each}{cap} × {who} (raised)"] = count * each
     return parts
