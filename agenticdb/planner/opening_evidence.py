@@ -29,10 +29,11 @@ PostgreSQL (counters of the baseline's ``StateDelta``; plan evidence from
 MariaDB (global_status counters): buffer pool misses → the pool holds the InnoDB data measured
 (information_schema.TABLES, when the account sees every table) × 1.25, or without the data size the pool in
 effect × max_step_factor; never above what the budget holds after the per-session buffers of the observed
-threads (KB "InnoDB Buffer Pool"); Created_tmp_disk_tables ≥ 10 % of
-temporary tables → tmp_table_size = max_heap_table_size × 4 (KB "tmp_table_size"); Innodb_log_waits → a
-64 MiB log buffer (KB "InnoDB Status Variables"); checkpoint age ≥ half the redo capacity → twice the redo
-log (KB "InnoDB Redo Log").
+threads (KB "InnoDB Buffer Pool"), the raised in-memory temporary table (min(tmp_table_size,
+max_heap_table_size)) among them as in the validator's memory budget; Created_tmp_disk_tables ≥ 10 % of
+temporary tables → tmp_table_size and max_heap_table_size × 4, at most 256 MiB (KB "tmp_table_size");
+Innodb_log_waits → a 64 MiB log buffer (KB "InnoDB Status Variables"); checkpoint age ≥ half the redo
+capacity → twice the redo log (KB "InnoDB Redo Log").
 """
 
 from __future__ import annotations
@@ -265,15 +266,19 @@ def _mariadb(inp: SourceInput) -> SourceOutput:
         return SourceOutput(None, "no baseline statistics", ["baseline statistics not measured"])
     rd, req = _total(d, _GS + "Innodb_buffer_pool_reads"), _total(d, _GS + "Innodb_buffer_pool_read_requests")
     peak = d.gauges.get(_GS + "Threads_connected")
+    tmp_raised = 0.0  # bytes an in-memory temporary table may take per session once raised
+    disk, tmp = _total(d, _GS + "Created_tmp_disk_tables"), _total(d, _GS + "Created_tmp_tables")
+    if disk and tmp and disk / tmp >= 0.1:
+        raised = {
+            n: min((b.now_bytes(n) or 16 * MiB) * 4, 256 * MiB) for n in ("tmp_table_size", "max_heap_table_size")
+        }
+        for name, nbytes in raised.items():
+            b.put_bytes(name, nbytes, f"measured: {disk / tmp:.0%} of temporary tables on disk")
+        tmp_raised = min(raised.values())
     if rd is None or not req:
         notes.append("buffer pool misses not measured")
     elif rd / req >= 0.005:
-        _pool(inp, b, rd / req, peak, notes)
-    disk, tmp = _total(d, _GS + "Created_tmp_disk_tables"), _total(d, _GS + "Created_tmp_tables")
-    if disk and tmp and disk / tmp >= 0.1:
-        for name in ("tmp_table_size", "max_heap_table_size"):
-            now = b.now_bytes(name) or 16 * MiB
-            b.put_bytes(name, min(now * 4, 256 * MiB), f"measured: {disk / tmp:.0%} of temporary tables on disk")
+        _pool(inp, b, rd / req, peak, notes, tmp_raised)
     waits = _total(d, _GS + "Innodb_log_waits")
     if waits and waits > 0 and (b.now_bytes("innodb_log_buffer_size") or 0.0) < 64 * MiB:
         b.put_bytes("innodb_log_buffer_size", 64 * MiB, f"measured: Innodb_log_waits = {waits:.0f}")
@@ -297,15 +302,19 @@ DATA_HEADROOM = 1.25
 quarter is judgement: growth, the adaptive hash index and change buffer live in the pool too)."""
 
 
-def _pool(inp: SourceInput, b: SetBuilder, miss: float, peak: float | None, notes: list[str]) -> None:
+def _pool(
+    inp: SourceInput, b: SetBuilder, miss: float, peak: float | None, notes: list[str], tmp_raised: float = 0.0
+) -> None:
     """innodb_buffer_pool_size for measured misses: enough for the data plus :data:`DATA_HEADROOM` (MariaDB KB
     "InnoDB Buffer Pool": the pool should hold the working set, at most the data; a pool beyond it holds
     nothing more), never above what the budget leaves after the global caches and the observed sessions'
-    buffers. Without the data size one bounded step: the pool in effect × ``policy.max_step_factor``, never the
-    whole budget (a 24 GiB host's budget gave 17.4 GiB for 95 MiB of data)."""
+    buffers (``tmp_raised``: bytes of the in-memory temporary table each session may hold once raised, a
+    per-session term of the validator's memory budget, validators/mysql.toml). Without the data size one
+    bounded step: the pool in effect × ``policy.max_step_factor``, never the whole budget (a 24 GiB host's
+    budget gave 17.4 GiB for 95 MiB of data)."""
     ctx, policy, host = inp.ctx, inp.policy, inp.host
     conns = math.ceil((peak or host.max_connections) * (1 + policy.capacity_headroom))
-    per = sum(b.now_bytes(n) or 0.0 for n in _SESSION)
+    per = sum(b.now_bytes(n) or 0.0 for n in _SESSION) + tmp_raised
     budget = budget_bytes(ctx, policy)
     room = budget - sum(b.now_bytes(n) or 0.0 for n in _GLOBALS) - conns * per
     now = b.now_bytes("innodb_buffer_pool_size") or 128 * MiB

@@ -28,11 +28,10 @@ from agenticdb.connfault import describe_fault
 from agenticdb.host.privileges import pg_is_superuser, unprivileged_parameters
 from agenticdb.host.services import PgCtlService, Service, ServiceError, build_service
 from agenticdb.measure.worldwatch import pg_mark
-from agenticdb.models import ApplyMode, Catalog, KnobSpec, NormalizedChange, RuntimeState, Snapshot
+from agenticdb.models import ApplyMode, Catalog, NormalizedChange, RuntimeState, Snapshot
 from agenticdb.targets.base import ApplyError, Target, TargetError, VerifyError
-from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, parse_float
+from agenticdb.targets.postgres_catalog import ExclusionRules, build_catalog, conflict_reads, setting_facts
 from agenticdb.targets.postgres_stats import parse_state, state_query, statement_counters
-from agenticdb.units import quantity
 from agenticdb.units.compare import numbers_equal, values_equal
 from agenticdb.validation.exclusions import denied_reason
 from agenticdb.validation.rules import load_ruleset
@@ -192,7 +191,7 @@ class PostgresTarget(Target):
         )
         version = self.version()
         cat = build_catalog(rows, self.rules(), self.kind, version)
-        cat.facts.update(self._internal_facts())
+        cat.facts.update(self._internal_facts(cat))
         self._drop_unprivileged(cat)
         log.info(
             "catalog.built",
@@ -236,19 +235,17 @@ class PostgresTarget(Target):
                 "`agenticdb setup-role --apply` grants them",
             )
 
-    def _internal_facts(self) -> dict[str, float | str]:
+    def _internal_facts(self, cat: Catalog) -> dict[str, float | str]:
         """Values fixed at initdb or build time (pg_settings context 'internal': wal_segment_size,
-        block_size, …) that the server's own checks compare knobs with; sizes in bytes, times in ms."""
-        facts: dict[str, float | str] = {}
-        rows = self._rows("SELECT name, setting, unit, vartype FROM pg_settings WHERE context = 'internal'")
-        for name, setting, unit, vartype in rows:
-            number = parse_float(setting) if vartype in ("integer", "real") else None
-            if number is None:
-                facts[name] = setting
-                continue
-            spec = KnobSpec(name=name, vartype=vartype, unit=unit, apply=ApplyMode.restart)
-            facts[name] = quantity("postgresql", spec, number)
-        return facts
+        block_size, …) that the server's own checks compare knobs with, and the configured values of the
+        settings left out of ``cat`` that conflict rules read (:func:`conflict_reads`); sizes in bytes,
+        times in ms."""
+        rows = self._rows(
+            "SELECT name, CASE WHEN context = 'internal' THEN setting ELSE reset_val END, unit, vartype "
+            "FROM pg_settings WHERE context = 'internal' OR name = ANY(%s)",
+            (conflict_reads(cat, load_ruleset("postgresql").conflict),),
+        )
+        return setting_facts(rows)
 
     # ---- reading values ---------------------------------------------------------------------------
 

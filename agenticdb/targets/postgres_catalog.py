@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agenticdb.models import ApplyMode, Catalog, KnobSpec
 from agenticdb.resources import data_file
+from agenticdb.units import quantity
+from agenticdb.validation.rules import ConflictRule
 
 # pg_settings.context -> how a change takes effect when written with ALTER SYSTEM.
 # Source: PostgreSQL 15 manual, 54.24 pg_settings ("There are several possible values of context").
@@ -122,3 +124,27 @@ def build_catalog(rows: list[tuple[Any, ...]], rules: ExclusionRules, kind: str,
             source=f"pg_settings (PostgreSQL {version}), context {context}",
         )
     return cat
+
+
+def conflict_reads(cat: Catalog, rules: list[ConflictRule]) -> list[str]:
+    """Names left out of ``cat`` (``Catalog.excluded``) that a conflict rule reads: archive_command and
+    archive_library for ``pg.archive_mode-needs-archiver``. Their values become ``Catalog.facts`` so the
+    rule judges a change of archive_mode against them."""
+    read = {p for rule in rules for p in rule.params()}
+    return sorted(n for n in cat.excluded if n in read)
+
+
+def setting_facts(rows: list[tuple[Any, ...]]) -> dict[str, float | str]:
+    """``Catalog.facts`` from pg_settings rows (name, value, unit, vartype): numbers in dimension-wide units
+    (bytes, ms), other values as text. The value of a setting left out of the catalog is its reset_val:
+    pg_settings.setting shows archive_command as "(disabled)" while archive_mode is off, whatever is
+    configured (PostgreSQL 15 src/backend/utils/misc/guc.c show_archive_command())."""
+    facts: dict[str, float | str] = {}
+    for name, setting, unit, vartype in rows:
+        number = parse_float(setting) if vartype in ("integer", "real") else None
+        if number is None:
+            facts[name] = setting if setting is not None else ""
+            continue
+        spec = KnobSpec(name=name, vartype=vartype, unit=unit, apply=ApplyMode.restart)
+        facts[name] = quantity("postgresql", spec, number)
+    return facts

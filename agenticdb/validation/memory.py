@@ -9,13 +9,18 @@ uses, the budget is judged on a measured estimate instead (terms named in the ru
 * shared memory: the server's own figure (PostgreSQL ``shared_memory_size``, manual 20.15) measured for
   the current configuration, moved by the change of the global terms (shared_buffers, wal_buffers) and of
   the memory sized per process slot (``[memory_budget.shared_slots]``: lock tables and PGPROC, bytes per
-  slot × (connections + workers + WAL senders + prepared transactions));
+  slot × (connections + workers + WAL senders + prepared transactions)) and per entry of a knob
+  (``[[memory_budget.shared_tables]]``: pg_stat_statements.max × bytes per entry);
   without such a gauge (MariaDB), the global terms themselves (buffer pool, log buffer, key buffer…);
 * per-connection memory: the observed peak of connected backends/threads (pg_stat_activity,
   ``Threads_connected``) × the per-connection terms × ``hash_mem_multiplier`` where the DBMS has one ×
   ``policy.per_connection_work_mem_factor``; a per-connection term the change raises (or every term,
   when it raises the connection limit) counts every allowed connection, as in the worst case;
-* maintenance memory: ``maintenance_work_mem`` (or ``autovacuum_work_mem``) × autovacuum workers.
+* maintenance memory: ``maintenance_work_mem`` (or ``autovacuum_work_mem``) × autovacuum workers;
+* per-session buffers allocated on demand (``[[memory_budget.per_session]]``: temp_buffers,
+  logical_decoding_work_mem, MariaDB's in-memory temporary tables and bulk insert buffer): a term counts
+  only when the change raises it (its value or its session count), for the observed peak of sessions with
+  ``policy.capacity_headroom`` (at most its session knob), and for every allowed session in the worst case.
 
 The limit is ``policy.memory_fraction`` × the memory limit (the cgroup limit when there is one, else RAM:
 ``Hardware.memory_limit_bytes``). A change set that does not raise the estimate is never refused (lowering
@@ -24,12 +29,13 @@ work_mem on a host already over budget must pass). The worst case stays a warnin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.models import FailedCheck, Hardware, Observed
 from agenticdb.validation.resulting import ResultingConfig
-from agenticdb.validation.rules import MemoryBudget, RuleSet
+from agenticdb.validation.rules import MemoryBudget, RuleSet, SessionTerm
 
 GiB = 1024**3
 MiB = 1024**2
@@ -80,6 +86,56 @@ def slot_memory(cfg: ResultingConfig, budget: MemoryBudget) -> float:
 
 
 SLOTS_LABEL = "lock tables and process slots (raised)"
+
+
+def table_memory(cfg: ResultingConfig, budget: MemoryBudget) -> dict[str, float]:
+    """Bytes of shared memory sized per entry, by label ("pg_stat_statements.max × 384 bytes")."""
+    return {
+        f"{t.count} × {t.bytes:g} bytes": max(cfg.number(t.count) or 0.0, 0.0) * t.bytes for t in budget.shared_tables
+    }
+
+
+def _tables_raised(cfg: ResultingConfig, before: ResultingConfig | None, budget: MemoryBudget) -> dict[str, float]:
+    """The growth of each :func:`table_memory` term by the change, labelled "(raised)"."""
+    if before is None:
+        return {}
+    was = table_memory(before, budget)
+    return {f"{k} (raised)": v - was.get(k, 0.0) for k, v in table_memory(cfg, budget).items() if v > was.get(k, 0.0)}
+
+
+def _session_each(cfg: ResultingConfig, term: SessionTerm) -> float:
+    each = max(cfg.number(term.each) or 0.0, 0.0)
+    if term.capped_by is not None:
+        cap = cfg.number(term.capped_by)
+        if cap is not None and cap >= 0:
+            each = min(each, cap)
+    return each
+
+
+def session_memory(
+    cfg: ResultingConfig, before: ResultingConfig | None, budget: MemoryBudget, sessions: float | None = None
+) -> dict[str, float]:
+    """The per-session terms the change raises (bytes by label): a session count × the buffer each may hold,
+    counted when the buffer or its session knob is larger than in ``before`` (none without ``before``).
+
+    The count is ``sessions`` (the observed peak with the policy's capacity headroom, in the measured
+    estimate) capped by the term's session knob, or every allowed session when ``sessions`` is None (the
+    worst case)."""
+    parts: dict[str, float] = {}
+    if before is None:
+        return parts
+    for term in budget.per_session:
+        count_knob = term.sessions or budget.connections
+        if count_knob is None:
+            continue
+        each, allowed = _session_each(cfg, term), max(cfg.number(count_knob) or 0.0, 0.0)
+        if each <= _session_each(before, term) and allowed <= (before.number(count_knob) or 0.0):
+            continue
+        count = allowed if sessions is None else min(sessions, allowed)
+        who = f"{count:g} {count_knob}" if sessions is None or count == allowed else f"{count:g} sessions"
+        cap = f" (capped by {term.capped_by})" if term.capped_by else ""
+        parts[f"{term.each}{cap} × {who} (raised)"] = count * each
+    return parts
 
 
 def _workers(cfg: ResultingConfig, budget: MemoryBudget) -> dict[str, float]:
@@ -133,11 +189,17 @@ def measured_estimate(
     if shm is not None and shm > 0:
         moved = sum(_global(cfg, n) - _global(before, n) for n in budget.global_)
         moved += slot_memory(cfg, budget) - slot_memory(before, budget)
+        moved += sum(table_memory(cfg, budget).values()) - sum(table_memory(before, budget).values())
         parts["shared memory (measured)"] = max(shm + moved, 0.0)
+        # the entry tables raised, named as terms of their own so that the message names the knob
+        for label, grown in _tables_raised(cfg, before, budget).items():
+            parts["shared memory (measured)"] -= min(grown, parts["shared memory (measured)"])
+            parts[label] = grown
         basis = f"shared memory measured ({_size(shm)} now, {moved / MiB:+.0f} MiB by the change)"
     else:
         parts.update({n: _global(cfg, n) for n in budget.global_})
         parts.update(_slots_raised(cfg, before, budget))
+        parts.update(_tables_raised(cfg, before, budget))
         basis = "global buffers as configured"
     factor, factor_label = per_connection_factor(cfg, budget, policy)
     backends = max(peak, 1.0)
@@ -156,6 +218,9 @@ def measured_estimate(
         count = conns if raised and conns is not None else backends
         who = f"{count:g} {budget.connections} (raised)" if raised else f"{backends:g} backends"
         parts[f"{name} × {who}{factor_label}"] = count * n * factor
+    # on-demand buffers (temporary tables, decoding, bulk insert) raised: the sessions the opening budgets too
+    sessions = math.ceil(backends * (1 + policy.capacity_headroom))
+    parts.update(session_memory(cfg, before, budget, sessions))
     parts.update(_workers(cfg, budget))
     basis += f"; peak {backends:g} connected backends observed ({', '.join(budget.observed_connections)})"
     return MemoryEstimate(sum(parts.values()), parts, basis)
@@ -171,10 +236,12 @@ def worst_case(
     cfg: ResultingConfig, budget: MemoryBudget, policy: PolicyConfig, before: ResultingConfig | None = None
 ) -> MemoryEstimate:
     """Every connection of ``connections`` (max_connections) holding every per-connection buffer times
-    :func:`per_connection_factor` (hash_mem_multiplier included), plus the growth of the per-slot shared
-    memory from ``before``."""
+    :func:`per_connection_factor` (hash_mem_multiplier included), plus the growth of the per-slot and
+    per-entry shared memory and the per-session terms raised from ``before``."""
     parts = {n: _global(cfg, n) for n in budget.global_}
     parts.update(_slots_raised(cfg, before, budget))
+    parts.update(_tables_raised(cfg, before, budget))
+    parts.update(session_memory(cfg, before, budget))
     conns = cfg.number(budget.connections) if budget.connections else None
     factor, factor_label = per_connection_factor(cfg, budget, policy)
     if conns:
@@ -230,7 +297,10 @@ def check_memory(
             value=ch.value,
             rule_id="memory_budget",
             excess_bytes=est.total - allowed,
-            source=budget.source + (f"; {budget.measured_source}" if budget.measured_source else ""),
+            source="; ".join(
+                [budget.source, *([budget.measured_source] if budget.measured_source else [])]
+                + budget.term_sources(culprit)
+            ),
             message=f"{ch.name}={ch.value} (rule memory_budget): estimated server memory {_size(est.total)} "
             f"({est.terms()}; {est.basis}) exceeds memory_fraction {policy.memory_fraction:g} × "
             f"{_limit_text(hw)} = {_size(allowed)}, and the change raises it from "

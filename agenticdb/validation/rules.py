@@ -386,6 +386,30 @@ class SharedSlots(_Strict):
         return [*self.slots, *(t.count for t in self.per_slot)]
 
 
+class SharedTable(_Strict):
+    """Shared memory an extension or subsystem sizes at start from one knob: ``count`` entries × ``bytes``
+    each (pg_stat_statements.max entries of the statement hash table). Figures in bytes."""
+
+    count: str
+    bytes: float = Field(gt=0)
+    source: str
+
+
+class SessionTerm(_Strict):
+    """Memory one session (``sessions``: a knob counting them, the budget's ``connections`` when absent) may
+    allocate on demand: ``each`` bytes, or the smaller of ``each`` and ``capped_by`` when both bound it
+    (MariaDB's in-memory temporary table: min(tmp_table_size, max_heap_table_size)). Unlike the
+    per-connection terms it is not multiplied by hash_mem_multiplier or the policy factor."""
+
+    each: str
+    capped_by: str | None = None
+    sessions: str | None = None
+    source: str
+
+    def params(self) -> list[str]:
+        return [p for p in (self.each, self.capped_by, self.sessions) if p]
+
+
 class MemoryBudget(_Strict):
     """Terms of the memory estimate (names of size knobs; absent knobs are skipped).
 
@@ -407,6 +431,10 @@ class MemoryBudget(_Strict):
     """A knob multiplying the per-connection terms (PostgreSQL hash_mem_multiplier)."""
     shared_slots: SharedSlots | None = None
     """Shared memory the server sizes per process slot; its change moves the estimate."""
+    shared_tables: list[SharedTable] = Field(default_factory=list)
+    """Shared memory sized per entry of a knob (beside ``shared_slots``); its change moves the estimate."""
+    per_session: list[SessionTerm] = Field(default_factory=list)
+    """Buffers a session allocates on demand (temporary tables, logical decoding, bulk insert)."""
     measured_source: str = ""
 
     def params(self) -> list[str]:
@@ -419,12 +447,20 @@ class MemoryBudget(_Strict):
             out.extend(w.values())
         return out
 
+    def term_sources(self, name: str) -> list[str]:
+        """Sources of the ``shared_tables``/``per_session`` terms that read ``name`` (empty for the others)."""
+        out = [t.source for t in self.shared_tables if t.count == name]
+        return out + [t.source for t in self.per_session if name in t.params()]
+
     def judged(self) -> list[str]:
         """The knobs whose change the memory check judges: :meth:`params` (the sized buffers, their counts
-        and multiplier) and the per-slot counts of ``shared_slots``."""
+        and multiplier), the per-slot counts of ``shared_slots``, the entry counts of ``shared_tables`` and
+        the knobs of ``per_session``."""
         out = self.params()
-        if self.shared_slots is not None:
-            out.extend(p for p in self.shared_slots.params() if p not in out)
+        more = [*(self.shared_slots.params() if self.shared_slots is not None else [])]
+        more += [t.count for t in self.shared_tables]
+        more += [p for t in self.per_session for p in t.params()]
+        out.extend(p for p in dict.fromkeys(more) if p not in out)
         return out
 
 
