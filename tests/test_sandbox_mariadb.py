@@ -57,3 +57,17 @@ def test_up_status_down_lifecycle() -> None:
     finally:
         sandbox.down()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_sandbox_keeps_its_temporary_tables_in_its_own_tmpdir(mariadb_sandbox: MariaDBSandboxInfo) -> None:
+    """Every private instance used the host's /tmp for on-disk temporary tables, shared with every other
+    instance on the host; a test's GROUP BY failed twice beside other sandboxes with "Error on delete of
+    '/tmp/#sql-temptable-…MAI'". Each sandbox now has its own tmpdir, and a query that spills works there."""
+    with mariadb_sandbox.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@tmpdir")
+        assert Path(cur.fetchone()[0]).resolve() == (Path(mariadb_sandbox.root) / "tmp").resolve()
+        cur.execute("SET SESSION tmp_table_size = 1024, max_heap_table_size = 16384")
+        cur.execute("SELECT seq % 5000, count(*) FROM mysql.seq_1_to_20000 GROUP BY 1 ORDER BY 2 DESC LIMIT 1")
+        assert cur.fetchone()[1] == 4
+        cur.execute("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")
+        assert int(cur.fetchone()[1]) >= 1

@@ -5,6 +5,8 @@ Layout under ``base/sandbox/mariadb/``::
     data/                 datadir (owned by the ``mysql`` OS user when we are root)
     run/                  socket + pid file; must be writable by ``mysql`` or mariadbd exits without
                           writing an error log (docs/measurement.md "Start-up costs")
+    tmp/                  tmpdir: the server's on-disk temporary tables and filesort files, its own
+                          rather than the host's /tmp that every other instance shares
     my.cnf                generated defaults file ([mariadbd] port, socket, datadir, ...) that
                           ``!include``s the managed option file
     agenticdb.cnf         the managed option file agenticdb writes restart-only knobs to ([mysqld])
@@ -112,6 +114,7 @@ def _defaults_text(info: MariaDBSandboxInfo) -> str:
         f"datadir = {info.data_dir}\n"
         f"pid-file = {info.pid_file}\n"
         f"log-error = {info.log_file}\n"
+        f"tmpdir = {Path(info.root) / 'tmp'}\n"
         "bind-address = 127.0.0.1\n"
         "skip-name-resolve\n"
         f"innodb_buffer_pool_size = {DEFAULT_BUFFER_POOL}\n"
@@ -181,6 +184,8 @@ class MariaDBSandbox:
             shutil.rmtree(self.root)
         run.mkdir(parents=True)
         data.mkdir(mode=0o750)
+        tmp = self.root / "tmp"
+        tmp.mkdir(mode=0o750)
         info = MariaDBSandboxInfo(
             root=str(self.root),
             data_dir=str(data),
@@ -197,7 +202,7 @@ class MariaDBSandbox:
         Path(info.log_file).touch()
         if os_user:
             pw = pwd.getpwnam(os_user)
-            for p in (self.root, run, data, Path(info.log_file)):
+            for p in (self.root, run, data, tmp, Path(info.log_file)):
                 os.chown(p, pw.pw_uid, pw.pw_gid)
             make_traversable(self.root)
         argv = [
