@@ -15,6 +15,7 @@ import os
 import subprocess
 import tomllib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -858,25 +859,34 @@ class World:
         self.gauges = gauges
 
 
+@contextmanager
+def world_of(target: PostgresTarget | MySQLTarget, data_dir: str) -> Iterator[World]:
+    """The World of a real server's ``target`` (closed at the end), its hardware read for ``data_dir``."""
+    try:
+        hw = detect_hardware(data_dir, pid=target.server_pid())
+        yield World(target.catalog(), target.current_values(), hw, None, target.runtime_state().gauges)
+    finally:
+        target.close()
+
+
+def mariadb_target(mariadb_sandbox, cache: Path) -> MySQLTarget:  # type: ignore[no-untyped-def]
+    """The sandbox's target; ``cache``: a fresh directory, so the server's option list is read, not cached."""
+    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    t.cache_dir = cache
+    return t
+
+
 @pytest.fixture(scope="module")
 def pg_world(pg_sandbox) -> Iterator[World]:  # type: ignore[no-untyped-def]
-    t = PostgresTarget.from_config(pg_sandbox.target_config())
-    try:
-        hw = detect_hardware(pg_sandbox.data_dir, pid=t.server_pid())
-        yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
-    finally:
-        t.close()
+    with world_of(PostgresTarget.from_config(pg_sandbox.target_config()), pg_sandbox.data_dir) as w:
+        yield w
 
 
 @pytest.fixture(scope="module")
 def mariadb_world(mariadb_sandbox, tmp_path_factory) -> Iterator[World]:  # type: ignore[no-untyped-def]
-    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
-    t.cache_dir = tmp_path_factory.mktemp("agenticdb-cache")  # the server's option list is read, not a cache
-    try:
-        hw = detect_hardware(mariadb_sandbox.data_dir, pid=t.server_pid())
-        yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
-    finally:
-        t.close()
+    t = mariadb_target(mariadb_sandbox, tmp_path_factory.mktemp("agenticdb-cache"))
+    with world_of(t, mariadb_sandbox.data_dir) as w:
+        yield w
 
 
 @pytest.fixture(scope="module")

@@ -18,21 +18,15 @@ from collections.abc import Iterator
 
 import pymysql
 import pytest
-from test_cases import World, run_case
-
-from agenticdb.host.hardware import detect_hardware
-from agenticdb.targets.mysql import MySQLTarget
+from test_cases import World, mariadb_target, run_case, world_of
 
 
 @pytest.fixture(scope="module")
 def maria(mariadb_sandbox, tmp_path_factory) -> Iterator[World]:  # type: ignore[no-untyped-def]
-    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
-    t.cache_dir = tmp_path_factory.mktemp("agenticdb-cache")
-    try:
-        hw = detect_hardware(mariadb_sandbox.data_dir, pid=t.server_pid())
-        yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
-    finally:
-        t.close()
+    with world_of(
+        mariadb_target(mariadb_sandbox, tmp_path_factory.mktemp("agenticdb-cache")), mariadb_sandbox.data_dir
+    ) as w:
+        yield w
 
 
 def _case(propose: dict[str, object], current: dict[str, str] | None = None) -> dict[str, object]:

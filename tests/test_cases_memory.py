@@ -16,32 +16,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from test_cases import World, run_case
+from test_cases import World, mariadb_target, run_case, world_of
 
-from agenticdb.host.hardware import detect_hardware
-from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 
 
 @pytest.fixture(scope="module")
 def pg(pg_sandbox) -> Iterator[World]:  # type: ignore[no-untyped-def]
-    t = PostgresTarget.from_config(pg_sandbox.target_config())
-    try:
-        hw = detect_hardware(pg_sandbox.data_dir, pid=t.server_pid())
-        yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
-    finally:
-        t.close()
+    with world_of(PostgresTarget.from_config(pg_sandbox.target_config()), pg_sandbox.data_dir) as w:
+        yield w
 
 
 @pytest.fixture(scope="module")
 def maria(mariadb_sandbox, tmp_path_factory) -> Iterator[World]:  # type: ignore[no-untyped-def]
-    t = MySQLTarget.from_config(mariadb_sandbox.target_config())
-    t.cache_dir = tmp_path_factory.mktemp("agenticdb-cache")
-    try:
-        hw = detect_hardware(mariadb_sandbox.data_dir, pid=t.server_pid())
-        yield World(t.catalog(), t.current_values(), hw, None, t.runtime_state().gauges)
-    finally:
-        t.close()
+    with world_of(
+        mariadb_target(mariadb_sandbox, tmp_path_factory.mktemp("agenticdb-cache")), mariadb_sandbox.data_dir
+    ) as w:
+        yield w
 
 
 def _case(target: str, propose: dict[str, object], **more: object) -> dict[str, object]:
