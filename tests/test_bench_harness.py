@@ -129,3 +129,30 @@ def test_harness_agenticdb_half_runs_with_half_the_budget(tmp_path: Path) -> Non
     starts = [e for e in Journal(tmp_path / "results" / "smoke" / "journal.db").events() if e.event == "session.start"]
     assert [e.data["loop"]["time_budget_s"] for e in starts] == [pytest.approx(12.0)]
     assert "| agenticdb-half — agenticdb, heuristic planner, 0.5 × budget |" in md
+
+
+@pytest.mark.slow
+def test_harness_fixed_configurations_run_validated_side_by_side(tmp_path: Path) -> None:
+    """--fixed FILE: each table is a competitor 'fixed:<name>', validated as the static peer is (refused knobs
+    dropped and noted), applied, re-measured with the others."""
+    fixed = tmp_path / "fixed.toml"
+    fixed.write_text('[wm]\nwork_mem = "2MB"\n\n[unsafe]\nfsync = "off"\nwork_mem = "1MB"\n')
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.harness", "run", "--scenario", "smoke", "--budget-min", "0.1"]
+        + ["--competitors", "default", "--fixed", str(fixed), "--repeats", "2", "--duration", "1", "--warmup", "0.5"]
+        + ["--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "AGENTICDB_HOME": str(tmp_path / "home")},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r["competitor"]: r for r in json.loads((out / "smoke" / "results.json").read_text())["rows"]}
+    assert set(rows) == {"default", "fixed:wm", "fixed:unsafe"}
+    assert rows["fixed:wm"]["result"]["changes"] == {"work_mem": "2MB"}
+    unsafe = rows["fixed:unsafe"]["result"]
+    assert unsafe["changes"] == {"work_mem": "1MB"} and unsafe["rejected"] == 1
+    assert any("fsync=off" in n for n in unsafe["notes"]), unsafe["notes"]
+    assert all(len(r["runs"]) == 2 for r in rows.values())

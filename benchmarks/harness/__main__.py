@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tomllib
 from datetime import date
 from pathlib import Path
 
@@ -39,10 +40,15 @@ def run(
     duration: float = typer.Option(None, help="seconds per measured run (default: the scenario's)"),
     warmup: float = typer.Option(None, help="warm-up seconds before each run (default: the scenario's)"),
     seed_budget_min: float = typer.Option(None, help="budget of the experience-seeding session (default: budget)"),
+    fixed: Path = typer.Option(  # noqa: B008 - typer's documented style
+        None, help="TOML file of configurations given by hand ([name] knob = 'value'): each runs as 'fixed:<name>'"
+    ),
 ) -> None:
     """Run scenario(s) and write results.md, <scenario>.png and <scenario>/results.json under OUT."""
     comps = [c.strip() for c in competitors.split(",") if c.strip()]
-    bad = [c for c in comps if c not in NAMES]
+    given = fixed_configs(fixed) if fixed is not None else {}
+    comps += [c for c in given if c not in comps]
+    bad = [c for c in comps if c not in NAMES and c not in given]
     if bad:
         raise typer.BadParameter(
             f"unknown competitor(s) {bad}; expected a subset of {NAMES}", param_hint="--competitors"
@@ -60,6 +66,7 @@ def run(
         duration_s=duration,
         warmup_s=warmup,
         seed_budget_min=seed_budget_min,
+        fixed=given,
     )
     summaries = []
     for name in names:
@@ -67,6 +74,21 @@ def run(
         md, pngs = report.write(summaries, out)  # rewritten after each scenario: partial runs keep results
     typer.echo(md.read_text())
     typer.echo(f"written: {md} " + " ".join(str(p) for p in pngs))
+
+
+def fixed_configs(path: Path) -> dict[str, dict[str, str]]:
+    """``--fixed FILE``: ``{"fixed:<table>": {knob: value}}``, values as strings; a table of non-tables or an
+    unreadable file is a BadParameter naming the file and the table."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="--fixed") from None
+    out: dict[str, dict[str, str]] = {}
+    for name, table in data.items():
+        if not isinstance(table, dict) or not table:
+            raise typer.BadParameter(f"{path}: [{name}] must be a table of knob = value", param_hint="--fixed")
+        out[f"fixed:{name}"] = {k: str(v) for k, v in table.items()}
+    return out
 
 
 @app.command("report")

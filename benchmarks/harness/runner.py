@@ -26,7 +26,7 @@ from benchmarks.harness import competitors as C
 from benchmarks.harness import scenarios
 from benchmarks.harness.cgroup import CgroupError, MemoryCgroup
 from benchmarks.harness.instance import Instance
-from benchmarks.harness.static import run_static
+from benchmarks.harness.static import run_fixed, run_static
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +45,8 @@ class Options:
     duration_s: float | None = None
     warmup_s: float | None = None
     seed_budget_min: float | None = None
+    fixed: dict[str, dict[str, str]] = field(default_factory=dict)
+    """``--fixed FILE``'s configurations by competitor name (``fixed:<table>``), knob → value."""
 
 
 @dataclass
@@ -224,6 +226,8 @@ def run_scenario(name: str, opts: Options) -> dict:
                 r = C.run_oracle(bench, journal)
             elif comp == "agenticdb":
                 r = C.run_agenticdb(bench, comp, out / "memory-session-only.db")
+            elif comp.startswith("fixed:"):
+                r = run_fixed(bench, journal, comp, opts.fixed[comp])
             elif comp == "agenticdb-half":
                 r = C.run_agenticdb(bench, comp, out / "memory-half.db", budget_factor=C.HALF_BUDGET_FACTOR)
             elif comp == "agenticdb+experience":

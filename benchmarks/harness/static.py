@@ -152,3 +152,26 @@ def run_static(bench: Bench, journal: Journal) -> Result:
     res.elapsed_s = time.monotonic() - t0
     log.info("static.done", label=res.label, changes=res.changes)
     return res
+
+
+def run_fixed(bench: Bench, journal: Journal, name: str, config: dict[str, str]) -> Result:
+    """A configuration given by hand (``--fixed FILE``: a TOML table per configuration), validated as the
+    static peer's is (what the validator refuses is dropped and noted) and applied once: to measure one
+    knob's share of a peer's gain alone, side by side with the others. ``name``: ``fixed:<table>``."""
+    t0 = time.monotonic()
+    res = Result(name, bench.start, label="given: " + ", ".join(f"{k}={v}" for k, v in config.items()))
+    verdict = _validated(bench, dict(config), res) if config else None
+    if verdict is not None and verdict.ok and verdict.changes:
+        ex = executor(bench, journal, "bench-" + name.replace(":", "-"))
+        try:
+            ex.apply(verdict.changes, verdict.apply_requirement, 0, bench.start, purpose=name)
+            res.changes = {c.name: c.value for c in verdict.changes}
+        except Exception as exc:  # noqa: BLE001 - a failure is counted and recovered like any trial
+            res.failed += 1
+            rr = Recovery(bench.target).recover(None, bench.start)
+            res.recovered += int(rr.service_available)
+            res.notes.append(f"apply failed: {exc}")
+    res.final = bench.target.snapshot(list(bench.catalog.knobs), label=name)
+    res.elapsed_s = time.monotonic() - t0
+    log.info("fixed.done", name=name, changes=res.changes)
+    return res
