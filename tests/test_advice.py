@@ -466,3 +466,46 @@ def test_real_advise_work_mem_within_pgtune_and_the_budget(pg_config: Path) -> N
 
 def _spec(name: str, unit: str) -> KnobSpec:
     return KnobSpec(name=name, vartype="integer", unit=unit, apply=ApplyMode.reload)
+
+
+def test_measured_recommendation_is_the_value_its_experience_cites(pg_config: Path, storage_home: Path) -> None:
+    """An experience measured on this host (work_mem=V helped) is recommended at V, not at V less the
+    rounding of its stored fraction of memory (16MB of a 23.6 GiB host is 0.000662, 15.99 MiB again, which
+    whole-MiB rounding made "16MB -> 15MB" while citing work_mem=16MB). V is one whose fraction rounds
+    below it on this host, so the test exercises the rounding wherever it runs."""
+    from agenticdb.advice.advise import host_fingerprint
+    from agenticdb.host.hardware import detect_hardware
+    from agenticdb.models.planning import Experience
+    from agenticdb.store.memory import MemoryBook
+    from agenticdb.store.memory.experience import relative_values
+
+    cfg = load_config(pg_config)
+    target = build_target(cfg)
+    try:
+        hw = detect_hardware(target.data_dir, pid=target.server_pid())
+        mem = hw.memory_limit_bytes
+        mib = next(
+            (v for v in (16, 24, 32, 48, 40, 56, 64, 80, 96) if round(v * 2**20 / mem, 6) * mem < v * 2**20),
+            None,
+        )
+        if mib is None:
+            pytest.skip(f"no candidate size rounds below itself on a {mem}-byte host")
+        value = f"{mib}MB"
+        here = host_fingerprint(target.kind, target.version_major(), hw)
+        assert cfg.storage.memory_db is not None
+        with MemoryBook(cfg.storage.memory_db) as book:
+            book.write_experience(
+                Experience(
+                    fingerprint=here,
+                    session_id="s-here",
+                    beneficial=[{"changes": {"work_mem": value}, "gain": 4.844, "bottleneck": "sort_spill"}],
+                    best_config_relative=relative_values({"work_mem": value}, [target.catalog()], hw),
+                )
+            )
+        adv = advise(cfg, target, observe_s=0.1, os_layer=False, parts=advice_parts())
+    finally:
+        target.close()
+    wm = {r.knob: r for r in adv.recommendations}["work_mem"]
+    assert wm.confidence == "measured" and "s-here" in wm.source, wm
+    assert f"work_mem={value}" in wm.reason, wm
+    assert wm.recommended == value, wm

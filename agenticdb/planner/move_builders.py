@@ -445,17 +445,18 @@ class MoveBuilders:
                 if spec is None or name in taken or any(m.name == name for m in moves):
                     continue
                 raw = current.get(name, spec.default)
-                rel = exp.best_config_relative.get(name, {})
-                ub = unit_bytes(spec.unit)
-                value: str | int | float = str(val)
-                frac = rel.get("fraction_of_memory")
                 cur = parse_value(raw, spec) if raw is not None else None
-                target = parse_value(val, spec)
-                if isinstance(frac, int | float) and ub and mem:
-                    target = frac * mem / ub
+                target, why = _seed_size(exp.best_config_relative.get(name, {}), val, spec, mem)
+                value: str | int | float = str(val)
                 if target is not None:
-                    target = self._capped(ctx, name, spec, self._step_bound(ctx, target, cur))
-                    value = format_value(target, spec, family)
+                    bounded = self._step_bound(ctx, target, cur)
+                    capped = self._capped(ctx, name, spec, bounded)
+                    cap = host_cap(ctx, name)
+                    if bounded != target:
+                        why = f"{why}; bounded to ×{ctx.max_step_factor:g} of the value in effect per step"
+                    if cap is not None and bounded > cap:
+                        why = f"{why}; capped by this host's ceiling for {name}"
+                    value = format_value(capped, spec, family)
                 d = change_direction(name, str(value), spec, current)
                 if d == "same" or (name, d) in hist.dead or canonical(name, value, spec) in hist.forbidden:
                     continue
@@ -469,8 +470,44 @@ class MoveBuilders:
                         raw,
                         f"repeat a direction that gained {gain:+.1%}",
                         "",
-                        f"helped in session {exp.session_id} on a similar fingerprint ({name}={val}, gain {gain:+.1%})",
+                        f"helped in session {exp.session_id} on a similar fingerprint ({name}={val}, gain {gain:+.1%})"
+                        + _differs(name, value, val, spec, why),
                         f"experience memory, session {exp.session_id}",
                     )
                 )
         return moves
+
+
+FRACTION_DIGITS = 6
+"""Decimal places of a stored ``fraction_of_memory`` (``store.memory.experience.relative_values``)."""
+
+
+def _seed_size(
+    rel: dict[str, float | str], val: str | int | float | None, spec: KnobSpec, mem: int
+) -> tuple[float | None, str]:
+    """The size (knob base unit) an experience's ``val`` transfers to on a host of ``mem`` bytes, and why it
+    is not ``val`` itself ("" when it is).
+
+    The stored fraction of memory scales only the value it was taken from (``rel["value"]``: the best
+    configuration's, which may not be this beneficial change's); and on a host whose memory gives back the
+    cited value within the fraction's rounding (``FRACTION_DIGITS``: 16MB of 8 GiB is 0.001953, 15.99 MiB
+    again, which whole-MiB rounding made 15MB) the cited value is the one learned, so it is kept as is.
+    """
+    literal = parse_value(val, spec) if val is not None else None
+    frac, ub = rel.get("fraction_of_memory"), unit_bytes(spec.unit)
+    learned = rel.get("value")
+    same = learned is None or canonical(spec.name, str(learned), spec) == canonical(spec.name, str(val), spec)
+    if not (isinstance(frac, int | float) and ub and mem and same):
+        return literal, ""
+    scaled = frac * mem / ub
+    if literal is not None and abs(scaled - literal) * ub <= 10.0**-FRACTION_DIGITS * mem:
+        return literal, ""
+    return scaled, f"scaled to this host's memory ({frac:g} of {mem / 2**30:.1f} GiB)"
+
+
+def _differs(name: str, value: object, val: object, spec: KnobSpec, why: str) -> str:
+    """`` — proposed <value>: <why>`` when the move's value is not the experience's ``val`` (never cite
+    evidence for a value that is not the one proposed); "" when it is."""
+    if canonical(name, str(value), spec) == canonical(name, str(val), spec):
+        return ""
+    return f"; proposed {value}, not {val}: {why.lstrip('; ') or 'rounded to the knob (whole MiB, block size, limits)'}"
