@@ -36,6 +36,7 @@ from agenticdb.advice.types import (
     Severity,
     stable_id,
 )
+from agenticdb.advice.workload_class import AdvisedClass, advised_class, class_free
 from agenticdb.config import Settings
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import dsn_location, family_of
@@ -130,12 +131,9 @@ def observe(sources: list[Callable[[], RuntimeState]], seconds: float) -> StateD
     return StateDelta.between(before, sample())
 
 
-ASSUMED_CLASS = "assumed: advise knows no workload"
-"""Where advise's class comes from when the window does not say (``host_fingerprint``'s OLTP guess)."""
-
-
 def host_fingerprint(kind: str, version_major: str, hardware: Hardware) -> Fingerprint:
-    """A fingerprint for Memory Book retrieval when no workload is known (an OLTP guess at half reads)."""
+    """A fingerprint for Memory Book retrieval when no workload is known (an OLTP guess at half reads;
+    :func:`agenticdb.advice.workload_class.advised_class` says which class advise then uses)."""
     return Fingerprint(
         dbms=kind,
         version_major=version_major,
@@ -405,13 +403,17 @@ def advise(
     # DSN: advise observes that server as it is, not a benchmark database of a tuning session
     probed = advised_database(cfg)
     watcher = watcher_for(cfg, target, probed)
+    since_reset = _since_reset(target)
     delta = observe(sources, observe_s)
     causes = watcher.finish() if watcher is not None else None
-    fp = host_fingerprint(target.kind, target.version_major(), hardware)
+    guess = host_fingerprint(target.kind, target.version_major(), hardware)
+    ac = advised_class(cfg.storage.memory_db, guess, since_reset)
+    fp = guess.model_copy(update={"workload_class": ac.cls})
     experience = _retrieve(cfg, fp)
-    adv = Advisor(catalog, hardware, current, delta, family_of(catalog.target), identity, experience, fp)
+    family = family_of(catalog.target)
+    adv = Advisor(catalog, hardware, current, delta, family, identity, experience, fp)
     hyps = adv.hypotheses()
-    recs = adv.recommendations(hyps)
+    recs, class_notes = _class_free(adv, ac, hyps, adv.recommendations(hyps))
 
     def judged(rs: list[Recommendation]) -> None:
         judge(rs, catalog, current, hardware, cfg.policy, target.can_restart())
@@ -425,9 +427,11 @@ def advise(
     set_notes = judge_set(recs, catalog, current, hardware, cfg.policy, target.can_restart(), observed)
     all_hyps = list(hyps)
     if os_layer:
-        os_recs, os_hyps = _os_advice(cfg, target, hardware, delta, identity, fp, parts)
+        os_recs, os_hyps, os_notes = _os_advice(cfg, target, hardware, delta, identity, fp, parts, ac)
         recs += os_recs
         all_hyps += os_hyps
+        class_notes += os_notes
+    busy = adv.server_busy()
     found = findings(
         family_of(catalog.target),
         target.current_values,
@@ -453,18 +457,23 @@ def advise(
             "data_device": hardware.data_device,
             "swap_bytes": hardware.swap_bytes,
         },
+        # an idle window's scores are no finding about the server: none are given (issue: advise printed
+        # "os:memory_reclaim 0.672" and then said the server was idle)
         diagnosis=[
             {"bottleneck": h.bottleneck.value, "layer": h.layer.value, "score": h.score, "evidence": h.evidence[:2]}
             for h in all_hyps
-            if h.score > 0
+            if h.score > 0 and busy
         ],
+        idle=not busy,
         recommendations=sorted(recs, key=lambda r: (r.layer.value, -SEVERITIES.index(r.severity), r.knob)),
         findings=found,
-        notes=[class_call(fp.workload_class, delta).text(ASSUMED_CLASS)]
+        notes=[ac.note]
+        + (_window_class(delta, ac) if busy else [])
+        + class_notes
         + _probed_note(causes, probed, dsn_database(cfg))
         + cause_notes
         + set_notes
-        + ([] if adv.server_busy() else [_idle_note(delta.seconds)]),
+        + ([] if busy else [_idle_note(delta.seconds)]),
         root_cause=record(causes) if causes is not None else None,
     )
 
@@ -507,16 +516,51 @@ def _os_advice(
     identity: str,
     fp: Fingerprint,
     parts: AdviceParts,
-) -> tuple[list[Recommendation], list[Hypothesis]]:
-    """Recommendations (judged by the validator) and hypotheses for the Linux host of ``target``."""
+    ac: AdvisedClass,
+) -> tuple[list[Recommendation], list[Hypothesis], list[str]]:
+    """Recommendations (judged by the validator), hypotheses and class notes for the Linux host of ``target``."""
     linux = parts.linux_target(cfg, data_dir=target.data_dir)
     os_cat = linux.catalog()
     os_current = linux.current_values(list(os_cat.knobs))
     osa = Advisor(os_cat, hardware, os_current, delta, "linux", identity, [], fp)
     os_hyps = osa.hypotheses()
-    os_recs = osa.recommendations(os_hyps)
+    os_recs, notes = _class_free(osa, ac, os_hyps, osa.recommendations(os_hyps))
     judge(os_recs, os_cat, os_current, hardware, cfg.policy, True)
-    return os_recs, os_hyps
+    return os_recs, os_hyps, notes
+
+
+OTHER_CLASS = {"oltp": "olap", "olap": "oltp", "mixed": "olap"}
+"""The class an assumed one is checked against (:func:`_class_free`)."""
+
+
+def _class_free(
+    adv: Advisor, ac: AdvisedClass, hyps: list[Hypothesis], recs: list[Recommendation]
+) -> tuple[list[Recommendation], list[str]]:
+    """``recs`` as they are when the class was measured; under an assumed class, without those the other
+    class would not give (advised again from the same hypotheses ``hyps`` with only the fingerprint's class
+    changed), with the note naming them."""
+    if not ac.assumed:
+        return recs, []
+    fp = adv.fp.model_copy(update={"workload_class": OTHER_CLASS[ac.cls]})
+    other = Advisor(adv.catalog, adv.hardware, adv.current, adv.delta, adv.family, adv.identity, adv.experience, fp)
+    kept, note = class_free(recs, other.recommendations(hyps))
+    return kept, [note] if note else []
+
+
+def _since_reset(target: Target) -> StateDelta | None:
+    """The server's counters since their last reset, as totals of one window (None: unreadable)."""
+    try:
+        return StateDelta(totals=dict(target.runtime_state().counters))
+    except Exception as exc:  # noqa: BLE001 - the class is then assumed, and said so
+        log.warning("advise.counters_unread", error=str(exc)[:200], reason="class from sessions or assumed")
+        return None
+
+
+def _window_class(delta: StateDelta, ac: AdvisedClass) -> list[str]:
+    """The observation window's own class call, when it read rows (``[]`` otherwise); only said of a busy
+    window (an idle one's rows are advise's own sampling queries)."""
+    call = class_call(ac.cls, delta)
+    return [f"in the observation window: {call.text(ac.basis)}"] if call.figures is not None else []
 
 
 def _retrieve(cfg: Settings, fp: Fingerprint) -> list[Experience]:

@@ -46,6 +46,9 @@ class Advice(BaseModel):
     observed_s: float
     hardware: dict[str, float | int | str | None]
     diagnosis: list[dict[str, object]] = Field(default_factory=list)
+    """Scored hypotheses of a busy window; empty when ``idle``."""
+    idle: bool = False
+    """The server did no work in the window: its host statistics are not evidence, so no diagnosis."""
     recommendations: list[Recommendation] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

@@ -80,7 +80,8 @@ def print_text(advice: Advice, console: Console) -> None:
         ),
     )
     top = [f"{d['layer']}:{d['bottleneck']} {d['score']}" for d in advice.diagnosis[:6]]
-    print_line(console, "diagnosis: " + (", ".join(top) if top else "no pressure seen in the window"))
+    said = ", ".join(top) if top else "no pressure seen in the window"
+    print_line(console, "diagnosis: " + ("idle sample: no diagnosis" if advice.idle else said))
     for note in advice.notes:
         print_line(console, f"note: {escape(note)}")
     t = Table(title=f"{len(advice.recommendations)} recommendation(s)")
