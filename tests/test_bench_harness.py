@@ -29,11 +29,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _run(tmp_path: Path, scenario: str, competitors: str, budget_min: str = "0.1") -> tuple[str, dict]:
+def _run(
+    tmp_path: Path, scenario: str, competitors: str, budget_min: str = "0.1", extra: tuple[str, ...] = ()
+) -> tuple[str, dict]:
     out = tmp_path / "results"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.harness", "run", "--scenario", scenario, "--budget-min", budget_min]
-        + ["--competitors", competitors, "--repeats", "2", "--duration", "1", "--warmup", "0.5", "--out", str(out)],
+        + ["--competitors", competitors, "--repeats", "2", "--duration", "1", "--warmup", "0.5", "--out", str(out)]
+        + list(extra),
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -137,19 +140,8 @@ def test_harness_fixed_configurations_run_validated_side_by_side(tmp_path: Path)
     dropped and noted), applied, re-measured with the others."""
     fixed = tmp_path / "fixed.toml"
     fixed.write_text('[wm]\nwork_mem = "2MB"\n\n[unsafe]\nfsync = "off"\nwork_mem = "1MB"\n')
-    out = tmp_path / "results"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.harness", "run", "--scenario", "smoke", "--budget-min", "0.1"]
-        + ["--competitors", "default", "--fixed", str(fixed), "--repeats", "2", "--duration", "1", "--warmup", "0.5"]
-        + ["--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "AGENTICDB_HOME": str(tmp_path / "home")},
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = {r["competitor"]: r for r in json.loads((out / "smoke" / "results.json").read_text())["rows"]}
+    _, summary = _run(tmp_path, "smoke", "default,fixed:wm,fixed:unsafe", extra=("--fixed", str(fixed)))
+    rows = {r["competitor"]: r for r in summary["rows"]}
     assert set(rows) == {"default", "fixed:wm", "fixed:unsafe"}
     assert rows["fixed:wm"]["result"]["changes"] == {"work_mem": "2MB"}
     unsafe = rows["fixed:unsafe"]["result"]

@@ -104,6 +104,22 @@ def mariadb_recommendation(bench: Bench, res: Result) -> dict[str, str]:
     return choice.values
 
 
+def _apply_once(bench: Bench, journal: Journal, verdict: Verdict | None, res: Result) -> None:
+    """Apply what ``verdict`` accepted once through agenticdb's executor (``res.name`` is the purpose); a
+    failure is counted and recovered like any trial's. Nothing to do without an accepted change."""
+    if verdict is None or not verdict.ok or not verdict.changes:
+        return
+    ex = executor(bench, journal, "bench-" + res.name.replace(":", "-"))
+    try:
+        ex.apply(verdict.changes, verdict.apply_requirement, 0, bench.start, purpose=res.name)
+        res.changes = {c.name: c.value for c in verdict.changes}
+    except Exception as exc:  # noqa: BLE001 - a failure is counted and recovered like any trial
+        res.failed += 1
+        rr = Recovery(bench.target).recover(None, bench.start)
+        res.recovered += int(rr.service_available)
+        res.notes.append(f"apply failed: {exc}")
+
+
 def _validated(bench: Bench, rec: dict[str, str], res: Result) -> Verdict:
     """Validate ``rec``, dropping what the validator refuses until the rest passes (or nothing is left)."""
     verdict, ms = validate_config(bench, rec, "static")
@@ -137,17 +153,7 @@ def run_static(bench: Bench, journal: Journal) -> Result:
         res.notes.append("recommended: " + ", ".join(f"{k}={v}" for k, v in rec.items()))
     else:
         rec = mariadb_recommendation(bench, res)
-    verdict = _validated(bench, rec, res) if rec else None
-    if verdict is not None and verdict.ok and verdict.changes:
-        ex = executor(bench, journal, "bench-static")
-        try:
-            ex.apply(verdict.changes, verdict.apply_requirement, 0, bench.start, purpose="static")
-            res.changes = {c.name: c.value for c in verdict.changes}
-        except Exception as exc:  # noqa: BLE001 - a failure is counted and recovered like any trial
-            res.failed += 1
-            rr = Recovery(bench.target).recover(None, bench.start)
-            res.recovered += int(rr.service_available)
-            res.notes.append(f"apply failed: {exc}")
+    _apply_once(bench, journal, _validated(bench, rec, res) if rec else None, res)
     res.final = bench.target.snapshot(list(bench.catalog.knobs), label="static")
     res.elapsed_s = time.monotonic() - t0
     log.info("static.done", label=res.label, changes=res.changes)
@@ -160,17 +166,7 @@ def run_fixed(bench: Bench, journal: Journal, name: str, config: dict[str, str])
     knob's share of a peer's gain alone, side by side with the others. ``name``: ``fixed:<table>``."""
     t0 = time.monotonic()
     res = Result(name, bench.start, label="given: " + ", ".join(f"{k}={v}" for k, v in config.items()))
-    verdict = _validated(bench, dict(config), res) if config else None
-    if verdict is not None and verdict.ok and verdict.changes:
-        ex = executor(bench, journal, "bench-" + name.replace(":", "-"))
-        try:
-            ex.apply(verdict.changes, verdict.apply_requirement, 0, bench.start, purpose=name)
-            res.changes = {c.name: c.value for c in verdict.changes}
-        except Exception as exc:  # noqa: BLE001 - a failure is counted and recovered like any trial
-            res.failed += 1
-            rr = Recovery(bench.target).recover(None, bench.start)
-            res.recovered += int(rr.service_available)
-            res.notes.append(f"apply failed: {exc}")
+    _apply_once(bench, journal, _validated(bench, dict(config), res) if config else None, res)
     res.final = bench.target.snapshot(list(bench.catalog.knobs), label=name)
     res.elapsed_s = time.monotonic() - t0
     log.info("fixed.done", name=name, changes=res.changes)
