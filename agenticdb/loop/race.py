@@ -40,7 +40,8 @@ from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
 from agenticdb.loop.next_move import RESTART_PRIOR_S, relative_gain, round_cost_prior, warm_costs
 from agenticdb.measure.query_set import QueryWeights
-from agenticdb.measure.sequential import PAIR_SD_FLOOR, Noise
+from agenticdb.measure.sequential import Noise
+from agenticdb.measure.series import PAIR_SD_FLOOR
 from agenticdb.measure.trial_limit import TrialLimit
 from agenticdb.models import ApplyMode, Catalog, Failure, KnobSpec, Measurement, NormalizedChange
 from agenticdb.units import UnitError, canonical, normalize
@@ -176,7 +177,7 @@ def behind_start(
         start_level: the starting configuration's level (the baseline's median objective).
         higher: the objective is higher-is-better.
         noise: the session's noise estimate of one pair's log-ratio (``TuningSession.noise``: for query sets
-            on the per-query statistic), never taken below ``sequential.PAIR_SD_FLOOR`` (as in the proof).
+            on the per-query statistic), never taken below ``series.PAIR_SD_FLOOR`` (as in the proof).
         weights: the session's frozen per-query weights (query sets): the screen is then compared on
             ``QueryWeights.log_ratio`` against ``start_run``, the statistic the proof is judged on.
 
@@ -218,7 +219,7 @@ def ahead_of_start(
 
 def _pair_sd(noise: Noise) -> float:
     """One pair's log-ratio standard deviation: the session's estimate, never below the proof's per-pair floor
-    (``sequential.PAIR_SD_FLOOR``), as in the proof's test."""
+    (``series.PAIR_SD_FLOOR``), as in the proof's test."""
     return max(math.sqrt(noise.var), PAIR_SD_FLOOR)
 
 

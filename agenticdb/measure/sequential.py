@@ -44,11 +44,10 @@ from typing import Literal
 
 from scipy import stats
 
+from agenticdb.measure.series import PAIR_SD_FLOOR
+
 Verdict = Literal["better", "worse", "tie"]
 
-#: Smallest standard deviation assumed for one pair's log-ratio: 5 % per run (docs/measurement.md: the
-#: lowest TPS CV seen for PostgreSQL on this kind of host even with pristine data resets).
-PAIR_SD_FLOOR = 0.05
 
 #: Paired log-ratios within ±1 % of zero neither support nor contradict a direction.
 NEUTRAL = math.log(1.01)

@@ -34,6 +34,11 @@ from dataclasses import dataclass, field
 
 from agenticdb.models import SeriesPoint
 
+#: Smallest standard deviation assumed for one pair's log-ratio: 5 % per run (docs/measurement.md: the
+#: lowest TPS CV seen for PostgreSQL on this kind of host even with pristine data resets). Here, not in
+#: ``sequential`` (which loads scipy), so the report's texts read the same figure without scipy.
+PAIR_SD_FLOOR = 0.05
+
 MSER_BATCH = 5
 """Observations per batch of MSER-5 (White, Cobb & Spratt 2000)."""
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from agenticdb.measure.series import PAIR_SD_FLOOR
+
 OBJECTIVES: dict[str, tuple[str, str, bool]] = {
     "tps_per_p95": ("TPS/p95", "transactions per s per ms of p95 latency", True),
     "tps": ("TPS", "transactions per s", True),
@@ -37,10 +39,6 @@ def higher_is_better(name: str | None) -> bool:
     """True for throughput-like objectives, False for p95 and total_time."""
     return OBJECTIVES.get(name or "", ("", "", True))[2]
 
-
-PAIR_SD_FLOOR = 0.05
-"""One pair's smallest log-ratio standard deviation, ``agenticdb.measure.sequential.PAIR_SD_FLOOR`` (5 % per run,
-docs/measurement.md); repeated, not imported, as that module loads scipy (tests/test_dba_texts.py checks they agree)."""
 
 STALE_SDS = 2.0
 """How far (in standard deviations of a pair's log-ratio) the start's re-measurement in a decision's pairs may lie
