@@ -4,6 +4,8 @@ SIGINT sent to its whole process group, the way a terminal sends it.
 
 - The benchmark tool runs in a group of its own, so the Ctrl-C reaches agenticdb alone: the baseline's
   run ends normally and the session stops after it, as documented (exit 130, "stop requested (signal)").
+- In the opening's race the same Ctrl-C ends the screen in flight at once (a screen proves nothing without the
+  proof, which will not follow): an interruption, no further screen or proof, the start back, exit 130.
 - A tool that a signal from outside ends anyway (here SIGINT sent to the tool's own group as well, as a
   service manager's stop signals every process of its unit) while the stop is requested is the stop's
   interruption: never a failure of the configuration, in the journal or in experience memory.
@@ -64,10 +66,10 @@ def _settings(info: PostgresSandboxInfo) -> list[tuple[str, str]]:
         return [(str(n), str(s)) for n, s in c.execute("SELECT name, setting FROM pg_settings ORDER BY name")]
 
 
-def _tune(home: Path, opening: bool) -> subprocess.Popen[str]:
+def _tune(home: Path, opening: bool, duration_s: int = 6) -> subprocess.Popen[str]:
     """``agenticdb tune`` in a session and process group of its own (a shell's job; its pgid is its pid)."""
     env = {**os.environ, "AGENTICDB_HOME": str(home), "AGENTICDB_LOOP__OPENING": str(opening).lower()}
-    argv = ["tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "2", "--duration", "6"]
+    argv = ["tune", "--sandbox", "postgres", "--workload", "pgbench", "--rounds", "2", "--duration", str(duration_s)]
     argv += ["--warmup", "0", "--scale", "1", "--clients", "2", "--baseline-runs", "1", "--max-pairs", "1"]
     return subprocess.Popen(
         [*CLI, *argv],
@@ -213,4 +215,43 @@ def test_a_tool_killed_from_outside_while_stopping_in_an_opening_screen_is_no_fa
     end = [e for e in events if e.event == "session.end"][-1].data
     assert end["status"] == "stopped", end
     assert not Journal(home / "journal.db").open_intents()  # the race's best (start or proven leader) is in effect
+    _nothing_failed(home, sid)
+
+
+def test_ctrl_c_to_the_whole_group_during_the_race_stops_it_at_once(home: Path, info: PostgresSandboxInfo) -> None:
+    """The user's report: a Ctrl-C while the opening's race screened its first candidate let the race run its
+    remaining screens and then the proof before the session noticed. Now the screen's run ends at once as the
+    stop's interruption (journaled ``run.interrupted``, never a failure), no later screen or proof starts, the
+    start is back (every setting as before), and the summary says the race was interrupted; exit 130.
+
+    The runs last 30 s and the Ctrl-C comes as soon as the screen's pgbench is seen (polled every 0.2 s), so the
+    run is always in flight when it arrives; the test waits for events, never for a time."""
+    before, earlier = _settings(info), _earlier(home)
+    proc = _tune(home, opening=True, duration_s=30)
+    tool = _wait_for_run(proc, home, earlier, "verified")  # the first screen's configuration is in effect
+    sid = _session(Journal(home / "journal.db"), earlier)
+    assert sid is not None
+    screened = [e.round_no for e in Journal(home / "journal.db").events(sid) if e.event == "proposal"]
+    assert screened and screened[-1] is not None, screened
+    screen = screened[-1]
+    out = _stop(proc, None)  # a terminal's Ctrl-C: agenticdb's group only, the tool's group is its own
+    assert proc.returncode == 130, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert f"the opening's race was interrupted in round {screen}" in out, out[-3000:]
+    assert not psutil.pid_exists(tool.pid) or tool.status() == psutil.STATUS_ZOMBIE
+    events = Journal(home / "journal.db").events(sid)
+    interrupted = [e for e in events if e.event == "run.interrupted"]
+    assert [e.round_no for e in interrupted] == [screen], [e.data for e in interrupted]
+    assert "agenticdb ended the run at the stop request" in interrupted[0].data["outside"], interrupted[0].data
+    # no later screen and no proof: no proposal, application or measurement after the interrupted screen's round
+    later = [(e.event, e.round_no) for e in events if e.round_no is not None and e.round_no > screen]
+    assert not later, later
+    assert [e.round_no for e in events if e.event == "proposal"] == screened
+    assert not [e for e in events if e.event == "judged"]
+    race = [e.data for e in events if e.event == "race"][-1]
+    assert f"interrupted in round {screen}" in race["stopped"] and race["leader"] is None, race
+    end = [e for e in events if e.event == "session.end"][-1].data
+    assert end["status"] == "stopped" and f"race was interrupted in round {screen}" in end["reason"], end
+    assert not Journal(home / "journal.db").open_intents()
+    assert _settings(info) == before
     _nothing_failed(home, sid)

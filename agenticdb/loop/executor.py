@@ -19,6 +19,7 @@ from agenticdb.host.server_log import server_reason, with_reason
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.recovery import restore_verified
 from agenticdb.loop.runwatch import (
+    STOPPING,
     Interrupted,
     OutsideRestart,
     RunWatch,
@@ -237,7 +238,12 @@ class Executor:
         return merge_states(*samples) if samples else RuntimeState()
 
     def measure(
-        self, round_no: int | None, label: str, after_restart: bool = False, limit: TrialLimit | None = None
+        self,
+        round_no: int | None,
+        label: str,
+        after_restart: bool = False,
+        limit: TrialLimit | None = None,
+        stoppable: bool = False,
     ) -> tuple[Measurement, StateDelta]:
         """Warm up, then run the workload once with state samples around the measured run.
 
@@ -254,9 +260,17 @@ class Executor:
         ``limit`` (a trial's first run): the workload stops a run far worse than the best early and returns
         it with ``Measurement.cut_off`` set (``agenticdb.measure.trial_limit``).
 
+        ``stoppable`` (a race screen's run, worth nothing unfinished since no proof follows a stop): the stop
+        request (``should_stop``) ends it at once: not started when already requested, else the workload ends
+        its warm-up or run (``Workload.stop``); told as :class:`~agenticdb.loop.runwatch.StopInterrupted`.
+
         Raises:
             WorkloadError: the run failed or produced no result.
+            StopInterrupted: the session's stop ended (or did not let start) the warm-up or the run.
         """
+        if stoppable and self.should_stop():
+            raise StopInterrupted(f"{label} not started", f"the run was not started, {STOPPING} (stop requested)")
+        self.workload.stop = self.should_stop if stoppable else None
         if self.before_measure is not None:
             self.before_measure()  # e.g. a pristine data reset on a sandbox (restarts the server)
             after_restart = True
@@ -291,7 +305,7 @@ class Executor:
                 raise OutsideRestart(str(exc), evidence, exc.output) from exc
             raise
         finally:
-            self.workload.limit = None
+            self.workload.limit = self.workload.stop = None
             during = sampler.finish()
             samples = watch.stop() if watch is not None else []
         measurement = self._with_disturbance(measurement, samples, watch, label)
@@ -495,7 +509,8 @@ class Executor:
         # an interrupted run is no failure of the configuration tried: journaled under its own name
         event = "run.interrupted" if outside else "failure"
         self.journal.append(self.session_id, event, failure.model_dump(mode="json"), round_no)
-        log.warning("trial.failed", phase=phase, error=message, server_reason=reason or None)
+        said = "trial.interrupted" if outside else "trial.failed"
+        log.warning(said, phase=phase, error=message, server_reason=reason or None)
         return failure
 
 

@@ -23,6 +23,12 @@
    their prior; ``TuningSession._not_started``): the start is put back, the figures journaled. A leader
    whose screen is behind the start's level beyond the noise (``race.behind_start``) is not proven: "no
    candidate ahead of the start in its screen", the start is put back (journaled ``reverted``).
+
+**A stop request** (``TuningSession.should_stop``: a first Ctrl-C, a service stop) is asked before each screen and
+before the proof, and ends a screen's run at once (``Executor.measure(stoppable=True)``: a screen proves nothing
+without the proof that will not follow): the run is an interruption (``run.interrupted``, never a failure or a
+cut-off), no further screen or proof starts, the start is put back and verified, and the session ends as stopped,
+saying the race was interrupted. The proof, once started, is a round: a stop lets it finish.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from agenticdb.loop.race import (
     switch_changes,
 )
 from agenticdb.loop.round import Round
+from agenticdb.loop.runwatch import STOPPING, Interrupted
 from agenticdb.loop.stage import StageState, recover_round
 from agenticdb.loop.steps import StepResult
 from agenticdb.models import (
@@ -114,6 +121,7 @@ class TuningSession(Protocol):
     round_seconds: list[float]
     approve: Callable[[str, int, Proposal, Verdict], str | None] | None
     on_round: Callable[[RoundOutcome], None]
+    should_stop: Callable[[], bool]
 
     def _judge(self, r: Round, start: Start) -> StepResult: ...
     def _settle(self, r: Round, start: Start) -> StepResult: ...
@@ -247,12 +255,16 @@ class OpeningRun:
         return None if run.disturbed else run
 
     def _race(self, plans: list[RaceEntry], notes: list[str]) -> int:
+        """One screen each while the time left pays for it and the proof, then :meth:`_lead`. The session's stop
+        request is asked before each screen and before the proof (:meth:`_stopped`); returns the last round used."""
         best_level, start_run = self.stage.objective, self.s.best_runs.get(Layer.dbms)
         before_race = self._start_run_last()
         state = RaceState(start_run, best_level, self.higher)
         in_effect: dict[str, str] = {}  # the changes of the configuration in effect (start = none)
         round_no = self.s.current_round
         for i, entry in enumerate(plans):
+            if self.s.should_stop():
+                break  # no further screen: the stop is seen below, before the proof
             if self._no_room_for_screen(entry, plans, in_effect, round_no + 1, notes):
                 if i == 0:  # an approval that waited, or a generator that took long, used the room
                     return self._skip(notes[-1], notes)
@@ -264,6 +276,22 @@ class OpeningRun:
             if screen.failure is not None and self.s.rounds[-1].recovery is not None:
                 if not self.s.rounds[-1].recovery.service_available:
                     return round_no  # the session sees the failed recovery and stops
+        if self.s.should_stop():  # asked before the proof: a stop requested during the race ends it here
+            return self._stopped(state, best_level, round_no, in_effect, notes)
+        return self._lead(plans, notes, state, round_no, in_effect, before_race)
+
+    def _lead(
+        self,
+        plans: list[RaceEntry],
+        notes: list[str],
+        state: RaceState,
+        round_no: int,
+        in_effect: dict[str, str],
+        before_race: Measurement | None,
+    ) -> int:
+        """After the screens: the leader (joined by the screens ahead), the ``race`` event, then the leader's
+        proof, or the start put back (no leader, a leader behind the start, no room for the proof)."""
+        best_level, start_run = self.stage.objective, self.s.best_runs.get(Layer.dbms)  # the start's, as in _race
         leader = state.leader(self.s.query_weights, start_run)
         table = race_table(state, best_level, self.s.noise)
         behind = ""
@@ -390,10 +418,11 @@ class OpeningRun:
             screen.apply = "restart" if restarted else mode.value
             phase = "workload"
             limit = race_limit(self.cfg.loop, state.reference, state.reference_level, self.start.baseline)
-            m, delta_state = executor.measure(round_no, f"race {entry.name}", after_restart=restarted, limit=limit)
+            # stoppable: the stop request ends the screen's run at once (no proof would follow it)
+            m, _ = executor.measure(round_no, f"race {entry.name}", restarted, limit, stoppable=True)
         except (TargetError, ServiceError, WorkloadError, OSError) as exc:
             self._supersede(round_no)
-            said = f"race screen of '{entry.name}' failed"
+            said = f"race screen of '{entry.name}' {'ended' if isinstance(exc, Interrupted) else 'failed'}"
             failure = executor.failure(exc, phase, entry.verdict.changes, round_no, said)
             outcome.failure, outcome.interrupted = (None, failure.outside) if failure.outside else (failure, "")
             outcome.recovery = recover_round(target, failure, self.stage.snapshot, self.rec, round_no)
@@ -435,6 +464,32 @@ class OpeningRun:
         )
         log.info("race.screened", round=outcome.round_no, candidate=screen.name, reason=reason)
         self.s.on_round(outcome)
+
+    def _stopped(
+        self, state: RaceState, best_level: float, round_no: int, in_effect: dict[str, str], notes: list[str]
+    ) -> int:
+        """The session's stop was requested during the race (``TuningSession.should_stop``, a first Ctrl-C or a
+        service stop): no further screen and no proof start; a screen's run it ended is an interruption
+        (``runwatch.StopInterrupted``: journaled ``run.interrupted``, never a failure). The race so far is
+        journaled with why it stopped (``race`` event, ``stopped``), the start put back and verified
+        (:meth:`_back_to_start`); the session ends as stopped (``TuningSession._after_opening``)."""
+        last = state.screens[-1] if state.screens else None
+        if last is not None and last.failure is not None and STOPPING in last.failure.outside:
+            why = f"the opening's race was interrupted in round {last.round_no} (its screen of '{last.name}' ended"
+            why += " at the stop request)"
+        elif last is not None:
+            why = f"the opening's race was interrupted after round {last.round_no}"
+        else:
+            why = "the opening's race was interrupted before its first screen"
+        why += ": no further screen and no proof started"
+        log.info("opening.stopped", screens=len(state.screens), reason=why)
+        if last is None:
+            self.s.opening_outcome = why
+            return self._skip(why, notes)
+        table = race_table(state, best_level, self.s.noise)
+        data = {"table": table, "leader": None, "stopped": why, "restarts": state.restarts, "notes": notes}
+        self.rec.event("race", data, round_no)
+        return self._back_to_start(round_no, in_effect, why)
 
     def _back_to_start(self, round_no: int, in_effect: dict[str, str], why: str) -> int:
         """No leader: put the starting configuration back (verified), said so (journal, log, the end summary)."""

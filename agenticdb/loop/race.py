@@ -416,7 +416,9 @@ def race_lines(event: dict[str, object]) -> list[str]:
         text = ", ".join(f"{k}={v}" for k, v in knobs.items()) if isinstance(knobs, dict) else ""
         lines.append(f"round {row.get('round')} {row.get('candidate')}: {text} → {row.get('result')}")
     leader = event.get("leader")
-    if event.get("not_proven"):
+    if event.get("stopped"):  # the session's stop request ended the race (OpeningRun._stopped)
+        lines.append(f"{event['stopped']}: the start stays")
+    elif event.get("not_proven"):
         lines.append(f"{event['not_proven']}: the start stays")
     elif leader and event.get("joined") and event.get("proven"):
         lent = "; ".join(str(x) for x in event["joined"]) if isinstance(event["joined"], list) else ""

@@ -19,7 +19,7 @@ from agenticdb.host.hardware import memory_events_file
 from agenticdb.measure.worldwatch import lines_after, oom_kills, outside_restart, world_changes
 from agenticdb.models import Disturbance, Measurement
 from agenticdb.targets.base import Target
-from agenticdb.workloads.base import WorkloadError
+from agenticdb.workloads.base import RunStopped, WorkloadError
 
 log = structlog.get_logger(__name__)
 
@@ -64,9 +64,12 @@ service stop reaches the tool and agenticdb at nearly the same moment, in either
 
 
 def stop_interruption(exc: WorkloadError, should_stop: Callable[[], bool], grace_s: float = STOP_GRACE_S) -> str:
-    """The evidence that ``exc`` is the session's stop, not a failure ('' when it is not): the tool ended
+    """The evidence that ``exc`` is the session's stop, not a failure ('' when it is not): agenticdb ended the
+    run itself at the stop request (``workloads.base.RunStopped``: a race screen's run), or the tool ended
     by a signal agenticdb did not send (``WorkloadError.signal``) and a stop is requested (``should_stop``,
     asked for up to ``grace_s`` seconds)."""
+    if isinstance(exc, RunStopped):
+        return f"agenticdb ended the run at the stop request, {STOPPING} (stop requested): {exc}"
     if exc.signal is None:
         return ""
     deadline = time.monotonic() + grace_s

@@ -262,13 +262,16 @@ class TuningSession(SessionBudget):
 
     def _after_opening(self) -> tuple[str, str] | None:
         """How the session ends right after the opening ((status, reason)), or None to go on with rounds:
-        a recovery that could not restore service, or the auditor's terminate after the proof."""
+        a recovery that could not restore service, a stop requested (the race stopped at it, the start put back:
+        ``opening_run.OpeningRun._stopped``), or the auditor's terminate after the proof."""
         last = self.rounds[-1] if self.rounds else None
-        if last is None or not last.opening:
-            return None
-        if last.recovery is not None and not last.recovery.service_available:
+        if last is not None and last.opening and last.recovery is not None and not last.recovery.service_available:
             cause = f"{last.failure.message}; " if last.failure is not None else ""
             return "failed", f"{cause}recovery could not restore service: {last.recovery.details}"
+        if self._stop_requested(self.current_round):
+            return "stopped", f"stop requested (signal): {self.opening_outcome or 'ended after the opening'}"
+        if last is None or not last.opening:
+            return None
         if last.decision == Decision.terminate and last.judged is not None:
             return "completed", last.reason
         return None

@@ -25,6 +25,12 @@ class WorkloadError(RuntimeError):
         self.signal = signal
 
 
+class RunStopped(WorkloadError):
+    """agenticdb ended the run itself because ``Workload.stop`` said so (the session's stop was requested
+    during a run that is worth nothing unfinished: a race screen's). Never the configuration's failure: the
+    executor tells it as the stop's interruption (``loop.runwatch.StopInterrupted``)."""
+
+
 @dataclass
 class Connection:
     """How a workload tool reaches the database (filled by the session from the target config).
@@ -66,6 +72,10 @@ class Workload(ABC):
 
     name: str
     limit: TrialLimit | None = None
+    stop: Callable[[], bool] | None = None
+    """Set by the executor for the warm-up and run of a race screen only: a workload that supports it ends the
+    run as soon as this returns True (the session's stop request) and raises :class:`RunStopped`; a tool run
+    (``common.run_tool``) is asked every 0.25 s, a query set between its queries. None: runs go to their end."""
     samples_host: bool = True
     """Whether the executor samples this host's CPU during the workload's runs to flag disturbed ones
     (docs/measurement.md, "Host disturbance"). A workload whose runs put no load on this host (the session

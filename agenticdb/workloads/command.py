@@ -207,6 +207,7 @@ class CommandWorkload(Workload):
             expected_s=total_s or None,
             progress=self.progress,
             on_start=on_tool_start,
+            stop=self.stop,
         )
         out = result.output
         if result.returncode != 0:

@@ -34,7 +34,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from agenticdb.host import pgss
 from agenticdb.measure.series import percentile as percentile  # re-exported for callers of the old home
-from agenticdb.workloads.base import Connection, WorkloadError
+from agenticdb.workloads.base import Connection, RunStopped, WorkloadError
 
 log = structlog.get_logger(__name__)
 
@@ -247,6 +247,7 @@ def run_tool(
     watch: Callable[[str], str] | None = None,
     progress_of: Callable[[str], float | None] | None = None,
     load: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> ToolResult:
     """Run ``argv`` (no shell), capture stdout+stderr to a temp file, show a time-based progress bar.
 
@@ -267,9 +268,12 @@ def run_tool(
             percent instead of time.
         load: this is a data load (``prepare``): with the bar off, log plain progress lines
             (``LoadProgressLog``: percent from ``progress_of``, else seconds elapsed).
+        stop: asked every 0.25 s; True kills the tool's group and raises :class:`RunStopped`
+            (``Workload.stop``: the session's stop request during a race screen).
 
     Raises:
         WorkloadError: the executable is missing, or the timeout passed (output attached).
+        RunStopped: ``stop`` returned True (output attached).
     """
     started = time.monotonic()
     checked: list[float] = [0.0]
@@ -289,6 +293,10 @@ def run_tool(
                     break
                 except subprocess.TimeoutExpired:
                     elapsed = time.monotonic() - started
+                    if stop is not None and stop():
+                        text = _killed(proc, out.fileno())
+                        log.info("workload.stopped", tool=argv[0], reason="stop requested", seconds=round(elapsed, 1))
+                        raise RunStopped(f"{argv[0]} ended by agenticdb after {elapsed:.1f} s", tail(text)) from None
                     _show_progress(update, out.fileno(), elapsed, expected_s, progress_of if progress or load else None)
                     stopped = _watched(watch, out.fileno(), elapsed, checked)
                     if stopped:

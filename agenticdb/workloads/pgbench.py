@@ -234,6 +234,7 @@ class PgbenchWorkload(Workload):
                 progress=self.progress,
                 on_start=on_tool_start,
                 watch=watch,
+                stop=self.stop,
             )
             return result, read_logs(glob.glob(prefix + ".*"))
 

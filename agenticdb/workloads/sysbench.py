@@ -227,6 +227,7 @@ class _SysbenchBase(Workload):
             progress=self.progress,
             on_start=on_tool_start,
             watch=(lambda text: limit.oltp(interval_tps(text, warmup_max_s))) if limit is not None else None,
+            stop=self.stop,
         )
         out = result.output
         if result.stopped and limit is not None:

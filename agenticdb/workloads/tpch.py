@@ -18,7 +18,8 @@ Trial limits (``agenticdb.measure.trial_limit``): the query set stops once it ha
 configuration's time; in the race form each query also runs under the statement timeout
 ``TrialLimit.query_bound`` gives (k × the best's time of the query, at least 1 s, and no more than the
 total time left). A query stopped by that bound ends the run as a ``cut_off`` measurement (a screen
-result), never a ``WorkloadError`` and never a timeout penalty.
+result), never a ``WorkloadError`` and never a timeout penalty. ``Workload.stop`` (a race screen's run when
+the session's stop is requested) is asked before each query: the query set ends there (``RunStopped``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from agenticdb.measure.series import percentile
 from agenticdb.models import Measurement
 from agenticdb.resources import data_dir
 from agenticdb.workload_kinds import announce_load
-from agenticdb.workloads.base import Connection, Workload, WorkloadError, WorkloadTraits
+from agenticdb.workloads.base import Connection, RunStopped, Workload, WorkloadError, WorkloadTraits
 from agenticdb.workloads.common import (
     connect,
     ensure_database,
@@ -284,6 +285,7 @@ class TpchWorkload(Workload):
         Raises:
             WorkloadError: a query failed with an SQL error (missing table, syntax), or more than
                 ``max_error_rate`` of the queries timed out.
+            RunStopped: ``stop`` returned True before a query.
         """
         queries = self.queries()
         per_query: dict[str, float] = {}
@@ -298,6 +300,9 @@ class TpchWorkload(Workload):
             with progress_bar(self.progress, "TPC-H", len(queries)) as update:
                 for i, (q, text) in enumerate(queries.items()):
                     update(i, f"TPC-H {q}")
+                    if self.stop is not None and self.stop():
+                        log.info("workload.stopped", workload=self.name, reason="stop requested", queries=i)
+                        raise RunStopped(f"TPC-H ended by agenticdb before {q}", tail("\n".join(lines)))
                     bound = self.limit.query_bound(q, sum(per_query.values())) if self.limit is not None else None
                     bounded = bound is not None and bound[0] < timeout_s
                     wanted = bound[0] if bound is not None and bounded else timeout_s
