@@ -297,7 +297,8 @@ def test_limits_leave_the_cache_of_analytics_larger_than_40_percent_even_when_mi
     assert out.candidate is not None and "shared_buffers" not in out.candidate.changes, out.candidate
     assert any("left to the kernel page cache" in n for n in out.notes), out.notes
     ev = evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
-    assert any(n.startswith("buffer misses 50%") for n in ev.notes), ev.notes
+    assert ev.candidate is not None and ev.candidate.changes.get("shared_buffers") == "32MB", ev.candidate
+    assert ev.candidate.sources["shared_buffers"].startswith("measured: buffer misses 50%"), ev.candidate.sources
 
 
 def _misses(ctx: PlanningContext, *, data: float, scan_rows: float) -> PlanningContext:
@@ -336,12 +337,42 @@ def test_evidence_raises_shared_buffers_for_oltp_lookups_whose_data_fits_in_memo
 
 
 def test_evidence_keeps_shared_buffers_of_analytic_scans_larger_than_40_percent(pg: PostgresTarget) -> None:
-    # pg-tpch's figures: TPC-H SF 1 (~1.4 GiB with indexes) under 1 GiB; shared_buffers 128 → 256 MB alone −23 %
-    ctx = _misses(context_of(pg, workload_class="olap", memory=1 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
+    # pg-tpch-2g's shape: TPC-H SF 1 (~1.4 GiB with indexes) under 2 GiB: beyond 40 % of the limit, within it
+    ctx = _misses(context_of(pg, workload_class="olap", memory=2 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
     out = _evidence(ctx)
     assert out.candidate is None or "shared_buffers" not in out.candidate.changes, out.candidate
     note = next(n for n in out.notes if n.startswith("buffer misses 41%"))
     assert "an analytic workload" in note and "256 kB ring" in note and note.endswith("shared_buffers kept"), note
+
+
+@pytest.mark.parametrize(("memory", "sb", "ecs"), [(1 * GiB, "32MB", "128MB"), (4 * GiB, None, "512MB")])
+def test_evidence_lowers_the_cache_of_analytic_scans_beyond_the_memory_limit(
+    pg: PostgresTarget, memory: int, sb: str | None, ecs: str
+) -> None:
+    # pg-tpch's shape: TPC-H SF 1 (~1.4 GiB with indexes) under 1 GiB; TPE and the oracle settled on
+    # shared_buffers ≈ 24 MB and effective_cache_size ≈ 85 MB (benchmarks/README.md 2026-12-07). The set is
+    # generated and validated as a whole, and the analytic class alone decides: the same data read through
+    # indexes (oltp) takes the manual's 25 % instead. At 4 GiB 1/32 is the 128 MB in effect: never raised
+    ctx = _misses(context_of(pg, workload_class="olap", memory=memory), data=1.4 * memory, scan_rows=9.9e5)
+    c = next((c for c in generate_opening(ctx, policy=PolicyConfig()).candidates if c.name == "evidence"), None)
+    assert c is not None and c.changes.get("shared_buffers") == sb and c.changes["effective_cache_size"] == ecs, c
+    if sb is not None:
+        src = c.sources["shared_buffers"]
+        assert "exceeds the memory limit" in src and "256 kB ring" in src and "page cache" in src, src
+    assert "a single query" in c.sources["effective_cache_size"], c.sources
+    d = ctx.profile.baseline_state
+    assert d is not None
+    verdict = validate_set(
+        c.changes,
+        ctx.catalog,
+        ctx.profile.current_config,
+        ctx.profile.hardware,
+        PolicyConfig(),
+        observed=Observed(gauges=dict(d.gauges)),
+    )
+    assert verdict.ok, verdict.reasons()
+    lookups = _evidence(_misses(context_of(pg, workload_class="oltp", memory=memory), data=1.4 * memory, scan_rows=1e5))
+    assert lookups.candidate is None or lookups.candidate.changes.get("shared_buffers") != sb, lookups.candidate
 
 
 def test_evidence_sizes_shared_buffers_of_lookups_beyond_memory_at_the_manuals_start(pg: PostgresTarget) -> None:

@@ -3,12 +3,12 @@
 :class:`OpeningRun` runs before the diagnosis rounds of the DBMS stage when ``loop.opening`` is on:
 
 1. **candidates** — up to ``loop.opening_candidates`` whole configurations from the opening's generator
-   (``agenticdb.planner.opening.generate_opening``; a test or a caller may pass its own source), each
+   (``loop.opening_source.default_source``; a test or a caller may pass its own source), each
    validated again as one set against the starting values (its normalised changes are what is applied);
 2. **diagnosis** — a ``diagnosis`` journal event says what the baseline showed, as the session's planner
    diagnosed it (the scenario suite scores it): the LLM planner's bottleneck from the reply that gave its
    whole configuration, else the playbook's (the heuristic planner's first proposal), with the playbook's
-   scored hypotheses and their evidence;
+   scored hypotheses and their evidence (``loop.opening_source.journal_diagnosis``);
 3. **budget** — screens are dropped, the most generic candidate first (:data:`SCREEN_PRIORITY`), while the
    opening's cost prior (``race.opening_cost_s``: screens, their warm-ups and restarts, then the proof's
    smallest decision) does not fit the time left; when not even one screen and the proof fit, the candidates
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -37,6 +36,7 @@ import structlog
 from agenticdb.host.services import ServiceError
 from agenticdb.loop.next_move import relative_gain
 from agenticdb.loop.opening_entries import RaceEntry, approval, entry_of, joined, most_generic
+from agenticdb.loop.opening_source import OpeningSource, journal_diagnosis
 from agenticdb.loop.planning import Plan, check, planning_context
 from agenticdb.loop.race import (
     CostBasis,
@@ -72,10 +72,7 @@ from agenticdb.models import (
     RoundOutcome,
     Verdict,
 )
-from agenticdb.planner.diagnosis import diagnose
-from agenticdb.planner.heuristic import HeuristicPlanner
-from agenticdb.planner.heuristic import _family as family_of_context
-from agenticdb.planner.opening_types import Candidate, Opening, apply_modes, restart_only, without_restart
+from agenticdb.planner.opening_types import Candidate, apply_modes, restart_only, without_restart
 from agenticdb.targets.base import TargetError
 from agenticdb.workloads.base import Workload, WorkloadError
 
@@ -86,9 +83,7 @@ if TYPE_CHECKING:
     from agenticdb.measure.query_set import QueryWeights
     from agenticdb.measure.sequential import Noise
     from agenticdb.models import Failure, Measurement
-    from agenticdb.models.planning import PlanningContext
     from agenticdb.planner.base import Planner
-    from agenticdb.planner.llm import LLMPlanner
     from agenticdb.store.memory import MemoryBook
     from agenticdb.targets.base import Target
 
@@ -127,50 +122,6 @@ class TuningSession(Protocol):
     def _not_started(self, cost_s: float, what: str, round_no: int | None) -> str: ...
 
 
-OpeningSource = Callable[["PlanningContext", int], Opening]
-"""``source(ctx, k)`` → the opening: up to k candidates in the generator's order, the sources absent and the sets
-dropped with why, evidence notes, and the LLM planner's diagnosis when it gave one (``Opening.diagnosis``)."""
-
-
-def default_source(session: TuningSession) -> OpeningSource:
-    """The opening's generator (``agenticdb.planner.opening.generate_opening``) with the session's policy and
-    its LLM planner when it has one (its whole configuration is then a candidate, its reply's bottleneck the
-    session's diagnosis)."""
-
-    def source(ctx: PlanningContext, k: int) -> Opening:
-        from agenticdb.planner.opening import generate_opening  # lazy: the generator loads its data on use
-        from agenticdb.planner.opening_plans import workload_plans  # lazy: as above
-
-        # the plans of the workload's own statements, read once outside measured runs (issue 36 point 4): the JIT and
-        # parallel-query evidence of a query set (dropped by 33133b1: a demo read "parallel-query share not measured")
-        plans, no_plans = workload_plans(ctx, session.workload)
-        opening = generate_opening(
-            ctx,
-            k,
-            llm=llm_of(session.planner),
-            policy=session.cfg.policy,
-            can_restart=session.target.can_restart(),
-            plans=plans,
-            read=session.target.rule_gauges,
-        )
-        said = f"plan evidence: {plans.summary()}" if plans is not None else f"plan evidence not read: {no_plans}"
-        return replace(opening, notes=[said, *opening.notes])
-
-    return source
-
-
-def llm_of(planner: object) -> LLMPlanner | None:
-    """The LLM planner inside ``planner`` (the refinement search and the harness's timing wrapper hold theirs
-    as ``inner``), or None."""
-    from agenticdb.planner.llm import LLMPlanner  # lazy: the openai client's import cost, for LLM sessions only
-
-    for _ in range(4):
-        if isinstance(planner, LLMPlanner):
-            return planner
-        planner = getattr(planner, "inner", None)
-    return None
-
-
 class OpeningRun:
     """The opening of one session's DBMS stage (see the module docstring)."""
 
@@ -199,7 +150,7 @@ class OpeningRun:
         )
         opening = self.source(ctx, self.cfg.loop.opening_candidates)
         notes = [*opening.absent, *opening.notes, *(f"dropped {n}: {why}" for n, why in opening.dropped)]
-        top = self._diagnosis(ctx, opening.diagnosis)
+        top = journal_diagnosis(ctx, self.start, self.cfg, self.s.planner, self.rec, opening.diagnosis)
         candidates = list(opening.candidates)[: self.cfg.loop.opening_candidates]
         if not candidates:
             return self._skip("the generator produced no candidate configuration", notes)
@@ -228,49 +179,6 @@ class OpeningRun:
                 log.info("opening.refused", reason=refused)
                 return 0
         return self._race(plans, notes)
-
-    def _diagnosis(self, ctx: PlanningContext, llm_diagnosis: Proposal | None) -> Proposal:
-        """Journal what the baseline showed, as the session's planner diagnosed it; returns that diagnosis.
-
-        The LLM planner's diagnosis is the bottleneck, evidence and rationale of the reply that gave its whole
-        configuration (``llm_diagnosis``); any other planner's is the playbook's (the heuristic planner's
-        first proposal). An LLM planner that gave no usable reply is said so and the playbook's stands in.
-        The playbook's scored hypotheses are journaled either way (``playbook`` names its bottleneck)."""
-        family = family_of_context(ctx)
-        last = self.start.baseline[-1] if self.start.baseline else None
-        hyps = diagnose(self.start.delta, self.start.profile, family, Layer.dbms, last)
-        playbook = HeuristicPlanner(min_gain=self.cfg.loop.min_gain).propose(ctx)
-        llm = llm_of(self.s.planner)
-        if llm is not None and llm_diagnosis is not None:
-            first, by = llm_diagnosis, f"the LLM planner ({llm.model}): the reply that gave its whole configuration"
-        elif llm is not None:
-            first = playbook
-            by = "the playbook's diagnosis of the baseline's statistics: the LLM planner gave no usable reply"
-        else:
-            first, by = playbook, "the playbook's diagnosis of the baseline's statistics (heuristic planner)"
-        self.rec.event(
-            "diagnosis",
-            {
-                "bottleneck": first.bottleneck.value,
-                "by": by,
-                "planner": "llm" if first is llm_diagnosis else "heuristic",
-                "evidence": first.evidence,
-                "rationale": first.rationale,
-                "playbook": playbook.bottleneck.value,
-                "hypotheses": [
-                    {
-                        "bottleneck": h.bottleneck.value,
-                        "score": h.score,
-                        "evidence": h.evidence,
-                        "ruled_out": h.ruled_out,
-                    }
-                    for h in hyps
-                ],
-            },
-            1,
-        )
-        log.info("opening.diagnosis", bottleneck=first.bottleneck.value, by=by, reason="what the baseline showed")
-        return first
 
     def _skip(self, why: str, notes: list[str]) -> int:
         self.rec.event("race", {"skipped": why, "notes": notes, "table": []}, 1)

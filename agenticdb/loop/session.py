@@ -31,9 +31,11 @@ from agenticdb.config import Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.host.services import ServiceError
 from agenticdb.loop import auditor, next_move, rootcause_step
+from agenticdb.loop.budget import SessionBudget
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
-from agenticdb.loop.opening_run import OpeningRun, OpeningSource, default_source
+from agenticdb.loop.opening_run import OpeningRun
+from agenticdb.loop.opening_source import OpeningSource, default_source
 from agenticdb.loop.planning import check, plan_round, planning_context
 from agenticdb.loop.round import Round, refused_trial, round_failed
 from agenticdb.loop.stage import StageState, apply_final, enter_os_stage, loop_ended, storage_fault_stop
@@ -68,7 +70,7 @@ __all__ = ["SessionError", "SessionInterrupted", "SessionResult", "SessionUsageE
 log = structlog.get_logger(__name__)
 
 
-class TuningSession:
+class TuningSession(SessionBudget):
     """Runs one tuning session against ``target`` (and, in the OS stage, ``os_target``).
 
     ``clock`` (seconds, monotonic; default ``time.monotonic``) is the one clock of the session's time
@@ -270,68 +272,6 @@ class TuningSession:
         if last.decision == Decision.terminate and last.judged is not None:
             return "completed", last.reason
         return None
-
-    def _no_room_for_round(self, start: Start, layer: Layer = Layer.dbms, first: bool = True) -> str:
-        """Why the next round may not start (the time left is less than its smallest decision's cost prior, no
-        restart counted: ``next_move.no_room_to_start``; the reason says what it counts), or ''. Asked before round 1
-        and before every later round while no round was measured (rounds refused, failed or not planned, an opening
-        without proof): ``next_move.decide`` judges the room on the measured rounds' median once there is one."""
-        if not first and self.round_seconds:
-            return ""  # next_move.decide judged the room on the measured rounds' median right after the last one
-        loop = self.cfg.loop
-        last = self.last_best_run.get(layer)
-        reused = last is not None and not last.disturbed
-        prior = self._cost_prior(start, reused, restarts=False)
-        elapsed = self.clock() - self.started
-        label = next_move.smallest_decision_label(loop.min_pairs, reused, last is not None)
-        why = next_move.no_room_to_start(elapsed, loop.time_budget_s, prior, label)
-        if why and first:  # what would have paid for one, at this host's measured baseline (the start's warning)
-            why += next_move.budget_that_pays(elapsed, prior)
-        return why
-
-    def _not_started(self, cost_s: float, what: str, round_no: int | None) -> str:
-        """'' when ``cost_s`` seconds of measured work (``what``, named with where its cost prior comes from)
-        may start now (``next_move.no_room_to_start``, the session's one budget rule); else why not, journaled
-        as ``budget.not_started`` with the time left and the cost prior (seconds) and logged."""
-        elapsed = self.clock() - self.started
-        budget = self.cfg.loop.time_budget_s
-        why = next_move.no_room_to_start(elapsed, budget, cost_s, what)
-        if why:
-            data = {"work": what, "left_s": round(budget - elapsed, 1), "cost_s": round(cost_s, 1), "reason": why}
-            self.recorder.event("budget.not_started", data, round_no)
-            log.info(
-                "budget.not_started", round=round_no, left_s=round(budget - elapsed), cost_s=round(cost_s), reason=why
-            )
-        return why
-
-    def _round_cost(self, start: Start, reused: bool, restarts: bool) -> float:
-        """What the round about to be tried costs (seconds): the measured rounds' median when there is one,
-        plus what its restarts add by the prior (``_cost_prior``'s difference with and without them); before
-        any round was measured, the smallest decision's prior."""
-        if not self.round_seconds:
-            return self._cost_prior(start, reused, restarts)
-        extra = self._cost_prior(start, reused, True) - self._cost_prior(start, reused, False) if restarts else 0.0
-        return statistics.median(self.round_seconds) + extra
-
-    def _round_label(self, restarts: bool) -> str:
-        """Where ``_round_cost`` comes from, for ``no_room_to_start``'s reason."""
-        what = "a measured round's median" if self.round_seconds else "the trial's smallest decision's"
-        return what + (" with the restarts its change needs" if restarts else "")
-
-    def _cost_prior(self, start: Start, reused: bool, restarts: bool) -> float:
-        """The smallest decision's cost before it is measured (``next_move.round_cost_prior``, seconds),
-        from the baseline's runs."""
-        loop = self.cfg.loop
-        return next_move.round_cost_prior(
-            [m.total_time_s or m.duration_s for m in start.baseline],
-            self.cfg.workload.warmup_s,
-            loop.min_pairs,
-            reused,
-            restarts=restarts,
-            restart_s=next_move.RESTART_PRIOR_S,
-            query_set=any(m.per_query_s for m in start.baseline),
-            reset_each_run=loop.reset_data,
-        )
 
     def _stop_requested(self, after_round: int) -> bool:
         if not self.should_stop():

@@ -12,7 +12,18 @@ Whether a larger shared_buffers pays depends on how the workload reads, not on t
   So: data within 40 % of the memory limit → 1.25 × the data (the rule as it was: tables under a quarter of
   it are then cached; the README's TPC-H SF 0.3 demo raised shared_buffers 128MB → 662MB this way and a
   later round kept 512MB at +19 %);
-  larger data → shared_buffers kept, the page cache serves the misses.
+  larger data → shared_buffers kept, the page cache serves the misses. Data beyond the whole memory limit
+  (no cache holds it; each scan streams more than the cache through it) → shared_buffers *lowered* to
+  :func:`scan_buffers` (1/32 of the limit, at least 32 MiB) and effective_cache_size to
+  :data:`SCAN_CACHE_FACTOR` × that: the shared buffers a ring-read scan cannot use are given back to the page
+  cache (under a cgroup limit the two are charged to the same memory, kernel
+  Documentation/admin-guide/cgroup-v1/memory.rst 2.2: page cache and shmem are both charged), and the planner
+  is told that the cache "available to a single query" (manual 20.7.2) is what that query's own scans leave,
+  little when they read more than the limit, so index fetches are costed as reads. Judgement, from this host's
+  measurements: on pg-tpch (TPC-H SF 1, ~1.4 GiB, 1 GiB limit) TPE at 8 min and at 40 min both settled on
+  shared_buffers ≈ 24 MB and effective_cache_size ≈ 85 MB, and the two together on agenticdb's kept set
+  measured ~8 % faster, neither alone beyond the noise (``--fixed`` runs, benchmarks/README.md 2026-12-07);
+  the race measures it on the server at hand.
 - **Lookups** (class "oltp", or "mixed" whose row counters show index access): point and range reads through
   indexes go through the normal clock sweep, so pages read stay in shared buffers and a larger pool turns
   misses into hits. PostgreSQL 15 manual 20.4.1 (shared_buffers): "a reasonable starting value … is 25 % of
@@ -58,6 +69,16 @@ SHARED_BUFFERS_START = 0.25
 DATA_HEADROOM = 1.25
 """shared_buffers that holds the data: 1.25 × its size (indexes and free space grow; judgement, as MySQLTuner's
 pool ≥ data check with a quarter more)."""
+SCAN_BUFFERS_FLOOR = 32 * MiB
+"""shared_buffers never lowered below this for scans (judgement: the catalogs, the indexes' upper levels and the
+small tables a scan-bound query joins stay cached; PostgreSQL's initdb default before 9.3 was 32 MB)."""
+SCAN_BUFFERS_SHARE = 1 / 32
+"""shared_buffers for scans of data beyond the memory limit: this share of the limit (judgement; see the
+module docstring)."""
+SCAN_CACHE_FACTOR = 4
+"""effective_cache_size = this × shared_buffers when scans read data beyond the memory limit (judgement: the
+shared buffers plus as much again three times over of page cache left between the query's own scans;
+pg-tpch's searches settled on ≈ 3.5 ×)."""
 WAL_BUFFERS_AUTO_MAX = 16 * MiB
 """wal_buffers = -1 sizes itself to 1/32 of shared_buffers, at most one WAL segment, 16 MB (manual 20.5.1)."""
 
@@ -95,17 +116,45 @@ def access_pattern(workload_class: str, delta: StateDelta | None) -> tuple[str, 
     return "unmeasured", f"a {workload_class} workload whose access pattern was not measured (no row counters)"
 
 
+def scans_beyond_memory(pattern: str, data: float, mem: float) -> bool:
+    """Whether the scan rule that lowers the cache applies: an analytic ``pattern`` ("scans", not borderline
+    or unmeasured) reading ``data`` bytes beyond the memory limit ``mem`` (bytes)."""
+    return pattern == "scans" and data > mem
+
+
+def scan_buffers(mem: float) -> float:
+    """shared_buffers (bytes, whole MiB) for scans of data beyond the memory limit ``mem`` (bytes):
+    :data:`SCAN_BUFFERS_SHARE` of it, at least :data:`SCAN_BUFFERS_FLOOR`."""
+    return math.floor(max(SCAN_BUFFERS_SHARE * mem, SCAN_BUFFERS_FLOOR) / MiB) * MiB
+
+
 def size_shared_buffers(
     *, miss: float, data: float, mem: float, now: float, pattern: str, why: str, room: float, room_why: str
 ) -> CacheSizing:
     """shared_buffers for ``miss`` (share of block reads missed), ``data`` bytes, ``mem`` (the memory limit,
     bytes), ``now`` (bytes in effect), the access ``pattern`` and its ``why`` (:func:`access_pattern`), and
     ``room`` (bytes the memory budget leaves for it, ``room_why`` its terms). Pure; rules in the module
-    docstring."""
+    docstring. Lowers shared_buffers only for :func:`scans_beyond_memory`."""
     fig = (
         f"buffer misses {miss:.0%}, {why}: the data ({data / GiB:.2f} GiB) against the memory limit "
         f"({mem / GiB:.2f} GiB)"
     )
+    if scans_beyond_memory(pattern, data, mem):
+        want = scan_buffers(mem)
+        rule = (
+            "the data exceeds the memory limit and scans of tables larger than a quarter of shared_buffers read "
+            "through a 256 kB ring (heapam.c initscan; buffer manager README), so shared buffers do not keep "
+            "their pages while every MB of them is taken from the page cache that serves the rescans (one "
+            f"cgroup charge): shared_buffers {SCAN_BUFFERS_SHARE * 32:g}/32 of the limit, at least "
+            f"{SCAN_BUFFERS_FLOOR / MiB:.0f} MiB (judgement; pg-tpch's TPE and oracle settled near 24 MB)"
+        )
+        if want >= now:
+            return CacheSizing(
+                None,
+                f"{fig}: {rule} = {want / MiB:.0f} MiB, not below the {now / MiB:.0f} MiB in "
+                "effect: shared_buffers kept",
+            )
+        return CacheSizing(want, f"measured: {fig}; {rule} = {want / MiB:.0f} MiB")
     hold, cap = DATA_HEADROOM * data, SHARED_BUFFERS_LIMIT * mem
     if pattern != "lookups" and data > cap:
         return CacheSizing(
