@@ -6,6 +6,8 @@ one reload; an invalid new configuration keeps the old one running; shutdown hap
 Signals:
   SIGTERM/SIGINT (first)  finish the current round safely: the trial in flight is measured and then kept
                           or reverted as usual, the best configuration is applied and verified, exit 0.
+                          In the opening's race the screen in flight ends at once and no further screen
+                          or proof starts (a screen proves nothing without its proof; the start is back).
   SIGTERM/SIGINT (second) stop waiting for the benchmark: its processes are killed, the round fails, the
                           last safe configuration is restored, exit 0.
   SIGHUP                  reload the configuration file (kept only when valid).
