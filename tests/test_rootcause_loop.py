@@ -159,6 +159,9 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
         and f"n_mod_since_analyze {MODIFIED:,}" in stale["evidence"]
     )
     assert stale["sql"] == ['ANALYZE "public"."orders";']
+    # no [remediation] dsn: nothing would run it after approval (it read "runs after approval" beside the
+    # note that remediation is advice only)
+    assert stale["advice"].startswith('ANALYZE "public"."orders" (advice: runs after approval once [remediation] dsn')
     assert any("advice only" in n and "[remediation] dsn" in n for n in adv["notes"])
     # the note says why that database (a new user read "named in target.dsn" while the DSN named postgres)
     assert (
@@ -198,13 +201,24 @@ def test_advise_names_the_stale_table_and_approve_mode_runs_its_analyze_with_pla
             proc.kill()
     assert proc.returncode == 0, out[-3000:]
     with Journal(home / "journal.db", read_only=True) as j:
-        events = j.events(j.sessions()[-1].id)
+        sid = j.sessions()[-1].id
+        events = j.events(sid)
     rem = next(e for e in events if e.event == "remediation").data
     assert rem["sql"] == 'ANALYZE "public"."orders"' and rem["result"] == "done" and rem["verified"]
     assert rem["before"]["counters"]["n_mod_since_analyze"] == MODIFIED
     assert rem["after"]["counters"]["n_mod_since_analyze"] == 0
     before, after = rem["before"]["plans"][QUERY], rem["after"]["plans"][QUERY]
     assert before != after and rem["plan_changed"] == [QUERY]  # the estimate of status = 1 rows changed
+    # what a person reads: the plans before and after, whole (journal show cut the event's JSON at 200
+    # characters, before the first plan)
+    story = _cli(home, "journal", "show", sid).stdout
+    assert 'Remediation  ANALYZE "public"."orders"' in story and "symptom gone (plans changed: 1 of 1" in story
+    assert f"n_mod_since_analyze {MODIFIED:,} → 0" in story
+    shown = [line.strip() for line in story.splitlines()]
+    assert shown.index("plan before:") < shown.index("plan after:")
+    assert all(p.strip() in shown for p in before.splitlines() + after.splitlines()), story
+    report = _cli(home, "report", sid).stdout
+    assert "## Remediation (approved)" in report and before.splitlines()[0] in report
     assert any(e.event == "approval.approved" for e in events)
     end = next(e for e in events if e.event == "session.end").data
     assert "remediation" in end["reason"] and not [e for e in events if e.event == "applied"]

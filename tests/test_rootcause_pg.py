@@ -104,6 +104,54 @@ def test_stale_statistics_on_a_huge_table_dominate_with_plan_evidence_and_analyz
     assert any(r.cause == Cause.stale_statistics for r in again.ruled_out)
 
 
+def test_a_statement_the_tuning_role_may_not_read_is_named_with_the_grant_not_called_absent(
+    db: str, pg_sandbox: PostgresSandboxInfo
+) -> None:
+    """A DBA's table is owned by another role: the tuning role's EXPLAIN ANALYZE of ``[rootcause]
+    statements`` is refused. The finding said "plan evidence: none (no benchmark statements to EXPLAIN)"
+    although a statement was given, and advise showed no reason; now the evidence and the plan-evidence
+    note name the refusal and the GRANT, and with the grant the plan evidence makes the table dominant."""
+    role = "rc_reader"  # a tuning role as setup-role makes it: pg_monitor, no table of the application's
+    with psycopg.connect(pg_sandbox.dsn, autocommit=True) as c:
+        c.execute(f"DROP ROLE IF EXISTS {role}")
+        c.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER IN ROLE pg_monitor")
+    tuner = f"postgresql://{role}@127.0.0.1:{pg_sandbox.port}/postgres"
+    with _conn(db) as c:
+        c.execute("CREATE TABLE orders(id int PRIMARY KEY, customer int, status int) WITH (autovacuum_enabled = off)")
+        c.execute(
+            "INSERT INTO orders SELECT g, g % 10000, CASE WHEN g % 1000 = 0 THEN 1 ELSE 0 END "
+            "FROM generate_series(1, 200000) g"
+        )
+        c.execute("CREATE INDEX ON orders(status)")
+        _flushed(c)  # the INSERT's counts land before ANALYZE resets n_mod_since_analyze
+        c.execute("ANALYZE orders")
+        c.execute("UPDATE orders SET status = 1 WHERE id % 10 <> 0")
+    _modified_since_analyze(db, "orders", 180_000)
+    stmt = "SELECT count(*) FROM orders WHERE status = 1 AND customer = {r}"
+    try:
+        rc = Watcher("postgresql", tuner, DB, [stmt], server="pgtest").start().finish()
+        stale = next(f for f in rc.findings if f.cause == Cause.stale_statistics)
+        plan = next(e for e in stale.evidence if e.startswith("plan evidence"))
+        assert "permission denied for table orders" in plan and f"GRANT SELECT ON … TO {role}" in plan, plan
+        assert "no benchmark statements" not in plan
+        note = next(n for n in rc.notes if n.startswith("plan evidence:"))
+        assert note.startswith("plan evidence: EXPLAIN ANALYZE of 0 of 1 benchmark statement(s)"), note
+        assert "permission denied" in note
+        assert dominant(rc.findings) is None  # counters alone: a suspect
+        with _conn(db) as c:
+            c.execute(f"GRANT SELECT ON orders TO {role}")
+        rc = Watcher("postgresql", tuner, DB, [stmt], server="pgtest").start().finish()
+        top = dominant(rc.findings)
+        assert top is not None and top.subject == "public.orders", [f.line() for f in rc.findings]
+        assert any("EXPLAIN ANALYZE of the benchmark's statements" in e for e in top.evidence)
+        assert "plan evidence: EXPLAIN ANALYZE of 1 of 1 benchmark statement(s)" in rc.notes
+    finally:
+        with _conn(db) as c:
+            c.execute(f"DROP OWNED BY {role}")  # its grant on orders, in this database
+        with psycopg.connect(pg_sandbox.dsn, autocommit=True) as c:
+            c.execute(f"DROP ROLE IF EXISTS {role}")
+
+
 def test_idle_in_transaction_holding_a_row_lock_is_the_dominant_cause_and_holds_vacuum_back(db: str) -> None:
     with _conn(db) as c:
         c.execute("DROP TABLE IF EXISTS accounts")

@@ -82,6 +82,13 @@ def run_approved(cfg: Settings, journal: Journal, session_id: str, finding: Find
     return rec
 
 
+def _how(automatic: bool, remediation_dsn: str | None) -> str:
+    """How a remedy would run: after approval only when approve mode has the owner's DSN to run it with."""
+    if not automatic:
+        return "advised only"
+    return "runs after approval" if remediation_dsn else "advice: runs after approval once [remediation] dsn is set"
+
+
 def root_cause_advice(
     rc: RootCauses | None, recs: list[Recommendation], remediation_dsn: str | None
 ) -> tuple[list[AdviceFinding], list[str]]:
@@ -97,6 +104,9 @@ def root_cause_advice(
         for r in recs:
             if r.verdict == "accept" and blocks_knob(top, r.knob):
                 r.verdict, r.verdict_detail = "reject", f"a symptom of {top.id}, not its cause: {top.summary}"
+    # where the plan evidence came from, and why a statement was not explained (a tuning role without
+    # SELECT on the table: the finding otherwise read "no benchmark statements to EXPLAIN")
+    notes += [n for n in rc.notes if n.startswith("plan evidence:")]
     runnable = [f for f in rc.findings if any(x.automatic for x in f.remedies)]
     if runnable and not remediation_dsn:
         notes.append(
@@ -113,9 +123,7 @@ def root_cause_advice(
                 title=("dominant: " if f is top else "") + f.summary,
                 severity="high" if f is top else "medium",
                 evidence="; ".join([f"database {f.database}"] * bool(f.database) + f.evidence),
-                advice=" / ".join(
-                    f"{x.sql} ({'runs after approval' if x.automatic else 'advised only'})" for x in f.remedies
-                )
+                advice=" / ".join(f"{x.sql} ({_how(x.automatic, remediation_dsn)})" for x in f.remedies)
                 or "no statement fixes it",
                 source=f.source,
                 sql=sql,

@@ -26,6 +26,7 @@ from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck
 from agenticdb.redaction import redact
 from agenticdb.report.data import report_data
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
+from agenticdb.rootcause.text import remediation_report_lines
 from agenticdb.rootcause.text import report_lines as root_cause_lines
 from agenticdb.store.journal import Journal
 from agenticdb.store.journal_events import JournalError
@@ -368,6 +369,7 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     if failures:
         lines.append(f"- **failure:** {failures[-1].get('message', '')}")
     lines += root_cause_lines(by.get("root_cause"))
+    lines += remediation_report_lines([e.data for e in events if e.event == "remediation"])
     lines += ["", "## Best configuration", ""]
     best_changes = end.get("best_changes") or end.get("best_config")
     if best_changes:

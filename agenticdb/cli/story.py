@@ -16,7 +16,7 @@ from rich.rule import Rule
 
 from agenticdb.models import opening_label
 from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
-from agenticdb.rootcause.text import story_line
+from agenticdb.rootcause.text import remediation_text, story_line
 from agenticdb.store.journal_events import JournalEvent
 
 
@@ -281,6 +281,13 @@ def _stop(console: Console, d: dict[str, Any]) -> None:
         )
 
 
+def _remediation(console: Console, d: dict[str, Any]) -> None:
+    head, details = remediation_text(d)
+    _line(console, "Remediation", head)
+    for line in details:
+        console.print(f"  {'':<12} {escape(line)}")
+
+
 def _intent_closed(console: Console, d: dict[str, Any]) -> None:
     _line(console, "Closed", f"intent closed: {d.get('how')}", "dim")
 
@@ -313,6 +320,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
     "pristine.captured": _pristine,
     "stop": _stop,
     "root_cause": lambda console, d: _line(console, "Root cause", story_line(d), "bold"),
+    "remediation": _remediation,
     "race": _race,
     "budget.not_started": _not_started,
     "diagnosis": lambda console, d: _line(

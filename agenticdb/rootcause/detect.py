@@ -29,9 +29,11 @@ def detect_pg(
             after = rd.snapshot(conn)
             w = pg._Window(watch.before if watch is not None else None, after)
             plans = rd.explain_statements(conn, statements, t("explain_timeout_s")) if statements else rd.PlanEvidence()
-            out.notes += plans.problems
             if statements:
-                out.notes.append(f"plan evidence: EXPLAIN ANALYZE of {plans.explained} benchmark statement(s)")
+                out.notes.append(
+                    f"plan evidence: EXPLAIN ANALYZE of {plans.explained} of {len(statements)} benchmark statement(s)"
+                    + (f" ({len(plans.problems)} not explained: {'; '.join(plans.problems)})" if plans.problems else "")
+                )
             else:
                 out.notes.append("plan evidence: none ([rootcause] statements not given); table counters only")
             tops = rd.top_statements(conn)

@@ -314,9 +314,9 @@ def detect_mariadb(
             errors, problems, done = (
                 rd.plan_errors(conn, statements, t("explain_timeout_s")) if statements else ({}, [], 0)
             )
-            out.notes += problems
             out.notes.append(
-                f"plan evidence: ANALYZE FORMAT=JSON of {done} benchmark statement(s)"
+                f"plan evidence: ANALYZE FORMAT=JSON of {done} of {len(statements)} benchmark statement(s)"
+                + (f" ({len(problems)} not analysed: {'; '.join(problems)})" if problems else "")
                 if statements
                 else "plan evidence: none ([rootcause] statements not given); table counters only"
             )

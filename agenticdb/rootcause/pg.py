@@ -130,6 +130,8 @@ def stale_statistics(w: _Window, plans: rd.PlanEvidence, server: str, out: RootC
             ev.append(
                 f"plan evidence: {ts.relname} not misestimated in the {plans.explained} statement(s) explained"
                 if plans.explained
+                else f"plan evidence: none ({'; '.join(plans.problems[:2])}); table counters only"
+                if plans.problems
                 else "plan evidence: none (no benchmark statements to EXPLAIN; table counters only)"
             )
         reads = w.diff(ts.name, "seq_tup_read") + w.diff(ts.name, "idx_tup_fetch")

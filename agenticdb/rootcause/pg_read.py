@@ -453,6 +453,16 @@ def explain_statements(conn: psycopg.Connection[Any], statements: list[str], tim
         except psycopg.errors.QueryCanceled:
             ev.problems.append(f"EXPLAIN ANALYZE exceeded {timeout_s:g} s: {stmt[:80]!r}")
             continue
+        except psycopg.errors.InsufficientPrivilege as exc:
+            # EXPLAIN ANALYZE runs the statement as the tuning role, which owns none of the application's
+            # tables (setup-role grants none): a DBA read "no benchmark statements to EXPLAIN" and could not
+            # tell why the plan evidence was missing
+            role = conn.info.user
+            ev.problems.append(
+                f"EXPLAIN failed ({str(exc).strip()[:80]}): {stmt[:80]!r}; EXPLAIN ANALYZE runs it as the "
+                f"tuning role {role}, which needs SELECT on its tables (GRANT SELECT ON … TO {role})"
+            )
+            continue
         except psycopg.Error as exc:
             ev.problems.append(f"EXPLAIN failed ({str(exc).strip()[:80]}): {stmt[:80]!r}")
             continue

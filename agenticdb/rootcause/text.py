@@ -33,3 +33,49 @@ def story_line(data: dict[str, Any]) -> str:
     if data.get("dominant"):
         return str(data.get("line", ""))
     return f"{data.get('line', '')} ({len(data.get('ruled_out', []))} cause(s) ruled out)"
+
+
+def _counts(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def remediation_text(data: dict[str, Any]) -> tuple[str, list[str]]:
+    """A ``remediation`` event (``agenticdb.rootcause.remedy.run_remedy``'s record) for a person: the
+    headline (statement, finding, result, whether the symptom is gone) and the detail lines — the table
+    counters before → after, then for each of ``[rootcause] statements`` its plan before and after (plain
+    ``EXPLAIN``, one plan line a line) or that it did not change. ``journal show`` printed the record as
+    JSON cut at 200 characters, so the plans, the proof of an ANALYZE, were never visible."""
+    statements = list((data.get("before") or {}).get("plans") or {})
+    changed = data.get("plan_changed") or []
+    proof = f"plans changed: {len(changed)} of {len(statements)}" if statements else "no statement to explain"
+    verdict = "symptom gone" if data.get("verified") else "symptom not shown gone"
+    head = (
+        f"{data.get('sql')} (finding {data.get('finding')}): {data.get('result')}, {verdict} ({proof}; "
+        f"{data.get('seconds', '?')} s)"
+    )
+    lines: list[str] = []
+    before_c = (data.get("before") or {}).get("counters") or {}
+    after_c = (data.get("after") or {}).get("counters") or {}
+    if before_c or after_c:
+        pairs = [f"{k} {_counts(before_c.get(k, '?'))} → {_counts(after_c.get(k, '?'))}" for k in before_c or after_c]
+        lines.append(f"counters of {data.get('subject')}: " + ", ".join(pairs))
+    for s in statements:
+        before = str((data.get("before") or {}).get("plans", {}).get(s, ""))
+        after = str((data.get("after") or {}).get("plans", {}).get(s, ""))
+        lines.append(f"statement: {s}")
+        lines += ["plan before:"] + [f"  {p}" for p in before.splitlines()]
+        lines += ["plan after:"] + ([f"  {p}" for p in after.splitlines()] if after != before else ["  (unchanged)"])
+    lines += [f"server said: {m}" for m in data.get("server_messages") or []]
+    return head, lines
+
+
+def remediation_report_lines(records: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines of a session's ``remediation`` events for ``report``; empty when none ran."""
+    if not records:
+        return []
+    lines = ["", "## Remediation (approved)", ""]
+    for d in records:
+        head, details = remediation_text(d)
+        lines.append(f"- {head}")
+        lines += ["", "```text", *details, "```", ""]
+    return lines
