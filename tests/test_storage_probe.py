@@ -100,7 +100,7 @@ def test_no_file_large_enough_or_only_holes_gives_unknown_with_why(tmp_path: Pat
 
 
 def test_a_memory_filesystem_gives_unknown_with_why() -> None:
-    """/dev/shm is tmpfs: nothing on a device to measure (Linux ≥ 6.6 accepts O_DIRECT there, so the
+    """/dev/shm is tmpfs: nothing on a device to measure (this host's Linux 6.18 accepts O_DIRECT there, so the
     filesystem type decides, not a refused open)."""
     if not Path("/dev/shm").is_dir():
         pytest.skip("no /dev/shm on this host")

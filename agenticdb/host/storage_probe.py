@@ -69,7 +69,7 @@ MIN_READS = 16
 PASS_PAUSE_S = 0.5
 #: Directory entries looked at, at most, when choosing the file (a data directory of many relations).
 MAX_ENTRIES = 20_000
-#: Filesystems in memory: nothing on a device to measure (tmpfs has accepted O_DIRECT since Linux 6.6).
+#: Filesystems in memory: nothing on a device to measure (this host's Linux 6.18 accepts O_DIRECT on tmpfs).
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
 
 
