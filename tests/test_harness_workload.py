@@ -3,12 +3,11 @@ interface: a query set's statements and connection, which the opening's plan evi
 
 from __future__ import annotations
 
-from benchmarks.harness.competitors import ResettingWorkload
-from benchmarks.harness.instance import Instance
-
 from agenticdb.config.sections import WorkloadConfig
 from agenticdb.workloads.base import Connection
 from agenticdb.workloads.tpch import TpchWorkload
+from benchmarks.harness.competitors import ResettingWorkload
+from benchmarks.harness.instance import Instance
 
 
 def test_the_query_set_of_the_inner_workload_is_visible_through_the_reset_wrapper() -> None:
