@@ -194,7 +194,7 @@ def build_os_target(cfg: Settings, target: Target, state_store: Callable[[str, s
 
 def host_state_source(cfg: Settings, target: Target) -> Callable[[], RuntimeState] | None:
     """Host statistics sampler (CPU, vmstat, diskstats, PSI) for bottleneck evidence."""
-    device = detect_hardware(target.data_dir).data_device
+    device = detect_hardware(target.data_dir, measure_storage=False).data_device
     devices = cfg.os.devices or ([device] if device else None)
     return lambda: host_state(cfg.os.root, devices)
 

@@ -10,6 +10,7 @@ import pytest
 from openingctx import context_of
 
 from agenticdb.config.sections import PolicyConfig
+from agenticdb.host.storage_probe import storage_choice
 from agenticdb.models import ApplyMode
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_host import host_sized
@@ -88,7 +89,8 @@ def test_host_sized_random_page_cost_on_a_disk_follows_the_data_not_the_device(p
     real = host_view(ctx, flavor_of(ctx.catalog))
 
     def sized(storage: str, data: float | None) -> tuple[str, Candidate]:
-        host = replace(real, storage=storage, device="sdz", data_bytes=data)
+        cls, source = storage_choice(None, "", storage, "sdz")  # the kernel flag's class, as if not measured
+        host = replace(real, storage=cls, storage_source=source, device="sdz", data_bytes=data)
         c = host_sized(SourceInput(ctx, host, PolicyConfig())).candidate
         assert c is not None
         # the sandbox runs with random_page_cost 4: a 4 is kept, with its source in ``kept``
@@ -101,7 +103,8 @@ def test_host_sized_random_page_cost_on_a_disk_follows_the_data_not_the_device(p
     assert rpc == "1.1" and fits.changes["effective_io_concurrency"] == "2"
     why = rpc_source(fits)
     assert "3532ca0" in why and "smaller than the total server memory" in why and "20.7.2" in why, why
-    assert "storage hdd (device sdz)" in why and "1.00 GiB" in why and "< the memory limit 4.00 GiB" in why, why
+    assert "storage hdd (/sys/block/sdz/queue/rotational)" in why and "1.00 GiB" in why, why
+    assert "< the memory limit 4.00 GiB" in why, why
     assert "miss the cache" in fits.sources["effective_io_concurrency"], fits.sources
     assert "random_page_cost 1.1 on hdd storage because the data fits in the memory limit" in fits.rationale
     rpc, big = sized("hdd", 6 * GiB)

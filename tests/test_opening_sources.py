@@ -320,6 +320,21 @@ def _misses(ctx: PlanningContext, *, data: float, scan_rows: float) -> PlanningC
     return ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": missing})})
 
 
+def _assert_valid_as_set(ctx: PlanningContext, changes: dict[str, str]) -> None:
+    """``changes`` pass the set validation against ``ctx``'s server with the baseline's gauges."""
+    d = ctx.profile.baseline_state
+    assert d is not None
+    verdict = validate_set(
+        changes,
+        ctx.catalog,
+        ctx.profile.current_config,
+        ctx.profile.hardware,
+        PolicyConfig(),
+        observed=Observed(gauges=dict(d.gauges)),
+    )
+    assert verdict.ok, verdict.reasons()
+
+
 def _evidence(ctx: PlanningContext) -> SourceOutput:
     return evidence_driven(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
 
@@ -360,17 +375,7 @@ def test_evidence_lowers_the_cache_of_analytic_scans_beyond_the_memory_limit(
         src = c.sources["shared_buffers"]
         assert "exceeds the memory limit" in src and "256 kB ring" in src and "page cache" in src, src
     assert "a single query" in c.sources["effective_cache_size"], c.sources
-    d = ctx.profile.baseline_state
-    assert d is not None
-    verdict = validate_set(
-        c.changes,
-        ctx.catalog,
-        ctx.profile.current_config,
-        ctx.profile.hardware,
-        PolicyConfig(),
-        observed=Observed(gauges=dict(d.gauges)),
-    )
-    assert verdict.ok, verdict.reasons()
+    _assert_valid_as_set(ctx, c.changes)
     lookups = _evidence(_misses(context_of(pg, workload_class="oltp", memory=memory), data=1.4 * memory, scan_rows=1e5))
     assert lookups.candidate is None or lookups.candidate.changes.get("shared_buffers") != sb, lookups.candidate
 
@@ -401,17 +406,7 @@ def test_evidence_with_raised_shared_buffers_passes_the_set_validation_as_genera
     c = next((c for c in opening.candidates if c.name == "evidence"), None)
     assert c is not None, opening.dropped
     assert c.changes["shared_buffers"] == f"{sb}MB" and not c.repaired, c  # it fits the budget as generated
-    d = ctx.profile.baseline_state
-    assert d is not None
-    verdict = validate_set(
-        c.changes,
-        ctx.catalog,
-        ctx.profile.current_config,
-        ctx.profile.hardware,
-        PolicyConfig(),
-        observed=Observed(gauges=dict(d.gauges)),
-    )
-    assert verdict.ok, verdict.reasons()
+    _assert_valid_as_set(ctx, c.changes)
 
 
 def test_limits_leave_random_io_knobs_when_the_baseline_measured_no_io_wait(pg: PostgresTarget) -> None:

@@ -197,7 +197,9 @@ def _groups(
 
 
 def _fp(target: Target) -> Fingerprint:
-    return host_fingerprint(target.kind, target.version_major(), detect_hardware(target.data_dir))
+    return host_fingerprint(
+        target.kind, target.version_major(), detect_hardware(target.data_dir, measure_storage=False)
+    )
 
 
 def _apply_group(

@@ -14,6 +14,8 @@ import psutil
 import structlog
 
 from agenticdb.host.listen import listen_backlog
+from agenticdb.host.mounts import mount_of, mountinfo
+from agenticdb.host.storage_probe import measured_storage
 from agenticdb.models import Hardware
 
 log = structlog.get_logger(__name__)
@@ -23,7 +25,12 @@ _UNLIMITED = 1 << 60
 
 
 def detect_hardware(
-    data_dir: str | None, *, proc: str = "/proc", sys: str = "/sys", pid: int | None = None
+    data_dir: str | None,
+    *,
+    proc: str = "/proc",
+    sys: str = "/sys",
+    pid: int | None = None,
+    measure_storage: bool = True,
 ) -> Hardware:
     """Describe this host: CPU count, RAM, the server's cgroup memory limit and the data dir's disk.
 
@@ -32,13 +39,17 @@ def detect_hardware(
         proc, sys: roots of procfs and sysfs (tests point them at a copied tree).
         pid: the database server's process id; its cgroup's limit is what the server may use (a server
             in a container or a memory-limited unit). None: our own cgroup.
+        measure_storage: time random reads of the data dir's largest file for the storage class
+            (``host.storage_probe.measured_storage``: once per process and directory, ≤ 2 s, 512 kB read);
+            False for callers that need only the device (the probe then does not run).
 
     Returns:
         Hardware with sizes in bytes; ``memory_limit_bytes = min(RAM, cgroup limit)``;
         ``committed_as_bytes``/``swap_bytes``/``commit_limit_bytes`` from /proc/meminfo; NUMA nodes,
         huge page sizes, host-wide file handles and AIO contexts; the server's stack and open-files
         rlimits from /proc/<pid>/limits (ours when ``pid`` is None or unreadable); the accept-queue limit
-        of the server's listening TCP sockets (None without ``pid``).
+        of the server's listening TCP sockets (None without ``pid``); ``storage_measured`` and
+        ``storage_probe`` from the probe.
     """
     ram = int(psutil.virtual_memory().total)
     cgroup = cgroup_memory_limit(proc=proc, pid=pid)
@@ -49,6 +60,7 @@ def detect_hardware(
         usage = psutil.disk_usage(data_dir)
         disk_total, disk_free = int(usage.total), int(usage.free)
         device = block_device_of(data_dir, proc=proc, sys=sys)
+    probe = measured_storage(data_dir, proc=proc) if data_dir and measure_storage else None
     hw = Hardware(
         cpu_count=psutil.cpu_count(logical=True) or 1,
         memory_bytes=ram,
@@ -58,6 +70,8 @@ def detect_hardware(
         disk_free_bytes=disk_free,
         data_dir=data_dir,
         data_device=device,
+        storage_measured=probe.storage_class if probe and probe.storage_class != "unknown" else None,
+        storage_probe=probe.source if probe else "",
         swap_bytes=meminfo.get("SwapTotal", 0),
         committed_as_bytes=meminfo.get("Committed_AS"),
         commit_limit_bytes=meminfo.get("CommitLimit"),
@@ -72,6 +86,8 @@ def detect_hardware(
         **server_rlimits(proc=proc, pid=pid),
     )
     log.info("hardware.detected", cpus=hw.cpu_count, ram=ram, cgroup_limit=cgroup, device=device)
+    if probe is not None:
+        log.info("hardware.storage_measured", device=device, storage=probe.storage_class, reason=probe.source)
     return hw
 
 
@@ -148,21 +164,6 @@ def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
     return out
 
 
-def _mounts(proc: str) -> list[tuple[str, str, str, str, str, str]]:
-    """(major:minor, root, mount point, fstype, source, super options) per line of mountinfo (proc(5))."""
-    rows: list[tuple[str, str, str, str, str, str]] = []
-    try:
-        text = Path(f"{proc}/self/mountinfo").read_text()
-    except OSError:
-        return rows
-    for line in text.splitlines():
-        left, _, right = line.partition(" - ")
-        f, r = left.split(), right.split()
-        if len(f) >= 5 and len(r) >= 2:
-            rows.append((f[2], f[3], f[4].replace("\\040", " "), r[0], r[1], r[-1]))
-    return rows
-
-
 def cgroup_memory_limit(*, proc: str = "/proc", pid: int | None = None) -> int | None:
     """Memory limit in bytes of the cgroup of ``pid`` (default: ours), the tightest along the path to the
     hierarchy root. A ``pid`` that cannot be read falls back to our own cgroup.
@@ -177,7 +178,7 @@ def cgroup_memory_limit(*, proc: str = "/proc", pid: int | None = None) -> int |
         if pid is None:
             return None
         return cgroup_memory_limit(proc=proc)
-    mounts = _mounts(proc)
+    mounts = mountinfo(proc)
     limits: list[int] = []
     for line in lines:
         hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
@@ -204,7 +205,7 @@ def memory_events_file(pid: int, proc: str = "/proc") -> Path | None:
         lines = Path(f"{proc}/{pid}/cgroup").read_text().splitlines()
     except OSError:
         return None
-    mounts = _mounts(proc)
+    mounts = mountinfo(proc)
     for line in lines:
         hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
         if hid == "0" and controllers == "":
@@ -242,13 +243,8 @@ def block_device_of(path: str, *, proc: str = "/proc", sys: str = "/sys") -> str
     Finds the mount with the longest mount point that contains ``path`` in mountinfo, takes its
     major:minor, and resolves it through /sys/class/block (a partition's parent directory is its disk).
     """
-    real = os.path.realpath(path)
-    best: tuple[str, str] | None = None
-    for devno, _root, mnt, _fs, _src, _opts in _mounts(proc):
-        if real == mnt or real.startswith(mnt.rstrip("/") + "/") or mnt == "/":
-            if best is None or len(mnt) > len(best[1]):
-                best = (devno, mnt)
-    if best is None:
+    mount = mount_of(path, proc)
+    if mount is None:
         return None
     cls = Path(sys) / "class" / "block"
     try:
@@ -257,7 +253,7 @@ def block_device_of(path: str, *, proc: str = "/proc", sys: str = "/sys") -> str
         return None
     for entry in entries:
         try:
-            if (entry / "dev").read_text().strip() != best[0]:
+            if (entry / "dev").read_text().strip() != mount.devno:
                 continue
         except OSError:
             continue

@@ -35,7 +35,12 @@ class Fingerprint(Strict):
 class HostOrigin(Strict):
     """The host an experience was learned on (issue 19): its name in a shared Memory Book and the host
     fingerprint — DBMS and major version, cores, memory (GiB, the cgroup-aware limit), storage class
-    (``ssd``, ``hdd``, ``nvme`` or ``unknown``, from /sys/block/<dev>/queue/rotational) and workload class."""
+    (``ssd``, ``hdd``, ``nvme`` or ``unknown``, from /sys/block/<dev>/queue/rotational) and workload class.
+
+    ``storage_class`` stays the kernel flag's even where the opening sizes from a measured class
+    (``agenticdb.host.storage_probe``): it labels where experience was learned and keys no retrieval
+    (``similarity`` reads the fingerprint alone), the flag is the same in every session of a host (a probe
+    may find no file to read in one), and rows already in a shared book keep their meaning."""
 
     host: str
     dbms: str

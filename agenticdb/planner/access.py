@@ -155,3 +155,32 @@ def workload_class(declared: str, delta: StateDelta | None) -> str:
     declared OLTP/mixed workload measurably scans whole tables beyond the bands, "mixed" when borderline
     (:func:`class_call`)."""
     return class_call(declared, delta).cls
+
+
+CACHE_FIT = 0.40
+"""Share of the memory limit beyond which an analytic workload's data is left to the kernel page cache: the
+playbook's shared_buffers limit (PostgreSQL 15 manual 20.4.1: more than 40 % of RAM is unlikely to work
+better)."""
+
+
+def page_cache_serves(workload_class: str, data_bytes: float | None, memory_bytes: float) -> str | None:
+    """Why a larger buffer cache is not offered to this workload, or None when it may be.
+
+    An analytic workload (``workload_class`` "olap", as :func:`workload_class` calls it) whose data
+    (``data_bytes``, the databases' measured size; None: not measured, no verdict) exceeds :data:`CACHE_FIT` of
+    the server's memory limit (``memory_bytes``) is read by scans of tables larger than a quarter of
+    shared_buffers, which go through a 256 kB ring (PostgreSQL ``heapam.c`` ``initscan``, buffer manager
+    README), so more shared buffers keep none of their pages and take page cache, and a larger
+    effective_cache_size prices index fetches as cached when the scans evict the cache. Measured on pg-tpch
+    (TPC-H SF 1 under 1 GiB, benchmarks/README.md): shared_buffers 128 → 256 MB alone −23 %; effective_cache_size
+    4 GB → 128 MB kept at +96 % [+64 %, +133 %] (2026-12-07). One rule for the opening's limits set
+    (``opening_limits``) and the heuristic planner's buffer_cache moves (``move_builders``).
+    """
+    if workload_class != "olap" or data_bytes is None or data_bytes <= CACHE_FIT * memory_bytes:
+        return None
+    gib = 1024**3
+    return (
+        f"an analytic workload's data ({data_bytes / gib:.2f} GiB) is larger than 40 % of the memory limit "
+        f"({memory_bytes / gib:.2f} GiB): its scans read through the kernel page cache, so a larger buffer cache "
+        "takes page cache and prices index fetches as cached (pg-tpch: shared_buffers 128 → 256 MB alone −23 %)"
+    )

@@ -1,7 +1,8 @@
 """The opening's host-sized candidate (issue 36): the whole configuration a DBA's sizing tool writes for this
 host — PGTune's documented figures for PostgreSQL, MySQLTuner's and the MariaDB Knowledge Base's rules for
 MariaDB — with the memory the server may really use (the cgroup limit when there is one), the storage class
-read from the data device, the DBA's max_connections and the workload class.
+measured from the data device (else its kernel flag: ``agenticdb.host.storage_probe``), the DBA's
+max_connections and the workload class.
 
 Figures and their sources (facts restated from the tools' documentation and rule tables; no code taken):
 
@@ -109,7 +110,7 @@ def _postgresql(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinn
     b.put(
         "effective_io_concurrency",
         str(_IO_CONCURRENCY.get(host.storage, 200)),
-        f"{PGTUNE}: HDD 2, SSD 200, NVMe 1000; storage {host.storage} (/sys/block/{host.device}/queue/rotational)"
+        f"{PGTUNE}: HDD 2, SSD 200, NVMe 1000; {host.storage_source}"
         + (
             "; the device's depth for the reads that miss the cache (random_page_cost 1.1 here rests on the data "
             "fitting in memory, not on the device)"
@@ -163,7 +164,7 @@ PG_RPC = (
 def _rpc_source(host: HostView, mem_text: str) -> str:
     """Why the host-sized set's random_page_cost is 1.1 or 4 on this host (see the module docstring): the
     device, and when the device is not flash, whether the databases' measured size fits in the memory limit."""
-    device = f"storage {host.storage} (device {host.device or 'unknown'})"
+    device = host.storage_source
     if host.storage in ("ssd", "nvme"):
         return f"{PGTUNE}: 1.1 on SSD/NVMe; {PG_RPC}; {device}"
     if host.data_bytes is None:
@@ -251,7 +252,7 @@ def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned:
             "innodb_io_capacity",
             "1000",
             "MariaDB KB InnoDB System Variables: the default 200 suits one spinning disk; 1000 for flash "
-            f"(storage {host.storage}; judgement, below a flash device's IOPS)",
+            f"({host.storage_source}; judgement, below a flash device's IOPS)",
         )
     rationale = (
         f"MariaDB KB / MySQLTuner sizing for this host: {mem_text}, {host.cpus} CPUs, {host.max_connections} "

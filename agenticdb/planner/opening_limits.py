@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 from agenticdb.models import Bottleneck
+from agenticdb.planner import access
 from agenticdb.planner.caps import host_cap
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.opening_types import Candidate
@@ -53,7 +54,6 @@ CLASS_BOTTLENECKS: dict[str, tuple[Bottleneck, ...]] = {
     "mixed": (_B.buffer_cache, _B.checkpoint, _B.io_queue, _B.cpu, _B.temp_spill),
 }
 NEVER = frozenset({"max_connections", "maintenance_work_mem"})
-CACHE_FIT = 0.40  # the playbook's shared_buffers limit (fraction of the memory limit)
 _RANDOM_IO = frozenset({"random_page_cost", "effective_io_concurrency", "innodb_io_capacity", "innodb_io_capacity_max"})
 _PER_CONNECTION = frozenset({"work_mem"})
 PGTPCH_JIT = (
@@ -78,8 +78,9 @@ def at_limits(inp: SourceInput) -> SourceOutput:
     scored = [h for h in hyps if not h.ruled_out and h.score > 0]
     top = max(scored, key=lambda h: h.score).bottleneck if scored else None
     io_absent = next((h.ruled_out for h in hyps if h.bottleneck == Bottleneck.io_queue and _measured(h)), None)
-    fits = host.data_bytes is not None and host.data_bytes <= CACHE_FIT * host.memory_bytes
-    if top == Bottleneck.buffer_cache and cls == "olap" and not fits:
+    left = access.page_cache_serves(cls, host.data_bytes, host.memory_bytes) if host.data_bytes else None
+    unmeasured_olap = cls == "olap" and host.data_bytes is None  # not measured: the conservative branch
+    if top == Bottleneck.buffer_cache and (left or unmeasured_olap):
         notes.append(
             "limits: buffer_cache diagnosed, but an analytic workload's data larger than 40 % of the memory limit "
             "is left to the kernel page cache (shared_buffers 128 → 256 MB alone measured −23 % on pg-tpch)"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.dialect import family_of
+from agenticdb.host.storage_probe import storage_choice
 from agenticdb.models import KnobSpec, Proposal, StateDelta
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner import access
@@ -32,7 +33,12 @@ class HostView:
         memory_bytes: the memory the server may use: min(RAM, its cgroup limit) (``Hardware.memory_limit_bytes``).
         cgroup: True when that is a cgroup limit below RAM.
         cpus: logical CPUs.
-        storage: "nvme" | "ssd" | "hdd" | "unknown", from /sys/block/<dev>/queue/rotational of the data device.
+        storage: "nvme" | "ssd" | "hdd" | "unknown": measured by timed random 8 kB O_DIRECT reads of the data
+            directory's largest file when that gave a class (``Hardware.storage_measured``,
+            ``agenticdb.host.storage_probe``), else from /sys/block/<dev>/queue/rotational of the data device.
+        storage_source: which, in one line for the knobs' sources ("storage ssd measured: median 0.07 ms
+            random 8 kB O_DIRECT read of …" or "storage hdd (/sys/block/vda/queue/rotational); no class
+            measured: …"; ``storage_probe.storage_choice``).
         device: the data device's name, None when unknown.
         workload_class: the declared class, or "olap" when the baseline measurably scans whole tables
             (``planner.access.workload_class``).
@@ -49,6 +55,7 @@ class HostView:
     cgroup: bool
     cpus: int
     storage: str
+    storage_source: str
     device: str | None
     workload_class: str
     data_bytes: float | None
@@ -109,13 +116,17 @@ def host_view(ctx: PlanningContext, flavor: str) -> HostView:
         major = int(ctx.catalog.version.split(".")[0])
     except ValueError:
         major = 0
+    storage, storage_source = storage_choice(
+        hw.storage_measured, hw.storage_probe, storage_class(hw.data_device), hw.data_device
+    )
     return HostView(
         family=family_of(ctx.catalog.target),
         flavor=flavor,
         memory_bytes=hw.memory_limit_bytes or hw.memory_bytes,
         cgroup=bool(hw.cgroup_memory_limit_bytes and hw.cgroup_memory_limit_bytes < hw.memory_bytes),
         cpus=max(1, hw.cpu_count),
-        storage=storage_class(hw.data_device),
+        storage=storage,
+        storage_source=storage_source,
         device=hw.data_device,
         workload_class=access.workload_class(ctx.fingerprint.workload_class, delta),
         data_bytes=float(data) if data else None,

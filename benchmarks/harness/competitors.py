@@ -79,6 +79,16 @@ class ResettingWorkload(Workload):
         self.resets = 0
         self.prewarm_note = ""
 
+    def __getattr__(self, name: str) -> object:
+        """What the session reads of the inner workload beyond the Workload interface — a query set's
+        ``queries()`` and ``conn``, which the opening's plan evidence needs
+        (``agenticdb.planner.opening_plans.workload_plans``) — comes from the inner workload. Without it
+        pg-tpch's agenticdb read no plans and judged JIT by pg_stat_statements' leader-only share (1.0 %:
+        jit kept, 2026-12-07), where ``agenticdb tune`` on the same server reads the plans."""
+        if name == "inner":  # not set yet (copy, pickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     def traits(self) -> WorkloadTraits:
         return self.inner.traits()
 
