@@ -38,3 +38,38 @@ def test_the_same_cache_misses_still_raise_the_cache_for_lookups_or_data_that_fi
         "shared_buffers",
         "effective_cache_size",
     }, small
+
+
+def test_an_analytic_mariadb_workload_still_gets_a_larger_buffer_pool() -> None:
+    # InnoDB has no scan ring and reads with O_DIRECT by default since MariaDB 10.6: the page cache serves none
+    # of its misses, so the PostgreSQL rule must not hold the pool at 1 GiB of 4 GiB for 3 GiB of data
+    ctx = _ctx(
+        "mariadb_buffer_cache",
+        family="mariadb",
+        mem_gib=4,
+        workload_class="olap",
+        config={"innodb_buffer_pool_size": str(GiB)},
+    )
+    delta = ctx.last_delta
+    assert delta is not None
+    sized = ctx.model_copy(
+        update={"last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "data.size_bytes": 3.0 * GiB}})}
+    )
+    p = PLANNER.propose(sized)
+    assert p.bottleneck == Bottleneck.buffer_cache and "innodb_buffer_pool_size" in {c.name for c in p.changes}, p
+    assert "larger than 40 % of the memory limit" not in p.rationale + " ".join(p.ruled_out), p
+
+
+def test_a_bad_start_shared_buffers_is_repaired_for_analytic_data_beyond_40_percent() -> None:
+    # the playbook's [[floor]] is a repair, not a larger cache: 128kB (16 buffers) is put back to the default
+    ctx = _ctx("pg_buffer_cache", mem_gib=1, workload_class="olap", config={"shared_buffers": "128kB"})
+    delta = ctx.last_delta
+    assert delta is not None
+    sized = ctx.model_copy(
+        update={
+            "last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "pg_database.size_bytes": 1.66 * GiB}})
+        }
+    )
+    p = PLANNER.propose(sized)
+    assert {c.name: str(c.value) for c in p.changes}.get("shared_buffers") == "128MB", p
+    assert "bad start: shared_buffers=128kB" in p.rationale, p.rationale
