@@ -381,6 +381,9 @@ class MoveBuilders:
             floor = size(rule.floor, facts, spec, cur)
             if floor is None or cur >= floor or (rule.knob, "up") in hist.dead:
                 return None
+            if raw is not None and canonical(rule.knob, raw, spec) in hist.kept:
+                log.info("planner.floor_skipped", knob=rule.knob, value=raw, reason="measured and kept this session")
+                return None
             shipped = parse_value(spec.default, spec) if spec.default is not None else None
             if shipped is not None and cur >= shipped:
                 return None  # at or above the server's shipped default is not a broken start
