@@ -396,6 +396,19 @@ def test_evidence_never_lowers_shared_buffers_below_16_kb_per_connection(pg: Pos
     _assert_valid_as_set(ctx, c.changes)
 
 
+def test_a_bad_start_below_the_scan_rule_keeps_effective_cache_size_at_the_rules_figure(pg: PostgresTarget) -> None:
+    # shared_buffers 128kB (a bad start the playbook's floor repairs later): the scan rule never raises it,
+    # and effective_cache_size is sized from the rule's 32 MiB, not 4 × 128kB = 512kB (the breaker's case)
+    ctx = _misses(context_of(pg, workload_class="olap", memory=1 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
+    bad = {**ctx.current_config, "shared_buffers": "128kB"}
+    ctx = ctx.model_copy(
+        update={"current_config": bad, "profile": ctx.profile.model_copy(update={"current_config": bad})}
+    )
+    c = _evidence(ctx).candidate
+    assert c is not None and "shared_buffers" not in c.changes, c
+    assert c.changes["effective_cache_size"] == "128MB", c.changes
+
+
 def test_evidence_sizes_shared_buffers_of_lookups_beyond_memory_at_the_manuals_start(pg: PostgresTarget) -> None:
     # data far beyond the limit: no cache holds it; 25 % of the limit (manual 20.4.1's starting value)
     small = _misses(context_of(pg, workload_class="oltp", memory=512 * MiB), data=3.0 * GiB, scan_rows=1e5)

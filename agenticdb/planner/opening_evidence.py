@@ -52,6 +52,7 @@ from agenticdb.planner.opening_cache import (
     SCAN_CACHE_FACTOR,
     access_pattern,
     budget_room,
+    scan_buffers,
     scans_beyond_memory,
     size_shared_buffers,
 )
@@ -256,6 +257,7 @@ def _scan_cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> bool:
     if not scans_beyond_memory(pattern, data, mem):
         return False
     sb = b.now_bytes("shared_buffers") or 128 * MiB
+    connections = int(b.now("max_connections") or inp.host.max_connections)
     got = size_shared_buffers(
         miss=miss,
         data=data,
@@ -265,12 +267,13 @@ def _scan_cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> bool:
         why=why,
         room=math.inf,
         room_why="",
-        connections=int(b.now("max_connections") or inp.host.max_connections),
+        connections=connections,
     )
     log.info("opening.evidence.shared_buffers", pattern=pattern, value=got.value, reason=got.reason)
     if got.value is not None:
         b.put_bytes("shared_buffers", got.value, got.reason)
-    sb_set = got.value if got.value is not None else sb
+    # the rule's own figure when a bad start keeps shared_buffers below it (128kB would give 512kB)
+    sb_set = max(got.value if got.value is not None else sb, scan_buffers(mem, connections))
     ecs, want = b.now_bytes("effective_cache_size"), SCAN_CACHE_FACTOR * sb_set
     if ecs is None or ecs > want:
         b.put_bytes(
