@@ -325,3 +325,6 @@ def test_the_daemon_queues_the_advised_remedy_and_runs_it_only_once_approved(
     assert "remediation ANALYZE" in str(applied["result"]), applied
     assert "verified True" in str(applied["result"])
     assert not [d for e, d in events if e == "approval.applied" and d["id"] != p["id"]]  # no knob applied
+    # stopped by SIGTERM: the story ends "stopped", not "unfinished (still running, or the process died)"
+    story = _cli(home, "journal", "show", "daemon").stdout
+    assert "Daemon stopped" in story and ": by SIGTERM" in story and "unfinished" not in story, story[-2000:]
