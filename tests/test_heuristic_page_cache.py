@@ -6,9 +6,9 @@ the one just undone (benchmarks/README.md)."""
 
 from __future__ import annotations
 
-from test_heuristic_planner import PLANNER, _ctx
+from test_heuristic_planner import PLANNER, _ctx, _round
 
-from agenticdb.models import Bottleneck
+from agenticdb.models import OPENING_PROOF, Bottleneck, Change, Proposal
 
 GiB = 1024**3
 
@@ -38,3 +38,64 @@ def test_the_same_cache_misses_still_raise_the_cache_for_lookups_or_data_that_fi
         "shared_buffers",
         "effective_cache_size",
     }, small
+
+
+def test_an_analytic_mariadb_workload_still_gets_a_larger_buffer_pool() -> None:
+    # InnoDB has no scan ring and reads with O_DIRECT by default since MariaDB 10.6: the page cache serves none
+    # of its misses, so the PostgreSQL rule must not hold the pool at 1 GiB of 4 GiB for 3 GiB of data
+    ctx = _ctx(
+        "mariadb_buffer_cache",
+        family="mariadb",
+        mem_gib=4,
+        workload_class="olap",
+        config={"innodb_buffer_pool_size": str(GiB)},
+    )
+    delta = ctx.last_delta
+    assert delta is not None
+    sized = ctx.model_copy(
+        update={"last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "data.size_bytes": 3.0 * GiB}})}
+    )
+    p = PLANNER.propose(sized)
+    assert p.bottleneck == Bottleneck.buffer_cache and "innodb_buffer_pool_size" in {c.name for c in p.changes}, p
+    assert "larger than 40 % of the memory limit" not in p.rationale + " ".join(p.ruled_out), p
+
+
+def test_a_bad_start_shared_buffers_is_repaired_for_analytic_data_beyond_40_percent() -> None:
+    # the playbook's [[floor]] is a repair, not a larger cache: 128kB (16 buffers) is put back to the default
+    ctx = _ctx("pg_buffer_cache", mem_gib=1, workload_class="olap", config={"shared_buffers": "128kB"})
+    delta = ctx.last_delta
+    assert delta is not None
+    sized = ctx.model_copy(
+        update={
+            "last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "pg_database.size_bytes": 1.66 * GiB}})
+        }
+    )
+    p = PLANNER.propose(sized)
+    assert {c.name: str(c.value) for c in p.changes}.get("shared_buffers") == "128MB", p
+    assert "bad start: shared_buffers=128kB" in p.rationale, p.rationale
+
+
+def test_the_floor_does_not_undo_a_shared_buffers_the_openings_proof_kept() -> None:
+    # the evidence set lowers shared_buffers to 32MB for scans beyond a 1 GiB limit (opening_cache), under the
+    # playbook's 128MB floor; once its proof kept it, the next round must not call 32MB a bad start
+    kept = {"shared_buffers": "32MB", "effective_cache_size": "128MB"}
+    proof = Proposal(
+        bottleneck=Bottleneck.buffer_cache,
+        changes=[Change(name=n, value=v) for n, v in kept.items()],
+        planner="opening:evidence",
+        stage="opening",
+        rationale=f"{OPENING_PROOF} 'evidence' on fresh pairs",
+    )
+    r1 = _round(1, Bottleneck.buffer_cache, kept, kept=True, gain=0.08, proposal=proof)
+    assert r1.opening
+    ctx = _ctx("pg_buffer_cache", mem_gib=1, workload_class="olap", config=kept, rounds=[r1])
+    delta = ctx.last_delta
+    assert delta is not None
+    sized = ctx.model_copy(
+        update={
+            "last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "pg_database.size_bytes": 1.66 * GiB}})
+        }
+    )
+    p = PLANNER.propose(sized)
+    assert "shared_buffers" not in {c.name for c in p.changes}, p
+    assert "bad start" not in p.rationale, p.rationale

@@ -380,6 +380,22 @@ def test_evidence_lowers_the_cache_of_analytic_scans_beyond_the_memory_limit(
     assert lookups.candidate is None or lookups.candidate.changes.get("shared_buffers") != sb, lookups.candidate
 
 
+def test_evidence_never_lowers_shared_buffers_below_16_kb_per_connection(pg: PostgresTarget) -> None:
+    # pg-tpch's shape with max_connections 3000 (pretended; the server is not restarted): 1/32 of 1 GiB is
+    # 32MB, under 16 kB × 3000 = 47 MiB, the validator's harmful rule pg.shared_buffers-per-connection
+    # ('no unpinned buffers available'), which refused the whole evidence set and its other moves with it
+    ctx = _misses(context_of(pg, workload_class="olap", memory=1 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
+    many = {**ctx.current_config, "max_connections": "3000"}
+    ctx = ctx.model_copy(
+        update={"current_config": many, "profile": ctx.profile.model_copy(update={"current_config": many})}
+    )
+    c = _evidence(ctx).candidate
+    assert c is not None and c.changes.get("shared_buffers") == "47MB", c
+    assert "16 kB × max_connections 3000" in c.sources["shared_buffers"], c.sources
+    assert c.changes["effective_cache_size"] == "188MB", c.changes
+    _assert_valid_as_set(ctx, c.changes)
+
+
 def test_evidence_sizes_shared_buffers_of_lookups_beyond_memory_at_the_manuals_start(pg: PostgresTarget) -> None:
     # data far beyond the limit: no cache holds it; 25 % of the limit (manual 20.4.1's starting value)
     small = _misses(context_of(pg, workload_class="oltp", memory=512 * MiB), data=3.0 * GiB, scan_rows=1e5)

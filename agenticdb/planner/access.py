@@ -163,7 +163,7 @@ playbook's shared_buffers limit (PostgreSQL 15 manual 20.4.1: more than 40 % of 
 better)."""
 
 
-def page_cache_serves(workload_class: str, data_bytes: float | None, memory_bytes: float) -> str | None:
+def page_cache_serves(workload_class: str, data_bytes: float | None, memory_bytes: float, family: str) -> str | None:
     """Why a larger buffer cache is not offered to this workload, or None when it may be.
 
     An analytic workload (``workload_class`` "olap", as :func:`workload_class` calls it) whose data
@@ -175,8 +175,18 @@ def page_cache_serves(workload_class: str, data_bytes: float | None, memory_byte
     (TPC-H SF 1 under 1 GiB, benchmarks/README.md): shared_buffers 128 → 256 MB alone −23 %; effective_cache_size
     4 GB → 128 MB kept at +96 % [+64 %, +133 %] (2026-12-07). One rule for the opening's limits set
     (``opening_limits``) and the heuristic planner's buffer_cache moves (``move_builders``).
+
+    PostgreSQL only (``family`` "postgresql"; any other: None): InnoDB has no scan ring and since MariaDB 10.6
+    reads its data files with O_DIRECT (innodb_flush_method's default, MariaDB KB "InnoDB System Variables";
+    the mysql playbook's innodb_flush_method entry), so the page cache serves none of its misses and the
+    buffer pool is the only cache a larger one could take from.
     """
-    if workload_class != "olap" or data_bytes is None or data_bytes <= CACHE_FIT * memory_bytes:
+    if (
+        family != "postgresql"
+        or workload_class != "olap"
+        or data_bytes is None
+        or data_bytes <= CACHE_FIT * memory_bytes
+    ):
         return None
     gib = 1024**3
     return (

@@ -328,6 +328,12 @@ class HeuristicPlanner(MoveBuilders, Planner):
         # the opening's rounds raced whole configurations (one screen each, then one proof): what they kept is
         # in the current values; they say nothing about one knob's direction, so they are not history here
         rounds = [r for r in ctx.rounds if not r.opening]
+        # ... but a value any round measured and kept is the session's own choice, not a broken start for a
+        # floor to repair (the evidence set's shared_buffers 32MB for scans beyond the memory limit, under the
+        # playbook's 128MB floor: the floor would undo the kept proof)
+        for r in ctx.rounds:
+            if r.kept and r.failure is None:
+                hist.kept.update(canonical(n, v, cat.get(n)) for n, v in _round_changes(r).items())
         for r in rounds:
             if r.verdict_ok or r.failure is not None:
                 # rejected proposals: only the offending values (failed_checks below) are off limits

@@ -41,14 +41,14 @@ def _workload_class(ctx: PlanningContext) -> str:
     return access.workload_class(ctx.fingerprint.workload_class, current_delta(ctx))
 
 
-def _page_cache_serves(ctx: PlanningContext) -> str | None:
+def _page_cache_serves(ctx: PlanningContext, family: str) -> str | None:
     """:func:`agenticdb.planner.access.page_cache_serves` for ``ctx``: its workload class, the databases' size the
     last sample read (PostgreSQL ``pg_database.size_bytes``, MariaDB ``data.size_bytes``) and the memory limit."""
     delta = current_delta(ctx)
     gauges = delta.gauges if delta is not None else {}
     data = gauges.get("pg_database.size_bytes") or gauges.get("data.size_bytes")
     hw = ctx.profile.hardware
-    return access.page_cache_serves(_workload_class(ctx), data, hw.memory_limit_bytes or hw.memory_bytes)
+    return access.page_cache_serves(_workload_class(ctx), data, hw.memory_limit_bytes or hw.memory_bytes, family)
 
 
 def change_direction(name: str, value: str, spec: KnobSpec | None, current: dict[str, str]) -> str:
@@ -205,7 +205,7 @@ class MoveBuilders:
         only: set[str] | None = None,
     ) -> list[Move]:
         moves: list[Move] = []
-        left = _page_cache_serves(ctx) if b == Bottleneck.buffer_cache else None
+        left = _page_cache_serves(ctx, family) if b == Bottleneck.buffer_cache else None
         for e in book.entries_for(b):
             if e.workload_classes and _workload_class(ctx) not in e.workload_classes:
                 continue
@@ -380,6 +380,9 @@ class MoveBuilders:
             assert rule.floor is not None
             floor = size(rule.floor, facts, spec, cur)
             if floor is None or cur >= floor or (rule.knob, "up") in hist.dead:
+                return None
+            if raw is not None and canonical(rule.knob, raw, spec) in hist.kept:
+                log.info("planner.floor_skipped", knob=rule.knob, value=raw, reason="measured and kept this session")
                 return None
             shipped = parse_value(spec.default, spec) if spec.default is not None else None
             if shipped is not None and cur >= shipped:

@@ -48,6 +48,8 @@ class History:
     # values only retrieved experience called ineffective (not tried in this session) → their note
     retrieved_ineffective: dict[tuple[str, str], str] = field(default_factory=dict)
     retried: list[str] = field(default_factory=list)
+    # values this session measured and kept (any round, the opening's proof included): never a "bad start"
+    kept: set[tuple[str, str]] = field(default_factory=set)
 
 
 @dataclass

@@ -122,31 +122,50 @@ def scans_beyond_memory(pattern: str, data: float, mem: float) -> bool:
     return pattern == "scans" and data > mem
 
 
-def scan_buffers(mem: float) -> float:
+BUFFERS_PER_CONNECTION = 16 * 1024
+"""shared_buffers never lowered below this × max_connections (bytes): the validator's harmful rule
+``pg.shared_buffers-per-connection`` (PostgreSQL 8.3 manual 18.4.1: "at least 16 kilobytes times
+max_connections"; 128kB with 100 connections failed 'no unpinned buffers available' on PostgreSQL 15 here)."""
+
+
+def scan_buffers(mem: float, connections: int = 0) -> float:
     """shared_buffers (bytes, whole MiB) for scans of data beyond the memory limit ``mem`` (bytes):
-    :data:`SCAN_BUFFERS_SHARE` of it, at least :data:`SCAN_BUFFERS_FLOOR`."""
-    return math.floor(max(SCAN_BUFFERS_SHARE * mem, SCAN_BUFFERS_FLOOR) / MiB) * MiB
+    :data:`SCAN_BUFFERS_SHARE` of it, at least :data:`SCAN_BUFFERS_FLOOR` and at least
+    :data:`BUFFERS_PER_CONNECTION` × ``connections`` (max_connections of the set; rounded up to a MiB)."""
+    low = math.floor(max(SCAN_BUFFERS_SHARE * mem, SCAN_BUFFERS_FLOOR) / MiB) * MiB
+    return max(low, math.ceil(BUFFERS_PER_CONNECTION * connections / MiB) * MiB)
 
 
 def size_shared_buffers(
-    *, miss: float, data: float, mem: float, now: float, pattern: str, why: str, room: float, room_why: str
+    *,
+    miss: float,
+    data: float,
+    mem: float,
+    now: float,
+    pattern: str,
+    why: str,
+    room: float,
+    room_why: str,
+    connections: int = 0,
 ) -> CacheSizing:
     """shared_buffers for ``miss`` (share of block reads missed), ``data`` bytes, ``mem`` (the memory limit,
     bytes), ``now`` (bytes in effect), the access ``pattern`` and its ``why`` (:func:`access_pattern`), and
-    ``room`` (bytes the memory budget leaves for it, ``room_why`` its terms). Pure; rules in the module
-    docstring. Lowers shared_buffers only for :func:`scans_beyond_memory`."""
+    ``room`` (bytes the memory budget leaves for it, ``room_why`` its terms); ``connections`` (max_connections)
+    bounds a lowered value (:func:`scan_buffers`). Pure; rules in the module docstring. Lowers shared_buffers
+    only for :func:`scans_beyond_memory`."""
     fig = (
         f"buffer misses {miss:.0%}, {why}: the data ({data / GiB:.2f} GiB) against the memory limit "
         f"({mem / GiB:.2f} GiB)"
     )
     if scans_beyond_memory(pattern, data, mem):
-        want = scan_buffers(mem)
+        want = scan_buffers(mem, connections)
         rule = (
             "the data exceeds the memory limit and scans of tables larger than a quarter of shared_buffers read "
             "through a 256 kB ring (heapam.c initscan; buffer manager README), so shared buffers do not keep "
             "their pages while every MB of them is taken from the page cache that serves the rescans (one "
             f"cgroup charge): shared_buffers {SCAN_BUFFERS_SHARE * 32:g}/32 of the limit, at least "
-            f"{SCAN_BUFFERS_FLOOR / MiB:.0f} MiB (judgement; pg-tpch's TPE and oracle settled near 24 MB)"
+            f"{SCAN_BUFFERS_FLOOR / MiB:.0f} MiB (judgement; pg-tpch's TPE and oracle settled near 24 MB) and at least "
+            f"16 kB × max_connections {connections} (validator rule pg.shared_buffers-per-connection)"
         )
         if want >= now:
             return CacheSizing(

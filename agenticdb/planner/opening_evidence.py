@@ -257,7 +257,15 @@ def _scan_cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> bool:
         return False
     sb = b.now_bytes("shared_buffers") or 128 * MiB
     got = size_shared_buffers(
-        miss=miss, data=data, mem=mem, now=sb, pattern=pattern, why=why, room=math.inf, room_why=""
+        miss=miss,
+        data=data,
+        mem=mem,
+        now=sb,
+        pattern=pattern,
+        why=why,
+        room=math.inf,
+        room_why="",
+        connections=int(b.now("max_connections") or inp.host.max_connections),
     )
     log.info("opening.evidence.shared_buffers", pattern=pattern, value=got.value, reason=got.reason)
     if got.value is not None:

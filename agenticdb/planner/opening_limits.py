@@ -78,8 +78,9 @@ def at_limits(inp: SourceInput) -> SourceOutput:
     scored = [h for h in hyps if not h.ruled_out and h.score > 0]
     top = max(scored, key=lambda h: h.score).bottleneck if scored else None
     io_absent = next((h.ruled_out for h in hyps if h.bottleneck == Bottleneck.io_queue and _measured(h)), None)
-    left = access.page_cache_serves(cls, host.data_bytes, host.memory_bytes) if host.data_bytes else None
-    unmeasured_olap = cls == "olap" and host.data_bytes is None  # not measured: the conservative branch
+    left = access.page_cache_serves(cls, host.data_bytes, host.memory_bytes, host.family) if host.data_bytes else None
+    # not measured: the conservative branch (PostgreSQL's, as page_cache_serves)
+    unmeasured_olap = host.family == "postgresql" and cls == "olap" and host.data_bytes is None
     if top == Bottleneck.buffer_cache and (left or unmeasured_olap):
         notes.append(
             "limits: buffer_cache diagnosed, but an analytic workload's data larger than 40 % of the memory limit "
