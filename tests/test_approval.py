@@ -430,3 +430,93 @@ def test_a_refused_opening_is_skipped_and_bans_no_knob(tmp_path: Path, monkeypat
     result = box["result"]
     assert not [c for o in result.rounds for c in o.failed_checks if c.check == "approval"]
     assert result.best_changes == {"work_mem": "8MB"}
+
+
+def _stale(table: str) -> Any:
+    """A stale-statistics finding on ``table`` with its ANALYZE, as the root-cause pass makes one."""
+    from agenticdb.rootcause import Cause, Finding, Remedy
+    from agenticdb.rootcause.model import stable_id
+
+    return Finding(
+        id=stable_id("stale_statistics", table, "app"),
+        cause=Cause.stale_statistics,
+        family="postgresql",
+        subject=table,
+        score=0.9,
+        summary=f"stale statistics on {table}",
+        evidence=[f"{table}: n_mod_since_analyze 180,000 of 200,000 rows"],
+        remedies=[Remedy(sql=f"ANALYZE {table}", automatic=True, lock_impact="SHARE UPDATE EXCLUSIVE")],
+        database="app",
+    )
+
+
+def test_a_remedy_is_named_by_its_finding_id_beside_its_own(tmp_path: Path) -> None:
+    """A DBA reads a finding id (RC…) in ``advise`` and a proposal id (R…) in ``pending``: pending, the
+    STATUS line and the journal name both, and ``approve RC…`` takes the finding id when exactly one
+    pending remedy carries it; otherwise the error names the proposals with their findings."""
+    from agenticdb.advice.approval import queue_remedy, status_line
+
+    queue = tmp_path / "queue"
+    config = tmp_path / "agenticdb.toml"
+    config.write_text(f'[storage]\nhome = "{tmp_path}"\n[daemon]\napproval_dir = "{queue}"\n')
+    cfg = Settings(
+        policy=PolicyConfig(mode="approve"),
+        storage=StorageConfig(home=tmp_path),
+        daemon=DaemonConfig(approval_dir=queue, proposal_ttl_s=600),
+    )
+    desk, journal = Desk(cfg, advice_parts()), Journal(tmp_path / "journal.db")
+    orders, items = _stale("public.orders"), _stale("public.items")
+
+    def offer(pid: str, finding: Any, session: str = "daemon") -> Any:
+        return queue_remedy(
+            desk, journal, session, None, pid=pid, target="t", finding=finding,
+            remedy=finding.remedies[0], keep_finding=session == "daemon",
+        )  # fmt: skip
+
+    a, b = offer("Raaaaaaaaaa", orders), offer("Rbbbbbbbbbb", items)
+    r = cli("pending", "--config", str(config))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert orders.id in r.stdout[r.stdout.index(a.id) : r.stdout.index(b.id)], r.stdout  # beside its proposal
+    assert f"{a.id} (finding {orders.id})" in status_line(desk.queue.pending())
+    proposed = {e.data["id"]: e.data.get("finding") for e in journal.events("daemon") if e.event == "approval.proposed"}
+    assert proposed == {a.id: orders.id, b.id: items.id}
+
+    r = cli("approve", orders.id, "--config", str(config))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{a.id} (finding {orders.id})" in r.stdout and (queue / "decisions" / f"{a.id}.json").exists()
+    desk.tick(journal)  # the desk takes the decision (the remedy itself fails: no [remediation] dsn)
+    approved = next(e.data for e in journal.events("daemon") if e.event == "approval.approved")
+    assert approved["id"] == a.id and approved["finding"] == orders.id
+
+    c = offer("Rcccccccccc", items, session="s1")  # the session's gate queued the same finding's remedy
+    r = cli("approve", items.id, "--config", str(config))
+    assert r.returncode == 1 and "carried by 2 pending remedies" in r.stderr, r.stderr
+    assert f"{b.id} (finding {items.id})" in r.stderr and f"{c.id} (finding {items.id})" in r.stderr
+    r = cli("reject", "RC0123456789", "--config", str(config))
+    assert r.returncode == 1 and "no pending remedy carries finding 'RC0123456789'" in r.stderr, r.stderr
+    assert f"{b.id} (finding {items.id})" in r.stderr
+    # knob proposals queued earlier: the STATUS line (200 characters kept) still names the remedies first
+    from agenticdb.advice.types import Recommendation
+    from agenticdb.models import ApplyMode, Layer
+
+    knobs = [
+        Recommendation(
+            id=f"Rk{i}",
+            knob=k,
+            layer=Layer.dbms,
+            current="4MB",
+            recommended="64MB",
+            apply=ApplyMode.reload,
+            bottleneck="temp_spill",
+            rule="r",
+            reason="r",
+            source="s",
+        )
+        for i, k in enumerate(("work_mem", "maintenance_work_mem", "temp_buffers"))
+    ]
+    for p in desk.queue.pending():  # made newer than the knobs' (the desk queues advice's knobs first)
+        (desk.queue.proposals / f"{p.id}.json").write_text(p.model_copy(update={"created_at": 1e10}).model_dump_json())
+    desk.queue.propose(knobs, "t", "approve", ttl_s=600)
+    line = status_line(desk.queue.pending())
+    assert line.startswith(f"awaiting approval: 5 proposal(s): {b.id} (finding {items.id})"), line
+    journal.close()

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 from agenticdb.report.metrics import JournalCollector
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
+from tests.test_daemon import NotifySocket
 
 CLI = [sys.executable, "-m", "agenticdb.cli"]
 QLOOP = Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios" / "qloop.py"
@@ -230,7 +232,8 @@ def test_the_daemon_queues_the_advised_remedy_and_runs_it_only_once_approved(
     """approve mode with ``approve_source = "advice"``: the daemon's advice finds the stale table and
     queues its ANALYZE beside the knob recommendations; nothing runs before `agenticdb approve`; then
     the daemon runs it through the remediation DSN, proves it (counters and plan before/after) and
-    journals it, as the session's gate does."""
+    journals it, as the session's gate does. The proposal (R…) carries the finding id advise showed
+    (RC…): pending, STATUS and the journal name both, and a DBA approves it by the finding id."""
     stale_orders(info)
     cfg = session_config(home)
     queue = home / "daemon-approvals"  # not the session test's queue: its R*.json would mix with these
@@ -244,11 +247,20 @@ def test_the_daemon_queues_the_advised_remedy_and_runs_it_only_once_approved(
         "AGENTICDB_REMEDIATION__DSN": psycopg.conninfo.make_conninfo(info.dsn, dbname="agenticdb_bench"),
     }
     log = open(home / "daemon.log", "w")
+    notify, listening = NotifySocket(home / "notify.sock"), threading.Event()
+    listening.set()
+
+    def listen() -> None:  # drain the socket as systemd would: 10 queued datagrams fill it, and the
+        while listening.is_set():  # daemon sends a STATUS text once, dropping it on a full queue
+            notify.wait_for("never sent", 0.5)
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
     # its advice probes the database the DSN names
     args = [*CLI, "daemon", "--config", str(cfg), "--sandbox", "postgres", "--target", bench_dsn(info)]
     proc = subprocess.Popen(
         args,
-        env={**os.environ, "AGENTICDB_HOME": str(home), **env},
+        env={**os.environ, "AGENTICDB_HOME": str(home), "NOTIFY_SOCKET": str(notify.path), **env},
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -275,18 +287,22 @@ def test_the_daemon_queues_the_advised_remedy_and_runs_it_only_once_approved(
         p = queued[0]
         assert p["recommendation"]["recommended"] == 'ANALYZE "public"."orders"'
         assert p["finding"]["cause"] == "stale_statistics"
+        finding = p["finding"]["id"]  # what `agenticdb advise` shows
         pend = _cli(home, "pending", env=env)
         assert 'ANALYZE "public"."orders"' in pend.stdout, pend.stdout + pend.stderr
+        assert p["id"] in pend.stdout and finding in pend.stdout, pend.stdout  # both ids, side by side
+        status = f"{p['id']} (finding {finding}) stale_statistics:public.orders"  # the STATUS line names it first
+        assert notify.wait_for(status, 30), [m for m in notify.messages if "STATUS" in m][-3:]
         proposed = [d for e, d in daemon_events() if e == "approval.proposed" and d.get("kind") == "remedy"]
-        assert proposed and proposed[0]["id"] == p["id"]
+        assert proposed and proposed[0]["id"] == p["id"] and proposed[0]["finding"] == finding
         time.sleep(1.5)  # it waits: nothing runs without a decision
         assert not [e for e, _ in daemon_events() if e == "remediation"]
         with psycopg.connect(psycopg.conninfo.make_conninfo(info.dsn, dbname="agenticdb_bench")) as c:
             row = c.execute("SELECT n_mod_since_analyze FROM pg_stat_user_tables WHERE relname = 'orders'").fetchone()
         assert row is not None and row[0] == MODIFIED
 
-        ok = _cli(home, "approve", str(p["id"]), "--wait", "60", env=env)
-        assert ok.returncode == 0, ok.stdout + ok.stderr
+        ok = _cli(home, "approve", finding, "--wait", "60", env=env)  # the finding id: its one remedy
+        assert ok.returncode == 0 and f"{p['id']} (finding {finding})" in ok.stdout, ok.stdout + ok.stderr
         deadline = time.monotonic() + 120
         while not [e for e, _ in daemon_events() if e == "approval.applied"] and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -294,14 +310,21 @@ def test_the_daemon_queues_the_advised_remedy_and_runs_it_only_once_approved(
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
         log.close()
+        listening.clear()
+        listener.join(5)
+        notify.close()
     events = daemon_events()
     rem = next(d for e, d in events if e == "remediation")
     assert rem["sql"] == 'ANALYZE "public"."orders"' and rem["result"] == "done" and rem["verified"]
     assert rem["before"]["counters"]["n_mod_since_analyze"] == MODIFIED
     assert rem["after"]["counters"]["n_mod_since_analyze"] == 0
     assert rem["plan_changed"] == [QUERY]
-    assert any(e == "approval.approved" and d["id"] == p["id"] for e, d in events)
+    assert any(e == "approval.approved" and d["id"] == p["id"] and d["finding"] == finding for e, d in events)
     applied = next(d for e, d in events if e == "approval.applied")
-    assert applied["id"] == p["id"] and "remediation ANALYZE" in str(applied["result"]), applied
+    assert applied["id"] == p["id"] and applied["finding"] == finding, applied
+    assert "remediation ANALYZE" in str(applied["result"]), applied
     assert "verified True" in str(applied["result"])
     assert not [d for e, d in events if e == "approval.applied" and d["id"] != p["id"]]  # no knob applied
+    # stopped by SIGTERM: the story ends "stopped", not "unfinished (still running, or the process died)"
+    story = _cli(home, "journal", "show", "daemon").stdout
+    assert "Daemon stopped" in story and ": by SIGTERM" in story and "unfinished" not in story, story[-2000:]

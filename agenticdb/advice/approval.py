@@ -76,6 +76,23 @@ class Pending(BaseModel):
     """The root cause of a "remedy" the daemon's desk queued from advice (``approve_source = "advice"``):
     the desk runs the approved remedy from it. None for the session's remedy, which its gate runs."""
 
+    @property
+    def finding_id(self) -> str | None:
+        """The root-cause finding a "remedy" fixes (``RC…``, the id ``agenticdb advise`` shows; the
+        recommendation of a remedy carries it as its id, :func:`agenticdb.advice.remediation.remedy_recommendation`);
+        None for other kinds."""
+        if self.kind != "remedy":
+            return None
+        return self.finding.id if self.finding is not None else self.recommendation.id
+
+    def label(self) -> str:
+        """``R7ae97270f7 (finding RCb552f0cb61)`` for a remedy, else the id: how messages name a proposal."""
+        return f"{self.id} (finding {self.finding_id})" if self.finding_id else self.id
+
+    def ids(self) -> dict[str, str]:
+        """The ids journal events carry: ``{"id": …}`` and, for a remedy, ``"finding": RC…``."""
+        return {"id": self.id, **({"finding": self.finding_id} if self.finding_id else {})}
+
 
 class DecisionFile(BaseModel):
     """What ``agenticdb approve|reject`` writes (``user`` is informational; the file owner counts)."""
@@ -172,18 +189,31 @@ class Queue:
         return sorted(out, key=lambda p: p.created_at)
 
     def find(self, rid: str) -> Pending:
-        """The pending proposal ``rid`` (a unique prefix is enough).
+        """The pending proposal ``rid``: its id, or the finding id (``RC…``) of the one pending remedy that
+        carries it (a DBA reads the finding id in ``agenticdb advise``); a unique prefix of either is enough.
 
         Raises:
-            ApprovalError: no such pending proposal, expired, or the prefix is ambiguous.
+            ApprovalError: no such pending proposal (expired, decided, never proposed), the prefix is
+                ambiguous, or several pending remedies carry the finding; the message names the pending
+                proposals with their finding ids.
         """
-        hits = [p for p in self.pending() if p.id.startswith(rid)]
+        pending = self.pending()
+        hits = [p for p in pending if p.id.startswith(rid)]
         if len(hits) == 1:
             return hits[0]
         if hits:
-            raise ApprovalError(f"id {rid!r} is ambiguous: {', '.join(p.id for p in hits)}")
-        known = ", ".join(p.id for p in self.pending()) or "none"
-        raise ApprovalError(f"no pending proposal {rid!r} (expired, decided or never proposed); pending: {known}")
+            raise ApprovalError(f"id {rid!r} is ambiguous: {', '.join(p.label() for p in hits)}")
+        carry = [p for p in pending if p.finding_id and p.finding_id.startswith(rid)]
+        if len(carry) == 1:
+            return carry[0]
+        if carry:
+            raise ApprovalError(
+                f"finding {rid!r} is carried by {len(carry)} pending remedies: {', '.join(p.label() for p in carry)}; "
+                "name one by its proposal id"
+            )
+        known = ", ".join(p.label() for p in pending) or "none"
+        what = "remedy carries finding" if rid.startswith("RC") else "proposal"
+        raise ApprovalError(f"no pending {what} {rid!r} (expired, decided or never proposed); pending: {known}")
 
     # ------------------------------------------------------------------------------- CLI: decide
     def decide(self, rid: str, decision: Literal["approve", "reject"], why: str = "") -> Pending:
@@ -276,8 +306,10 @@ def change_text(p: Pending, compact: bool = False) -> str:
 
 def status_line(pending: list[Pending]) -> str:
     """The systemd STATUS text while proposals wait (at most three named; a remedy, which has no current
-    value, as ``id cause:object: SQL``)."""
-    parts = [f"{p.id} {change_text(p, compact=True)}" for p in pending[:3]]
+    value, as ``id (finding RC…) cause:object: SQL``, named first: the root cause is what the service waits
+    on, and the notifier keeps 200 characters of the line)."""
+    named = sorted(pending, key=lambda p: p.kind != "remedy")[:3]  # stable: oldest first within each kind
+    parts = [f"{p.label()} {change_text(p, compact=True)}" for p in named]
     more = f" (+{len(pending) - 3} more)" if len(pending) > 3 else ""
     return f"awaiting approval: {len(pending)} proposal(s): " + "; ".join(parts) + more
 
@@ -334,8 +366,8 @@ class Desk:
         """Expire, then apply approved and drop rejected proposals. Returns the STATUS line while
         proposals wait (None when nothing waits)."""
         for p in self.queue.expire():
-            journal.append("daemon", "approval.expired", {"id": p.id, "recommendation": _brief(p.recommendation)})
-            log.info("approval.expired", id=p.id, reason="proposal_ttl_s elapsed without a decision")
+            journal.append("daemon", "approval.expired", {**p.ids(), "recommendation": _brief(p.recommendation)})
+            log.info("approval.expired", **p.ids(), reason="proposal_ttl_s elapsed without a decision")
         for prop, d, who in self.queue.take_decisions():
             self._act(journal, prop, d, who)
         pending = self.queue.pending()
@@ -411,7 +443,7 @@ class Desk:
         )
 
     def _act(self, journal: Journal, p: Pending | None, d: DecisionFile, who: str) -> None:
-        base: dict[str, Any] = {"id": d.id, "user": who, "why": d.why}
+        base: dict[str, Any] = {**(p.ids() if p is not None else {"id": d.id}), "user": who, "why": d.why}
         if (
             p is None
             or who.startswith("refused:")
@@ -426,13 +458,13 @@ class Desk:
         if d.decision == "reject":
             self.queue.close(p, rejected=True)
             journal.append("daemon", "approval.rejected", {**base, "recommendation": _brief(p.recommendation)})
-            log.info("approval.rejected", id=p.id, user=who, reason=d.why or "no reason given")
+            log.info("approval.rejected", **p.ids(), user=who, reason=d.why or "no reason given")
             return
         journal.append("daemon", "approval.approved", {**base, "recommendation": _brief(p.recommendation)})
         self.queue.close(p, rejected=False)
         summary = self._remedy(journal, p) if p.kind == "remedy" else self._apply(p, who)
         journal.append("daemon", "approval.applied", {**base, "result": summary})
-        log.info("approval.applied", id=p.id, user=who, reason=summary)
+        log.info("approval.applied", **p.ids(), user=who, reason=summary)
 
     def _apply(self, p: Pending, who: str) -> str:
         target = self.parts.build_target(self.cfg)
@@ -508,7 +540,7 @@ def queue_remedy(
     )
     _write(desk.queue.proposals / f"{p.id}.json", p, 0o640)
     brief = {"finding": finding.id, "sql": remedy.sql, "lock_impact": remedy.lock_impact}
-    journal.append(session_id, "approval.proposed", {"id": p.id, "kind": "remedy", "remedy": brief}, round_no)
+    journal.append(session_id, "approval.proposed", {**p.ids(), "kind": "remedy", "remedy": brief}, round_no)
     return p
 
 

@@ -37,7 +37,7 @@ def remedy_gate(
         p = queue_remedy(
             desk, journal, session_id, 0, pid=pid, target=session_id, finding=finding, remedy=remedy, keep_finding=False
         )
-        log.info("approval.waiting", id=p.id, sql=remedy.sql, reason="policy.mode = approve")
+        log.info("approval.waiting", id=p.id, finding=finding.id, sql=remedy.sql, reason="policy.mode = approve")
         decided = _wait(desk, journal, session_id, p, should_stop, status)
         if decided is not None:
             return None
@@ -60,17 +60,17 @@ def _wait(
     brief = {"knob": p.recommendation.knob, "recommended": p.recommendation.recommended}
     while True:
         if any(g.id == p.id for g in desk.queue.expire()):
-            journal.append(session_id, "approval.expired", {"id": p.id, "recommendation": brief}, 0)
+            journal.append(session_id, "approval.expired", {**p.ids(), "recommendation": brief}, 0)
             return "expired"
         for prop, d, who in desk.queue.take_decisions():
             if prop is None or prop.id != p.id:
                 desk._act(journal, prop, d, who)
                 continue
             if who.startswith("refused:"):
-                journal.append(session_id, "approval.ignored", {"id": p.id, "user": who}, 0)
+                journal.append(session_id, "approval.ignored", {**p.ids(), "user": who}, 0)
                 continue
             event = "approval.approved" if d.decision == "approve" else "approval.rejected"
-            journal.append(session_id, event, {"id": p.id, "user": who, "why": d.why, "recommendation": brief}, 0)
+            journal.append(session_id, event, {**p.ids(), "user": who, "why": d.why, "recommendation": brief}, 0)
             desk.queue.close(p, rejected=d.decision == "reject")
             return None if d.decision == "approve" else f"rejected by {who}"
         if should_stop():

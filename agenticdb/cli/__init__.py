@@ -513,9 +513,14 @@ def pending(config: ConfigOpt = None, home: HomeOpt = None) -> None:
     raise typer.Exit(run_pending(settings(config, None, None, home), console))
 
 
+PROPOSAL_HELP = (
+    "proposal id, or the finding id (RC…) of the one pending remedy that carries it (a unique prefix is enough)"
+)
+
+
 @app.command()
 def approve(
-    proposal: Annotated[str, typer.Argument(help="proposal id (a unique prefix is enough)")],
+    proposal: Annotated[str, typer.Argument(help=PROPOSAL_HELP)],
     config: ConfigOpt = None,
     home: HomeOpt = None,
     wait: Annotated[float, typer.Option(help="seconds to wait until the daemon took the decision")] = 0.0,
@@ -528,7 +533,7 @@ def approve(
 
 @app.command()
 def reject(
-    proposal: Annotated[str, typer.Argument(help="proposal id (a unique prefix is enough)")],
+    proposal: Annotated[str, typer.Argument(help=PROPOSAL_HELP)],
     config: ConfigOpt = None,
     home: HomeOpt = None,
     why: Annotated[str, typer.Option("--why", help="reason, journaled")] = "",

@@ -175,13 +175,16 @@ def run_pending(cfg: Settings, console: Console) -> int:
         console.print(f"nothing waits (queue {q.root})", highlight=False)
         return 0
     t = Table(title=f"{len(pending)} proposal(s) waiting ({q.root})")
-    for col in ("id", "mode", "change", "apply", "expires (UTC)"):
+    # a root cause's remedy: the finding id `advise` showed beside the proposal id (`approve` takes either)
+    findings = any(p.finding_id for p in pending)
+    for col in ("id", *(("finding",) if findings else ()), "mode", "change", "apply", "expires (UTC)"):
         t.add_column(col, no_wrap=True)
     t.add_column("evidence / expected effect", overflow="fold")
     for p in pending:
         r = p.recommendation
         t.add_row(
             p.id,
+            *((p.finding_id or "-",) if findings else ()),
             p.mode,
             escape(change_text(p)),
             r.apply.value,
@@ -196,7 +199,12 @@ def run_decide(
     cfg: Settings, rid: str, decision: Literal["approve", "reject"], why: str, wait_s: float, console: Console
 ) -> int:
     """Write a decision for the daemon; with ``wait_s`` > 0, wait until the daemon consumed it."""
-    from agenticdb.advice.approval import ApprovalError, Queue, queue_dir  # lazy: start-up cost (loads 36 modules)
+    from agenticdb.advice.approval import (  # lazy: start-up cost (loads 36 modules)
+        ApprovalError,
+        Queue,
+        change_text,
+        queue_dir,
+    )
 
     q = Queue(queue_dir(cfg), cfg.daemon.approval_group)
     try:
@@ -205,7 +213,7 @@ def run_decide(
         _err(str(exc))
         return 1
     verb = "approved" if decision == "approve" else "rejected"
-    console.print(f"{p.id} ({p.recommendation.knob} → {p.recommendation.recommended}) {verb}", highlight=False)
+    console.print(f"{p.label()} ({change_text(p)}) {verb}", highlight=False)
     deadline = time.monotonic() + wait_s
     decision_file = q.decisions / f"{p.id}.json"
     while wait_s > 0 and decision_file.exists() and time.monotonic() < deadline:

@@ -327,6 +327,7 @@ _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
         console, "Diagnosis", f"{d.get('bottleneck')} (what the baseline showed; {d.get('by', '')})"
     ),
     "query_weights": lambda console, d: _line(console, "Query set", str(d.get("reason", "")), "dim"),
+    "daemon.stop": lambda console, d: _line(console, "Daemon", f"stopped: {stop_text([d])}", "dim"),
 }
 
 
@@ -456,6 +457,35 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
             current = ev.round_no
             console.print(Rule("Baseline" if current == 0 else titles.get(current, f"Round {current}")))
         _render_event(console, ev)
-    if not any(e.event == "session.end" for e in events):
-        console.print(Rule("unfinished"))
-        console.print("  the session has no session.end event (still running, or the process died)")
+    _ending(console, events)
+
+
+def _ending(console: Console, events: list[JournalEvent]) -> None:
+    """The footer of a story without ``session.end``: the daemon's pseudo-session stopped cleanly after
+    its last ``daemon.start`` reads "Stopped" with when and why (:func:`stop_text`); "unfinished" only when
+    no end or stop event follows (still running, or the process died)."""
+    if any(e.event == "session.end" for e in events):
+        return
+    starts = [i for i, e in enumerate(events) if e.event == "daemon.start"]
+    stops = [e for e in events[starts[-1] + 1 if starts else 0 :] if e.event == "daemon.stop"]
+    if stops:
+        console.print(Rule("Daemon stopped"))
+        _line(console, "Stopped", f"{stops[-1].ts}: {stop_text([e.data for e in stops])}")
+        return
+    console.print(Rule("unfinished"))
+    what = "daemon.stop event after its last daemon.start" if starts else "session.end event"
+    console.print(f"  the {'daemon' if starts else 'session'} has no {what} (still running, or the process died)")
+
+
+def stop_text(stops: list[dict[str, Any]]) -> str:
+    """Why the daemon stopped, from the ``daemon.stop`` payloads of one run (agenticdb/daemon.py writes
+    ``{"reason": …}`` when it refused to go on, then ``{"signals": [...]}`` in its ``finally``):
+    ``"by SIGTERM"``, the reason, or that no signal asked for it."""
+    reasons = [str(d["reason"]) for d in stops if d.get("reason")]
+    signals = [str(s) for d in stops for s in d.get("signals") or []]
+    by = ", ".join(f"{s} ×{signals.count(s)}" if signals.count(s) > 1 else s for s in dict.fromkeys(signals))
+    if reasons:
+        return "; ".join(reasons) + (f" (signals: {by})" if by else "")
+    if by:
+        return f"by {by}"
+    return "without a stop signal: the service ended on its own (the events above say why)"

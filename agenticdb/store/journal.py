@@ -82,6 +82,12 @@ def _payload(data: dict[str, Any] | BaseModel) -> dict[str, Any]:
     return data
 
 
+def _stopped(row: sqlite3.Row) -> bool:
+    """A ``sessions()`` row whose last ``daemon.stop`` follows its last ``daemon.start`` (agenticdb/daemon.py
+    writes the stop in its shutdown's ``finally``): the daemon ended, it is not running or dead."""
+    return row["last_stop"] is not None and bool(row["last_stop"] > (row["last_start"] or 0))
+
+
 def _baseline(objective: float | None, runs_json: str | None) -> float | None:
     """The baseline objective, or the median of the baseline runs ({"objectives": [...]})."""
     if objective is not None or not runs_json:
@@ -348,7 +354,9 @@ class Journal:
         return str(row[0])
 
     def sessions(self) -> list[SessionSummary]:
-        """One summary per session, oldest first, from session.start/baseline/decision/session.end."""
+        """One summary per session, oldest first, from session.start/baseline/decision/session.end; the
+        daemon's pseudo-session is "stopped" (ended at its last ``daemon.stop``) when that event follows its
+        last ``daemon.start``, else "unfinished" like any session without session.end."""
         sql = """
         SELECT session_id,
           MIN(ts) AS started,
@@ -363,7 +371,10 @@ class Journal:
           MAX(CASE WHEN event = 'session.end' THEN json_extract(data, '$.best_objective') END)
               AS best_objective,
           MAX(CASE WHEN event = 'session.end' THEN COALESCE(json_extract(data, '$.status'), 'ended') END)
-              AS status
+              AS status,
+          MAX(CASE WHEN event = 'daemon.start' THEN id END) AS last_start,
+          MAX(CASE WHEN event = 'daemon.stop' THEN id END) AS last_stop,
+          MAX(CASE WHEN event = 'daemon.stop' THEN ts END) AS stopped
         FROM journal GROUP BY session_id ORDER BY MIN(id)
         """
         with self._lock:
@@ -372,13 +383,13 @@ class Journal:
             SessionSummary(
                 id=r["session_id"],
                 started=r["started"],
-                ended=r["ended"],
+                ended=r["ended"] or (r["stopped"] if _stopped(r) else None),
                 target=None if r["target"] is None else str(r["target"]),
                 workload=None if r["workload"] is None else str(r["workload"]),
                 rounds=r["rounds"],
                 baseline_objective=_baseline(r["baseline_objective"], r["baseline_runs"]),
                 best_objective=r["best_objective"],
-                status=r["status"] or "unfinished",
+                status=r["status"] or ("stopped" if _stopped(r) else "unfinished"),
             )
             for r in rows
         ]
