@@ -6,6 +6,8 @@ the one just undone (benchmarks/README.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from test_heuristic_planner import PLANNER, _ctx, _round
 
 from agenticdb.models import OPENING_PROOF, Bottleneck, Change, Proposal
@@ -13,12 +15,18 @@ from agenticdb.models import OPENING_PROOF, Bottleneck, Change, Proposal
 GiB = 1024**3
 
 
-def _tpch_like(workload_class: str, data: float) -> object:
-    ctx = _ctx("pg_buffer_cache", mem_gib=1, workload_class=workload_class, config={"effective_cache_size": "128MB"})
+def _sized(ctx: Any, data: float) -> Any:
+    """``ctx`` whose last sample read ``data`` bytes of databases (pg_database.size_bytes)."""
     delta = ctx.last_delta
     assert delta is not None
-    sized = delta.model_copy(update={"gauges": {**delta.gauges, "pg_database.size_bytes": data}})
-    return ctx.model_copy(update={"last_delta": sized})
+    return ctx.model_copy(
+        update={"last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "pg_database.size_bytes": data}})}
+    )
+
+
+def _tpch_like(workload_class: str, data: float) -> object:
+    config = {"effective_cache_size": "128MB"}
+    return _sized(_ctx("pg_buffer_cache", mem_gib=1, workload_class=workload_class, config=config), data)
 
 
 def test_analytic_data_beyond_40_percent_of_the_limit_gets_no_larger_buffer_cache() -> None:
@@ -63,14 +71,7 @@ def test_an_analytic_mariadb_workload_still_gets_a_larger_buffer_pool() -> None:
 def test_a_bad_start_shared_buffers_is_repaired_for_analytic_data_beyond_40_percent() -> None:
     # the playbook's [[floor]] is a repair, not a larger cache: 128kB (16 buffers) is put back to the default
     ctx = _ctx("pg_buffer_cache", mem_gib=1, workload_class="olap", config={"shared_buffers": "128kB"})
-    delta = ctx.last_delta
-    assert delta is not None
-    sized = ctx.model_copy(
-        update={
-            "last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "pg_database.size_bytes": 1.66 * GiB}})
-        }
-    )
-    p = PLANNER.propose(sized)
+    p = PLANNER.propose(_sized(ctx, 1.66 * GiB))
     assert {c.name: str(c.value) for c in p.changes}.get("shared_buffers") == "128MB", p
     assert "bad start: shared_buffers=128kB" in p.rationale, p.rationale
 
@@ -89,13 +90,6 @@ def test_the_floor_does_not_undo_a_shared_buffers_the_openings_proof_kept() -> N
     r1 = _round(1, Bottleneck.buffer_cache, kept, kept=True, gain=0.08, proposal=proof)
     assert r1.opening
     ctx = _ctx("pg_buffer_cache", mem_gib=1, workload_class="olap", config=kept, rounds=[r1])
-    delta = ctx.last_delta
-    assert delta is not None
-    sized = ctx.model_copy(
-        update={
-            "last_delta": delta.model_copy(update={"gauges": {**delta.gauges, "pg_database.size_bytes": 1.66 * GiB}})
-        }
-    )
-    p = PLANNER.propose(sized)
+    p = PLANNER.propose(_sized(ctx, 1.66 * GiB))
     assert "shared_buffers" not in {c.name for c in p.changes}, p
     assert "bad start" not in p.rationale, p.rationale
