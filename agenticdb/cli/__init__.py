@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from agenticdb import __version__
 from agenticdb.cli.change_file import ChangeFileError, parse_change_file
-from agenticdb.cli.help_model import TARGET_HELP, config_help
+from agenticdb.cli.help_model import PROPOSAL_HELP, TARGET_HELP, config_help
 from agenticdb.cli.journal_cmd import journal_app
 from agenticdb.cli.memory_cmd import memory_app
 from agenticdb.cli.output import OutputFormat
@@ -511,11 +511,6 @@ def pending(config: ConfigOpt = None, home: HomeOpt = None) -> None:
     from agenticdb.cli.advise_cmd import run_pending  # lazy: start-up cost (loads 31 modules)
 
     raise typer.Exit(run_pending(settings(config, None, None, home), console))
-
-
-PROPOSAL_HELP = (
-    "proposal id, or the finding id (RC…) of the one pending remedy that carries it (a unique prefix is enough)"
-)
 
 
 @app.command()

@@ -11,6 +11,10 @@ from pydantic.fields import FieldInfo
 
 from agenticdb.config import Settings
 
+PROPOSAL_HELP = (
+    "proposal id, or the finding id (RC…) of the one pending remedy that carries it (a unique prefix is enough)"
+)
+"""``approve`` / ``reject``'s argument (``agenticdb.advice.approval``: a remedy's proposal names its finding)."""
 TARGET_HELP = (
     "the database server to work on, as a DSN: postgresql://USER@HOST:PORT/DB (or libpq 'host=H dbname=D') or "
     "mysql://USER@HOST:PORT/DB for MariaDB/MySQL; it overrides target.dsn of --config (--sandbox instead "
