@@ -380,15 +380,21 @@ def test_evidence_lowers_the_cache_of_analytic_scans_beyond_the_memory_limit(
     assert lookups.candidate is None or lookups.candidate.changes.get("shared_buffers") != sb, lookups.candidate
 
 
+def _tpch_shape(pg: PostgresTarget, **config: str) -> PlanningContext:
+    """pg-tpch's shape (olap, 1.4 GiB of data under 1 GiB, 41 % misses) with ``config`` pretended in effect
+    (the server is not restarted)."""
+    ctx = _misses(context_of(pg, workload_class="olap", memory=1 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
+    cur = {**ctx.current_config, **config}
+    return ctx.model_copy(
+        update={"current_config": cur, "profile": ctx.profile.model_copy(update={"current_config": cur})}
+    )
+
+
 def test_evidence_never_lowers_shared_buffers_below_16_kb_per_connection(pg: PostgresTarget) -> None:
     # pg-tpch's shape with max_connections 3000 (pretended; the server is not restarted): 1/32 of 1 GiB is
     # 32MB, under 16 kB × 3000 = 47 MiB, the validator's harmful rule pg.shared_buffers-per-connection
     # ('no unpinned buffers available'), which refused the whole evidence set and its other moves with it
-    ctx = _misses(context_of(pg, workload_class="olap", memory=1 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
-    many = {**ctx.current_config, "max_connections": "3000"}
-    ctx = ctx.model_copy(
-        update={"current_config": many, "profile": ctx.profile.model_copy(update={"current_config": many})}
-    )
+    ctx = _tpch_shape(pg, max_connections="3000")
     c = _evidence(ctx).candidate
     assert c is not None and c.changes.get("shared_buffers") == "47MB", c
     assert "16 kB × max_connections 3000" in c.sources["shared_buffers"], c.sources
@@ -399,11 +405,7 @@ def test_evidence_never_lowers_shared_buffers_below_16_kb_per_connection(pg: Pos
 def test_a_bad_start_below_the_scan_rule_keeps_effective_cache_size_at_the_rules_figure(pg: PostgresTarget) -> None:
     # shared_buffers 128kB (a bad start the playbook's floor repairs later): the scan rule never raises it,
     # and effective_cache_size is sized from the rule's 32 MiB, not 4 × 128kB = 512kB (the breaker's case)
-    ctx = _misses(context_of(pg, workload_class="olap", memory=1 * GiB), data=1.4 * GiB, scan_rows=9.9e5)
-    bad = {**ctx.current_config, "shared_buffers": "128kB"}
-    ctx = ctx.model_copy(
-        update={"current_config": bad, "profile": ctx.profile.model_copy(update={"current_config": bad})}
-    )
+    ctx = _tpch_shape(pg, shared_buffers="128kB")
     c = _evidence(ctx).candidate
     assert c is not None and "shared_buffers" not in c.changes, c
     assert c.changes["effective_cache_size"] == "128MB", c.changes

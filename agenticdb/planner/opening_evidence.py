@@ -210,7 +210,11 @@ def _spill(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[st
 
 def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
     mem, data = inp.host.memory_bytes, inp.host.data_bytes
-    if _scan_cache(inp, b, d):
+    rd, hit = _total(d, _DB + "blks_read"), _total(d, _DB + "blks_hit")
+    miss = rd / (rd + hit) if rd is not None and hit is not None and rd + hit > 0 else None
+    pattern, why = access_pattern(inp.host.workload_class, d)
+    if miss is not None and miss >= MISS_RATIO and data is not None and scans_beyond_memory(pattern, data, mem):
+        _scan_cache(inp, b, miss, data, pattern, why)
         return
     ecs = b.now_bytes("effective_cache_size")
     if ecs is not None and ecs > 0.75 * mem:
@@ -220,18 +224,15 @@ def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[st
             f"measured: it claims {ecs / GiB:.2f} GiB of cache, more than 75 % of the server's memory limit "
             f"{mem / GiB:.2f} GiB (manual 20.7.2)",
         )
-    rd, hit = _total(d, _DB + "blks_read"), _total(d, _DB + "blks_hit")
-    if rd is None or hit is None or rd + hit <= 0:
+    if miss is None:
         notes.append("buffer misses not measured (no pg_stat_database counters)")
         return
-    miss = rd / (rd + hit)
     if miss < MISS_RATIO:
         return
     sb = b.now_bytes("shared_buffers") or 128 * MiB
     if data is None:
         notes.append(f"buffer misses {miss:.0%} measured but the data size was not: shared_buffers kept")
         return
-    pattern, why = access_pattern(inp.host.workload_class, d)
     room, room_why = budget_room(inp, b)
     got = size_shared_buffers(
         miss=miss, data=data, mem=mem, now=sb, pattern=pattern, why=why, room=room, room_why=room_why
@@ -243,19 +244,12 @@ def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[st
         b.put_bytes("shared_buffers", got.value, got.reason)
 
 
-def _scan_cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> bool:
-    """The cache of scans that read data beyond the memory limit (``opening_cache`` docstring): shared_buffers
-    lowered to :func:`scan_buffers` and effective_cache_size to :data:`SCAN_CACHE_FACTOR` × it, each only when
-    lower than in effect. True when the rule applied (measured misses ≥ :data:`MISS_RATIO`, data size read,
-    pattern "scans", data > the memory limit), so the generic cache rules are not asked."""
-    mem, data = inp.host.memory_bytes, inp.host.data_bytes
-    rd, hit = _total(d, _DB + "blks_read"), _total(d, _DB + "blks_hit")
-    if data is None or rd is None or hit is None or rd + hit <= 0 or rd / (rd + hit) < MISS_RATIO:
-        return False
-    miss = rd / (rd + hit)
-    pattern, why = access_pattern(inp.host.workload_class, d)
-    if not scans_beyond_memory(pattern, data, mem):
-        return False
+def _scan_cache(inp: SourceInput, b: SetBuilder, miss: float, data: float, pattern: str, why: str) -> None:
+    """The cache of scans that read ``data`` bytes beyond the memory limit with ``miss`` (share of block reads
+    missed) and the access ``pattern``/``why`` of :func:`access_pattern` (``opening_cache`` docstring):
+    shared_buffers lowered to :func:`scan_buffers` and effective_cache_size to :data:`SCAN_CACHE_FACTOR` × it,
+    each only when lower than in effect; the generic cache rules are not asked."""
+    mem = inp.host.memory_bytes
     sb = b.now_bytes("shared_buffers") or 128 * MiB
     connections = int(b.now("max_connections") or inp.host.max_connections)
     got = size_shared_buffers(
@@ -285,7 +279,6 @@ def _scan_cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> bool:
             f"{SCAN_CACHE_FACTOR} × shared_buffers {sb_set / MiB:.0f} MiB = {want / MiB:.0f} MiB, so the planner "
             "costs index fetches as reads (judgement; pg-tpch's TPE and oracle settled near 85 MB)",
         )
-    return True
 
 
 def _wal(b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
