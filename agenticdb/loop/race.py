@@ -556,15 +556,17 @@ def screen_and_proof_s(
         # the same prior as the budget fit's (``opening_cost_s`` with one screen): pg-tpch's race of 2026-12-07
         # 07:18 was admitted by the fit at 296 s of 298 s left, then refused at its first screen at 357 s —
         # the restart and its cold warm-up counted twice, once in the screen and once in the proof's round
-        return round_cost_prior(
+        return opening_cost_s(
             basis.run_durations_s,
             basis.warmup_s,
+            1,
             basis.min_pairs,
-            reused_best_run,
-            restarts=switch or proof_restarts,
-            restart_s=basis.restart_s,
+            race_restarts=int(switch),
+            proof_restarts=proof_restarts,
             query_set=basis.query_set,
             reset_each_run=basis.reset_each_run,
+            restart_s=basis.restart_s,
+            reused_best_run=reused_best_run,
         )
     return screen_cost_s(basis, switch) + proof_cost_s(basis, proof_restarts, False, False)
 
