@@ -157,6 +157,14 @@ def workload_class(declared: str, delta: StateDelta | None) -> str:
     return class_call(declared, delta).cls
 
 
+def data_bytes(delta: StateDelta | None) -> float | None:
+    """The databases' size (bytes) a sample read: PostgreSQL's ``pg_database.size_bytes`` (the sum over
+    pg_database), MariaDB's ``data.size_bytes``; None when neither was read (or read as 0)."""
+    gauges = delta.gauges if delta is not None else {}
+    data = gauges.get("pg_database.size_bytes") or gauges.get("data.size_bytes")
+    return float(data) if data else None
+
+
 CACHE_FIT = 0.40
 """Share of the memory limit beyond which an analytic workload's data is left to the kernel page cache: the
 playbook's shared_buffers limit (PostgreSQL 15 manual 20.4.1: more than 40 % of RAM is unlikely to work

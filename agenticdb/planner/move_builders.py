@@ -44,10 +44,8 @@ def _workload_class(ctx: PlanningContext) -> str:
 def _page_cache_serves(ctx: PlanningContext, family: str) -> str | None:
     """:func:`agenticdb.planner.access.page_cache_serves` for ``ctx``: its workload class, the databases' size the
     last sample read (PostgreSQL ``pg_database.size_bytes``, MariaDB ``data.size_bytes``) and the memory limit."""
-    delta = current_delta(ctx)
-    gauges = delta.gauges if delta is not None else {}
-    data = gauges.get("pg_database.size_bytes") or gauges.get("data.size_bytes")
     hw = ctx.profile.hardware
+    data = access.data_bytes(current_delta(ctx))
     return access.page_cache_serves(_workload_class(ctx), data, hw.memory_limit_bytes or hw.memory_bytes, family)
 
 

@@ -106,8 +106,6 @@ def host_view(ctx: PlanningContext, flavor: str) -> HostView:
     hw = ctx.profile.hardware
     cur = current_config(ctx)
     delta = delta_of(ctx)
-    gauges = delta.gauges if delta is not None else {}
-    data = gauges.get("pg_database.size_bytes") or gauges.get("data.size_bytes")
     try:
         maxc = int(float(cur.get("max_connections", "100")))
     except ValueError:
@@ -129,7 +127,7 @@ def host_view(ctx: PlanningContext, flavor: str) -> HostView:
         storage_source=storage_source,
         device=hw.data_device,
         workload_class=access.workload_class(ctx.fingerprint.workload_class, delta),
-        data_bytes=float(data) if data else None,
+        data_bytes=access.data_bytes(delta),
         max_connections=maxc,
         major=major,
     )
