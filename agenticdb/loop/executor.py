@@ -347,10 +347,12 @@ class Executor:
     def _prewarm(self, after_restart: bool) -> str:
         """The prewarm before a run: after a restart, and before the executor's first run (an observe-only
         workload's: only when the server was just started, :data:`JUST_STARTED_S`). A workload whose warm-up
-        restarts the server itself (``restarts_in_warmup``) prewarms after that restart instead: what is
-        loaded here would be dropped."""
-        if self.prewarm_max_s <= 0 or getattr(self.workload, "restarts_in_warmup", False):
+        restarts the server itself (``restarts_in_warmup``) prewarms after that restart instead when a warm-up
+        runs: what is loaded here would be dropped."""
+        if self.prewarm_max_s <= 0:
             return ""
+        if getattr(self.workload, "restarts_in_warmup", False) and (after_restart or self.warmup_s > 0):
+            return ""  # its warm-up runs next and restarts the server: the workload prewarms after that
         if after_restart:
             return prewarm_after_restart(self.dbms, self.prewarm_max_s)
         if self.last_run is None:
