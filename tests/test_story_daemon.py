@@ -5,6 +5,7 @@ written with the payloads agenticdb/daemon.py writes; the CLI reads them as a pe
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -54,3 +55,32 @@ def test_a_cleanly_stopped_daemon_reads_as_stopped_and_a_running_one_as_unfinish
     story = _show(tmp_path)
     assert ": reconcile failed: connection refused" in story.split("Daemon stopped", 1)[1], story
     assert _status(tmp_path) == "stopped"
+
+
+def _report(home: Path, *fmt: str) -> str:
+    r = subprocess.run(
+        [sys.executable, "-m", "agenticdb.cli", "report", "daemon", "--home", str(home), *fmt],
+        capture_output=True, text=True, timeout=120, env=ENV, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_report_of_a_cleanly_stopped_daemon_agrees_with_journal_show(tmp_path: Path) -> None:
+    """`report daemon` said "the session has not ended (still running, or the process died)" after a clean stop
+    that `journal show daemon` tells as "Daemon stopped": now it gives the same when and why; a daemon started
+    again without a stop is still "not ended"."""
+    with Journal(tmp_path / "journal.db") as j:
+        j.append("daemon", "daemon.start", {"config": "/etc/agenticdb/agenticdb.toml"})
+        j.append("daemon", "approval.proposed", {"id": "Rabc", "mode": "approve"})
+        j.append("daemon", "daemon.stop", {"signals": ["SIGTERM"]})
+        stopped_at = j.events("daemon")[-1].ts
+    report = _report(tmp_path)
+    assert "has not ended" not in report and "still running" not in report, report
+    assert f"- **status:** stopped — the daemon stopped {stopped_at}: by SIGTERM" in report, report
+    assert json.loads(_report(tmp_path, "--format", "json"))["reason"] == f"the daemon stopped {stopped_at}: by SIGTERM"
+
+    with Journal(tmp_path / "journal.db") as j:  # started again: runs (or died) until its next stop
+        j.append("daemon", "daemon.start", {"config": None})
+    report = _report(tmp_path)
+    assert "- **status:** unfinished\n" in report and "the session has not ended" in report, report

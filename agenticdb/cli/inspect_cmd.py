@@ -24,6 +24,7 @@ from agenticdb.dialect import family_of
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck, Layer, Observed, Proposal, Verdict
 from agenticdb.redaction import redact
+from agenticdb.report.daemon_stop import DaemonStop, daemon_stop
 from agenticdb.report.data import report_data
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.rootcause.text import remediation_report_lines
@@ -364,7 +365,8 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
     )
     unit = objective_unit(obj)
     lines = [f"# agenticdb session {sid}", ""]
-    lines += _report_summary(meta, by, obj, unit, rounds, baseline_disturbed(events))
+    stopped = daemon_stop(events)  # the daemon's pseudo-session, stopped cleanly (as journal show says)
+    lines += _report_summary(meta, by, obj, unit, rounds, baseline_disturbed(events), stopped)
     failures = [e.data for e in events if e.event == "failure"]
     if failures:
         lines.append(f"- **failure:** {failures[-1].get('message', '')}")
@@ -376,6 +378,8 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
         lines += [f"- `{k} = {v}`" for k, v in best_changes.items()]
     elif end:
         lines.append("the starting configuration (no change beat it beyond the noise)")
+    elif stopped is not None:  # the daemon's own events (approvals, remediation): its sessions have their own
+        lines.append("none: the daemon's own events are no tuning session; each session it ran has its own report")
     else:
         lines.append("unknown: the session has not ended (still running, or the process died)")
     lines += _report_start_from(by.get("start_from"))
@@ -386,7 +390,13 @@ def report_lines(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> l
 
 
 def _report_summary(
-    meta: Any, by: dict[str, Any], obj: str | None, unit: str, rounds: list[Any], disturbed: tuple[int, int]
+    meta: Any,
+    by: dict[str, Any],
+    obj: str | None,
+    unit: str,
+    rounds: list[Any],
+    disturbed: tuple[int, int],
+    stopped: DaemonStop | None = None,
 ) -> list[str]:
     start, end, base = by.get("session.start", {}), by.get("session.end", {}), by.get("baseline", {})
     higher = base.get("higher_is_better", higher_is_better(obj))
@@ -397,7 +407,8 @@ def _report_summary(
     lines = [f"- **target:** {start.get('target', meta.target or '?')}"]
     lines.append(f"- **workload:** {start.get('workload', meta.workload or '?')}")
     status = end.get("status", meta.status)
-    lines.append(f"- **status:** {status}" + (f" — {end['reason']}" if end.get("reason") else ""))
+    reason = end.get("reason") or (stopped.reason if stopped is not None else "")
+    lines.append(f"- **status:** {status}" + (f" — {reason}" if reason else ""))
     lines.append(f"- **objective:** {objective_label(obj)}, {'higher' if higher else 'lower'} is better")
     if b is not None and best is not None:
         gain = ((best - b) / b if higher else (b - best) / b) if b else 0.0

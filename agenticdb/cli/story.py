@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.rule import Rule
 
 from agenticdb.models import opening_label
+from agenticdb.report.daemon_stop import daemon_stop, stop_text
 from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
 from agenticdb.rootcause.text import remediation_text, story_line
 from agenticdb.store.journal_events import JournalEvent
@@ -462,30 +463,16 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
 
 def _ending(console: Console, events: list[JournalEvent]) -> None:
     """The footer of a story without ``session.end``: the daemon's pseudo-session stopped cleanly after
-    its last ``daemon.start`` reads "Stopped" with when and why (:func:`stop_text`); "unfinished" only when
+    its last ``daemon.start`` reads "Stopped" with when and why (``report.daemon_stop``); "unfinished" only when
     no end or stop event follows (still running, or the process died)."""
     if any(e.event == "session.end" for e in events):
         return
-    starts = [i for i, e in enumerate(events) if e.event == "daemon.start"]
-    stops = [e for e in events[starts[-1] + 1 if starts else 0 :] if e.event == "daemon.stop"]
-    if stops:
+    stopped = daemon_stop(events)
+    if stopped is not None:
         console.print(Rule("Daemon stopped"))
-        _line(console, "Stopped", f"{stops[-1].ts}: {stop_text([e.data for e in stops])}")
+        _line(console, "Stopped", f"{stopped.ts}: {stopped.why}")
         return
+    starts = any(e.event == "daemon.start" for e in events)
     console.print(Rule("unfinished"))
     what = "daemon.stop event after its last daemon.start" if starts else "session.end event"
     console.print(f"  the {'daemon' if starts else 'session'} has no {what} (still running, or the process died)")
-
-
-def stop_text(stops: list[dict[str, Any]]) -> str:
-    """Why the daemon stopped, from the ``daemon.stop`` payloads of one run (agenticdb/daemon.py writes
-    ``{"reason": …}`` when it refused to go on, then ``{"signals": [...]}`` in its ``finally``):
-    ``"by SIGTERM"``, the reason, or that no signal asked for it."""
-    reasons = [str(d["reason"]) for d in stops if d.get("reason")]
-    signals = [str(s) for d in stops for s in d.get("signals") or []]
-    by = ", ".join(f"{s} ×{signals.count(s)}" if signals.count(s) > 1 else s for s in dict.fromkeys(signals))
-    if reasons:
-        return "; ".join(reasons) + (f" (signals: {by})" if by else "")
-    if by:
-        return f"by {by}"
-    return "without a stop signal: the service ended on its own (the events above say why)"

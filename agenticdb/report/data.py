@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agenticdb.report.daemon_stop import daemon_stop
+
 
 def _judged_by_round(events: list[Any]) -> dict[int, dict[str, Any]]:
     """The last ``judged`` event of each round (a round judged twice keeps its final decision)."""
@@ -59,12 +61,13 @@ def report_data(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> di
         first.setdefault(e.event, e.data)
     start, end, base = first.get("session.start", {}), first.get("session.end", {}), first.get("baseline", {})
     judged = _judged_by_round(events)
+    stopped = daemon_stop(events)  # the daemon's pseudo-session: no session.end, its clean stop says why
     return {
         "session": sid,
         "target": start.get("target", meta.target),
         "workload": start.get("workload", meta.workload),
         "status": end.get("status", meta.status),
-        "reason": end.get("reason"),
+        "reason": end.get("reason") or (stopped.reason if stopped is not None else None),
         "objective": base.get("objective_name"),
         "higher_is_better": base.get("higher_is_better"),
         "baseline_objective": end.get("baseline_objective", meta.baseline_objective),
