@@ -11,6 +11,7 @@ import pytest
 from openingctx import context_of
 
 from agenticdb.models import Measurement
+from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_plans import workload_plans
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.postgres import PostgresTarget
@@ -38,11 +39,12 @@ STATEMENTS = {
 class _QuerySet:
     """A query-set workload's two parts the plan reader uses: its statements and its connection."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, statements: dict[str, str] | None = None) -> None:
         self.conn = conn
+        self.statements = dict(statements or STATEMENTS)
 
     def queries(self) -> dict[str, str]:
-        return dict(STATEMENTS)
+        return dict(self.statements)
 
 
 @pytest.fixture()
@@ -52,9 +54,9 @@ def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
     t.close()
 
 
-def test_the_jit_sample_takes_an_optimised_plan_that_cheapest_first_would_leave_out(
-    pg: PostgresTarget, pg_sandbox: PostgresSandboxInfo
-) -> None:
+@pytest.fixture()
+def jit_db(pg_sandbox: PostgresSandboxInfo) -> Iterator[Connection]:
+    """The database ``DB`` with a small and a big table, where every plan JIT-compiles (``SETTINGS``)."""
     conn = connection_from_dsn("postgresql", pg_sandbox.dsn, DB)
     ensure_database(conn)
     try:
@@ -65,21 +67,48 @@ def test_the_jit_sample_takes_an_optimised_plan_that_cheapest_first_would_leave_
             db.execute("ANALYZE big")
             for name, value in SETTINGS.items():
                 db.execute(f"ALTER DATABASE {DB} SET {name} = {value}")  # type: ignore[arg-type]
-        ctx = context_of(pg, workload_class="olap")
-        # The baseline's times (ms as weights): three cheap plain compiles of 1 s each and the optimised 3-s one.
-        # A 4.5-s budget filled cheapest first takes the three plain ones and leaves the optimised plan out.
-        run = Measurement(
-            workload="tpch", objective=6.0, per_query_s={"small1": 1.0, "small2": 1.0, "small3": 1.0, "big": 3.0}
-        )
-        ctx = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline": [run]})})
-        plans, why = workload_plans(ctx, _QuerySet(conn), jit_budget_s=4.5)
-        assert plans is not None, why
-        assert plans.jit_optimized == ("big",), plans
-        assert set(plans.jit_planned) == set(STATEMENTS), plans
-        # one of each class: the optimised plan and the cheapest plain one (4 s), not three plain ones
-        assert plans.analyzed and plans.jit_sampled == 2, plans
-        assert plans.jit_share is not None and plans.jit_share > 0, plans
-        assert "1 with LLVM optimisation" in plans.summary(), plans.summary()
+        yield conn
     finally:
         with psycopg.connect(pg_sandbox.dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {DB}")
+
+
+def _with_baseline(ctx: PlanningContext, per_query_s: dict[str, float]) -> PlanningContext:
+    """``ctx`` whose baseline is one run with these per-statement times (seconds: the sample's weights)."""
+    run = Measurement(workload="tpch", objective=sum(per_query_s.values()), per_query_s=per_query_s)
+    return ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline": [run]})})
+
+
+def test_the_jit_sample_takes_an_optimised_plan_that_cheapest_first_would_leave_out(
+    pg: PostgresTarget, jit_db: Connection
+) -> None:
+    ctx = context_of(pg, workload_class="olap")
+    # The baseline's times (ms as weights): three cheap plain compiles of 1 s each and the optimised 3-s one.
+    # A 4.5-s budget filled cheapest first takes the three plain ones and leaves the optimised plan out.
+    ctx = _with_baseline(ctx, {"small1": 1.0, "small2": 1.0, "small3": 1.0, "big": 3.0})
+    plans, why = workload_plans(ctx, _QuerySet(jit_db), jit_budget_s=4.5)
+    assert plans is not None, why
+    assert plans.jit_optimized == ("big",), plans
+    assert set(plans.jit_planned) == set(STATEMENTS), plans
+    # one of each class: the optimised plan and the cheapest plain one (4 s), not three plain ones
+    assert plans.analyzed and plans.jit_sampled == 2, plans
+    assert plans.jit_share is not None and plans.jit_share > 0, plans
+    assert "1 with LLVM optimisation" in plans.summary(), plans.summary()
+
+
+def test_an_optimised_class_whose_sample_timed_out_takes_the_plain_share_not_nothing(
+    pg: PostgresTarget, jit_db: Connection
+) -> None:
+    # The optimised plan sleeps past the sample's timeout (EXPLAIN ANALYZE executes it; plain EXPLAIN does not).
+    # Its class then has no share of its own: as a class the budget left out, it takes the plain one (a lower
+    # bound). Before, it counted nothing: 0.1 s of plain statements' compile share over 3.3 s, ≤ 9 % whatever
+    # the share, where the plain share (a 1000-row scan: mostly its compile) applies to the whole 3.3 s.
+    statements = {**STATEMENTS, "big": "SELECT sum(x * 2), avg(x) FROM big, pg_sleep(5) WHERE x % 3 = 1"}
+    ctx = _with_baseline(
+        context_of(pg, workload_class="olap"), {"small1": 0.1, "small2": 0.1, "small3": 0.1, "big": 3.0}
+    )
+    plans, why = workload_plans(ctx, _QuerySet(jit_db, statements), timeout_s=2.0, jit_budget_s=3.5)
+    assert plans is not None, why
+    assert plans.jit_optimized == ("big",), plans
+    assert plans.jit_sampled == 3, plans  # the three plain ones; the optimised one timed out
+    assert plans.jit_share is not None and plans.jit_share > 0.1, plans

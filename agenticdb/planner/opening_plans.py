@@ -37,8 +37,8 @@ def _sample_jit(
     """``plans`` with ``jit_ms`` estimated from EXPLAIN ANALYZE of a sample of the JIT-compiling statements, by
     class: the plans that inline or optimise with LLVM (``PlanEvidence.jit_optimized``) and the rest. Each class's
     cheapest statement comes first, then the cheapest of the others while their baseline times fit ``budget_s``;
-    each class's compile share × that class's time gives its compile time. A class left unsampled takes the
-    other's share, which the summary's count shows.
+    each class's compile share × that class's time gives its compile time. A class left unsampled, or whose sample
+    failed or timed out (every statement skipped), takes the other's share, which the summary's count shows.
 
     Why by class: the cheapest statements alone are the plain compiles. On pg-tpch (2026-12-07) the 15-s budget
     took nine of them (compile 0.9 % of their time) and left out Q18, whose optimised compile took 3.3 s of 8.3 s;
@@ -59,22 +59,26 @@ def _sample_jit(
         if spent + cost <= budget_s:
             chosen.append(name)
             spent += cost
-    jit_ms, sampled, shares = 0.0, 0, list[float]()
+    sampled, shares = 0, list[float | None]()
     for members in classes:
         picked = [n for n in chosen if n in members]
-        if not picked:
-            continue
-        sample = explain_statements(db, {n: statements[n] for n in picked}, min(timeout_s, budget_s * 2))
-        if sample.statements and sample.exec_ms > 0:
-            share = sample.jit_ms / sample.exec_ms
-            shares.append(share)
-            jit_ms += share * sum(weights.get(n, 0.0) for n in members)
+        sample = (
+            explain_statements(db, {n: statements[n] for n in picked}, min(timeout_s, budget_s * 2)) if picked else None
+        )
+        if sample is not None and sample.statements and sample.exec_ms > 0:
+            shares.append(sample.jit_ms / sample.exec_ms)
             sampled += sample.statements
-    if not sampled:
+        else:
+            shares.append(None)
+    known = [s for s in shares if s is not None]
+    if not known:
         return plans
-    for members in classes:  # a class the budget left out: the other class's share (a lower bound when optimised)
-        if members and not any(n in chosen for n in members):
-            jit_ms += min(shares) * sum(weights.get(n, 0.0) for n in members)
+    # a class the budget left out, or whose sample failed or timed out: the other class's share (a lower bound
+    # when optimised); never nothing, which would drop that class's compile time from the estimate
+    jit_ms = sum(
+        (min(known) if share is None else share) * sum(weights.get(n, 0.0) for n in members)
+        for members, share in zip(classes, shares, strict=True)
+    )
     return replace(plans, analyzed=True, jit_ms=jit_ms, jit_sampled=sampled)
 
 
