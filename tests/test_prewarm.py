@@ -24,10 +24,12 @@ from structlog.testing import capture_logs
 
 from agenticdb.cli.role_cmd import sandbox_role
 from agenticdb.config import Settings
+from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig
 from agenticdb.host import prewarm
 from agenticdb.loop import executor as executor_module
 from agenticdb.loop.executor import Executor, prewarm_after_restart
+from agenticdb.loop.race_cost import CostBasis
 from agenticdb.models import Measurement
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
@@ -233,6 +235,34 @@ def test_a_query_set_prewarmed_after_a_restart_gets_no_extra_warm_up_pass(
     sb.service(info).restart()
     _executor(target, timed, journal).measure(0, "candidate", after_restart=True)
     assert timed_warmups == [3.0], timed_warmups  # a time warm-up is longer after a restart, prewarmed or not
+
+
+def test_a_prewarm_that_loaded_no_relation_keeps_the_pass_and_the_cost_basis_cold(
+    sandbox: tuple[PostgresSandbox, PostgresSandboxInfo], tmp_path: Path
+) -> None:
+    # The workload's database has pg_prewarm (made by a superuser) but the tuning role may not read its tables:
+    # every relation is skipped and the note says "pg_prewarm: 0 relations, …". That loaded nothing, so the
+    # query set keeps its pass after the restart and a baseline run with that note prices restarts with the pass.
+    sb, info = sandbox
+    with psycopg.connect(info.dsn, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE not_readable")
+    try:
+        with psycopg.connect(make_conninfo(info.dsn, dbname="not_readable"), autocommit=True) as db:
+            db.execute("CREATE TABLE u AS SELECT g AS id FROM generate_series(1, 10000) g")
+            db.execute("CREATE EXTENSION pg_prewarm")
+        target = PostgresTarget(info.tuner_dsn, sb.service(info), data_dir=info.data_dir, database="not_readable")
+        queries = PassProbe(lambda: (0, 0))
+        sb.service(info).restart()
+        m, _ = _executor(target, queries, Journal(tmp_path / "journal.db")).measure(0, "candidate", after_restart=True)
+        assert m.prewarm is not None and m.prewarm.startswith("pg_prewarm: 0 relations, 0.0 MiB"), m.prewarm
+        assert "1 skipped: permission denied for table u" in m.prewarm, m.prewarm
+        assert not prewarm.loaded(m.prewarm)
+        assert queries.warmups == [3.0], queries.warmups  # nothing was loaded: the pass after a restart stays
+        baseline = [m.model_copy(update={"per_query_s": {"q01": 1.0}, "total_time_s": 1.0})]
+        assert not CostBasis.of(baseline, 0.0, LoopConfig()).prewarmed
+    finally:
+        with psycopg.connect(info.dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS not_readable WITH (FORCE)")
 
 
 def test_mariadb_and_the_linux_target_are_left_alone() -> None:

@@ -24,6 +24,7 @@ background at start-up (``innodb_buffer_pool_load_at_startup``), both ON by defa
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,11 +92,16 @@ class Prewarmed:
         return text + (f"; {len(self.skipped)} skipped: {next(iter(self.skipped.values()))}" if self.skipped else "")
 
 
+_ALL_SKIPPED = re.compile(r"^pg_prewarm: 0 relations, .*; \d+ skipped: ")
+
+
 def loaded(note: str | None) -> bool:
     """Whether a measurement's prewarm note (``Measurement.prewarm``, :meth:`Prewarmed.note`) says that the buffer
-    cache was loaded ("pg_prewarm: …"), not that nothing could be ("prewarm not available: …") or that no prewarm
-    ran (None, "")."""
-    return bool(note) and str(note).startswith("pg_prewarm:")
+    cache was loaded ("pg_prewarm: …"; "0 relations … (all loaded)" too: the database had nothing to load), not
+    that nothing could be ("prewarm not available: …"), that every relation was refused ("pg_prewarm: 0
+    relations, …; 8 skipped: permission denied …": a role that may not read the workload's tables) or that no
+    prewarm ran (None, "")."""
+    return bool(note) and str(note).startswith("pg_prewarm:") and not _ALL_SKIPPED.match(str(note))
 
 
 def ensure(db: psycopg.Connection[Any]) -> str:
