@@ -94,6 +94,7 @@ def test_the_jit_sample_takes_an_optimised_plan_that_cheapest_first_would_leave_
     assert plans.analyzed and plans.jit_sampled == 2, plans
     assert plans.jit_share is not None and plans.jit_share > 0, plans
     assert "1 with LLVM optimisation" in plans.summary(), plans.summary()
+    assert plans.jit_borrowed == "" and "taken from" not in plans.summary(), plans.summary()
 
 
 def test_an_optimised_class_whose_sample_timed_out_takes_the_plain_share_not_nothing(
@@ -112,3 +113,5 @@ def test_an_optimised_class_whose_sample_timed_out_takes_the_plain_share_not_not
     assert plans.jit_optimized == ("big",), plans
     assert plans.jit_sampled == 3, plans  # the three plain ones; the optimised one timed out
     assert plans.jit_share is not None and plans.jit_share > 0.1, plans
+    assert plans.jit_borrowed == "optimised", plans
+    assert plans.summary().endswith("their compile share taken from the plain ones, a lower bound"), plans.summary()

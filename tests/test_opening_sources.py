@@ -5,6 +5,7 @@ setup at cost 0, 1 kB in-memory temporary tables)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import psycopg
 import pymysql
@@ -108,6 +109,9 @@ def test_evidence_sizes_work_mem_from_the_spill_and_turns_jit_off_from_the_plans
     assert wm >= 8, c.changes  # at least twice the 4MB in effect, sized to the measured spill
     assert "temporary files" in c.sources["work_mem"]
     assert not any("not measured" in n and "JIT" in n for n in out.notes), out.notes
+    # the sample left the LLVM-optimised plans out and gave them the plain share: the source says it is a bound
+    bounded = evidence_driven(replace(inp, plans=replace(inp.plans, jit_borrowed="optimised"))).candidate
+    assert bounded is not None and "optimised plans not sampled: a lower bound); manual" in bounded.sources["jit"]
 
 
 def test_evidence_says_what_it_could_not_measure(pg: PostgresTarget) -> None:

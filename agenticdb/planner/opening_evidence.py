@@ -134,6 +134,9 @@ def _jit(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]
         share = inp.plans.jit_share
         n = inp.plans.jit_sampled or inp.plans.statements
         where = f"EXPLAIN ANALYZE of {n} of the workload's statements, leader and workers"
+        if inp.plans.jit_borrowed:  # a class took the other's share (opening_plans._sample_jit)
+            bound = "a lower" if inp.plans.jit_borrowed == "optimised" else "an upper"
+            where += f"; {inp.plans.jit_borrowed} plans not sampled: {bound} bound"
     else:
         jit, total = _total(d, _PGSS + "jit_time"), _total(d, _PGSS + "total_exec_time")
         if jit is not None and total is not None and d is not None and total / max(d.seconds, 1e-6) < MIN_EXEC_MS_PER_S:

@@ -38,7 +38,8 @@ def _sample_jit(
     class: the plans that inline or optimise with LLVM (``PlanEvidence.jit_optimized``) and the rest. Each class's
     cheapest statement comes first, then the cheapest of the others while their baseline times fit ``budget_s``;
     each class's compile share × that class's time gives its compile time. A class left unsampled, or whose sample
-    failed or timed out (every statement skipped), takes the other's share, which the summary's count shows.
+    failed or timed out (every statement skipped), takes the other's share, which the summary says
+    (``PlanEvidence.jit_borrowed``).
 
     Why by class: the cheapest statements alone are the plain compiles. On pg-tpch (2026-12-07) the 15-s budget
     took nine of them (compile 0.9 % of their time) and left out Q18, whose optimised compile took 3.3 s of 8.3 s;
@@ -79,7 +80,9 @@ def _sample_jit(
         (min(known) if share is None else share) * sum(weights.get(n, 0.0) for n in members)
         for members, share in zip(classes, shares, strict=True)
     )
-    return replace(plans, analyzed=True, jit_ms=jit_ms, jit_sampled=sampled)
+    names = ("optimised", "plain")  # the order of ``classes``
+    borrowed = next((c for c, sh, m in zip(names, shares, classes, strict=True) if m and sh is None), "")
+    return replace(plans, analyzed=True, jit_ms=jit_ms, jit_sampled=sampled, jit_borrowed=borrowed)
 
 
 def baseline_query_ms(ctx: PlanningContext) -> dict[str, float]:

@@ -59,6 +59,9 @@ class PlanEvidence:
         jit_sampled: when > 0, ``jit_ms`` is estimated from EXPLAIN ANALYZE of this many of the JIT-compiling
             statements (their compile share × the JIT-compiling statements' time; see
             ``agenticdb.planner.opening_plans.workload_plans``).
+        jit_borrowed: the class of JIT-compiling plans that was not sampled (left out by the budget, or every
+            statement of its sample failed or timed out) and took the other class's compile share: "optimised"
+            (the estimate is then a lower bound), "plain" (an upper bound), or "" (each class its own share).
     """
 
     statements: int = 0
@@ -77,6 +80,7 @@ class PlanEvidence:
     jit_planned: tuple[str, ...] = ()
     jit_sampled: int = 0
     jit_optimized: tuple[str, ...] = ()
+    jit_borrowed: str = ""
 
     @property
     def jit_share(self) -> float | None:
@@ -121,6 +125,7 @@ class PlanEvidence:
                 f"{ps:.0%} of the time in parallel plans, {self.jit_planned_share or 0.0:.0%} in plans that "
                 f"JIT-compile ({len(self.jit_optimized)} with LLVM optimisation); JIT compilation ≈ {js:.1%} of the "
                 f"time (EXPLAIN ANALYZE of {self.jit_sampled} of them, leader and workers)"
+                + (f"; {_BORROWED[self.jit_borrowed]}" if self.jit_borrowed in _BORROWED else "")
             )
         if not self.analyzed:
             return (
@@ -138,6 +143,14 @@ class PlanEvidence:
             f"{self.temp_written_blocks * 8 / 1024:.0f} MiB written to temporary files, shared-buffer misses "
             f"{miss:.0%}" + (f"; {len(self.skipped)} skipped" if self.skipped else "")
         )
+
+
+_BORROWED = {
+    "optimised": "no LLVM-optimised plan sampled (budget, error or timeout): their compile share taken from the "
+    "plain ones, a lower bound",
+    "plain": "no plain plan sampled (budget, error or timeout): their compile share taken from the LLVM-optimised "
+    "ones, an upper bound",
+}
 
 
 def _jit_total(jit: dict[str, Any]) -> float:
