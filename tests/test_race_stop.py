@@ -12,13 +12,16 @@ tune``'s process group on a private PostgreSQL) is tests/test_ctrl_c_group.py.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload, VirtualClock
+from rich.console import Console
 
+from agenticdb.cli.tune_cmd import _summary
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
@@ -130,6 +133,11 @@ def test_a_stop_during_a_screen_ends_its_run_and_the_race(tmp_path: Path) -> Non
     assert _events(s, "stop.requested")
     assert result.status == "stopped" and "the opening's race was interrupted in round 1" in result.reason
     assert "no further screen and no proof started" in result.reason
+    # the end summary tells the stop reason once: in the session's line, not again as "opening not proven"
+    out = io.StringIO()
+    _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
+    assert out.getvalue().count("the opening's race was interrupted in round 1") == 1, out.getvalue()
+    assert "opening not proven" not in out.getvalue(), out.getvalue()
     _nothing_after_the_race(s, target, start)
 
 

@@ -398,7 +398,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
             console.print(f"  {k} = {v}", highlight=False)
     for note in result.opening_left_out:
         console.print(f"opening: {note}", highlight=False, soft_wrap=True, markup=False)
-    if result.opening:
+    if result.opening and result.opening not in result.reason:  # a stopped race: its reason is the session's
         console.print(f"opening not proven: {result.opening}", highlight=False, soft_wrap=True, markup=False)
     if result.rounds:
         _verdicts(console, result.rounds, result.baseline_objective, result.noise_cv, result.baseline_disturbed)
