@@ -201,6 +201,40 @@ def test_where_the_role_may_not_create_pg_prewarm_the_run_says_why_and_warms_up_
         assert db.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_prewarm'").fetchone() is None
 
 
+class PassProbe(BufferProbe):
+    """A query set's shape: its warm-up is one whole pass (``warmup_is_pass``); it records each warm-up asked."""
+
+    warmup_is_pass = True
+
+    def __init__(self, cached: Callable[[], tuple[int, int]]) -> None:
+        super().__init__(cached)
+        self.warmups: list[float] = []
+
+    def warmup(self, seconds: float) -> None:
+        self.warmups.append(seconds)
+
+
+def test_a_query_set_prewarmed_after_a_restart_gets_no_extra_warm_up_pass(
+    sandbox: tuple[PostgresSandbox, PostgresSandboxInfo], tmp_path: Path
+) -> None:
+    sb, info = sandbox
+    target = PostgresTarget(info.tuner_dsn, sb.service(info), data_dir=info.data_dir, database=DB)
+    journal = Journal(tmp_path / "journal.db")
+    queries, timed = PassProbe(lambda: _cached(info)), BufferProbe(lambda: _cached(info))
+    timed_warmups: list[float] = []
+    timed.warmup = timed_warmups.append  # type: ignore[method-assign]
+    sb.service(info).restart()
+    m, _ = _executor(target, queries, journal).measure(0, "candidate", after_restart=True)
+    # the cache was loaded: the warm-up is the usual one (warmup_s = 0 here: none), not a whole extra pass
+    assert m.prewarm is not None and m.prewarm.startswith("pg_prewarm: ") and queries.warmups == [], (m, queries)
+    sb.service(info).restart()
+    _executor(target, queries, journal, prewarm_max_s=0).measure(0, "candidate", after_restart=True)
+    assert queries.warmups == [3.0], queries.warmups  # nothing loaded: the pass after a restart stays
+    sb.service(info).restart()
+    _executor(target, timed, journal).measure(0, "candidate", after_restart=True)
+    assert timed_warmups == [3.0], timed_warmups  # a time warm-up is longer after a restart, prewarmed or not
+
+
 def test_mariadb_and_the_linux_target_are_left_alone() -> None:
     class NotPostgres:
         family = "mysql"

@@ -27,7 +27,8 @@ from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.initializer import first_decision_runs
 from agenticdb.loop.next_move import round_cost_prior
-from agenticdb.loop.race import RaceState, Screen, opening_cost_s, race_limit, race_order, restarts_needed
+from agenticdb.loop.race import RaceState, Screen, race_limit, race_order, restarts_needed
+from agenticdb.loop.race_cost import opening_cost_s
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.trial_limit import stopped_oltp

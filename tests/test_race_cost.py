@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from agenticdb.loop.race import CostBasis, opening_cost_s, screen_and_proof_s
-from agenticdb.models import ApplyMode, KnobSpec
+from agenticdb.config.loop_section import LoopConfig
+from agenticdb.loop.race_cost import CostBasis, opening_cost_s, screen_and_proof_s
+from agenticdb.models import ApplyMode, KnobSpec, Measurement
 
 SPECS = {
     "shared_buffers": KnobSpec(name="shared_buffers", vartype="integer", unit="8kB", apply=ApplyMode.restart),
@@ -39,3 +40,30 @@ def test_a_race_of_one_costs_at_its_screen_what_the_fit_counted(changes: dict[st
     at_screen = screen_and_proof_s(basis, changes, {}, [changes], SPECS, reused)
     assert at_screen == pytest.approx(fit), (at_screen, fit)
     assert fit > 0
+
+
+def test_a_prewarmed_query_set_prices_a_restart_without_its_warm_up_pass() -> None:
+    # pg-tpch's race of one at 8 minutes: 3 runs of 56 s, pair 1's best run the baseline's last; each of the two
+    # switches to a restart-only set used to add a whole pass (295.5 s; the fit had ~290 s left after the baseline)
+    restart = {"shared_buffers": "32MB", "effective_cache_size": "128MB"}
+    cold = screen_and_proof_s(CostBasis(RUNS, 0.0, 2, True, False), restart, {}, [restart], SPECS, True)
+    warm = screen_and_proof_s(CostBasis(RUNS, 0.0, 2, True, False, prewarmed=True), restart, {}, [restart], SPECS, True)
+    assert cold - warm == pytest.approx(2 * 56.10), (cold, warm)
+    dynamic = {"effective_cache_size": "128MB"}
+    assert screen_and_proof_s(
+        CostBasis(RUNS, 0.0, 2, True, False, prewarmed=True), dynamic, {}, [dynamic], SPECS, True
+    ) == (
+        pytest.approx(screen_and_proof_s(CostBasis(RUNS, 0.0, 2, True, False), dynamic, {}, [dynamic], SPECS, True))
+    )  # no restart, nothing to save
+
+
+def test_the_cost_basis_is_prewarmed_when_a_baseline_run_was() -> None:
+    loop = LoopConfig()
+    runs = [Measurement(workload="tpch", objective=56.1, total_time_s=56.1, per_query_s={"q01": 5.0})]
+    assert not CostBasis.of(runs, 0.0, loop).prewarmed
+    loaded = [
+        runs[0].model_copy(update={"prewarm": "pg_prewarm: 16 relations, 115.2 MiB in 0.4 s (shared_buffers full)"})
+    ]
+    assert CostBasis.of(loaded, 0.0, loop).prewarmed
+    refused = [runs[0].model_copy(update={"prewarm": "prewarm not available: refused; time warm-up only"})]
+    assert not CostBasis.of(refused, 0.0, loop).prewarmed

@@ -91,6 +91,13 @@ class Prewarmed:
         return text + (f"; {len(self.skipped)} skipped: {next(iter(self.skipped.values()))}" if self.skipped else "")
 
 
+def loaded(note: str | None) -> bool:
+    """Whether a measurement's prewarm note (``Measurement.prewarm``, :meth:`Prewarmed.note`) says that the buffer
+    cache was loaded ("pg_prewarm: …"), not that nothing could be ("prewarm not available: …") or that no prewarm
+    ran (None, "")."""
+    return bool(note) and str(note).startswith("pg_prewarm:")
+
+
 def ensure(db: psycopg.Connection[Any]) -> str:
     """``CREATE EXTENSION IF NOT EXISTS pg_prewarm`` in the database ``db`` (autocommit) is connected to.
 

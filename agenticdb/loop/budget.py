@@ -15,6 +15,7 @@ from collections.abc import Callable
 import structlog
 
 from agenticdb.config import Settings
+from agenticdb.host.prewarm import loaded
 from agenticdb.loop import next_move
 from agenticdb.loop.initializer import Start
 from agenticdb.loop.steps import SessionRecorder
@@ -93,4 +94,5 @@ class SessionBudget:
             restart_s=next_move.RESTART_PRIOR_S,
             query_set=any(m.per_query_s for m in start.baseline),
             reset_each_run=loop.reset_data,
+            prewarmed=any(loaded(m.prewarm) for m in start.baseline),
         )

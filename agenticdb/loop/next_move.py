@@ -108,6 +108,13 @@ def pairs_within(cap_s: float, run_cost_s: float, reused_best_run: bool) -> int 
     return 1 + int((cap_s - first) // (2 * run_cost_s))
 
 
+RUN_SPREAD = 0.15
+"""How much longer than the mean of the runs so far the next run may take, where the budget decides whether a
+third baseline run still leaves room for a decision (``initializer.measure_baseline``): pg-tpch's third baseline
+run took 91.6 s after 78.3 and 79.1 s (+16 %, 2026-12-07 09:56), left 228 s for a 237-s decision, and the
+8-minute session judged nothing; TPC-H SF 1 passes varied by ±10 % (benchmarks/README.md, bench_tpch_probe)."""
+
+
 def round_cost_prior(
     run_durations_s: list[float],
     warmup_s: float,
@@ -118,6 +125,7 @@ def round_cost_prior(
     restart_s: float = 0.0,
     query_set: bool = False,
     reset_each_run: bool = False,
+    prewarmed: bool = False,
 ) -> float:
     """What a round costs at least before any round is measured (seconds): ``decision_runs`` runs, each
     as long as the baseline's median run (``Measurement.duration_s``, or the TPC-H query set's time) plus
@@ -126,8 +134,8 @@ def round_cost_prior(
     A change that needs a restart (``restarts``) restarts the server at the trial, at every switch between
     the two configurations (one per pair) and at the revert: each costs ``restart_s`` and the longer warm-up
     after it; for a query set that warm-up is a whole unmeasured pass (issue 36: pg-tpch's one round cost
-    340 s against 171 s expected). ``reset_each_run`` (``loop.reset_data``): every run starts after a
-    restart.
+    340 s against 171 s expected), unless ``prewarmed`` (:func:`warm_costs`). ``reset_each_run``
+    (``loop.reset_data``): every run starts after a restart.
 
     A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
     round 1 with 32 s of a 240-s budget left and end at 488 s (issue 14)."""
@@ -136,19 +144,22 @@ def round_cost_prior(
     ordered = sorted(run_durations_s)
     run = ordered[len(ordered) // 2]
     runs = decision_runs(min_pairs, reused_best_run)
-    warm, cold = warm_costs(run, warmup_s, query_set)
+    warm, cold = warm_costs(run, warmup_s, query_set, prewarmed)
     switches = min(runs, min_pairs + (0 if reused_best_run else 1)) if restarts else 0
     cold_runs = runs if reset_each_run else switches
     restart_cost = (switches + 1) * max(restart_s, 0.0) if restarts else 0.0
     return runs * run + cold_runs * cold + (runs - cold_runs) * warm + restart_cost
 
 
-def warm_costs(run_s: float, warmup_s: float, query_set: bool) -> tuple[float, float]:
+def warm_costs(run_s: float, warmup_s: float, query_set: bool, prewarmed: bool = False) -> tuple[float, float]:
     """(the warm-up before a run, the warm-up after a restart), seconds, as ``Executor.measure`` does them:
     ``warmup_s``, or after a restart ``max(3 s, 2 × warmup_s)``. A query set warms up with one unmeasured
-    pass of the set instead (``workloads.tpch``: any warm-up > 0 is one pass), so always after a restart."""
+    pass of the set instead (``workloads.tpch``: any warm-up > 0 is one pass), so after a restart too unless
+    ``prewarmed``: the baseline's runs show pg_prewarm loading the buffer cache after a restart, and the executor
+    then warms a query set up as before any run (docs/measurement.md "Warm-up after a restart")."""
     if query_set:
-        return (run_s if warmup_s > 0 else 0.0), run_s
+        warm = run_s if warmup_s > 0 else 0.0
+        return warm, (warm if prewarmed else run_s)
     return max(warmup_s, 0.0), max(3.0, 2 * warmup_s)
 
 

@@ -10,7 +10,7 @@
    whole configuration, else the playbook's (the heuristic planner's first proposal), with the playbook's
    scored hypotheses and their evidence (``loop.opening_source.journal_diagnosis``);
 3. **budget** — screens are dropped, the most generic candidate first (:data:`SCREEN_PRIORITY`), while the
-   opening's cost prior (``race.opening_cost_s``: screens, their warm-ups and restarts, then the proof's
+   opening's cost prior (``race_cost.opening_cost_s``: screens, their warm-ups and restarts, then the proof's
    smallest decision) does not fit the time left; when not even one screen and the proof fit, the candidates
    are tried again without their restart-only knobs (``opening_types.without_restart``: no restart, no warm-up after
    it), and only when that does not fit either is the opening skipped, journaled;
@@ -46,23 +46,20 @@ from agenticdb.loop.opening_entries import RaceEntry, approval, entry_of, joined
 from agenticdb.loop.opening_source import OpeningSource, journal_diagnosis
 from agenticdb.loop.planning import Plan, check, planning_context
 from agenticdb.loop.race import (
-    CostBasis,
     RaceState,
     Screen,
     ahead_of_start,
     behind_start,
     counted_worse,
     left_out_note,
-    opening_cost_s,
-    proof_cost_s,
     race_limit,
     race_order,
     race_table,
     restart_names,
     restarts_needed,
-    screen_and_proof_s,
     switch_changes,
 )
+from agenticdb.loop.race_cost import CostBasis, opening_cost_s, proof_cost_s, screen_and_proof_s
 from agenticdb.loop.round import Round
 from agenticdb.loop.runwatch import STOPPING, Interrupted
 from agenticdb.loop.stage import StageState, recover_round
@@ -223,8 +220,9 @@ class OpeningRun:
         return RaceEntry(c.name, proposal, verdict)
 
     def _fit_budget(self, plans: list[RaceEntry]) -> list[RaceEntry]:
-        """The screens the time left pays for, with the proof after them (``race.opening_cost_s``); the candidates left
-        out with their cost against the time left are the session's ``opening_left_out`` (``race.left_out_note``)."""
+        """The screens the time left pays for, with the proof after them (``race_cost.opening_cost_s``); the
+        candidates left out with their cost against the time left are the session's ``opening_left_out``
+        (``race.left_out_note``)."""
         loop, basis, specs, snap = self.cfg.loop, self._basis(), self.stage.catalog.knobs, self.stage.snapshot
         self.s.opening_left_out = left_out = list[str]()
         left = loop.time_budget_s - (self.s.clock() - self.s.started)
@@ -241,6 +239,7 @@ class OpeningRun:
                 query_set=basis.query_set,
                 reset_each_run=loop.reset_data,
                 reused_best_run=reused,
+                prewarmed=basis.prewarmed,
             )
             if cost <= left:
                 log.info("opening.budget", screens=len(plans), cost_s=round(cost), left_s=round(left))
@@ -353,7 +352,7 @@ class OpeningRun:
         self, entry: RaceEntry, plans: list[RaceEntry], in_effect: dict[str, str], round_no: int, notes: list[str]
     ) -> str:
         """Why the screen of ``entry`` may not start (``TuningSession._not_started``: it and the proof's smallest
-        decision, ``race.screen_and_proof_s``, do not fit the time left: the screens before it ran longer than
+        decision, ``race_cost.screen_and_proof_s``, do not fit the time left: the screens before it ran longer than
         ``_fit_budget`` expected, or an approval waited), added to the race's notes; else ''."""
         changes, specs, reused = [p.proposal_changes for p in plans], self.stage.catalog.knobs, self._start_run_last()
         cost = screen_and_proof_s(self._basis(), entry.proposal_changes, in_effect, changes, specs, reused is not None)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
-from agenticdb.loop.next_move import RESTART_PRIOR_S, relative_gain, round_cost_prior, warm_costs
+from agenticdb.loop.next_move import RESTART_PRIOR_S, relative_gain
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise
 from agenticdb.measure.series import PAIR_SD_FLOOR
@@ -439,142 +439,9 @@ def left_out_note(name: str, screens: int, cost_s: float, left_s: float) -> str:
     )
 
 
-def opening_cost_s(
-    run_durations_s: list[float],
-    warmup_s: float,
-    screens: int,
-    min_pairs: int,
-    *,
-    race_restarts: int,
-    proof_restarts: bool,
-    query_set: bool,
-    reset_each_run: bool,
-    restart_s: float = RESTART_PRIOR_S,
-    reused_best_run: bool = False,
-) -> float:
-    """What the opening costs at least (seconds): ``screens`` screen runs with their warm-ups and the race's
-    restarts, then the proof's smallest decision on fresh pairs (``next_move.round_cost_prior`` with
-    restarts, no reused best run). 0 when no baseline run was measured.
-
-    One screen is a round's cost (``round_cost_prior``, the screen included): a lone candidate was not
-    selected from several noisy runs, so its screen is pair 1's candidate run (``OpeningRun._prove``) and,
-    with ``reused_best_run``, the baseline's last run right before it pair 1's best run."""
-    if not run_durations_s:
-        return 0.0
-    if screens == 1:
-        return round_cost_prior(
-            run_durations_s,
-            warmup_s,
-            min_pairs,
-            reused_best_run,
-            restarts=proof_restarts or race_restarts > 0,
-            restart_s=restart_s,
-            query_set=query_set,
-            reset_each_run=reset_each_run,
-        )
-    ordered = sorted(run_durations_s)
-    run = ordered[len(ordered) // 2]  # as next_move.round_cost_prior: the upper median
-    warm, cold = warm_costs(run, warmup_s, query_set)
-    cold_screens = screens if reset_each_run else min(race_restarts, screens)
-    race = screens * run + cold_screens * cold + (screens - cold_screens) * warm + race_restarts * restart_s
-    proof = round_cost_prior(
-        run_durations_s,
-        warmup_s,
-        min_pairs,
-        False,
-        restarts=proof_restarts,
-        restart_s=restart_s,
-        query_set=query_set,
-        reset_each_run=reset_each_run,
-    )
-    return race + proof
-
-
-@dataclass(frozen=True)
-class CostBasis:
-    """What the opening's cost priors are computed from: the baseline's run times (seconds, the query set's
-    total when it has one), ``workload.warmup_s``, ``loop.min_pairs``, whether a run is a query set and
-    whether each run resets the data (``loop.reset_data``)."""
-
-    run_durations_s: list[float]
-    warmup_s: float
-    min_pairs: int
-    query_set: bool
-    reset_each_run: bool
-    restart_s: float = RESTART_PRIOR_S
-
-    @classmethod
-    def of(cls, baseline: Sequence[Measurement], warmup_s: float, loop: LoopConfig) -> CostBasis:
-        """From the baseline's runs, ``workload.warmup_s`` (seconds) and ``[loop]``."""
-        durations = [m.total_time_s or m.duration_s for m in baseline]
-        query_set = any(m.per_query_s for m in baseline)
-        return cls(durations, warmup_s, loop.min_pairs, query_set, loop.reset_data)
-
-
-def screen_cost_s(basis: CostBasis, restart: bool) -> float:
-    """One screen's cost prior (seconds), as :func:`opening_cost_s` counts each: the baseline's (upper)
-    median run with its warm-up, the cold one after a restart (``restart``: the switch to it restarts the
-    server, ``restart_s`` more) or a data reset. 0 when no baseline run was measured."""
-    if not basis.run_durations_s:
-        return 0.0
-    run = sorted(basis.run_durations_s)[len(basis.run_durations_s) // 2]
-    warm, cold = warm_costs(run, basis.warmup_s, basis.query_set)
-    return run + (basis.restart_s if restart else 0.0) + (cold if restart or basis.reset_each_run else warm)
-
-
-def proof_cost_s(basis: CostBasis, restarts: bool, lone: bool, reused_best_run: bool) -> float:
-    """The proof's smallest decision still to measure (seconds): ``next_move.round_cost_prior``; for a
-    ``lone`` screen (pair 1's candidate run, already measured) less that screen's warm run."""
-    prior = round_cost_prior(
-        basis.run_durations_s,
-        basis.warmup_s,
-        basis.min_pairs,
-        reused_best_run,
-        restarts=restarts,
-        restart_s=basis.restart_s,
-        query_set=basis.query_set,
-        reset_each_run=basis.reset_each_run,
-    )
-    return max(prior - screen_cost_s(basis, False), 0.0) if lone else prior
-
-
-def screen_and_proof_s(
-    basis: CostBasis,
-    screen: dict[str, str],
-    in_effect: dict[str, str],
-    race: Sequence[dict[str, str]],
-    specs: dict[str, KnobSpec],
-    reused_best_run: bool,
-) -> float:
-    """What the next screen and the proof after it cost at least (seconds): the screen of ``screen``'s changes,
-    switched to from ``in_effect``'s (a restart when either sets a restart-only knob), then the proof's smallest
-    decision (restarts when any of the ``race``'s candidates needs one). A race of one is proven as a round
-    (``opening_cost_s``): its screen is pair 1's candidate run, the start's last run its best run when
-    ``reused_best_run``."""
-    switch, proof_restarts = bool(restart_names([screen, in_effect], specs)), bool(restart_names(race, specs))
-    if len(race) == 1:
-        # the same prior as the budget fit's (``opening_cost_s`` with one screen): pg-tpch's race of 2026-12-07
-        # 07:18 was admitted by the fit at 296 s of 298 s left, then refused at its first screen at 357 s —
-        # the restart and its cold warm-up counted twice, once in the screen and once in the proof's round
-        return opening_cost_s(
-            basis.run_durations_s,
-            basis.warmup_s,
-            1,
-            basis.min_pairs,
-            race_restarts=int(switch),
-            proof_restarts=proof_restarts,
-            query_set=basis.query_set,
-            reset_each_run=basis.reset_each_run,
-            restart_s=basis.restart_s,
-            reused_best_run=reused_best_run,
-        )
-    return screen_cost_s(basis, switch) + proof_cost_s(basis, proof_restarts, False, False)
-
-
 __all__ = [
     "AHEAD_SDS",
     "BEHIND_SDS",
-    "CostBasis",
     "RESTART_PRIOR_S",
     "RaceState",
     "Screen",
@@ -582,15 +449,11 @@ __all__ = [
     "ahead_of_start",
     "behind_start",
     "counted_worse",
-    "opening_cost_s",
-    "proof_cost_s",
     "race_limit",
     "race_lines",
     "race_order",
     "race_table",
     "restart_names",
     "restarts_needed",
-    "screen_and_proof_s",
-    "screen_cost_s",
     "switch_changes",
 ]

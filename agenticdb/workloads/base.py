@@ -84,6 +84,10 @@ class Workload(ABC):
     """Whether ``warmup`` restarts the server before it warms up (the harness's pristine-reset wrapper): the
     executor then leaves the prewarm of the buffer cache (``agenticdb.host.prewarm``) to the workload, after
     that restart, since a restart drops what was loaded before it."""
+    warmup_is_pass: bool = False
+    """Whether ``warmup`` runs one whole unmeasured pass (a query set, TPC-H) rather than a time: after a restart
+    whose prewarm loaded the buffer cache, the executor warms such a workload up as before any run (``warmup_s``),
+    not with the extra pass a time warm-up gets (docs/measurement.md "Warm-up after a restart")."""
     observes_only: bool = False
     """Whether the workload only observes the application's own statements (workload live): before its first
     run the executor prewarms the buffer cache only when the server was just started, never evicting the

@@ -92,6 +92,7 @@ class TpchWorkload(Workload):
     """The 22 TPC-H queries at scale factor ``workload.scale`` (e.g. 0.01 = 10 MB, 1 = 1 GB)."""
 
     name = "tpch"
+    warmup_is_pass = True
 
     def __init__(self, cfg: WorkloadConfig, conn: Connection, progress: bool | None = None) -> None:
         if cfg.scale <= 0:

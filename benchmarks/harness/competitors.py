@@ -28,6 +28,7 @@ from agenticdb.app import host_state_source, refining
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfig
+from agenticdb.host.prewarm import loaded
 from agenticdb.loop.executor import Executor, prewarm_after_restart
 from agenticdb.loop.recovery import Recovery
 from agenticdb.loop.session import TuningSession  # imported before fork: parent and child run the same code
@@ -101,8 +102,13 @@ class ResettingWorkload(Workload):
         if self.target is not None:
             self.prewarm_note = prewarm_after_restart(self.target)
         # The reset restarted the server: caches are cold, so warm up as after any restart (the
-        # executor's rule, max(3 s, 2 × warmup_s)); the final re-measurement uses the same.
-        self.inner.warmup(max(seconds, 3.0, 2 * self.base_warmup_s))
+        # executor's rule, max(3 s, 2 × warmup_s)); the final re-measurement uses the same. A query set whose
+        # buffer cache the prewarm loaded gets its usual warm-up only, as in ``Executor.measure``.
+        warmup = max(seconds, 3.0, 2 * self.base_warmup_s)
+        if getattr(self.inner, "warmup_is_pass", False) and loaded(self.prewarm_note):
+            warmup = self.base_warmup_s
+        if warmup > 0:
+            self.inner.warmup(warmup)
 
     def run(
         self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
