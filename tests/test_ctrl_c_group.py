@@ -5,7 +5,8 @@ SIGINT sent to its whole process group, the way a terminal sends it.
 - The benchmark tool runs in a group of its own, so the Ctrl-C reaches agenticdb alone: the baseline's
   run ends normally and the session stops after it, as documented (exit 130, "stop requested (signal)").
 - In the opening's race the same Ctrl-C ends the screen in flight at once (a screen proves nothing without the
-  proof, which will not follow): an interruption, no further screen or proof, the start back, exit 130.
+  proof, which will not follow): an interruption, no further screen or proof, the start back, exit 130; its
+  message says so (not "after this round"), and the summary tells the stop reason once.
 - A tool that a signal from outside ends anyway (here SIGINT sent to the tool's own group as well, as a
   service manager's stop signals every process of its unit) while the stop is requested is the stop's
   interruption: never a failure of the configuration, in the journal or in experience memory.
@@ -238,6 +239,10 @@ def test_ctrl_c_to_the_whole_group_during_the_race_stops_it_at_once(home: Path, 
     assert proc.returncode == 130, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     assert f"the opening's race was interrupted in round {screen}" in out, out[-3000:]
+    # the first Ctrl-C says what it does in the race (not "after this round"), and the stop reason is told once
+    assert "stopping the opening's race now: a screen in flight ends at once" in out, out[-3000:]
+    assert "stopping after this round" not in out, out[-3000:]
+    assert out.count(f"the opening's race was interrupted in round {screen}") == 1, out[-3000:]
     assert not psutil.pid_exists(tool.pid) or tool.status() == psutil.STATUS_ZOMBIE
     events = Journal(home / "journal.db").events(sid)
     interrupted = [e for e in events if e.event == "run.interrupted"]

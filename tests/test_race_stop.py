@@ -12,13 +12,16 @@ tune``'s process group on a private PostgreSQL) is tests/test_ctrl_c_group.py.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload, VirtualClock
+from rich.console import Console
 
+from agenticdb.cli.tune_cmd import _summary
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
@@ -51,6 +54,8 @@ class StopDuringScreen(ScriptedWorkload):
         self.requested = False
         self.label = ""
         self.labels: list[str] = []
+        self.racing: Callable[[], bool] = lambda: False  # the session's racing flag, once it is built
+        self.racing_at: list[tuple[str, bool]] = []  # each run's label and the flag during it
 
     def next_run(self, label: str) -> None:
         self.label = label
@@ -59,6 +64,7 @@ class StopDuringScreen(ScriptedWorkload):
     def run(
         self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
     ) -> Measurement:
+        self.racing_at.append((self.label, self.racing()))
         if self.label == self.stop_in:
             self.requested = True
         if self.honours and self.stop is not None and self.stop():
@@ -90,6 +96,7 @@ def _session(tmp_path: Path, stop_in: str, honours: bool) -> tuple[TuningSession
         opening=source,
         clock=clock.now,
     )
+    workload.racing = lambda: s.racing
     return s, target, workload
 
 
@@ -126,6 +133,11 @@ def test_a_stop_during_a_screen_ends_its_run_and_the_race(tmp_path: Path) -> Non
     assert _events(s, "stop.requested")
     assert result.status == "stopped" and "the opening's race was interrupted in round 1" in result.reason
     assert "no further screen and no proof started" in result.reason
+    # the end summary tells the stop reason once: in the session's line, not again as "opening not proven"
+    out = io.StringIO()
+    _summary(Console(file=out, soft_wrap=True, width=300), Settings(), result)
+    assert out.getvalue().count("the opening's race was interrupted in round 1") == 1, out.getvalue()
+    assert "opening not proven" not in out.getvalue(), out.getvalue()
     _nothing_after_the_race(s, target, start)
 
 
@@ -145,6 +157,21 @@ def test_a_stop_during_the_last_screen_that_runs_to_its_end_starts_no_proof(tmp_
     assert result.status == "stopped" and "interrupted after round 2" in result.reason
     assert [e.data["reason"] for e in _events(s, "reverted")] == [f"opening: {race['stopped']}"]
     _nothing_after_the_race(s, target, start)
+
+
+def test_the_session_says_it_races_during_the_screens_only(tmp_path: Path) -> None:
+    """``TuningSession.racing`` (what the command line's first Ctrl-C says a stop does: end the race at once, or
+    let the round finish) is True during every screen's run and False during the baseline, the proof and the rounds
+    after it, and after the session."""
+    s, _, workload = _session(tmp_path, "no such run", honours=True)
+    s.run()
+    assert not s.racing
+    screens = [racing for label, racing in workload.racing_at if label.startswith("race ")]
+    others = [(label, racing) for label, racing in workload.racing_at if not label.startswith("race ")]
+    assert len(screens) == len(SETS) and all(screens), workload.racing_at
+    assert any(label.startswith("baseline") for label, _ in others), others
+    assert len(others) > 2 and not any(racing for _, racing in others), others  # baseline, proof pairs, rounds
+    assert _events(s, "judged"), "the proof ran"
 
 
 def test_run_tool_ends_the_tool_when_the_stop_is_requested() -> None:

@@ -145,7 +145,8 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
     if lock is None:
         return 1
     stop = {"requested": 0}
-    previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop))
+    built: list[Any] = []  # the session once built: whether it races now (TuningSession.racing)
+    previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop, lambda: bool(built) and built[0].racing))
     previous_term = signal.signal(signal.SIGTERM, _on_sigterm(console, stop))
     try:
         session = build_session(
@@ -159,6 +160,7 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             should_stop=lambda: stop["requested"] > 0,
             remediate=_remediate(cfg, journal, lambda: stop["requested"] > 0, console),
         )
+        built.append(session)
         console.print(
             f"agenticdb session [bold]{session.session_id}[/]: {cfg.target.kind} at "
             f"{_safe_dsn(cfg.target.dsn or '')}, workload {cfg.workload.kind}, planner {session.planner.name}, "
@@ -286,17 +288,29 @@ def _failure_text(outcome: RoundOutcome) -> str:
     return f"; failed in {f.phase}: {f.message}; recovery {recovery}"
 
 
-def _on_sigint(console: Console, stop: dict[str, int]) -> Callable[[int, Any], None]:
+RACE_STOP = (
+    "[yellow]stopping the opening's race now[/]: a screen in flight ends at once, no further screen or proof "
+    "starts, and the starting configuration is put back and verified (Ctrl-C again to stop at once; the start "
+    "is put back either way)"
+)
+"""The first Ctrl-C's message while the opening races (``TuningSession.racing``; ``loop.opening_run``)."""
+
+ROUND_STOP = (
+    "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration is put back either way)"
+)
+"""The first Ctrl-C's message otherwise: the round in flight (the opening's proof too) finishes."""
+
+
+def _on_sigint(console: Console, stop: dict[str, int], racing: Callable[[], bool]) -> Callable[[int, Any], None]:
+    """The SIGINT handler: the first Ctrl-C requests the stop and says what it does now (``racing()``: the
+    opening's race ends at once, :data:`RACE_STOP`; else the round finishes, :data:`ROUND_STOP`); the second
+    raises ``KeyboardInterrupt`` (the session still restores the best configuration in its finally block)."""
+
     def on_sigint(signum: int, frame: Any) -> None:
-        # First Ctrl-C: finish this round safely. Second: interrupt now (the session still restores the
-        # best configuration in its finally block).
         stop["requested"] += 1
         if stop["requested"] >= 2:
             raise KeyboardInterrupt
-        console.print(
-            "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration "
-            "is put back either way)"
-        )
+        console.print(RACE_STOP if racing() else ROUND_STOP)
 
     return on_sigint
 
@@ -384,7 +398,7 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
             console.print(f"  {k} = {v}", highlight=False)
     for note in result.opening_left_out:
         console.print(f"opening: {note}", highlight=False, soft_wrap=True, markup=False)
-    if result.opening:
+    if result.opening and result.opening not in result.reason:  # a stopped race: its reason is the session's
         console.print(f"opening not proven: {result.opening}", highlight=False, soft_wrap=True, markup=False)
     if result.rounds:
         _verdicts(console, result.rounds, result.baseline_objective, result.noise_cv, result.baseline_disturbed)

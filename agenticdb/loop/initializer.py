@@ -22,7 +22,7 @@ from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.services import ServiceError
 from agenticdb.invocation import command
 from agenticdb.loop.executor import Executor
-from agenticdb.loop.next_move import decision_runs, noise_cv, noise_remedies
+from agenticdb.loop.next_move import RUN_SPREAD, decision_runs, noise_cv, noise_remedies
 from agenticdb.loop.recovery import Recovery, restore_verified
 from agenticdb.loop.runwatch import StopInterrupted
 from agenticdb.loop.steps import SessionRecorder
@@ -155,7 +155,7 @@ def measure_baseline(
     ``budget_left()`` (seconds of the session's time budget still unused) lowers the minimum to 2 runs
     when one more run would leave less than the smallest decision (``next_move.decision_runs``: 2 ×
     ``loop.min_pairs`` − 1 runs, the baseline's last run standing as pair 1's best run, at the runs' mean
-    cost): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a decision that
+    cost + RUN_SPREAD): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a decision that
     needed 308 s, and the session ended with nothing judged. Two runs are the fewest that
     show a spread; the pairs of every decision estimate the noise again (``agenticdb.measure.sequential``).
     By the same measure a disturbed run is kept rather than repeated when the runs still needed after
@@ -181,7 +181,7 @@ def measure_baseline(
         if enough and (over or noise_cv([m.objective for m in measurements]) <= NOISE_WARN_CV):
             break
         if len(measurements) >= 2 and budget_left is not None:
-            cost = (clock() - began) / taken
+            cost = (clock() - began) / taken * (1 + RUN_SPREAD)  # the next run may be slower than the mean
             tight = budget_left() - cost < first_decision_runs(loop) * cost
             if tight:
                 break

@@ -28,7 +28,8 @@
 before the proof, and ends a screen's run at once (``Executor.measure(stoppable=True)``: a screen proves nothing
 without the proof that will not follow): the run is an interruption (``run.interrupted``, never a failure or a
 cut-off), no further screen or proof starts, the start is put back and verified, and the session ends as stopped,
-saying the race was interrupted. The proof, once started, is a round: a stop lets it finish.
+saying the race was interrupted. The proof, once started, is a round: a stop lets it finish. ``TuningSession.racing``
+says which of the two a stop request does now (the command line's Ctrl-C message).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class TuningSession(Protocol):
     approve: Callable[[str, int, Proposal, Verdict], str | None] | None
     on_round: Callable[[RoundOutcome], None]
     should_stop: Callable[[], bool]
+    racing: bool  # True from the opening's start until its proof starts: a stop then ends the race at once
 
     def _judge(self, r: Round, start: Start) -> StepResult: ...
     def _settle(self, r: Round, start: Start) -> StepResult: ...
@@ -141,7 +143,15 @@ class OpeningRun:
 
     # ------------------------------------------------------------------ the whole opening
     def run(self) -> int:
-        """Run the opening; returns the last round number it used (0 when it did not run)."""
+        """Run the opening; returns the last round number it used (0 when it did not run). ``TuningSession.racing``
+        is True while it runs, until the proof starts (:meth:`_prove`): a stop request then ends it at once."""
+        self.s.racing = True
+        try:
+            return self._open()
+        finally:
+            self.s.racing = False
+
+    def _open(self) -> int:
         ctx = planning_context(
             self.stage,
             Layer.dbms,
@@ -514,6 +524,7 @@ class OpeningRun:
         one measured screen, the leader's): that screen and the start's run right before it (None: not
         adoptable) are pair 1, as in any round, since nothing was selected; the proof costs a round."""
         s = self.s
+        s.racing = False  # the proof is a round: a stop request lets it finish
         s.current_round = round_no
         s.opening_rounds = round_no - 1  # the opening counts as one round of loop.max_rounds
         proposal = entry.proposal.model_copy(

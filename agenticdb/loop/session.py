@@ -120,6 +120,9 @@ class TuningSession(SessionBudget):
         self.opening_rounds = 0  # rounds the opening used beyond one (it counts as one of loop.max_rounds)
         self.opening_outcome = ""  # why the race ended without a proof (SessionResult.opening), or ''
         self.opening_left_out: list[str] = []  # the candidates the race left out for time (SessionResult's)
+        # True while the opening races (until its proof): a stop request ends the screen in flight at once, no
+        # further screen or proof starts, the start is put back (OpeningRun); else it lets the round finish
+        self.racing = False
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
         self.warnings: list[str] = []
