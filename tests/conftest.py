@@ -17,6 +17,7 @@ from leakcheck import register as register_leakcheck
 
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
+from agenticdb.targets.postgres import PostgresTarget
 
 # Test sessions score their whole (short) runs: steady-state detection would make every measured run
 # workload.warmup_max_s (default 10 s) longer. It is tested on its own (test_series.py,
@@ -51,6 +52,15 @@ def pg_sandbox() -> Iterator[PostgresSandboxInfo]:
     finally:
         sandbox.down()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture()
+def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
+    """A PostgresTarget on the session's private sandbox as the superuser, without a service (nothing restarts it
+    through this target), closed after the test. A test file that needs another ``pg`` defines its own."""
+    t = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
+    yield t
+    t.close()
 
 
 @pytest.fixture()

@@ -17,7 +17,6 @@ from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import SourceInput, host_view
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
-from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.sets import validate_set
@@ -25,13 +24,6 @@ from agenticdb.validation.validator import flavor_of
 
 GiB = 1024**3
 MiB = 1024**2
-
-
-@pytest.fixture()
-def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
-    t = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
-    yield t
-    t.close()
 
 
 @pytest.fixture()

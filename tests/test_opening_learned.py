@@ -17,18 +17,10 @@ from agenticdb.models.planning import Experience, Fingerprint, HostOrigin
 from agenticdb.planner.heuristic import HeuristicPlanner
 from agenticdb.planner.llm import LLMPlanner
 from agenticdb.planner.opening import generate_opening
-from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.targets.postgres import PostgresTarget
 
 GiB = 1024**3
 CHAT = "/v1/chat/completions"
-
-
-@pytest.fixture()
-def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
-    t = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
-    yield t
-    t.close()
 
 
 @pytest.fixture()

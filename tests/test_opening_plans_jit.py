@@ -48,13 +48,6 @@ class _QuerySet:
 
 
 @pytest.fixture()
-def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
-    t = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
-    yield t
-    t.close()
-
-
-@pytest.fixture()
 def jit_db(pg_sandbox: PostgresSandboxInfo) -> Iterator[Connection]:
     """The database ``DB`` with a small and a big table, where every plan JIT-compiles (``SETTINGS``)."""
     conn = connection_from_dsn("postgresql", pg_sandbox.dsn, DB)

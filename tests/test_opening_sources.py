@@ -52,13 +52,6 @@ def pg_table(pg_sandbox: PostgresSandboxInfo) -> Iterator[str]:
         db.execute("DROP TABLE IF EXISTS opening_t")
 
 
-@pytest.fixture()
-def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
-    t = PostgresTarget(pg_sandbox.dsn, None, data_dir=pg_sandbox.data_dir)
-    yield t
-    t.close()
-
-
 def _plans(dsn: str) -> PlanEvidence:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(FORCE_JIT_AND_PARALLEL)  # type: ignore[arg-type]
