@@ -15,9 +15,9 @@ from collections.abc import Callable
 import structlog
 
 from agenticdb.config import Settings
-from agenticdb.host.prewarm import loaded
 from agenticdb.loop import next_move
 from agenticdb.loop.initializer import Start
+from agenticdb.loop.race_cost import CostBasis
 from agenticdb.loop.steps import SessionRecorder
 from agenticdb.models import Layer, Measurement
 
@@ -83,16 +83,16 @@ class SessionBudget:
 
     def _cost_prior(self, start: Start, reused: bool, restarts: bool) -> float:
         """The smallest decision's cost before it is measured (``next_move.round_cost_prior``, seconds),
-        from the baseline's runs."""
-        loop = self.cfg.loop
+        from the baseline's runs (``race_cost.CostBasis``, as the opening's priors)."""
+        basis = CostBasis.of(start.baseline, self.cfg.workload.warmup_s, self.cfg.loop)
         return next_move.round_cost_prior(
-            [m.total_time_s or m.duration_s for m in start.baseline],
-            self.cfg.workload.warmup_s,
-            loop.min_pairs,
+            basis.run_durations_s,
+            basis.warmup_s,
+            basis.min_pairs,
             reused,
             restarts=restarts,
-            restart_s=next_move.RESTART_PRIOR_S,
-            query_set=any(m.per_query_s for m in start.baseline),
-            reset_each_run=loop.reset_data,
-            prewarmed=any(loaded(m.prewarm) for m in start.baseline),
+            restart_s=basis.restart_s,
+            query_set=basis.query_set,
+            reset_each_run=basis.reset_each_run,
+            prewarmed=basis.prewarmed,
         )

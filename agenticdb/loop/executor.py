@@ -87,6 +87,17 @@ def prewarm_after_restart(target: Target, max_s: float = PREWARM_MAX_S, started_
     return done.note()
 
 
+def warmup_after_restart(workload: Workload, warmup_s: float, prewarm: str | None) -> float:
+    """The warm-up (seconds) before a run right after a restart whose prewarm said ``prewarm``
+    (``Measurement.prewarm``): ``max(3 s, 2 × warmup_s)``, caches being cold; a query set
+    (``Workload.warmup_is_pass``) whose prewarm loaded the cache (``host.prewarm.loaded``) gets its usual
+    ``warmup_s``: a restart leaves the page cache as the last pass left it (docs/measurement.md "Warm-up after a
+    restart"). Also the harness's reset wrapper's rule."""
+    if getattr(workload, "warmup_is_pass", False) and loaded(prewarm):
+        return warmup_s
+    return max(3.0, 2 * warmup_s)
+
+
 def merge_states(*states: RuntimeState) -> RuntimeState:
     """One RuntimeState from several sources (DBMS + host); names are namespaced so they never collide."""
     out = RuntimeState(taken_at=states[0].taken_at if states else time.time())
@@ -279,9 +290,7 @@ class Executor:
             after_restart = True
         self.workload.next_run(label)
         prewarm = self._prewarm(after_restart)
-        warmup = self.warmup_s
-        if after_restart and not (self.workload.warmup_is_pass and loaded(prewarm)):
-            warmup = max(3.0, 2 * self.warmup_s)
+        warmup = warmup_after_restart(self.workload, self.warmup_s, prewarm) if after_restart else self.warmup_s
         if warmup > 0:
             try:
                 self.workload.warmup(warmup)

@@ -28,8 +28,7 @@ from agenticdb.app import host_state_source, refining
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfig
-from agenticdb.host.prewarm import loaded
-from agenticdb.loop.executor import Executor, prewarm_after_restart
+from agenticdb.loop.executor import Executor, prewarm_after_restart, warmup_after_restart
 from agenticdb.loop.recovery import Recovery
 from agenticdb.loop.session import TuningSession  # imported before fork: parent and child run the same code
 from agenticdb.models import Bottleneck, Catalog, Change, Hardware, Layer, Measurement, Proposal, Snapshot, Verdict
@@ -101,12 +100,9 @@ class ResettingWorkload(Workload):
         self.resets += 1
         if self.target is not None:
             self.prewarm_note = prewarm_after_restart(self.target)
-        # The reset restarted the server: caches are cold, so warm up as after any restart (the
-        # executor's rule, max(3 s, 2 × warmup_s)); the final re-measurement uses the same. A query set whose
-        # buffer cache the prewarm loaded gets its usual warm-up only, as in ``Executor.measure``.
-        warmup = max(seconds, 3.0, 2 * self.base_warmup_s)
-        if getattr(self.inner, "warmup_is_pass", False) and loaded(self.prewarm_note):
-            warmup = self.base_warmup_s
+        # The reset restarted the server: warm up as after any restart, by the executor's rule (``seconds``, what
+        # the executor asked, is never more than it); the final re-measurement keeps max(3 s, 2 × warmup_s).
+        warmup = warmup_after_restart(self.inner, self.base_warmup_s, self.prewarm_note)
         if warmup > 0:
             self.inner.warmup(warmup)
 
