@@ -30,12 +30,17 @@ def _status(home: Path) -> str:
         return next(s.status for s in j.sessions() if s.id == "daemon")
 
 
-def test_a_cleanly_stopped_daemon_reads_as_stopped_and_a_running_one_as_unfinished(tmp_path: Path) -> None:
-    with Journal(tmp_path / "journal.db") as j:
+def _stopped_daemon(home: Path) -> str:
+    """A daemon's journal: started, one approval proposed, stopped by SIGTERM; returns the stop's timestamp."""
+    with Journal(home / "journal.db") as j:
         j.append("daemon", "daemon.start", {"config": "/etc/agenticdb/agenticdb.toml"})
         j.append("daemon", "approval.proposed", {"id": "Rabc", "mode": "approve"})
         j.append("daemon", "daemon.stop", {"signals": ["SIGTERM"]})
-        stopped_at = j.events("daemon")[-1].ts
+        return str(j.events("daemon")[-1].ts)
+
+
+def test_a_cleanly_stopped_daemon_reads_as_stopped_and_a_running_one_as_unfinished(tmp_path: Path) -> None:
+    stopped_at = _stopped_daemon(tmp_path)
     story = _show(tmp_path)
     assert "unfinished" not in story and "still running" not in story, story
     assert "Daemon stopped" in story and f"Stopped      {stopped_at}: by SIGTERM" in story, story
@@ -70,11 +75,7 @@ def test_report_of_a_cleanly_stopped_daemon_agrees_with_journal_show(tmp_path: P
     """`report daemon` said "the session has not ended (still running, or the process died)" after a clean stop
     that `journal show daemon` tells as "Daemon stopped": now it gives the same when and why; a daemon started
     again without a stop is still "not ended"."""
-    with Journal(tmp_path / "journal.db") as j:
-        j.append("daemon", "daemon.start", {"config": "/etc/agenticdb/agenticdb.toml"})
-        j.append("daemon", "approval.proposed", {"id": "Rabc", "mode": "approve"})
-        j.append("daemon", "daemon.stop", {"signals": ["SIGTERM"]})
-        stopped_at = j.events("daemon")[-1].ts
+    stopped_at = _stopped_daemon(tmp_path)
     report = _report(tmp_path)
     assert "has not ended" not in report and "still running" not in report, report
     assert f"- **status:** stopped — the daemon stopped {stopped_at}: by SIGTERM" in report, report
