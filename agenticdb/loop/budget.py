@@ -17,7 +17,7 @@ import structlog
 from agenticdb.config import Settings
 from agenticdb.loop import next_move
 from agenticdb.loop.initializer import Start
-from agenticdb.loop.race_cost import CostBasis
+from agenticdb.loop.race_cost import CostBasis, proof_cost_s
 from agenticdb.loop.steps import SessionRecorder
 from agenticdb.models import Layer, Measurement
 
@@ -85,14 +85,4 @@ class SessionBudget:
         """The smallest decision's cost before it is measured (``next_move.round_cost_prior``, seconds),
         from the baseline's runs (``race_cost.CostBasis``, as the opening's priors)."""
         basis = CostBasis.of(start.baseline, self.cfg.workload.warmup_s, self.cfg.loop)
-        return next_move.round_cost_prior(
-            basis.run_durations_s,
-            basis.warmup_s,
-            basis.min_pairs,
-            reused,
-            restarts=restarts,
-            restart_s=basis.restart_s,
-            query_set=basis.query_set,
-            reset_each_run=basis.reset_each_run,
-            prewarmed=basis.prewarmed,
-        )
+        return proof_cost_s(basis, restarts, lone=False, reused_best_run=reused)
