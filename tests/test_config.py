@@ -76,9 +76,33 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_storage_paths_follow_home(tmp_path: Path) -> None:
-    cfg = load_config(None, {"storage": {"home": tmp_path, "memory_db": None, "journal_db": None}})
+    """A home given alone takes the files with it. The paths derived from the first home (the default one)
+    were kept as if given: a test passing only storage.home wrote /var/lib/agenticdb (tests/hosthome.py)."""
+    cfg = load_config(None, {"storage": {"home": tmp_path}})
     assert cfg.storage.memory_db == tmp_path / "memory.db"
     assert cfg.storage.journal_db == tmp_path / "journal.db"
+    assert cfg.storage.key_path() == tmp_path / "journal.key"
+    f = tmp_path / "a.toml"
+    f.write_text(f'[storage]\nmemory_db = "{tmp_path / "book.db"}"\n')
+    cfg = load_config(f, {"storage": {"home": tmp_path / "h"}})
+    assert cfg.storage.memory_db == tmp_path / "book.db"  # a file given stays
+    assert cfg.storage.journal_db == tmp_path / "h" / "journal.db"
+
+
+def test_flags_derive_the_loop_bounds_again(tmp_path: Path) -> None:
+    """A bound derived from the file's value follows the flag's: `--baseline-runs 5` over a file's
+    baseline_runs = 3 was refused ('baseline_max_runs = 3 is below baseline_runs = 5'), the derived 3 kept as
+    if given."""
+    f = tmp_path / "a.toml"
+    f.write_text("[loop]\nbaseline_runs = 3\nmin_pairs = 6\n")
+    cfg = load_config(f)
+    assert (cfg.loop.baseline_max_runs, cfg.loop.max_pairs) == (3, 6)
+    cfg = load_config(f, {"loop": {"baseline_runs": 5, "min_pairs": 8}})
+    assert (cfg.loop.baseline_runs, cfg.loop.baseline_max_runs) == (5, 5)
+    assert (cfg.loop.min_pairs, cfg.loop.max_pairs) == (8, 8)
+    f.write_text("[loop]\nmin_pairs = 6\nmax_pairs = 6\n")  # both given: they must still agree
+    with pytest.raises(ConfigError, match="loop.max_pairs = 6 is below loop.min_pairs = 8"):
+        load_config(f, {"loop": {"min_pairs": 8}})
 
 
 def test_unreadable_files_are_config_errors(tmp_path: Path) -> None:

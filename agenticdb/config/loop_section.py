@@ -157,9 +157,12 @@ class LoopConfig(Section):
 
     @model_validator(mode="after")
     def _pairs(self) -> LoopConfig:
+        # Derived bounds are written without marking them set (self.__dict__): a later flag (load_config's
+        # overrides) derives them again. Marked set, `--baseline-runs 5` over a file's baseline_runs = 3 kept
+        # the derived baseline_max_runs = 3 as if given and was refused.
         # An explicit baseline_runs without baseline_max_runs means exactly that many runs.
         if "baseline_runs" in self.model_fields_set and "baseline_max_runs" not in self.model_fields_set:
-            self.baseline_max_runs = self.baseline_runs
+            self.__dict__["baseline_max_runs"] = self.baseline_runs
         # A bound left at its default follows the other one when that was set; two set bounds must agree.
         for low, high in (("min_pairs", "max_pairs"), ("baseline_runs", "baseline_max_runs")):
             lo, hi = getattr(self, low), getattr(self, high)
@@ -167,9 +170,9 @@ class LoopConfig(Section):
                 continue
             given = self.model_fields_set
             if high not in given:
-                setattr(self, high, lo)
+                self.__dict__[high] = lo
             elif low not in given:
-                setattr(self, low, hi)
+                self.__dict__[low] = hi
             else:
                 raise ValueError(f"loop.{high} = {hi} is below loop.{low} = {lo} (rule: {high} >= {low})")
         return self

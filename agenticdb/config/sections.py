@@ -398,10 +398,14 @@ class StorageConfig(Section):
 
     @model_validator(mode="after")
     def _paths(self) -> StorageConfig:
+        # Written without marking them set (as WorkloadConfig._first_run_defaults does): a later
+        # storage.home (--home, a test's tmp dir) derives them again. Marked set, load_config's override
+        # kept the files in the first home: a test that gave only storage.home wrote the host's
+        # /var/lib/agenticdb (tests/hosthome.py).
         if self.memory_db is None:
-            self.memory_db = self.home / "memory.db"
+            self.__dict__["memory_db"] = self.home / "memory.db"
         if self.journal_db is None:
-            self.journal_db = self.home / "journal.db"
+            self.__dict__["journal_db"] = self.home / "journal.db"
         return self
 
 
