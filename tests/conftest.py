@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hosthome import register as register_hosthome
 from leakcheck import register as register_leakcheck
 
 from agenticdb.sandbox.mariadb import MariaDBSandbox, MariaDBSandboxInfo
@@ -31,8 +32,10 @@ os.environ.setdefault("AGENTICDB_POLICY__ALLOW_SUPERUSER", "true")
 
 def pytest_configure(config: pytest.Config) -> None:
     """Test isolation (issue 39): a test whose processes or private servers outlive it errors at teardown
-    (tests/leakcheck.py)."""
+    (tests/leakcheck.py). $AGENTICDB_HOME is a temp dir of this run, and a test that creates agenticdb's real
+    places on the host (/var/lib/agenticdb, /etc/agenticdb, ...) errors at teardown (tests/hosthome.py)."""
     register_leakcheck(config)
+    register_hosthome(config)  # after leakcheck: the session home is one of this run's temp dirs
 
 
 def _shared_tmp(prefix: str) -> Path:

@@ -15,7 +15,8 @@ import pytest
 from agenticdb.store.journal import Journal
 
 ENV = {**os.environ, "COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_TERMINAL": "1"}
-ENV = {k: v for k, v in ENV.items() if not k.startswith("AGENTICDB_")}
+# a fresh user's settings, in the suite's temp home (tests/hosthome.py) when a command is given no --home
+ENV = {k: v for k, v in ENV.items() if not k.startswith("AGENTICDB_") or k == "AGENTICDB_HOME"}
 
 
 def run(*args: str, home: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
