@@ -421,8 +421,12 @@ class Executor:
         round_no: int | None,
         safe: Snapshot,
         purpose: str = "trial",
+        whole: list[NormalizedChange] | None = None,
     ) -> tuple[bool, dict[str, str]]:
         """Journal the intent (holding ``safe``), apply, verify. Returns (restarted, effective values).
+
+        ``whole``: the opening's candidate set ``changes`` switch to (they are what differs from the values in effect),
+        verified, journaled as ``set`` with ``start`` (values in ``safe``): told against the start, not as the switch.
 
         Raises:
             TargetError / ServiceError: the apply or verification failed (caller turns it into a Failure).
@@ -442,6 +446,8 @@ class Executor:
         if self.dry_run:
             return False, {}
         restarted = self.target.apply(changes, mode)
+        whole = whole or []
+        told = {"set": {c.name: c.value for c in whole}, "start": {c.name: safe.values.get(c.name) for c in whole}}
         self.journal.append(
             self.session_id,
             "applied",
@@ -450,10 +456,12 @@ class Executor:
                 "mode": mode.value,
                 "restarted": restarted,
                 "changes": {c.name: c.value for c in changes},
+                **(told if whole else {}),
             },
             round_no,
         )
-        effective = self.target.verify(changes)
+        switched = {c.name for c in changes}
+        effective = self.target.verify([*changes, *(c for c in whole if c.name not in switched)])
         self.journal.append(self.session_id, "verified", {"purpose": purpose, "effective": effective}, round_no)
         log.info("apply.verified", purpose=purpose, mode=mode.value, restarted=restarted, values=effective)
         return restarted, effective
