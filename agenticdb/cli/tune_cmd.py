@@ -422,18 +422,21 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
 
 
 def budget_warning(cfg: Settings) -> list[str]:
-    """One warning when, by the loop's own cost priors (``next_move.session_floor_s``: the baseline's runs and
+    """One warning when, by the loop's own cost priors (``race_cost.session_floor_s``: the baseline's runs and
     the smallest decision), ``loop.time_budget_s`` cannot pay for the baseline and one decision: the session
     would end after its baseline with no round. [] otherwise, and for a query set (TPC-H), whose run length
-    is not known before its first run. A run lasts ``warmup_max_s + duration_s`` (``WorkloadConfig``)."""
-    from agenticdb.loop.next_move import decision_runs, session_floor_s  # lazy: start-up cost (loads scipy)
+    is not known before its first run. A run lasts ``warmup_max_s + duration_s`` (``WorkloadConfig``); nothing
+    measured, no prewarm time is known yet (``CostBasis.prewarm_s`` 0)."""
+    from agenticdb.loop.next_move import decision_runs  # lazy: start-up cost (loads scipy)
+    from agenticdb.loop.race_cost import CostBasis, session_floor_s  # lazy: start-up cost (loads the loop)
     from agenticdb.workload_kinds import kind_spec  # lazy: only tune asks
 
     w, loop = cfg.workload, cfg.loop
     if "total_time" in (kind_spec(w.kind).objectives or ()):
         return []
     run_s = w.duration_s + w.warmup_max_s
-    baseline, decision = session_floor_s(run_s, w.warmup_s, loop.baseline_runs, loop.min_pairs, loop.reset_data)
+    basis = CostBasis([run_s], w.warmup_s, loop.min_pairs, query_set=False, reset_each_run=loop.reset_data)
+    baseline, decision = session_floor_s(basis, loop.baseline_runs)
     need = math.ceil(baseline + decision)
     if need <= loop.time_budget_s:
         return []
