@@ -266,7 +266,8 @@ class Executor:
         query set (``Workload.warmup_is_pass``) whose prewarm loaded the cache gets its usual warm-up only: a
         restart leaves the page cache as the last pass left it, and the extra pass cost a minute per restart on
         pg-tpch, which priced every restart-only knob out of an 8-minute session (docs/measurement.md).
-        The measurement's ``prewarm`` says what was loaded, or why nothing could be.
+        The measurement's ``prewarm`` says what was loaded, or why nothing could be, and ``prewarm_s`` how long
+        the step took (seconds, ``time.monotonic``; the cost priors count it after a restart, ``race_cost.CostBasis``).
         The measured run lasts ``warmup_max_s + duration_s`` and is scored on its steady window; the host
         disturbance during that window is attached to the measurement, classified on its own (the
         auditor classifies it again against the run it is paired with).
@@ -289,7 +290,9 @@ class Executor:
             self.before_measure()  # e.g. a pristine data reset on a sandbox (restarts the server)
             after_restart = True
         self.workload.next_run(label)
+        began = time.monotonic()
         prewarm = self._prewarm(after_restart)
+        prewarm_s = round(time.monotonic() - began, 3)  # the step's own time: a restart's cost prior counts it
         warmup = warmup_after_restart(self.workload, self.warmup_s, prewarm) if after_restart else self.warmup_s
         if warmup > 0:
             try:
@@ -324,7 +327,7 @@ class Executor:
             samples = watch.stop() if watch is not None else []
         measurement = self._with_disturbance(measurement, samples, watch, label)
         if prewarm:
-            measurement = measurement.model_copy(update={"prewarm": prewarm})
+            measurement = measurement.model_copy(update={"prewarm": prewarm, "prewarm_s": prewarm_s})
         changed = world.changes()
         if changed:
             measurement = with_world(measurement, changed)

@@ -241,6 +241,7 @@ class OpeningRun:
                 reset_each_run=loop.reset_data,
                 reused_best_run=reused,
                 prewarmed=basis.prewarmed,
+                prewarm_s=basis.prewarm_s,
             )
             if cost <= left:
                 log.info("opening.budget", screens=len(plans), cost_s=round(cost), left_s=round(left))
