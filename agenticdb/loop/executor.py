@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -424,12 +424,11 @@ class Executor:
         round_no: int | None,
         safe: Snapshot,
         purpose: str = "trial",
-        whole: list[NormalizedChange] | None = None,
+        whole: Sequence[NormalizedChange] = (),
     ) -> tuple[bool, dict[str, str]]:
-        """Journal the intent (holding ``safe``), apply, verify. Returns (restarted, effective values).
-
-        ``whole``: the opening's candidate set ``changes`` switch to (they are what differs from the values in effect),
-        verified, journaled as ``set`` with ``start`` (values in ``safe``): told against the start, not as the switch.
+        """Journal the intent (holding ``safe``), apply, verify. Returns (restarted, effective values). ``whole``: the
+        opening's candidate set ``changes`` switch to (what differs from the values in effect), verified too and
+        journaled as ``set`` with ``start`` (values in ``safe``): the story tells it against the start, not the switch.
 
         Raises:
             TargetError / ServiceError: the apply or verification failed (caller turns it into a Failure).
@@ -449,7 +448,6 @@ class Executor:
         if self.dry_run:
             return False, {}
         restarted = self.target.apply(changes, mode)
-        whole = whole or []
         told = {"set": {c.name: c.value for c in whole}, "start": {c.name: safe.values.get(c.name) for c in whole}}
         self.journal.append(
             self.session_id,
@@ -463,8 +461,7 @@ class Executor:
             },
             round_no,
         )
-        switched = {c.name for c in changes}
-        effective = self.target.verify([*changes, *(c for c in whole if c.name not in switched)])
+        effective = self.target.verify([*changes, *(c for c in whole if c.name not in {d.name for d in changes})])
         self.journal.append(self.session_id, "verified", {"purpose": purpose, "effective": effective}, round_no)
         log.info("apply.verified", purpose=purpose, mode=mode.value, restarted=restarted, values=effective)
         return restarted, effective
