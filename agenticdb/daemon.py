@@ -49,6 +49,7 @@ from agenticdb.store.journal_events import Intent
 from agenticdb.store.journal_key import anchor_head
 from agenticdb.store.lock import LockError, TargetLock
 from agenticdb.store.memory import MemoryBook
+from agenticdb.units.text import clip
 from agenticdb.workload_kinds import KINDS
 
 log = structlog.get_logger(__name__)
@@ -360,7 +361,7 @@ class Daemon:
                     self._reference_mix = None  # re-learn the mix the new configuration serves
                     self._sync_central(memory)
                     summary = self._due_run(journal, memory)
-                    self.notifier.status(summary[:200])
+                    self.notifier.status(clip(summary, 200))
                     log.info("daemon.session_done", summary=summary)
                     if metrics is not None:
                         metrics.refresh()

@@ -333,6 +333,30 @@ def test_share_is_not_shown_when_the_oracle_gain_is_noise() -> None:
     }
 
 
+def test_competitors_on_one_configuration_are_one_arm() -> None:
+    """Competitors whose final configurations have the same effective values are grouped to the first of
+    them (the re-measurement then measures that arm once per repeat and shares its runs); a value that
+    differs, even one knob, keeps its own arm."""
+    from agenticdb.models import Snapshot
+    from benchmarks.harness.competitors import Result
+    from benchmarks.harness.runner import same_configuration
+
+    start = {"innodb_buffer_pool_size": "134217728", "innodb_log_file_size": "100663296"}
+    results = {
+        "default": Result("default", Snapshot(target="mariadb", values=dict(start), label="start")),
+        "tpe": Result("tpe", Snapshot(target="mariadb", values={**start, "innodb_buffer_pool_size": "85983232"})),
+        # the same values in another order, written by another competitor at another time
+        "agenticdb": Result("agenticdb", Snapshot(target="mariadb", values=dict(reversed(start.items())))),
+        "agenticdb-half": Result("agenticdb-half", Snapshot(target="mariadb", values=dict(start), label="x")),
+    }
+    assert same_configuration(results) == {
+        "default": "default",
+        "tpe": "tpe",
+        "agenticdb": "default",
+        "agenticdb-half": "default",
+    }
+
+
 def test_report_shows_labels_and_the_share_column() -> None:
     from benchmarks.harness.report import markdown
 

@@ -3,7 +3,8 @@
 SIGINT sent to its whole process group, the way a terminal sends it.
 
 - The benchmark tool runs in a group of its own, so the Ctrl-C reaches agenticdb alone: the baseline's
-  run ends normally and the session stops after it, as documented (exit 130, "stop requested (signal)").
+  run ends normally and the session stops after it, as documented (exit 130, "stop requested (signal)"); the
+  first Ctrl-C says so ("stopping before the first round", not "after this round": the baseline is no round).
 - In the opening's race the same Ctrl-C ends the screen in flight at once (a screen proves nothing without the
   proof, which will not follow): an interruption, no further screen or proof, the start back, exit 130; its
   message says so (not "after this round"), and the summary tells the stop reason once.
@@ -167,13 +168,16 @@ def test_ctrl_c_to_the_whole_group_during_the_baseline_stops_after_it(home: Path
     out = _stop(proc, None)
     assert proc.returncode == 130, out[-3000:]
     assert "stop requested (signal)" in out and "Traceback" not in out, out[-3000:]
+    assert "stopping before the first round: the start finishes first" in out, out[-3000:]
+    assert "after this round" not in out, out[-3000:]
     assert not psutil.pid_exists(tool.pid) or tool.status() == psutil.STATUS_ZOMBIE
     sid = _session(Journal(home / "journal.db"), earlier)
     assert sid is not None
     events = Journal(home / "journal.db").events(sid)
     assert any(e.event == "baseline" for e in events), "the baseline's run did not end normally"
     end = [e for e in events if e.event == "session.end"][-1].data
-    assert end["status"] == "stopped" and "stop requested (signal)" in end["reason"], end
+    assert end["status"] == "stopped", end
+    assert end["reason"] == "stop requested (signal): ended after the baseline, before any round", end
     assert _settings(info) == before
     _nothing_failed(home, sid)
 

@@ -29,7 +29,7 @@ from agenticdb.config.sections import StorageConfig
 from agenticdb.host import prewarm
 from agenticdb.loop import executor as executor_module
 from agenticdb.loop.executor import Executor, prewarm_after_restart
-from agenticdb.loop.race_cost import CostBasis
+from agenticdb.loop.race_cost import CostBasis, screen_cost_s
 from agenticdb.models import Measurement
 from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.store.journal import Journal
@@ -133,6 +133,29 @@ def test_after_a_restart_the_workload_relations_are_in_shared_buffers_before_the
     assert measured[-1].data["measurement"]["prewarm"] == m.prewarm  # in the journal with the run
 
 
+def test_the_prewarm_step_is_timed_on_the_run_and_priced_in_a_restart(
+    sandbox: tuple[PostgresSandbox, PostgresSandboxInfo], tmp_path: Path
+) -> None:
+    """The prewarm's own time (up to PREWARM_MAX_S of loading) was in no cost prior: the run records it
+    (``Measurement.prewarm_s``, monotonic seconds, in the journal) and the baseline's figure is added to every run
+    after a restart (``CostBasis.prewarm_s``)."""
+    sb, info = sandbox
+    journal = Journal(tmp_path / "journal.db")
+    target = PostgresTarget(info.tuner_dsn, sb.service(info), data_dir=info.data_dir, database=DB)
+    sb.service(info).restart()
+    m, _ = _executor(target, BufferProbe(lambda: _cached(info)), journal).measure(0, "baseline 1", after_restart=True)
+    assert m.prewarm is not None and m.prewarm.startswith("pg_prewarm: "), m.prewarm
+    loading = float(m.prewarm.split(" in ")[1].split(" s ")[0])  # the note's loading time, 0.1-s precision
+    # the step (connect, extension check, listing, loading) includes the loading the note reports
+    assert m.prewarm_s is not None and m.prewarm_s >= loading - 0.05, (m.prewarm_s, m.prewarm)
+    measured = [e for e in journal.events("s1") if e.event == "measured"]
+    assert measured[-1].data["measurement"]["prewarm_s"] == m.prewarm_s
+    basis = CostBasis.of([m], 0.0, LoopConfig())
+    assert basis.prewarm_s == m.prewarm_s
+    without = CostBasis.of([m.model_copy(update={"prewarm_s": None})], 0.0, LoopConfig())
+    assert screen_cost_s(basis, True) - screen_cost_s(without, True) == pytest.approx(m.prewarm_s)
+
+
 def test_the_first_run_of_a_server_just_started_is_prewarmed_and_a_later_run_without_restart_is_not(
     sandbox: tuple[PostgresSandbox, PostgresSandboxInfo], tmp_path: Path
 ) -> None:
@@ -144,8 +167,9 @@ def test_the_first_run_of_a_server_just_started_is_prewarmed_and_a_later_run_wit
     ex = _executor(target, probe, journal)
     first, _ = ex.measure(0, "baseline 1")  # no restart by the executor, but the server was just started
     assert first.prewarm is not None and first.prewarm.startswith("pg_prewarm: "), first.prewarm
+    assert first.prewarm_s is not None and first.prewarm_s > 0, first
     second, _ = ex.measure(0, "baseline 2")
-    assert second.prewarm is None
+    assert second.prewarm is None and second.prewarm_s is None
 
 
 def test_an_observe_only_workload_on_a_server_up_for_a_while_keeps_the_application_cache(

@@ -547,7 +547,8 @@ def test_a_second_screen_ahead_of_the_start_lends_its_knobs_to_the_leaders_proof
     race = events(s, "race")[0].data
     assert race["leader"] == "winner" and race["proven"] == "winner+io", race
     # the lender's knob joins; where both set one (random_page_cost) the leader's value stays
-    assert len(race["joined"]) == 1 and race["joined"][0].startswith("'io' (+50.0% on the start's level)")
+    # the figure says what it measures (the race table quotes the objective too): here the objective, TPS
+    assert len(race["joined"]) == 1 and race["joined"][0].startswith("'io' (+50.0% on the start's level by TPS)")
     proof = result.rounds[3]
     assert proof.opening and proof.kept and proof.proposal is not None, proof
     assert proof.proposal.planner == "opening:winner+io"
@@ -558,7 +559,8 @@ def test_a_second_screen_ahead_of_the_start_lends_its_knobs_to_the_leaders_proof
     assert all(e.data["measurement"]["taken_at"] not in screens for e in events(s, "measured") if e.round_no == 4)
     story = story_of(s)
     assert (
-        "leader: winner, joined by the knobs of 'io' (+50.0% on the start's level): effective_io_concurrency" in story
+        "leader: winner, joined by the knobs of 'io' (+50.0% on the start's level by TPS): effective_io_concurrency"
+        in story
     )
 
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from agenticdb.config.loop_section import LoopConfig
-from agenticdb.loop.race_cost import CostBasis, opening_cost_s, screen_and_proof_s
+from agenticdb.loop.race_cost import (
+    CostBasis,
+    opening_cost_s,
+    proof_cost_s,
+    screen_and_proof_s,
+    screen_cost_s,
+    session_floor_s,
+)
 from agenticdb.models import ApplyMode, KnobSpec, Measurement
 
 SPECS = {
@@ -67,3 +74,84 @@ def test_the_cost_basis_is_prewarmed_when_a_baseline_run_was() -> None:
     assert CostBasis.of(loaded, 0.0, loop).prewarmed
     refused = [runs[0].model_copy(update={"prewarm": "prewarm not available: refused; time warm-up only"})]
     assert not CostBasis.of(refused, 0.0, loop).prewarmed
+
+
+def test_the_session_floor_prices_a_query_set_run_as_a_pass_from_the_cost_basis() -> None:
+    """The start's warning floor (``session_floor_s``) used to price every run as a fixed-duration run (query set
+    False): a query set's warm-up is a whole pass, so a TPC-H floor counted 5 s where a 60-s pass is spent."""
+    pass_s, warmup_s = 60.0, 5.0
+    queries = CostBasis([pass_s], warmup_s, 2, query_set=True, reset_each_run=False)
+    baseline, decision = session_floor_s(queries, 3)
+    assert baseline == pytest.approx(2 * (pass_s + pass_s))  # the 2 fewest baseline runs, each after a warm-up pass
+    assert decision == pytest.approx(3 * (pass_s + pass_s))  # 2 pairs, 3 runs, the baseline's last reused
+    # the same prior as the session budget's before round 1 (SessionBudget._cost_prior)
+    assert decision == pytest.approx(proof_cost_s(queries, restarts=False, lone=False, reused_best_run=True))
+    timed = CostBasis([pass_s], warmup_s, 2, query_set=False, reset_each_run=False)
+    assert session_floor_s(timed, 3) == pytest.approx((2 * (pass_s + warmup_s), 3 * (pass_s + warmup_s)))
+    # reset each run: every run starts cold after a restart; a query set's cold warm-up is a pass unless prewarmed
+    reset = CostBasis([pass_s], warmup_s, 2, query_set=True, reset_each_run=True)
+    assert session_floor_s(reset, 3)[0] == pytest.approx(2 * (pass_s + pass_s + reset.restart_s))
+    reset_warm = CostBasis([pass_s], 0.0, 2, query_set=True, reset_each_run=True, prewarmed=True, prewarm_s=4.0)
+    assert session_floor_s(reset_warm, 3)[0] == pytest.approx(2 * (pass_s + 4.0 + reset_warm.restart_s))
+    assert session_floor_s(CostBasis([], warmup_s, 2, True, False), 3) == (0.0, 0.0)
+
+
+def _timed(prewarm_s: float | None, total_s: float = 56.1) -> Measurement:
+    note = None if prewarm_s is None else f"pg_prewarm: 16 relations, 115.2 MiB in {prewarm_s:.1f} s (all loaded)"
+    m = Measurement(workload="tpch", objective=total_s, total_time_s=total_s, per_query_s={"q01": 5.0})
+    return m.model_copy(update={"prewarm": note, "prewarm_s": prewarm_s})
+
+
+def test_the_cost_basis_takes_the_prewarm_time_the_baseline_recorded() -> None:
+    loop = LoopConfig()
+    assert CostBasis.of([_timed(None), _timed(None)], 0.0, loop).prewarm_s == 0.0  # none recorded: nothing added
+    assert CostBasis.of([_timed(12.5), _timed(None), _timed(None)], 0.0, loop).prewarm_s == 12.5
+    assert CostBasis.of([_timed(3.0), _timed(19.0), _timed(7.0)], 0.0, loop).prewarm_s == 7.0  # the upper median
+
+
+def test_a_restart_prior_counts_the_prewarm_step_before_each_run_after_a_restart() -> None:
+    """pg_prewarm runs after every restart, before the warm-up (up to 20 s of loading): no prior counted it."""
+    prewarm_s = 12.5
+    for query_set in (True, False):
+        plain = CostBasis(RUNS, 5.0, 2, query_set, False, prewarmed=True)
+        timed = CostBasis(RUNS, 5.0, 2, query_set, False, prewarmed=True, prewarm_s=prewarm_s)
+        # a decision with restarts: 2 pairs on fresh runs, 4 runs, 3 of them right after a restart (the trial's
+        # and one switch per pair); the revert's restart has no run after it in the round
+        extra = proof_cost_s(timed, True, False, False) - proof_cost_s(plain, True, False, False)
+        assert extra == pytest.approx(3 * prewarm_s), query_set
+        assert proof_cost_s(timed, False, False, False) == pytest.approx(proof_cost_s(plain, False, False, False))
+        assert screen_cost_s(timed, True) - screen_cost_s(plain, True) == pytest.approx(prewarm_s)
+        assert screen_cost_s(timed, False) == pytest.approx(screen_cost_s(plain, False))  # no restart, no prewarm
+        restart = {"shared_buffers": "32MB"}
+        race = [restart, {"effective_cache_size": "128MB"}]
+        fit = opening_cost_s(
+            RUNS,
+            5.0,
+            2,
+            2,
+            race_restarts=1,
+            proof_restarts=True,
+            query_set=query_set,
+            reset_each_run=False,
+            prewarmed=True,
+            prewarm_s=prewarm_s,
+        )
+        at_screen = screen_and_proof_s(timed, restart, {}, race, SPECS, False)
+        assert fit - opening_cost_s(
+            RUNS,
+            5.0,
+            2,
+            2,
+            race_restarts=1,
+            proof_restarts=True,
+            query_set=query_set,
+            reset_each_run=False,
+            prewarmed=True,
+        ) == pytest.approx(4 * prewarm_s)  # the restarted screen and the proof's 3 runs after a restart
+        assert at_screen == pytest.approx(screen_cost_s(timed, True) + proof_cost_s(timed, True, False, False))
+    # every run after a reset of the data starts after a restart: each pays the prewarm
+    reset = CostBasis(RUNS, 5.0, 2, False, True, prewarm_s=prewarm_s)
+    no_prewarm = CostBasis(RUNS, 5.0, 2, False, True)
+    assert proof_cost_s(reset, False, False, True) - proof_cost_s(no_prewarm, False, False, True) == pytest.approx(
+        3 * prewarm_s
+    )

@@ -21,7 +21,7 @@ import pytest
 from memtarget import InMemoryTarget, ScriptedPlanner, ScriptedWorkload, VirtualClock
 from rich.console import Console
 
-from agenticdb.cli.tune_cmd import _summary
+from agenticdb.cli.tune_cmd import RACE_STOP, ROUND_STOP, START_STOP, _on_sigint, _summary, stop_message
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
@@ -56,6 +56,8 @@ class StopDuringScreen(ScriptedWorkload):
         self.labels: list[str] = []
         self.racing: Callable[[], bool] = lambda: False  # the session's racing flag, once it is built
         self.racing_at: list[tuple[str, bool]] = []  # each run's label and the flag during it
+        self.message: Callable[[], str] = lambda: ""  # what a first Ctrl-C would print now (tune_cmd.stop_message)
+        self.message_at: list[tuple[str, str]] = []  # each run's label and that message during it
 
     def next_run(self, label: str) -> None:
         self.label = label
@@ -65,6 +67,7 @@ class StopDuringScreen(ScriptedWorkload):
         self, seconds: float, warmup_max_s: float = 0.0, on_tool_start: Callable[[int], object] | None = None
     ) -> Measurement:
         self.racing_at.append((self.label, self.racing()))
+        self.message_at.append((self.label, self.message()))
         if self.label == self.stop_in:
             self.requested = True
         if self.honours and self.stop is not None and self.stop():
@@ -72,7 +75,9 @@ class StopDuringScreen(ScriptedWorkload):
         return super().run(seconds, warmup_max_s, on_tool_start)
 
 
-def _session(tmp_path: Path, stop_in: str, honours: bool) -> tuple[TuningSession, InMemoryTarget, StopDuringScreen]:
+def _session(
+    tmp_path: Path, stop_in: str, honours: bool, opening: bool = True
+) -> tuple[TuningSession, InMemoryTarget, StopDuringScreen]:
     target, clock = InMemoryTarget(), VirtualClock()
     workload = StopDuringScreen(target, clock, stop_in, honours)
 
@@ -82,7 +87,7 @@ def _session(tmp_path: Path, stop_in: str, honours: bool) -> tuple[TuningSession
 
     cfg = Settings(
         workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
-        loop=LoopConfig(max_rounds=3, baseline_runs=2, plateau_rounds=5, search=False),
+        loop=LoopConfig(max_rounds=3, baseline_runs=2, plateau_rounds=5, search=False, opening=opening),
         storage=StorageConfig(home=tmp_path),
     )
     s = TuningSession(
@@ -97,6 +102,7 @@ def _session(tmp_path: Path, stop_in: str, honours: bool) -> tuple[TuningSession
         clock=clock.now,
     )
     workload.racing = lambda: s.racing
+    workload.message = lambda: stop_message([s])
     return s, target, workload
 
 
@@ -172,6 +178,46 @@ def test_the_session_says_it_races_during_the_screens_only(tmp_path: Path) -> No
     assert any(label.startswith("baseline") for label, _ in others), others
     assert len(others) > 2 and not any(racing for _, racing in others), others  # baseline, proof pairs, rounds
     assert _events(s, "judged"), "the proof ran"
+
+
+def test_the_first_ctrl_c_says_what_it_does_where_the_session_is(tmp_path: Path) -> None:
+    """The baseline is no round: a first Ctrl-C there said "stopping after this round". The message follows the
+    session: the start (not built yet, the baseline), the opening's race, the proof and the rounds after it."""
+    s, _, workload = _session(tmp_path, "no such run", honours=True)
+    assert stop_message([]) == START_STOP  # before the session is built: the start is still ahead
+    s.run()
+    said = dict(workload.message_at)
+    baseline = [message for label, message in workload.message_at if label.startswith("baseline")]
+    screens = [message for label, message in workload.message_at if label.startswith("race ")]
+    later = [message for label, message in workload.message_at if not label.startswith(("baseline", "race "))]
+    assert baseline and all(m == START_STOP for m in baseline), said
+    assert len(screens) == len(SETS) and all(m == RACE_STOP for m in screens), said
+    assert later and all(m == ROUND_STOP for m in later), said  # the proof's pairs and the rounds
+    assert "after this round" not in START_STOP and "before the first round" in START_STOP
+    assert "the baseline's remaining runs" in START_STOP and "no run is cut short" in START_STOP
+    # the first Ctrl-C requests the stop and prints it; the second stops now
+    out, stop = io.StringIO(), {"requested": 0}
+    handler = _on_sigint(Console(file=out, width=300), stop, lambda: stop_message([]))
+    handler(2, None)
+    assert stop["requested"] == 1 and "stopping before the first round: the start finishes first" in out.getvalue()
+    with pytest.raises(KeyboardInterrupt):
+        handler(2, None)
+
+
+@pytest.mark.parametrize("opening", [True, False])
+def test_a_stop_during_the_baseline_measures_its_remaining_runs_then_no_round(tmp_path: Path, opening: bool) -> None:
+    """What ``START_STOP`` says happens: the baseline run in flight ends normally, the baseline's remaining run is
+    measured (the start does not look at the stop), then the session stops before the opening and round 1, saying
+    so (it said "ended after the last full round" with no round run)."""
+    s, target, workload = _session(tmp_path, "baseline 1", honours=True, opening=opening)
+    start = dict(target.values)
+    result = s.run()
+    assert workload.labels == ["baseline 1", "baseline 2"], workload.labels
+    assert [m for _, m in workload.message_at] == [START_STOP, START_STOP]
+    assert result.rounds == [] and not _events(s, "proposal")
+    assert result.status == "stopped", result
+    assert result.reason == "stop requested (signal): ended after the baseline, before any round", result.reason
+    assert target.values == start and not s.journal.open_intents()
 
 
 def test_run_tool_ends_the_tool_when_the_stop_is_requested() -> None:

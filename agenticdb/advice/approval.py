@@ -51,6 +51,7 @@ from agenticdb.rootcause import Remedy
 from agenticdb.rootcause.remedy import RemedyError
 from agenticdb.store.journal import Journal
 from agenticdb.store.lock import LockError, TargetLock
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -492,7 +493,7 @@ class Desk:
         try:
             rec = run_approved(self.cfg, journal, "daemon", p.finding, remedy)
         except Exception as exc:  # noqa: BLE001 - a failed remedy is journaled; the service goes on
-            return f"failed: {str(exc).strip()[:300]}"
+            return f"failed: {clip(exc, 300)}"
         finally:
             lock.release()
         return f"remediation {remedy.sql}: {rec['result']}, verified {rec['verified']}"

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from agenticdb.advice.types import Finding, Severity, stable_id
 from agenticdb.models import Hardware, StateDelta
 from agenticdb.resources import data_dir
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -99,7 +100,7 @@ def _backing(rule: SettingRule, query: Query | None) -> str:
         row = query(rule.evidence_sql)
     except Exception as exc:  # noqa: BLE001 - psycopg/PyMySQL errors: the setting alone is still the finding
         log.warning("advise.evidence_unreadable", rule=rule.id, error=str(exc)[:200], reason="setting alone is said")
-        return f"; its effect on the tables not read: {str(exc).strip()[:160]}"
+        return f"; its effect on the tables not read: {clip(exc, 160)}"
     return "; " + rule.evidence_text.format(**row) if row is not None else ""
 
 

@@ -20,6 +20,7 @@ from agenticdb.advice.types import stable_id
 from agenticdb.config import Settings
 from agenticdb.rootcause import Finding
 from agenticdb.store.journal import Journal
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +43,7 @@ def remedy_gate(
         if decided is not None:
             return None
         rec = run_approved(cfg, journal, session_id, finding, remedy)
-        status(f"remediation {remedy.sql}: {rec['result']}, verified {rec['verified']}"[:200])
+        status(clip(f"remediation {remedy.sql}: {rec['result']}, verified {rec['verified']}", 200))
         return rec
 
     return remediate

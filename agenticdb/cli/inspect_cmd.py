@@ -26,6 +26,7 @@ from agenticdb.models import ApplyMode, Bottleneck, Catalog, Change, FailedCheck
 from agenticdb.redaction import redact
 from agenticdb.report.daemon_stop import DaemonStop, daemon_stop
 from agenticdb.report.data import report_data
+from agenticdb.report.footnotes import Footnotes
 from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
 from agenticdb.rootcause.text import remediation_report_lines
 from agenticdb.rootcause.text import report_lines as root_cause_lines
@@ -469,17 +470,23 @@ def _report_rounds(rounds: list[Any], unit: str, events: list[Any] | None = None
             f"{estimate_text(r, kept=False)} | {verdict} | {r.decision.value} | {reason} |"
         )
     lines.append("")
+    notes = Footnotes()  # a source the rounds repeat is told once, then referred to (as in `journal show`)
     for r in rounds:
         if r.proposal is not None:
-            lines += _report_round(r)
+            _report_round(r, notes)  # counts the clauses
+    notes.settle()
+    for r in rounds:
+        if r.proposal is not None:
+            lines += _report_round(r, notes)
     return lines
 
 
-def _report_round(r: Any) -> list[str]:
+def _report_round(r: Any, notes: Footnotes) -> list[str]:
     which = f" ({r.opening_label})" if r.opening_label else ""
-    lines = [f"## Round {r.round_no}{which}: {r.bottleneck.value}", f"- rationale: {r.proposal.rationale}"]
-    lines += [f"- evidence: {e}" for e in r.proposal.evidence]
-    lines += [f"- change `{c.name} = {c.value}`: {c.rationale}" for c in r.proposal.changes]
+    lines = [f"## Round {r.round_no}{which}: {r.bottleneck.value}", f"- rationale: {notes.tell(r.proposal.rationale)}"]
+    sourced = {f"{c.name}: {c.rationale}" for c in r.proposal.changes if c.rationale}  # an opening set's evidence
+    lines += [f"- evidence: {notes.tell(e)}" for e in r.proposal.evidence if e not in sourced]
+    lines += [f"- change `{c.name} = {c.value}`: {notes.tell(c.rationale)}" for c in r.proposal.changes]
     lines += [f"- rejected `{f.parameter} = {f.value}` ({f.check}): {f.message}" for f in r.failed_checks]
     if r.failure:
         lines.append(f"- failure in {r.failure.phase}: {r.failure.message}")

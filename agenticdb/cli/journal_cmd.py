@@ -27,6 +27,7 @@ from agenticdb.redaction import redact
 from agenticdb.store.journal import Journal
 from agenticdb.store.journal_events import JournalError, JournalEvent
 from agenticdb.store.journal_key import JournalKeyError
+from agenticdb.units.text import clip
 
 journal_app = typer.Typer(no_args_is_help=True, help="Read and check the audit journal.")
 
@@ -263,7 +264,5 @@ def export(
 
 def _one_line(ev: JournalEvent) -> str:
     rnd = "-" if ev.round_no is None else str(ev.round_no)
-    summary = json.dumps(ev.data, sort_keys=True, separators=(",", ":"))
-    if len(summary) > 160:
-        summary = summary[:157] + "..."
+    summary = clip(json.dumps(ev.data, sort_keys=True, separators=(",", ":")), 160)
     return escape(f"{ev.id:>6} {ev.ts[:23]} {ev.session_id} r{rnd} {ev.event} {summary}")

@@ -61,7 +61,8 @@ def run_plot_report(cfg: Settings, session: str | None, plot: Path | None, fmt: 
         title = f"agenticdb session {sid}"
         if plot is not None:
             curve = plot_session(events, plot, title)
-            errc.print(f"wrote {escape(str(plot))}: {len(curve.trials)} trial(s), best {curve.best:,.4g}")
+            raced = f"{len(curve.screens)} race screen(s), " if curve.screens else ""
+            errc.print(f"wrote {escape(str(plot))}: {raced}{len(curve.trials)} trial(s), best {curve.best:,.4g}")
         if fmt == "html":
             buf = io.BytesIO()
             try:

@@ -5,9 +5,11 @@ diagnosis → proposal → verdict → apply → measurement → decision, from 
 
 from __future__ import annotations
 
+import io
 import json
 import statistics
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from rich.console import Console
@@ -16,9 +18,20 @@ from rich.rule import Rule
 
 from agenticdb.models import opening_label
 from agenticdb.report.daemon_stop import daemon_stop, stop_text
+from agenticdb.report.footnotes import Footnotes
 from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
 from agenticdb.rootcause.text import remediation_text, story_line
 from agenticdb.store.journal_events import JournalEvent
+from agenticdb.units.text import clip
+
+_NOTES: ContextVar[Footnotes | None] = ContextVar("story_footnotes", default=None)
+"""The story being rendered's repeated sources (``report.footnotes``): set by :func:`render_story`."""
+
+
+def _told(text: Any) -> str:
+    """A source or rationale as the story prints it: a long clause told before is referred to by number."""
+    notes = _NOTES.get()
+    return str(text) if notes is None else notes.tell(str(text))
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -41,7 +54,7 @@ def _changes_text(changes: list[dict[str, Any]]) -> list[str]:
         if c.get("previous") is not None:
             text += f" (was {c['previous']})"
         if c.get("rationale"):
-            text += f": {c['rationale']}"
+            text += f": {_told(c['rationale'])}"
         out.append(text)
     return out
 
@@ -76,13 +89,17 @@ def _profile(console: Console, d: dict[str, Any]) -> None:
 
 
 def _proposal(console: Console, d: dict[str, Any]) -> None:
-    _line(console, "Evidence", "" if d.get("evidence") else "(none given)")
-    _bullets(console, d.get("evidence", []))
+    # an opening candidate's evidence is each change's source, told with the change below: not twice
+    sourced = {f"{c.get('name')}: {c.get('rationale')}" for c in d.get("changes", []) if c.get("rationale")}
+    evidence = [e for e in d.get("evidence", []) if str(e) not in sourced]
+    if evidence or len(evidence) == len(d.get("evidence", [])):
+        _line(console, "Evidence", "" if evidence else "(none given)")
+        _bullets(console, [_told(e) for e in evidence])
     _line(
         console,
         "Diagnosis",
         f"{d.get('bottleneck')} ({d.get('layer', 'dbms')}, planner {d.get('planner', '?')}, stage "
-        f"{d.get('stage', 'playbook')}): {d.get('rationale', '')}",
+        f"{d.get('stage', 'playbook')}): {_told(d.get('rationale', ''))}",
     )
     if d.get("ruled_out"):
         _bullets(console, [f"ruled out: {r}" for r in d["ruled_out"]])
@@ -110,7 +127,7 @@ def _verdict(console: Console, d: dict[str, Any]) -> None:
                 for f in d.get("failed", [])
             ],
         )
-    _bullets(console, [f"warning: {w}" for w in d.get("warnings", [])])
+    _bullets(console, [f"warning: {_told(w)}" for w in d.get("warnings", [])])
     read = ", ".join(f"{n}={_num(v, 0)}" for n, v in sorted((d.get("read") or {}).items()))
     _bullets(console, [f"read from the server for a capacity rule: {read}"] if read else [])
 
@@ -130,11 +147,26 @@ def _intent(console: Console, d: dict[str, Any]) -> None:
 
 
 def _applied(console: Console, d: dict[str, Any]) -> None:
+    """What was applied. An opening's screen or proof switches from the configuration in effect (the previous
+    screen's) by what differs; its event's ``set`` and ``start`` (``Executor.apply``) tell the candidate's set
+    against the starting configuration, which is what a DBA reads an "Applied" line as, with the switch after it."""
     changes = d.get("effective") or d.get("changes") or {}
     if isinstance(changes, list):
         changes = {c.get("name"): c.get("value") for c in changes if isinstance(c, dict)}
     how = " (server restarted)" if d.get("restarted") else ""
-    _line(console, "Applied", ", ".join(f"{k}={v}" for k, v in changes.items()) + how)
+    whole, start = d.get("set"), d.get("start") or {}
+    if isinstance(whole, dict):
+        text = ", ".join(f"{k} {start.get(k) if start.get(k) is not None else '?'} → {v}" for k, v in whole.items())
+        said = "the candidate's set against the starting configuration"
+        if changes != whole:
+            moved = ", ".join(k if k in whole else f"{k} (back to {start.get(k, v)})" for k, v in changes.items())
+            said += f"; the switch from the configuration in effect changed only {moved or 'nothing'}"
+        _line(console, "Applied", f"{text or 'nothing'}{how} ({said})")
+        return
+    text = ", ".join(f"{k}={v}" for k, v in changes.items()) + how
+    if str(d.get("purpose", "")).startswith("opening "):  # a journal written before ``set``: the switch only
+        text += " (only what differs from the configuration in effect: the candidate's set is its Proposal)"
+    _line(console, "Applied", text)
 
 
 def _verified(console: Console, d: dict[str, Any]) -> None:
@@ -201,9 +233,14 @@ def _decision(console: Console, d: dict[str, Any]) -> None:
 
 
 def _judged(console: Console, d: dict[str, Any]) -> None:
-    medians = ""
+    """The decision's verdict. A query set's pairs are judged on the per-query statistic (the event's ``statistic``)
+    while the medians are its total times: each figure says which it is (as the race's, ``race.Screen.result``)."""
+    medians, per_query = "", bool(d.get("statistic"))
     if d.get("candidate_median") is not None and d.get("best_median") is not None:
-        medians = f"candidate {_num(d['candidate_median'])} vs best {_num(d['best_median'])} (medians of the pairs); "
+        which = "total time, medians" if per_query else "medians"
+        medians = f"candidate {_num(d['candidate_median'])} vs best {_num(d['best_median'])} ({which} of the pairs); "
+    if per_query:
+        medians += "by the per-query statistic: "
     disturbed = f"; {len(d['disturbed'])} disturbed pair(s) measured again" if d.get("disturbed") else ""
     reused = ""
     if d.get("reused_best_run"):
@@ -296,7 +333,7 @@ def _intent_closed(console: Console, d: dict[str, Any]) -> None:
 def _race(console: Console, d: dict[str, Any]) -> None:
     from agenticdb.loop.race import race_lines  # lazy: start-up cost (loop.race loads scipy: ~1.5 s per CLI call)
 
-    _bullets(console, race_lines(d))
+    _bullets(console, [_told(line) for line in race_lines(d)])
 
 
 _RENDERERS: dict[str, Callable[[Console, dict[str, Any]], None]] = {
@@ -339,7 +376,7 @@ def _render_event(console: Console, ev: JournalEvent) -> None:
         return
     d = ev.data
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # Σ, →, µs as they are
-    _line(console, ev.event, text if len(text) <= 200 else text[:197] + "...", "dim")
+    _line(console, ev.event, clip(text, 200), "dim")
 
 
 def remeasured_note(events: list[JournalEvent]) -> str:
@@ -423,7 +460,20 @@ def round_titles(events: list[JournalEvent]) -> dict[int, str]:
 
 
 def render_story(console: Console, session_id: str, events: list[JournalEvent]) -> None:
-    """Print a session's events as a story: header, one block per round, and the session end."""
+    """Print a session's events as a story: header, one block per round, and the session end. A long source or
+    rationale clause the story repeats is printed once, numbered, then referred to (``report.footnotes``): the
+    story is rendered twice, the first time only to count them."""
+    notes = Footnotes()
+    token = _NOTES.set(notes)
+    try:
+        _story(Console(file=io.StringIO(), width=console.width), session_id, events)  # counts the clauses
+        notes.settle()
+        _story(console, session_id, events)
+    finally:
+        _NOTES.reset(token)
+
+
+def _story(console: Console, session_id: str, events: list[JournalEvent]) -> None:
     titles = round_titles(events)
     start = next((e.data for e in events if e.event == "session.start"), {})
     console.print(f"[bold]Session {escape(session_id)}[/]")

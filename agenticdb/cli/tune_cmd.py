@@ -145,8 +145,8 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
     if lock is None:
         return 1
     stop = {"requested": 0}
-    built: list[Any] = []  # the session once built: whether it races now (TuningSession.racing)
-    previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop, lambda: bool(built) and built[0].racing))
+    built: list[Any] = []  # the session once built: where it is (TuningSession.starting, .racing), for stop_message
+    previous_handler = signal.signal(signal.SIGINT, _on_sigint(console, stop, lambda: stop_message(built)))
     previous_term = signal.signal(signal.SIGTERM, _on_sigterm(console, stop))
     try:
         session = build_session(
@@ -298,19 +298,38 @@ RACE_STOP = (
 ROUND_STOP = (
     "[yellow]stopping after this round[/] (Ctrl-C again to stop now; the best configuration is put back either way)"
 )
-"""The first Ctrl-C's message otherwise: the round in flight (the opening's proof too) finishes."""
+"""The first Ctrl-C's message in the round loop: the round in flight (the opening's proof too) finishes."""
+
+START_STOP = (
+    "[yellow]stopping before the first round[/]: the start finishes first (a data load in progress and the "
+    "baseline's remaining runs: no run is cut short), then the session ends without trying a change (Ctrl-C again "
+    "to stop now)"
+)
+"""The first Ctrl-C's message before the round loop (``TuningSession.starting``): the start does not look at the
+stop request (``Initializer.run``: the data load, ``--start-from``, every baseline run ``measure_baseline`` still
+takes, extra and repeated runs included); the session then stops before the opening and round 1
+(``TuningSession._loop``). The baseline is no round: "after this round" said otherwise."""
 
 
-def _on_sigint(console: Console, stop: dict[str, int], racing: Callable[[], bool]) -> Callable[[int, Any], None]:
-    """The SIGINT handler: the first Ctrl-C requests the stop and says what it does now (``racing()``: the
-    opening's race ends at once, :data:`RACE_STOP`; else the round finishes, :data:`ROUND_STOP`); the second
-    raises ``KeyboardInterrupt`` (the session still restores the best configuration in its finally block)."""
+def stop_message(built: list[Any]) -> str:
+    """What the first Ctrl-C does now, by where the session is (``built``: the session once built, else empty):
+    :data:`START_STOP` while it is not built or still starting, :data:`RACE_STOP` while the opening races,
+    :data:`ROUND_STOP` otherwise."""
+    if not built or built[0].starting:
+        return START_STOP
+    return RACE_STOP if built[0].racing else ROUND_STOP
+
+
+def _on_sigint(console: Console, stop: dict[str, int], message: Callable[[], str]) -> Callable[[int, Any], None]:
+    """The SIGINT handler: the first Ctrl-C requests the stop and says what it does now (``message()``:
+    :func:`stop_message`); the second raises ``KeyboardInterrupt`` (the session still restores the best
+    configuration in its finally block)."""
 
     def on_sigint(signum: int, frame: Any) -> None:
         stop["requested"] += 1
         if stop["requested"] >= 2:
             raise KeyboardInterrupt
-        console.print(RACE_STOP if racing() else ROUND_STOP)
+        console.print(message())
 
     return on_sigint
 
@@ -422,18 +441,21 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
 
 
 def budget_warning(cfg: Settings) -> list[str]:
-    """One warning when, by the loop's own cost priors (``next_move.session_floor_s``: the baseline's runs and
+    """One warning when, by the loop's own cost priors (``race_cost.session_floor_s``: the baseline's runs and
     the smallest decision), ``loop.time_budget_s`` cannot pay for the baseline and one decision: the session
     would end after its baseline with no round. [] otherwise, and for a query set (TPC-H), whose run length
-    is not known before its first run. A run lasts ``warmup_max_s + duration_s`` (``WorkloadConfig``)."""
-    from agenticdb.loop.next_move import decision_runs, session_floor_s  # lazy: start-up cost (loads scipy)
+    is not known before its first run. A run lasts ``warmup_max_s + duration_s`` (``WorkloadConfig``); nothing
+    measured, no prewarm time is known yet (``CostBasis.prewarm_s`` 0)."""
+    from agenticdb.loop.next_move import decision_runs  # lazy: start-up cost (loads scipy)
+    from agenticdb.loop.race_cost import CostBasis, session_floor_s  # lazy: start-up cost (loads the loop)
     from agenticdb.workload_kinds import kind_spec  # lazy: only tune asks
 
     w, loop = cfg.workload, cfg.loop
     if "total_time" in (kind_spec(w.kind).objectives or ()):
         return []
     run_s = w.duration_s + w.warmup_max_s
-    baseline, decision = session_floor_s(run_s, w.warmup_s, loop.baseline_runs, loop.min_pairs, loop.reset_data)
+    basis = CostBasis([run_s], w.warmup_s, loop.min_pairs, query_set=False, reset_each_run=loop.reset_data)
+    baseline, decision = session_floor_s(basis, loop.baseline_runs)
     need = math.ceil(baseline + decision)
     if need <= loop.time_budget_s:
         return []

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from agenticdb.units.text import clip
+
 _PG_SEVERE = re.compile(r"\b(FATAL|PANIC):\s+(?P<msg>\S.*)$")
 _MY_ERROR = re.compile(r"\[ERROR\]\s+(?:\[[^\]]*\]\s+)*(?P<msg>\S.*)$")
 _MY_START = re.compile(r"\[Note\].*(?:Starting MariaDB|starting as process|mysqld \(.*\) starting as)")
@@ -58,8 +60,7 @@ MAX_REASON = 300
 
 
 def _clip(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+    return clip(text, MAX_REASON)
 
 
 def postgres_reason(lines: Iterable[str]) -> str | None:

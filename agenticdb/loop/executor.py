@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -266,7 +266,8 @@ class Executor:
         query set (``Workload.warmup_is_pass``) whose prewarm loaded the cache gets its usual warm-up only: a
         restart leaves the page cache as the last pass left it, and the extra pass cost a minute per restart on
         pg-tpch, which priced every restart-only knob out of an 8-minute session (docs/measurement.md).
-        The measurement's ``prewarm`` says what was loaded, or why nothing could be.
+        The measurement's ``prewarm`` says what was loaded, or why nothing could be, and ``prewarm_s`` how long
+        the step took (seconds, ``time.monotonic``; the cost priors count it after a restart, ``race_cost.CostBasis``).
         The measured run lasts ``warmup_max_s + duration_s`` and is scored on its steady window; the host
         disturbance during that window is attached to the measurement, classified on its own (the
         auditor classifies it again against the run it is paired with).
@@ -289,7 +290,9 @@ class Executor:
             self.before_measure()  # e.g. a pristine data reset on a sandbox (restarts the server)
             after_restart = True
         self.workload.next_run(label)
+        began = time.monotonic()
         prewarm = self._prewarm(after_restart)
+        prewarm_s = round(time.monotonic() - began, 3)  # the step's own time: a restart's cost prior counts it
         warmup = warmup_after_restart(self.workload, self.warmup_s, prewarm) if after_restart else self.warmup_s
         if warmup > 0:
             try:
@@ -324,7 +327,7 @@ class Executor:
             samples = watch.stop() if watch is not None else []
         measurement = self._with_disturbance(measurement, samples, watch, label)
         if prewarm:
-            measurement = measurement.model_copy(update={"prewarm": prewarm})
+            measurement = measurement.model_copy(update={"prewarm": prewarm, "prewarm_s": prewarm_s})
         changed = world.changes()
         if changed:
             measurement = with_world(measurement, changed)
@@ -421,8 +424,11 @@ class Executor:
         round_no: int | None,
         safe: Snapshot,
         purpose: str = "trial",
+        whole: Sequence[NormalizedChange] = (),
     ) -> tuple[bool, dict[str, str]]:
-        """Journal the intent (holding ``safe``), apply, verify. Returns (restarted, effective values).
+        """Journal the intent (holding ``safe``), apply, verify. Returns (restarted, effective values). ``whole``: the
+        opening's candidate set ``changes`` switch to (what differs from the values in effect), verified too and
+        journaled as ``set`` with ``start`` (values in ``safe``): the story tells it against the start, not the switch.
 
         Raises:
             TargetError / ServiceError: the apply or verification failed (caller turns it into a Failure).
@@ -442,6 +448,7 @@ class Executor:
         if self.dry_run:
             return False, {}
         restarted = self.target.apply(changes, mode)
+        told = {"set": {c.name: c.value for c in whole}, "start": {c.name: safe.values.get(c.name) for c in whole}}
         self.journal.append(
             self.session_id,
             "applied",
@@ -450,10 +457,11 @@ class Executor:
                 "mode": mode.value,
                 "restarted": restarted,
                 "changes": {c.name: c.value for c in changes},
+                **(told if whole else {}),
             },
             round_no,
         )
-        effective = self.target.verify(changes)
+        effective = self.target.verify([*changes, *(c for c in whole if c.name not in {d.name for d in changes})])
         self.journal.append(self.session_id, "verified", {"purpose": purpose, "effective": effective}, round_no)
         log.info("apply.verified", purpose=purpose, mode=mode.value, restarted=restarted, values=effective)
         return restarted, effective

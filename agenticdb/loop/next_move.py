@@ -72,7 +72,8 @@ def smallest_decision_label(min_pairs: int, reused_best_run: bool, best_run_meas
     """The smallest decision named with what it counts, for ``no_room_to_start``: "the smallest decision's (2 pairs,
     3 runs)", and when no best run measured right before the trial stands for pair 1's (``reused_best_run``
     False: the last one was disturbed, or none was measured) "(2 pairs, 4 runs, pair 1's best run among them: the
-    last one was disturbed)" — the start's warning (``session_floor_s``) counts 3, and a new user read both."""
+    last one was disturbed)" — the start's warning (``race_cost.session_floor_s``) counts 3, and a new user read
+    both."""
     runs = decision_runs(min_pairs, reused_best_run)
     own = (
         ""
@@ -126,6 +127,7 @@ def round_cost_prior(
     query_set: bool = False,
     reset_each_run: bool = False,
     prewarmed: bool = False,
+    prewarm_s: float = 0.0,
 ) -> float:
     """What a round costs at least before any round is measured (seconds): ``decision_runs`` runs, each
     as long as the baseline's median run (``Measurement.duration_s``, or the TPC-H query set's time) plus
@@ -134,7 +136,8 @@ def round_cost_prior(
     A change that needs a restart (``restarts``) restarts the server at the trial, at every switch between
     the two configurations (one per pair) and at the revert: each costs ``restart_s`` and the longer warm-up
     after it; for a query set that warm-up is a whole unmeasured pass (issue 36: pg-tpch's one round cost
-    340 s against 171 s expected), unless ``prewarmed`` (:func:`warm_costs`). ``reset_each_run``
+    340 s against 171 s expected), unless ``prewarmed`` (:func:`warm_costs`); every run after a restart also pays
+    the pg_prewarm step before it (``prewarm_s``, seconds, :func:`warm_costs`). ``reset_each_run``
     (``loop.reset_data``): every run starts after a restart.
 
     A session that spent its budget on the baseline (disturbed runs repeated on a busy host) used to start
@@ -144,41 +147,30 @@ def round_cost_prior(
     ordered = sorted(run_durations_s)
     run = ordered[len(ordered) // 2]
     runs = decision_runs(min_pairs, reused_best_run)
-    warm, cold = warm_costs(run, warmup_s, query_set, prewarmed)
+    warm, cold = warm_costs(run, warmup_s, query_set, prewarmed, prewarm_s)
     switches = min(runs, min_pairs + (0 if reused_best_run else 1)) if restarts else 0
     cold_runs = runs if reset_each_run else switches
     restart_cost = (switches + 1) * max(restart_s, 0.0) if restarts else 0.0
     return runs * run + cold_runs * cold + (runs - cold_runs) * warm + restart_cost
 
 
-def warm_costs(run_s: float, warmup_s: float, query_set: bool, prewarmed: bool = False) -> tuple[float, float]:
+def warm_costs(
+    run_s: float, warmup_s: float, query_set: bool, prewarmed: bool = False, prewarm_s: float = 0.0
+) -> tuple[float, float]:
     """(the warm-up before a run, the warm-up after a restart), seconds, as ``Executor.measure`` does them:
     ``warmup_s``, or after a restart ``max(3 s, 2 × warmup_s)``. A query set warms up with one unmeasured
     pass of the set instead (``workloads.tpch``: any warm-up > 0 is one pass), so after a restart too unless
     ``prewarmed``: the baseline's runs show pg_prewarm loading the buffer cache after a restart, and the executor
-    then warms a query set up as before any run (docs/measurement.md "Warm-up after a restart")."""
+    then warms a query set up as before any run (docs/measurement.md "Warm-up after a restart").
+
+    The warm-up after a restart includes the pg_prewarm step the executor runs first (``prewarm_s``, seconds:
+    the baseline's measured ``Measurement.prewarm_s``, up to ``executor.PREWARM_MAX_S`` of loading; 0 when no
+    run recorded one, e.g. MariaDB, which reloads its own buffer pool)."""
+    prewarm = max(prewarm_s, 0.0)
     if query_set:
         warm = run_s if warmup_s > 0 else 0.0
-        return warm, (warm if prewarmed else run_s)
-    return max(warmup_s, 0.0), max(3.0, 2 * warmup_s)
-
-
-def session_floor_s(
-    run_s: float, warmup_s: float, baseline_runs: int, min_pairs: int, reset_each_run: bool = False
-) -> tuple[float, float]:
-    """(the baseline's cost, the smallest decision's cost), seconds, before anything was measured: the
-    baseline's fewest runs (2, or ``baseline_runs`` when fewer: ``initializer.measure_baseline`` stops at 2
-    when a third would leave no room for a decision) of ``run_s`` seconds each with its warm-up
-    (:func:`warm_costs`; with ``reset_each_run`` a restart of ``RESTART_PRIOR_S`` and the cold warm-up), then
-    :func:`round_cost_prior` of one decision whose pair 1 reuses the baseline's last run. Their sum is the
-    least time budget that lets a session judge one change; a first data load and each run's start-up come
-    on top."""
-    warm, cold = warm_costs(run_s, warmup_s, False)
-    per_run = run_s + (cold + RESTART_PRIOR_S if reset_each_run else warm)
-    decision = round_cost_prior(
-        [run_s], warmup_s, min_pairs, True, restart_s=RESTART_PRIOR_S, reset_each_run=reset_each_run
-    )
-    return min(baseline_runs, 2) * per_run, decision
+        return warm, (warm if prewarmed else run_s) + prewarm
+    return max(warmup_s, 0.0), max(3.0, 2 * warmup_s) + prewarm
 
 
 def noise_remedies(duration_s: float, max_pairs: int, reset_data: bool, query_set: bool) -> list[str]:

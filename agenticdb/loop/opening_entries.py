@@ -58,10 +58,12 @@ class RaceEntry:
 
 
 def joined(
-    leader: RaceEntry, ahead: list[tuple[float, RaceEntry]], specs: dict[str, KnobSpec]
+    leader: RaceEntry, ahead: list[tuple[float, RaceEntry]], specs: dict[str, KnobSpec], by: str = "the objective"
 ) -> tuple[Proposal, list[str]] | None:
     """The leader's proposal with the changes of the ``ahead`` entries (each with its screen's log-ratio on
-    the start, best first) that the leader does not set, or None when none adds a knob.
+    the start, best first) that the leader does not set, or None when none adds a knob. ``by`` names what the
+    log-ratios measure ("the per-query statistic", "total time", "TPS": ``race.ahead_of_start``), said with each
+    figure (the race table quotes the objective too: a figure without its measure read as a contradiction).
 
     Returns:
         (the joined proposal, named ``opening:<leader>+<other>…``; one "'<name>' +x.x %" line per entry that
@@ -84,7 +86,8 @@ def joined(
         changes += new
         names |= {c.name for c in new}
         lenders.append(entry.name)
-        lent.append(f"'{entry.name}' ({math.expm1(d):+.1%} on the start's level): {', '.join(c.name for c in new)}")
+        gain = f"{math.expm1(d):+.1%} on the start's level by {by}"
+        lent.append(f"'{entry.name}' ({gain}): {', '.join(c.name for c in new)}")
     if not lent:
         return None
     name = "+".join([leader.name, *lenders])

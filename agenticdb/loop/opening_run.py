@@ -52,6 +52,7 @@ from agenticdb.loop.race import (
     behind_start,
     counted_worse,
     left_out_note,
+    per_query,
     race_limit,
     race_order,
     race_table,
@@ -240,6 +241,7 @@ class OpeningRun:
                 reset_each_run=loop.reset_data,
                 reused_best_run=reused,
                 prewarmed=basis.prewarmed,
+                prewarm_s=basis.prewarm_s,
             )
             if cost <= left:
                 log.info("opening.budget", screens=len(plans), cost_s=round(cost), left_s=round(left))
@@ -302,7 +304,7 @@ class OpeningRun:
         proof, or the start put back (no leader, a leader behind the start, no room for the proof)."""
         best_level, start_run = self.stage.objective, self.s.best_runs.get(Layer.dbms)  # the start's, as in _race
         leader = state.leader(self.s.query_weights, start_run)
-        table = race_table(state, best_level, self.s.noise)
+        table = race_table(state, best_level, self.s.noise, self.s.query_weights, start_run)
         behind = ""
         if leader is not None:
             behind = behind_start(leader, start_run, best_level, self.higher, self.s.noise, self.s.query_weights)
@@ -374,6 +376,7 @@ class OpeningRun:
         the noise (``opening_entries.joined``), validated as one set; the leader alone when none lends a knob
         or the joined set is refused (logged). Returns the entry and the lenders' lines."""
         ahead: list[tuple[float, RaceEntry]] = []
+        by = "the objective"
         for sc in state.screens:
             d = (
                 None
@@ -381,8 +384,9 @@ class OpeningRun:
                 else ahead_of_start(sc, start_run, level, self.higher, self.s.noise, self.s.query_weights)
             )
             if d is not None:
-                ahead.append((d, entry_of(plans, sc.name, sc.round_no)))
-        made = joined(entry, sorted(ahead, key=lambda a: -a[0]), self.stage.catalog.knobs)
+                ahead.append((d[0], entry_of(plans, sc.name, sc.round_no)))
+                by = d[1]
+        made = joined(entry, sorted(ahead, key=lambda a: -a[0]), self.stage.catalog.knobs, by)
         if made is None:
             return entry, []
         proposal, lent = made
@@ -420,7 +424,8 @@ class OpeningRun:
             mode = ApplyMode.strongest([c.apply for c in delta])
             phase = "restart" if mode == ApplyMode.restart else "apply"
             purpose = f"opening screen of '{entry.name}'"  # the journal's intent names the candidate
-            restarted, _ = executor.apply(delta, mode, round_no, self.stage.snapshot, purpose=purpose)
+            whole = entry.verdict.changes  # the story tells the candidate's set against the start, not the switch
+            restarted, _ = executor.apply(delta, mode, round_no, self.stage.snapshot, purpose=purpose, whole=whole)
             target.verify(entry.verdict.changes)
             self._supersede(round_no)
             state.restarts += restarted
@@ -445,7 +450,8 @@ class OpeningRun:
         outcome.gain_vs_best = relative_gain(m.objective, self.stage.objective, self.higher)
         if counted_worse(screen, self.stage.objective, self.s.noise):
             outcome.judged = "worse"
-        result = screen.result(self.stage.objective, self.higher)
+        d = per_query(screen, self.s.query_weights, self.s.best_runs.get(Layer.dbms))  # the start's run, as _lead
+        result = screen.result(self.stage.objective, self.higher, d)
         self._close_screen(outcome, screen, f"race screen of '{entry.name}': {result}")
         return screen, dict(outcome.changes)
 
@@ -495,7 +501,7 @@ class OpeningRun:
         if last is None:
             self.s.opening_outcome = why
             return self._skip(why, notes)
-        table = race_table(state, best_level, self.s.noise)
+        table = race_table(state, best_level, self.s.noise, self.s.query_weights, self.s.best_runs.get(Layer.dbms))
         data = {"table": table, "leader": None, "stopped": why, "restarts": state.restarts, "notes": notes}
         self.rec.event("race", data, round_no)
         return self._back_to_start(round_no, in_effect, why)
@@ -558,7 +564,7 @@ class OpeningRun:
         try:
             delta = self._switch(verdict.changes, in_effect)
             mode = ApplyMode.strongest([c.apply for c in delta])
-            restarted, _ = ex.apply(delta, mode, r.no, r.safe, purpose=label)
+            restarted, _ = ex.apply(delta, mode, r.no, r.safe, purpose=label, whole=verdict.changes)
             self.stage.target.verify(verdict.changes)
             self._supersede(r.no)
             if screen is not None and not delta:

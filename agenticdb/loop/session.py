@@ -123,6 +123,9 @@ class TuningSession(SessionBudget):
         # True while the opening races (until its proof): a stop request ends the screen in flight at once, no
         # further screen or proof starts, the start is put back (OpeningRun); else it lets the round finish
         self.racing = False
+        # True until the round loop begins (``_loop``): the start (profile, data load, --start-from, every
+        # baseline run due) does not look at a stop request; a stop then ends the session before any round
+        self.starting = True
         self.rounds: list[RoundOutcome] = []
         self.current_round = 0
         self.warnings: list[str] = []
@@ -218,6 +221,7 @@ class TuningSession(SessionBudget):
         """
         round_no = 0
         delta: StateDelta | None = start.delta
+        self.starting = False  # a stop request from here on is answered: before the opening or the next round
         if self.root_cause is not None:  # not a configuration problem: no knob, no race (issue 40)
             done = self.remediate(self.session_id, self.root_cause) if self.remediate is not None else None
             reason = rootcause_step.stop_reason(self.root_cause, done)
@@ -257,7 +261,8 @@ class TuningSession(SessionBudget):
                 if decision == Decision.switch_to_os:
                     layer = Layer.os
                     stages[Layer.os] = self._enter_os_stage(stages[Layer.dbms].samples)
-            return "stopped", "stop requested (signal): ended after the last full round", layer
+            after = "the last full round" if round_no else "the baseline, before any round"
+            return "stopped", f"stop requested (signal): ended after {after}", layer
         except (KeyboardInterrupt, PlannerError, TargetError, ServiceError, WorkloadError, OSError) as exc:
             # outside a trial: entering the OS stage may fail before its stage exists (the DBMS stage's
             # executor journals that failure)

@@ -238,6 +238,11 @@ class Measurement(Strict):
     """What was loaded into the buffer cache after the restart before this run ("pg_prewarm: 18 relations,
     460.8 MiB in 2.1 s (all loaded)"), or why nothing could be ("prewarm not available: …"); None when no
     prewarm was due (no restart), or the DBMS restores its cache itself (``agenticdb.host.prewarm``)."""
+    prewarm_s: float | None = None
+    """The prewarm step's own wall time before this run (seconds, ``time.monotonic``: connecting, creating the
+    extension, listing and loading the relations; at most ``executor.PREWARM_MAX_S`` of loading), set with
+    ``prewarm``; None when no prewarm ran. The cost priors count it in a restart's warm-up
+    (``loop.race_cost.CostBasis.prewarm_s``)."""
     live_queries: list[LiveQuery] = Field(default_factory=list)  # workload live: the top statements
 
     @property

@@ -34,6 +34,7 @@ import structlog
 from agenticdb.models import Catalog, FailedCheck, KnobSpec, Layer, Measurement, RoundOutcome, StateDelta
 from agenticdb.models.planning import Experience, PlanningContext
 from agenticdb.planner import access
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -182,7 +183,7 @@ def first_sentence(text: str, limit: int = DESCRIPTION_CHARS) -> str:
     """First sentence of ``text``, control characters stripped, at most ``limit`` characters."""
     clean = " ".join(defuse_delimiters(strip_control(text)).split())
     head = re.split(r"(?<=[.!?])\s", clean, maxsplit=1)[0]
-    return head if len(head) <= limit else head[: limit - 1] + "…"
+    return clip(head, limit)
 
 
 def knob_line(spec: KnobSpec, current: str | None) -> str:

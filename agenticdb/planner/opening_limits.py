@@ -36,6 +36,7 @@ from agenticdb.planner.caps import host_cap
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import (
+    HostView,
     MiB,
     SetBuilder,
     SourceInput,
@@ -90,19 +91,14 @@ def at_limits(inp: SourceInput) -> SourceOutput:
         wanted.append(top)
     b = SetBuilder(ctx)
     facts = HostFacts.of(ctx.profile.hardware, current_config(ctx))
-    flash = host.storage in ("ssd", "nvme")
-    cached = flash or (host.data_bytes is not None and host.data_bytes < host.memory_bytes)
+    no_wait: list[str] = []  # random-I/O knobs left because the baseline measured no I/O wait
     for entry in _entries(book, wanted, cls):
         if entry.knob in NEVER or entry.knob in b.changes or entry.knob in _PER_CONNECTION:
             continue
-        # random reads are cheap on flash or when the data fits in memory; prefetch depth is the device's
-        if entry.knob in _RANDOM_IO and not (cached if entry.knob == "random_page_cost" else flash):
-            notes.append(f"limits: {entry.knob} left for the {host.storage} data device")
-            continue
-        if entry.knob in _RANDOM_IO and io_absent is not None:
-            notes.append(f"limits: {entry.knob} left: the baseline measured no I/O wait ({io_absent[:160]})")
-            continue
-        _take(inp, b, entry, facts)
+        if not _random_io_left(entry.knob, host, io_absent, notes, no_wait):
+            _take(inp, b, entry, facts)
+    if no_wait:  # one note for the knobs it leaves, the measurement whole (never cut)
+        notes.append(f"limits: {', '.join(no_wait)} left: the baseline measured no I/O wait ({io_absent})")
     if host.family == "postgresql" and cls == "olap" and "jit" in ctx.catalog.knobs:
         b.put("jit", "off", PGTPCH_JIT)
     for entry in _entries(book, wanted, cls):
@@ -129,6 +125,24 @@ def _hypotheses(inp: SourceInput) -> list[Hypothesis]:
     """The diagnosis of the baseline's statistics (empty without them)."""
     d = delta_of(inp.ctx)
     return [] if d is None else diagnose(d, inp.ctx.profile, inp.ctx.catalog.target, inp.ctx.stage)
+
+
+def _random_io_left(knob: str, host: HostView, io_absent: str | None, notes: list[str], no_wait: list[str]) -> bool:
+    """Whether the limits set leaves ``knob``, and why: a random-I/O knob the data device does not call for
+    (random reads are cheap on flash or when the data fits in memory, prefetch depth is the device's) gets its
+    note in ``notes``; one the baseline measured no I/O wait for (``io_absent``: the io_queue hypothesis's
+    ruled-out text) joins ``no_wait``, told in one note by the caller."""
+    if knob not in _RANDOM_IO:
+        return False
+    flash = host.storage in ("ssd", "nvme")
+    cached = flash or (host.data_bytes is not None and host.data_bytes < host.memory_bytes)
+    if not (cached if knob == "random_page_cost" else flash):
+        notes.append(f"limits: {knob} left for the {host.storage} data device")
+        return True
+    if io_absent is not None:
+        no_wait.append(knob)
+        return True
+    return False
 
 
 def _measured(h: Hypothesis) -> bool:

@@ -18,6 +18,7 @@ import psycopg
 from agenticdb.dialect import family_of
 from agenticdb.models.planning import PlanningContext
 from agenticdb.targets.postgres_plans import PlanEvidence, explain_statements
+from agenticdb.units.text import clip
 from agenticdb.workloads.base import WorkloadError
 from agenticdb.workloads.common import connect, is_postgres
 
@@ -130,4 +131,4 @@ def workload_plans(
                 return plans, ""
             return _sample_jit(db, plans, statements, weights, jit_budget_s, timeout_s), ""
     except (WorkloadError, psycopg.Error, OSError) as exc:
-        return None, f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        return None, f"{type(exc).__name__}: {clip(exc, 200)}"

@@ -3,6 +3,9 @@
 Each round carries what the auditor decided on (the ``judged`` journal event): the medians of the
 candidate's and the best configuration's runs in the interleaved pairs, the paired estimate of the
 gain with its interval, and the raw objective of every run (``candidate_runs`` / ``best_runs``).
+``race`` is the opening race's journal event as written (``agenticdb.loop.race.race_table``: one row per
+screened candidate with its name, knobs, objective, ``cut_off``; the leader, what was proven, notes), or
+None when the session ran no opening.
 """
 
 from __future__ import annotations
@@ -76,5 +79,6 @@ def report_data(sid: str, meta: Any, events: list[Any], rounds: list[Any]) -> di
         "best_objective": end.get("best_objective", meta.best_objective),
         "best_changes": end.get("best_changes") or end.get("best_config") or {},
         "root_cause": first.get("root_cause"),
+        "race": next((dict(e.data) for e in reversed(events) if e.event == "race"), None),
         "rounds": [_round(r, judged.get(r.round_no)) for r in rounds],
     }

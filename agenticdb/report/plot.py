@@ -4,8 +4,12 @@ Drawn from the journal only: the baseline runs (``baseline``), each trial's pair
 (``judged``: gain, low, high relative to the best configuration's median in the same pairs), the kept
 changes (``decision`` with kept = true, labelled with their knob changes), the best configuration's
 median in the same pairs (what each gain is relative to), the baseline and the best objective as
-horizontal lines, and the objective in effect as a step line. matplotlib (the ``plot``
-extra) with the non-interactive Agg backend.
+horizontal lines, and the objective in effect as a step line. The opening's race (the ``race`` event's
+table, ``agenticdb.loop.race.race_table``) adds one point per screened candidate at the time of its round's
+``decision``, labelled with the candidate's name: its one run's objective, or for a run the race's bound
+stopped early (``cut_off``) the level ``TrialLimit.estimate`` scaled from the steady seconds it ran (a
+different marker). The leader's proof is a judged round like any other, labelled with the candidate it
+proves (``models.opening_label``). matplotlib (the ``plot`` extra) with the non-interactive Agg backend.
 
 A trial's interval in objective units: with best median ``b`` and relative gain ``g`` (positive =
 better, ``next_move.relative_gain``) the candidate's objective is ``b·(1+g)`` when higher is better and
@@ -22,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agenticdb.models import opening_label
 from agenticdb.report.labels import objective_label
 from agenticdb.store.journal_events import JournalEvent
 
@@ -51,6 +56,32 @@ class Trial:
     """The best configuration's median in the same pairs (what the gain is relative to)."""
     screen_only: bool = False
     """No valid pair (e.g. every pair disturbed): placed by the screen run, no interval."""
+    opening: str = ""
+    """The opening's candidate the round proves ("opening proof of 'evidence'"), "" for a diagnosis round."""
+
+
+@dataclass
+class RaceScreen:
+    """One candidate's screen in the opening's race (a row of the ``race`` event's table): one run, no pairs.
+
+    Attributes:
+        round_no: the session round that screened it.
+        t: seconds since the session started (its round's ``decision`` event; else the ``race`` event's).
+        objective: its run's objective (objective units); a cut-off run's is the level estimated from the
+            seconds it ran (``measure.trial_limit.stopped_oltp``) or the query set's time when stopped.
+        name: the candidate's name ("host-sized", "evidence", "limits", …).
+        cut_off: why the race's bound stopped the run early ("" when it ran to the end).
+        disturbed: the host disturbed the run.
+        leader: the race's leader (the candidate proven next on fresh pairs).
+    """
+
+    round_no: int
+    t: float
+    objective: float
+    name: str
+    cut_off: str = ""
+    disturbed: bool = False
+    leader: bool = False
 
 
 @dataclass
@@ -64,6 +95,8 @@ class Curve:
     trials: list[Trial] = field(default_factory=list)
     steps: list[tuple[float, float]] = field(default_factory=list)
     best: float = 0.0
+    screens: list[RaceScreen] = field(default_factory=list)
+    """The opening race's measured screens, in race order (refused or failed candidates have no run: absent)."""
 
 
 def _at(best: float, gain: float, higher: bool) -> float:
@@ -93,8 +126,10 @@ def curve_of(events: list[JournalEvent]) -> Curve:
     curve.baseline_runs = [(span * (i + 1) / (len(runs) + 1), r) for i, r in enumerate(runs)]
     curve.steps = [(_ts(base) - t0, baseline)]
     judged: dict[int, JournalEvent] = {e.round_no: e for e in events if e.event == "judged" and e.round_no is not None}
+    curve.screens = screens_of(events, t0)
+    screened = {s.round_no for s in curve.screens}
     for e in events:
-        if e.event != "decision" or e.round_no is None or e.round_no not in judged:
+        if e.event != "decision" or e.round_no is None or e.round_no not in judged or e.round_no in screened:
             continue
         trial = _trial(judged[e.round_no], e, t0, higher, curve.steps[-1][1])
         if trial is None:
@@ -107,6 +142,27 @@ def curve_of(events: list[JournalEvent]) -> Curve:
     curve.best = float(best) if isinstance(best, int | float) else curve.steps[-1][1]
     curve.steps.append((_ts(end) - t0, curve.steps[-1][1]))
     return curve
+
+
+def screens_of(events: list[JournalEvent], t0: float) -> list[RaceScreen]:
+    """The measured screens of the session's ``race`` events (one per session; a skipped race has an empty
+    table), placed at their round's ``decision`` time in seconds since ``t0`` (the session's first event)."""
+    decided = {e.round_no: _ts(e) - t0 for e in events if e.event == "decision" and e.round_no is not None}
+    out: list[RaceScreen] = []
+    for race in (e for e in events if e.event == "race"):
+        rows = race.data.get("table")
+        leader = race.data.get("leader")
+        for row in rows if isinstance(rows, list) else []:
+            y, rnd = (row.get("objective"), row.get("round")) if isinstance(row, dict) else (None, None)
+            if not isinstance(y, int | float) or not isinstance(rnd, int):
+                continue  # refused by the validator, failed or interrupted: no run to draw
+            name = str(row.get("candidate") or f"round {rnd}")
+            t = decided.get(rnd, _ts(race) - t0)
+            why = str(row.get("cut_off_reason") or ("cut off" if row.get("cut_off") else ""))
+            out.append(
+                RaceScreen(rnd, t, float(y), name, why, bool(row.get("disturbed")), bool(leader) and leader == name)
+            )
+    return out
 
 
 def _trial(j: JournalEvent, d: JournalEvent, t0: float, higher: bool, in_effect: float) -> Trial | None:
@@ -130,6 +186,9 @@ def _trial(j: JournalEvent, d: JournalEvent, t0: float, higher: bool, in_effect:
     changes = d.data.get("changes") or {}
     label = ", ".join(f"{k}={v}" for k, v in changes.items())
     trial = Trial(j.round_no or 0, _ts(d) - t0, y, low, high, bool(d.data.get("kept")), label, float(best_med))
+    p = d.data.get("proposal")
+    if isinstance(p, dict):
+        trial.opening = opening_label(p.get("stage"), p.get("planner"), p.get("rationale") or "")
     if screen_only:
         trial.best, trial.screen_only = None, True
     return trial
@@ -177,6 +236,7 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
     if kept:
         sx, sy = zip(*curve.steps, strict=True)
         ax.step(sx, sy, where="post", color="tab:green", linewidth=1, alpha=0.6, label="objective in effect")
+    _draw_screens(ax, curve.screens)
     for t in curve.trials:
         _draw_trial(ax, t)
     pairs = [(t.t, t.best) for t in curve.trials if t.best is not None]
@@ -189,6 +249,7 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
     if any(t.screen_only for t in curve.trials):
         ax.plot([], [], "o", color="tab:blue", mfc="none", label="screen run only (no valid pair)")
     values = [curve.baseline, curve.best, *(y for _, y in curve.baseline_runs), *(t.objective for t in curve.trials)]
+    values += [s.objective for s in curve.screens]
     values += [v for t in curve.trials for v in (t.low, t.high, t.best) if v is not None]
     positive = [y for y in values if y > 0]
     if positive and max(positive) / min(positive) > LOG_SPAN:
@@ -217,10 +278,42 @@ def _draw_trial(ax: Any, t: Trial) -> None:
         markersize=12 if t.kept else 6,
         zorder=4,
     )
-    text = f"r{t.round_no}" + (f" kept: {t.label}" if t.kept and t.label else "") + (" screen" if t.screen_only else "")
+    text = f"r{t.round_no}" + (f" {t.opening.removeprefix('opening ')}" if t.opening else "")
+    text += (f" kept: {t.label}" if t.kept and t.label else "") + (" screen" if t.screen_only else "")
     ax.annotate(
         text, (t.t, t.objective), textcoords="offset points", xytext=(6, 8 if t.kept else -12), fontsize=8, color=color
     )
+
+
+#: The race's markers: a screen run to the end, a screen the race's bound cut off (its level is an estimate).
+SCREEN_MARKER, CUT_OFF_MARKER, SCREEN_COLOR = "D", "v", "tab:purple"
+
+
+def _draw_screens(ax: Any, screens: list[RaceScreen]) -> None:
+    """The race's screens: one point each labelled with the candidate's name, a cut-off one hollow and
+    pointing down, and one legend entry per kind drawn."""
+    for s in screens:
+        marker = CUT_OFF_MARKER if s.cut_off else SCREEN_MARKER
+        ax.scatter(
+            [s.t],
+            [s.objective],
+            marker=marker,
+            s=60,
+            facecolors="none" if s.cut_off or s.disturbed else SCREEN_COLOR,
+            edgecolors=SCREEN_COLOR,
+            zorder=4,
+        )
+        tags = [t for t, on in (("cut off", s.cut_off), ("disturbed", s.disturbed), ("leader", s.leader)) if on]
+        text = s.name + (f" ({', '.join(tags)})" if tags else "")
+        ax.annotate(
+            text, (s.t, s.objective), textcoords="offset points", xytext=(6, -12), fontsize=8, color=SCREEN_COLOR
+        )
+    if any(not s.cut_off for s in screens):
+        ax.scatter([], [], marker=SCREEN_MARKER, color=SCREEN_COLOR, label="race screen (one run)")
+    if any(s.cut_off for s in screens):
+        ax.scatter(
+            [], [], marker=CUT_OFF_MARKER, facecolors="none", edgecolors=SCREEN_COLOR, label="race screen cut off"
+        )
 
 
 def plot_session(events: list[JournalEvent], out: Path | io.BytesIO, title: str) -> Curve:

@@ -10,6 +10,7 @@ from agenticdb.host import pgss
 from agenticdb.rootcause import pg
 from agenticdb.rootcause import pg_read as rd
 from agenticdb.rootcause.model import RootCauses, t
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +53,6 @@ def detect_pg(
             pg.link_chains(out)
             out.notes.append(f"counters {w.label}; {len(samples)} lock sample(s)")
     except psycopg.Error as exc:
-        out.notes.append(f"root causes not read: {str(exc).strip()[:200]}")
+        out.notes.append(f"root causes not read: {clip(exc, 200)}")
         log.warning("rootcause.unreadable", error=str(exc)[:200], reason="no root-cause evidence this window")
     return out

@@ -11,6 +11,7 @@ import structlog
 from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.rootcause import my_read as rd
 from agenticdb.rootcause.model import Cause, Finding, Remedy, RootCauses, RuledOut, ramp, stable_id, t
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -90,7 +91,7 @@ def no_index_statements(
             out.ruled_out.append(
                 RuledOut(
                     cause=Cause.missing_index,
-                    reason=f"{schema}.{table}: statement {dig.text[:80]!r} runs without an index although "
+                    reason=f"{schema}.{table}: statement {clip(dig.text, 80)!r} runs without an index although "
                     f"{indexed[covered[0]]} leads with {covered[0]}: optimizer settings (a knob) or a non-selective "
                     "predicate",
                 )
@@ -120,7 +121,7 @@ def no_index_statements(
                 summary=f"missing index: {schema}.{table} scanned without an index"
                 + (f", filtering on {col}" if col else ""),
                 evidence=[
-                    f"digest {dig.text[:120]!r}: {calls:,} calls, {share_noidx:.0%} without an index, "
+                    f"digest {clip(dig.text, 120)!r}: {calls:,} calls, {share_noidx:.0%} without an index, "
                     f"{per_call:,.0f} rows examined per call, {tshare:.0%} of statement time {label} "
                     "(performance_schema.events_statements_summary_by_digest)",
                     f"no index of {schema}.{table} leads with {col}" if col else "no predicate column in the digest",
@@ -328,6 +329,6 @@ def detect_mariadb(
         finally:
             conn.close()
     except pymysql.MySQLError as exc:
-        out.notes.append(f"root causes not read: {str(exc).strip()[:200]}")
+        out.notes.append(f"root causes not read: {clip(exc, 200)}")
         log.warning("rootcause.unreadable", error=str(exc)[:200], reason="no root-cause evidence this window")
     return out

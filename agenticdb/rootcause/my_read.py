@@ -19,6 +19,7 @@ import structlog
 
 from agenticdb.dialect import parse_mysql_dsn
 from agenticdb.rootcause.watch import Watch
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -111,7 +112,7 @@ class Trx:
     def describe(self) -> str:
         """One line: thread, state, age, statement."""
         idle = f"idle (Sleep) for {self.idle_s:,.0f} s in it" if self.command == "Sleep" else f"running {self.command}"
-        q = f", statement {self.query.strip()[:120]!r}" if self.query else ""
+        q = f", statement {clip(self.query, 120)!r}" if self.query else ""
         return (
             f"thread {self.thread}: transaction {self.trx_id} open {self.age_s:,.0f} s, {idle}, "
             f"{self.rows_locked:,} row lock(s) on {self.tables_locked} table(s){q}"
@@ -285,14 +286,14 @@ def plan_errors(
     for raw in statements:
         stmt = raw.replace("{r}", "1").strip().rstrip(";")
         if not stmt.lower().startswith("select"):
-            problems.append(f"not analysed (not a SELECT): {stmt[:80]!r}")
+            problems.append(f"not analysed (not a SELECT): {clip(stmt, 80)!r}")
             continue
         try:
             rows = _rows(conn, f"SET STATEMENT max_statement_time = {timeout_s:g} FOR ANALYZE FORMAT=JSON {stmt}")
         except pymysql.MySQLError as exc:
-            problems.append(f"ANALYZE FORMAT=JSON failed ({str(exc)[:80]}): {stmt[:80]!r}")
+            problems.append(f"ANALYZE FORMAT=JSON failed ({clip(exc, 80)}): {clip(stmt, 80)!r}")
             continue
-        _walk(json.loads(rows[0][0]), stmt[:120], out)
+        _walk(json.loads(rows[0][0]), clip(stmt, 120), out)
         done += 1
     return out, problems, done
 

@@ -17,6 +17,7 @@ from psycopg import sql
 
 from agenticdb.rootcause import pg_read as rd
 from agenticdb.rootcause.model import Cause, Finding, Remedy, RootCauses, RuledOut, ramp, stable_id, t
+from agenticdb.units.text import clip
 
 FAMILY = "postgresql"
 MANUAL_ANALYZE = "PostgreSQL 15 manual 25.1.3 Updating Planner Statistics and 25.1.6 The Autovacuum Daemon"
@@ -490,7 +491,8 @@ def lock_chains(samples: list[rd.LockSample], hold: list[rd.Holder], server: str
                 ),
                 evidence=[
                     sampled + f", {mean_waiters:.1f} waiting on average",
-                    f"root holder pid {pid}: state {state!r}, transaction age {age:,.0f} s, statement {query[:150]!r}",
+                    f"root holder pid {pid}: state {state!r}, transaction age {age:,.0f} s, "
+                    f"statement {clip(query, 150)!r}",
                 ],
                 remedies=[_release(rd.Holder("session", f"pid {pid}", state, age, 0))]
                 + ([] if idle_root else [_cancel(pid)]),

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from agenticdb.rootcause.watch import Watch
+from agenticdb.units.text import clip
 
 TABLES_SQL = """
 SELECT s.schemaname || '.' || s.relname, c.reltuples::float8, s.n_live_tup, s.n_dead_tup,
@@ -185,7 +186,7 @@ class Holder:
     def describe(self) -> str:
         """One line: what it is, its state, age and statement."""
         age = f" for {self.age_s:,.0f} s" if self.age_s is not None else ""
-        q = f", last statement {self.query.strip()[:120]!r}" if self.query else ""
+        q = f", last statement {clip(self.query, 120)!r}" if self.query else ""
         held = f", holding {self.locks} lock(s) on {', '.join(self.tables)}" if self.tables else ""
         return f"{self.kind} {self.ident} {self.state}{age} (xmin age {self.xid_age:,} xids){held}{q}"
 
@@ -444,14 +445,14 @@ def explain_statements(conn: psycopg.Connection[Any], statements: list[str], tim
     for raw in statements:
         stmt = raw.replace("{r}", "1").strip().rstrip(";")
         if not stmt.lower().startswith(("select", "with")):
-            ev.problems.append(f"not explained (not a SELECT): {stmt[:80]!r}")
+            ev.problems.append(f"not explained (not a SELECT): {clip(stmt, 80)!r}")
             continue
         try:
             with conn.transaction(force_rollback=True):
                 conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
                 row = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {stmt}").fetchone()
         except psycopg.errors.QueryCanceled:
-            ev.problems.append(f"EXPLAIN ANALYZE exceeded {timeout_s:g} s: {stmt[:80]!r}")
+            ev.problems.append(f"EXPLAIN ANALYZE exceeded {timeout_s:g} s: {clip(stmt, 80)!r}")
             continue
         except psycopg.errors.InsufficientPrivilege as exc:
             # EXPLAIN ANALYZE runs the statement as the tuning role, which owns none of the application's
@@ -459,16 +460,16 @@ def explain_statements(conn: psycopg.Connection[Any], statements: list[str], tim
             # tell why the plan evidence was missing
             role = conn.info.user
             ev.problems.append(
-                f"EXPLAIN failed ({str(exc).strip()[:80]}): {stmt[:80]!r}; EXPLAIN ANALYZE runs it as the "
+                f"EXPLAIN failed ({clip(exc, 80)}): {clip(stmt, 80)!r}; EXPLAIN ANALYZE runs it as the "
                 f"tuning role {role}, which needs SELECT on its tables (GRANT SELECT ON … TO {role})"
             )
             continue
         except psycopg.Error as exc:
-            ev.problems.append(f"EXPLAIN failed ({str(exc).strip()[:80]}): {stmt[:80]!r}")
+            ev.problems.append(f"EXPLAIN failed ({clip(exc, 80)}): {clip(stmt, 80)!r}")
             continue
         assert row is not None
         plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
-        _walk(plan[0]["Plan"], stmt[:120], ev)
+        _walk(plan[0]["Plan"], clip(stmt, 120), ev)
         ev.explained += 1
     return ev
 

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from agenticdb.rootcause.model import Finding, Remedy
+from agenticdb.units.text import clip
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +69,7 @@ def _pg(dsn: str, database: str | None, remedy: Remedy, statements: list[str]) -
             try:
                 plans[s] = rd.plan_of(conn, s)
             except psycopg.Error as exc:
-                plans[s] = f"EXPLAIN failed: {str(exc).strip()[:120]}"
+                plans[s] = f"EXPLAIN failed: {clip(exc, 120)}"
         counters = {}
         if remedy.table:
             row = conn.execute(
@@ -88,7 +89,7 @@ def _pg(dsn: str, database: str | None, remedy: Remedy, statements: list[str]) -
         try:
             conn.execute(remedy.sql)  # built from quoted identifiers (pg.py)
         except psycopg.Error as exc:
-            result = f"failed: {str(exc).strip()[:200]}"
+            result = f"failed: {clip(exc, 200)}"
             invalid = _drop_invalid_index(conn, remedy)
             if invalid:
                 result += f"; {invalid}"

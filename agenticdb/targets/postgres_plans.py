@@ -26,6 +26,8 @@ from typing import Any
 import psycopg
 import structlog
 
+from agenticdb.units.text import clip
+
 log = structlog.get_logger(__name__)
 
 _READ_ONLY = re.compile(r"^\s*(select|with|values|table)\b", re.IGNORECASE)
@@ -254,7 +256,7 @@ def explain_statements(
                 conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
                 row = conn.execute(f"EXPLAIN ({how}) {sql}").fetchone()
         except psycopg.Error as exc:
-            skipped[name] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+            skipped[name] = f"{type(exc).__name__}: {clip(exc, 200)}"
             continue
         if row is None:
             skipped[name] = "EXPLAIN returned no row"

@@ -15,6 +15,7 @@ from psycopg.conninfo import make_conninfo
 from agenticdb.connfault import describe_fault
 from agenticdb.host import pgss
 from agenticdb.models import RuntimeState
+from agenticdb.units.text import clip
 
 _DB_COUNTERS = (
     "xact_commit",
@@ -141,7 +142,7 @@ def pgss_jit_counters(conn: Any, major: int, own_database: bool = False) -> tupl
     except psycopg.Error as exc:
         # why only when it failed: runtime_state samples this during measured runs, and the diagnosis is
         # three more queries per sample
-        return {}, pgss.unreadable(conn) or f"not readable: {str(exc).strip()[:200]}"
+        return {}, pgss.unreadable(conn) or f"not readable: {clip(exc, 200)}"
     jit, total, functions = got
     return {
         "pg_stat_statements.jit_time": float(jit),

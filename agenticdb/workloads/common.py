@@ -34,6 +34,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from agenticdb.host import pgss
 from agenticdb.measure.series import percentile as percentile  # re-exported for callers of the old home
+from agenticdb.units.text import clip
 from agenticdb.workloads.base import Connection, RunStopped, WorkloadError
 
 log = structlog.get_logger(__name__)
@@ -478,7 +479,7 @@ def ensure_pg_stat_statements(conn: Connection) -> str:
         with connect(conn) as db:
             status = pgss.ensure(db)
     except WorkloadError as exc:
-        status = f"refused: {str(exc).strip()[:200]}"
+        status = f"refused: {clip(exc, 200)}"
     log.info("workload.pg_stat_statements", database=conn.database, status=status, reason="statement evidence")
     return status
 

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import psycopg
 import pymysql
 
+from agenticdb.units.text import clip
 from agenticdb.workloads.base import Connection, WorkloadError
 from agenticdb.workloads.common import my_params, pg_params
 
@@ -92,8 +93,7 @@ def is_own_statement(text: str) -> bool:
 def short_text(text: str, limit: int = 80) -> str:
     """A statement's normalised text on one line, at most ``limit`` characters (literals are already
     ``$n`` / ``?`` in the statistics views)."""
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
+    return clip(text, limit)
 
 
 def counters_went_down(a: StatSnapshot, b: StatSnapshot) -> str:

@@ -73,6 +73,10 @@ def markdown(summaries: list[dict]) -> str:
         for r in s["rows"]:
             res = r["result"]
             bits = [f"could not advise: {res['could_not_advise']}"] if res.get("could_not_advise") else []
+            if r.get("same_configuration_as"):
+                bits.append(
+                    f"the same configuration as {r['same_configuration_as']}: re-measured as one arm, its runs shared"
+                )
             if r["agenticdb_vs"]:
                 bits.append(
                     "vs " + ", ".join(f"{k}: {v[0]} ({100 * v[1]:+.1f} %)" for k, v in r["agenticdb_vs"].items())

@@ -182,6 +182,22 @@ def cv(xs: list[float]) -> float:
     return series_cv(xs) or 0.0
 
 
+def same_configuration(results: dict[str, C.Result]) -> dict[str, str]:
+    """competitor → the first competitor (in ``results``' order) whose final configuration has the same
+    effective values (``Snapshot.values``), itself when none before it has.
+
+    Competitors that ended on one configuration are re-measured as one arm and share its runs: measured
+    apart, the same configuration differed by 12 % on the medians and was once called "worse" than a peer
+    that its twin tied (mariadb-sysbench-rw-oom, 2026-12-07, benchmarks/README.md), which is the noise
+    speaking, not the configuration."""
+    first: dict[tuple, str] = {}
+    out: dict[str, str] = {}
+    for comp, r in results.items():
+        key = tuple(sorted(r.final.values.items()))
+        out[comp] = first.setdefault(key, comp)
+    return out
+
+
 def judge(cand: list[float], ref: list[float], higher: bool, noise_cv: float) -> tuple[str, float]:
     """("better" | "worse" | "tie", median paired gain) — real only beyond NOISE_FACTOR × CV and with every
     paired ratio on the same side."""
@@ -243,8 +259,9 @@ def run_scenario(name: str, opts: Options) -> dict:
             log.info("bench.competitor_done", competitor=comp, rounds=r.rounds, changes=r.changes)
 
         higher = bench.workload.traits().objective != "total_time"
+        same = same_configuration(results)
         finals: dict[str, Remeasure] = {c: Remeasure() for c in results}
-        order = list(results)
+        order = [c for c in results if same[c] == c]
         remeasure_failures = 0
         for rep in range(opts.repeats):
             k = rep % len(order)
@@ -262,9 +279,14 @@ def run_scenario(name: str, opts: Options) -> dict:
                     finals[comp].tps.append(tps)
                 if p95 is not None:
                     finals[comp].p95_ms.append(p95)
-        cvs = [cv(f.objective) for f in finals.values() if len(f.objective) >= 2]
+        for comp, rep_comp in same.items():
+            finals[comp] = finals[rep_comp]
+        cvs = [cv(finals[c].objective) for c in order if len(finals[c].objective) >= 2]
         noise = statistics.median(cvs) if cvs else 0.0
         summary = summarize(name, scenario, results, finals, higher, noise, opts, seed_info)
+        for row in summary["rows"]:
+            twin = same[row["competitor"]]
+            row["same_configuration_as"] = twin if twin != row["competitor"] else None
         summary["remeasure_failures"] = remeasure_failures
         summary["wall_min"] = round((time.monotonic() - t_scn) / 60, 1)
         cg = bench.instance.cgroup

@@ -1,0 +1,114 @@
+"""Sources told once: a long clause a story repeats is printed in full where it first appears, numbered, and
+referred to by its number after that (``agenticdb journal show``).
+
+Why: the opening's candidates cite their sources knob by knob (a PGTune rule, a manual's sentence, the storage
+probe's measurement of the data device), and one source backs several knobs and several sets. A new user's
+6-minute demo printed each PGTune or manual source up to three times (once per candidate set that used it and
+again in the proof) and the storage probe's sentence ("storage ssd measured: median 0.0571 ms random 8 kB
+O_DIRECT read of …") 8 times, in a 238-line story. The facts all stay: each is printed once, whole, and every
+later place that cites it says ``see [n]``.
+
+A text is cut into clauses at ``"; "`` outside parentheses and quotes (the sources' own separator: "PGTune …: 1.1 on
+SSD/NVMe; PostgreSQL 15 manual …; storage ssd measured: …"). A clause of at least :data:`MIN_CHARS` characters
+that the story tells more than once — alone, or as the tail of a longer clause after ``": "`` (the proof's
+rationale ends with its candidate's) — gets a number. Which clauses repeat is known only after the whole story,
+so the story is rendered twice: a first pass :meth:`Footnotes.count` s every clause, :meth:`Footnotes.settle`
+picks the repeated ones, the second pass prints.
+"""
+
+from __future__ import annotations
+
+MIN_CHARS = 40
+"""Shortest clause worth a number (characters): a shorter one ("= CPUs", "test") costs no more to repeat than
+its reference would (judgement)."""
+
+_SEP = "; "
+
+
+def clauses(text: str) -> list[str]:
+    """``text`` cut at ``"; "`` outside parentheses and single quotes (a parenthesised aside or a quoted sentence,
+    "'… appropriate'; solid-state drives 'might …'", stays whole; an apostrophe inside or after a word, as in
+    "PGTune's", opens no quote). Pure."""
+    out, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if ch == "'":
+            before = text[i - 1] if i else " "
+            after = text[i + 1] if i + 1 < len(text) else " "
+            if not quoted and before in " (:":
+                quoted = True
+            elif quoted and not after.isalnum():
+                quoted = False
+        elif ch == "(" and not quoted:
+            depth += 1
+        elif ch == ")" and not quoted:
+            depth = max(depth - 1, 0)
+        elif ch == ";" and text.startswith("; ", i) and depth == 0 and not quoted and i >= start:
+            out.append(text[start:i])
+            start = i + 2
+    out.append(text[start:])
+    return out
+
+
+class Footnotes:
+    """The repeated clauses of one story and their numbers, in the order they are first printed.
+
+    Counting pass: :meth:`tell` records each clause and returns the text unchanged. After :meth:`settle`,
+    :meth:`tell` returns the text with each repeated clause in full and numbered (``"… [3]"``) the first time,
+    ``"see [3]"`` after that (consecutive references are merged: ``"see [1] [2] [3]"``).
+    """
+
+    def __init__(self) -> None:
+        self._told: list[str] = []
+        self._repeated: set[str] | None = None  # None: the counting pass
+        self._numbers: dict[str, int] = {}
+
+    def settle(self) -> None:
+        """End the counting pass: a clause of at least :data:`MIN_CHARS` characters told at least twice, alone or
+        as the tail after ``": "`` of another clause, is repeated."""
+        long = {c for c in self._told if len(c) >= MIN_CHARS}
+        tails: dict[str, int] = dict.fromkeys(long, 0)
+        for told in self._told:
+            for c in long:
+                if told == c or told.endswith(": " + c):
+                    tails[c] += 1
+        self._repeated = {c for c, n in tails.items() if n >= 2}
+
+    def tell(self, text: str) -> str:
+        """``text`` as the story prints it (see the class docstring); unchanged in the counting pass."""
+        parts = clauses(text)
+        if self._repeated is None:
+            self._told += parts
+            return text
+        out: list[str] = []
+        for part in parts:
+            told = self._told_part(part)
+            if told.startswith("see [") and out and out[-1].startswith("see ["):
+                out[-1] += " " + told.removeprefix("see ")  # "see [1] [2]", not "see [1]; see [2]"
+            else:
+                out.append(told)
+        return _SEP.join(out)
+
+    def _told_part(self, part: str) -> str:
+        repeated = self._repeated or set()
+        if part in repeated:
+            return self._ref(part)
+        tails = [c for c in repeated if part.endswith(": " + c)]
+        if not tails:
+            return part
+        tail = max(tails, key=len)
+        ref = self._ref(tail)
+        return part[: -len(tail)] + ref
+
+    def _ref(self, clause: str) -> str:
+        if clause in self._numbers:
+            return f"see [{self._numbers[clause]}]"
+        self._numbers[clause] = len(self._numbers) + 1
+        return f"{clause} [{self._numbers[clause]}]"
+
+    @property
+    def numbered(self) -> dict[str, int]:
+        """The clauses numbered so far → their numbers (in print order)."""
+        return dict(self._numbers)
+
+
+__all__ = ["MIN_CHARS", "Footnotes", "clauses"]
