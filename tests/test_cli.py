@@ -281,3 +281,22 @@ def test_rollback_dry_run_with_nothing_to_change_says_so(pg_sandbox: PostgresSan
     said = out.getvalue()
     assert code == 0 and "nothing to change: the values in effect are the 'baseline' snapshot's" in said, said
     assert "would change 0" not in said, said
+
+
+def test_home_flag_keeps_the_files_a_config_names(tmp_path: Path) -> None:
+    """``--home`` moves what is derived from the home, not a file the configuration names: a config's
+    storage.journal_db (and memory_db) stay where it says. The flag used to reset both to None, so `journal list
+    -c FILE --home H` read an empty H/journal.db ("no sessions") beside the real journal, and a session would have
+    started a second, empty Memory Book."""
+    from agenticdb.store.journal import Journal
+
+    (tmp_path / "j").mkdir()
+    with Journal(tmp_path / "j" / "journal.db") as j:
+        j.append("20261207-030000-abcdef", "session.start", {"target": "postgresql", "workload": "pgbench"})
+    cfg = tmp_path / "agenticdb.toml"
+    cfg.write_text(f'[storage]\njournal_db = "{tmp_path / "j" / "journal.db"}"\nmemory_db = "{tmp_path / "m.db"}"\n')
+    r = run("journal", "list", "--config", str(cfg), "--home", str(tmp_path / "h"))
+    assert r.returncode == 0 and "20261207-030000-abcdef" in r.stdout, r.stdout + r.stderr
+    r = run("memory", "list", "--config", str(cfg), "--home", str(tmp_path / "h"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (tmp_path / "h" / "journal.db").exists() and not (tmp_path / "h" / "memory.db").exists()

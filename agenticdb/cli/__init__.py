@@ -99,8 +99,8 @@ def settings(
     """Load configuration with CLI overrides (flags > environment > file > defaults)."""
     remember(config, target, sandbox, home)  # the hints this command prints carry the same flags
     overrides: dict[str, Any] = {}
-    if home is not None:
-        overrides["storage"] = {"home": home, "memory_db": None, "journal_db": None}
+    if home is not None:  # the files follow unless the file or environment names them (StorageConfig._paths)
+        overrides["storage"] = {"home": home}
     for section, values in (extra or {}).items():
         values = {k: v for k, v in values.items() if v is not None}
         if values:

@@ -43,13 +43,14 @@ EXPORT_FORMATS = ("jsonl",)
 
 
 def load_settings(config: Path | None, home: Path | None) -> Settings:
-    """Settings from ``--config`` with ``--home`` overriding where the SQLite files are.
+    """Settings from ``--config`` with ``--home`` overriding the data dir: the SQLite files are there unless the
+    file or environment names them (``storage.journal_db``/``memory_db`` win, as in ``cli.settings``).
 
     Exits with code 2 and the config error on stderr when the file is invalid.
     """
     overrides: dict[str, Any] = {}
     if home is not None:
-        overrides["storage"] = {"home": home, "memory_db": None, "journal_db": None}
+        overrides["storage"] = {"home": home}  # a journal_db/memory_db the file names stays (StorageConfig._paths)
     try:
         return load_config(config, overrides or None)
     except ConfigError as exc:
