@@ -8,12 +8,12 @@ again in the proof) and the storage probe's sentence ("storage ssd measured: med
 O_DIRECT read of …") 8 times, in a 238-line story. The facts all stay: each is printed once, whole, and every
 later place that cites it says ``see [n]``.
 
-A text is cut into clauses at ``"; "`` outside parentheses and quotes (the sources' own separator: "PGTune …: 1.1 on
-SSD/NVMe; PostgreSQL 15 manual …; storage ssd measured: …"). A clause of at least :data:`MIN_CHARS` characters
-that the story tells more than once — alone, or as the tail of a longer clause after ``": "`` (the proof's
-rationale ends with its candidate's) — gets a number. Which clauses repeat is known only after the whole story,
-so the story is rendered twice: a first pass :meth:`Footnotes.count` s every clause, :meth:`Footnotes.settle`
-picks the repeated ones, the second pass prints.
+A text is cut into clauses at ``"; "`` outside parentheses, brackets and quotations (the sources' own separator:
+"PGTune …: 1.1 on SSD/NVMe; PostgreSQL 15 manual …; storage ssd measured: …"). A clause of at least
+:data:`MIN_CHARS` characters that the story tells more than once — alone, or as the tail of a longer clause after
+``": "`` (the proof's rationale ends with its candidate's) — gets a number. Which clauses repeat is known only
+after the whole story, so the story is rendered twice: a first pass :meth:`Footnotes.count` s every clause,
+:meth:`Footnotes.settle` picks the repeated ones, the second pass prints.
 """
 
 from __future__ import annotations
@@ -25,24 +25,30 @@ its reference would (judgement)."""
 _SEP = "; "
 
 
+_CLOSE = {'"': '"', "“": "”", "‘": "’", "'": "'"}
+"""Quotation marks → the mark that closes them: straight double, typographic double and single, straight single."""
+
+
 def clauses(text: str) -> list[str]:
-    """``text`` cut at ``"; "`` outside parentheses and single quotes (a parenthesised aside or a quoted sentence,
-    "'… appropriate'; solid-state drives 'might …'", stays whole; an apostrophe inside or after a word, as in
-    "PGTune's", opens no quote). Pure."""
-    out, depth, quoted, start = [], 0, False, 0
+    """``text`` cut at ``"; "`` outside parentheses, brackets and quotations (a parenthesised aside, a bracketed
+    range "[64kB; 2GB]" or a quoted sentence, "'… appropriate'; solid-state drives 'might …'", stays whole).
+    A quotation is in single, double or typographic quotes (‘…’, “…”); a single quote opens one only after a space,
+    "(", "[" or ":" and closes before a non-letter, so an apostrophe inside or after a word, as in "PGTune's" or
+    "PGTune’s", opens none. An unclosed quotation or bracket keeps the rest whole. Pure."""
+    out, depth, quote, start = [], 0, "", 0
     for i, ch in enumerate(text):
-        if ch == "'":
-            before = text[i - 1] if i else " "
-            after = text[i + 1] if i + 1 < len(text) else " "
-            if not quoted and before in " (:":
-                quoted = True
-            elif quoted and not after.isalnum():
-                quoted = False
-        elif ch == "(" and not quoted:
+        before = text[i - 1] if i else " "
+        after = text[i + 1] if i + 1 < len(text) else " "
+        if quote:
+            if ch == _CLOSE[quote] and (quote not in "'‘" or not after.isalnum()):
+                quote = ""
+        elif ch in '"“' or (ch in "'‘" and before in " ([:"):
+            quote = ch
+        elif ch in "([":
             depth += 1
-        elif ch == ")" and not quoted:
+        elif ch in ")]":
             depth = max(depth - 1, 0)
-        elif ch == ";" and text.startswith("; ", i) and depth == 0 and not quoted and i >= start:
+        elif ch == ";" and text.startswith("; ", i) and depth == 0:
             out.append(text[start:i])
             start = i + 2
     out.append(text[start:])
