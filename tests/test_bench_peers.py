@@ -357,6 +357,23 @@ def test_competitors_on_one_configuration_are_one_arm() -> None:
     }
 
 
+def test_finals_with_no_values_read_are_never_one_arm() -> None:
+    """A final snapshot taken while the server was down has no values (``PostgresTarget.snapshot``: "empty while
+    the server is down"); its configuration is in its files only. Two such competitors, their files different,
+    were grouped as one configuration (the same empty values) and re-measured as one arm."""
+    from agenticdb.models import Snapshot
+    from benchmarks.harness.competitors import Result
+    from benchmarks.harness.runner import same_configuration
+
+    conf = "/var/lib/pg/data/postgresql.auto.conf"
+    down = {
+        "agenticdb": Result("agenticdb", Snapshot(target="postgresql", files={conf: "work_mem = '64MB'\n"})),
+        "agenticdb-half": Result("agenticdb-half", Snapshot(target="postgresql", files={conf: "work_mem = '8MB'\n"})),
+        "tpe": Result("tpe", Snapshot(target="postgresql", files={conf: "work_mem = '8MB'\n"})),
+    }
+    assert same_configuration(down) == {c: c for c in down}
+
+
 def test_report_shows_labels_and_the_share_column() -> None:
     from benchmarks.harness.report import markdown
 

@@ -189,12 +189,13 @@ def same_configuration(results: dict[str, C.Result]) -> dict[str, str]:
     Competitors that ended on one configuration are re-measured as one arm and share its runs: measured
     apart, the same configuration differed by 12 % on the medians and was once called "worse" than a peer
     that its twin tied (mariadb-sysbench-rw-oom, 2026-12-07, benchmarks/README.md), which is the noise
-    speaking, not the configuration."""
+    speaking, not the configuration. A final with no values (taken while the server was down:
+    ``PostgresTarget.snapshot``) is its own arm: its configuration is in its files, not compared here."""
     first: dict[tuple, str] = {}
     out: dict[str, str] = {}
     for comp, r in results.items():
         key = tuple(sorted(r.final.values.items()))
-        out[comp] = first.setdefault(key, comp)
+        out[comp] = first.setdefault(key, comp) if key else comp
     return out
 
 
