@@ -217,3 +217,25 @@ def test_a_journal_written_before_the_set_says_its_applied_line_is_the_switch(tm
         "Applied      effective_io_concurrency=1, work_mem=8MB (only what differs from the configuration in "
         "effect: the candidate's set is its Proposal)"
     ) in out.getvalue()
+
+
+def test_an_opening_proof_with_nothing_to_switch_says_so(tmp_path: Path) -> None:
+    """The proof of a race's last screen applies nothing (its set is in effect): the line says that instead of
+    an empty list (old journals) or "changed only nothing" (journals with ``set``)."""
+    with Journal(tmp_path / "j.db") as j:
+        j.append("s1", "session.start", {"target": "mariadb", "workload": "sysbench"})
+        data = {"purpose": "opening proof of 'evidence'", "mode": "dynamic", "restarted": False, "changes": {}}
+        j.append("s1", "applied", data, 2)
+        j.append("s2", "session.start", {"target": "mariadb", "workload": "sysbench"})
+        told = {"set": {"innodb_buffer_pool_size": "94371840"}, "start": {"innodb_buffer_pool_size": "67108864"}}
+        j.append("s2", "applied", {**data, **told}, 2)
+        old, new = io.StringIO(), io.StringIO()
+        render_story(Console(file=old, width=200, soft_wrap=True), "s1", j.events("s1"))
+        render_story(Console(file=new, width=200, soft_wrap=True), "s2", j.events("s2"))
+    assert (
+        "Applied      nothing to switch: the configuration in effect is already the candidate's set (its Proposal)"
+    ) in old.getvalue()
+    assert (
+        "Applied      innodb_buffer_pool_size 67108864 → 94371840 (the candidate's set against the starting "
+        "configuration; already in effect: nothing was switched)"
+    ) in new.getvalue()

@@ -160,12 +160,20 @@ def _applied(console: Console, d: dict[str, Any]) -> None:
         said = "the candidate's set against the starting configuration"
         if changes != whole:
             moved = ", ".join(k if k in whole else f"{k} (back to {start.get(k, v)})" for k, v in changes.items())
-            said += f"; the switch from the configuration in effect changed only {moved or 'nothing'}"
+            said += (
+                f"; the switch from the configuration in effect changed only {moved}"
+                if moved
+                else "; already in effect: nothing was switched"
+            )
         _line(console, "Applied", f"{text or 'nothing'}{how} ({said})")
         return
     text = ", ".join(f"{k}={v}" for k, v in changes.items()) + how
     if str(d.get("purpose", "")).startswith("opening "):  # a journal written before ``set``: the switch only
-        text += " (only what differs from the configuration in effect: the candidate's set is its Proposal)"
+        text = (
+            f"{text} (only what differs from the configuration in effect: the candidate's set is its Proposal)"
+            if changes
+            else f"nothing to switch{how}: the configuration in effect is already the candidate's set (its Proposal)"
+        )
     _line(console, "Applied", text)
 
 
