@@ -58,3 +58,25 @@ def test_a_new_host_path_is_reported_once(tmp_path: Path) -> None:
     (tmp_path / "unit.service").touch()
     assert watch.new() == [new, tmp_path / "unit.service"]
     assert watch.new() == []
+
+
+def test_only_this_process_writes_blame_a_test(tmp_path: Path) -> None:
+    """A test is blamed for a host place only when this process wrote under it during the test (the audit hook):
+    a place another process made (a parallel run, scripts/demo.sh as root: /var/lib/agenticdb) is not this
+    test's doing and is left to the run's end; a write inside a place that existed before the run is."""
+    import sqlite3
+
+    old, made, other = tmp_path / "old", tmp_path / "made", tmp_path / "other"
+    old.mkdir()
+    watch = HostPaths([old, made, other], unit_glob=str(tmp_path / "unit*"))
+    sys.addaudithook(watch.audit)  # stays for this process's life: it only ever matches these tmp paths
+    subprocess.run(["mkdir", str(other)], check=True)  # another process
+    (old / "notes.txt").read_text() if (old / "notes.txt").exists() else None  # a read is no write
+    assert watch.written() == []
+    (made / "sub").mkdir(parents=True)
+    assert watch.written() == [made]
+    sqlite3.connect(old / "journal.db").close()  # inside a place that was there before: a write all the same
+    (tmp_path / "unit.service").write_text("[Unit]\n")
+    assert watch.written() == [old, tmp_path / "unit.service"]
+    assert watch.new() == [other]  # what the run's end reports, blaming no test
+    assert watch.written() == [] and watch.new() == []
