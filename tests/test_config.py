@@ -175,3 +175,23 @@ def test_objective_the_workload_produces_loads(tmp_path: Path, kind: str, object
     extra = 'command = "true"\n' if kind == "command" else ""
     f.write_text(f'[workload]\nkind = "{kind}"\nobjective = "{objective}"\n{extra}')
     assert load_config(f).workload.objective == objective
+
+
+def test_a_rule_across_keys_says_where_each_key_was_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--baseline-runs 5` over a file's baseline_max_runs = 3 is refused naming both values and the rule; it also
+    says the 3 is the file's (the error's header names the command-line option, which never gave it), and an
+    environment variable's value is named as such."""
+    f = tmp_path / "a.toml"
+    f.write_text("[loop]\nbaseline_max_runs = 3\n")
+    with pytest.raises(ConfigError) as flag:
+        load_config(f, {"loop": {"baseline_runs": 5}})
+    assert (
+        "loop.baseline_max_runs = 3 is below loop.baseline_runs = 5 (rule: baseline_max_runs >= baseline_runs) "
+        f"(loop.baseline_max_runs from {f})" in str(flag.value)
+    ), str(flag.value)
+    monkeypatch.setenv("AGENTICDB_LOOP__BASELINE_RUNS", "5")
+    with pytest.raises(ConfigError) as env:
+        load_config(f)
+    assert "(loop.baseline_runs from environment variable AGENTICDB_LOOP__BASELINE_RUNS)" in str(env.value), str(
+        env.value
+    )

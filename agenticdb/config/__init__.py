@@ -297,8 +297,15 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
                 try:
                     updates[section] = type(current).model_validate(merged)
                 except ValidationError as exc:
+                    env = _env_values()
+                    given = {  # a key the rule names that no flag gave: say where it was set
+                        f"{section}.{k}": f"environment variable AGENTICDB_{section.upper()}__{k.upper()}"
+                        if _from_env(env, (section, k))
+                        else where
+                        for k in current.model_fields_set - set(values)
+                    }
                     raise ConfigError(
-                        _format_validation(f"command-line option for [{section}]", exc, prefix=(section,))
+                        _format_validation(f"command-line option for [{section}]", exc, prefix=(section,), given=given)
                     ) from None
             settings = settings.model_copy(update=updates)
             try:
@@ -306,7 +313,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             except ValueError as exc:
                 raise ConfigError(f"invalid configuration (command-line options): {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(_format_validation(where, exc, env=_env_values())) from None
+        env = _env_values()
+        given = {".".join(k): f"environment variable AGENTICDB_{'__'.join(k).upper()}" for k in _leaves(env)}
+        raise ConfigError(_format_validation(where, exc, env=env, given=given)) from None
     register_settings_secrets(settings)
     return settings
 
@@ -317,6 +326,14 @@ def _env_values() -> dict[str, Any]:
         return EnvSettingsSource(Settings)()
     except Exception:  # noqa: BLE001 - only used to attribute errors; never fail on it
         return {}
+
+
+def _leaves(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The paths to the non-dict values of a nested dict: {"loop": {"min_pairs": "6"}} → [("loop", "min_pairs")]."""
+    out: list[tuple[str, ...]] = []
+    for k, v in tree.items():
+        out += _leaves(v, (*prefix, str(k))) if isinstance(v, dict) else [(*prefix, str(k))]
+    return out
 
 
 def _from_env(env: dict[str, Any], loc: tuple[Any, ...]) -> bool:
@@ -333,10 +350,16 @@ def _redacted(value: Any) -> Any:
 
 
 def _format_validation(
-    where: str, exc: ValidationError, env: dict[str, Any] | None = None, prefix: tuple[str, ...] = ()
+    where: str,
+    exc: ValidationError,
+    env: dict[str, Any] | None = None,
+    prefix: tuple[str, ...] = (),
+    given: dict[str, str] | None = None,
 ) -> str:
     """One line per error: the dotted key, the value, and the rule in words (the source is named:
-    the file, ``environment variable AGENTICDB_X__Y`` or the command-line option)."""
+    the file, ``environment variable AGENTICDB_X__Y`` or the command-line option). A rule across keys
+    (``loop.baseline_max_runs = 3 is below loop.baseline_runs = 5``) names where each key in ``given`` (dotted key →
+    its source, for keys not from ``where``) was set: a flag's error otherwise blamed the flag for the file's value."""
     lines = [f"invalid configuration ({where}):"]
     for err in exc.errors():
         loc = tuple(str(p) for p in err["loc"])
@@ -355,6 +378,9 @@ def _format_validation(
         if err["type"] in ("less_than", "less_than_equal") and (hint := fraction_hint(key, value)):
             msg += f" ({hint})"  # confidence = 95: a percent typed where a fraction belongs
         if err["type"] == "value_error" and re.match(r"[a-z_]+\.[\w.\[\]]+ ", msg):
+            named = dict.fromkeys(re.findall(r"\b([a-z_]+\.[a-z_]+) = ", msg))
+            set_at = [f"{k} from {given[k]}" for k in named if given and k in given]
+            source = f" ({'; '.join(set_at)})" if set_at else source
             lines.append(f"  {msg}{source}")  # our own validators already name the dotted key
         else:
             lines.append(f"  {key}{shown}: {msg}{source}")
