@@ -122,32 +122,29 @@ def test_a_restart_prior_counts_the_prewarm_step_before_each_run_after_a_restart
         assert proof_cost_s(timed, False, False, False) == pytest.approx(proof_cost_s(plain, False, False, False))
         assert screen_cost_s(timed, True) - screen_cost_s(plain, True) == pytest.approx(prewarm_s)
         assert screen_cost_s(timed, False) == pytest.approx(screen_cost_s(plain, False))  # no restart, no prewarm
+
+        def fitted(prewarm: float, query_set: bool = query_set) -> float:
+            """The opening's fit for a two-screen race with one restart and a restarting proof."""
+            return opening_cost_s(
+                RUNS,
+                5.0,
+                2,
+                2,
+                race_restarts=1,
+                proof_restarts=True,
+                query_set=query_set,
+                reset_each_run=False,
+                prewarmed=True,
+                prewarm_s=prewarm,
+            )
+
         restart = {"shared_buffers": "32MB"}
         race = [restart, {"effective_cache_size": "128MB"}]
-        fit = opening_cost_s(
-            RUNS,
-            5.0,
-            2,
-            2,
-            race_restarts=1,
-            proof_restarts=True,
-            query_set=query_set,
-            reset_each_run=False,
-            prewarmed=True,
-            prewarm_s=prewarm_s,
-        )
+        fit = fitted(prewarm_s)
         at_screen = screen_and_proof_s(timed, restart, {}, race, SPECS, False)
-        assert fit - opening_cost_s(
-            RUNS,
-            5.0,
-            2,
-            2,
-            race_restarts=1,
-            proof_restarts=True,
-            query_set=query_set,
-            reset_each_run=False,
-            prewarmed=True,
-        ) == pytest.approx(4 * prewarm_s)  # the restarted screen and the proof's 3 runs after a restart
+        assert fit - fitted(0.0) == pytest.approx(
+            4 * prewarm_s
+        )  # the restarted screen and the proof's 3 runs after a restart
         assert at_screen == pytest.approx(screen_cost_s(timed, True) + proof_cost_s(timed, True, False, False))
     # every run after a reset of the data starts after a restart: each pays the prewarm
     reset = CostBasis(RUNS, 5.0, 2, False, True, prewarm_s=prewarm_s)

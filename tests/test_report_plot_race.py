@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from test_race import LOSER, PLACEBO, WINNER, candidates, events, session
+from test_report_plot import _legend
 
 from agenticdb.report.data import report_data
-from agenticdb.report.plot import DPI, FIGSIZE, Curve, curve_of, plot_session
+from agenticdb.report.plot import DPI, FIGSIZE, curve_of, plot_session
 from agenticdb.store.journal_events import JournalEvent
 
 
@@ -24,22 +25,6 @@ def _raced(tmp_path: Path) -> list[JournalEvent]:
     result = s.run()
     assert result.status == "completed", result.reason
     return s.journal.events(s.session_id)
-
-
-def _legend(curve: Curve) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from agenticdb.report.plot import _axes
-
-    fig, ax = plt.subplots()
-    try:
-        _axes(ax, curve, "t")
-        return list(ax.get_legend_handles_labels()[1])
-    finally:
-        plt.close(fig)
 
 
 def test_the_plot_shows_each_screen_by_name_and_the_proof(tmp_path: Path) -> None:
