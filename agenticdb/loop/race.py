@@ -127,11 +127,37 @@ class Screen:
         gain = relative_gain(m.objective, best_level, higher)
         by = f", {math.expm1(per_query):+.1%} by {PER_QUERY}" if per_query is not None else ""
         text = f"{m.objective:,.3f} ({gain:+.1%} on the starting level by {measure_name(m)}{by}, one run)"
+        if self.disturbed:  # its figures measured the host's other load as much as the change: none is an effect
+            text = f"{m.objective:,.3f} (one run the host disturbed: no gain counted)"
+        elif per_query is not None:
+            text += disagreement(gain, math.expm1(per_query))
         if self.cut_off:
             text += f"; cut_off: {self.cut_off}"
         if self.disturbed and m.disturbance is not None:
             text += f"; disturbed: {m.disturbance.reason}"
         return text
+
+
+def disagreement(total_gain: float, per_query_gain: float) -> str:
+    """What it means when a query set's total-time gain and its per-query statistic's gain (relative, positive =
+    faster; "" when they agree in sign, or either rounds to ±0.0 %). Total time adds up seconds; the statistic
+    ``d = Σ_q w_q ln(b_q/c_q)`` (docs/measurement.md "Query sets") averages each query's time ratio, weighted by
+    its share of the baseline's time: a few queries slower by a large factor cost more seconds than the rest save
+    while counting less in the average of ratios (by Jensen's inequality the statistic is never below the total's
+    log-gain on the same reference run; the screen's total is taken on the starting level, the median baseline
+    run, its statistic on the start's last run, which allows the other sign too)."""
+    if abs(total_gain) < 0.0005 or abs(per_query_gain) < 0.0005 or (total_gain > 0) == (per_query_gain > 0):
+        return ""
+    slower, faster = ("slower", "faster") if total_gain < 0 else ("faster", "slower")
+    lost = (
+        "lost more seconds than the faster ones saved"
+        if total_gain < 0
+        else "saved more seconds than the slower ones lost"
+    )
+    return (
+        f"; the two disagree: the queries that got {slower} {lost}, while by their time ratios, weighted by each "
+        f"query's share of the baseline's time, the {faster} ones count more"
+    )
 
 
 @dataclass
