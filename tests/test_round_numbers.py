@@ -83,7 +83,8 @@ def _cli(home: Path, *args: str) -> str:
 
 
 LINE = re.compile(
-    r"^round (\d+) \[dbms\] \S+: (\S+) → candidate (\S+) vs best (\S+) \(medians\); pairs candidate/best "
+    r"^round (\d+) \[dbms\] \S+: (\S+) → candidate (\S+) vs best (\S+) \(medians\); "
+    r"gain per pair \(candidate vs best, \+ = candidate better\) "
     r"(.+?); paired estimate \(their geometric mean\): (.+?); (\w+)(?: \((.+?)\))?, (kept|reverted); (\w+): "
 )
 

@@ -88,14 +88,16 @@ def medians_text(r: RoundOutcome, labelled: bool = False) -> str:
 
 
 def pairs_text(r: RoundOutcome) -> str:
-    """``; pairs +3.1 %, -8.0 %, -3.5 %; paired estimate (their geometric mean)``: the per-pair ratios the
-    estimate is made of, so a median ratio of the other sign is not read as a contradiction; without them
+    """``; gain per pair (candidate vs best, + = candidate better) +3.1 %, -8.0 %, -3.5 %; paired estimate (their
+    geometric mean)``: the per-pair gains the estimate is made of (``GainEstimate.pair_gains``, oriented: for a
+    lower-is-better objective +13.1 % means the candidate's run was faster; a new user read them under the label
+    "candidate/best" as ratios), so a median ratio of the other sign is not read as a contradiction; without them
     (records before issue 39) ``, paired estimate`` and why it may differ."""
     gains = r.estimate.pair_gains if r.estimate is not None else []
     if not gains:
         return ", paired estimate (mean of the pair ratios, not the medians' ratio)"
     shown = ", ".join(f"{g:+.1%}".replace("%", " %") for g in gains)
-    return f"; pairs candidate/best {shown}; paired estimate (their geometric mean)"
+    return f"; gain per pair (candidate vs best, + = candidate better) {shown}; paired estimate (their geometric mean)"
 
 
 def rounds_table(rounds: list[RoundOutcome], higher: bool = True) -> Table:

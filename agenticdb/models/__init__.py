@@ -479,7 +479,8 @@ class GainEstimate(Strict):
 
     ``confidence`` is the overall confidence of the sequential test the interval belongs to; ``pairs``
     the interleaved pairs it rests on; ``text`` the human form ("+24 % [+11 %, +38 %], 5 pairs, 95 %");
-    ``pair_gains`` each pair's candidate/best − 1, oriented like ``gain``, in pair order (the estimate
+    ``pair_gains`` each pair's gain, oriented like ``gain`` (candidate/best − 1 when higher is better, best/candidate
+    − 1 when lower is better; the per-query statistic's ``exp(d) − 1`` for a query set), in pair order (the estimate
     is their geometric mean, which can differ in sign from the ratio of the medians).
     """
 
