@@ -53,3 +53,28 @@ def test_an_apostrophe_opens_no_quotation() -> None:
         "it’s the manual’s too",
         "done",
     ]
+
+
+def test_a_short_source_head_shared_by_clauses_is_told_once_then_by_its_name() -> None:
+    """A new user's TPC-H trial printed "PGTune (le0pard/pgtune rules as of 830d3bb)" 11 times: each rule it heads
+    is a different clause, and the head alone (43 characters) is never a clause of its own."""
+    head = "PGTune (le0pard/pgtune rules as of 830d3bb)"
+    texts = [f"{head}: 1.1 on SSD/NVMe; the manual", f"{head}: HDD 2, SSD 200, NVMe 1000", f"{head}: 1.1 on SSD/NVMe"]
+    notes = Footnotes()
+    for text in texts:
+        notes.tell(text)
+    notes.settle()
+    assert [notes.tell(t) for t in texts] == [
+        f"{head} [1]: 1.1 on SSD/NVMe [2]; the manual",
+        "PGTune [1]: HDD 2, SSD 200, NVMe 1000",
+        "see [2]",
+    ]
+
+
+def test_a_head_told_once_or_short_stays_whole() -> None:
+    texts = ["PGTune (le0pard/pgtune rules as of 830d3bb): HDD 2", "MySQLTuner (x): a", "MySQLTuner (x): b"]
+    notes = Footnotes()
+    for text in texts:
+        notes.tell(text)
+    notes.settle()
+    assert [notes.tell(t) for t in texts] == texts

@@ -14,15 +14,32 @@ A text is cut into clauses at ``"; "`` outside parentheses, brackets and quotati
 ``": "`` (the proof's rationale ends with its candidate's) — gets a number. Which clauses repeat is known only
 after the whole story, so the story is rendered twice: a first pass :meth:`Footnotes.count` s every clause,
 :meth:`Footnotes.settle` picks the repeated ones, the second pass prints.
+
+A source's name is folded too when it heads several different clauses ("PGTune (le0pard/pgtune rules as of
+830d3bb): 1.1 on SSD/NVMe", "PGTune (le0pard/pgtune rules as of 830d3bb): HDD 2, SSD 200, NVMe 1000"): a head
+of the form ``Name (where or which version)`` before ``": "``, of at least :data:`MIN_HEAD_CHARS` characters, is
+printed whole and numbered the first time ("PGTune (le0pard/pgtune rules as of 830d3bb) [5]: 1.1 on SSD/NVMe")
+and as its name with the number after that ("PGTune [5]: HDD 2, SSD 200, NVMe 1000"). A new user's TPC-H trial
+printed that PGTune head 11 times, whole, in the story and again in the report (2026-12-07).
 """
 
 from __future__ import annotations
+
+import re
 
 MIN_CHARS = 40
 """Shortest clause worth a number (characters): a shorter one ("= CPUs", "test") costs no more to repeat than
 its reference would (judgement)."""
 
+MIN_HEAD_CHARS = 24
+"""Shortest source head ("Name (where)") worth a number (characters): shorter ones ("PGTune (ssd)") repeat for
+about what their number costs (judgement)."""
+
 _SEP = "; "
+
+_HEAD = re.compile(r"(?:^|: )([A-Z][^:;()\[\]'\"]{0,60}? \([^()]+\))(?=: )")
+"""A source's head: a capitalised name and a parenthesised aside ending right before ``": "``, at the start of a
+clause or after another ``": "`` (a change's "name: source: detail")."""
 
 
 _CLOSE = {'"': '"', "“": "”", "‘": "’", "'": "'"}
@@ -67,6 +84,7 @@ class Footnotes:
         self._told: list[str] = []
         self._repeated: set[str] | None = None  # None: the counting pass
         self._numbers: dict[str, int] = {}
+        self._heads: set[str] = set()
 
     def settle(self) -> None:
         """End the counting pass: a clause of at least :data:`MIN_CHARS` characters told at least twice, alone or
@@ -78,6 +96,11 @@ class Footnotes:
                 if told == c or told.endswith(": " + c):
                     tails[c] += 1
         self._repeated = {c for c, n in tails.items() if n >= 2}
+        heads: dict[str, int] = {}
+        for told in set(self._told):  # each distinct clause once: a repeated one is printed whole once
+            for head in {m.group(1) for m in _HEAD.finditer(told)}:
+                heads[head] = heads.get(head, 0) + 1
+        self._heads = {h for h, n in heads.items() if n >= 2 and len(h) >= MIN_HEAD_CHARS}
 
     def tell(self, text: str) -> str:
         """``text`` as the story prints it (see the class docstring); unchanged in the counting pass."""
@@ -100,16 +123,31 @@ class Footnotes:
             return self._ref(part)
         tails = [c for c in repeated if part.endswith(": " + c)]
         if not tails:
-            return part
-        tail = max(tails, key=len)
-        ref = self._ref(tail)
-        return part[: -len(tail)] + ref
+            return self._fold_heads(part)
+        tail = max(tails, key=len)  # the head before it is numbered first: numbers follow the print order
+        return self._fold_heads(part[: -len(tail)]) + self._ref(tail)
+
+    def _fold_heads(self, part: str) -> str:
+        """``part`` with each repeated source head numbered (first time) or shortened to its name and number."""
+
+        def fold(m: re.Match[str]) -> str:
+            head = m.group(1)
+            if head not in self._heads:
+                return m.group(0)
+            lead = m.group(0)[: m.start(1) - m.start(0)]
+            if head in self._numbers:
+                return f"{lead}{head.partition(' (')[0]} [{self._numbers[head]}]"
+            self._numbers[head] = len(self._numbers) + 1
+            return f"{lead}{head} [{self._numbers[head]}]"
+
+        return _HEAD.sub(fold, part)
 
     def _ref(self, clause: str) -> str:
         if clause in self._numbers:
             return f"see [{self._numbers[clause]}]"
+        text = self._fold_heads(clause)  # its source's head numbered before it when another clause shares it
         self._numbers[clause] = len(self._numbers) + 1
-        return f"{clause} [{self._numbers[clause]}]"
+        return f"{text} [{self._numbers[clause]}]"
 
     @property
     def numbered(self) -> dict[str, int]:
@@ -117,4 +155,4 @@ class Footnotes:
         return dict(self._numbers)
 
 
-__all__ = ["MIN_CHARS", "Footnotes", "clauses"]
+__all__ = ["MIN_CHARS", "MIN_HEAD_CHARS", "Footnotes", "clauses"]
