@@ -163,10 +163,18 @@ def test_a_catastrophic_undisturbed_screen_is_cut_off_without_pairs() -> None:
 
 def test_a_disturbed_screen_is_not_cut_off_and_its_pair_is_measured_again() -> None:
     runs = Script(best=[_m(100), _m(100), _m(101)], candidate=[_m(150), _m(152)])
-    calls: list[str] = []
-    a = assess(_m(20, disturbed="a CPU hog started"), 100.0, runs, _rules(), lambda label, m, why: calls.append(why))
+    calls: list[tuple[str, float, str, str]] = []
+    a = assess(
+        _m(20, disturbed="a CPU hog started"),
+        100.0,
+        runs,
+        _rules(),
+        lambda label, m, why, pair_with: calls.append((label, m.objective, why, pair_with[0])),
+    )
     assert "cut off" not in a.reason
-    assert a.disturbed and "CPU hog" in a.disturbed[0] and calls
+    assert a.disturbed and "candidate 1: a CPU hog started" in a.disturbed[0]
+    # the run the host disturbed is named (the screen, first of pair 1), not the best run measured after it
+    assert calls == [("candidate 1", 20, "a CPU hog started", "best 1")]
     assert all(m.objective != 20 for m in a.candidate)  # never a verdict from a disturbed run
     assert a.verdict == "better" and [m.objective for m in a.candidate] == [150, 152]
 

@@ -485,7 +485,8 @@ def test_a_run_whose_pair_was_discarded_is_never_pair_one_of_the_next_round(tmp_
     )
     run.workload.disturb_runs = {4}
     run.run()
-    assert [e.data["label"] for e in run.events("run.disturbed")][:1] == ["best 2"], run.events("run.disturbed")
+    told = [(e.data["label"], e.data["pair_with"]["label"]) for e in run.events("run.disturbed")][:1]
+    assert told == [("candidate 2", "best 2")], told  # the disturbed run is named, its calm partner discarded with it
     judged = {e.round_no: e.data for e in run.events("judged")}
     assert judged[1]["reused_best_run"] is True  # the baseline's last run: calm, in no discarded pair
     assert 2 in judged and judged[2]["reused_best_run"] is False, judged.get(2)
@@ -520,3 +521,36 @@ def test_a_repeated_baseline_run_is_labelled_as_a_repeat(tmp_path: Path) -> None
     assert labels == ["baseline 1", "baseline 1, repeat 1"], labels
     measured = [e.data.get("label") for e in run.events("measured")][:3]
     assert measured == ["baseline 1", "baseline 1, repeat 1", "baseline 1, repeat 2"], measured
+
+
+def test_the_disturbed_first_run_of_a_pair_is_the_one_named(tmp_path: Path) -> None:
+    """A new user's TPC-H trial: 'confirm best 4' was measured disturbed (7.249) and 'confirm candidate 4' not
+    (6.005), yet the journal, the warning and the story said 'Disturbed candidate 4 … 6.005'. Runs 5 (pair 2's best
+    run, second) and 6 (the repeat's best run, first: the best configuration is in effect) are disturbed."""
+    import io
+
+    from rich.console import Console
+
+    from agenticdb.cli.story import render_story
+
+    run = Run(tmp_path, [{"work_mem": "8MB"}], loop={"max_rounds": 1})
+    run.workload.disturb_runs = {5, 6}
+    run.run()
+    measured = [(e.data["label"], e.data["measurement"]) for e in run.events("measured")][2:]
+    assert [label for label, _ in measured][2:5] == ["confirm best 2", "confirm best 2", "confirm candidate 2"]
+    assert [bool(m["disturbance"]) for _, m in measured][2:5] == [True, True, False]
+    disturbed = [e.data for e in run.events("run.disturbed")]
+    assert [(d["label"], d["objective"]) for d in disturbed] == [("best 2", 100.0), ("best 2", 100.0)]
+    assert [d["pair_with"]["label"] for d in disturbed] == ["candidate 2", "candidate 2"]
+    out = io.StringIO()
+    sid = run.session.session_id
+    render_story(Console(file=out, width=500, color_system=None), sid, run.journal.events(sid))
+    lines = [ln for ln in out.getvalue().splitlines() if "Measurement" in ln or "Disturbed" in ln]
+    told = [ln for ln in lines if "Disturbed" in ln]
+    assert len(told) == 2 and all("best 2 (objective 100.00)" in ln for ln in told), lines
+    assert all("pair 2 discarded with candidate 2 (objective 150.00)" in ln for ln in told), lines
+    confirm = [ln for ln in lines if "[confirm" in ln]
+    marks = ["discarded" in ln for ln in confirm]
+    # candidate 2, best 2 (disturbed) | best 2 (disturbed), candidate 2 | candidate 2, best 2 (valid)
+    assert marks == [True, True, True, True, False, False], confirm
+    assert "disturbed" in confirm[1] and "disturbed" not in confirm[0], confirm

@@ -5,10 +5,12 @@ real private PostgreSQL naming the measured class in its effective_io_concurrenc
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from openingctx import context_of
 
@@ -16,13 +18,14 @@ from agenticdb.config.sections import PolicyConfig
 from agenticdb.host.storage_probe import (
     MIN_FILE_BYTES,
     classify,
+    is_relation_file,
     measured_storage,
     probe_storage,
     storage_choice,
 )
 from agenticdb.planner.opening_host import host_sized
 from agenticdb.planner.opening_values import SourceInput, host_view
-from agenticdb.sandbox.postgres import PostgresSandboxInfo
+from agenticdb.sandbox.postgres import PostgresSandbox, PostgresSandboxInfo
 from agenticdb.targets.postgres import PostgresTarget
 from agenticdb.validation.validator import flavor_of
 
@@ -77,7 +80,8 @@ def test_a_real_file_on_this_disk_measures_as_flash(tmp_path: Path) -> None:
     """64 random 8 kB O_DIRECT reads of a 16 MiB file on this VM's disk (vda, rotational = 1): the median is
     far below any rotating disk's (measured here 0.18–0.46 ms in the tests' CPU-capped cgroup, 0.07 ms on a quiet
     host, against ≥ 4.17 ms at 7200 rpm)."""
-    f = tmp_path / "rel.16384"
+    (tmp_path / "base" / "16384").mkdir(parents=True)
+    f = tmp_path / "base" / "16384" / "16397"  # a PostgreSQL relation's main fork
     _write(f, 16 * MiB)
     (tmp_path / "small").write_bytes(b"x" * 4096)
     probe = probe_storage(str(tmp_path))
@@ -90,13 +94,60 @@ def test_a_real_file_on_this_disk_measures_as_flash(tmp_path: Path) -> None:
 
 
 def test_no_file_large_enough_or_only_holes_gives_unknown_with_why(tmp_path: Path) -> None:
-    """Files under 8 MiB are not read, nor a sparse file (its holes are read without the device)."""
-    (tmp_path / "small").write_bytes(os.urandom(MiB))
-    with (tmp_path / "sparse").open("wb") as f:
+    """Relation files under 8 MiB are not read, nor a sparse one (its holes are read without the device)."""
+    rel = tmp_path / "base" / "5"
+    rel.mkdir(parents=True)
+    (rel / "1259").write_bytes(os.urandom(MiB))
+    with (rel / "1260").open("wb") as f:
         f.truncate(4 * MIN_FILE_BYTES)
     probe = probe_storage(str(tmp_path))
     assert probe.storage_class == "unknown" and probe.reads == 0 and probe.file is None, probe
-    assert probe.source == f"no readable file of ≥ 8 MiB in {tmp_path} (2 files looked at)", probe
+    assert probe.source == (
+        f"no readable relation data file of ≥ 8 MiB in {tmp_path} (PostgreSQL base/<db>/<relfilenode>, InnoDB "
+        "*.ibd; the largest 32.0 MiB, 2 files looked at): the workload's data may not be loaded yet"
+    ), probe
+
+
+def test_only_relation_data_files_are_read_never_wal_or_redo(tmp_path: Path) -> None:
+    """A fresh sandbox before the workload's load: its largest files are a 16 MiB WAL segment (PostgreSQL) or
+    redo log and system tablespace (InnoDB), all just written; none is read, and the note says why no class
+    (a user's trial read pg_wal/000000010000000000000001). Once a relation file is large enough it is read:
+    PostgreSQL's main fork under base/<dboid>/, InnoDB's *.ibd; not a free-space-map fork."""
+    (tmp_path / "pg_wal").mkdir()
+    _write(tmp_path / "pg_wal" / "000000010000000000000001", 16 * MiB)
+    _write(tmp_path / "ib_logfile0", 9 * MiB)
+    _write(tmp_path / "ibdata1", 12 * MiB)
+    (tmp_path / "base" / "5").mkdir(parents=True)
+    (tmp_path / "base" / "5" / "1259").write_bytes(os.urandom(MiB // 8))
+    probe = probe_storage(str(tmp_path))
+    assert probe.storage_class == "unknown" and probe.file is None and probe.reads == 0, probe
+    assert "no readable relation data file of ≥ 8 MiB" in probe.source, probe.source
+    assert "the largest 0.1 MiB" in probe.source and "may not be loaded yet" in probe.source, probe.source
+    _write(tmp_path / "base" / "5" / "16400_fsm", 9 * MiB)  # not the main fork
+    assert probe_storage(str(tmp_path)).file is None
+    (tmp_path / "tpch").mkdir()
+    _write(tmp_path / "tpch" / "lineitem.ibd", 9 * MiB)
+    assert probe_storage(str(tmp_path)).file == str(tmp_path / "tpch" / "lineitem.ibd")
+    _write(tmp_path / "base" / "5" / "16400.1", 10 * MiB)  # a relation's second segment
+    probe = probe_storage(str(tmp_path))
+    assert probe.file == str(tmp_path / "base" / "5" / "16400.1") and probe.storage_class == "ssd", probe
+
+
+def test_is_relation_file() -> None:
+    """The names PostgreSQL and InnoDB give table and index data (pure)."""
+    assert is_relation_file("base/16384/16397") and is_relation_file("base/1/2619.3")
+    assert is_relation_file("tpch/lineitem.ibd")
+    for other in (
+        "pg_wal/000000010000000000000001",
+        "base/16384/16397_vm",
+        "base/16384/16397_fsm",
+        "global/1262",
+        "ibdata1",
+        "ib_logfile0",
+        "undo001",
+        "base/pgsql_tmp/pgsql_tmp1.0",
+    ):
+        assert not is_relation_file(other), other
 
 
 def test_a_memory_filesystem_gives_unknown_with_why() -> None:
@@ -123,13 +174,53 @@ def pg(pg_sandbox: PostgresSandboxInfo) -> Iterator[PostgresTarget]:
     t.close()
 
 
+def _load_table(dsn: str, mib: int) -> str:
+    """A table of about ``mib`` MiB in the database of ``dsn``, checkpointed to its file; its file's path
+    relative to the data directory (``pg_relation_filepath``)."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as c:
+        c.execute(
+            "CREATE TABLE IF NOT EXISTS probe_rel AS SELECT g, repeat('x', 500) AS pad "
+            f"FROM generate_series(1, {mib * MiB // 540}) g"
+        )
+        c.execute("CHECKPOINT")
+        row = c.execute("SELECT pg_relation_filepath('probe_rel')").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_a_fresh_sandbox_is_probed_on_its_data_once_loaded() -> None:
+    """A new private PostgreSQL before any data load has a 16 MiB WAL segment and no relation file of 8 MiB:
+    the probe reads none and says the data may not be loaded yet (the kernel's flag is then used); after a
+    12 MiB table is loaded and checkpointed, ``measured_storage`` measures again and reads that table's file."""
+    base = Path(tempfile.mkdtemp(prefix="agenticdb-probe-"))
+    base.chmod(0o755)
+    sandbox = PostgresSandbox(base)
+    info = sandbox.up()
+    try:
+        wal = list((Path(info.data_dir) / "pg_wal").glob("0000*"))
+        assert wal and wal[0].stat().st_size >= MIN_FILE_BYTES, wal  # what the old probe read
+        before = measured_storage(info.data_dir)
+        assert before.storage_class == "unknown" and before.file is None, before
+        assert "no readable relation data file of ≥ 8 MiB" in before.source, before.source
+        assert "may not be loaded yet" in before.source and "pg_wal" not in before.source, before.source
+        rel = _load_table(info.dsn, 12)
+        after = measured_storage(info.data_dir)
+        assert after.file == os.path.join(info.data_dir, rel) and after.storage_class == "ssd", after
+    finally:
+        sandbox.down()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_the_host_sized_io_concurrency_names_the_measured_class(pg: PostgresTarget) -> None:
     """A real private PostgreSQL 15 on this VM's disk: the hardware read for its data directory carries the
-    measured class (its 16 MiB WAL segment is read), and the host-sized candidate's effective_io_concurrency is
-    the flash figure with a source naming the measurement — not the rotational flag's hdd and 2."""
+    measured class (a 12 MiB table's file under base/<dboid>/ is read, not a WAL segment), and the host-sized
+    candidate's effective_io_concurrency is the flash figure with a source naming the measurement — not the
+    rotational flag's hdd and 2."""
+    _load_table(pg.dsn, 12)
     ctx = context_of(pg)
     hw = ctx.profile.hardware
     assert hw.storage_measured == "ssd", hw.storage_probe
+    assert pg.data_dir is not None and f"read of {pg.data_dir}/base/" in hw.storage_probe, hw.storage_probe
     host = host_view(ctx, flavor_of(ctx.catalog))
     assert host.storage == "ssd" and host.storage_source.startswith("storage ssd measured: median "), host
     c = host_sized(SourceInput(ctx, host, PolicyConfig())).candidate

@@ -38,6 +38,27 @@ def _told(text: Any) -> str:
     return str(text) if notes is None else notes.tell(str(text))
 
 
+_DISCARDED: ContextVar[dict[float, str] | None] = ContextVar("story_discarded", default=None)
+"""The story being rendered's discarded runs: ``Measurement.taken_at`` → why (set by :func:`render_story` from
+the ``run.disturbed`` events, which come after the ``measured`` rows they discard)."""
+
+
+def discarded_runs(events: list[JournalEvent]) -> dict[float, str]:
+    """``taken_at`` → why, for each run a ``run.disturbed`` event discards: the run the host disturbed, and the
+    other run of its pair (``pair_with``: a pair must see the same host). A baseline run kept for want of
+    repeats (``kept``) is not discarded. Events written before they carried ``taken_at`` mark nothing."""
+    out: dict[float, str] = {}
+    for e in events:
+        if e.event != "run.disturbed" or e.data.get("kept"):
+            continue
+        if isinstance(e.data.get("taken_at"), int | float):
+            out[float(e.data["taken_at"])] = "discarded: the host disturbed it"
+        other = e.data.get("pair_with") or {}
+        if isinstance(other.get("taken_at"), int | float):
+            out.setdefault(float(other["taken_at"]), f"discarded with its pair ({e.data.get('label')} was not usable)")
+    return out
+
+
 def _num(value: Any, digits: int = 2) -> str:
     return "-" if value is None else f"{float(value):,.{digits}f}"
 
@@ -203,17 +224,22 @@ def _measured(console: Console, d: dict[str, Any]) -> None:
     m = d.get("measurement", d)
     role = d.get("label") or d.get("role")
     role = f" [{role}]" if role else ""
-    rest = f"objective {_num(m.get('objective'))}, errors {m.get('errors', 0)}"
+    taken = m.get("taken_at")
+    why = (_DISCARDED.get() or {}).get(float(taken)) if isinstance(taken, int | float) else None
+    style, rest = "bold yellow" if why else "bold", f"objective {_num(m.get('objective'))}, errors {m.get('errors', 0)}"
+    said = f" — {why}" if why else ""
     if m.get("tps") is None and (m.get("per_query_s") or m.get("total_time_s") is not None):
         n = len(m.get("per_query_s") or {})
         of = "of its query's time" if n == 1 else f"of its {n} queries' times" if n else "of its queries' times"
         p95 = f", p95 {_num(m['latency_p95_ms'])} ms {of}" if m.get("latency_p95_ms") is not None else ""
-        _line(console, "Measurement", f"{m.get('workload', '')}{role}: {rest}{p95}")
+        _line(console, "Measurement", f"{m.get('workload', '')}{role}: {rest}{p95}{said}", style)
         return
     _line(
         console,
         "Measurement",
-        f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 {_num(m.get('latency_p95_ms'))} ms, {rest}",
+        f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 {_num(m.get('latency_p95_ms'))} ms, "
+        f"{rest}{said}",
+        style,
     )
 
 
@@ -285,8 +311,14 @@ def _not_started(console: Console, d: dict[str, Any]) -> None:
 
 
 def _disturbed(console: Console, d: dict[str, Any]) -> None:
+    """A run the host disturbed, named with its objective; a pair's run says which run was discarded with it."""
     fate = "run used as it is" if d.get("kept") else "run discarded"  # kept: the baseline had no repeat left
-    _line(console, "Disturbed", f"{d.get('label')}: {d.get('reason', '')} ({fate})", "yellow")
+    other = d.get("pair_with") or {}
+    if other.get("label"):
+        pair = str(d.get("label", "")).rpartition(" ")[2]
+        fate += f"; pair {pair} discarded with {other['label']} (objective {_num(other.get('objective'))})"
+    level = f" (objective {_num(d['objective'])})" if d.get("objective") is not None else ""
+    _line(console, "Disturbed", f"{d.get('label')}{level}: {d.get('reason', '')} ({fate})", "yellow")
 
 
 def _noise(console: Console, d: dict[str, Any]) -> None:
@@ -492,13 +524,14 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
     rationale clause the story repeats is printed once, numbered, then referred to (``report.footnotes``): the
     story is rendered twice, the first time only to count them."""
     notes = Footnotes()
-    token = _NOTES.set(notes)
+    token, discarded = _NOTES.set(notes), _DISCARDED.set(discarded_runs(events))
     try:
         _story(Console(file=io.StringIO(), width=console.width), session_id, events)  # counts the clauses
         notes.settle()
         _story(console, session_id, events)
     finally:
         _NOTES.reset(token)
+        _DISCARDED.reset(discarded)
 
 
 def _story(console: Console, session_id: str, events: list[JournalEvent]) -> None:

@@ -39,7 +39,7 @@ def detect_hardware(
         proc, sys: roots of procfs and sysfs (tests point them at a copied tree).
         pid: the database server's process id; its cgroup's limit is what the server may use (a server
             in a container or a memory-limited unit). None: our own cgroup.
-        measure_storage: time random reads of the data dir's largest file for the storage class
+        measure_storage: time random reads of the data dir's largest relation file for the storage class
             (``host.storage_probe.measured_storage``: once per process and directory, ≤ 2 s, 512 kB read);
             False for callers that need only the device (the probe then does not run).
 

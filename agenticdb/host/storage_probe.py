@@ -1,5 +1,5 @@
 """The data device's storage class measured from the device (issue 36): timed random 8 kB O_DIRECT reads of a
-file in the server's data directory.
+relation data file in the server's data directory (:func:`is_relation_file`).
 
 Why: the kernel's flag /sys/block/<dev>/queue/rotational says what the driver or hypervisor declares, not what
 the device does. This VM's virtio disk vda says rotational = 1, yet a random 8 kB O_DIRECT read of a file on it
@@ -34,7 +34,10 @@ nvme* device is "nvme").
 
 Limits, said here rather than hidden: a virtual disk the hypervisor caches in its RAM measures as flash — which
 is what the guest's random reads cost, so what the planner's costs should say; a spinning disk's own read cache
-may serve a small file's blocks after the first reads (the largest file is read to make that unlikely);
+may serve a small file's blocks after the first reads (the largest relation data file is read to make that
+unlikely, and never a WAL segment or redo log: those were just written, so a disk's write cache may still hold
+them, and a user's trial found a fresh sandbox's probe reading pg_wal/000000010000000000000001 before the
+workload's data was loaded);
 filesystems that ignore O_DIRECT and serve from their own cache (ZFS before 2.3) measure memory; a latency says
 what one read costs, not how many may be in flight (network block storage at several ms measures "hdd", which
 counts only where the kernel's flag does not say flash).
@@ -47,6 +50,7 @@ import math
 import mmap
 import os
 import random
+import re
 import stat
 import statistics
 import time
@@ -71,6 +75,19 @@ PASS_PAUSE_S = 0.5
 MAX_ENTRIES = 20_000
 #: Filesystems in memory: nothing on a device to measure (this host's Linux 6.18 accepts O_DIRECT on tmpfs).
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
+
+
+#: A PostgreSQL relation's main-fork segment: base/<database oid>/<relfilenode>[.<segment>] (PostgreSQL docs
+#: "Database File Layout"; the _fsm, _vm and _init forks are small and not matched).
+_PG_RELATION = re.compile(r"(^|/)base/\d+/\d+(\.\d+)?$")
+
+
+def is_relation_file(relpath: str) -> bool:
+    """Whether ``relpath`` (relative to the data directory, "/"-separated) holds table or index pages: a
+    PostgreSQL main-fork segment under base/<dboid>/ or an InnoDB file-per-table tablespace (``*.ibd``, MariaDB
+    KB "InnoDB File-Per-Table Tablespaces"). WAL segments (pg_wal/), redo logs (ib_logfile*), the InnoDB
+    system tablespace (ibdata*) and everything else are not. Pure function."""
+    return bool(_PG_RELATION.search(relpath)) or relpath.endswith(".ibd")
 
 
 @dataclass(frozen=True)
@@ -113,8 +130,9 @@ def classify(latencies_ms: list[float], min_reads: int = MIN_READS) -> tuple[str
 def pick_file(
     directory: str, min_bytes: int = MIN_FILE_BYTES, max_entries: int = MAX_ENTRIES
 ) -> tuple[str | None, str]:
-    """The largest readable regular file of at least ``min_bytes`` under ``directory`` on its filesystem, and
-    why none when there is none: ``(path, "")`` or ``(None, reason)``.
+    """The largest readable relation data file (:func:`is_relation_file`) of at least ``min_bytes`` under
+    ``directory`` on its filesystem, and why none when there is none: ``(path, "")`` or ``(None, reason)``;
+    the reason names the largest relation file seen and says the workload's data may not be loaded yet.
 
     Symlinks are not followed (a PostgreSQL tablespace may sit on another device) and files of another
     filesystem are skipped. A sparse file (allocated < 90 % of its size) is skipped: a hole is read without the
@@ -126,15 +144,21 @@ def pick_file(
         return None, f"cannot read {directory}: {exc.strerror}"
     best: tuple[str, int] | None = None
     seen = 0
+    largest = 0  # bytes of the largest relation file seen, whatever its size
     for dirpath, _dirs, files in os.walk(directory):
         for name in files:
             seen += 1
             path = os.path.join(dirpath, name)
+            if not is_relation_file(os.path.relpath(path, directory).replace(os.sep, "/")):
+                continue
             try:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or st.st_dev != root_dev or st.st_size < min_bytes:
+            if not stat.S_ISREG(st.st_mode) or st.st_dev != root_dev:
+                continue
+            largest = max(largest, st.st_size)
+            if st.st_size < min_bytes:
                 continue
             if st.st_blocks * 512 < 0.9 * st.st_size or not os.access(path, os.R_OK):
                 continue
@@ -143,7 +167,12 @@ def pick_file(
         if seen >= max_entries:
             break
     if best is None:
-        return None, f"no readable file of ≥ {min_bytes // 1024**2} MiB in {directory} ({seen} files looked at)"
+        most = f"the largest {largest / 1024**2:.1f} MiB" if largest else "none found"
+        return None, (
+            f"no readable relation data file of ≥ {min_bytes // 1024**2} MiB in {directory} (PostgreSQL "
+            f"base/<db>/<relfilenode>, InnoDB *.ibd; {most}, {seen} files looked at): the workload's data may "
+            "not be loaded yet"
+        )
     return best[0], ""
 
 
@@ -224,7 +253,7 @@ def probe_storage(
     """Measure the storage class of the device under ``directory`` (the server's data directory).
 
     Args:
-        directory: the directory whose largest file (:func:`pick_file`) is read; never written.
+        directory: the directory whose largest relation data file (:func:`pick_file`) is read; never written.
         reads: timed random 8 kB reads per pass (default 64; 64 × 8 kB = 512 kB read).
         cap_s: wall-time cap of one pass in seconds (default 2: 64 reads of a 7200 rpm disk take ~0.8 s).
         proc: procfs root (/proc/self/mountinfo for the filesystem type, schedstat for the CPU wait).
@@ -277,7 +306,8 @@ _KNOWN: dict[str, StorageProbe] = {}
 def measured_storage(directory: str, proc: str = "/proc") -> StorageProbe:
     """:func:`probe_storage` of ``directory``, once per process: a known class is kept (the device under a
     running server does not change, and the probe's reads stay out of later measured runs); an "unknown" is
-    measured again on the next call (the directory may only later hold a file large enough)."""
+    measured again on the next call (the directory may only later hold a relation file large enough: the
+    workload's data loaded after the first call)."""
     key = os.path.realpath(directory)
     if key in _KNOWN:
         return _KNOWN[key]

@@ -67,6 +67,14 @@ class RunSource(Protocol):
     def run(self, config: Config, label: str) -> Measurement: ...
 
 
+class OnDisturbed(Protocol):
+    """Told of one run of a pair the host disturbed: its label in the decision ("best 4"), its measurement, why
+    it cannot be used (``agenticdb.measure.disturbance``), and ``pair_with``: the other run of the pair (label,
+    measurement), discarded with it (a pair must see the same host)."""
+
+    def __call__(self, label: str, m: Measurement, reason: str, pair_with: tuple[str, Measurement]) -> object: ...
+
+
 @dataclass
 class Assessment:
     """The auditor's verdict on a candidate and the runs it rests on.
@@ -181,17 +189,20 @@ def adoptable_prior(prior: Measurement | None, screen: Measurement) -> Measureme
     return prior
 
 
-def _disturbed(first: Measurement, second: Measurement, thresholds: DisturbanceThresholds) -> str:
-    """Why the pair (first, second) cannot be used, or '' (the second run is also compared with the first's
-    outside load: a pair must see the same host)."""
-    reasons = []
-    if first.disturbance is not None and first.disturbance.disturbed:
-        reasons.append(first.disturbance.reason)
+def _disturbed(first: Measurement, second: Measurement, thresholds: DisturbanceThresholds) -> tuple[str, str]:
+    """Why each run of the pair (first, second) cannot be used, '' for a run that can: ``(first's reason,
+    second's reason)``. The second run is also compared with the first's outside load (a pair must see the same
+    host): a difference is told on the second run. A cut-off run is a screen only, never one side of a pair."""
+    why_first = first.disturbance.reason if first.disturbance is not None and first.disturbance.disturbed else ""
+    why_second = ""
     if second.disturbance is not None:
         d = classified(second.disturbance, first.disturbance, thresholds)
-        if d.disturbed:
-            reasons.append(d.reason)
-    return "; ".join(r for r in reasons if r)
+        why_second = d.reason if d.disturbed else ""
+    cut = "a cut-off run is a screen only"
+    return (
+        "; ".join(r for r in (why_first, cut if first.cut_off else "") if r),
+        "; ".join(r for r in (why_second, cut if second.cut_off else "") if r),
+    )
 
 
 def assess(
@@ -199,7 +210,7 @@ def assess(
     best_level: float,
     runs: RunSource,
     protocol: DecisionRules,
-    on_disturbed: Callable[[str, Measurement, str], object] | None = None,
+    on_disturbed: OnDisturbed | None = None,
     clock: Callable[[], float] = time.monotonic,
     prior_best: Measurement | None = None,
 ) -> Assessment:
@@ -210,7 +221,8 @@ def assess(
         best_level: the best configuration's objective level so far (median of its runs), for the cut-off.
         runs: measures best or candidate once (switching when needed).
         protocol: the sequential test's policy and prior noise, disturbance thresholds, caps.
-        on_disturbed: called with (label, measurement, reason) for each discarded run (the journal).
+        on_disturbed: called for each run the host disturbed, with its label ("best 4"), its measurement, why,
+            and the other run of the pair discarded with it (``OnDisturbed``; the journal).
         clock: seconds, monotonic (the decision's time cap).
         prior_best: the run of the best configuration measured right before the screen (nothing measured in
             between, e.g. the baseline's last run before round 1): pair 1 is then (``prior_best``,
@@ -230,23 +242,25 @@ def assess(
     if why:
         return Assessment("worse", why, None, [screen], seconds=clock() - started)
     pairs = _Pairs(runs, protocol, clock, started, on_disturbed)
-    first, first_config = screen, _CANDIDATE
+    first, first_config, first_label = screen, _CANDIDATE, f"{_CANDIDATE} 1"
     if screen.cut_off:  # disturbed (else cut_off() made it worse): a screen only, never one side of a pair
         if protocol.session_cap and pairs._out_of_time():  # pair 1 is two more runs: none the budget can't pay
             return pairs._cut_short("")
         first, prior_best = runs.run(_CANDIDATE, f"{_CANDIDATE} 1"), None
     if prior_best is not None:
-        done = pairs.judge(prior_best, "best", screen, f"{_CANDIDATE} 1", 0.0)
+        done = pairs.judge((prior_best, "best 1"), "best", screen, f"{_CANDIDATE} 1", 0.0)
         if done is not None:
             return done
-        first = runs.run(_CANDIDATE, f"{_CANDIDATE} {len(pairs.valid) + 1}")
+        first_label = f"{_CANDIDATE} {len(pairs.valid) + 1}"
+        first = runs.run(_CANDIDATE, first_label)
     while True:
-        done = pairs.complete(first, first_config)
+        done = pairs.complete((first, first_label), first_config)
         if done is not None:
             return done
         # The next pair starts with the configuration now in effect: one switch per pair.
         first_config = _other(first_config)
-        first = runs.run(first_config, f"{first_config} {len(pairs.valid) + 1}")
+        first_label = f"{first_config} {len(pairs.valid) + 1}"
+        first = runs.run(first_config, first_label)
 
 
 _CANDIDATE: Config = "candidate"
@@ -266,15 +280,15 @@ class _Pairs:
     protocol: DecisionRules
     clock: Callable[[], float]
     started: float
-    on_disturbed: Callable[[str, Measurement, str], object] | None
+    on_disturbed: OnDisturbed | None
     valid: list[tuple[Measurement, Measurement]] = field(default_factory=list)
     disturbed: list[str] = field(default_factory=list)
     pair_s: list[float] = field(default_factory=list)
     no_room: str = ""  # why the next pair was not started (``_out_of_time``): the time left and its cost
 
-    def complete(self, first: Measurement, first_config: Config) -> Assessment | None:
-        """Measure the other configuration after ``first`` (run with ``first_config``) and look at the
-        pairs; the Assessment when the decision ends, None to measure another pair."""
+    def complete(self, first: tuple[Measurement, str], first_config: Config) -> Assessment | None:
+        """Measure the other configuration after ``first`` (its run and label, with ``first_config``) and look at
+        the pairs; the Assessment when the decision ends, None to measure another pair."""
         t0 = self.clock()
         other = _other(first_config)
         label = f"{other} {len(self.valid) + 1}"
@@ -282,15 +296,15 @@ class _Pairs:
         return self.judge(first, first_config, second, label, self.clock() - t0)
 
     def judge(
-        self, first: Measurement, first_config: Config, second: Measurement, label: str, took_s: float
+        self, first_run: tuple[Measurement, str], first_config: Config, second: Measurement, label: str, took_s: float
     ) -> Assessment | None:
-        """Add the pair (``first`` of ``first_config``, then ``second`` of the other configuration, which
-        took ``took_s`` seconds; 0 when it was measured before the decision) and look at the pairs."""
-        reason = _disturbed(first, second, self.protocol.thresholds)
-        if first.cut_off or second.cut_off:
-            reason = "; ".join(r for r in (reason, "a cut-off run is a screen only") if r)
-        if reason:
-            return self._discard(label, second, reason, took_s)
+        """Add the pair (``first_run``: the run of ``first_config`` and its label, then ``second`` of the other
+        configuration, labelled ``label``, which took ``took_s`` seconds; 0 when it was measured before the
+        decision) and look at the pairs."""
+        first = first_run[0]
+        reasons = _disturbed(first, second, self.protocol.thresholds)
+        if any(reasons):
+            return self._discard((first_run, (second, label)), reasons, took_s)
         self.valid.append((first, second) if first_config == "candidate" else (second, first))
         if took_s > 0:
             self.pair_s.append(took_s)
@@ -309,12 +323,19 @@ class _Pairs:
             return self._cut_short("", look)
         return self.assessment(look.verdict, look.reason, look.estimate)
 
-    def _discard(self, label: str, second: Measurement, reason: str, took_s: float) -> Assessment | None:
-        """A pair the host disturbed: journaled and measured again, until the repeats or the time are
-        used up; then the valid pairs decide when they are decisive on their own."""
-        self.disturbed.append(f"pair {len(self.valid) + 1}: {reason}")
+    def _discard(
+        self, pair: tuple[tuple[Measurement, str], tuple[Measurement, str]], reasons: tuple[str, str], took_s: float
+    ) -> Assessment | None:
+        """A pair the host disturbed (``pair``: its runs and labels in the order measured; ``reasons``: why
+        each cannot be used, '' for a run that can): each disturbed run is journaled under its own label, with
+        the other run discarded with it, and the pair is measured again until the repeats or the time are used
+        up; then the valid pairs decide when they are decisive on their own."""
+        told = "; ".join(f"{label}: {r}" for (_, label), r in zip(pair, reasons, strict=True) if r)
+        self.disturbed.append(f"pair {len(self.valid) + 1}: {told}")
         if self.on_disturbed is not None:
-            self.on_disturbed(label, second, reason)
+            for (m, label), (other, other_label), reason in zip(pair, pair[::-1], reasons, strict=True):
+                if reason:
+                    self.on_disturbed(label, m, reason, (other_label, other))
         if len(self.disturbed) > self.protocol.max_disturbed_repeats:
             return self._cut_short("host too disturbed")
         if self._out_of_time(took_s):

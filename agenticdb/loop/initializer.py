@@ -527,7 +527,7 @@ class Initializer:
         def disturbed(label: str, m: Measurement, kept: str) -> None:
             reason = m.disturbance.reason if m.disturbance else ""
             reason += f"; kept: {kept}" if kept else ""
-            data = {"label": label, "reason": reason, "objective": m.objective, "kept": bool(kept)}
+            data = dict(label=label, reason=reason, objective=m.objective, kept=bool(kept), taken_at=m.taken_at)
             self.rec.event("run.disturbed", data, 0)
             log.warning("run.disturbed", label=label, reason=reason, kept=kept)
 

@@ -411,10 +411,24 @@ class TuningSession(SessionBudget):
         runs = PairedRuns(r.stage.executor, list(r.stage.catalog.knobs), r.safe, verdict.changes, r.no, restarts)
         r.runs = runs
 
-        def disturbed(label: str, m: Measurement, reason: str) -> None:
-            data = {"label": label, "reason": reason, "objective": m.objective}
+        def disturbed(label: str, m: Measurement, reason: str, pair_with: tuple[str, Measurement]) -> None:
+            other, om = pair_with
+            data = {
+                "label": label,
+                "reason": reason,
+                "objective": m.objective,
+                "taken_at": m.taken_at,
+                "pair_with": {"label": other, "objective": om.objective, "taken_at": om.taken_at},
+            }
             self.recorder.event("run.disturbed", data, r.no)
-            log.warning("run.disturbed", round=r.no, label=label, reason=reason)
+            log.warning(
+                "run.disturbed",
+                round=r.no,
+                label=label,
+                objective=round(m.objective, 3),
+                reason=reason,
+                discarded_with=other,
+            )
 
         prior = auditor.adoptable_prior(r.prior_best, r.screen)
         if prior is not None:

@@ -34,7 +34,7 @@ class HostView:
         cgroup: True when that is a cgroup limit below RAM.
         cpus: logical CPUs.
         storage: "nvme" | "ssd" | "hdd" | "unknown": measured by timed random 8 kB O_DIRECT reads of the data
-            directory's largest file when that gave a class (``Hardware.storage_measured``,
+            directory's largest relation data file when that gave a class (``Hardware.storage_measured``,
             ``agenticdb.host.storage_probe``), else from /sys/block/<dev>/queue/rotational of the data device.
         storage_source: which, in one line for the knobs' sources ("storage ssd measured: median 0.07 ms
             random 8 kB O_DIRECT read of …" or "storage hdd (/sys/block/vda/queue/rotational); no class
