@@ -10,7 +10,8 @@ Signals:
                           or proof starts (a screen proves nothing without its proof; the start is back).
   SIGTERM/SIGINT (second) stop waiting for the benchmark: its processes are killed, the round fails, the
                           last safe configuration is restored, exit 0.
-  SIGHUP                  reload the configuration file (kept only when valid).
+  SIGHUP                  reload the configuration file (kept only when valid; [target] and [storage] stay as
+                          they are until a restart, and the journal's config.reload names what was not applied).
 """
 
 from __future__ import annotations
@@ -204,9 +205,20 @@ class Daemon:
             self.notifier.status("config reload rejected; running on the previous configuration")
             return
         keep = {"target": self.cfg.target, "storage": self.cfg.storage}
-        self.cfg = new.model_copy(update=keep)  # target and storage stay: a reload never re-points the daemon
-        journal.append("daemon", "config.reload", {"ok": True})
+        # target and storage stay: a reload never re-points the daemon; what the file sets otherwise is said
+        # (key names only: a DSN may hold a password)
+        skipped = [
+            f"{section}.{k}"
+            for section, running in keep.items()
+            for k in sorted(getattr(new, section).model_fields_set)
+            if getattr(getattr(new, section), k) != getattr(running, k)
+        ]
+        self.cfg = new.model_copy(update=keep)
+        journal.append("daemon", "config.reload", {"ok": True, **({"not_applied": skipped} if skipped else {})})
         log.info("daemon.reloaded", config=str(self.config_path))
+        if skipped:
+            log.warning("daemon.reload_not_applied", keys=skipped, reason="target and storage change on restart only")
+            self.notifier.status(f"config reloaded; {', '.join(skipped)} not applied: restart the daemon for them")
 
     def _watchdog_loop(self) -> None:
         """Ping WATCHDOG=1 while the main thread lives (it may be blocked in a benchmark)."""

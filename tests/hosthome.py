@@ -126,7 +126,8 @@ def _say(paths: list[Path], when: str) -> str:
     return (
         f"{when} wrote agenticdb's real places on this host (a test must use a temp home: --home, "
         f"storage.home, or the inherited $AGENTICDB_HOME):\n{listing}\n"
-        "remove what the test made there after reading it"
+        "remove what the test made there after reading it — unless another process on this host made them while the "
+        "test ran (scripts/demo.sh, agenticdb run as root without --home): the check sees paths, not who wrote them"
     )
 
 

@@ -7,18 +7,20 @@ server had measured an analytic workload; and it printed diagnosis scores of an 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from agenticdb.advice.advise import _class_free, advise, host_fingerprint, observe, target_identity
-from agenticdb.advice.workload_class import advised_class
+from agenticdb.advice.workload_class import advised_class, utc_text
 from agenticdb.app import advice_parts, build_target, linux_target
 from agenticdb.cli.advise_cmd import print_text
 from agenticdb.config import load_config
 from agenticdb.host.hardware import detect_hardware
 from agenticdb.models import Bottleneck, Layer, StateDelta
+from agenticdb.models.planning import Fingerprint
 from agenticdb.planner.diagnosis import Hypothesis
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.store.memory import MemoryBook
@@ -101,3 +103,38 @@ def test_an_assumed_class_drives_no_recommendation_the_other_class_would_not_giv
     )
     assert not measured.assumed and measured.cls == "oltp", measured
     assert _class_free(osa, measured, hyps, recs) == (recs, [])
+
+
+def test_the_session_time_advise_quotes_says_what_it_is(tmp_path: Path) -> None:
+    """The time advise quotes is when the session's Memory Book record was written (after its baseline), in UTC,
+    and the note says so — not "started", which a user compared with the journal's "Started" 40 s earlier. A
+    real SQLite Memory Book; the record's time is the book's own (UTC, microseconds)."""
+    db = tmp_path / "memory.db"
+    fp = Fingerprint(
+        dbms="postgresql",
+        version_major="15",
+        benchmark="tpch",
+        workload_class="olap",
+        read_fraction=1.0,
+        access_pattern="uniform",
+        scale=0.3,
+        concurrency=1,
+        objective="total_time",
+        memory_gib=8.0,
+        cpu_count=4,
+    )
+    with MemoryBook(db) as book:
+        book.start_session("s-tpch", "postgresql", fp, workload="tpch")
+        recorded = book.sessions()[0].started_at
+    got = advised_class(db, fp, None)
+    assert got.cls == "olap" and not got.assumed, got
+    assert "started" not in got.basis, got.basis
+    when = datetime.fromisoformat(recorded).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert got.basis == (
+        f"measured by the latest session on this host, s-tpch (tpch; in the Memory Book since {when}, "
+        "after its baseline)"
+    ), got.basis
+    assert utc_text("2026-12-07T14:01:51.512345+00:00") == "2026-12-07 14:01:51 UTC"
+    assert utc_text("2026-12-07T15:01:51+01:00") == "2026-12-07 14:01:51 UTC"
+    assert utc_text("2026-12-07T03:07:31") == "2026-12-07 03:07:31 UTC"  # no offset: the book writes UTC
+    assert utc_text("yesterday") == "yesterday"

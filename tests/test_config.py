@@ -195,3 +195,18 @@ def test_a_rule_across_keys_says_where_each_key_was_set(tmp_path: Path, monkeypa
     assert "(loop.baseline_runs from environment variable AGENTICDB_LOOP__BASELINE_RUNS)" in str(env.value), str(
         env.value
     )
+
+
+@pytest.mark.parametrize("key", ["home", "memory_db", "journal_db", "journal_key_file"])
+def test_an_empty_storage_path_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """An empty path was Path('.'): `AGENTICDB_STORAGE__JOURNAL_DB=` (a unit's way to 'unset' it) passed
+    validate-config, then `journal list` died with a traceback ('PosixPath('.') has an empty name') and `memory
+    list` tried to open the current directory as the Memory Book; an empty home put the files in whatever
+    directory the command ran from."""
+    f = tmp_path / "a.toml"
+    f.write_text(f'[storage]\n{key} = ""\n')
+    with pytest.raises(ConfigError, match=rf"storage\.{key} = '': must be a path"):
+        load_config(f)
+    monkeypatch.setenv(f"AGENTICDB_STORAGE__{key.upper()}", " ")
+    with pytest.raises(ConfigError, match=rf"from environment variable AGENTICDB_STORAGE__{key.upper()}"):
+        load_config(None)

@@ -416,3 +416,29 @@ def test_open_intent_of_a_live_tune_is_not_reconciled(pg: PostgresSandboxInfo, t
     assert not any(e.event == "reconcile" for e in j.tail(100))
     assert len(j.open_intents()) == 1
     assert setting(pg, "work_mem") == "4MB"
+
+
+def test_a_reload_says_which_target_and_storage_settings_it_did_not_apply(tmp_path: Path) -> None:
+    """A reload keeps the running target and storage (it never re-points the daemon), and says so: a DBA who
+    moved storage.memory_db or target.dsn in the file and sent SIGHUP read 'config.reload ok' and nothing else.
+    The reload's other sections apply; a file that only repeats the running target and storage reports none."""
+    from agenticdb.config import load_config
+    from agenticdb.daemon import Daemon
+    from agenticdb.store.journal import Journal
+
+    cfg = tmp_path / "agenticdb.toml"
+    dsn = "postgresql://agenticdb@127.0.0.1:1/postgres"
+    cfg.write_text(f'[target]\ndsn = "{dsn}"\n[storage]\nhome = "{tmp_path / "h"}"\n[loop]\nmax_rounds = 4\n')
+    daemon = Daemon(load_config(cfg), cfg)
+    with Journal(tmp_path / "j.db") as j:
+        cfg.write_text(cfg.read_text().replace("max_rounds = 4", "max_rounds = 2"))
+        daemon._reload(j)
+        cfg.write_text(
+            f'[target]\ndsn = "{dsn.replace(":1/", ":2/")}"\n[storage]\nhome = "{tmp_path / "h"}"\n'
+            f'memory_db = "{tmp_path / "book.db"}"\n[loop]\nmax_rounds = 3\n'
+        )
+        daemon._reload(j)
+        reloads = [e.data for e in j.tail(10) if e.event == "config.reload"]
+    assert reloads[0] == {"ok": True} and daemon.cfg.loop.max_rounds == 3
+    assert reloads[1]["ok"] is True and reloads[1]["not_applied"] == ["target.dsn", "storage.memory_db"], reloads
+    assert daemon.cfg.target.dsn == dsn and daemon.cfg.storage.memory_db == tmp_path / "h" / "memory.db"

@@ -16,6 +16,7 @@ from agenticdb.cli.memory_cmd import memory_app
 from agenticdb.models import Bottleneck, Decision, Layer, Measurement, RoundOutcome
 from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.store.memory import WEIGHTS, MemoryBook, MemoryBookError, similarity
+from agenticdb.store.memory.experience import distill_experience
 from agenticdb.store.memory.transfer import export_book, import_book
 
 runner = CliRunner()
@@ -269,3 +270,32 @@ def test_memory_cli(tmp_path: Path) -> None:
     assert MemoryBook(other / "memory.db").retrieve(fp())[0][1].session_id == "sess-1"
     res = runner.invoke(memory_app, ["import", str(tmp_path / "missing.json"), *home])
     assert res.exit_code == 1 and "missing.json" in res.output
+
+
+def test_memory_show_prints_the_ties_stored_as_inconclusive(tmp_path: Path) -> None:
+    """A session whose one measured round tied: ``distill_experience`` files it as inconclusive, the real SQLite
+    Memory Book keeps it, and ``memory show`` prints it under its own heading (a new user saw only "beneficial
+    (0) / ineffective (0) / failed (0)" while the README says ties are remembered as inconclusive)."""
+    tie = RoundOutcome(
+        session_id="s-tie",
+        round_no=1,
+        stage=Layer.dbms,
+        bottleneck=Bottleneck.buffer_cache,
+        changes={"shared_buffers": "512MB"},
+        measurement=Measurement(workload="tpch", objective=61.0),
+        objective=61.0,
+        gain_vs_best=0.004,
+        judged="tie",
+        decision=Decision.continue_,
+        reason="tie",
+    )
+    book = MemoryBook(tmp_path / "memory.db")
+    book.start_session("s-tie", "pg", fp())
+    eid = book.write_experience(distill_experience("s-tie", fp(), [tie], {}, {}, 0.0))
+    book.close()
+    stored = MemoryBook(tmp_path / "memory.db").get_experience(eid).experience
+    assert [e["changes"] for e in stored.inconclusive] == [{"shared_buffers": "512MB"}], stored
+    res = runner.invoke(memory_app, ["show", str(eid), "--home", str(tmp_path)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "inconclusive (1)" in res.output and "shared_buffers=512MB" in res.output, res.output
+    assert "beneficial (0)" in res.output and "ineffective (0)" in res.output and "failed (0)" in res.output

@@ -15,6 +15,7 @@ import pytest
 from openingctx import context_of
 
 from agenticdb.config.sections import PolicyConfig
+from agenticdb.host.hardware import detect_hardware, storage_after_load
 from agenticdb.host.storage_probe import (
     MIN_FILE_BYTES,
     classify,
@@ -201,11 +202,17 @@ def test_a_fresh_sandbox_is_probed_on_its_data_once_loaded() -> None:
         assert wal and wal[0].stat().st_size >= MIN_FILE_BYTES, wal  # what the old probe read
         before = measured_storage(info.data_dir)
         assert before.storage_class == "unknown" and before.file is None, before
+        profiled = detect_hardware(info.data_dir)  # what a session's profile holds before its data load
+        assert profiled.storage_measured is None and "may not be loaded yet" in profiled.storage_probe
         assert "no readable relation data file of ≥ 8 MiB" in before.source, before.source
         assert "may not be loaded yet" in before.source and "pg_wal" not in before.source, before.source
         rel = _load_table(info.dsn, 12)
         after = measured_storage(info.data_dir)
         assert after.file == os.path.join(info.data_dir, rel) and after.storage_class == "ssd", after
+        # the session's initializer measures again once the workload's data is loaded (storage_after_load)
+        loaded = storage_after_load(profiled)
+        assert loaded.storage_measured == "ssd" and rel in loaded.storage_probe, loaded.storage_probe
+        assert storage_after_load(loaded) is loaded  # a known class is not measured again
     finally:
         sandbox.down()
         shutil.rmtree(base, ignore_errors=True)

@@ -15,6 +15,7 @@ Where it comes from, first found wins:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from agenticdb.advice.recommendation import Recommendation
@@ -33,7 +34,8 @@ class AdvisedClass:
 
     Attributes:
         cls: "oltp" | "olap" | "mixed".
-        basis: for a person, e.g. ``measured by session 20261207-… (tpch, started 2026-12-07T03:07:31)``.
+        basis: for a person, e.g. ``measured by the latest session on this host, 20261207-… (tpch; in the
+            Memory Book since 2026-12-07 03:07:31 UTC, after its baseline)``.
         assumed: nothing measured it (recommendations driven by it alone are left out).
         note: the line for ``Advice.notes``.
     """
@@ -57,8 +59,11 @@ def advised_class(memory_db: Path | None, fp: Fingerprint, since_reset: StateDel
     """
     session = _latest_session(memory_db, fp)
     if session is not None:
-        sid, workload, started, cls = session
-        basis = f"measured by the latest session on this host, {sid} ({workload}, started {started})"
+        sid, workload, recorded, cls = session
+        basis = (
+            f"measured by the latest session on this host, {sid} ({workload}; in the Memory Book since "
+            f"{utc_text(recorded)}, after its baseline)"
+        )
         return AdvisedClass(cls, basis, False, f"workload class {cls} ({basis})")
     call = class_call("oltp", since_reset) if since_reset is not None else None
     if call is not None and call.figures is not None:
@@ -70,6 +75,25 @@ def advised_class(memory_db: Path | None, fp: Fingerprint, since_reset: StateDel
         "(they would harm a workload of the other class)"
     )
     return AdvisedClass("oltp", ASSUMED, True, note)
+
+
+def utc_text(stamp: str) -> str:
+    """A Memory Book session's ``started_at`` (ISO 8601, written in UTC by ``MemoryBook.start_session``) as
+    "YYYY-MM-DD HH:MM:SS UTC"; a stamp without an offset is taken as UTC, one that is no ISO time is returned
+    as it is.
+
+    The time is when the session's Memory Book record was written: a tuning session writes it once its
+    fingerprint is known, after profiling, the data load and the baseline (``loop.initializer``
+    ``Initializer._retrieve``), so it is later than the journal's "Started" (the session's first event) by
+    that much — 40 s in a user's trial ("started 14:01:51" beside the journal's "Started 14:01:11").
+    """
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _latest_session(memory_db: Path | None, fp: Fingerprint) -> tuple[str, str, str, str] | None:

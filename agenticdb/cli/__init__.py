@@ -580,7 +580,7 @@ def setup_role_cmd(
 
 def _add_subapps() -> None:
     app.add_typer(journal_app, name="journal", help="Read and verify the audit journal.")
-    app.add_typer(memory_app, name="memory", help="Experience memory: list, show, forget, export, import.")
+    app.add_typer(memory_app, name="memory", help="Experience memory: list, show, forget, export, import, sync.")
 
 
 _add_subapps()

@@ -147,7 +147,7 @@ def show(
     config: ConfigOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Show one experience: fingerprint, what helped, what did not, what failed, best configuration."""
+    """Show one experience: fingerprint, what helped, what did not, what tied, what failed, best configuration."""
     book = _open(config, home)
     assert book is not None
     with book:
@@ -173,6 +173,7 @@ def show(
     for title, entries in (
         ("beneficial", exp.beneficial),
         ("ineffective", exp.ineffective),
+        ("inconclusive", exp.inconclusive),  # ties (README: remembered as inconclusive, may be tried again)
         ("failed", exp.failed),
     ):
         console.print(f"  [bold]{title}[/] ({len(entries)})")

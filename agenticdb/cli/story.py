@@ -19,13 +19,17 @@ from rich.rule import Rule
 from agenticdb.models import opening_label
 from agenticdb.report.daemon_stop import daemon_stop, stop_text
 from agenticdb.report.footnotes import Footnotes
+from agenticdb.report.judged import pairs_told, width_told
 from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
 from agenticdb.rootcause.text import remediation_text, story_line
 from agenticdb.store.journal_events import JournalEvent
-from agenticdb.units.text import clip
+from agenticdb.units.text import clip, counted
 
 _NOTES: ContextVar[Footnotes | None] = ContextVar("story_footnotes", default=None)
 """The story being rendered's repeated sources (``report.footnotes``): set by :func:`render_story`."""
+
+_SNAPSHOTS: ContextVar[set[tuple[Any, ...]] | None] = ContextVar("story_snapshots", default=None)
+"""The safe snapshots the story being rendered has told whole (label, target, values, files): set by :func:`_story`."""
 
 
 def _told(text: Any) -> str:
@@ -105,7 +109,8 @@ def _profile(console: Console, d: dict[str, Any]) -> None:
             "Profile",
             f"{f.get('dbms')} {f.get('version_major')}, {f.get('benchmark')} "
             f"({f.get('workload_class')}, read {f.get('read_fraction')}), scale {f.get('scale')}, "
-            f"{f.get('concurrency')} clients, {f.get('cpu_count')} CPUs, {f.get('memory_gib')} GiB",
+            f"{counted(f.get('concurrency'), 'client')}, {counted(f.get('cpu_count'), 'CPU')}, "
+            f"{f.get('memory_gib')} GiB",
         )
 
 
@@ -158,12 +163,18 @@ def _intent(console: Console, d: dict[str, Any]) -> None:
     purpose = f"{d['purpose']} " if d.get("purpose") else ""
     label = f" {snap['label']!r}" if snap.get("label") else ""
     mode = f" {d['mode']}" if d.get("mode") else ""
+    target, values, files = snap.get("target", d.get("target", "?")), snap.get("values", {}), snap.get("files", {})
+    told, key = _SNAPSHOTS.get(), (snap.get("label"), target, json.dumps([values, files], sort_keys=True, default=str))
+    if told is not None and key in told:  # the same snapshot again (a race's screens): said once (a trial: 6 times)
+        _line(console, "Intent", f"{purpose}apply{mode}: safe snapshot{label} saved (as above)")
+        return
+    if told is not None:
+        told.add(key)
     _line(
         console,
         "Intent",
-        f"{purpose}apply{mode}: safe snapshot{label} of "
-        f"{snap.get('target', d.get('target', '?'))} saved "
-        f"({len(snap.get('values', {}))} values, {len(snap.get('files', {}))} files)",
+        f"{purpose}apply{mode}: safe snapshot{label} of {target} saved "
+        f"({counted(len(values), 'value')}, {counted(len(files), 'file')})",
     )
 
 
@@ -207,18 +218,28 @@ def _verified(console: Console, d: dict[str, Any]) -> None:
 
 
 def _measured(console: Console, d: dict[str, Any]) -> None:
+    """One run. A query set (a run of per-query times, ``total_time_s``: TPC-H) has no transactions per second:
+    its line gives no tps, and its p95 is that of its queries' times (``workloads.tpch``: the 95th percentile of
+    the per-query milliseconds of one pass), said so; omitted when the run has none."""
     m = d.get("measurement", d)
     role = d.get("label") or d.get("role")
     role = f" [{role}]" if role else ""
     taken = m.get("taken_at")
     why = (_DISCARDED.get() or {}).get(float(taken)) if isinstance(taken, int | float) else None
+    style, rest = "bold yellow" if why else "bold", f"objective {_num(m.get('objective'))}, errors {m.get('errors', 0)}"
+    said = f" — {why}" if why else ""
+    if m.get("tps") is None and (m.get("per_query_s") or m.get("total_time_s") is not None):
+        n = len(m.get("per_query_s") or {})
+        of = "of its query's time" if n == 1 else f"of its {n} queries' times" if n else "of its queries' times"
+        p95 = f", p95 {_num(m['latency_p95_ms'])} ms {of}" if m.get("latency_p95_ms") is not None else ""
+        _line(console, "Measurement", f"{m.get('workload', '')}{role}: {rest}{p95}{said}", style)
+        return
     _line(
         console,
         "Measurement",
-        f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 "
-        f"{_num(m.get('latency_p95_ms'))} ms, objective {_num(m.get('objective'))}, errors "
-        f"{m.get('errors', 0)}{f' — {why}' if why else ''}",
-        "bold yellow" if why else "bold",
+        f"{m.get('workload', '')}{role}: tps {_num(m.get('tps'))}, p95 {_num(m.get('latency_p95_ms'))} ms, "
+        f"{rest}{said}",
+        style,
     )
 
 
@@ -279,6 +300,7 @@ def _judged(console: Console, d: dict[str, Any]) -> None:
         reused = "; pair 1's best run is the best configuration's run just before the trial"
     reason = str(d.get("reason", "")).removeprefix(f"{d.get('verdict')}: ")  # "undecided: undecided: …" read twice
     _line(console, "Judged", f"{d.get('verdict')}: {medians}{reason}{disturbed}{reused}")
+    _bullets(console, [line for line in (pairs_told(d), width_told(d)) if line])
 
 
 def _not_started(console: Console, d: dict[str, Any]) -> None:
@@ -513,6 +535,14 @@ def render_story(console: Console, session_id: str, events: list[JournalEvent]) 
 
 
 def _story(console: Console, session_id: str, events: list[JournalEvent]) -> None:
+    token = _SNAPSHOTS.set(set())
+    try:
+        _story_events(console, session_id, events)
+    finally:
+        _SNAPSHOTS.reset(token)
+
+
+def _story_events(console: Console, session_id: str, events: list[JournalEvent]) -> None:
     titles = round_titles(events)
     start = next((e.data for e in events if e.event == "session.start"), {})
     console.print(f"[bold]Session {escape(session_id)}[/]")

@@ -8,9 +8,9 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from agenticdb.dialect import MYSQL_SCHEMES, is_mysql_dsn
@@ -375,6 +375,23 @@ class StorageConfig(Section):
     host_label: str | None = Field(
         default=None, description="this host's name in a shared Memory Book; default: the machine's hostname"
     )
+
+    @field_validator("home", "memory_db", "journal_db", "journal_key_file", mode="before")
+    @classmethod
+    def _not_empty(cls, v: Any, info: ValidationInfo) -> Any:
+        # "" would be Path("."): the current directory as the data dir, or a directory opened as a file
+        # (`AGENTICDB_STORAGE__JOURNAL_DB=` passed validate-config, then `journal list` died in Path.with_suffix)
+        if isinstance(v, str) and not v.strip():
+            default = {
+                "home": HOME_ORDER,
+                "memory_db": "<home>/memory.db",
+                "journal_db": "<home>/journal.db",
+                "journal_key_file": "the journal file with suffix .key",
+            }[str(info.field_name)]
+            raise ValueError(
+                f"must be a path (empty is the current directory); leave it out for its default: {default}"
+            )
+        return v
 
     @field_validator("memory_url")
     @classmethod

@@ -91,6 +91,19 @@ def detect_hardware(
     return hw
 
 
+def storage_after_load(hw: Hardware, proc: str = "/proc") -> Hardware:
+    """``hw`` with the storage class measured again when the first probe had no relation file large enough to
+    read (a fresh sandbox profiled before its workload's data load: ``measured_storage`` does not keep an
+    "unknown", and the loaded tables' files are there now). Unchanged when a class is known or there is no
+    data dir; a second "unknown" keeps the fallback to the kernel's rotational flag (``storage_choice``)."""
+    if hw.storage_measured is not None or not hw.data_dir:
+        return hw
+    probe = measured_storage(hw.data_dir, proc=proc)
+    log.info("hardware.storage_measured", device=hw.data_device, storage=probe.storage_class, reason=probe.source)
+    measured = probe.storage_class if probe.storage_class != "unknown" else None
+    return hw.model_copy(update={"storage_measured": measured, "storage_probe": probe.source})
+
+
 def _first_int(path: str) -> int | None:
     try:
         return int(Path(path).read_text().split()[0])

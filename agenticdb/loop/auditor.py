@@ -33,7 +33,7 @@ from agenticdb.config.loop_section import LoopConfig
 from agenticdb.loop.next_move import no_room_to_start, pairs_within, relative_gain
 from agenticdb.measure.disturbance import DisturbanceThresholds, classified
 from agenticdb.measure.query_set import QueryWeights
-from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy
+from agenticdb.measure.sequential import Estimate, Noise, PairDecision, SequentialPolicy, interval_width
 from agenticdb.measure.sequential import decide as sequential_decide
 from agenticdb.models import (
     Catalog,
@@ -529,9 +529,11 @@ def record_assessment(
         outcome.gain_vs_best = relative_gain(screen.objective, best_level, higher_is_better)
 
 
-def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
+def judged_event(a: Assessment, outcome: RoundOutcome, rules: DecisionRules | None = None) -> dict[str, object]:
     """The ``judged`` journal event: the verdict, the estimate with its interval, and the runs it rests on
-    (objective values; medians as shown by ``tune`` and ``report``); for query sets also the statistic the
+    (objective values; medians as shown by ``tune`` and ``report``); each pair's gain (``pair_gains``, relative,
+    positive = candidate better, on the statistic the test used) and, given the decision's ``rules``, where the
+    interval's width comes from (``width``: ``sequential.interval_width``); for query sets also the statistic the
     test ran on and each pair's ``d`` (``agenticdb.measure.query_set``)."""
     e = outcome.estimate
     event: dict[str, object] = {
@@ -550,6 +552,10 @@ def judged_event(a: Assessment, outcome: RoundOutcome) -> dict[str, object]:
         "disturbed": a.disturbed,
         "seconds": round(a.seconds, 1),
     }
+    if e is not None:
+        event["pair_gains"] = list(e.pair_gains)
+    if rules is not None and a.estimate is not None:
+        event["width"] = interval_width(a.log_ratios(), rules.prior, a.estimate, rules.policy.looks)
     if a.query_weights is not None:
         event |= {"statistic": "per-query d = Σ w_q·ln(best_q/candidate_q)", "d": a.log_ratios()}
     return event

@@ -18,7 +18,7 @@ import structlog
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, Stopped, stop_cause
-from agenticdb.host.hardware import detect_hardware
+from agenticdb.host.hardware import detect_hardware, storage_after_load
 from agenticdb.host.services import ServiceError
 from agenticdb.invocation import command
 from agenticdb.loop.executor import Executor
@@ -247,8 +247,7 @@ class Start:
         catalog, hardware, profile, fingerprint: the DBMS target as found (after ``--start-from``).
         baseline: the baseline runs; ``delta`` the runtime-state delta of the last one; ``cv`` their
             coefficient of variation (the session's noise estimate).
-        snapshot: the safe snapshot the DBMS stage starts from ("baseline").
-        experience: experience of similar problems from the Memory Book, best first.
+        snapshot: the safe snapshot ("baseline") the DBMS stage starts from; experience: the Memory Book's, best first.
         warnings: what the user should know (a noisy baseline).
     """
 
@@ -377,6 +376,7 @@ class Initializer:
         try:
             catalog, hardware, version, current = self._profile()
             self._prepare_workload()
+            hardware = storage_after_load(hardware)  # a fresh sandbox was profiled before its data load
             if self.cfg.loop.reset_data:
                 self._capture_pristine()
             if self.start_from:

@@ -449,7 +449,7 @@ class TuningSession(SessionBudget):
             self.best_runs[r.layer] = fresh[-1]
         r.assessment = a
         auditor.record_assessment(a, r.outcome, r.screen, r.stage.objective, start.higher_is_better)
-        judged = {**auditor.judged_event(a, r.outcome), "reused_best_run": prior is not None}
+        judged = {**auditor.judged_event(a, r.outcome, rules), "reused_best_run": prior is not None}
         self.recorder.event("judged", judged, r.no)
         log.info("round.judged", round=r.no, verdict=a.verdict, reason=a.reason)
         return StepResult("judge", a.reason)

@@ -341,6 +341,39 @@ def _latency_guard(p95: tuple[Sequence[float], Sequence[float]], policy: Sequent
     return ""
 
 
+def interval_width(ds: Sequence[float], prior: Noise, est: Estimate, looks: int) -> dict[str, float | int | str]:
+    """Where an interval's width comes from, for the journal (``judged`` event's ``width``) and the DBA.
+
+    Args:
+        ds: the pairs' oriented log-ratios the estimate rests on.
+        prior: the session's noise before these pairs (the baseline's repeats and earlier decisions' pairs).
+        est: the estimate decided on (its ``sd`` is the per-pair sd of the log-ratio the interval used).
+        looks: the looks the confidence is shared over (``SequentialPolicy.looks``, Bonferroni).
+
+    Returns:
+        ``sd`` (per-pair sd of ln ratio used), ``df``, ``pairs_sd`` (these pairs' own sd around their mean; 0
+        with fewer than 2), ``prior_cv`` and ``prior_df`` (the prior's per-run CV and degrees of freedom),
+        ``looks``, and ``bound``: "pooled" (the pairs pooled with the prior, ``_interval``), "floor" (the
+        per-pair floor ``PAIR_SD_FLOOR``, 5 %) or "series" (the runs' own per-second series, ``within_se``).
+        A new user read a tie on 5 of 5 pairs ahead as "better every time, thrown away": the width was the
+        prior's (run CV 10.8 %), not the pairs' spread (2026-12-07). Pure.
+    """
+    pooled = prior.pool(Noise.from_pairs(ds))
+    var = est.sd * est.sd
+    bound = "pooled"
+    if var > pooled.var * (1 + 1e-9) + 1e-15:
+        bound = "floor" if math.isclose(est.sd, PAIR_SD_FLOOR, rel_tol=1e-9) else "series"
+    return {
+        "sd": est.sd,
+        "df": est.df,
+        "pairs_sd": statistics.stdev(ds) if len(ds) >= 2 else 0.0,
+        "prior_cv": prior.run_cv,
+        "prior_df": prior.df,
+        "looks": looks,
+        "bound": bound,
+    }
+
+
 def detectable_gain(prior: Noise, policy: SequentialPolicy) -> float:
     """The smallest relative gain a decision can settle as better within ``max_pairs`` pairs when the
     noise is ``prior`` (its interval at the last look just clears zero); 0.25 = +25 %.

@@ -56,6 +56,7 @@ from agenticdb.models import Observed, StateDelta
 from agenticdb.planner import access
 from agenticdb.planner.opening_values import GiB, MiB, SetBuilder, SourceInput, budget_bytes, delta_of
 from agenticdb.units import bytes_of, parse_value
+from agenticdb.units.text import a_workload
 from agenticdb.validation.memory import peak_connections
 from agenticdb.validation.rules import load_ruleset
 
@@ -112,8 +113,8 @@ def access_pattern(workload_class: str, delta: StateDelta | None) -> tuple[str, 
     if fig is not None and access.class_call(workload_class, delta).borderline:
         return "borderline", f"a workload borderline between lookups and scans (planner.access bands){seen}"
     if fig is not None:
-        return "lookups", f"a {workload_class} workload reading through indexes{seen}"
-    return "unmeasured", f"a {workload_class} workload whose access pattern was not measured (no row counters)"
+        return "lookups", f"{a_workload(workload_class)} reading through indexes{seen}"
+    return "unmeasured", f"{a_workload(workload_class)} whose access pattern was not measured (no row counters)"
 
 
 def scans_beyond_memory(pattern: str, data: float, mem: float) -> bool:

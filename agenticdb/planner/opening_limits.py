@@ -47,6 +47,7 @@ from agenticdb.planner.opening_values import (
 )
 from agenticdb.planner.playbook import HostFacts, Playbook, PlaybookEntry, load_playbook, size
 from agenticdb.units import unit_bytes
+from agenticdb.units.text import a_workload
 
 _B = Bottleneck
 CLASS_BOTTLENECKS: dict[str, tuple[Bottleneck, ...]] = {
@@ -109,7 +110,7 @@ def at_limits(inp: SourceInput) -> SourceOutput:
     cand = Candidate(
         name="limits",
         changes=dict(b.changes),
-        rationale=f"the playbook's moves for a {cls} workload ({', '.join(x.value for x in wanted)}) at their "
+        rationale=f"the playbook's moves for {a_workload(cls)} ({', '.join(x.value for x in wanted)}) at their "
         "limits at once, inside the host's ceilings and the memory budget",
         sources=dict(b.sources),
     )

@@ -26,7 +26,7 @@ rival.detected     {"name", "expected", "found"}
 reconcile          {"intent_id", "restored", "details"}
 planner.fallback   {"reason"}
 llm.call           {"model", "prompt_tokens", "completion_tokens", "latency_ms", "ok"}
-config.reload      {"ok", "path", "error"}
+config.reload      {"ok", "path", "error", "not_applied": [dotted keys of [target]/[storage] kept as running]}
 stop               {"decision", "reason", "elapsed_s", "time_budget_s", "budget_used", "rounds_done",
                    "max_rounds", "search_patience", "plateau_rounds", "search_rounds": [{"round", "judged",
                    "kept", "gain", "low", "high"}]}: why a stage stopped, with its figures

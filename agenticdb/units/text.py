@@ -30,4 +30,22 @@ def clip(text: object, limit: int) -> str:
     return head.rstrip(" ,;:(") + ELLIPSIS
 
 
-__all__ = ["ELLIPSIS", "clip"]
+def counted(n: object, noun: str) -> str:
+    """``"1 client"``, ``"4 clients"``, ``"0 files"``: ``n`` and ``noun`` in the plural unless ``n`` is 1 (the
+    plural by adding "s": the nouns the story counts — clients, files, values, pairs — take it). A story read
+    "1 clients" and "1 files" (a new user's TPC-H trial, 2026-12-07). Pure."""
+    return f"{n} {noun}" if str(n) in ("1", "1.0") else f"{n} {noun}s"
+
+
+_ACRONYMS = {"olap": "OLAP", "oltp": "OLTP"}
+"""Workload classes written as the acronyms DBAs read (``models.planning`` classes: oltp, olap, mixed)."""
+
+
+def a_workload(workload_class: str) -> str:
+    """``"an OLAP workload"``, ``"an OLTP workload"``, ``"a mixed workload"``: the class with its article. The
+    article goes by the sound (OLAP and OLTP are read "oh-…"): a story read "a olap workload" (2026-12-07). Pure."""
+    word = _ACRONYMS.get(workload_class, workload_class)
+    return f"{'an' if word[:1].lower() in 'aeiou' and word else 'a'} {word} workload"
+
+
+__all__ = ["ELLIPSIS", "a_workload", "clip", "counted"]
