@@ -483,6 +483,21 @@ def test_two_unkept_rounds_redirect_to_the_next_hypothesis() -> None:
     assert any(r.startswith("io_queue: 2 rounds") for r in p.ruled_out)
 
 
+def test_the_redirect_names_the_direction_the_last_round_left_not_one_merely_passed_over() -> None:
+    """A new user's round 5 read "redirected from cpu: no playbook move left" after round 4's auditor redirect
+    from buffer_cache. The direction left is named wherever its hypothesis ranks now; a higher-ranked hypothesis
+    without a move is "passed over", never "redirected from"."""
+    why = "buffer_cache direction did not beat the best beyond noise"
+    left = _round(1, Bottleneck.buffer_cache, {"shared_buffers": "512MB"}, kept=False, decision=Decision.redirect)
+    p = PLANNER.propose(_ctx("pg_io_queue", rounds=[left.model_copy(update={"reason": why})]))
+    assert p.bottleneck == Bottleneck.io_queue  # ranked above buffer_cache (0.7)
+    assert f"redirected from buffer_cache: auditor redirected after round 1: {why}" in p.rationale, p.rationale
+    spent = {"effective_io_concurrency": "4", "random_page_cost": "1.1", "bgwriter_lru_maxpages": "400"}
+    p = PLANNER.propose(_ctx("pg_io_queue", rounds=[_round(1, Bottleneck.io_queue, spent, kept=False)]))
+    assert p.bottleneck == Bottleneck.buffer_cache, p.rationale
+    assert "passed over io_queue: no playbook move left" in p.rationale and "redirected" not in p.rationale, p.rationale
+
+
 def test_auditor_redirect_and_tie_gain_stop_the_direction() -> None:
     r1 = _round(
         1,

@@ -243,25 +243,44 @@ class HeuristicPlanner(MoveBuilders, Planner):
 
     def _diagnosed(self, s: Situation, avoid: str) -> tuple[Proposal | None, list[str]]:
         """Moves for the best-scored hypothesis that is not exhausted: (the proposal or None, why each
-        hypothesis before it was skipped)."""
+        hypothesis before it was skipped). The rationale says "redirected from" only for directions the rounds
+        left (``History.exhausted``: the last applied round's, wherever its hypothesis ranks now, and any ranked
+        above the chosen one) and "passed over" for a higher-ranked one with no playbook move left: a new user's
+        round 5 read "redirected from cpu: no playbook move left" after round 4's redirect from buffer_cache."""
         skipped: list[str] = []
+        left = self._left(s)
+        passed: list[str] = []
         for h in s.hyps:
             if h.bottleneck in s.hist.exhausted:
                 skipped.append(f"{h.bottleneck.value}: {s.hist.exhausted[h.bottleneck]}")
+                left.setdefault(h.bottleneck, skipped[-1])
                 continue
             if h.score < self.min_score:
                 continue
             moves = self._moves_for(s.ctx, s.book, h.bottleneck, h, s.current, s.facts, s.family, s.hist)
             if moves:
                 lead = f"diagnosed {h.bottleneck.value} (score {h.score:.2f})"
-                if skipped:
-                    lead += "; redirected from " + "; ".join(skipped)
+                if left:
+                    lead += "; redirected from " + "; ".join(left.values())
+                if passed:
+                    lead += "; passed over " + "; ".join(passed)
                 if avoid:
                     lead += "; " + avoid
                 return self._proposal(s.ctx, h.bottleneck, moves, s.hyps, s.hist, s.family, lead + "."), skipped
             notes = [n.message for n in s.book.notes_for(h.bottleneck)]
             skipped.append(f"{h.bottleneck.value}: no playbook move left" + (f" ({' '.join(notes)})" if notes else ""))
+            passed.append(skipped[-1])
         return None, skipped
+
+    @staticmethod
+    def _left(s: Situation) -> dict[Bottleneck, str]:
+        """{bottleneck: "buffer_cache: auditor redirected after round 4: …"} for the direction the stage's last
+        applied round took when the rounds exhausted it (``History.exhausted``), else {}."""
+        applied = [r for r in s.ctx.rounds if r.stage == s.ctx.stage and (r.verdict_ok or r.failure is not None)]
+        last = applied[-1].bottleneck if applied else None
+        if last is None or last not in s.hist.exhausted:
+            return {}
+        return {last: f"{last.value}: {s.hist.exhausted[last]}"}
 
     def _probe_or_plateau(self, s: Situation, skipped: list[str]) -> Proposal:
         """A low-risk probe of the playbook when no hypothesis scores; else the plateau (no changes)."""
