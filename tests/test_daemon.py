@@ -336,14 +336,19 @@ def test_monitoring_detects_drift_and_retunes(pg: PostgresSandboxInfo, tmp_path:
                 for _ in range(50):
                     c.execute("SELECT v FROM drift_probe WHERE id = %s", (i % 1000 + 1,))
                     i += 1
-            # Write-only phase until the drift is journaled.
+            # Write-only phase until the drift is journaled: 500 rows per statement, so the inserted rows
+            # outweigh every row read beside them (the daemon's own catalog queries, other tests' in this
+            # shared sandbox) however slowly a busy host commits; one-row inserts did not at load 4
+            # (no drift in 120 s, 2026-12-07).
             deadline = time.monotonic() + 120
             try:
                 while not has_event(home / "journal.db", "drift.detected"):
                     assert time.monotonic() < deadline, "no drift detected"
-                    for _ in range(50):
-                        c.execute("INSERT INTO drift_probe VALUES (%s, 'y')", (100000 + i,))
-                        i += 1
+                    c.execute(
+                        "INSERT INTO drift_probe SELECT g, 'y' FROM generate_series(%s::int, %s::int) g",
+                        (100000 + i, 100000 + i + 499),
+                    )
+                    i += 500
             except psycopg.OperationalError:
                 pass  # the re-tune the drift triggered restarted the server under this load: expected
         assert wait_event(home / "journal.db", "drift.detected", 60), "no drift detected"
@@ -354,6 +359,8 @@ def test_monitoring_detects_drift_and_retunes(pg: PostgresSandboxInfo, tmp_path:
         if proc.poll() is None:
             proc.kill()
         ns.close()
+        with psycopg.connect(pg.dsn, autocommit=True) as c:
+            c.execute("DROP TABLE IF EXISTS drift_probe")  # the shared sandbox keeps no test's rows
 
 
 @pytest.mark.slow
