@@ -209,3 +209,7 @@ def test_legend_says_only_what_happened() -> None:
     kept.best = 130.0
     labels = _legend(kept)
     assert {"kept change", "objective in effect", "baseline 100", "best 130"} <= set(labels), labels
+    assert "trial (interval)" in _legend(flat) and "trial (interval)" not in labels  # the kept one is the star
+    none = Curve("tps", True, 100.0, trials=[], steps=[(0, 100.0)])
+    none.best = 100.0
+    assert "trial (interval)" not in _legend(none)  # a session that tried nothing draws no trial

@@ -243,7 +243,8 @@ def _axes(ax: Any, curve: Curve, title: str) -> None:
     if pairs:
         px, py = zip(*pairs, strict=True)
         ax.scatter(px, py, marker="_", s=200, color="black", label="best config. in the same pairs", zorder=3)
-    ax.errorbar([], [], yerr=[], fmt="o", color="tab:blue", capsize=4, label="trial (interval)")
+    if any(not (t.screen_only or t.kept) for t in curve.trials):  # a legend entry only for what is drawn
+        ax.errorbar([], [], yerr=[], fmt="o", color="tab:blue", capsize=4, label="trial (interval)")
     if kept:
         ax.plot([], [], "*", color="tab:green", markersize=12, label="kept change")
     if any(t.screen_only for t in curve.trials):
