@@ -405,7 +405,26 @@ def _look(pairs: list[tuple[Measurement, Measurement]], protocol: DecisionRules,
     p95: tuple[list[float], list[float]] | None = None
     if protocol.latency_guard and all(c.latency_p95_ms and b.latency_p95_ms for c, b in pairs):
         p95 = ([float(c.latency_p95_ms or 0) for c, _ in pairs], [float(b.latency_p95_ms or 0) for _, b in pairs])
-    return sequential_decide(cand, best, higher, protocol.policy, protocol.prior, within, p95, final=final)
+    look = sequential_decide(cand, best, higher, protocol.policy, protocol.prior, within, p95, final=final)
+    return _total_time_agrees(look, pairs, final) if scored is not None else look
+
+
+def _total_time_agrees(look: PairDecision, pairs: list[tuple[Measurement, Measurement]], final: bool) -> PairDecision:
+    """A "better" on the per-query statistic stands only if the pairs' total times do not say the candidate is
+    slower (median of ln(best/candidate) over the pairs < 0): the statistic, a weighted geometric mean, credits a
+    short query made 5 × faster more than the seconds it saves, so a long query made slower can cost more total
+    time than the statistic shows (docs/measurement.md "Query sets"), and total time is the objective the user
+    chose. Such a look is not settled (measure another pair), or a tie at the final look or the pairs' cap."""
+    if look.verdict != "better":
+        return look
+    total = statistics.median(math.log(b.objective / c.objective) for c, b in pairs if c.objective > 0)
+    if total >= 0:
+        return look
+    why = (
+        f"{look.reason}; but the pairs' total time says the candidate is slower (median {math.expm1(total):+.1%}): "
+        "the per-query statistic alone does not keep it"
+    )
+    return PairDecision("tie" if final or look.capped else None, look.estimate, why, look.capped)
 
 
 def _too_disturbed_reason(disturbed: list[str], protocol: DecisionRules, estimate: Estimate | None) -> str:
