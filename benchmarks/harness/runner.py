@@ -76,6 +76,7 @@ def setup(scenario: scenarios.Scenario, out: Path, opts: Options, budget_s: floa
     # Short path: a Unix socket path must fit in 107 bytes (PostgreSQL refuses to start otherwise).
     base = Path(tempfile.mkdtemp(prefix=f"agb-{scenario.name[:16]}-", dir="/tmp"))
     link = out / "instance"
+    out.mkdir(parents=True, exist_ok=True)  # a missing out dir left the fresh temp dir behind (symlink_to failed)
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(base)
