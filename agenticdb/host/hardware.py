@@ -15,7 +15,7 @@ import structlog
 
 from agenticdb.host.listen import listen_backlog
 from agenticdb.host.mounts import mount_of, mountinfo
-from agenticdb.host.storage_probe import measured_storage
+from agenticdb.host.storage_probe import StorageProbe, measured_storage
 from agenticdb.models import Hardware
 
 log = structlog.get_logger(__name__)
@@ -70,7 +70,7 @@ def detect_hardware(
         disk_free_bytes=disk_free,
         data_dir=data_dir,
         data_device=device,
-        storage_measured=probe.storage_class if probe and probe.storage_class != "unknown" else None,
+        storage_measured=_storage_class(probe),
         storage_probe=probe.source if probe else "",
         swap_bytes=meminfo.get("SwapTotal", 0),
         committed_as_bytes=meminfo.get("Committed_AS"),
@@ -91,6 +91,11 @@ def detect_hardware(
     return hw
 
 
+def _storage_class(probe: StorageProbe | None) -> str | None:
+    """Hardware's ``storage_measured`` of ``probe``: its class, None for no probe or "unknown"."""
+    return None if probe is None or probe.storage_class == "unknown" else probe.storage_class
+
+
 def storage_after_load(hw: Hardware, proc: str = "/proc") -> Hardware:
     """``hw`` with the storage class measured again when the first probe had no relation file large enough to
     read (a fresh sandbox profiled before its workload's data load: ``measured_storage`` does not keep an
@@ -100,8 +105,7 @@ def storage_after_load(hw: Hardware, proc: str = "/proc") -> Hardware:
         return hw
     probe = measured_storage(hw.data_dir, proc=proc)
     log.info("hardware.storage_measured", device=hw.data_device, storage=probe.storage_class, reason=probe.source)
-    measured = probe.storage_class if probe.storage_class != "unknown" else None
-    return hw.model_copy(update={"storage_measured": measured, "storage_probe": probe.source})
+    return hw.model_copy(update={"storage_measured": _storage_class(probe), "storage_probe": probe.source})
 
 
 def _first_int(path: str) -> int | None:
