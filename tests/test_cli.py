@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -300,3 +301,47 @@ def test_home_flag_keeps_the_files_a_config_names(tmp_path: Path) -> None:
     r = run("memory", "list", "--config", str(cfg), "--home", str(tmp_path / "h"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert not (tmp_path / "h" / "journal.db").exists() and not (tmp_path / "h" / "memory.db").exists()
+
+
+def _commands_with_home() -> list[list[str]]:
+    """The argv prefix of every command that takes ``--home`` (walked from the click tree, so a new one is in)."""
+    import typer
+
+    from agenticdb.cli import app
+
+    out: list[list[str]] = []
+
+    def walk(cmd: Any, path: list[str]) -> None:  # typer's own click (typer._click) in typer >= 0.29
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name])
+        elif any("--home" in getattr(p, "opts", ()) for p in cmd.params):
+            out.append(path)
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def test_a_blank_home_is_refused_by_every_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--home ""`` was ``Path(".")``: `journal list` read ./journal.db, `sandbox status` looked in ./sandbox and
+    `tune` would have put its files in whatever directory it ran from, while ``storage.home = ""`` in a file is
+    refused (cd43af7). Every command that takes --home refuses a blank one before doing anything: exit 2 and one
+    line naming the option, the value and the rule."""
+    from typer.testing import CliRunner
+
+    from agenticdb.cli import app
+
+    commands = _commands_with_home()
+    assert ["tune"] in commands and ["journal", "list"] in commands and ["sandbox", "status"] in commands
+    assert ["memory", "list"] in commands and ["daemon"] in commands, commands
+    monkeypatch.chdir(tmp_path)
+    for path in commands:
+        for blank in ("", " "):
+            r = CliRunner().invoke(app, [*path, "--home", blank], env={"COLUMNS": "300"})
+            said = r.stdout + (r.stderr if r.stderr_bytes is not None else "")
+            assert r.exit_code == 2, (path, r.exit_code, said)
+            assert f"error: --home {blank!r}: must be a path (empty is the current directory)" in said, (path, said)
+            assert said.count("\n") == 1, (path, said)
+    assert list(tmp_path.iterdir()) == []
+    r = run("journal", "list", "--home", str(tmp_path / "h"))  # a real path is taken as before
+    assert r.returncode == 0 and str(tmp_path / "h" / "journal.db") in r.stdout, r.stdout + r.stderr

@@ -19,7 +19,7 @@ from rich.markup import escape
 from agenticdb import __version__
 from agenticdb.cli.change_file import ChangeFileError, parse_change_file
 from agenticdb.cli.help_model import PROPOSAL_HELP, TARGET_HELP, config_help
-from agenticdb.cli.journal_cmd import journal_app
+from agenticdb.cli.journal_cmd import home_option, journal_app
 from agenticdb.cli.memory_cmd import memory_app
 from agenticdb.cli.output import OutputFormat
 from agenticdb.cli.role_cmd import read_password, sandbox_role, setup_role
@@ -65,9 +65,7 @@ log = structlog.get_logger(__name__)
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="agenticdb.toml")]
 TargetOpt = Annotated[str | None, typer.Option("--target", help=TARGET_HELP)]
 SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help=f"private instance: {sandbox_kinds_help()}")]
-HomeOpt = Annotated[
-    Path | None, typer.Option("--home", help=f"agenticdb data dir (SQLite files, sandboxes); without it {HOME_ORDER}")
-]
+HomeOpt = Annotated[Path | None, home_option("agenticdb data dir (SQLite files, sandboxes)")]
 FormatOpt = Annotated[
     str, typer.Option("--format", help="text (a table; plain and at most 120 columns when piped) | json")
 ]

@@ -22,7 +22,7 @@ from rich.table import Table
 from agenticdb.cli.output import print_json, print_table
 from agenticdb.cli.story import render_story
 from agenticdb.config import ConfigError, Settings, load_config
-from agenticdb.config.sections import HOME_ORDER
+from agenticdb.config.sections import HOME_ORDER, empty_path_rule
 from agenticdb.redaction import redact
 from agenticdb.store.journal import Journal
 from agenticdb.store.journal_events import JournalError, JournalEvent
@@ -31,11 +31,27 @@ from agenticdb.units.text import clip
 
 journal_app = typer.Typer(no_args_is_help=True, help="Read and check the audit journal.")
 
+
+def home_path(value: str) -> Path:
+    """``--home``'s value as a path; a blank one exits with code 2 and a one-line error naming the option, the value
+    and the rule (:func:`agenticdb.config.sections.empty_path_rule`, the rule of ``storage.home`` in a file).
+
+    click turned ``--home ""`` into ``Path("")``, which is ``Path(".")``: the data went to whatever directory the
+    command ran from.
+    """
+    if not value.strip():
+        _fail(f"--home {value!r}: {empty_path_rule(HOME_ORDER)}", code=2)
+    return Path(value)
+
+
+def home_option(what: str) -> Any:
+    """The ``--home`` option of every command (here, ``agenticdb.cli.memory_cmd`` and ``agenticdb.cli``): help ``what``
+    followed by where the data dir is without it; the value parsed by :func:`home_path`."""
+    return typer.Option("--home", parser=home_path, help=f"{what}; without it {HOME_ORDER}")
+
+
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="agenticdb.toml")]  # noqa: UP045
-HomeOpt = Annotated[
-    Optional[Path],  # noqa: UP045
-    typer.Option("--home", help=f"agenticdb data dir holding journal.db and memory.db; without it {HOME_ORDER}"),
-]
+HomeOpt = Annotated[Optional[Path], home_option("agenticdb data dir holding journal.db and memory.db")]  # noqa: UP045
 
 
 EXPORT_FORMATS = ("jsonl",)

@@ -52,6 +52,13 @@ HOME_ORDER = (
 messages."""
 
 
+def empty_path_rule(default: str) -> str:
+    """Why a blank storage path is refused, and what leaving it out gives (``default``, in words): ``""`` is
+    ``Path(".")``, the current directory. One wording for the config keys (``StorageConfig._not_empty``) and the
+    ``--home`` option (``agenticdb.cli.journal_cmd.home_path``)."""
+    return f"must be a path (empty is the current directory); leave it out for its default: {default}"
+
+
 def default_data_home() -> Path:
     """Per-user data dir: ``$AGENTICDB_HOME``, else ``/var/lib/agenticdb`` for root, else
     ``$XDG_DATA_HOME/agenticdb`` (``~/.local/share/agenticdb``)."""
@@ -388,9 +395,7 @@ class StorageConfig(Section):
                 "journal_db": "<home>/journal.db",
                 "journal_key_file": "the journal file with suffix .key",
             }[str(info.field_name)]
-            raise ValueError(
-                f"must be a path (empty is the current directory); leave it out for its default: {default}"
-            )
+            raise ValueError(empty_path_rule(default))
         return v
 
     @field_validator("memory_url")
