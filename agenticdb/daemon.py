@@ -38,7 +38,7 @@ from agenticdb.app import (
     open_memory,
     target_for_snapshot,
 )
-from agenticdb.config import ConfigError, Settings, load_config
+from agenticdb.config import ConfigError, Settings, load_config, recheck
 from agenticdb.config.sections import in_window
 from agenticdb.host.notify import Notifier
 from agenticdb.logs import configure_logging
@@ -197,14 +197,16 @@ class Daemon:
         if self.config_path is None:
             log.info("daemon.reload_skipped", reason="no config file given")
             return
+        keep = {"target": self.cfg.target, "storage": self.cfg.storage}
         try:
             new = load_config(self.config_path)
+            # the file's other sections must fit the target it runs on, as at a fresh start (check_settings)
+            merged = recheck(new.model_copy(update=keep), f"{self.config_path} with the running [target]")
         except ConfigError as exc:
             log.error("daemon.reload_rejected", reason=str(exc).replace("\n", " "))
             journal.append("daemon", "config.reload", {"ok": False, "error": str(exc)})
             self.notifier.status("config reload rejected; running on the previous configuration")
             return
-        keep = {"target": self.cfg.target, "storage": self.cfg.storage}
         # target and storage stay: a reload never re-points the daemon; what the file sets otherwise is said
         # (key names only: a DSN may hold a password)
         skipped = [
@@ -213,7 +215,7 @@ class Daemon:
             for k in sorted(getattr(new, section).model_fields_set)
             if getattr(getattr(new, section), k) != getattr(running, k)
         ]
-        self.cfg = new.model_copy(update=keep)
+        self.cfg = merged
         journal.append("daemon", "config.reload", {"ok": True, **({"not_applied": skipped} if skipped else {})})
         log.info("daemon.reloaded", config=str(self.config_path))
         if skipped:

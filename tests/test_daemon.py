@@ -449,3 +449,36 @@ def test_a_reload_says_which_target_and_storage_settings_it_did_not_apply(tmp_pa
     assert reloads[0] == {"ok": True} and daemon.cfg.loop.max_rounds == 3
     assert reloads[1]["ok"] is True and reloads[1]["not_applied"] == ["target.dsn", "storage.memory_db"], reloads
     assert daemon.cfg.target.dsn == dsn and daemon.cfg.storage.memory_db == tmp_path / "h" / "memory.db"
+
+
+def test_a_reload_inconsistent_with_the_running_target_is_refused(tmp_path: Path) -> None:
+    """A reload keeps the running [target], so the file's other sections must fit it: a fresh start refuses
+    workload.kind = 'pgbench' with a MariaDB target (config.check_settings), but a reload checked the file alone
+    (its own [target], or the default PostgreSQL one) and then put the running MariaDB target back under it, so
+    the next scheduled session would run pgbench against MariaDB. The reload is refused as an invalid file is:
+    journaled with the rule, the running configuration kept."""
+    from agenticdb.config import load_config
+    from agenticdb.daemon import Daemon
+    from agenticdb.store.journal import Journal
+
+    cfg = tmp_path / "agenticdb.toml"
+    target = '[target]\nkind = "mariadb"\ndsn = "mysql://agenticdb@127.0.0.1:1/test"\n'
+    cfg.write_text(f'{target}[storage]\nhome = "{tmp_path / "h"}"\n[workload]\nkind = "sysbench-oltp-read-write"\n')
+    daemon = Daemon(load_config(cfg), cfg)
+    running = daemon.cfg
+    with Journal(tmp_path / "j.db") as j:
+        # the file re-pointed at a PostgreSQL server (valid alone; a target changes on restart only)
+        cfg.write_text(
+            f'[target]\ndsn = "postgresql://agenticdb@127.0.0.1:1/postgres"\n[storage]\nhome = "{tmp_path / "h"}"\n'
+            '[workload]\nkind = "pgbench"\n[loop]\nmax_rounds = 2\n'
+        )
+        load_config(cfg)  # valid on its own
+        daemon._reload(j)
+        cfg.write_text(f'[storage]\nhome = "{tmp_path / "h"}"\n[workload]\nkind = "pgbench"\n')  # no [target]
+        daemon._reload(j)
+        reloads = [e.data for e in j.tail(10) if e.event == "config.reload"]
+    assert daemon.cfg is running and daemon.cfg.workload.kind == "sysbench-oltp-read-write"
+    assert [r["ok"] for r in reloads] == [False, False], reloads
+    for r in reloads:
+        assert "workload.kind = 'pgbench' runs only on PostgreSQL, but target.kind = 'mariadb'" in r["error"], r
+        assert "the running [target]" in r["error"], r

@@ -6,6 +6,9 @@ parenthesis as if it were whole. The recorded states are real servers' statistic
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_heuristic_planner import _ctx
 
 from agenticdb.config.sections import PolicyConfig
@@ -24,6 +27,49 @@ def test_clip_cuts_at_a_word_boundary_and_says_it_cut() -> None:
     long_token = "/var/lib/postgresql/15/main/base/16384/16397"
     assert clip(long_token, 20) == long_token[:19] + "…"  # one word longer than the limit: cut inside it, said
     assert all(len(clip("word " * 40, n)) <= n for n in range(2, 120))
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        (",,,,,,,,,,,,,,,,", 8, ",,,,,,,…"),  # only punctuation: was "…" alone
+        (";;;; ;;;; ;;;; ;;;;", 12, ";;;; ;;;;…"),  # punctuation words: was "…" alone
+        ("(((( word and more", 6, "((((…"),  # the head before the boundary is all separators: was "…"
+        ("...........", 5, "....…"),
+        ("x ((((((((((((((((", 10, "x…"),  # a dangling "(" after a word still goes
+    ],
+)
+def test_clip_of_punctuation_keeps_what_it_cut_from(text: str, limit: int, expected: str) -> None:
+    """A text of separators (",;:(" and spaces, which clip drops at the end of a head) was clipped to "…" alone:
+    nothing left of the text. The head is kept as cut when dropping them would leave nothing."""
+    assert clip(text, limit) == expected
+
+
+def test_clip_refuses_a_limit_it_cannot_keep() -> None:
+    """A limit below 2 (one character and "…") was raised to 2: clip("abc", 1) gave 'a…', longer than asked."""
+    for limit in (1, 0, -3):
+        with pytest.raises(ValueError, match=f"limit = {limit}: must be at least 2"):
+            clip("abc", limit)
+    assert clip("ab", 2) == "ab" and clip("abc", 2) == "a…"
+
+
+@given(st.text(alphabet=" ,;:(.-/ab\n\t", max_size=60), st.integers(min_value=2, max_value=40))
+def test_clip_is_never_empty_nor_too_long_nor_cut_mid_word_where_a_boundary_is(text: str, limit: int) -> None:
+    """Any text of words, separators and white space: what clip returns fits the limit, is empty only for a blank
+    text, is the text itself when it fits, and otherwise is a head of the text followed by "…". When the text has
+    a word boundary (a space) in the second half of the room, the head ends at one: what follows it in the text
+    is a space or a separator clip drops (",;:("), never the rest of a word."""
+    one = " ".join(text.split())
+    out = clip(text, limit)
+    assert len(out) <= limit and bool(out) == bool(one), (text, limit, out)
+    if len(one) <= limit:
+        assert out == one
+        return
+    head = out.removesuffix("…")
+    assert out.endswith("…") and head and one.startswith(head), (text, limit, out)
+    keep = limit - 1
+    if one[keep] == " " or one[:keep].rfind(" ") >= limit // 2:
+        assert one[len(head)] in " ,;:(", (text, limit, out)
 
 
 def test_the_limits_note_keeps_the_measured_reason_whole_in_one_note() -> None:

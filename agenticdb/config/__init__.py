@@ -145,6 +145,24 @@ def check_settings(s: Settings) -> None:
         )
 
 
+def recheck(s: Settings, where: str) -> Settings:
+    """``s`` again through the rules across sections (:func:`check_settings`), for a configuration put together
+    after loading: ``model_copy`` checks nothing, so a section swapped in (the ``--target``/``--sandbox`` server, the
+    running [target] a daemon reload keeps) could pair pgbench with a MariaDB target that a file saying both is
+    refused for.
+
+    Returns:
+        ``s`` itself when it keeps the rules.
+    Raises:
+        ConfigError: ``invalid configuration (<where>): <the rule>``, worded as :func:`load_config` words it.
+    """
+    try:
+        check_settings(s)
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration ({where}): {exc}") from None
+    return s
+
+
 def _marker(info: FieldInfo, kind: str = "fraction") -> dict[str, Any] | None:
     """A field's ``fraction`` or ``percent`` marker (``agenticdb.config.sections.fraction`` /
     ``percent``), or None."""

@@ -12,14 +12,20 @@ ELLIPSIS = "…"
 
 
 def clip(text: object, limit: int) -> str:
-    """``text`` on one line (runs of white space → one space), at most ``limit`` characters (≥ 2).
+    """``text`` on one line (runs of white space → one space), at most ``limit`` characters.
 
     Returns the text unchanged when it fits; otherwise the longest head that ends at a word boundary (a space),
     trailing ``,;:(`` and spaces dropped, followed by "…". A single word longer than half the limit is cut
-    inside it (still followed by "…"), so a long path or token never leaves a near-empty text. Pure.
+    inside it (still followed by "…"), so a long path or token never leaves a near-empty text; a head made only
+    of those separators (a text of punctuation) keeps them rather than leave "…" alone. Empty only for a blank
+    text. Pure.
+
+    Raises:
+        ValueError: ``limit`` < 2 (no room for one character and "…").
     """
+    if limit < 2:
+        raise ValueError(f"clip: limit = {limit}: must be at least 2 (one character and '{ELLIPSIS}')")
     one = " ".join(str(text).split())
-    limit = max(limit, 2)
     if len(one) <= limit:
         return one
     keep = limit - len(ELLIPSIS)
@@ -27,7 +33,8 @@ def clip(text: object, limit: int) -> str:
     space = head.rfind(" ")
     if one[keep] != " " and space >= limit // 2:  # the head ends inside a word: back to the last space
         head = head[:space]
-    return head.rstrip(" ,;:(") + ELLIPSIS
+    # a dangling "(" or "," reads as if the text went on; but not at the cost of the whole head
+    return (head.rstrip(" ,;:(") or head.rstrip(" ")) + ELLIPSIS
 
 
 def counted(n: object, noun: str) -> str:
