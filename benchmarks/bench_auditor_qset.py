@@ -45,8 +45,8 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop import auditor
+from agenticdb.loop.baseline import measure_baseline
 from agenticdb.loop.executor import Executor, PairedRuns
-from agenticdb.loop.initializer import measure_baseline
 from agenticdb.loop.recovery import restore_verified
 from agenticdb.measure.disturbance import DisturbanceThresholds
 from agenticdb.measure.query_set import QueryWeights

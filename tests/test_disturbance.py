@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import WorkloadConfig
+from agenticdb.loop.baseline import measure_baseline
 from agenticdb.loop.executor import Executor
-from agenticdb.loop.initializer import measure_baseline
 from agenticdb.measure.disturbance import DisturbanceThresholds, HostSample, classified, classify, summarize
 from agenticdb.measure.procstats import OursCpu
 from agenticdb.models import Disturbance, Measurement, StateDelta
@@ -354,3 +354,19 @@ def test_a_disturbed_run_is_kept_when_its_repeat_would_leave_no_room_for_a_decis
     assert (kept[0].disturbance is not None) is not repeated
     assert fake.count == len(kept) + (1 if repeated else 0)
     assert len(kept) == (2 if not repeated else loop.baseline_runs)
+
+
+@pytest.mark.parametrize(("budget_s", "run_s", "runs"), [(240.0, 57.0, 1), (240.0, 40.0, 2), (240.0, 80.0, 2)])
+def test_a_short_budget_takes_one_baseline_run_when_only_that_leaves_a_decision(
+    budget_s: float, run_s: float, runs: int
+) -> None:
+    # pg-pgbench-badstart at 4 min (2026-12-07 16:19): 57-s runs, 2 baseline runs left 125 s for a 3-run decision
+    # and the session judged nothing; 1 run leaves 183 s >= 171 s. 40-s runs: a second still leaves 160 s >= 120 s.
+    # 80-s runs: even 1 run leaves 160 s < 240 s, so the second is measured (a noise estimate for the journal).
+    fake = _Runs(disturbed=set(), seconds=run_s)
+    loop = LoopConfig(time_budget_s=budget_s)
+    kept, _, cv = measure_baseline(
+        cast(Executor, fake), loop, clock=lambda: fake.now, budget_left=lambda: budget_s - fake.now
+    )
+    assert len(kept) == runs == fake.count
+    assert runs > 1 or cv == 0.10  # one run: the spread is unknown, the conservative prior stands (noise_cv)

@@ -25,7 +25,7 @@ from agenticdb.cli.tune_cmd import _round_printer, _summary, _verdicts, stage_te
 from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
-from agenticdb.loop.initializer import first_decision_runs
+from agenticdb.loop.baseline import first_decision_runs
 from agenticdb.loop.next_move import round_cost_prior
 from agenticdb.loop.race import RaceState, Screen, race_limit, race_order, restarts_needed
 from agenticdb.loop.race_cost import opening_cost_s

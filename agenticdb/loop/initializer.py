@@ -1,8 +1,9 @@
 """Initializer: everything before the first round — runtime profile, fingerprint, action catalog,
 workload preparation, the pristine data copy, ``--start-from``, the baseline and retrieved experience.
 
-The baseline is measured ``loop.baseline_runs`` times (at least twice by default) so the auditor knows
-the run-to-run noise of this host before it judges any change (docs/measurement.md).
+The baseline (``loop.baseline``) is measured ``loop.baseline_runs`` times (3 by default; 2 or 1 when a short
+time budget would otherwise leave no room for a decision) so the auditor knows the run-to-run noise of this host
+before it judges any change (docs/measurement.md).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from typing import Literal
 import structlog
 
 from agenticdb.config import Settings
-from agenticdb.config.loop_section import LoopConfig
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError, Stopped, stop_cause
 from agenticdb.host.hardware import detect_hardware, storage_after_load
 from agenticdb.host.services import ServiceError
 from agenticdb.invocation import command
+from agenticdb.loop.baseline import NOISE_WARN_CV, measure_baseline
 from agenticdb.loop.executor import Executor
-from agenticdb.loop.next_move import RUN_SPREAD, decision_runs, noise_cv, noise_remedies
+from agenticdb.loop.next_move import noise_remedies
 from agenticdb.loop.recovery import Recovery, restore_verified
 from agenticdb.loop.runwatch import StopInterrupted
 from agenticdb.loop.steps import SessionRecorder
@@ -92,125 +93,6 @@ def profile_target(target: Target) -> tuple[Catalog, Hardware, str, dict[str, st
         memory_limit_gib=round(hardware.memory_limit_bytes / 2**30, 1),
     )
     return catalog, hardware, version, current
-
-
-#: Above this baseline CV the session warns that only large effects can be told from noise
-#: (docs/measurement.md: 5–11 % is reachable on this kind of host with data resets; 19 % without).
-NOISE_WARN_CV = 0.15
-
-
-def first_decision_runs(loop: LoopConfig) -> int:
-    """Runs the session's first decision measures at least: the smallest paired decision with the
-    baseline's last run as pair 1's best run (``next_move.decision_runs``). The opening (``loop.opening``)
-    costs the same at least: a race of one screen is proven as a round is, the screen and the baseline's
-    last run being pair 1 (``OpeningRun._prove``); more screens are dropped before the opening is."""
-    return decision_runs(loop.min_pairs, True)
-
-
-def _why_kept(
-    loop: LoopConfig, repeats: int, spent_s: float, run_s: float, measured: int, budget_left: Callable[[], float] | None
-) -> str:
-    """Why a disturbed baseline run is kept rather than measured again (the first that applies), or '' to
-    repeat it: ``repeats`` made so far, ``spent_s`` seconds the baseline took, ``run_s`` a run's mean cost,
-    ``measured`` runs kept so far (see :func:`measure_baseline`)."""
-    if repeats >= loop.max_disturbed_repeats:
-        return f"no repeat left (loop.max_disturbed_repeats={loop.max_disturbed_repeats})"
-    if spent_s >= (share_s := loop.baseline_budget_share * loop.time_budget_s):
-        return (
-            f"the baseline used its share of the time budget ({spent_s:.0f}s of {share_s:.3g}s: "
-            f"loop.baseline_budget_share={loop.baseline_budget_share:g})"
-        )
-    # Discarding this run costs the runs still needed for two; they must leave one decision's room.
-    if budget_left is not None:
-        left, needed, decision = budget_left(), max(2 - measured, 1), first_decision_runs(loop)
-        if left - needed * run_s < decision * run_s:
-            return (
-                f"a repeat would leave the time budget no room for one decision ({left:.0f}s left, {needed} more "
-                f"baseline run(s) and the decision's {decision} at {run_s:.0f}s each)"
-            )
-    return ""
-
-
-def measure_baseline(
-    executor: Executor,
-    loop: LoopConfig,
-    on_disturbed: Callable[[str, Measurement, str], object] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    budget_left: Callable[[], float] | None = None,
-) -> tuple[list[Measurement], StateDelta, float]:
-    """Measure the unchanged configuration: ``loop.baseline_runs`` runs, and more (up to
-    ``loop.baseline_max_runs``) while their CV is above ``NOISE_WARN_CV``: the baseline is the noise
-    estimate every later decision starts from, so a noisy host gets a better one. A run the host
-    disturbed is measured again (at most ``loop.max_disturbed_repeats`` times).
-
-    Extra runs and repeats stop once the baseline has used ``loop.baseline_budget_share`` of
-    ``loop.time_budget_s`` (seconds, by ``clock``): on a host that disturbs every other run they would
-    otherwise eat a short session's whole budget before the first round (seen on the reference host:
-    an 8-minute MariaDB session spent 9 min on its baseline, steal time 16-28 %, and judged nothing).
-    Past that share the ``baseline_runs`` minimum is still measured and a disturbed run is kept: it
-    widens the noise estimate, which only makes later decisions more careful. ``on_disturbed(label, run,
-    kept)`` is told of every disturbed run, ``kept`` '' when it is measured again, else why not (:func:`_why_kept`);
-    a repeat's label says so ("baseline 1, repeat 2": a new user read "[baseline 1]" four times).
-
-    ``budget_left()`` (seconds of the session's time budget still unused) lowers the minimum to 2 runs
-    when one more run would leave less than the smallest decision (``next_move.decision_runs``: 2 ×
-    ``loop.min_pairs`` − 1 runs, the baseline's last run standing as pair 1's best run, at the runs' mean
-    cost + RUN_SPREAD): a third baseline run of 77 s in an 8-minute TPC-H session left 230 s for a decision that
-    needed 308 s, and the session ended with nothing judged. Two runs are the fewest that
-    show a spread; the pairs of every decision estimate the noise again (``agenticdb.measure.sequential``).
-    By the same measure a disturbed run is kept rather than repeated when the runs still needed after
-    discarding it would leave less than that decision (an 8-minute TPC-H session at 122 s a run repeated
-    its disturbed first run, then had 119 s left and judged nothing).
-
-    Returns:
-        (the runs kept, the runtime-state delta of the last run, their CV).
-
-    Raises:
-        WorkloadError: a run failed.
-    """
-    measurements: list[Measurement] = []
-    delta = StateDelta()
-    repeats = again = 0  # repeats in all (loop.max_disturbed_repeats), of the run being measured
-    began = clock()
-    share_s = loop.baseline_budget_share * loop.time_budget_s
-    taken = 0  # runs measured, repeats included: their mean is the cost of one more
-    tight = False
-    while len(measurements) < loop.baseline_max_runs:
-        over = clock() - began >= share_s
-        enough = len(measurements) >= loop.baseline_runs
-        if enough and (over or noise_cv([m.objective for m in measurements]) <= NOISE_WARN_CV):
-            break
-        if len(measurements) >= 2 and budget_left is not None:
-            cost = (clock() - began) / taken * (1 + RUN_SPREAD)  # the next run may be slower than the mean
-            tight = budget_left() - cost < first_decision_runs(loop) * cost
-            if tight:
-                break
-        taken += 1
-        label = f"baseline {len(measurements) + 1}" + (f", repeat {again}" if again else "")
-        m, delta = executor.measure(0, label)
-        kept = _why_kept(loop, repeats, clock() - began, (clock() - began) / taken, len(measurements), budget_left)
-        if m.disturbed and on_disturbed is not None:
-            on_disturbed(label, m, kept)
-        if m.disturbed and not kept:
-            repeats, again = repeats + 1, again + 1
-            continue
-        again = 0
-        measurements.append(m)
-    cv = noise_cv([m.objective for m in measurements])
-    extra = len(measurements) > loop.baseline_runs
-    log.info(
-        "init.baseline",
-        runs=len(measurements),
-        median=round(statistics.median(m.objective for m in measurements), 3),
-        cv=round(cv, 3),
-        seconds=round(clock() - began, 1),
-        reason="more runs while the CV is above 15 %"
-        if extra
-        else "fewer runs: one more would leave the time budget no room for one decision"
-        if tight
-        else "",
-    )
-    return measurements, delta, cv
 
 
 def build_profile(

@@ -111,7 +111,7 @@ def pairs_within(cap_s: float, run_cost_s: float, reused_best_run: bool) -> int 
 
 RUN_SPREAD = 0.15
 """How much longer than the mean of the runs so far the next run may take, where the budget decides whether a
-third baseline run still leaves room for a decision (``initializer.measure_baseline``): pg-tpch's third baseline
+third baseline run still leaves room for a decision (``baseline.measure_baseline``): pg-tpch's third baseline
 run took 91.6 s after 78.3 and 79.1 s (+16 %, 2026-12-07 09:56), left 228 s for a 237-s decision, and the
 8-minute session judged nothing; TPC-H SF 1 passes varied by ±10 % (benchmarks/README.md, bench_tpch_probe)."""
 

@@ -182,7 +182,7 @@ def screen_and_proof_s(
 
 def session_floor_s(basis: CostBasis, baseline_runs: int) -> tuple[float, float]:
     """(the baseline's cost, the smallest decision's cost), seconds, before anything was measured: the
-    baseline's fewest runs (2, or ``baseline_runs`` when fewer: ``initializer.measure_baseline`` stops at 2
+    baseline's fewest runs (2, or ``baseline_runs`` when fewer: ``baseline.measure_baseline`` stops at 2
     when a third would leave no room for a decision), each the ``basis``'s (upper) median run with its warm-up
     (``next_move.warm_costs``; with ``reset_each_run`` the restart's ``restart_s`` and the warm-up after it), then
     the smallest decision whose pair 1 reuses the baseline's last run, no restart (:func:`proof_cost_s`: the
