@@ -188,3 +188,17 @@ def test_noise_pooling() -> None:
     pooled = a.pool(Noise(var=0.0, df=2))
     assert pooled.df == 4 and pooled.var == pytest.approx(a.var / 2)
     assert Noise.from_repeats([5.0]).df == 0
+
+
+def test_one_pair_without_any_noise_measured_before_it_is_never_a_verdict() -> None:
+    # A one-run baseline (loop/baseline.py) gives no prior: a decision cut short after its first pair would rest
+    # on the 5 % floor alone (t on 1 df: +89 %), and a host whose runs vary by 30 % passes that 1 pair in 15.
+    # With the two-run baseline's degree of freedom the same pair may settle at a final look, as before.
+    cut = decide([300.0], [100.0], True, SequentialPolicy(planned_pairs=2), Noise(), final=True)  # was "better"
+    assert cut.verdict == "tie" and cut.capped and "no noise measured before it" in cut.reason, cut
+    assert decide([300.0], [100.0], True, SequentialPolicy(min_pairs=1), Noise()).verdict is None
+    assert decide([300.0], [100.0], True, SequentialPolicy(), Noise.from_repeats([100.0, 101.0]), final=True).verdict
+    # two pairs carry their own degree of freedom: a large, consistent effect is kept without a prior when the
+    # time cap allows just those two (one look: t on 1 df at 97.5 %, 12.7)
+    two = decide([280.0, 300.0], [100.0, 104.0], True, SequentialPolicy(planned_pairs=2), Noise(), final=True)
+    assert two.verdict == "better" and two.estimate.df == 1, two

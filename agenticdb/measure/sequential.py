@@ -267,6 +267,12 @@ def decide(
     mean, half, est = _estimate(ds, policy, prior, within_se)
     if len(ds) < policy.min_pairs and not final:
         return PairDecision(None, est, f"{est.text()}: fewer than {policy.min_pairs} pairs, measuring another")
+    if len(ds) < 2 and prior.df == 0:
+        # one pair and no spread measured before it (a one-run baseline): its interval would rest on the floors alone
+        why = "one pair and no noise measured before it (a one-run baseline)"
+        if not final:
+            return PairDecision(None, est, f"{est.text()}: {why}, measuring another")
+        return PairDecision("tie", est, f"change {est.text()}: not settled, {why}; a tie keeps the simpler config", True)
     if p95 is not None and policy.latency_guard is not None:
         guard = _latency_guard(p95, policy, prior, len(ds))
         if guard:
