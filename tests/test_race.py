@@ -27,10 +27,11 @@ from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import StorageConfig, WorkloadConfig
 from agenticdb.loop.baseline import first_decision_runs
 from agenticdb.loop.next_move import round_cost_prior
-from agenticdb.loop.race import RaceState, Screen, race_limit, race_order, restarts_needed
+from agenticdb.loop.race import RaceState, Screen, behind_start, race_limit, race_order, restarts_needed
 from agenticdb.loop.race_cost import opening_cost_s
 from agenticdb.loop.session import TuningSession
 from agenticdb.measure.query_set import QueryWeights
+from agenticdb.measure.sequential import Noise
 from agenticdb.measure.trial_limit import stopped_oltp
 from agenticdb.models import ApplyMode, Catalog, KnobSpec, Measurement, Proposal
 from agenticdb.models.planning import PlanningContext
@@ -604,3 +605,13 @@ def test_joined_sets_take_restart_only_knobs_only_when_the_leader_restarts() -> 
         )
         is None
     )
+
+
+def test_with_no_noise_measured_a_screen_is_behind_the_start_only_beyond_the_conservative_prior() -> None:
+    # A one-run baseline (loop/baseline.py) measures no noise: the 5 % floor alone would call a screen 11 % below
+    # the start "behind" (2 × 5 %) and skip its proof; the conservative 10 % run CV (√2 × per pair) does not.
+    screen = Screen("evidence", 1, {"work_mem": "8MB"}, measurement=Measurement(workload="w", objective=89.0))
+    assert behind_start(screen, None, 100.0, True, Noise()) == ""
+    assert behind_start(screen, None, 100.0, True, Noise(var=0.0025, df=2)) != ""  # 5 % measured: behind
+    far = Screen("limits", 1, {"work_mem": "8MB"}, measurement=Measurement(workload="w", objective=70.0))
+    assert behind_start(far, None, 100.0, True, Noise()) != ""

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.dialect import family_of
 from agenticdb.loop.auditor import cut_off as counted_cut_off
-from agenticdb.loop.next_move import RESTART_PRIOR_S, relative_gain
+from agenticdb.loop.next_move import RESTART_PRIOR_S, noise_cv, relative_gain
 from agenticdb.measure.query_set import QueryWeights
 from agenticdb.measure.sequential import Noise
 from agenticdb.measure.series import PAIR_SD_FLOOR
@@ -261,7 +261,10 @@ def ahead_of_start(
 
 def _pair_sd(noise: Noise) -> float:
     """One pair's log-ratio standard deviation: the session's estimate, never below the proof's per-pair floor
-    (``series.PAIR_SD_FLOOR``), as in the proof's test."""
+    (``series.PAIR_SD_FLOOR``), as in the proof's test; with none measured (a one-run baseline,
+    ``loop.baseline``) the conservative run CV of ``next_move.noise_cv`` (10 %), √2 × it per pair."""
+    if noise.df == 0:
+        return math.sqrt(2.0) * noise_cv([])
     return max(math.sqrt(noise.var), PAIR_SD_FLOOR)
 
 

@@ -272,7 +272,8 @@ def decide(
         why = "one pair and no noise measured before it (a one-run baseline)"
         if not final:
             return PairDecision(None, est, f"{est.text()}: {why}, measuring another")
-        return PairDecision("tie", est, f"change {est.text()}: not settled, {why}; a tie keeps the simpler config", True)
+        said = f"change {est.text()}: not settled, {why}; a tie keeps the simpler config"
+        return PairDecision("tie", est, said, True)
     if p95 is not None and policy.latency_guard is not None:
         guard = _latency_guard(p95, policy, prior, len(ds))
         if guard:
