@@ -64,9 +64,11 @@ from agenticdb.planner.opening_values import (
     SourceInput,
     SourceOutput,
     budget_bytes,
+    current_config,
     delta_of,
     per_connection_room,
 )
+from agenticdb.planner.trade import unused_cache_bytes
 
 _DB, _BG, _WAL, _PGSS, _GS = (
     "pg_stat_database.",
@@ -385,6 +387,14 @@ def _pool(
             f"{seen}; data size not measured ({host.data_why or 'not read'}): one bounded step, the pool in "
             f"effect {now / MiB:,.0f} MiB × max_step_factor {policy.max_step_factor:g}, not the whole budget"
         )
+    if room < want:
+        freed, given = unused_cache_bytes(ctx, host.flavor, "innodb_buffer_pool_size", current_config(ctx))
+        room += freed
+        if given:
+            why += (
+                f"; room from caches given down to twice their blocks in use ({', '.join(given)}; the set "
+                "repair's trade, catalogs/trades.toml)"
+            )
     if room < want:
         want = room
         why += f"; capped by what the budget ({budget / MiB:,.0f} MiB) leaves after global caches and {conns} sessions"

@@ -61,10 +61,12 @@ from agenticdb.planner.opening_values import (
     SourceInput,
     SourceOutput,
     budget_bytes,
+    current_config,
     delta_of,
     floor_mib,
     per_connection_room,
 )
+from agenticdb.planner.trade import unused_cache_bytes
 
 PGTUNE = "PGTune (le0pard/pgtune rules as of 830d3bb)"
 PG_MANUAL = "PostgreSQL 15 manual"
@@ -230,6 +232,14 @@ def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned:
     if host.data_bytes:
         want = min(want, 1.25 * host.data_bytes)
         why += f", at most 1.25 × the data {host.data_bytes / GiB:.2f} GiB ({MYSQLTUNER}: pool ≥ data size)"
+    if room < want:
+        freed, given = unused_cache_bytes(ctx, host.flavor, "innodb_buffer_pool_size", current_config(ctx))
+        room += freed
+        if given:
+            why += (
+                f"; room from caches given down to twice their blocks in use ({', '.join(given)}; the set "
+                "repair's trade, catalogs/trades.toml)"
+            )
     if room < want:
         want = room
         why += (

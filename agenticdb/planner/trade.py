@@ -111,17 +111,9 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
         spec = ctx.catalog.knobs.get(g.knob)
         if spec is None or spec.layer != ctx.stage or (spec.apply == ApplyMode.restart and not ctx.allow_restart):
             continue
-        cur, floor = parse_value(current.get(g.knob, spec.default), spec), parse_value(g.floor, spec)
-        if cur is None or floor is None:
-            continue
-        lowest = max(cur * g.factor, floor)
-        if g.used_gauge is not None:
-            in_use = _bytes_in_use(g, gauges, current, ctx)
-            if in_use is None:
-                continue  # a cache whose use was not read is not given away
-            lowest = max(lowest, 2 * in_use + 2**20)  # one MiB more: round_base rounds down to whole MiB
-        target = round_base(lowest, spec)
-        if target >= cur:
+        cur = parse_value(current.get(g.knob, spec.default), spec)
+        target = _given(g, cur, gauges, current, ctx)
+        if cur is None or target is None:
             continue
         value = format_value(target, spec, family)
         if canonical(g.knob, value, spec) == canonical(g.knob, current.get(g.knob, ""), spec):
@@ -168,6 +160,61 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
         repairs=repairs,
         releases=releases if repairs else [],
     )
+
+
+def _given(
+    g: Give, cur: float | None, gauges: dict[str, float], current: dict[str, str], ctx: PlanningContext
+) -> float | None:
+    """The value (in ``g.knob``'s unit) a trade lowers ``g.knob`` to from ``cur``: ``g.factor`` × ``cur``, never
+    below ``g.floor`` nor, for a cache naming its blocks in use, below twice the bytes in use (one MiB more:
+    ``round_base`` rounds down to whole MiB). None when it cannot give: no value, a cache whose use was not read,
+    or a target not below ``cur``."""
+    spec = ctx.catalog.knobs[g.knob]
+    floor = parse_value(g.floor, spec)
+    if cur is None or floor is None:
+        return None
+    lowest = max(cur * g.factor, floor)
+    if g.used_gauge is not None:
+        in_use = _bytes_in_use(g, gauges, current, ctx)
+        if in_use is None:
+            return None  # a cache whose use was not read is not given away
+        lowest = max(lowest, 2 * in_use + 2**20)
+    target = round_base(lowest, spec)
+    return target if target < cur else None
+
+
+def unused_cache_bytes(
+    ctx: PlanningContext, family: str, grow: str, current: dict[str, str]
+) -> tuple[float, list[str]]:
+    """What the trade that grows ``grow`` would free from the caches it gives only as far as they are measured
+    unused (the gives naming ``used_gauge``: MariaDB's MyISAM key cache and Aria page cache, 128 MiB each by
+    default and counted whole by the validator's memory budget), from their values in ``current``: (bytes,
+    ["key_buffer_size 128M → 32M", …]). (0, []) when no trade grows ``grow`` or no such cache's use was read.
+
+    The opening's sizers (``opening_host``, ``opening_evidence``) count these bytes as room for the pool: the
+    set they write is then over the budget by at most that much, and the set repair (``opening_repair``) makes
+    the same trade, so a pool is not held to what unused caches leave (the 512 MiB MariaDB scenario,
+    2026-12-07: a miss ratio of 0.227 raised the pool only 64 → 90 MiB, what the budget left beside 256 MiB of
+    key/Aria caches). Per-session buffers are not counted: giving them costs the sessions."""
+    trade = next((t for t in load_trades() if family in t.families and t.grow.lower() == grow.lower()), None)
+    if trade is None:
+        return 0.0, []
+    delta = ctx.last_delta or ctx.profile.baseline_state
+    gauges = delta.gauges if delta is not None else {}
+    freed, said = 0.0, []
+    for g in trade.give:
+        spec = ctx.catalog.knobs.get(g.knob)
+        if g.used_gauge is None or spec is None or spec.layer != ctx.stage:
+            continue
+        if spec.apply == ApplyMode.restart and not ctx.allow_restart:
+            continue
+        cur = parse_value(current.get(g.knob, spec.default), spec)
+        target = _given(g, cur, gauges, current, ctx)
+        if cur is None or target is None:
+            continue
+        freed += bytes_of(family_of(family), spec, cur - target) or 0.0
+        said.append(f"{g.knob} {current.get(g.knob, spec.default)} → {format_value(target, spec, family)}")
+    return freed, said
 
 
 def _restores_default(ctx: PlanningContext, refused: FailedCheck, current: dict[str, str]) -> bool:
