@@ -165,3 +165,32 @@ def test_scores_equal_at_the_cap_are_ordered_by_how_far_their_evidence_goes(
     top = {h.bottleneck.value: h.score for h in hyps[:2]}
     assert top == {"temp_spill": 1.0, "wal_fsync": 1.0}, [(h.bottleneck.value, h.score) for h in hyps]
     assert hyps[0].bottleneck.value == first
+
+
+def test_a_query_set_counts_its_spills_per_query_not_per_transaction() -> None:
+    """A TPC-H run has no transactions of its own (each query runs once, autocommitted; MariaDB's Com_commit does
+    not count them at all), yet its evidence read "temp_files = 366.67 per 1000 transactions", the server's commit
+    counter including the run's SET statements. A query set's counters are normalised by the queries its run
+    executed (``Measurement.per_query_s``), said so; a workload of transactions reads as before."""
+    per_query = {f"q{i:02d}": 1.0 for i in range(1, 23)}
+    tpch = Measurement(
+        workload="tpch", transactions=22, total_time_s=22.0, per_query_s=per_query, objective=22.0,
+        higher_is_better=False,
+    )  # fmt: skip
+    delta = StateDelta(
+        seconds=22.0,
+        totals={"pg_stat_database.temp_files": 11.0, "pg_stat_database.xact_commit": 30.0},
+    )
+    hyps = {h.bottleneck: h for h in diagnose(delta, _profile(), "postgresql", Layer.dbms, tpch)}
+    assert (
+        "temp_files = 500.00 per 1000 queries (11 in the query set's 22 queries)"
+        in hyps[Bottleneck.temp_spill].evidence
+    )
+    assert not any("transactions" in e for h in hyps.values() for e in h.evidence), hyps
+    my = StateDelta(seconds=22.0, totals={"global_status.Innodb_log_waits": 2.0})
+    waits = {h.bottleneck: h for h in diagnose(my, _profile(), "mariadb", Layer.dbms, tpch)}[Bottleneck.wal_fsync]
+    assert waits.evidence == ["Innodb_log_waits = 90.91 per 1000 queries (2 in the query set's 22 queries)"]
+    # transactions (pgbench): as before
+    pgbench = Measurement(workload="pgbench", transactions=3000, tps=200.0, objective=200.0)
+    oltp = {h.bottleneck: h for h in diagnose(delta, _profile(), "postgresql", Layer.dbms, pgbench)}
+    assert "temp_files = 366.67 per 1000 transactions" in oltp[Bottleneck.temp_spill].evidence

@@ -170,3 +170,35 @@ def test_a_refused_round_line_says_what_the_validator_refused() -> None:
     line = out.getvalue().strip()
     assert line.startswith("round 3 [dbms] wal_fsync: max_parallel_workers_per_gather=4 → —: —; terminate:")
     assert line.endswith(f"; refused by the validator: {msg} (+1 more)"), line
+
+
+def test_the_round_line_and_the_live_table_say_the_pairs_the_host_disturbed(tmp_path: Path) -> None:
+    """The story's Judged line says "1 disturbed pair(s) measured again" and marks the runs it discarded, but the
+    live table of `tune` (and its piped round line) showed only the medians of the pairs kept, so a round the host
+    disturbed read like any other. Both say it in the story's words (the scripted 5th run, pair 2's best run, is
+    disturbed: tests/test_session_branches)."""
+    from test_session_branches import Run
+
+    from agenticdb.cli.story import render_story
+    from agenticdb.cli.tune_cmd import rounds_table
+
+    out = io.StringIO()
+    rounds: list[RoundOutcome] = []
+    run = Run(
+        tmp_path,
+        [{"work_mem": "8MB"}],
+        loop={"max_rounds": 1},
+        on_round=_round_printer(Console(file=out, soft_wrap=True, highlight=False), rounds, None),
+    )
+    run.workload.disturb_runs = {5}
+    assert run.run().status == "completed"
+    story = io.StringIO()
+    render_story(Console(file=story, width=400, no_color=True), run.session.session_id, run.events())
+    said = "1 disturbed pair(s) measured again"
+    judged = next(x for x in story.getvalue().splitlines() if "Judged" in x)
+    assert said in judged and "discarded: the host disturbed it" in story.getvalue(), story.getvalue()
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("round 1 "))
+    assert f"(medians); {said}; gain per pair" in line, line
+    table = io.StringIO()
+    Console(file=table, width=400, no_color=True).print(rounds_table(rounds))
+    assert f"vs 100.000; {said}" in table.getvalue(), table.getvalue()

@@ -19,7 +19,7 @@ from rich.rule import Rule
 from agenticdb.models import opening_label
 from agenticdb.report.daemon_stop import daemon_stop, stop_text
 from agenticdb.report.footnotes import Footnotes
-from agenticdb.report.judged import pairs_told, width_told
+from agenticdb.report.judged import disturbed_told, pairs_told, width_told
 from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
 from agenticdb.rootcause.text import remediation_text, story_line
 from agenticdb.store.journal_events import JournalEvent
@@ -294,7 +294,7 @@ def _judged(console: Console, d: dict[str, Any]) -> None:
         medians = f"candidate {_num(d['candidate_median'])} vs best {_num(d['best_median'])} ({which} of the pairs); "
     if per_query:
         medians += "by the per-query statistic: "
-    disturbed = f"; {len(d['disturbed'])} disturbed pair(s) measured again" if d.get("disturbed") else ""
+    disturbed = f"; {disturbed_told(len(d['disturbed']))}" if d.get("disturbed") else ""
     reused = ""
     if d.get("reused_best_run"):
         reused = "; pair 1's best run is the best configuration's run just before the trial"

@@ -20,6 +20,7 @@ from agenticdb.invocation import STORE_FLAGS, command
 from agenticdb.models import RoundOutcome
 from agenticdb.redaction import redact
 from agenticdb.report.effects import effect_summary, round_effect
+from agenticdb.report.judged import disturbed_told
 from agenticdb.report.labels import gain_over, start_reference
 from agenticdb.store.faults import cause_of
 from agenticdb.store.journal import Journal
@@ -77,14 +78,18 @@ def verdict_text(judged: str | None, reason: str, kept: bool) -> str:
 def medians_text(r: RoundOutcome, labelled: bool = False) -> str:
     """Candidate vs best medians of the runs the decision used; ``labelled`` names them ("candidate X vs
     best Y") where no column header does (round lines). The estimate shown after them is the mean of the
-    per-pair ratios, which can differ from the ratio of the medians."""
+    per-pair ratios, which can differ from the ratio of the medians. The pairs the decision discarded because the
+    host disturbed them follow, in the story's words (``report.judged.disturbed_told``): the medians are not of
+    every run measured."""
+    disturbed = f"; {told}" if (told := disturbed_told(len(r.disturbed_pairs))) else ""
     if r.objective is None:
-        return "—"
+        return "—" + disturbed
     if r.best_objective is None:  # cut off after its screen: one run, not a median of pairs
-        return f"{_fmt_obj(r.objective)} (one screen run)"
+        return f"{_fmt_obj(r.objective)} (one screen run){disturbed}"
     if labelled:  # the estimate that follows is not their ratio: show the pairs it is made of (issue 39)
-        return f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)} (medians){pairs_text(r)}"
-    return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}"
+        medians = f"candidate {_fmt_obj(r.objective)} vs best {_fmt_obj(r.best_objective)} (medians)"
+        return f"{medians}{disturbed}{pairs_text(r)}"
+    return f"{_fmt_obj(r.objective)} vs {_fmt_obj(r.best_objective)}{disturbed}"
 
 
 def pairs_text(r: RoundOutcome) -> str:

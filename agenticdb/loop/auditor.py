@@ -526,12 +526,14 @@ def decision_rules(
 def record_assessment(
     a: Assessment, outcome: RoundOutcome, screen: Measurement, best_level: float, higher_is_better: bool
 ) -> None:
-    """Put the numbers the decision used into ``outcome``: the medians of the paired runs, the verdict and
-    the estimate with its interval (or, without pairs, the screen's gain over ``best_level``)."""
+    """Put the numbers the decision used into ``outcome``: the medians of the paired runs, the verdict, the pairs
+    it discarded as disturbed and the estimate with its interval (or, without pairs, the screen's gain over
+    ``best_level``)."""
     outcome.measurement = a.candidate[-1] if a.candidate else screen
     outcome.objective = statistics.median(m.objective for m in a.candidate) if a.candidate else None
     outcome.best_objective = statistics.median(m.objective for m in a.best) if a.best else None
     outcome.judged, outcome.judged_reason = a.verdict, a.reason
+    outcome.disturbed_pairs = list(a.disturbed)
     if a.estimate is not None:
         e = a.estimate
         outcome.gain_vs_best = e.gain

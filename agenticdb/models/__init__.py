@@ -517,6 +517,9 @@ class RoundOutcome(Strict):
     judged: Literal["better", "worse", "tie", "undecided"] | None = None
     judged_reason: str = ""
     """Why the auditor judged so: the ``judged`` journal event's reason ("" when not judged, or older records)."""
+    disturbed_pairs: list[str] = Field(default_factory=list)
+    """The pairs the decision discarded because the host disturbed a run of them, one line each ("pair 2: best 2:
+    steal time 30 %"; ``loop.auditor.Assessment.disturbed``); empty in records written before it."""
     kept: bool = False
     failure: Failure | None = None
     recovery: RecoveryResult | None = None

@@ -74,6 +74,12 @@ def _transactions(v: View, family: str, measurement: Measurement | None) -> floa
     return None
 
 
+def _queries(measurement: Measurement | None) -> int:
+    """The queries a query set's run executed (``Measurement.per_query_s``: TPC-H, timed-out ones included), 0 for
+    a workload of transactions or without the measurement."""
+    return len(measurement.per_query_s) if measurement is not None else 0
+
+
 # --------------------------------------------------------------------------------------------- API
 
 
@@ -114,7 +120,8 @@ def diagnose(
         family: ``"postgresql"``, ``"mariadb"`` or ``"mysql"``; ignored for the OS stage.
         stage: ``Layer.dbms`` scores the eight DBMS hypotheses, ``Layer.os`` io_queue, writeback,
             memory_reclaim and cpu.
-        measurement: the run's workload result, used for transactions when commit counters are absent.
+        measurement: the run's workload result, used for transactions when commit counters are absent; a query
+            set's run (``per_query_s``) has its per-transaction counters read per 1000 of its queries instead.
 
     Returns:
         Hypotheses sorted by score, highest first; equal scores by how far their strongest signal reads
@@ -136,10 +143,11 @@ def diagnose(
     else:
         family = flavor_of_text(family) or family  # accept spellings like "postgresql-15" or "MariaDB"
         tx = _transactions(v, family, measurement)
+        sample = Sample(v, tx, profile, _queries(measurement))
         if family == "postgresql":
-            signals = table_signals(PG_SIGNALS, Sample(v, tx, profile))
+            signals = table_signals(PG_SIGNALS, sample)
         elif family in ("mariadb", "mysql"):
-            signals = table_signals(MY_SIGNALS, Sample(v, tx, profile))
+            signals = table_signals(MY_SIGNALS, sample)
         else:
             raise ValueError(f"family={family!r}: expected 'postgresql', 'mariadb' or 'mysql'")
         signals[Bottleneck.io_queue] += host_io(v, dev)

@@ -32,11 +32,13 @@ Reading = tuple[float, str, float]
 
 @dataclass(frozen=True)
 class Sample:
-    """What every reader gets: the delta's view, transactions in the sample, the profile."""
+    """What every reader gets: the delta's view, transactions in the sample, the profile, and for a query set's
+    run the queries it executed (``queries``; 0 for a workload of transactions)."""
 
     v: View
     tx: float | None
     profile: RuntimeProfile
+    queries: int = 0
 
     def per_ktx(self, count: float) -> float:
         assert self.tx
@@ -82,10 +84,15 @@ def _wait(label: str, match: Callable[[str], bool]) -> Callable[[Sample], Readin
 
 
 def _per_ktx(counter: str, label: str) -> Callable[[Sample], Reading | None]:
-    """``counter`` per 1000 transactions of the sample."""
+    """``counter`` per 1000 transactions of the sample; a query set's run (TPC-H: each query once, autocommitted,
+    no transaction of its own) per 1000 of the queries it executed, said so with the count — the same ramp, as each
+    of its queries commits as one transaction (MariaDB's Com_commit counts none of them)."""
 
     def read(s: Sample) -> Reading | None:
         n = s.v.total(counter)
+        if n is not None and s.queries:
+            k = n / s.queries * 1000.0
+            return k, f"{label} = {k:.2f} per 1000 queries ({fmt(n)} in the query set's {s.queries} queries)", 1.0
         if n is None or not s.tx:
             return None
         k = s.per_ktx(n)

@@ -33,6 +33,7 @@ import math
 from agenticdb.models import Bottleneck
 from agenticdb.planner import access
 from agenticdb.planner.caps import host_cap
+from agenticdb.planner.context import latest_measurement
 from agenticdb.planner.diagnosis import Hypothesis, diagnose
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import (
@@ -125,7 +126,10 @@ def _entries(book: Playbook, wanted: list[Bottleneck], cls: str) -> list[Playboo
 def _hypotheses(inp: SourceInput) -> list[Hypothesis]:
     """The diagnosis of the baseline's statistics (empty without them)."""
     d = delta_of(inp.ctx)
-    return [] if d is None else diagnose(d, inp.ctx.profile, inp.ctx.catalog.target, inp.ctx.stage)
+    if d is None:
+        return []
+    # the run it came from: a query set's counters read per query, as the heuristic planner reads them
+    return diagnose(d, inp.ctx.profile, inp.ctx.catalog.target, inp.ctx.stage, latest_measurement(inp.ctx))
 
 
 def _random_io_left(knob: str, host: HostView, io_absent: str | None, notes: list[str], no_wait: list[str]) -> bool:

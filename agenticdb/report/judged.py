@@ -17,6 +17,13 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.0f} %" if abs(x) >= 0.095 else f"{x * 100:+.1f} %"
 
 
+def disturbed_told(pairs: int) -> str:
+    """``"2 disturbed pair(s) measured again"``: the pairs a decision discarded because the host disturbed a run of
+    them (``loop.auditor.Assessment.disturbed``; the ``judged`` event's ``disturbed``), "" for none. The story's
+    Judged line and the rounds table of ``tune`` and ``report`` (``RoundOutcome.disturbed_pairs``) say it alike."""
+    return f"{pairs} disturbed pair(s) measured again" if pairs else ""
+
+
 def pairs_told(d: dict[str, Any]) -> str:
     """``"pairs: +12 %, +8 %, +15 % (the candidate ahead in 3 of 3)"``: each pair's gain on the statistic the test
     used (the event's ``pair_gains``; a query set's ``d`` in journals written before them), so a tie on pairs that
