@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 import pymysql
 import pytest
@@ -164,3 +165,33 @@ def test_under_a_memory_limit_the_pool_takes_the_room_of_caches_the_workload_lea
         given = [n for n in ("key_buffer_size", "aria_pagecache_buffer_size") if n in cand.changes]
         assert given and all(int(cand.changes[n]) < int(cur[n]) for n in given), (name, cand.changes)
         assert any("trade move" in line for line in cand.repaired), (name, cand.repaired)
+
+
+@pytest.mark.parametrize("closed", ["service", "window"])
+def test_without_a_restart_now_the_pool_takes_no_room_of_the_restart_only_aria_cache(
+    maria: MySQLTarget, closed: str
+) -> None:
+    """aria_pagecache_buffer_size takes effect only after a restart. With a service that cannot restart, or
+    outside policy.restart_window, the sizers counted its room all the same; the set repair then gave it, the
+    restart was refused, it was put back, four times over, and both the host-sized and the evidence sets were
+    dropped ("still over the memory budget after 4 repairs"). The pool now takes the key cache's room only."""
+    ctx = _missing(context_of(maria, memory=512 * MiB, benchmark="sysbench"))
+
+    def read(names: list[str]) -> dict[str, float]:
+        return {"data.innodb_bytes_seen": 800.0 * MiB, "data.innodb_tables_seen": 8.0, "data.innodb_tables": 8.0}
+
+    if closed == "service":
+        policy, kw = PolicyConfig(), {"can_restart": False}
+    else:
+        policy, kw = PolicyConfig(restart_window="03:00-03:30"), {"now": datetime(2026, 12, 7, 12, 0)}
+    opening = generate_opening(ctx, policy=policy, read=read, **kw)  # type: ignore[arg-type]
+    sized = {c.name: c for c in opening.candidates}
+    assert {"evidence", "host-sized"} <= set(sized), opening.dropped
+    cur = ctx.current_config
+    old_cap = budget_bytes(ctx, policy) - int(cur["key_buffer_size"]) - int(cur["aria_pagecache_buffer_size"])
+    for name in ("evidence", "host-sized"):
+        cand = sized[name]
+        assert "aria_pagecache_buffer_size" not in cand.changes, cand.changes
+        assert int(cand.changes["key_buffer_size"]) < int(cur["key_buffer_size"]), cand.changes
+        assert int(cand.changes["innodb_buffer_pool_size"]) > old_cap, cand.changes
+        assert "aria_pagecache_buffer_size" not in cand.sources["innodb_buffer_pool_size"], cand.sources
