@@ -12,7 +12,9 @@ import pymysql
 import pytest
 from openingctx import context_of
 
+from agenticdb.advice.sizing import reference
 from agenticdb.config.sections import PolicyConfig
+from agenticdb.models import Observed
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven
@@ -20,6 +22,7 @@ from agenticdb.planner.opening_values import HostView, SourceInput, budget_bytes
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.mysql_stats import read_data_size
+from agenticdb.validation.sets import validate_set
 from agenticdb.validation.validator import flavor_of
 
 GiB = 1024**3
@@ -195,3 +198,31 @@ def test_without_a_restart_now_the_pool_takes_no_room_of_the_restart_only_aria_c
         assert int(cand.changes["key_buffer_size"]) < int(cur["key_buffer_size"]), cand.changes
         assert int(cand.changes["innodb_buffer_pool_size"]) > old_cap, cand.changes
         assert "aria_pagecache_buffer_size" not in cand.sources["innodb_buffer_pool_size"], cand.sources
+
+
+def test_the_advice_reference_takes_no_room_from_caches_the_advice_leaves(maria: MySQLTarget) -> None:
+    """``advise`` holds its recommendations to the host-sized reference and judges them as one set, with no
+    set repair and no recommendation lowering the key or Aria cache. The reference counted their room all the
+    same: on a 512 MiB host its pool was 297 MiB beside 256 MiB of caches left as they are, a set the memory
+    budget refuses (so a rule-only pool held to it was then rejected). It fits the budget again."""
+    ctx = context_of(maria, memory=512 * MiB, benchmark="sysbench")
+    delta = ctx.profile.baseline_state
+    assert delta is not None
+    ctx = ctx.model_copy(update={"last_delta": delta, "max_changes": 1000, "max_step_factor": 1e12})
+    policy = PolicyConfig()
+    ref = reference(ctx, policy)
+    assert ref is not None
+    pool = int(ref.changes.get("innodb_buffer_pool_size", ctx.current_config["innodb_buffer_pool_size"]))
+    assert "room from caches" not in ref.sources.get("innodb_buffer_pool_size", ""), ref.sources
+    assert not {"key_buffer_size", "aria_pagecache_buffer_size"} & set(ref.changes), ref.changes
+    sv = validate_set(
+        ref.changes,
+        ctx.catalog,
+        ctx.current_config,
+        ctx.profile.hardware,
+        policy,
+        can_restart=True,
+        observed=Observed(gauges=dict(delta.gauges)),
+        label="advice",
+    )
+    assert sv.ok, (pool / MiB, sv.reasons())
