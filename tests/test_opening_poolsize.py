@@ -168,6 +168,11 @@ def test_under_a_memory_limit_the_pool_takes_the_room_of_caches_the_workload_lea
         given = [n for n in ("key_buffer_size", "aria_pagecache_buffer_size") if n in cand.changes]
         assert given and all(int(cand.changes[n]) < int(cur[n]) for n in given), (name, cand.changes)
         assert any("trade move" in line for line in cand.repaired), (name, cand.repaired)
+        # each cache given says how much of it the statistics found in use (the trade's one safety claim)
+        gauge = {"key_buffer_size": "Key_blocks_used", "aria_pagecache_buffer_size": "Aria_pagecache_blocks_used"}
+        for n in given:
+            assert gauge[n] in cand.sources[n] and "MiB in use" in cand.sources[n], cand.sources[n]
+            assert gauge[n] in cand.sources["innodb_buffer_pool_size"], cand.sources["innodb_buffer_pool_size"]
 
 
 @pytest.mark.parametrize("closed", ["service", "window"])
