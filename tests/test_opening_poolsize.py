@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 import pymysql
 import pytest
 from openingctx import context_of
 
+from agenticdb.advice.sizing import reference
 from agenticdb.config.sections import PolicyConfig
+from agenticdb.models import Observed
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven
@@ -19,6 +22,7 @@ from agenticdb.planner.opening_values import HostView, SourceInput, budget_bytes
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.mysql_stats import read_data_size
+from agenticdb.validation.sets import validate_set
 from agenticdb.validation.validator import flavor_of
 
 GiB = 1024**3
@@ -164,3 +168,66 @@ def test_under_a_memory_limit_the_pool_takes_the_room_of_caches_the_workload_lea
         given = [n for n in ("key_buffer_size", "aria_pagecache_buffer_size") if n in cand.changes]
         assert given and all(int(cand.changes[n]) < int(cur[n]) for n in given), (name, cand.changes)
         assert any("trade move" in line for line in cand.repaired), (name, cand.repaired)
+        # each cache given says how much of it the statistics found in use (the trade's one safety claim)
+        gauge = {"key_buffer_size": "Key_blocks_used", "aria_pagecache_buffer_size": "Aria_pagecache_blocks_used"}
+        for n in given:
+            assert gauge[n] in cand.sources[n] and "MiB in use" in cand.sources[n], cand.sources[n]
+            assert gauge[n] in cand.sources["innodb_buffer_pool_size"], cand.sources["innodb_buffer_pool_size"]
+
+
+@pytest.mark.parametrize("closed", ["service", "window"])
+def test_without_a_restart_now_the_pool_takes_no_room_of_the_restart_only_aria_cache(
+    maria: MySQLTarget, closed: str
+) -> None:
+    """aria_pagecache_buffer_size takes effect only after a restart. With a service that cannot restart, or
+    outside policy.restart_window, the sizers counted its room all the same; the set repair then gave it, the
+    restart was refused, it was put back, four times over, and both the host-sized and the evidence sets were
+    dropped ("still over the memory budget after 4 repairs"). The pool now takes the key cache's room only."""
+    ctx = _missing(context_of(maria, memory=512 * MiB, benchmark="sysbench"))
+
+    def read(names: list[str]) -> dict[str, float]:
+        return {"data.innodb_bytes_seen": 800.0 * MiB, "data.innodb_tables_seen": 8.0, "data.innodb_tables": 8.0}
+
+    if closed == "service":
+        policy, kw = PolicyConfig(), {"can_restart": False}
+    else:
+        policy, kw = PolicyConfig(restart_window="03:00-03:30"), {"now": datetime(2026, 12, 7, 12, 0)}
+    opening = generate_opening(ctx, policy=policy, read=read, **kw)  # type: ignore[arg-type]
+    sized = {c.name: c for c in opening.candidates}
+    assert {"evidence", "host-sized"} <= set(sized), opening.dropped
+    cur = ctx.current_config
+    old_cap = budget_bytes(ctx, policy) - int(cur["key_buffer_size"]) - int(cur["aria_pagecache_buffer_size"])
+    for name in ("evidence", "host-sized"):
+        cand = sized[name]
+        assert "aria_pagecache_buffer_size" not in cand.changes, cand.changes
+        assert int(cand.changes["key_buffer_size"]) < int(cur["key_buffer_size"]), cand.changes
+        assert int(cand.changes["innodb_buffer_pool_size"]) > old_cap, cand.changes
+        assert "aria_pagecache_buffer_size" not in cand.sources["innodb_buffer_pool_size"], cand.sources
+
+
+def test_the_advice_reference_takes_no_room_from_caches_the_advice_leaves(maria: MySQLTarget) -> None:
+    """``advise`` holds its recommendations to the host-sized reference and judges them as one set, with no
+    set repair and no recommendation lowering the key or Aria cache. The reference counted their room all the
+    same: on a 512 MiB host its pool was 297 MiB beside 256 MiB of caches left as they are, a set the memory
+    budget refuses (so a rule-only pool held to it was then rejected). It fits the budget again."""
+    ctx = context_of(maria, memory=512 * MiB, benchmark="sysbench")
+    delta = ctx.profile.baseline_state
+    assert delta is not None
+    ctx = ctx.model_copy(update={"last_delta": delta, "max_changes": 1000, "max_step_factor": 1e12})
+    policy = PolicyConfig()
+    ref = reference(ctx, policy)
+    assert ref is not None
+    pool = int(ref.changes.get("innodb_buffer_pool_size", ctx.current_config["innodb_buffer_pool_size"]))
+    assert "room from caches" not in ref.sources.get("innodb_buffer_pool_size", ""), ref.sources
+    assert not {"key_buffer_size", "aria_pagecache_buffer_size"} & set(ref.changes), ref.changes
+    sv = validate_set(
+        ref.changes,
+        ctx.catalog,
+        ctx.current_config,
+        ctx.profile.hardware,
+        policy,
+        can_restart=True,
+        observed=Observed(gauges=dict(delta.gauges)),
+        label="advice",
+    )
+    assert sv.ok, (pool / MiB, sv.reasons())

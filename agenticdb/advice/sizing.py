@@ -50,8 +50,10 @@ MiB = 1024**2
 
 def reference(ctx: PlanningContext, policy: PolicyConfig, pinned: dict[str, str] | None = None) -> Candidate | None:
     """The host-sized whole configuration for ``ctx``'s server (None for a family without sizing rules),
-    keeping the ``pinned`` values and sizing the rest from them."""
-    inp = SourceInput(ctx=ctx, host=host_view(ctx, flavor_of(ctx.catalog)), policy=policy, pinned=dict(pinned or {}))
+    keeping the ``pinned`` values and sizing the rest from them. No set repair follows (``traded=False``): the
+    pool takes no room from caches the advice does not lower."""
+    host = host_view(ctx, flavor_of(ctx.catalog))
+    inp = SourceInput(ctx=ctx, host=host, policy=policy, pinned=dict(pinned or {}), traded=False)
     return host_sized(inp).candidate
 
 

@@ -27,7 +27,7 @@ from datetime import datetime
 
 import structlog
 
-from agenticdb.config.sections import PolicyConfig
+from agenticdb.config.sections import PolicyConfig, in_window
 from agenticdb.models import Observed, Proposal
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_evidence import evidence_driven
@@ -94,7 +94,9 @@ def generate_opening(
             LLM candidate.
         policy: the safety policy (durability, memory_fraction, restart permission and window,
             ``opening_step_bound``).
-        can_restart: False when the target's service cannot be restarted.
+        can_restart: False when the target's service cannot be restarted. Then, and when the policy forbids a
+            restart or ``now`` is outside its window, the sources and the set repair size without restart-only
+            knobs (the trade gives no restart-only cache, the pool counts no room from one).
         now: clock for the restart window (default: local now).
         observed: gauges for the measured memory budget and capacity floors (default: the baseline
             delta's gauges).
@@ -122,7 +124,13 @@ def generate_opening(
         observed = Observed(gauges=dict(delta.gauges), read=read) if delta is not None else None
     live = ctx.fingerprint.benchmark == "live" if live is None else live
     bound = step_bound_for(policy, live)
-    raw, absent, notes, diagnosis = _collect(ctx, host, policy, llm, plans)
+    # the sources and the set repair size with a restart-only knob only when the check below would allow its
+    # restart now: a pool sized on the room of aria_pagecache_buffer_size (restart-only) was repaired by giving
+    # that cache, the restart refused, the cache put back, four times over, and the set dropped (a service
+    # that cannot restart or a closed restart window lost its host-sized and evidence sets)
+    restart_now = can_restart and ctx.allow_restart and policy.allow_restart and in_window(policy.restart_window, now)
+    sizing = ctx if restart_now else ctx.model_copy(update={"allow_restart": False})
+    raw, absent, notes, diagnosis = _collect(sizing, host, policy, llm, plans)
     repairs = playbook_repairs(ctx, flavor)  # every candidate carries the playbook's floors and traps
     raw = [with_repairs(c, repairs) for c in raw]
     dropped: list[tuple[str, str]] = []
@@ -143,7 +151,7 @@ def generate_opening(
 
     valid: list[Candidate] = []
     for cand in raw:
-        got, why = repair_set(ctx, cand, check)
+        got, why = repair_set(sizing, cand, check)
         if got is None:
             dropped.append((cand.name, why))
             log.info("opening.dropped", candidate=cand.name, reason=why)

@@ -387,7 +387,7 @@ def _pool(
             f"{seen}; data size not measured ({host.data_why or 'not read'}): one bounded step, the pool in "
             f"effect {now / MiB:,.0f} MiB × max_step_factor {policy.max_step_factor:g}, not the whole budget"
         )
-    if room < want:
+    if room < want and inp.traded:
         freed, given = unused_cache_bytes(ctx, host.flavor, "innodb_buffer_pool_size", current_config(ctx))
         room += freed
         if given:

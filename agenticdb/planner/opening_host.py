@@ -84,7 +84,7 @@ def host_sized(inp: SourceInput) -> SourceOutput:
     if host.family == "postgresql":
         return SourceOutput(_postgresql(ctx, host, policy, inp.pinned))
     if host.flavor in ("mariadb", "mysql"):
-        return SourceOutput(_mariadb(ctx, host, policy, inp.pinned))
+        return SourceOutput(_mariadb(ctx, host, policy, inp.pinned, inp.traded))
     return SourceOutput(None, f"no host-sizing rules for {host.flavor}")
 
 
@@ -213,7 +213,9 @@ _SESSION_BUFFERS = ("sort_buffer_size", "join_buffer_size", "read_buffer_size", 
 _GLOBAL_CACHES = ("key_buffer_size", "aria_pagecache_buffer_size", "innodb_log_buffer_size", "query_cache_size")
 
 
-def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned: dict[str, str]) -> Candidate:
+def _mariadb(
+    ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned: dict[str, str], traded: bool
+) -> Candidate:
     b = SetBuilder(ctx, pinned)
     mem = host.memory_bytes
     mem_text = f"{mem / GiB:.2f} GiB {'cgroup limit' if host.cgroup else 'RAM'}"
@@ -232,7 +234,7 @@ def _mariadb(ctx: PlanningContext, host: HostView, policy: PolicyConfig, pinned:
     if host.data_bytes:
         want = min(want, 1.25 * host.data_bytes)
         why += f", at most 1.25 × the data {host.data_bytes / GiB:.2f} GiB ({MYSQLTUNER}: pool ≥ data size)"
-    if room < want:
+    if room < want and traded:
         freed, given = unused_cache_bytes(ctx, host.flavor, "innodb_buffer_pool_size", current_config(ctx))
         room += freed
         if given:

@@ -16,7 +16,7 @@ from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening_types import Candidate
 from agenticdb.planner.opening_values import MiB, current_config
 from agenticdb.planner.playbook import round_base
-from agenticdb.planner.trade import load_trades, trade_proposal
+from agenticdb.planner.trade import load_trades, measured_use, trade_proposal
 from agenticdb.units import bytes_of, format_value, parse_value, unit_bytes
 from agenticdb.validation.rules import load_ruleset
 from agenticdb.validation.sets import SetVerdict
@@ -132,7 +132,12 @@ def _trade(ctx: PlanningContext, changes: dict[str, str], refusal: FailedCheck) 
     proposal = trade_proposal(tctx, flavor, synthetic, "opening")
     if proposal is None:
         return []
-    return [(c.name, str(c.value), f"pays for {grow}") for c in proposal.changes if c.name != grow]
+    out = []
+    for c in proposal.changes:
+        if c.name != grow:
+            use = measured_use(tctx, flavor, c.name, merged)
+            out.append((c.name, str(c.value), f"pays for {grow}" + (f"; {use}" if use else "")))
+    return out
 
 
 def shrink_to_fit(ctx: PlanningContext, changes: dict[str, str], refusal: FailedCheck) -> list[tuple[str, str, str]]:

@@ -77,6 +77,12 @@ class SourceInput:
     pinned: dict[str, str] = field(default_factory=dict)
     """Values decided elsewhere that the source must keep and size the rest from (``advise`` pins the
     knobs it recommends otherwise, and the ones it leaves as they are: :mod:`agenticdb.advice.sizing`)."""
+    traded: bool = True
+    """Whether the set goes through the opening's set repair (``opening_repair.repair_set``), which makes the
+    trade of ``catalogs/trades.toml``: only then may a MariaDB pool take the room of caches measured unused
+    (``trade.unused_cache_bytes``). ``advise``'s reference is not repaired and recommends no such give: its
+    pool counted that room all the same and was over the memory budget beside the caches it left as they are
+    (a 512 MiB host: 297 MiB of pool beside 256 MiB of key/Aria caches, refused as one set)."""
 
 
 @dataclass

@@ -118,8 +118,13 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
         value = format_value(target, spec, family)
         if canonical(g.knob, value, spec) == canonical(g.knob, current.get(g.knob, ""), spec):
             continue
+        use = _use_said(g, gauges, current, ctx)
         changes.append(
-            Change(name=g.knob, value=value, rationale=f"trade: give ({g.knob}: {current.get(g.knob)} → {value})")
+            Change(
+                name=g.knob,
+                value=value,
+                rationale=f"trade: give ({g.knob}: {current.get(g.knob)} → {value}{'; ' + use if use else ''})",
+            )
         )
         applies.append(spec.apply)
         if g.used_gauge is not None:
@@ -213,8 +218,35 @@ def unused_cache_bytes(
         if cur is None or target is None:
             continue
         freed += bytes_of(family_of(family), spec, cur - target) or 0.0
-        said.append(f"{g.knob} {current.get(g.knob, spec.default)} → {format_value(target, spec, family)}")
+        said.append(
+            f"{g.knob} {current.get(g.knob, spec.default)} → {format_value(target, spec, family)} "
+            f"({_use_said(g, gauges, current, ctx)})"
+        )
     return freed, said
+
+
+def measured_use(ctx: PlanningContext, family: str, knob: str, current: dict[str, str]) -> str:
+    """How much of ``knob``'s cache the statistics found in use, when a trade of ``family`` gives it only as far
+    as it is measured unused ("Key_blocks_used 0 blocks × 1024 B = 0.0 MiB in use, kept at twice that or
+    more"); "" for any other knob or when the use was not read. ``current``: the values the block size is read
+    from."""
+    give = next((g for t in load_trades() if family in t.families for g in t.give if g.knob == knob), None)
+    if give is None or give.used_gauge is None:
+        return ""
+    delta = ctx.last_delta or ctx.profile.baseline_state
+    return _use_said(give, delta.gauges if delta is not None else {}, current, ctx)
+
+
+def _use_said(g: Give, gauges: dict[str, float], current: dict[str, str], ctx: PlanningContext) -> str:
+    """``g``'s measured use in words ("" when ``g`` names no gauge of its blocks in use or it was not read)."""
+    in_use = _bytes_in_use(g, gauges, current, ctx) if g.used_gauge is not None else None
+    if in_use is None:
+        return ""
+    blocks = gauges[g.used_gauge or ""]
+    gauge = (g.used_gauge or "").rsplit(".", 1)[-1]
+    size = in_use / blocks if blocks else None
+    each = f" × {size:g} B" if size else ""
+    return f"{gauge} {blocks:g} blocks{each} = {in_use / 2**20:.1f} MiB in use, kept at twice that or more"
 
 
 def _restores_default(ctx: PlanningContext, refused: FailedCheck, current: dict[str, str]) -> bool:
