@@ -821,6 +821,67 @@ EXTRA: dict[str, dict[str, Any]] = {
         "observed": {"memory_tables.largest_bytes": 100000, "memory_tables.count": 1},
         "propose": {"max_heap_table_size": "1M"},
     },
+    # a cache of another engine lowered below its blocks in use (found by the breaker: the trade move gives the
+    # MyISAM key cache and the Aria page cache only down to twice their blocks in use, but an experience or LLM
+    # candidate lowering them passed unchecked). Key_blocks_used 55909 × 1024 B = 54.6 MiB, Aria 10819 × 8192 B =
+    # 84.5 MiB: figures read on MariaDB 10.11 here after an index scan of a 300,000-row MyISAM and Aria table
+    "mariadb-key-buffer-below-blocks-in-use": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "current": {"key_buffer_size": "134217728", "key_cache_block_size": "1024"},
+        "observed": {"global_status.Key_blocks_used": 55909},
+        "propose": {"key_buffer_size": "32M"},
+        "message_has": ["mysql.key_buffer_size-in-use", "Key_blocks_used 55909 × key_cache_block_size 1024 B"],
+    },
+    "mariadb-key-buffer-in-4k-blocks-below-in-use": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "current": {"key_buffer_size": "134217728", "key_cache_block_size": "4096"},
+        "observed": {"global_status.Key_blocks_used": 20000},
+        "propose": {"key_buffer_size": "64M"},
+        "message_has": ["key_cache_block_size 4096 B"],
+    },
+    "mariadb-key-buffer-unused-lowered-ok": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
+        "current": {"key_buffer_size": "134217728"},
+        "observed": {"global_status.Key_blocks_used": 0},
+        "propose": {"key_buffer_size": "32M"},
+    },
+    "mariadb-key-buffer-lowered-without-its-use": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "no_observed": True,
+        "current": {"key_buffer_size": "134217728"},
+        "propose": {"key_buffer_size": "32M"},
+        "message_has": ["unknown to the validator"],
+    },
+    "mariadb-aria-cache-below-blocks-in-use": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "reject",
+        "rule_kind": "capacity",
+        "current": {"aria_pagecache_buffer_size": "134217728"},
+        "observed": {"global_status.Aria_pagecache_blocks_used": 10819},
+        "propose": {"aria_pagecache_buffer_size": "32M"},
+        "message_has": ["mysql.aria_pagecache_buffer_size-in-use", "× aria_block_size 8192 B"],
+    },
+    "mariadb-aria-cache-lowered-to-twice-in-use-ok": {
+        "target": "mariadb-10.11",
+        "stage": "dbms",
+        "expect": "accept",
+        "current": {"aria_pagecache_buffer_size": "134217728"},
+        "observed": {"global_status.Aria_pagecache_blocks_used": 31},
+        "propose": {"aria_pagecache_buffer_size": "32M"},
+        "verified_apply": "restart",
+    },
     # ---- kind 6: headroom, with the formula in force
     "linux-overcommit-kbytes-headroom": {
         "target": "linux",

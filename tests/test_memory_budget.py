@@ -145,7 +145,10 @@ ENGINE_CACHES = MARIADB.model_copy(
             "aria_pagecache_buffer_size": k(
                 "aria_pagecache_buffer_size", unit="B", min_value=131072, apply="restart", default="134217728"
             ),
-        }
+        },
+        # the block sizes the caches' blocks in use are counted in (a real catalog: the key_cache_block_size knob
+        # and the read-only aria_block_size fact); the capacity rules lower no cache without them
+        "facts": {**MARIADB.facts, "key_cache_block_size": 1024.0, "aria_block_size": 8192.0},
     }
 )
 
@@ -214,7 +217,9 @@ MDB_BAD_START = {
     "max_connections": "100",
 }
 MDB_IDLE_CACHES = {"global_status.Key_blocks_used": 0.0, "global_status.Aria_pagecache_blocks_used": 14.0}
-MDB_THREADS = Observed(gauges={"global_status.Threads_connected": 5.0})
+# what a round's check reads (the baseline's gauges): the caches' blocks in use too, the trade's evidence and the
+# capacity rules' (mysql.key_buffer_size-in-use: no cache is lowered below what the validator does not see)
+MDB_THREADS = Observed(gauges={"global_status.Threads_connected": 5.0, **MDB_IDLE_CACHES})
 
 
 def _refused_pool(value: str = "134217728") -> FailedCheck:

@@ -52,7 +52,7 @@ def named(rules: RuleSet) -> list[tuple[Versioned | None, str]]:
     for r in (*rules.no_effect, *rules.harmful):
         out.extend((r, p) for c in (*getattr(r, "require", []), *getattr(r, "when", [])) for p in c.params())
     for cap in rules.capacity:
-        out.extend((cap, p) for p in cap.reserve)
+        out.extend((cap, p) for p in (*cap.reserve, *([cap.observed_in] if cap.observed_in else [])))
     for c in (*rules.conflict, *rules.server_check):
         out.extend((c, p) for p in c.params())
     if rules.memory_budget:

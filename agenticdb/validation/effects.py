@@ -23,7 +23,7 @@ import structlog
 
 from agenticdb.config.sections import PolicyConfig
 from agenticdb.errors import GaugeUnknown
-from agenticdb.models import FailedCheck, Observed
+from agenticdb.models import FailedCheck, NormalizedChange, Observed
 from agenticdb.validation.resulting import ResultingConfig, device_of, holds
 from agenticdb.validation.rules import (
     ENFORCED_TEXT,
@@ -233,6 +233,12 @@ def check_capacity(
             )
             continue
         name, peak = max(seen.items(), key=lambda kv: kv[1])
+        if rule.observed_in is not None:  # blocks in use: counted in the cache's own block size, in bytes
+            block = cfg.operand(rule.observed_in)
+            if not isinstance(block, float | int) or block <= 0:
+                failed.append(_unknown_block(ch, before, rule))
+                continue
+            name, peak = f"{name} {peak:g} × {rule.observed_in} {block:g} B", peak * block
         reserve = sum(max(cfg.number(r) or 0.0, 0.0) for r in rule.reserve)
         floor = math.ceil(peak * (1 + policy.capacity_headroom)) + reserve
         capacity, per = _capacity(cfg, rule, new)
@@ -252,6 +258,20 @@ def check_capacity(
             )
         )
     return failed
+
+
+def _unknown_block(ch: NormalizedChange, before: ResultingConfig, rule: CapacityRule) -> FailedCheck:
+    """The refusal of lowering ``ch.name`` when the size of the blocks its observed peak counts is not known."""
+    return FailedCheck(
+        check="capacity",
+        parameter=ch.name,
+        value=ch.value,
+        rule_id=rule.id,
+        source=rule.source,
+        message=f"{ch.name}={ch.value} lowers a capacity setting (now {before.raw(ch.name)}) and the size of the "
+        f"blocks its observed peak counts ({rule.observed_in}) is unknown to the validator: rule {rule.id} "
+        f"(capacity) never lowers it without it — {rule.reason}",
+    )
 
 
 def _capacity(cfg: ResultingConfig, rule: CapacityRule, value: float) -> tuple[float, str]:

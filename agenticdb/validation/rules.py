@@ -318,6 +318,10 @@ class CapacityRule(NameRule):
     """When set, ``parameter`` is a per-slot figure: the capacity compared with the peak is its value ×
     (Σ ``slots`` + ``slots_plus``) (PostgreSQL's lock table: max_locks_per_transaction × the process slots)."""
     slots_plus: float = 0.0
+    observed_in: str | None = None
+    """When set, the ``observed`` gauges count blocks of this size: a parameter or read-only server fact in bytes
+    (the MyISAM key cache's Key_blocks_used in key_cache_block_size, the Aria page cache's in aria_block_size);
+    the peak compared with ``parameter`` is that many bytes. A block size not known counts as no observation."""
 
 
 class AutoValue(NameRule):
