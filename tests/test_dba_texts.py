@@ -257,7 +257,7 @@ def test_the_summary_names_the_opening_candidates_the_time_left_could_not_pay_fo
     """The demo raced 1 of 3 opening candidates and `tune` never said why (the log had opening.budget_drop)."""
     note = (
         "'host-sized' left out of the race: 3 screens and the proof cost 345s by the cost prior, more than the 152s "
-        "of the time budget left (the most generic candidate goes first)"
+        "of the time budget left (the most generic candidate is left out first)"
     )
     result = SessionResult(session_id="s", status="completed", reason="r", opening_left_out=[note])
     out = io.StringIO()
