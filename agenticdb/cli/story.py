@@ -18,6 +18,7 @@ from rich.rule import Rule
 
 from agenticdb.models import opening_label
 from agenticdb.report.daemon_stop import daemon_stop, stop_text
+from agenticdb.report.effects import decision_event_effect
 from agenticdb.report.footnotes import Footnotes
 from agenticdb.report.judged import disturbed_told, pairs_told, width_told
 from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
@@ -270,12 +271,8 @@ def _decision(console: Console, d: dict[str, Any]) -> None:
     which = opening_label(p.get("stage"), p.get("planner"), p.get("rationale"))  # the opening's candidate
     if which and which.partition(" of ")[2] in str(d.get("reason", "")):
         which = ""  # the reason names it already (a screen's "race screen of 'evidence': …")
-    estimate = d.get("estimate") or {}
-    gain = d.get("gain_vs_best")
-    if estimate.get("text"):
-        gain_text = f", estimate {estimate['text']}"
-    else:
-        gain_text = "" if gain is None else f", gain vs best {gain * 100:+.1f}%"
+    effect = decision_event_effect(d)  # only as far as measured: no figure for a disturbed or cut-off lone run
+    gain_text = f", {effect}" if effect else ""
     _line(
         console,
         "Decision",
