@@ -14,7 +14,7 @@ from openingctx import context_of
 
 from agenticdb.advice.sizing import reference
 from agenticdb.config.sections import PolicyConfig
-from agenticdb.models import Observed
+from agenticdb.models import ApplyMode, Observed
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven
@@ -203,6 +203,12 @@ def test_without_a_restart_now_the_pool_takes_no_room_of_the_restart_only_aria_c
         assert int(cand.changes["key_buffer_size"]) < int(cur["key_buffer_size"]), cand.changes
         assert int(cand.changes["innodb_buffer_pool_size"]) > old_cap, cand.changes
         assert "aria_pagecache_buffer_size" not in cand.sources["innodb_buffer_pool_size"], cand.sources
+    # the limits set raises the restart-only innodb_log_buffer_size beyond the budget: a refusal of both kinds
+    # dropped it whole; its restart-only knobs are left out and the rest is repaired
+    assert "limits" in sized, opening.dropped
+    lim = sized["limits"]
+    assert all(mode != ApplyMode.restart for mode in lim.apply_modes.values()), lim.apply_modes
+    assert any("innodb_log_buffer_size" in r and "left out (restart not allowed" in r for r in lim.repaired), lim
 
 
 def test_the_advice_reference_takes_no_room_from_caches_the_advice_leaves(maria: MySQLTarget) -> None:

@@ -291,6 +291,28 @@ def test_a_query_set_session_freezes_weights_and_judges_on_them(tmp_path: Path) 
     )
 
 
+def test_a_one_run_baseline_freezes_weights_and_says_no_noise_was_measured(tmp_path: Path) -> None:
+    """A short budget's one baseline run (``loop.baseline``): the weights come from that run, and its noise on the
+    statistic is unknown (df 0), not 0 %: the journal said "weights frozen from 1 baseline runs …; noise prior on
+    the same statistic: run CV 0.0%"."""
+    target = InMemoryTarget()
+    journal = Journal(tmp_path / "journal.db")
+    cfg = Settings(
+        workload=WorkloadConfig(kind="pgbench", duration_s=1, warmup_s=0),
+        loop=LoopConfig(opening=False, max_rounds=1, baseline_runs=1, max_pairs=3, search=False),
+        storage=StorageConfig(home=tmp_path),
+    )
+    planner = ScriptedPlanner([{"autovacuum_naptime": "4min"}])
+    workload = QuerySetWorkload(target, lambda values: 1.0)
+    s = TuningSession(cfg, target, workload, planner, journal, MemoryBook(tmp_path / "memory.db"))
+    result = s.run()
+    assert s.query_weights is not None and s.query_weights.runs == 1
+    reason = next(e.data["reason"] for e in journal.events(s.session_id) if e.event == "query_weights")
+    assert "weights frozen from 1 baseline run (" in reason, reason
+    assert "no noise prior on the same statistic (one baseline run)" in reason and "CV 0.0%" not in reason, reason
+    assert result.rounds[0].judged == "better"  # every query twice as fast, 3 pairs: settled on the pairs alone
+
+
 class NoisyQuerySet(QuerySetWorkload):
     """The query set with a noisy baseline: every other run takes 1.6 × as long (CV above NOISE_WARN_CV)."""
 

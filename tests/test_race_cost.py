@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agenticdb.config.loop_section import LoopConfig
+from agenticdb.loop.next_move import RESTART_PRIOR_S
 from agenticdb.loop.race_cost import (
     CostBasis,
     opening_cost_s,
@@ -152,3 +153,16 @@ def test_a_restart_prior_counts_the_prewarm_step_before_each_run_after_a_restart
     assert proof_cost_s(reset, False, False, True) - proof_cost_s(no_prewarm, False, False, True) == pytest.approx(
         3 * prewarm_s
     )
+
+
+def test_a_restart_costs_what_this_session_measured_once_it_measured_one() -> None:
+    """pg-pgbench-badstart at 4 min (2026-12-07 17:16): a +252 % screen's proof was not started, 127 s by the prior
+    against 125 s left, 15 s of it for 3 restarts at RESTART_PRIOR_S while PostgreSQL restarted in under 1 s."""
+    loop = LoopConfig()
+    runs = [Measurement(workload="pgbench", objective=300.0, duration_s=40.0)] * 2
+    prior = CostBasis.of(runs, 8.0, loop)
+    measured = CostBasis.of(runs, 8.0, loop, restarts_s=[0.6, 0.9])
+    assert prior.restart_s == RESTART_PRIOR_S and measured.restart_s == 0.9  # the longest measured
+    saved = proof_cost_s(prior, True, True, True) - proof_cost_s(measured, True, True, True)
+    assert saved == pytest.approx(3 * (RESTART_PRIOR_S - 0.9))  # the switch to best, to candidate, the revert
+    assert proof_cost_s(measured, True, True, True) < 125.0 <= proof_cost_s(prior, True, True, True)

@@ -81,6 +81,8 @@ def test_a_restarted_postgresql_comes_back_inside_its_cgroup(cgroup: MemoryCgrou
         svc.restart()
         after = int(pid_file.read_text().split()[0])
         assert after != before and _in(cgroup, after)
+        # the restart's wall time, for the session's cost priors (race_cost.CostBasis)
+        assert len(svc.restart_seconds) == 1 and 0 < svc.restart_seconds[0] < svc.start_timeout_s
         # what agenticdb then reads as the server's memory (hardware.detect_hardware(pid=…))
         assert cgroup_memory_limit(pid=after) == LIMIT
     finally:

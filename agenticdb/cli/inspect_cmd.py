@@ -27,7 +27,7 @@ from agenticdb.redaction import redact
 from agenticdb.report.daemon_stop import DaemonStop, daemon_stop
 from agenticdb.report.data import report_data
 from agenticdb.report.footnotes import Footnotes
-from agenticdb.report.labels import higher_is_better, objective_label, objective_unit
+from agenticdb.report.labels import higher_is_better, noise_said, objective_label, objective_unit
 from agenticdb.rootcause.text import remediation_report_lines
 from agenticdb.rootcause.text import report_lines as root_cause_lines
 from agenticdb.store.journal import Journal
@@ -421,7 +421,8 @@ def _report_summary(
         lines.append(f"- **baseline:** {b:,.3f} {unit}")
     if base.get("noise_cv") is not None:
         runs = ", ".join(f"{r:,.3f}" for r in base.get("objectives", []) if isinstance(r, (int, float)))
-        lines.append(f"- **noise CV:** {base['noise_cv'] * 100:.1f}% (baseline runs: {runs or '-'})")
+        said = noise_said(base["noise_cv"], len([r for r in base.get("objectives", []) if isinstance(r, (int, float))]))
+        lines.append(f"- **noise CV:** {said} (baseline runs: {runs or '-'})")
     if start.get("planner"):
         lines.append(
             f"- **planner:** {start['planner']}; durability {start.get('durability', '?')}; "

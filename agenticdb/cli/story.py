@@ -21,7 +21,14 @@ from agenticdb.report.daemon_stop import daemon_stop, stop_text
 from agenticdb.report.effects import decision_event_effect
 from agenticdb.report.footnotes import Footnotes
 from agenticdb.report.judged import disturbed_told, pairs_told, width_told
-from agenticdb.report.labels import gain_over, higher_is_better, objective_label, objective_unit, start_reference
+from agenticdb.report.labels import (
+    gain_over,
+    higher_is_better,
+    noise_said,
+    objective_label,
+    objective_unit,
+    start_reference,
+)
 from agenticdb.rootcause.text import remediation_text, story_line
 from agenticdb.store.journal_events import JournalEvent
 from agenticdb.units.text import clip, counted
@@ -89,13 +96,13 @@ def _baseline(console: Console, d: dict[str, Any]) -> None:
     runs = d.get("objectives") or [m.get("objective") for m in d.get("measurements", [])]
     runs = [r for r in runs if isinstance(r, (int, float))]
     median = d.get("objective") or (statistics.median(runs) if runs else None)
-    cv = _num((d.get("noise_cv") or 0) * 100, 1)
+    cv = noise_said(d.get("noise_cv"), len(runs)) if runs else f"{_num((d.get('noise_cv') or 0) * 100, 1)}%"
     unit = objective_unit(d.get("objective_name"))
     _line(
         console,
         "Baseline",
         f"objective {_num(median)}{' ' + unit if unit else ''} (runs: "
-        f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}%; objective = "
+        f"{', '.join(_num(r) for r in runs) or '-'}), noise CV {cv}; objective = "
         f"{objective_label(d.get('objective_name'))}",
     )
     unread = d.get("not_measured")

@@ -21,7 +21,7 @@ from agenticdb.models import RoundOutcome
 from agenticdb.redaction import redact
 from agenticdb.report.effects import effect_summary, round_effect
 from agenticdb.report.judged import disturbed_told
-from agenticdb.report.labels import baseline_run_text, gain_over, start_reference
+from agenticdb.report.labels import baseline_run_text, gain_over, noise_said, start_reference
 from agenticdb.store.faults import cause_of
 from agenticdb.store.journal import Journal
 from agenticdb.store.lock import LockError, TargetLock
@@ -395,9 +395,13 @@ def _summary(console: Console, cfg: Settings, result: Any) -> None:
         highlight=False,
         soft_wrap=True,
     )  # one line however long the reason (it may be the planner's error)
+    noise = (  # one baseline run (a short budget) has no spread: the CV on record is the prior, not a measurement
+        f"noise CV {noise_said(result.noise_cv, 1)}"
+        if result.baseline_disturbed[1] == 1
+        else f"measured noise CV {result.noise_cv:.1%} per run"
+    )
     console.print(
-        f"objective {OBJECTIVE_NAMES.get(result.objective_name, result.objective_name)} ({direction}); "
-        f"measured noise CV {result.noise_cv:.1%} per run",
+        f"objective {OBJECTIVE_NAMES.get(result.objective_name, result.objective_name)} ({direction}); {noise}",
         highlight=False,
     )
     console.print(

@@ -85,6 +85,7 @@ class Service(ABC):
     def __init__(self, ready_check: Callable[[], bool], start_timeout_s: float = 60.0) -> None:
         self.ready_check = ready_check
         self.start_timeout_s = start_timeout_s
+        self.restart_seconds: list[float] = []  # wall time of each completed restart (s), for the cost priors
 
     @abstractmethod
     def _start(self) -> None: ...
@@ -105,10 +106,14 @@ class Service(ABC):
         self._stop()
 
     def restart(self) -> None:
-        """Stop then start; raises ServiceError when the server does not come back."""
+        """Stop then start; raises ServiceError when the server does not come back. A completed restart's wall
+        time (seconds, shutdown checkpoint included) is appended to ``restart_seconds``
+        (``loop.race_cost.CostBasis``: the session's measured restart cost)."""
         log.info("service.restart", controller=type(self).__name__)
+        began = time.monotonic()
         self._stop()
         self.start()
+        self.restart_seconds.append(time.monotonic() - began)
 
     def is_ready(self) -> bool:
         try:

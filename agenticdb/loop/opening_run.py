@@ -348,7 +348,9 @@ class OpeningRun:
 
     def _basis(self) -> CostBasis:
         """What the opening's cost priors are computed from."""
-        return CostBasis.of(self.start.baseline, self.cfg.workload.warmup_s, self.cfg.loop)
+        service = getattr(self.stage.target, "service", None)
+        restarts = service.restart_seconds if service is not None else []
+        return CostBasis.of(self.start.baseline, self.cfg.workload.warmup_s, self.cfg.loop, restarts)
 
     def _no_room_for_screen(
         self, entry: RaceEntry, plans: list[RaceEntry], in_effect: dict[str, str], round_no: int, notes: list[str]

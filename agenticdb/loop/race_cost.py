@@ -99,8 +99,14 @@ class CostBasis:
     prewarm_s: float = 0.0
 
     @classmethod
-    def of(cls, baseline: Sequence[Measurement], warmup_s: float, loop: LoopConfig) -> CostBasis:
-        """From the baseline's runs, ``workload.warmup_s`` (seconds) and ``[loop]``.
+    def of(
+        cls, baseline: Sequence[Measurement], warmup_s: float, loop: LoopConfig, restarts_s: Sequence[float] = ()
+    ) -> CostBasis:
+        """From the baseline's runs, ``workload.warmup_s`` (seconds) and ``[loop]``; ``restarts_s``: the wall times
+        of the restarts this session measured (``Service.restart_seconds``), whose longest is each restart's cost
+        once there is one; before that ``RESTART_PRIOR_S`` (5 s). A PostgreSQL restart measured 0.5–1 s here,
+        and the prior's 15 s for a lone screen's proof (3 restarts) left pg-pgbench-badstart's 4-minute proof
+        2 s short (127 s against 125 s left, 2026-12-07 17:16) after a +252 % screen.
 
         ``prewarm_s``: the executor prewarms before its first run (a benchmark's always) and after every restart,
         so a baseline usually records one prewarm (every run with ``loop.reset_data``). The first run's may find
@@ -111,8 +117,16 @@ class CostBasis:
         prewarmed = any(loaded(m.prewarm) for m in baseline)
         timed = sorted(m.prewarm_s for m in baseline if m.prewarm_s is not None)
         prewarm_s = timed[len(timed) // 2] if timed else 0.0  # as next_move.round_cost_prior: the upper median
+        restart_s = max(restarts_s) if restarts_s else RESTART_PRIOR_S
         return cls(
-            durations, warmup_s, loop.min_pairs, query_set, loop.reset_data, prewarmed=prewarmed, prewarm_s=prewarm_s
+            durations,
+            warmup_s,
+            loop.min_pairs,
+            query_set,
+            loop.reset_data,
+            restart_s=restart_s,
+            prewarmed=prewarmed,
+            prewarm_s=prewarm_s,
         )
 
 

@@ -466,9 +466,14 @@ class TuningSession(SessionBudget):
     def _journal_weights(self, weights: QueryWeights) -> None:
         """One ``query_weights`` event: the decisions on this query set use the per-query statistic."""
         top = ", ".join(f"{q} {w:.0%}" for q, w in weights.top())
+        prior = (  # one baseline run shows no spread (df 0): not a noise of 0 %, none measured
+            f"noise prior on the same statistic: run CV {self.noise.run_cv:.1%}"
+            if self.noise.df
+            else "no noise prior on the same statistic (one baseline run): the pairs estimate it"
+        )
+        runs = f"{weights.runs} baseline run{'' if weights.runs == 1 else 's'}"
         reason = (
-            f"pairs judged on d = Σ w_q·ln(best_q/candidate_q), weights frozen from {weights.runs} baseline runs "
-            f"(heaviest: {top}); noise prior on the same statistic: run CV {self.noise.run_cv:.1%}"
+            f"pairs judged on d = Σ w_q·ln(best_q/candidate_q), weights frozen from {runs} (heaviest: {top}); {prior}"
         )
         self.recorder.event("query_weights", {"weights": dict(weights.weights), "reason": reason}, None)
         log.info("judge.query_weights", queries=len(weights.weights), reason=reason)

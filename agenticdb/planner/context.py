@@ -264,7 +264,8 @@ def render_profile(ctx: PlanningContext) -> str:
         f"cpu: {hw.cpu_count}; memory: {hw.memory_bytes / gib:.1f} GiB; usable memory limit: "
         f"{hw.memory_limit_bytes / gib:.1f} GiB"
         + (f" (cgroup {hw.cgroup_memory_limit_bytes / gib:.1f} GiB)" if hw.cgroup_memory_limit_bytes else ""),
-        f"measurement noise (coefficient of variation): {p.noise_cv:.3f}",
+        f"measurement noise (coefficient of variation): {p.noise_cv:.3f}"
+        + (" assumed, not measured (one baseline run)" if len(p.baseline) == 1 else ""),
     ]
     if hw.disk_total_bytes:
         lines.insert(

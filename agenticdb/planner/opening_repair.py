@@ -45,7 +45,8 @@ def repair_set(
     trade is left, by shrinking the global buffers the set raises, each in proportion to its raise, by the
     budget's excess (never below the value in effect: :func:`shrink_to_fit`). When the only refusal is that a
     restart is not allowed now (``policy.allow_restart``, ``policy.restart_window``, a service that cannot
-    restart), the restart-only knobs are left out and the rest of the set is judged again.
+    restart), alone or beside the memory budget's, the restart-only knobs are left out and the rest of the set
+    is judged again.
 
     Args:
         ctx: the planning context (catalog, current configuration, statistics for the caches in use).
@@ -60,14 +61,18 @@ def repair_set(
     sources = dict(cand.sources)
     repaired: list[str] = []
     sv = check(changes, cand.name)
-    for _ in range(MAX_REPAIRS):
+    moves = 0  # trades and shrinks; leaving restart-only knobs out is no repair (it ends: each removes one)
+    while moves < MAX_REPAIRS:
         if sv.ok:
             break
         refusal = sv.memory_refusal
         blocked = [f.parameter for f in sv.verdict.failed if f.rule_id == "restart_permission"]
-        if blocked and len(blocked) == len(sv.verdict.failed) and len(blocked) < len(changes):
-            # a restart is not allowed now (policy.allow_restart / restart_window): the rest of the set still is
-            why = next(f.message for f in sv.verdict.failed)
+        rest = [f for f in sv.verdict.failed if f.rule_id not in ("restart_permission", "memory_budget")]
+        if blocked and not rest and len(blocked) < len(changes):
+            # a restart is not allowed now (policy.allow_restart / restart_window): the rest of the set still is,
+            # and a memory refusal beside it is judged (and repaired) on that rest: the limits set, whose
+            # innodb_log_buffer_size is restart-only, was dropped whole on a service that cannot restart
+            why = next(f.message for f in sv.verdict.failed if f.rule_id == "restart_permission")
             repaired += [
                 f"{n}: {changes.pop(n)} left out (restart not allowed: {why.split(' and ', 1)[-1]})" for n in blocked
             ]
@@ -77,6 +82,7 @@ def repair_set(
             continue
         if not sv.memory_only or refusal is None:
             return None, sv.reasons()
+        moves += 1
         tried = _apply(ctx, changes, sources, _trade(ctx, changes, refusal), "trade move (catalogs/trades.toml)")
         after = check(tried[0], cand.name) if tried[2] else None
         if after is not None and _eased(after, refusal):

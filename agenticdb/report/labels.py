@@ -53,6 +53,17 @@ def higher_is_better(name: str | None) -> bool:
     return OBJECTIVES.get(name or "", ("", "", True))[2]
 
 
+def noise_said(cv: float | None, runs: int) -> str:
+    """The baseline's run CV as the session's texts quote it: ``"5.0%"``; with fewer than two baseline runs
+    (a short budget's one run, ``loop.baseline``) there is no spread to measure and the CV on record is the
+    conservative prior ``next_move.noise_cv`` assumes (10 %): said as such, never as a measurement.
+    ``cv``: a fraction (None: not recorded); ``runs``: the baseline runs kept."""
+    if runs < 2:
+        assumed = f"; {cv * 100:.0f} % assumed until the pairs measure it" if cv else ""
+        return f"not measured ({runs} baseline run{'' if runs == 1 else 's'}{assumed})"
+    return f"{(cv or 0.0) * 100:.1f}%"
+
+
 STALE_SDS = 2.0
 """How far (in standard deviations of a pair's log-ratio) the start's re-measurement in a decision's pairs may lie
 from the baseline's median before the baseline counts as stale: the bar ``agenticdb.loop.race.AHEAD_SDS`` sets
