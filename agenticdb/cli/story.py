@@ -273,13 +273,12 @@ def _recovery(console: Console, d: dict[str, Any]) -> None:
 
 
 def _decision(console: Console, d: dict[str, Any]) -> None:
-    p = d.get("proposal")
-    p = p if isinstance(p, dict) else {}
+    p = d["proposal"] if isinstance(d.get("proposal"), dict) else {}
     which = opening_label(p.get("stage"), p.get("planner"), p.get("rationale"))  # the opening's candidate
     if which and which.partition(" of ")[2] in str(d.get("reason", "")):
         which = ""  # the reason names it already (a screen's "race screen of 'evidence': …")
-    effect = decision_event_effect(d)  # only as far as measured: no figure for a disturbed or cut-off lone run
-    gain_text = f", {effect}" if effect else ""
+    # the effect only as far as measured: no figure for a disturbed or cut-off lone run, or no valid pair
+    gain_text = f", {effect}" if (effect := decision_event_effect(d)) else ""
     _line(
         console,
         "Decision",
