@@ -7,18 +7,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import cast
 
 import pymysql
 import pytest
 from openingctx import context_of
 
 from agenticdb.advice.sizing import reference
-from agenticdb.config.sections import PolicyConfig
-from agenticdb.models import ApplyMode, Observed
+from agenticdb.config.sections import PolicyConfig, ServiceConfig
+from agenticdb.loop.executor import Executor
+from agenticdb.loop.planning import check, planning_context
+from agenticdb.loop.stage import StageState
+from agenticdb.models import ApplyMode, Bottleneck, Change, Layer, Observed, Proposal, Snapshot
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.opening import generate_opening
 from agenticdb.planner.opening_evidence import evidence_driven
 from agenticdb.planner.opening_values import HostView, SourceInput, budget_bytes, host_view, with_data_size
+from agenticdb.planner.trade import trade_proposal
 from agenticdb.sandbox.mariadb import MariaDBSandboxInfo
 from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.targets.mysql_stats import read_data_size
@@ -237,3 +242,38 @@ def test_the_advice_reference_takes_no_room_from_caches_the_advice_leaves(maria:
         label="advice",
     )
     assert sv.ok, (pool / MiB, sv.reasons())
+
+
+def test_in_a_round_the_trade_gives_no_restart_only_cache_on_a_service_that_cannot_restart(
+    mariadb_sandbox: MariaDBSandboxInfo,
+) -> None:
+    """A round's planner was told the policy's restart permission alone (``loop.planning.planning_context``): on
+    a service that cannot restart (target.service.kind = "none"), the trade paying for a refused buffer pool
+    gave the restart-only aria_pagecache_buffer_size, and the check refused the whole proposal for it. The round's
+    context now says no restart is possible, the trade gives the key cache only, and the check accepts it."""
+    cfg = mariadb_sandbox.target_config()
+    target = MySQLTarget.from_config(cfg.model_copy(update={"service": ServiceConfig(kind="none")}))
+    try:
+        assert not target.can_restart()
+        base = context_of(target, memory=512 * MiB, benchmark="sysbench")
+        stage = StageState(target, cast(Executor, None), base.catalog, Snapshot(target="mariadb"), [1.0])
+        policy = PolicyConfig()
+        current = dict(base.current_config)
+        ctx = planning_context(stage, Layer.dbms, base.profile, base.fingerprint, [], [], current, None, policy)
+        assert ctx.allow_restart is False
+        grow = Proposal(
+            bottleneck=Bottleneck.buffer_cache,
+            changes=[Change(name="innodb_buffer_pool_size", value="256M")],
+            rationale="buffer pool misses",
+        )
+        refused = check(grow, stage, base.profile, Layer.dbms, policy)
+        refusal = next(f for f in refused.failed if f.rule_id == "memory_budget")
+        ctx = ctx.model_copy(update={"validator_feedback": [refusal]})
+        traded = trade_proposal(ctx, "mariadb", refusal, "heuristic")
+        assert traded is not None
+        names = {c.name for c in traded.changes}
+        assert "key_buffer_size" in names and "aria_pagecache_buffer_size" not in names, traded.changes
+        verdict = check(traded, stage, base.profile, Layer.dbms, policy)
+        assert not any(f.rule_id == "restart_permission" for f in verdict.failed), verdict.failed
+    finally:
+        target.close()

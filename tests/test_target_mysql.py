@@ -295,3 +295,43 @@ def test_restart_that_fails_raises_apply_error_with_log_and_is_recoverable(
     assert not target.available()
     target.restore(snap)
     assert target.current_values(list(snap.values)) == snap.values
+
+
+def test_the_mysql8_key_cache_in_use_is_counted_in_its_own_block_size() -> None:
+    """key_cache_block_size is not in catalogs/mysql-8.0.toml, so the MySQL 8 catalog had neither its value nor a
+    fact of it: the trade move (``planner.trade``) counted Key_blocks_used in 1024-B blocks whatever the server's,
+    and on a server with 4096-B blocks gave a 128 MiB key cache holding 78 MiB down to 40 MiB. The catalog now keeps
+    the global value of every variable that is not a knob, as the MariaDB one does."""
+    from agenticdb.models import Hardware, Layer, RuntimeProfile, StateDelta
+    from agenticdb.models.planning import Fingerprint, PlanningContext
+    from agenticdb.planner.trade import unused_cache_bytes
+
+    rows = [
+        {"VARIABLE_NAME": n, "MIN_VALUE": "0", "MAX_VALUE": "0", "VARIABLE_SOURCE": "COMPILED"}
+        for n in ("innodb_buffer_pool_size", "key_buffer_size", "key_cache_block_size", "version")
+    ]
+    values = {
+        "innodb_buffer_pool_size": "134217728",
+        "key_buffer_size": "134217728",
+        "key_cache_block_size": "4096",
+        "version": "8.0.36",
+    }
+    cat = mysql8_catalog(rows, values, "8.0.36")
+    assert "key_cache_block_size" not in cat.knobs and cat.facts["key_cache_block_size"] == 4096.0
+    assert cat.facts["version"] == "8.0.36" and "key_buffer_size" not in cat.facts
+    current = {k: v for k, v in values.items() if k in cat.knobs}
+    hw = Hardware(cpu_count=2, memory_bytes=512 * MiB, memory_limit_bytes=512 * MiB, disk_free_bytes=10 * 1024 * MiB)
+    in_use = StateDelta(gauges={"global_status.Key_blocks_used": 20000.0})  # × 4096 B = 78 MiB
+    ctx = PlanningContext(
+        profile=RuntimeProfile(
+            target="mysql", dbms_version="8.0.36", hardware=hw, current_config=current, baseline_state=in_use
+        ),
+        fingerprint=Fingerprint(
+            dbms="mysql", version_major="8", benchmark="sysbench", workload_class="oltp", read_fraction=0.7
+        ),
+        catalog=cat,
+        stage=Layer.dbms,
+        current_config=current,
+    )
+    freed, given = unused_cache_bytes(ctx, "mysql", "innodb_buffer_pool_size", current)
+    assert (freed, given) == (0.0, []), given  # twice 78 MiB in use is more than the cache holds: nothing to give

@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from agenticdb.config.sections import PolicyConfig
+from agenticdb.config.sections import PolicyConfig, in_window
 from agenticdb.loop.stage import StageState
 from agenticdb.models import (
     Decision,
@@ -108,7 +108,14 @@ def planning_context(
     last_delta: StateDelta | None,
     policy: PolicyConfig,
 ) -> PlanningContext:
-    """Everything the planner may read this round (the stage's tunable catalog, rivals left out)."""
+    """Everything the planner may read this round (the stage's tunable catalog, rivals left out).
+
+    ``allow_restart`` is whether the validator (:func:`check`) would allow a restart now: the policy, a target whose
+    service restarts, the restart window. A planner told the policy's word alone proposed restart-only knobs the
+    check then refused: the MariaDB trade move paid for a bigger buffer pool with aria_pagecache_buffer_size on a
+    service that cannot restart, the proposal was refused whole and the refused growth never traded again.
+    """
+    restart_now = policy.allow_restart and stage.target.can_restart() and in_window(policy.restart_window)
     return PlanningContext(
         profile=profile,
         fingerprint=fp,
@@ -121,7 +128,7 @@ def planning_context(
         last_delta=last_delta,
         max_changes=policy.max_changes,
         max_step_factor=policy.max_step_factor,
-        allow_restart=policy.allow_restart,
+        allow_restart=restart_now,
         durability=policy.durability,
         untrusted_text=stage.target.log_tail(10),
     )

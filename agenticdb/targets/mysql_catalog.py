@@ -373,7 +373,10 @@ def mysql8_catalog(
     the server's MIN/MAX win over the file's. Variables not described by the file are excluded (type and
     apply mode unknown — a guess could write a string to an integer or restart needlessly); variables the
     file describes but the server lacks (e.g. innodb_redo_log_capacity before 8.0.30) go to
-    ``unsupported``.
+    ``unsupported``. Facts (``Catalog.facts``), as for MariaDB: the global value of every variable that is not a
+    knob (numbers as floats): key_cache_block_size, which the file leaves out, sizes the MyISAM key cache's blocks
+    in use for the trade move (``planner.trade``); without it the default 1024 B was taken, and a server with
+    4096-B blocks had a quarter of its cache in use counted.
     """
     data = data or load_data()
     excl = mysql8_exclusions()
@@ -415,4 +418,9 @@ def mysql8_catalog(
     for name in data.mysql8_knobs:
         if name not in server_names:
             cat.unsupported[name] = f"described in catalogs/{MYSQL8_DATA} but this server ({version}) does not have it"
+    for raw, value in values.items():  # as for MariaDB: the global value of every variable that is not a knob
+        name = str(raw).lower()
+        if name not in cat.knobs and value is not None:
+            number = _num(value)
+            cat.facts[name] = number if number is not None else str(value)
     return cat
