@@ -20,7 +20,7 @@ from agenticdb.host.hardware import detect_hardware
 from agenticdb.host.privileges import PrivilegeError, check_not_superuser
 from agenticdb.invocation import command
 from agenticdb.measure.hoststats import host_state
-from agenticdb.models import RoundOutcome, RuntimeState
+from agenticdb.models import Measurement, RoundOutcome, RuntimeState
 from agenticdb.planner.base import Planner, PlannerError
 from agenticdb.sandbox import SANDBOXES, sandbox_kind, sandbox_of
 from agenticdb.store.faults import StorageError, cause_of
@@ -327,6 +327,7 @@ def build_session(
     on_status: Callable[[str], object] | None = None,
     approve: Callable[[str, int, Any, Any], str | None] | None = None,
     remediate: Callable[[str, Any], dict[str, Any] | None] | None = None,
+    on_baseline_run: Callable[[str, Measurement, str], object] | None = None,
 ) -> TuningSession:
     """A TuningSession with its planner, OS target (originals saved to the Memory Book and journal before
     the first write) and host statistics wired in."""
@@ -345,6 +346,7 @@ def build_session(
         on_status=on_status,
         approve=approve,
         remediate=remediate,
+        on_baseline_run=on_baseline_run,
     )
     session.planner = build_planner(cfg, memory, journal, session.session_id, lambda: session.current_round)
 

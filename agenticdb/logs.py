@@ -36,6 +36,14 @@ def _quiet_below(level: int) -> Processor:
     return drop
 
 
+def _stderr_logger(*args: Any) -> structlog.PrintLogger:
+    """A logger on the ``sys.stderr`` of the moment it is made (each call: ``cache_logger_on_first_use`` is off),
+    not the one in place when logging was configured: a command run inside ``typer.testing.CliRunner`` configured
+    logging on the runner's stream, which it closes, and every later log line in the process then raised
+    "I/O operation on closed file"."""
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(verbose: bool = False, json_logs: bool = False, level: int | None = None) -> None:
     """Configure structlog for the process (idempotent)."""
     if level is None:
@@ -51,6 +59,6 @@ def configure_logging(verbose: bool = False, json_logs: bool = False, level: int
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(min(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

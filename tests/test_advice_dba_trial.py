@@ -285,3 +285,17 @@ def test_sizes_spelled_for_people_and_back_for_set() -> None:
     assert for_people("mariadb", count, "1024") == "1024"  # a count, not bytes
     assert for_people("postgresql", pool, "128MB") == "128MB"
     assert mysql_set_number("12052M") == "12637437952" and mysql_set_number("ON") == "ON"
+
+
+def test_no_empty_table_when_there_is_no_finding_or_recommendation() -> None:
+    """A fresh user's `advise` printed "0 finding(s)" over an empty table: with none, one line says so."""
+    adv = Advice(
+        target="t", kind="postgresql", version="15", generated_at="2026-12-07T00:00:00Z", observed_s=1.0, hardware={}
+    )
+    for terminal in (False, True):
+        out = io.StringIO()
+        print_text(adv, Console(file=out, width=200, force_terminal=terminal, color_system=None, highlight=False))
+        text = out.getvalue()
+        assert "0 finding(s)" not in text and "0 recommendation(s)" not in text, text
+        assert "advice (source)" not in text and "why (source)" not in text, text  # no table headers
+        assert "no recommendation\n" in text and "no finding\n" in text, text

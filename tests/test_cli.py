@@ -48,6 +48,25 @@ def test_help_matches_golden(args: list[str]) -> None:
     assert r.stdout == path.read_text()
 
 
+def test_no_help_text_shows_docstring_markup() -> None:
+    """A command's docstring is its --help: reST markup there is printed as it is (a fresh user read "like
+    ``tail -f``" in `journal --help`). Every command's and option's help, at every level, is free of it."""
+    from typer.main import get_command
+
+    from agenticdb.cli import app
+
+    found: list[str] = []
+
+    def walk(cmd: Any, path: str) -> None:
+        texts = [cmd.help or "", cmd.short_help or "", *(getattr(p, "help", None) or "" for p in cmd.params)]
+        found.extend(f"{path}: {t[:120]!r}" for t in texts if "``" in t or ":func:`" in t or ":class:`" in t)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(get_command(app), "agenticdb")
+    assert not found, found
+
+
 def test_report_matches_golden(tmp_path: Path) -> None:
     """The Markdown report of a fixed journal (tests/test_cli_inspect._journal) at COLUMNS=100 (issue 39)."""
     from test_cli_inspect import SID, _journal

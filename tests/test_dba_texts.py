@@ -34,7 +34,7 @@ from agenticdb.models import (
     RoundOutcome,
 )
 from agenticdb.planner.search import _span
-from agenticdb.report.effects import effect_summary
+from agenticdb.report.effects import decision_effect, effect_summary
 from agenticdb.store.journal_events import JournalEvent
 
 
@@ -147,14 +147,21 @@ TOO_DISTURBED = (
 
 def test_round_line_and_report_say_the_verdict_and_why_it_was_not_kept() -> None:
     """A tie by a disturbed host read "+36.0% (screen only); terminate" and "Decision terminate": the round
-    line and the report's table now say the auditor's verdict, its cause and that the round was reverted."""
+    line and the report's table now say the auditor's verdict, its cause and that the round was reverted, and
+    no gain: the decision kept no valid pair (a fresh user read "gain vs best -9.9%" for such a round)."""
     r = _screened(3, 0.36, "tie", TOO_DISTURBED)
     out = io.StringIO()
     _round_printer(Console(file=out, soft_wrap=True, highlight=False), [], None)(r)
     line = out.getvalue().strip()
-    assert "+36.0% (screen only); tie (host too disturbed), reverted; terminate: " in line, line
+    assert "— (no valid pair: no effect measured); tie (host too disturbed), reverted; terminate: " in line, line
+    assert "36" not in line, line
     table = "\n".join(_report_rounds([r], "TPS"))
-    assert "| +36.0% (screen only) | tie (host too disturbed), reverted | terminate |" in table, table
+    assert "| — (no valid pair: no effect measured) | tie (host too disturbed), reverted | terminate |" in table, table
+    assert _summary_of([r]) == (
+        "nothing beat the starting configuration: no decision measured an effect, and no screen is quoted: no screen "
+        "ran full and undisturbed outside a decision that kept no valid pair (round 3: no valid pair)"
+    )
+    assert r.counted_gain is None and decision_effect(r) == "no effect measured (no valid pair)"
     # the report reads the verdict from the journal's judged event (older records carry no judged_reason)
     old = r.model_copy(update={"judged_reason": ""})
     data = {"verdict": "tie", "reason": TOO_DISTURBED}
@@ -257,7 +264,7 @@ def test_the_summary_names_the_opening_candidates_the_time_left_could_not_pay_fo
     """The demo raced 1 of 3 opening candidates and `tune` never said why (the log had opening.budget_drop)."""
     note = (
         "'host-sized' left out of the race: 3 screens and the proof cost 345s by the cost prior, more than the 152s "
-        "of the time budget left (the most generic candidate goes first)"
+        "of the time budget left (the most generic candidate is left out first)"
     )
     result = SessionResult(session_id="s", status="completed", reason="r", opening_left_out=[note])
     out = io.StringIO()

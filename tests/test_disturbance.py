@@ -28,6 +28,7 @@ from agenticdb.loop.executor import Executor
 from agenticdb.measure.disturbance import DisturbanceThresholds, HostSample, classified, classify, summarize
 from agenticdb.measure.procstats import OursCpu
 from agenticdb.models import Disturbance, Measurement, StateDelta
+from agenticdb.report.labels import baseline_run_text
 from agenticdb.sandbox.postgres import PostgresSandboxInfo
 from agenticdb.store.journal import Journal
 from agenticdb.targets.postgres import PostgresTarget
@@ -370,3 +371,25 @@ def test_a_short_budget_takes_one_baseline_run_when_only_that_leaves_a_decision(
     )
     assert len(kept) == runs == fake.count
     assert runs > 1 or cv == 0.10  # one run: the spread is unknown, the conservative prior stands (noise_cv)
+
+
+def test_every_baseline_run_is_told_as_it_ends_with_what_became_of_a_disturbed_one() -> None:
+    """A piped `tune` printed nothing between its header and round 1 for the 8 minutes of a busy host's baseline:
+    each run is told as it ends (``on_run``, tune's line ``baseline_run_text``), a disturbed one with its fate."""
+    fake = _Runs(disturbed={1, 4}, seconds=40.0)
+    lines: list[str] = []
+    loop = LoopConfig(time_budget_s=480.0, opening=False, max_disturbed_repeats=1)
+    kept, _, _ = measure_baseline(
+        cast(Executor, fake),
+        loop,
+        clock=lambda: fake.now,
+        budget_left=lambda: 480.0 - fake.now,
+        on_run=lambda *run: lines.append(baseline_run_text(*run)),
+    )
+    assert len(lines) == fake.count == 4 and len(kept) == 3, lines
+    assert lines[0] == "baseline 1: 101.000 TPS/p95 (disturbed: the host's other load; measured again)", lines
+    assert lines[1:3] == ["baseline 1, repeat 1: 102.000 TPS/p95", "baseline 2: 103.000 TPS/p95"], lines
+    assert lines[3].startswith("baseline 3: 104.000 TPS/p95 (disturbed: the host's other load; used all the same: "), (
+        lines
+    )
+    assert "max_disturbed_repeats=1" in lines[3], lines

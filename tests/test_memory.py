@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from agenticdb.cli.memory_cmd import memory_app
-from agenticdb.models import Bottleneck, Decision, Layer, Measurement, RoundOutcome
+from agenticdb.models import Bottleneck, Decision, Disturbance, Layer, Measurement, RoundOutcome
 from agenticdb.models.planning import Experience, Fingerprint
 from agenticdb.store.memory import WEIGHTS, MemoryBook, MemoryBookError, similarity
 from agenticdb.store.memory.experience import distill_experience
@@ -249,7 +249,10 @@ def test_memory_cli(tmp_path: Path) -> None:
     res = runner.invoke(memory_app, ["show", str(eid), *home], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "shared_buffers=1GB" in res.output and "wal_level=minimal" in res.output
-    assert "fraction_of_memory" in res.output
+    assert "shared_buffers=1GB: buffer_cache, gain +12.0%" in res.output, res.output  # no raw dict
+    assert "wal_level=minimal: reason server did not start" in res.output, res.output
+    assert "shared_buffers = 1GB  (25.0% of the memory limit)" in res.output, res.output
+    assert "{'" not in res.output, res.output
     res = runner.invoke(memory_app, ["show", "99", *home])
     assert res.exit_code == 1 and "id=99" in res.output
 
@@ -299,3 +302,36 @@ def test_memory_show_prints_the_ties_stored_as_inconclusive(tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     assert "inconclusive (1)" in res.output and "shared_buffers=512MB" in res.output, res.output
     assert "beneficial (0)" in res.output and "ineffective (0)" in res.output and "failed (0)" in res.output
+
+
+def test_memory_show_says_a_gain_only_where_the_round_counted_one(tmp_path: Path) -> None:
+    """A fresh user's `memory show` printed "{'bottleneck': 'temp_spill', 'stage': 'dbms', 'gain':
+    -0.024430076366647735}" for an opening screen whose one run the host disturbed ("no gain counted"): the
+    Memory Book stores no gain for it, and each lesson reads as text."""
+    noisy = Disturbance(samples=15, seconds=15.0, other_cpu_cores=2.5, other_cpu_spread=0.1, disturbed=True)
+    screen = RoundOutcome(
+        session_id="s-busy",
+        round_no=1,
+        stage=Layer.dbms,
+        bottleneck=Bottleneck.temp_spill,
+        changes={"jit": "off", "work_mem": "8MB"},
+        measurement=Measurement(workload="tpch", objective=50.1, higher_is_better=False, disturbance=noisy),
+        objective=50.1,
+        gain_vs_best=-0.0244,
+        decision=Decision.continue_,
+        reason="race screen of 'evidence': 50.100 (one run the host disturbed: no gain counted)",
+    )
+    clean = screen.model_copy(
+        update={"round_no": 2, "measurement": Measurement(workload="tpch", objective=48.0, higher_is_better=False)}
+    )
+    book = MemoryBook(tmp_path / "memory.db")
+    book.start_session("s-busy", "pg", fp())
+    eid = book.write_experience(distill_experience("s-busy", fp(), [screen, clean], {}, {}, 0.0))
+    book.close()
+    stored = MemoryBook(tmp_path / "memory.db").get_experience(eid).experience
+    assert [e["gain"] for e in stored.inconclusive] == [None, -0.0244], stored.inconclusive
+    res = runner.invoke(memory_app, ["show", str(eid), "--home", str(tmp_path)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "jit=off, work_mem=8MB: temp_spill, dbms stage, gain not measured" in res.output, res.output
+    assert "jit=off, work_mem=8MB: temp_spill, dbms stage, gain -2.4%" in res.output, res.output
+    assert "{'" not in res.output, res.output

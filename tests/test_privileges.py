@@ -147,6 +147,12 @@ def test_setup_role_refusal_tune_and_planted_secret(pg: tuple[Path, str, str], t
     outputs.append(r.stdout + r.stderr)
     assert r.returncode == 0, r.stdout + r.stderr
     assert '"event": "round.decided"' in r.stderr or '"event"' in r.stderr  # structlog output was produced
+    # piped stdout: each baseline run has its line between the header and round 1 (a fresh user's piped tune
+    # printed nothing there for the 8 minutes of a busy host's baseline)
+    lines = r.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("agenticdb session "))
+    first = next(i for i, line in enumerate(lines) if line.startswith("round 1 "))
+    assert any(line.startswith("baseline 1: ") for line in lines[head:first]), r.stdout
     applied = _session_events(home, "applied")
     assert applied, "the role's session applied no change: ALTER SYSTEM through the role was not exercised"
     # an error path that carries the DSN (nothing listens on port 1)

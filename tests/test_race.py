@@ -491,6 +491,9 @@ def test_without_restart_cuts_restart_only_knobs_and_drops_empty_and_twin_sets()
     assert [c.name for c in out] == ["evidence without restart", "llm"], out
     assert out[0].changes == {"work_mem": "8MB"} and out[0].sources == {"work_mem": "m"}
     assert "random_page_cost" in out[0].rationale and out[1] is made[3]
+    # a rationale ending in a figure ("… = 662 MiB") is a sentence of its own before the note (a new user read
+    # "… = 662 MiB Raced without its restart-only knobs")
+    assert out[0].rationale.startswith("r. Raced without its restart-only knobs (random_page_cost): "), out[0]
 
 
 def test_every_opening_line_names_its_candidate(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from agenticdb.config import Settings
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfig
 from agenticdb.host.hardware import detect_hardware
-from agenticdb.loop.next_move import LoopState, decide, search_converged
+from agenticdb.loop.next_move import LoopState, decide, search_converged, stop_figures
 from agenticdb.loop.session import SessionResult, TuningSession
 from agenticdb.models import (
     ApplyMode,
@@ -198,6 +198,12 @@ def test_the_search_stops_on_patience_not_on_three_unkept_rounds() -> None:
     assert decision == Decision.terminate
     assert "search converged" in reason and "round 5 tie -2.0%" in reason and "search_patience = 4" in reason
     assert search_converged(rounds[:-1], 4) == ""
+    # a suggestion whose decision kept no valid pair counted no gain: its first run's figure is not quoted
+    unpaired = _search_round(5, False, -0.099).model_copy(update={"estimate": None, "objective": None})
+    reason = search_converged([*rounds[:-1], unpaired], 4)
+    assert "round 5 tie no gain counted" in reason and "-9.9" not in reason, reason
+    figures = stop_figures([*rounds[:-1], unpaired], state)["search_rounds"]
+    assert isinstance(figures, list) and figures[-1]["gain"] is None, figures
 
 
 def test_a_rejection_in_the_same_round_is_fed_back_to_the_study() -> None:

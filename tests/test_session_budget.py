@@ -220,5 +220,5 @@ def test_the_candidates_the_time_left_cannot_pay_for_are_named_with_why(tmp_path
     assert len(left_out) == 3 - len(raced), left_out
     assert all(n in race["notes"] for n in left_out)
     assert "left out of the race: 3 screens and the proof cost " in left_out[0], left_out
-    assert "s of the time budget left (the most generic candidate goes first)" in left_out[0], left_out
+    assert "s of the time budget left (the most generic candidate is left out first)" in left_out[0], left_out
     assert {n.split("'")[1] for n in left_out} == {"winner", "placebo", "io"} - set(raced)

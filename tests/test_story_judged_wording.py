@@ -24,7 +24,7 @@ from agenticdb.cli.story import render_story
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.loop import auditor
 from agenticdb.measure.sequential import Noise
-from agenticdb.models import Bottleneck, Decision, Layer, Measurement, RoundOutcome
+from agenticdb.models import Bottleneck, Decision, Disturbance, Layer, Measurement, RoundOutcome
 from agenticdb.store.journal import Journal
 from agenticdb.units.text import a_workload, counted
 
@@ -131,3 +131,47 @@ def test_articles_and_plurals() -> None:
     classes = [a_workload(c) for c in ("olap", "oltp", "mixed")]
     assert classes == ["an OLAP workload", "an OLTP workload", "a mixed workload"]
     assert [counted(n, "file") for n in (0, 1, 2)] == ["0 files", "1 file", "2 files"]
+
+
+def test_a_decision_line_gives_no_gain_where_none_was_counted(tmp_path: Path) -> None:
+    """A fresh user's demo read "Decision continue, gain vs best -2.4%: race screen of 'evidence': … (one run the
+    host disturbed: no gain counted)" and "Decision terminate, gain vs best -9.9%" for a round with no valid pair:
+    the decision line quotes the effect only as far as it was measured."""
+    noisy = Disturbance(samples=15, seconds=15.0, other_cpu_cores=2.5, other_cpu_spread=0.1, disturbed=True)
+    run = Measurement(workload="tpch", objective=50.1, objective_name="total_time", higher_is_better=False)
+    screen = RoundOutcome(
+        session_id="s1",
+        round_no=1,
+        stage=Layer.dbms,
+        bottleneck=Bottleneck.temp_spill,
+        changes={"work_mem": "8MB"},
+        measurement=run.model_copy(update={"disturbance": noisy}),
+        objective=50.1,
+        gain_vs_best=-0.0244,
+        decision=Decision.continue_,
+        reason="race screen of 'evidence': 50.100 (one run the host disturbed: no gain counted)",
+    )
+    clean = screen.model_copy(update={"round_no": 2, "measurement": run, "reason": "race screen of 'limits'"})
+    unpaired = screen.model_copy(
+        update={
+            "round_no": 3,
+            "measurement": run,
+            "objective": None,
+            "gain_vs_best": -0.099,
+            "judged": "tie",
+            "decision": Decision.terminate,
+            "reason": "planner has nothing left",
+        }
+    )
+    older = {"decision": "continue", "reason": "an older record", "gain_vs_best": -0.05, "unknown_field": 1}
+    story = _story(
+        tmp_path,
+        [("decision", {**r.model_dump(mode="json"), "steps": []}, r.round_no) for r in (screen, clean, unpaired)]
+        + [("decision", older, 4)],
+    )
+    lines = [ln.strip() for ln in story.splitlines() if ln.strip().startswith("Decision")]
+    assert lines[0].startswith("Decision     continue, no effect measured (screen disturbed): race screen"), lines
+    assert lines[1].startswith("Decision     continue, -2.4% in one screen run (not an interval): race"), lines
+    assert lines[2] == "Decision     terminate, no effect measured (no valid pair): planner has nothing left", lines
+    assert lines[3] == "Decision     continue: an older record", lines
+    assert "gain vs best" not in story, story

@@ -70,7 +70,8 @@ def run_advise(cfg: Settings, fmt: str, fail_on: str | None, observe_s: float, o
 
 
 def print_text(advice: Advice, console: Console) -> None:
-    """Recommendations and findings as tables, with the diagnosis in one line."""
+    """Recommendations and findings as tables, with the diagnosis in one line; "no recommendation" or "no
+    finding" as a line where there are none (a fresh user read "0 finding(s)" over an empty table)."""
     gib = int(advice.hardware.get("memory_limit_bytes") or 0) / 2**30
     print_line(
         console,
@@ -84,6 +85,17 @@ def print_text(advice: Advice, console: Console) -> None:
     print_line(console, "diagnosis: " + ("idle sample: no diagnosis" if advice.idle else said))
     for note in advice.notes:
         print_line(console, f"note: {escape(note)}")
+    if advice.recommendations:
+        print_table(console, _recommendations(advice))
+    else:
+        print_line(console, "no recommendation")
+    if advice.findings:
+        print_table(console, _findings(advice))
+    else:
+        print_line(console, "no finding")
+
+
+def _recommendations(advice: Advice) -> Table:
     t = Table(title=f"{len(advice.recommendations)} recommendation(s)")
     for col in ("id", "layer", "knob", "current → recommended", "apply", "severity", "confidence", "verdict"):
         t.add_column(col, no_wrap=True)
@@ -101,14 +113,17 @@ def print_text(advice: Advice, console: Console) -> None:
             verdict,
             escape(f"{r.reason} ({r.source})"),
         )
-    print_table(console, t)
+    return t
+
+
+def _findings(advice: Advice) -> Table:
     f = Table(title=f"{len(advice.findings)} finding(s)")
     for col in ("id", "severity", "finding", "evidence"):
         f.add_column(col, no_wrap=col in ("id", "severity"))
     f.add_column("advice (source)", overflow="fold")
     for x in advice.findings:
         f.add_row(x.id, x.severity, escape(x.title), escape(x.evidence), escape(f"{x.advice} ({x.source})"))
-    print_table(console, f)
+    return f
 
 
 def pick(advice: Advice, ids: list[str]) -> list[Recommendation] | str:

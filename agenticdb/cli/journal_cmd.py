@@ -205,7 +205,7 @@ def tail(
     config: ConfigOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Print the last events; with -f, keep following like ``tail -f``."""
+    """Print the last events; with -f, keep printing new ones as tail -f does."""
     console = _console()
     journal = _open(config, home, must_exist=False)
     if journal is None:

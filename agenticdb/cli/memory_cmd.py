@@ -178,15 +178,35 @@ def show(
     ):
         console.print(f"  [bold]{title}[/] ({len(entries)})")
         for entry in entries:
-            changes = entry.get("changes", {})
-            text = ", ".join(f"{k}={v}" for k, v in changes.items()) if isinstance(changes, dict) else str(changes)
-            extra = {k: v for k, v in entry.items() if k != "changes"}
-            console.print("    • " + escape(text + (f"  {extra}" if extra else "")))
+            console.print("    • " + escape(lesson_text(entry)))
     if exp.best_config:
         console.print("  [bold]best configuration[/]")
         for name, value in exp.best_config.items():
-            rel = exp.best_config_relative.get(name)
-            console.print("    " + escape(f"{name} = {value}" + (f"  ({rel})" if rel else "")))
+            share = exp.best_config_relative.get(name, {}).get("fraction_of_memory")
+            rel = f"  ({float(share):.1%} of the memory limit)" if isinstance(share, int | float) else ""
+            console.print("    " + escape(f"{name} = {value}{rel}"))
+
+
+def lesson_text(entry: dict[str, object]) -> str:
+    """One Memory Book lesson (``store.memory.experience._lessons``) as a line: its changes, then the bottleneck,
+    the stage, the gain the round counted ("gain -2.4%", "gain not measured" when it counted none) and, for a
+    failed one, where and why; other keys of older records as ``key value``. A fresh user read the entry's raw
+    dict, "{'bottleneck': 'temp_spill', 'stage': 'dbms', 'gain': -0.024430076366647735}"."""
+    changes = entry.get("changes", {})
+    text = ", ".join(f"{k}={v}" for k, v in changes.items()) if isinstance(changes, dict) else str(changes)
+    said: list[str] = []
+    if entry.get("bottleneck"):
+        said.append(str(entry["bottleneck"]))
+    if entry.get("stage"):
+        said.append(f"{entry['stage']} stage")
+    if "gain" in entry:
+        gain = entry["gain"]
+        said.append(f"gain {gain:+.1%}" if isinstance(gain, int | float) else "gain not measured")
+    if entry.get("phase") or entry.get("why"):
+        said.append(f"failed in {entry.get('phase') or '?'}: {entry.get('why') or 'no reason recorded'}")
+    told = {"changes", "bottleneck", "stage", "gain", "phase", "why"}
+    said += [f"{k} {v}" for k, v in entry.items() if k not in told]
+    return f"{text or 'no change'}: {', '.join(said)}" if said else text or "no change"
 
 
 @memory_app.command("forget")

@@ -18,6 +18,7 @@ from rich.rule import Rule
 
 from agenticdb.models import opening_label
 from agenticdb.report.daemon_stop import daemon_stop, stop_text
+from agenticdb.report.effects import decision_event_effect
 from agenticdb.report.footnotes import Footnotes
 from agenticdb.report.judged import disturbed_told, pairs_told, width_told
 from agenticdb.report.labels import (
@@ -272,17 +273,12 @@ def _recovery(console: Console, d: dict[str, Any]) -> None:
 
 
 def _decision(console: Console, d: dict[str, Any]) -> None:
-    p = d.get("proposal")
-    p = p if isinstance(p, dict) else {}
+    p = d["proposal"] if isinstance(d.get("proposal"), dict) else {}
     which = opening_label(p.get("stage"), p.get("planner"), p.get("rationale"))  # the opening's candidate
     if which and which.partition(" of ")[2] in str(d.get("reason", "")):
         which = ""  # the reason names it already (a screen's "race screen of 'evidence': …")
-    estimate = d.get("estimate") or {}
-    gain = d.get("gain_vs_best")
-    if estimate.get("text"):
-        gain_text = f", estimate {estimate['text']}"
-    else:
-        gain_text = "" if gain is None else f", gain vs best {gain * 100:+.1f}%"
+    # the effect only as far as measured: no figure for a disturbed or cut-off lone run, or no valid pair
+    gain_text = f", {effect}" if (effect := decision_event_effect(d)) else ""
     _line(
         console,
         "Decision",

@@ -21,7 +21,7 @@ from agenticdb.models import RoundOutcome
 from agenticdb.redaction import redact
 from agenticdb.report.effects import effect_summary, round_effect
 from agenticdb.report.judged import disturbed_told
-from agenticdb.report.labels import gain_over, noise_said, start_reference
+from agenticdb.report.labels import baseline_run_text, gain_over, noise_said, start_reference
 from agenticdb.store.faults import cause_of
 from agenticdb.store.journal import Journal
 from agenticdb.store.lock import LockError, TargetLock
@@ -166,6 +166,9 @@ def run_tune(cfg: Settings, console: Console, start_from: dict[str, Any] | None)
             start_from=start_from,
             should_stop=lambda: stop["requested"] > 0,
             remediate=_remediate(cfg, journal, lambda: stop["requested"] > 0, console),
+            on_baseline_run=lambda *run: console.print(
+                baseline_run_text(*run), highlight=False, markup=False, soft_wrap=True
+            ),  # one line per baseline run: a piped tune printed nothing for a busy host's 8-minute baseline
         )
         built.append(session)
         console.print(

@@ -18,6 +18,10 @@ from agenticdb.models import Measurement, StateDelta
 log = structlog.get_logger(__name__)
 
 
+BaselineRunCallback = Callable[[str, Measurement, str], object]
+"""Told of every baseline run as it ends: its label ("baseline 2", "baseline 1, repeat 1"), the run and, for a run the
+host disturbed, why it is used all the same ('' = it is measured again; :func:`measure_baseline`)."""
+
 #: Above this baseline CV the session warns that only large effects can be told from noise
 #: (docs/measurement.md: 5–11 % is reachable on this kind of host with data resets; 19 % without).
 NOISE_WARN_CV = 0.15
@@ -61,6 +65,7 @@ def measure_baseline(
     on_disturbed: Callable[[str, Measurement, str], object] | None = None,
     clock: Callable[[], float] = time.monotonic,
     budget_left: Callable[[], float] | None = None,
+    on_run: BaselineRunCallback | None = None,
 ) -> tuple[list[Measurement], StateDelta, float]:
     """Measure the unchanged configuration: ``loop.baseline_runs`` runs, and more (up to
     ``loop.baseline_max_runs``) while their CV is above ``NOISE_WARN_CV``: the baseline is the noise
@@ -74,7 +79,9 @@ def measure_baseline(
     Past that share the ``baseline_runs`` minimum is still measured and a disturbed run is kept: it
     widens the noise estimate, which only makes later decisions more careful. ``on_disturbed(label, run,
     kept)`` is told of every disturbed run, ``kept`` '' when it is measured again, else why not (:func:`_why_kept`);
-    a repeat's label says so ("baseline 1, repeat 2": a new user read "[baseline 1]" four times).
+    a repeat's label says so ("baseline 1, repeat 2": a new user read "[baseline 1]" four times). ``on_run`` is told
+    of every run the same way, disturbed or not (``tune``'s line per baseline run: a piped ``tune`` printed nothing
+    for the 8 minutes of a busy host's baseline).
 
     ``budget_left()`` (seconds of the session's time budget still unused) lowers the minimum to 2 runs
     when one more run would leave less than the smallest decision (``next_move.decision_runs``: 2 ×
@@ -122,6 +129,8 @@ def measure_baseline(
         kept = _why_kept(loop, repeats, clock() - began, (clock() - began) / taken, len(measurements), budget_left)
         if m.disturbed and on_disturbed is not None:
             on_disturbed(label, m, kept)
+        if on_run is not None:
+            on_run(label, m, kept if m.disturbed else "")
         if m.disturbed and not kept:
             repeats, again = repeats + 1, again + 1
             continue
@@ -146,4 +155,4 @@ def measure_baseline(
     return measurements, delta, cv
 
 
-__all__ = ["NOISE_WARN_CV", "first_decision_runs", "measure_baseline"]
+__all__ = ["NOISE_WARN_CV", "BaselineRunCallback", "first_decision_runs", "measure_baseline"]

@@ -21,7 +21,7 @@ from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.host.hardware import detect_hardware, storage_after_load
 from agenticdb.host.services import ServiceError
 from agenticdb.invocation import command
-from agenticdb.loop.baseline import NOISE_WARN_CV, measure_baseline
+from agenticdb.loop.baseline import NOISE_WARN_CV, BaselineRunCallback, measure_baseline
 from agenticdb.loop.executor import Executor
 from agenticdb.loop.next_move import noise_remedies
 from agenticdb.loop.recovery import Recovery, restore_verified
@@ -191,8 +191,10 @@ class Initializer:
         start_from: dict[str, object] | None = None,
         started: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_baseline_run: BaselineRunCallback | None = None,
     ) -> None:
         self.cfg = cfg
+        self.on_baseline_run = on_baseline_run  # each baseline run as it ends (measure_baseline's on_run)
         self.clock = clock  # seconds, monotonic: the session's time budget clock (TuningSession.clock)
         self.started = clock() if started is None else started  # when the session's budget began, by ``clock``
         self.target = target
@@ -414,7 +416,9 @@ class Initializer:
             log.warning("run.disturbed", label=label, reason=reason, kept=kept)
 
         try:
-            return measure_baseline(executor, self.cfg.loop, disturbed, clock=self.clock, budget_left=self.budget_left)
+            return measure_baseline(
+                executor, self.cfg.loop, disturbed, self.clock, self.budget_left, on_run=self.on_baseline_run
+            )
         except StopInterrupted as exc:  # the stop ended a baseline run: told as the stop (run), not a failure
             log.warning("baseline.interrupted", evidence=exc.evidence)
             raise Stopped("stop requested (signal) during the baseline") from exc

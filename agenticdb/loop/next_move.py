@@ -309,13 +309,22 @@ def stop_figures(history: list[RoundOutcome], state: LoopState) -> dict[str, obj
                 "round": r.round_no,
                 "judged": r.judged,
                 "kept": r.kept,
-                "gain": r.gain_vs_best,
+                "gain": r.counted_gain,  # None: no gain counted (a lone disturbed or cut-off run)
                 "low": r.estimate.low if r.estimate is not None else None,
                 "high": r.estimate.high if r.estimate is not None else None,
             }
             for r in recent
         ],
     }
+
+
+def _unestimated(r: RoundOutcome) -> str:
+    """A decision's figure without an estimate: its counted gain (``RoundOutcome.counted_gain``) and where it comes
+    from, or "no gain counted" for a lone run the host disturbed or the trial bound cut off."""
+    gain = r.counted_gain
+    if gain is None:
+        return "no gain counted"
+    return f"{gain:+.1%} ({'medians of too few pairs' if r.medians_gain is not None else 'screen'})"
 
 
 def search_converged(stage_rounds: list[RoundOutcome], patience: int) -> str:
@@ -330,8 +339,7 @@ def search_converged(stage_rounds: list[RoundOutcome], patience: int) -> str:
     if patience <= 0 or len(recent) < patience or any(r.kept for r in recent):
         return ""
     figures = "; ".join(
-        f"round {r.round_no} {r.judged} "
-        + (r.estimate.text if r.estimate is not None else f"{(r.gain_vs_best or 0.0):+.1%} (screen)")
+        f"round {r.round_no} {r.judged} " + (r.estimate.text if r.estimate is not None else _unestimated(r))
         for r in recent
     )
     return (

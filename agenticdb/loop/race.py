@@ -499,10 +499,12 @@ def left_out_note(name: str, screens: int, cost_s: float, left_s: float) -> str:
     """Why candidate ``name`` was left out of the race: ``screens`` screens (it among them) and the proof cost
     ``cost_s`` seconds by :func:`opening_cost_s`, more than the ``left_s`` seconds of the time budget left. The
     most generic candidate is left out first (``most_generic``). A new user's demo raced 1 of 3 candidates and
-    neither ``tune`` nor ``journal show`` said why (only the log's ``opening.budget_drop``)."""
+    neither ``tune`` nor ``journal show`` said why (only the log's ``opening.budget_drop``); another read "(the
+    most generic candidate goes first)" as if the candidate left out had run first."""
     return (
         f"'{name}' left out of the race: {screens} screens and the proof cost {math.ceil(cost_s)}s by the cost prior, "
-        f"more than the {math.floor(max(left_s, 0))}s of the time budget left (the most generic candidate goes first)"
+        f"more than the {math.floor(max(left_s, 0))}s of the time budget left "
+        "(the most generic candidate is left out first)"
     )
 
 

@@ -31,6 +31,7 @@ from agenticdb.config import Settings
 from agenticdb.errors import SessionError, SessionInterrupted, SessionUsageError
 from agenticdb.host.services import ServiceError
 from agenticdb.loop import auditor, next_move, rootcause_step
+from agenticdb.loop.baseline import BaselineRunCallback
 from agenticdb.loop.budget import SessionBudget
 from agenticdb.loop.executor import Executor, PairedRuns
 from agenticdb.loop.initializer import Initializer, Start
@@ -77,7 +78,8 @@ class TuningSession(SessionBudget):
     budget: ``loop.time_budget_s`` is spent by it, and the baseline's share, the room for a round, the
     opening's screens, the decision's time caps and the measured round costs are all read from it. Tests
     pass a virtual clock that only the scripted workload's runs advance, so a busy host cannot change
-    what a session decides.
+    what a session decides. ``on_round`` is told of each round as it ends, ``on_baseline_run`` of each baseline run
+    (``loop.baseline.BaselineRunCallback``): ``tune``'s lines.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class TuningSession(SessionBudget):
         remediate: rootcause_step.Remediate | None = None,
         opening: OpeningSource | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_baseline_run: BaselineRunCallback | None = None,
     ) -> None:
         self.cfg = cfg
         self.clock = clock  # seconds, monotonic: the time budget's clock (see the class docstring)
@@ -138,7 +141,7 @@ class TuningSession(SessionBudget):
         self.last_best_run: dict[Layer, Measurement] = {}
         self.recorder = SessionRecorder(journal, self.session_id, on_status, cfg.loop.max_rounds)
         self.init = Initializer(
-            cfg, target, workload, memory, self.recorder, start_from, started=self.started, clock=clock
+            cfg, target, workload, memory, self.recorder, start_from, self.started, clock, on_baseline_run
         )
 
     # ------------------------------------------------------------------ the session

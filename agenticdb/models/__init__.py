@@ -531,6 +531,45 @@ class RoundOutcome(Strict):
     finished_at: float = Field(default_factory=time.time)
 
     @property
+    def medians_gain(self) -> float | None:
+        """The candidate's median over the best configuration's median in the same valid pairs (relative, positive =
+        better, the direction from the run), when a decision ran pairs too few for an estimate; None with an
+        estimate, or without paired medians (a screen has no best median)."""
+        if self.estimate is not None or self.objective is None or self.best_objective is None:
+            return None
+        if self.objective <= 0 or self.best_objective <= 0:
+            return None
+        higher = self.measurement.higher_is_better if self.measurement is not None else True
+        ratio = self.objective / self.best_objective
+        return ratio - 1.0 if higher else 1.0 / ratio - 1.0
+
+    @property
+    def unpaired(self) -> bool:
+        """A decision on pairs that kept no valid pair (judged, no median of valid pairs: every pair discarded as
+        disturbed, or no pair started); its ``gain_vs_best`` is then its first run's against the best level, a run
+        the decision discarded or never paired. An opening screen is no such decision: its one run is the race's
+        result (``loop.opening_run`` sets its objective)."""
+        return self.judged is not None and self.objective is None
+
+    @property
+    def counted_gain(self) -> float | None:
+        """The gain the round measured (relative, positive = better): the paired estimate's; else the medians of
+        valid pairs too few for an estimate (:attr:`medians_gain`); else an opening screen's one run
+        (``gain_vs_best``, against the starting level) when it ran to the end undisturbed; None when the host
+        disturbed the only run or the trial bound cut it off (its figure measured the host's other load, or a few
+        seconds: the auditor counted no gain), for a decision with no valid pair (:attr:`unpaired`), or when
+        nothing was measured. What ``journal show``'s decision line and the Memory Book's lessons quote (a fresh
+        user read "gain vs best -2.4%" beside "no gain counted", and "-9.9%" for a round with no valid pair)."""
+        if self.estimate is not None:
+            return self.estimate.gain
+        if (medians := self.medians_gain) is not None:
+            return medians
+        m = self.measurement
+        if self.unpaired or (m is not None and (m.disturbed or m.cut_off)):
+            return None
+        return self.gain_vs_best
+
+    @property
     def opening(self) -> bool:
         """A round of the opening's race (a screen or the leader's proof), not a diagnosis round."""
         return self.proposal is not None and self.proposal.stage == "opening"

@@ -68,7 +68,7 @@ from agenticdb.planner.opening_values import (
     delta_of,
     per_connection_room,
 )
-from agenticdb.planner.trade import unused_cache_bytes
+from agenticdb.planner.trade import pool_room_from_unused
 
 _DB, _BG, _WAL, _PGSS, _GS = (
     "pg_stat_database.",
@@ -388,13 +388,8 @@ def _pool(
             f"effect {now / MiB:,.0f} MiB × max_step_factor {policy.max_step_factor:g}, not the whole budget"
         )
     if room < want and inp.traded:
-        freed, given = unused_cache_bytes(ctx, host.flavor, "innodb_buffer_pool_size", current_config(ctx))
-        room += freed
-        if given:
-            why += (
-                f"; room from caches given down to twice their blocks in use ({', '.join(given)}; the set "
-                "repair's trade, catalogs/trades.toml)"
-            )
+        freed, said = pool_room_from_unused(ctx, host.flavor, current_config(ctx))
+        room, why = room + freed, why + said
     if room < want:
         want = room
         why += f"; capped by what the budget ({budget / MiB:,.0f} MiB) leaves after global caches and {conns} sessions"

@@ -66,7 +66,7 @@ from agenticdb.planner.opening_values import (
     floor_mib,
     per_connection_room,
 )
-from agenticdb.planner.trade import unused_cache_bytes
+from agenticdb.planner.trade import pool_room_from_unused
 
 PGTUNE = "PGTune (le0pard/pgtune rules as of 830d3bb)"
 PG_MANUAL = "PostgreSQL 15 manual"
@@ -235,13 +235,8 @@ def _mariadb(
         want = min(want, 1.25 * host.data_bytes)
         why += f", at most 1.25 × the data {host.data_bytes / GiB:.2f} GiB ({MYSQLTUNER}: pool ≥ data size)"
     if room < want and traded:
-        freed, given = unused_cache_bytes(ctx, host.flavor, "innodb_buffer_pool_size", current_config(ctx))
-        room += freed
-        if given:
-            why += (
-                f"; room from caches given down to twice their blocks in use ({', '.join(given)}; the set "
-                "repair's trade, catalogs/trades.toml)"
-            )
+        freed, said = pool_room_from_unused(ctx, host.flavor, current_config(ctx))
+        room, why = room + freed, why + said
     if room < want:
         want = room
         why += (

@@ -134,6 +134,13 @@ def restart_only(c: Candidate, specs: dict[str, KnobSpec]) -> set[str]:
     return {k for k, m in apply_modes(c, specs).items() if m == ApplyMode.restart}
 
 
+def _sentence(text: str) -> str:
+    """``text`` ended by a full stop when it ends in none (a rationale such as "… = 662 MiB" before another
+    sentence)."""
+    text = text.rstrip()
+    return text if not text or text.endswith((".", "!", "?", ":")) else f"{text}."
+
+
 def without_restart(candidates: list[Candidate], specs: dict[str, KnobSpec]) -> list[Candidate]:
     """Each candidate without its restart-only knobs (:func:`restart_only`), named ``"<source> without
     restart"``: what a budget that pays for no restart can still race. Sets left empty, and sets identical to
@@ -151,8 +158,8 @@ def without_restart(candidates: list[Candidate], specs: dict[str, KnobSpec]) -> 
                 changes={k: v for k, v in c.changes.items() if k not in cut},
                 sources={k: v for k, v in c.sources.items() if k not in cut},
                 apply_modes={k: m for k, m in c.apply_modes.items() if k not in cut},
-                rationale=f"{c.rationale} Raced without its restart-only knobs ({', '.join(sorted(cut))}): the time "
-                "budget pays for no restart.",
+                rationale=f"{_sentence(c.rationale)} Raced without its restart-only knobs ({', '.join(sorted(cut))}): "
+                "the time budget pays for no restart.",
             )
         )
         if lighter.changes and lighter.key() not in seen:

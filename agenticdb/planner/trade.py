@@ -225,6 +225,23 @@ def unused_cache_bytes(
     return freed, said
 
 
+def pool_room_from_unused(ctx: PlanningContext, family: str, current: dict[str, str]) -> tuple[float, str]:
+    """The room (bytes) a pool sizer may count from MariaDB/MySQL caches measured unused
+    (:func:`unused_cache_bytes` for innodb_buffer_pool_size) and the clause its source gets
+    ("; room from caches given down to twice their blocks in use (…; the set repair's trade,
+    catalogs/trades.toml)"), or (0, "") when there is none. The opening's host-sized and evidence sizers ask it
+    when the pool they want exceeds what the budget leaves."""
+    freed, given = unused_cache_bytes(ctx, family, "innodb_buffer_pool_size", current)
+    if not given:
+        return freed, ""
+    said = ", ".join(given)
+    return (
+        freed,
+        f"; room from caches given down to twice their blocks in use ({said}; the set repair's trade, "
+        "catalogs/trades.toml)",
+    )
+
+
 def measured_use(ctx: PlanningContext, family: str, knob: str, current: dict[str, str]) -> str:
     """How much of ``knob``'s cache the statistics found in use, when a trade of ``family`` gives it only as far
     as it is measured unused ("Key_blocks_used 0 blocks × 1024 B = 0.0 MiB in use, kept at twice that or

@@ -9,8 +9,12 @@ measured earlier, not the change's effect.
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import ValidationError
+
 from agenticdb.models import RoundOutcome
-from agenticdb.report.labels import gain_over, start_reference
+from agenticdb.report.labels import start_reference
 
 
 def screen_fault(r: RoundOutcome) -> str:
@@ -30,17 +34,15 @@ def screen_fault(r: RoundOutcome) -> str:
 def paired_medians_gain(r: RoundOutcome) -> float | None:
     """The relative gain of the candidate's median over the best configuration's median in the same pairs
     (positive = better, the objective's direction from the run), when a decision ran pairs but had too few
-    for an estimate; None with an estimate, or without paired medians."""
-    if r.estimate is not None or r.objective is None or r.best_objective is None or r.best_objective <= 0:
-        return None
-    higher = r.measurement.higher_is_better if r.measurement is not None else True
-    return gain_over(r.objective, r.best_objective, higher)
+    for an estimate; None with an estimate, or without paired medians (``RoundOutcome.medians_gain``)."""
+    return r.medians_gain
 
 
 def round_effect(r: RoundOutcome) -> str:
     """A round's effect for its line in the rounds table: the estimate's text; "+4.0% (medians of the
     decision's pairs, too few for an interval)"; "-36.0% (screen only)" for one clean screen run; "— (screen cut
-    off after 15.7 s, disturbed: no effect measured)"; "—" when nothing was measured."""
+    off after 15.7 s, disturbed: no effect measured)"; "— (no valid pair: no effect measured)" for a decision that
+    kept no pair (``RoundOutcome.unpaired``); "—" when nothing was measured."""
     if r.estimate is not None:
         return r.estimate.text
     paired = paired_medians_gain(r)
@@ -51,7 +53,43 @@ def round_effect(r: RoundOutcome) -> str:
     fault = screen_fault(r)
     if fault:
         return f"— (screen {fault}: no effect measured)"
+    if r.unpaired:
+        return "— (no valid pair: no effect measured)"
     return f"{r.gain_vs_best:+.1%} (screen only)"
+
+
+def decision_effect(r: RoundOutcome) -> str:
+    """A round's effect on ``journal show``'s decision line, only as far as it was measured
+    (``RoundOutcome.counted_gain``): "estimate +24 % [+11 %, +38 %], 5 pairs, 95 %"; "+4.0% in the medians of
+    the decision's pairs, too few for an interval"; "-36.0% in one screen run (not an interval)"; "no effect
+    measured (screen disturbed)" when the host disturbed the only run or the trial bound cut it off, "no effect
+    measured (no valid pair)" for a decision that kept no pair (``RoundOutcome.unpaired``); "" when nothing was
+    measured. A fresh user read "gain vs best -2.4%" beside "one run the host disturbed: no gain
+    counted", and a gain for a round with no valid pair."""
+    if r.estimate is not None:
+        return f"estimate {r.estimate.text}"
+    paired = r.medians_gain
+    if paired is not None:
+        return f"{paired:+.1%} in the medians of the decision's pairs, too few for an interval"
+    if r.gain_vs_best is None:
+        return ""
+    fault = screen_fault(r)
+    if fault:
+        return f"no effect measured (screen {fault})"
+    if r.unpaired:
+        return "no effect measured (no valid pair)"
+    return f"{r.gain_vs_best:+.1%} in one screen run (not an interval)"
+
+
+def decision_event_effect(event: dict[str, Any]) -> str:
+    """:func:`decision_effect` of a ``decision`` journal event (a dumped ``RoundOutcome`` with its ``steps``); an
+    event this version cannot read as one (an older record) quotes its estimate only, or nothing."""
+    try:
+        r = RoundOutcome.model_validate({k: v for k, v in event.items() if k != "steps"})
+    except ValidationError:
+        estimate = event.get("estimate")
+        return f"estimate {estimate['text']}" if isinstance(estimate, dict) and estimate.get("text") else ""
+    return decision_effect(r)
 
 
 def _where(r: RoundOutcome, verdict: str) -> str:
@@ -75,7 +113,9 @@ def effect_summary(
 
     In order of trust: the paired estimates (largest by magnitude, sign kept); else the medians of pairs too few
     for an estimate; else one screen run, said to be no measurement of the effect, and only when it ran full and
-    undisturbed against a baseline that stands (not stale, not disturbed); else what the screens were.
+    undisturbed against a baseline that stands (not stale, not disturbed), and not as the first run of a decision
+    that kept no valid pair (``RoundOutcome.unpaired``: its run was discarded with its pair, or never paired);
+    else what the screens were.
     "" when no round measured anything."""
     estimated = [r for r in rounds if r.estimate is not None]
     if estimated:
@@ -92,8 +132,12 @@ def effect_summary(
     screens = [r for r in rounds if r.gain_vs_best is not None]
     if not screens:
         return ""
-    clean = [r for r in screens if not screen_fault(r)]
-    faulted = "; ".join(f"round {r.round_no}: screen {screen_fault(r)}" for r in screens if screen_fault(r))
+    clean = [r for r in screens if not screen_fault(r) and not r.unpaired]
+    faulted = "; ".join(
+        f"round {r.round_no}: screen {screen_fault(r)}" if screen_fault(r) else f"round {r.round_no}: no valid pair"
+        for r in screens
+        if r not in clean
+    )
     _, stale = start_reference(base, start_again, noise_cv, disturbed) if base is not None else (0.0, "")
     if clean and not stale:
         top = max(clean, key=lambda r: abs(r.gain_vs_best or 0.0))
@@ -102,4 +146,6 @@ def effect_summary(
             f"{top.gain_vs_best or 0.0:+.1%} against the baseline {_where(top, verdict.get(top.round_no, ''))}"
         )
     why = f"the baseline they ran against does not stand ({stale})" if clean else "no screen ran full and undisturbed"
+    if not clean and any(r.unpaired and not screen_fault(r) for r in screens):
+        why += " outside a decision that kept no valid pair"
     return f"no decision measured an effect, and no screen is quoted: {why}" + (f" ({faulted})" if faulted else "")

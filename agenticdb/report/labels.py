@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable
 
 from agenticdb.measure.series import PAIR_SD_FLOOR
+from agenticdb.models import Measurement
 
 OBJECTIVES: dict[str, tuple[str, str, bool]] = {
     "tps_per_p95": ("TPS/p95", "transactions per s per ms of p95 latency", True),
@@ -33,6 +34,18 @@ def objective_unit(name: str | None) -> str:
     return {"tps_per_p95": "TPS/p95", "tps": "TPS", "p95": "ms", "total_time": "s", "live_time_index": "×"}.get(
         name or "", ""
     )
+
+
+def baseline_run_text(label: str, m: Measurement, kept: str) -> str:
+    """``tune``'s line for one baseline run as it ends: ``baseline 1: 48.970 s``, and for a run the host disturbed
+    ``baseline 1: 61.200 s (disturbed: other-CPU …; measured again)`` or ``(…; used all the same: <kept>)``
+    (``kept``: why it is used, from ``loop.baseline.measure_baseline``). A piped ``tune`` printed nothing between
+    its header and round 1 for the 8 minutes of a busy host's baseline."""
+    text = f"{label}: {f'{m.objective:,.3f} {objective_unit(m.objective_name)}'.rstrip()}"
+    if not m.disturbed:
+        return text
+    why = m.disturbance.reason if m.disturbance is not None and m.disturbance.reason else "the host's other load"
+    return f"{text} (disturbed: {why}; {f'used all the same: {kept}' if kept else 'measured again'})"
 
 
 def higher_is_better(name: str | None) -> bool:

@@ -115,14 +115,15 @@ def relative_values(
 
 def _lessons(rounds: Sequence[RoundOutcome]) -> dict[str, list[dict[str, object]]]:
     """Each round's changes filed as beneficial (kept), ineffective (measured worse beyond the noise),
-    inconclusive (a tie: may be tried again) or failed (failed or rejected)."""
+    inconclusive (a tie: may be tried again) or failed (failed or rejected), each with the gain the round measured
+    (``RoundOutcome.counted_gain``; None when it counted none)."""
     out: dict[str, list[dict[str, object]]] = {"beneficial": [], "ineffective": [], "inconclusive": [], "failed": []}
     for r in rounds:
         item: dict[str, object] = {
             "changes": r.changes,
             "bottleneck": r.bottleneck.value,
             "stage": r.stage.value,
-            "gain": r.gain_vs_best,
+            "gain": r.counted_gain,  # None: no gain counted (a lone disturbed or cut-off run)
         }
         if r.failure is not None or (r.proposal is not None and r.changes and not r.verdict_ok):
             phase = r.failure.phase if r.failure else "validate"
