@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -435,3 +436,33 @@ def test_report_shows_a_peer_that_could_not_advise() -> None:
     assert "| could not advise: MySQLTuner 1.9.9 ended before its recommendations (exit 255): Illegal division" in line
     assert "| tie |" not in line  # never shown as if it had advised the start configuration
     assert "- **static**: could not advise: MySQLTuner 1.9.9" in md
+
+
+def test_a_peers_trial_may_lower_a_cache_the_server_does_not_use(mariadb_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """The peers' trials are validated with the server's runtime gauges, as agenticdb's own sets are: the capacity
+    rule of the MyISAM key cache (c9f3df9) refused TPE's key_buffer_size 22 MiB (its best MariaDB set of
+    2026-12-07) because the harness gave the validator no observation of the blocks in use."""
+
+    from agenticdb.config import Settings
+    from agenticdb.host.hardware import detect_hardware
+    from agenticdb.targets.mysql import MySQLTarget
+    from benchmarks.harness.competitors import Bench, validate_config
+
+    target = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    try:
+        bench = Bench(
+            scenario=cast(Any, None),
+            instance=cast(Any, None),
+            settings=Settings(),
+            target=target,
+            workload=cast(Any, None),
+            catalog=target.catalog(),
+            hardware=detect_hardware(target.data_dir),
+            start=cast(Any, None),
+            out=Path("."),
+            budget_s=0.0,
+        )
+        verdict, _ = validate_config(bench, {"key_buffer_size": str(22 * MiB)}, "tpe")
+    finally:
+        target.close()
+    assert verdict.ok, [f.message for f in verdict.failed]

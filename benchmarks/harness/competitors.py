@@ -31,7 +31,18 @@ from agenticdb.config.sections import PolicyConfig, StorageConfig, WorkloadConfi
 from agenticdb.loop.executor import Executor, prewarm_after_restart, warmup_after_restart
 from agenticdb.loop.recovery import Recovery
 from agenticdb.loop.session import TuningSession  # imported before fork: parent and child run the same code
-from agenticdb.models import Bottleneck, Catalog, Change, Hardware, Layer, Measurement, Proposal, Snapshot, Verdict
+from agenticdb.models import (
+    Bottleneck,
+    Catalog,
+    Change,
+    Hardware,
+    Layer,
+    Measurement,
+    Observed,
+    Proposal,
+    Snapshot,
+    Verdict,
+)
 from agenticdb.models.planning import PlanningContext
 from agenticdb.planner.base import Planner
 from agenticdb.planner.heuristic import HeuristicPlanner
@@ -167,7 +178,19 @@ def whole_config_policy(settings: Settings, n: int) -> PolicyConfig:
 
 
 def validate_config(bench: Bench, config: dict[str, str], planner: str) -> tuple[Verdict, float]:
-    """Validator verdict for applying ``config`` on top of the current values; returns (verdict, ms)."""
+    """Validator verdict for applying ``config`` on top of the current values; returns (verdict, ms).
+
+    The validator sees the server's runtime gauges as agenticdb's own checks do (``Observed``: capacity rules
+    read peaks and caches in use from them): without them every lowering of a capacity setting (max_connections,
+    and since c9f3df9 the MyISAM key cache and the Aria page cache) was refused to the peers, which TPE's best
+    MariaDB set of 2026-12-07 (aria 8 MiB, key cache 22 MiB) needed. A server that cannot be read gives none."""
+    try:
+        observed: Observed | None = Observed(
+            gauges=dict(bench.target.runtime_state().gauges), read=bench.target.rule_gauges
+        )
+    except Exception as exc:  # noqa: BLE001 - any read failure: the validator refuses as without gauges
+        log.info("bench.observed_unread", planner=planner, error=str(exc))
+        observed = None
     proposal = Proposal(
         bottleneck=Bottleneck.unknown,
         planner=planner,
@@ -183,6 +206,7 @@ def validate_config(bench: Bench, config: dict[str, str], planner: str) -> tuple
         bench.hardware,
         whole_config_policy(bench.settings, len(config)),
         Layer.dbms,
+        observed=observed,
     )
     return verdict, (time.perf_counter() - t0) * 1000
 
