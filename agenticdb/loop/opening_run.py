@@ -52,6 +52,7 @@ from agenticdb.loop.race import (
     behind_start,
     counted_worse,
     left_out_note,
+    passed_over,
     per_query,
     race_limit,
     race_order,
@@ -303,7 +304,8 @@ class OpeningRun:
         """After the screens: the leader (joined by the screens ahead), the ``race`` event, then the leader's
         proof, or the start put back (no leader, a leader behind the start, no room for the proof)."""
         best_level, start_run = self.stage.objective, self.s.best_runs.get(Layer.dbms)  # the start's, as in _race
-        leader = state.leader(self.s.query_weights, start_run)
+        leader = state.leader(self.s.query_weights, start_run, best_level)
+        notes.extend(passed_over(state, leader, self.s.query_weights, start_run, best_level))
         table = race_table(state, best_level, self.s.noise, self.s.query_weights, start_run)
         behind = ""
         if leader is not None:
