@@ -70,3 +70,39 @@ def test_a_screen_behind_by_total_time_lends_no_knobs_to_the_leaders_proof() -> 
     assert ahead_of_start(skewed, START, 20.0, False, NOISE, WEIGHTS) is None
     ahead = ahead_of_start(even, START, 20.0, False, NOISE, WEIGHTS)
     assert ahead is not None and math.isclose(ahead[0], math.log(10 / 9))
+
+
+def test_a_screen_that_makes_the_leaders_own_move_lends_no_knob() -> None:
+    """Seen in the scenario suite (mdb-join-buffer-tiny, 2026-12-07 night): host-sized and limits both fixed
+    join_buffer_size and screened +154.5 % / +153.9 %; limits lent the proof a 17.35 GiB buffer pool and a 7.8 GiB
+    redo log on ~100 MB of data. Its gain was the shared move's: no evidence for its other knobs."""
+    from memtarget import KNOBS
+
+    from agenticdb.loop.opening_entries import RaceEntry, joined
+    from agenticdb.models import ApplyMode, Change, Proposal, Verdict
+
+    def entry(name: str, changes: dict[str, str]) -> RaceEntry:
+        p = Proposal(
+            bottleneck="cpu",
+            changes=[Change(name=k, value=v, rationale=name) for k, v in changes.items()],
+            planner=f"opening:{name}",
+        )
+        return RaceEntry(name, p, Verdict(ok=True, changes=[], apply_requirement=ApplyMode.reload))
+
+    leader = entry("host-sized", {"work_mem": "8MB", "random_page_cost": "2"})
+    sharing = entry("limits", {"work_mem": "8192kB", "effective_io_concurrency": "200"})  # 8MB spelt in kB
+    notes: list[str] = []
+    assert joined(leader, [(0.9, sharing)], KNOBS, "TPS", notes) is None
+    assert notes == [
+        "'limits' lends no knob: it makes the leader's own work_mem = 8MB too, so its +146.0% on the start's level "
+        "is no evidence for its other knobs"
+    ]
+    # a screen whose moves are all its own still lends (a different value of a knob both set is its own move)
+    own = entry("io", {"work_mem": "16MB", "effective_io_concurrency": "200"})
+    made = joined(leader, [(0.4, own)], KNOBS, "TPS", notes)
+    assert made is not None and {c.name: c.value for c in made[0].changes} == {
+        "work_mem": "8MB",
+        "random_page_cost": "2",
+        "effective_io_concurrency": "200",
+    }
+    assert len(notes) == 1
