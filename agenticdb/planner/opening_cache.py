@@ -130,7 +130,15 @@ Q07, Q13, Q21 and Q08 are ~35 % of TPC-H SF 1's time here)."""
 
 
 def probe_cache(
-    pattern: str, probe_share: float | None, probing: int, data: float | None, mem: float, sb: float, ecs: float
+    pattern: str,
+    probe_share: float | None,
+    probing: int,
+    data: float | None,
+    mem: float,
+    sb: float,
+    ecs: float,
+    *,
+    miss: float | None,
 ) -> tuple[float | None, str]:
     """effective_cache_size for index probes that read beyond shared buffers: ``(bytes to set | None, why)``.
 
@@ -145,16 +153,38 @@ def probe_cache(
     sequential scans. Judgement, measured on this host (benchmarks/README.md, pg-tpch-fit probe 2026-12-07:
     TPC-H SF 1 in 4 GiB, jit off, two passes each): 4GB → 128MB took the query set from 22.1 to 19.8 s; Q07
     3.1 → 0.7 s, Q13 2.3 → 0.6 s, Q18 2.6 → 4.5 s (a hash aggregate that spilled). The race measures it on the
-    server at hand. None (and why, or '' when the plans were not read) when a condition fails.
+    server at hand.
+
+    Only when the baseline measured the misses: ``miss`` (the share of block reads that missed shared buffers,
+    pg_stat_database blks_read / (blks_read + blks_hit); None: not measured) at least :data:`MISS_RATIO`. Data
+    larger than shared_buffers does not say the probes miss: a query set that reads a hot part of it finds its
+    pages in shared buffers, and the planner told they are not would trade its probes for sequential scans of
+    the whole table (the cache rule does nothing below that share either).
+
+    None and why when the plans probe that much but the misses are below that share or not measured (the
+    opening's note); None and '' when another condition fails or the plans were not read.
     """
     if probe_share is None:
         return None, ""
     gib = 1024**3
     if pattern != "scans" or probe_share < PROBE_SHARE or data is None or data > mem or data <= sb or ecs <= sb:
         return None, ""
+    probes = (
+        f"{probe_share:.0%} of the baseline's time in plans that probe an index inside a nested loop "
+        f"({probing} statements, EXPLAIN)"
+    )
+    if miss is None:
+        return None, (
+            f"{probes}, but shared-buffer misses not measured (no pg_stat_database counters): effective_cache_size kept"
+        )
+    if miss < MISS_RATIO:
+        return None, (
+            f"{probes}, but only {miss:.1%} of block reads missed shared buffers (pg_stat_database), below "
+            f"{MISS_RATIO:.0%}: shared buffers serve the probes, effective_cache_size kept"
+        )
     return sb, (
-        f"measured: {probe_share:.0%} of the baseline's time in plans that probe an index inside a nested loop "
-        f"({probing} statements, EXPLAIN), on data of {data / gib:.2f} GiB beyond shared_buffers "
+        f"measured: {probes}, with {miss:.0%} of block reads missing shared buffers, on data of "
+        f"{data / gib:.2f} GiB beyond shared_buffers "
         f"({sb / MiB:.0f} MiB): a probe of a page shared buffers lack is a read() from the page cache, which "
         f"effective_cache_size {ecs / gib:.2f} GiB prices as cached (costsize.c index_pages_fetched; manual "
         "20.7.2); set to shared_buffers. Measured here (pg-tpch-fit, TPC-H SF 1 in 4 GiB): 4GB → 128MB, "
