@@ -97,6 +97,8 @@ def test_index_probes_in_nested_loops_lower_effective_cache_size_to_shared_buffe
     assert out.candidate is not None, out
     assert out.candidate.changes["effective_cache_size"] == ctx.profile.current_config["shared_buffers"], out.candidate
     assert "probe an index inside a nested loop" in out.candidate.sources["effective_cache_size"]
+    # the value in effect, not the 3 GiB the 75 %-of-memory rule put in the set before this one
+    assert "effective_cache_size 4.00 GiB in effect prices" in out.candidate.sources["effective_cache_size"]
     # the same plans on data beyond the memory limit: the scan rule sizes the cache, not this one
     beyond = replace(host, data_bytes=6 * GiB)
     out = evidence_driven(SourceInput(ctx=ctx, host=beyond, policy=PolicyConfig(), plans=plans))

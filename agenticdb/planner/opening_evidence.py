@@ -280,6 +280,7 @@ def _probes(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[s
         sb,
         ecs,
         miss=_miss(d),
+        ecs_now=b.before_bytes("effective_cache_size"),
     )
     if value is not None:
         b.put_bytes("effective_cache_size", value, why)
