@@ -187,3 +187,34 @@ def test_a_set_of_refused_cache_lowerings_only_is_dropped_with_that_reason(maria
     assert got is None
     assert why.startswith("every change lowered a capacity setting further than its rule allows"), why
     assert "key_buffer_size: 1048576 left out" in why and "aria_pagecache_buffer_size: 16777216 left out" in why
+
+
+def test_with_a_larger_capacity_headroom_the_trade_gives_the_key_cache_no_lower_than_the_rule_holds_it(
+    maria: MySQLTarget, keys_in_use: None
+) -> None:
+    """The trade gave the key cache down to twice its blocks in use whatever policy.capacity_headroom: with a
+    headroom of 2 the rule holds it at 3 × (2.9 MiB in use here: 8.6 MiB) and refused the trade's 8 MiB, and the
+    limits set of a 512 MiB host (its pool paid for by the caches), floored and traded again in turn, was dropped
+    'still over the memory budget after 4 repairs'."""
+    ctx = context_of(maria, memory=512 * MiB, benchmark="sysbench")
+    d = ctx.profile.baseline_state
+    assert d is not None  # a tenth of the page requests missed the buffer pool
+    totals = {**d.totals, "global_status.Innodb_buffer_pool_reads": 1e5}
+    totals["global_status.Innodb_buffer_pool_read_requests"] = 1e6
+    ctx = ctx.model_copy(
+        update={"profile": ctx.profile.model_copy(update={"baseline_state": d.model_copy(update={"totals": totals})})}
+    )
+
+    def read(names: list[str]) -> dict[str, float]:  # the 512 MiB scenario's data size, pretended as the limit is
+        return {"data.innodb_bytes_seen": 800.0 * MiB, "data.innodb_tables_seen": 8.0, "data.innodb_tables": 8.0}
+
+    policy = PolicyConfig(capacity_headroom=2.0)
+    opening = generate_opening(ctx, policy=policy, read=read)
+    assert not [x for x in opening.dropped if "memory budget" in x[1]], opening.dropped
+    names = {c.name for c in opening.candidates}
+    assert {"evidence", "host-sized", "limits"} <= names, (names, opening.dropped)
+    used = d.gauges[KEY_USED] * int(ctx.profile.current_config["key_cache_block_size"])
+    for c in opening.candidates:
+        if "key_buffer_size" in c.changes:
+            assert int(c.changes["key_buffer_size"]) >= 3 * used, (c.name, c.changes, used)
+            assert "kept at 3 × that or more" in c.sources["key_buffer_size"], c.sources["key_buffer_size"]

@@ -130,6 +130,7 @@ def planning_context(
         max_step_factor=policy.max_step_factor,
         allow_restart=restart_now,
         durability=policy.durability,
+        capacity_headroom=policy.capacity_headroom,
         untrusted_text=stage.target.log_tail(10),
     )
 

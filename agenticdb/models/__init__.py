@@ -370,9 +370,9 @@ class Proposal(Strict):
     (``auditor.repair_kept``)."""
     releases: list[str] = Field(default_factory=list)
     """Knobs a trade move lowered to give back a cache measured as unused (the MyISAM key cache, the Aria
-    page cache: never below twice the blocks in use; ``agenticdb.planner.trade``). A repair paid for only
-    with such releases is still a repair for ``auditor.repair_kept``. Set by our planners only: the LLM
-    planner's schema leaves it out and its replies cannot set it."""
+    page cache: never below twice the blocks in use, or the capacity rules' floor; ``agenticdb.planner.trade``).
+    A repair paid for only with such releases is still a repair for ``auditor.repair_kept``. Set by our planners
+    only: the LLM planner's schema leaves it out and its replies cannot set it."""
 
 
 class NormalizedChange(Strict):

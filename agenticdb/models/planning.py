@@ -93,4 +93,7 @@ class PlanningContext(Strict):
     max_step_factor: float = 4.0
     allow_restart: bool = True
     durability: Literal["strict", "relaxed"] = "strict"
+    capacity_headroom: float = 0.25
+    """``policy.capacity_headroom``: the capacity rules hold a cache at its blocks in use × (1 + this), so a trade
+    gives it no lower (``agenticdb.planner.trade.kept_in_use``)."""
     untrusted_text: list[str] = Field(default_factory=list)

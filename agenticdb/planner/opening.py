@@ -131,7 +131,8 @@ def generate_opening(
     # that cache, the restart refused, the cache put back, four times over, and the set dropped (a service
     # that cannot restart or a closed restart window lost its host-sized and evidence sets)
     restart_now = can_restart and ctx.allow_restart and policy.allow_restart and in_window(policy.restart_window, now)
-    sizing = ctx if restart_now else ctx.model_copy(update={"allow_restart": False})
+    # and the trade gives a cache no lower than the capacity rules this check applies hold it (trade.kept_in_use)
+    sizing = ctx.model_copy(update={"allow_restart": restart_now, "capacity_headroom": policy.capacity_headroom})
     raw, absent, notes, diagnosis = _collect(sizing, host, policy, llm, plans)
     repairs = playbook_repairs(ctx, flavor)  # every candidate carries the playbook's floors and traps
     raw = [with_repairs(c, repairs) for c in raw]

@@ -31,8 +31,8 @@ class Give(BaseModel):
     A cache that only some workloads use (the MyISAM key cache, the Aria page cache) names the gauge of
     its blocks in use (``used_gauge``, a ``RuntimeState`` gauge), the knob of its block size in bytes
     (``block_knob``) and that knob's server default (``block_bytes``, used when the knob's value is not
-    in the configuration read): it gives only when that gauge was read, and never below twice the bytes
-    in use.
+    in the configuration read): it gives only when that gauge was read, and never below
+    :func:`kept_in_use` × the bytes in use.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -167,13 +167,29 @@ def trade_proposal(ctx: PlanningContext, family: str, refused: FailedCheck, plan
     )
 
 
+def kept_in_use(ctx: PlanningContext) -> float:
+    """How many times its bytes in use a cache given by a trade keeps: twice (judgement: the high-water mark of
+    Key_blocks_used / Aria_pagecache_blocks_used with as much again for growth), or 1 + ``ctx.capacity_headroom``
+    when the capacity rules ask more (validators/mysql.toml ``mysql.key_buffer_size-in-use``: the blocks in use ×
+    (1 + policy.capacity_headroom)). With a headroom of 2 the trade gave the key cache down to 2 × 2.9 MiB in use
+    + 1 MiB = 8 MiB, which the rule refused at 8.6 MiB: the opening's limits set, repaired trade after floor,
+    was dropped after 4 repairs."""
+    return max(2.0, 1.0 + ctx.capacity_headroom)
+
+
+def kept_said(ctx: PlanningContext) -> str:
+    """:func:`kept_in_use` in words: "twice", or "3 ×"."""
+    times = kept_in_use(ctx)
+    return "twice" if times == 2.0 else f"{times:g} ×"
+
+
 def _given(
     g: Give, cur: float | None, gauges: dict[str, float], current: dict[str, str], ctx: PlanningContext
 ) -> float | None:
     """The value (in ``g.knob``'s unit) a trade lowers ``g.knob`` to from ``cur``: ``g.factor`` × ``cur``, never
-    below ``g.floor`` nor, for a cache naming its blocks in use, below twice the bytes in use (one MiB more:
-    ``round_base`` rounds down to whole MiB). None when it cannot give: no value, a cache whose use was not read,
-    or a target not below ``cur``."""
+    below ``g.floor`` nor, for a cache naming its blocks in use, below :func:`kept_in_use` × the bytes in use
+    (one MiB more: ``round_base`` rounds down to whole MiB). None when it cannot give: no value, a cache whose use
+    was not read, or a target not below ``cur``."""
     spec = ctx.catalog.knobs[g.knob]
     floor = parse_value(g.floor, spec)
     if cur is None or floor is None:
@@ -183,7 +199,7 @@ def _given(
         in_use = _bytes_in_use(g, gauges, current, ctx)
         if in_use is None:
             return None  # a cache whose use was not read is not given away
-        lowest = max(lowest, 2 * in_use + 2**20)
+        lowest = max(lowest, kept_in_use(ctx) * in_use + 2**20)
     target = round_base(lowest, spec)
     return target if target < cur else None
 
@@ -237,7 +253,7 @@ def pool_room_from_unused(ctx: PlanningContext, family: str, current: dict[str, 
     said = ", ".join(given)
     return (
         freed,
-        f"; room from caches given down to twice their blocks in use ({said}; the set repair's trade, "
+        f"; room from caches given down to {kept_said(ctx)} their blocks in use ({said}; the set repair's trade, "
         "catalogs/trades.toml)",
     )
 
@@ -263,7 +279,7 @@ def _use_said(g: Give, gauges: dict[str, float], current: dict[str, str], ctx: P
     gauge = (g.used_gauge or "").rsplit(".", 1)[-1]
     size = in_use / blocks if blocks else None
     each = f" × {size:g} B" if size else ""
-    return f"{gauge} {blocks:g} blocks{each} = {in_use / 2**20:.1f} MiB in use, kept at twice that or more"
+    return f"{gauge} {blocks:g} blocks{each} = {in_use / 2**20:.1f} MiB in use, kept at {kept_said(ctx)} that or more"
 
 
 def _restores_default(ctx: PlanningContext, refused: FailedCheck, current: dict[str, str]) -> bool:
