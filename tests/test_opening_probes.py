@@ -99,6 +99,9 @@ def test_index_probes_in_nested_loops_lower_effective_cache_size_to_shared_buffe
     assert "probe an index inside a nested loop" in out.candidate.sources["effective_cache_size"]
     # the value in effect, not the 3 GiB the 75 %-of-memory rule put in the set before this one
     assert "effective_cache_size 4.00 GiB in effect prices" in out.candidate.sources["effective_cache_size"]
+    # one statement probes; the figure quoted is agenticdb's benchmark host's, not this server's
+    assert "(1 statement, EXPLAIN)" in out.candidate.sources["effective_cache_size"]
+    assert "on its 2-core test host, not this server" in out.candidate.sources["effective_cache_size"]
     # the same plans on data beyond the memory limit: the scan rule sizes the cache, not this one
     beyond = replace(host, data_bytes=6 * GiB)
     out = evidence_driven(SourceInput(ctx=ctx, host=beyond, policy=PolicyConfig(), plans=plans))
