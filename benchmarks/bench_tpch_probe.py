@@ -1,7 +1,8 @@
-"""Two probes of pg-tpch (TPC-H SF 1 under a 1 GiB cgroup, the harness's scenario) behind issue 36's rules.
+"""Three probes of pg-tpch (TPC-H SF 1 under a 1 GiB cgroup, the harness's scenario) behind issue 36's rules.
 
     python -m benchmarks.bench_tpch_probe jit --out /tmp/probe-jit.json
     python -m benchmarks.bench_tpch_probe restart --cycles 3 --out /tmp/probe-restart.json
+    python -m benchmarks.bench_tpch_probe plans --scenario pg-tpch-fit --out /tmp/probe-ecs.json
 
 ``jit``: each of the 22 queries under ``EXPLAIN (ANALYZE, FORMAT JSON)`` with jit on / off and
 effective_cache_size 4GB / 128MB (set in the session; two repetitions, the second in reverse order), with its
@@ -13,7 +14,12 @@ of 8.3 s; the plain compiles 40–340 ms of 1.4–5 s), which ``opening_plans._s
 128MB and 32MB in turn: whether a prewarmed query set needs a whole warm-up pass after a restart
 (``Executor.measure``, docs/measurement.md "Warm-up after a restart").
 
-Both build the scenario with the harness (private instance in a cgroup, data loaded) and remove it at the end.
+``plans``: each query under each set of session settings (default: effective_cache_size 4GB and 128MB, jit off)
+with its execution time and its plan's own time per node type (an index scan repeated inside a nested loop
+counted apart): which plans a setting changes. On pg-tpch-fit it showed the index probes behind
+``opening_cache.probe_cache``.
+
+All three build the scenario with the harness (private instance in a cgroup, data loaded) and remove it at the end.
 Writes every row to ``--out`` as JSON and prints one line per pass.
 """
 
@@ -34,8 +40,8 @@ from benchmarks.harness import runner, scenarios
 app = typer.Typer(add_completion=False, help=__doc__.split("\n\n")[0])
 
 
-def _bench(work: Path) -> Any:
-    sc = scenarios.get("pg-tpch")
+def _bench(work: Path, scenario: str = "pg-tpch") -> Any:
+    sc = scenarios.get(scenario)
     work.mkdir(parents=True, exist_ok=True)
     return runner.setup(sc, work, runner.Options(out=work, budget_min=8, competitors=[]), 480)
 
@@ -70,6 +76,64 @@ def jit(out: Annotated[Path, typer.Option(help="JSON file for the rows")], reps:
                         )
                         total += float(plan.get("Execution Time") or 0.0) / 1000.0
                 typer.echo(f"rep {rep} jit {jit_} effective_cache_size {ecs}: {total:.2f} s")
+                out.write_text(json.dumps(rows, indent=1))
+    finally:
+        runner.teardown(bench)
+
+
+def _node_times(node: dict[str, Any], acc: dict[str, float]) -> float:
+    """Add each plan node's own time (ms: actual total time × loops, less its children's; parallel workers'
+    loops counted as the planner reports them) to ``acc`` under its node type (an index scan under a nested
+    loop as "Index Scan (nested loop inner)"); returns the node's inclusive time."""
+    inclusive = float(node.get("Actual Total Time") or 0.0) * float(node.get("Actual Loops") or 1)
+    children = node.get("Plans") or []
+    own = inclusive - sum(_node_times(c, acc) for c in children)
+    kind = str(node.get("Node Type"))
+    if node.get("Parent Relationship") == "Inner" and "Index" in kind and float(node.get("Actual Loops") or 1) > 1:
+        kind += " (nested loop inner)"
+    acc[kind] = acc.get(kind, 0.0) + max(own, 0.0)
+    return inclusive
+
+
+@app.command()
+def plans(
+    out: Annotated[Path, typer.Option(help="JSON file for the rows")],
+    scenario: str = "pg-tpch-fit",
+    settings: Annotated[list[str], typer.Option(help="NAME=VALUE sets, ';'-separated, compared in turn")] = [  # noqa: B006
+        "effective_cache_size=4GB;jit=off",
+        "effective_cache_size=128MB;jit=off",
+    ],
+    reps: int = 2,
+) -> None:
+    """Each query's execution time and where its plan spends it (node types, own time) under each set of
+    session settings: which plans a setting changes and by how much (issue 36's pg-tpch-fit, where TPE's best
+    lowered effective_cache_size to 64MB)."""
+    bench, rows = _bench(out.with_suffix(".d"), scenario), list[dict[str, Any]]()
+    try:
+        queries = dict(bench.workload.queries())
+        for rep in range(reps):
+            for text in settings if rep % 2 == 0 else settings[::-1]:
+                with connect(bench.workload.conn) as db:
+                    for pair in text.split(";"):
+                        name, value = pair.split("=", 1)
+                        db.execute(f"SET {name} = '{value}'")
+                    total = 0.0
+                    for name, sql in queries.items():
+                        plan = db.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql).fetchone()[0][0]
+                        acc: dict[str, float] = {}
+                        _node_times(plan["Plan"], acc)
+                        rows.append(
+                            {
+                                "rep": rep,
+                                "settings": text,
+                                "query": name,
+                                "exec_ms": plan.get("Execution Time"),
+                                "cost": plan["Plan"]["Total Cost"],
+                                "nodes_ms": acc,
+                            }
+                        )
+                        total += float(plan.get("Execution Time") or 0.0) / 1000.0
+                typer.echo(f"rep {rep} {text}: {total:.2f} s")
                 out.write_text(json.dumps(rows, indent=1))
     finally:
         runner.teardown(bench)

@@ -60,7 +60,9 @@ SETS = [
     ),
     Candidate(
         "evidence",
-        {"work_mem": "8MB", "random_page_cost": "1.1"},
+        # random_page_cost 2, not host-sized's 1.1: a screen making the leader's own move lends no knob
+        # (opening_entries.joined), and host-sized must lend effective_io_concurrency here
+        {"work_mem": "8MB", "random_page_cost": "2"},
         "the baseline's sorts spilled to disk and its reads hit the cache",
         {
             "work_mem": "temp files: 412 MB written a run by sorts at work_mem 4MB (pg_stat_database.temp_bytes)",
@@ -156,7 +158,7 @@ def test_each_source_and_host_fact_is_told_once_and_every_fact_stays(tmp_path: P
     # the proof cites its sources by number: the leader's and the lender's, each told in a screen before it
     proof = story[story.index("opening proof of 'evidence+host-sized'") :]
     assert re.search(r"work_mem = 8MB: see \[\d+\]", proof) and re.search(
-        r"random_page_cost = 1.1: see( \[\d+\])+", proof
+        r"random_page_cost = 2: see( \[\d+\])+", proof
     )
     # every fact stays: each clause of every source and rationale the journal holds is in the story, whole, and
     # each number cited was told with its clause
@@ -173,7 +175,7 @@ def test_each_source_and_host_fact_is_told_once_and_every_fact_stays(tmp_path: P
     report = "\n".join(_report_rounds(s.rounds, "s"))
     assert report.count(probe) == 1 and report.count(clauses(PG_RPC)[0]) == 1, report
     assert report.count(PGTUNE) == 1 and "PGTune [" in report, report
-    assert "- change `random_page_cost = 1.1`: see [" in report, report
+    assert "- change `random_page_cost = 2`: see [" in report, report
     # the evidence of a candidate is its changes' sources: told with the changes, not again above them
     assert "Evidence" not in story[story.index("Round 1 ·") : story.index("Round 2 ·")], story
 
@@ -212,21 +214,21 @@ def test_applied_tells_the_candidates_set_against_the_start_then_the_switch(tmp_
     s, events, story = session(tmp_path)
     applied = {e.round_no: e.data for e in events if e.event == "applied"}
     # round 2 (evidence) switched from host-sized's configuration: work_mem set, effective_io_concurrency put back
-    assert applied[2]["changes"] == {"work_mem": "8MB", "effective_io_concurrency": "1"}
-    assert applied[2]["set"] == {"work_mem": "8MB", "random_page_cost": "1.1"}
+    assert applied[2]["changes"] == {"work_mem": "8MB", "effective_io_concurrency": "1", "random_page_cost": "2"}
+    assert applied[2]["set"] == {"work_mem": "8MB", "random_page_cost": "2"}
     assert applied[2]["start"] == {"work_mem": "4MB", "random_page_cost": "4"}
     line = next(ln for ln in story.splitlines() if ln.startswith("  Applied") and "work_mem 4MB → 8MB" in ln)
     assert line.startswith(
-        "  Applied      random_page_cost 4 → 1.1, work_mem 4MB → 8MB (the candidate's set against "
+        "  Applied      random_page_cost 4 → 2, work_mem 4MB → 8MB (the candidate's set against "
         "the starting configuration; the switch from the configuration in effect changed only "
-        "effective_io_concurrency (back to 1), work_mem)"
+        "effective_io_concurrency (back to 1), random_page_cost, work_mem)"
     ), line
     # the first screen switched from the start: its set is the switch, said once
     first = next(ln for ln in story.splitlines() if ln.startswith("  Applied"))
     assert first.endswith("(the candidate's set against the starting configuration)"), first
     # verified: the whole set and what was put back
     verified = next(e.data for e in events if e.event == "verified" and e.round_no == 2)
-    assert verified["effective"] == {"work_mem": "8MB", "effective_io_concurrency": "1", "random_page_cost": "1.1"}
+    assert verified["effective"] == {"work_mem": "8MB", "effective_io_concurrency": "1", "random_page_cost": "2"}
 
 
 def test_a_journal_written_before_the_set_says_its_applied_line_is_the_switch(tmp_path: Path) -> None:

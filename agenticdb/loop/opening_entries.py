@@ -18,7 +18,12 @@ from __future__ import annotations
 
 import math
 
+import structlog
+
 from agenticdb.models import ApplyMode, Change, KnobSpec, Layer, Proposal, Verdict
+from agenticdb.units import canonical
+
+log = structlog.get_logger(__name__)
 
 SCREEN_PRIORITY = ("experience", "llm", "evidence", "limits", "host-sized")
 """When the time budget cannot pay for every screen, the candidates are kept in this order, the most specific
@@ -58,12 +63,22 @@ class RaceEntry:
 
 
 def joined(
-    leader: RaceEntry, ahead: list[tuple[float, RaceEntry]], specs: dict[str, KnobSpec], by: str = "the objective"
+    leader: RaceEntry,
+    ahead: list[tuple[float, RaceEntry]],
+    specs: dict[str, KnobSpec],
+    by: str = "the objective",
+    notes: list[str] | None = None,
 ) -> tuple[Proposal, list[str]] | None:
     """The leader's proposal with the changes of the ``ahead`` entries (each with its screen's log-ratio on
     the start, best first) that the leader does not set, or None when none adds a knob. ``by`` names what the
     log-ratios measure ("the per-query statistic", "total time", "TPS": ``race.ahead_of_start``), said with each
     figure (the race table quotes the objective too: a figure without its measure read as a contradiction).
+
+    An entry that makes one of the leader's own moves (the same knob to the same value) lends nothing: its
+    screen's gain may be that move's, so it is no evidence for its other knobs; the line saying so is added to
+    ``notes``. Seen in the scenario suite (2026-12-07 night, mdb-join-buffer-tiny): host-sized and limits both
+    fixed join_buffer_size and screened +154.5 % and +153.9 %; limits lent the proof innodb_buffer_pool_size
+    17.35 GiB and innodb_log_file_size 7.8 GiB on a server holding ~100 MB of data, and they were kept with it.
 
     Returns:
         (the joined proposal, named ``opening:<leader>+<other>…``; one "'<name>' +x.x %" line per entry that
@@ -73,9 +88,23 @@ def joined(
     restarts = leader.verdict.apply_requirement == ApplyMode.restart
     changes = list(leader.proposal.changes)
     names = {c.name for c in changes}
+    moves = {canonical(c.name, c.value, specs.get(c.name)): c for c in changes}
     lent: list[str] = []
     lenders: list[str] = []
     for d, entry in ahead:
+        same = [
+            moves[k] for c in entry.proposal.changes if (k := canonical(c.name, c.value, specs.get(c.name))) in moves
+        ]
+        if same:
+            why = (
+                f"'{entry.name}' lends no knob: it makes the leader's own "
+                + ", ".join(f"{c.name} = {c.value}" for c in same)
+                + f" too, so its {math.expm1(d):+.1%} on the start's level is no evidence for its other knobs"
+            )
+            log.info("opening.not_lent", lender=entry.name, leader=leader.name, reason=why)
+            if notes is not None:
+                notes.append(why)
+            continue
         new = [
             c
             for c in entry.proposal.changes

@@ -52,6 +52,7 @@ from agenticdb.loop.race import (
     behind_start,
     counted_worse,
     left_out_note,
+    passed_over,
     per_query,
     race_limit,
     race_order,
@@ -303,7 +304,8 @@ class OpeningRun:
         """After the screens: the leader (joined by the screens ahead), the ``race`` event, then the leader's
         proof, or the start put back (no leader, a leader behind the start, no room for the proof)."""
         best_level, start_run = self.stage.objective, self.s.best_runs.get(Layer.dbms)  # the start's, as in _race
-        leader = state.leader(self.s.query_weights, start_run)
+        leader = state.leader(self.s.query_weights, start_run, best_level)
+        notes.extend(passed_over(state, leader, self.s.query_weights, start_run, best_level))
         table = race_table(state, best_level, self.s.noise, self.s.query_weights, start_run)
         behind = ""
         if leader is not None:
@@ -312,7 +314,7 @@ class OpeningRun:
         lent: list[str] = []
         if leader is not None and not behind:
             proven = entry_of(plans, leader.name, leader.round_no)
-            proven, lent = self._joined(proven, leader, state, plans, start_run, best_level)
+            proven, lent = self._joined(proven, leader, state, plans, start_run, best_level, notes)
         self.rec.event(
             "race",
             {
@@ -373,10 +375,12 @@ class OpeningRun:
         plans: list[RaceEntry],
         start_run: Measurement | None,
         level: float,
+        notes: list[str],
     ) -> tuple[RaceEntry, list[str]]:
         """The entry to prove: the leader joined by the knobs of the other screens ahead of the start beyond
-        the noise (``opening_entries.joined``), validated as one set; the leader alone when none lends a knob
-        or the joined set is refused (logged). Returns the entry and the lenders' lines."""
+        the noise (``opening_entries.joined``; a screen making one of the leader's own moves lends nothing, said in
+        ``notes``), validated as one set; the leader alone when none lends a knob or the joined set is refused
+        (logged). Returns the entry and the lenders' lines."""
         ahead: list[tuple[float, RaceEntry]] = []
         by = "the objective"
         for sc in state.screens:
@@ -388,7 +392,7 @@ class OpeningRun:
             if d is not None:
                 ahead.append((d[0], entry_of(plans, sc.name, sc.round_no)))
                 by = d[1]
-        made = joined(entry, sorted(ahead, key=lambda a: -a[0]), self.stage.catalog.knobs, by)
+        made = joined(entry, sorted(ahead, key=lambda a: -a[0]), self.stage.catalog.knobs, by, notes)
         if made is None:
             return entry, []
         proposal, lent = made

@@ -184,13 +184,23 @@ class RaceState:
         if better:
             self.reference, self.reference_level = m, m.objective
 
-    def leader(self, weights: QueryWeights | None = None, start_run: Measurement | None = None) -> Screen | None:
+    def leader(
+        self,
+        weights: QueryWeights | None = None,
+        start_run: Measurement | None = None,
+        start_level: float | None = None,
+    ) -> Screen | None:
         """The best screen measured to the end and undisturbed, or None (every candidate cut off,
         disturbed, refused or failed).
 
         With the session's frozen per-query ``weights`` and the start's reference run (query sets), screens
         are ranked on ``QueryWeights.log_ratio`` against ``start_run`` — the statistic the proof is judged
-        on — rather than on the total time, which one long query can dominate; else on the objective.
+        on — rather than on the total time, which one long query can dominate; else on the objective. A
+        screen whose total time ran behind ``start_level`` (the start's median total, s) ranks after every
+        screen whose total did not (:func:`total_behind`): its proof could not keep it, since a "better" on the
+        statistic stands only if the pairs' total times agree (``auditor._total_time_agrees``). Seen on
+        pg-tpch-fit (2026-12-07): host-sized led on the statistic (+11.6 %) with its total −11.3 %, was
+        proven (5 pairs, a tie) while 'evidence' (+8.8 % total, +9.6 % statistic) was never proven.
         """
         ranked = [s for s in self.screens if s.ranked and s.measurement is not None]
         if not ranked:
@@ -198,9 +208,41 @@ class RaceState:
         if weights is not None and start_run is not None:
             scored = [(weights.log_ratio(s.measurement, start_run), s) for s in ranked if s.measurement is not None]
             if all(d is not None for d, _ in scored):
-                return max(scored, key=lambda t: t[0] or 0.0)[1]
+                level = start_run.objective if start_level is None else start_level
+                return max(scored, key=lambda t: (not total_behind(t[1], level), t[0] or 0.0))[1]
         pick = max if self.higher else min
         return pick(ranked, key=lambda s: s.measurement.objective if s.measurement is not None else 0.0)
+
+
+def total_behind(screen: Screen, start_level: float) -> bool:
+    """Whether a query-set screen's total time (its objective, s, lower is better) ran behind the start's level
+    ``start_level`` (s) in its one run: the sign the proof's total-time guard (``auditor._total_time_agrees``) asks
+    of the pairs, so such a screen can tie at best however far ahead its per-query statistic is."""
+    m = screen.measurement
+    return m is not None and start_level > 0 and m.objective > start_level
+
+
+def passed_over(
+    state: RaceState, leader: Screen | None, weights: QueryWeights | None, start_run: Measurement | None, level: float
+) -> list[str]:
+    """One line per screen ahead of ``leader`` on the per-query statistic that :meth:`RaceState.leader` ranked
+    after it because its total time ran behind the start's ``level`` (s) (:func:`total_behind`), for the race's
+    notes; [] when none was (or not a query set)."""
+    if leader is None or weights is None or start_run is None or leader.measurement is None:
+        return []
+    lead_d = weights.log_ratio(leader.measurement, start_run)
+    lines = []
+    for sc in state.screens:
+        m = sc.measurement
+        d = weights.log_ratio(m, start_run) if sc.ranked and m is not None else None
+        if sc is leader or m is None or d is None or lead_d is None or d <= lead_d or not total_behind(sc, level):
+            continue
+        lines.append(
+            f"'{sc.name}' ranked after '{leader.name}': ahead by {PER_QUERY} ({math.expm1(d):+.1%}) but its total "
+            f"time ran {relative_gain(m.objective, level, False):+.1%} on the starting level, and a proof keeps a "
+            "query set's change only when the pairs' total times agree"
+        )
+    return lines
 
 
 def behind_start(
@@ -250,12 +292,15 @@ def ahead_of_start(
 ) -> tuple[float, str] | None:
     """(the screen's log-ratio on the starting level, positive = better; what it measures: "the per-query
     statistic", "total time", "TPS" …) when it ran ahead of the start by at least ``AHEAD_SDS`` × the pair's standard
-    deviation, else None (arguments as :func:`behind_start`; a cut-off or disturbed run is never ahead)."""
+    deviation, else None (arguments as :func:`behind_start`; a cut-off or disturbed run is never ahead, nor a
+    query-set screen ahead on the per-query statistic whose total time ran behind the start, :func:`total_behind`)."""
     if screen.cut_off or screen.disturbed:
         return None
     measured = _log_ratio(screen, start_run, start_level, higher, weights)
     if measured is None:
         return None
+    if measured[1] == PER_QUERY and total_behind(screen, start_level):
+        return None  # ahead on the statistic, behind on the objective: its knobs would cost the leader total time
     return measured if measured[0] >= AHEAD_SDS * _pair_sd(noise) else None
 
 

@@ -416,6 +416,9 @@ class FailedCheck(Strict):
     excess_bytes: float | None = None
     """``memory_budget`` refusals only: bytes by which the estimate exceeds the allowed memory, so a trade
     move (``agenticdb.planner.trade``) can give back no more than that from caches it knows the size of."""
+    floor: float | None = None
+    """``capacity`` refusals with an observed peak only: the least value of ``parameter`` the rule allows beside the
+    rest of the set, in ``ResultingConfig.number``'s quantity (bytes, ms or plain); the opening's set repair sets it."""
 
 
 class Verdict(Strict):

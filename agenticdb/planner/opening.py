@@ -14,9 +14,11 @@ The last two, when present, replace the weakest of the first three (the one that
 departs least from the baseline already measured — judgement). Each candidate is validated as ONE set
 (:func:`agenticdb.validation.sets.validate_set`: memory budget with every connection × hash_mem_multiplier,
 durability, server checks, restart window; no per-round step bound unless ``policy.opening_step_bound`` keeps
-it); a set over the memory budget is repaired with the trade move (:mod:`agenticdb.planner.trade`), else
-dropped with the reason. Restart-only knobs of the anchor candidate (host-sized when present) are shared by
-the others where their set does not name its own, so the race restarts once. Identical sets are merged.
+it); a set that lowers a capacity setting too far gets it at its floor (or at the value in effect), a set over
+the memory budget is repaired with the trade move (:mod:`agenticdb.planner.trade`; the order:
+:mod:`agenticdb.planner.opening_repair`), else dropped with the reason. Restart-only knobs of the anchor
+candidate (host-sized when present) are shared by the others where their set does not name its own, so the race
+restarts once. Identical sets are merged.
 """
 
 from __future__ import annotations

@@ -123,6 +123,45 @@ def scans_beyond_memory(pattern: str, data: float, mem: float) -> bool:
     return pattern == "scans" and data > mem
 
 
+PROBE_SHARE = 0.25
+"""Share of the baseline's time in plans that probe an index inside a nested loop (``PlanEvidence.probe_share``)
+from which :func:`probe_cache` lowers effective_cache_size (judgement: a quarter of the time; pg-tpch-fit's
+Q07, Q13, Q21 and Q08 are ~35 % of TPC-H SF 1's time here)."""
+
+
+def probe_cache(
+    pattern: str, probe_share: float | None, probing: int, data: float | None, mem: float, sb: float, ecs: float
+) -> tuple[float | None, str]:
+    """effective_cache_size for index probes that read beyond shared buffers: ``(bytes to set | None, why)``.
+
+    An analytic ``pattern`` ("scans") whose plans spend at least :data:`PROBE_SHARE` of the baseline's time
+    (``probe_share``, over ``probing`` statements) probing an index inside a nested loop, on ``data`` bytes that
+    fit in the memory limit ``mem`` (beyond it the scan rule, :func:`scan_buffers`, lowers the cache) but not in
+    shared_buffers ``sb`` (bytes, the set's value): the probes of pages shared buffers lack are each a read()
+    from the kernel's page cache, while effective_cache_size ``ecs`` (bytes) tells the planner those pages are
+    cached and repeated probes nearly free (PostgreSQL ``costsize.c`` ``index_pages_fetched``, Mackert–Lohman;
+    manual 20.7.2: "a higher value makes it more likely index scans will be used"). Set to shared_buffers, the
+    cache a probe reads without a system call, so the planner weighs those loops against hash joins over
+    sequential scans. Judgement, measured on this host (benchmarks/README.md, pg-tpch-fit probe 2026-12-07:
+    TPC-H SF 1 in 4 GiB, jit off, two passes each): 4GB → 128MB took the query set from 22.1 to 19.8 s; Q07
+    3.1 → 0.7 s, Q13 2.3 → 0.6 s, Q18 2.6 → 4.5 s (a hash aggregate that spilled). The race measures it on the
+    server at hand. None (and why, or '' when the plans were not read) when a condition fails.
+    """
+    if probe_share is None:
+        return None, ""
+    gib = 1024**3
+    if pattern != "scans" or probe_share < PROBE_SHARE or data is None or data > mem or data <= sb or ecs <= sb:
+        return None, ""
+    return sb, (
+        f"measured: {probe_share:.0%} of the baseline's time in plans that probe an index inside a nested loop "
+        f"({probing} statements, EXPLAIN), on data of {data / gib:.2f} GiB beyond shared_buffers "
+        f"({sb / MiB:.0f} MiB): a probe of a page shared buffers lack is a read() from the page cache, which "
+        f"effective_cache_size {ecs / gib:.2f} GiB prices as cached (costsize.c index_pages_fetched; manual "
+        "20.7.2); set to shared_buffers. Measured here (pg-tpch-fit, TPC-H SF 1 in 4 GiB): 4GB → 128MB, "
+        "22.1 → 19.8 s"
+    )
+
+
 BUFFERS_PER_CONNECTION = 16 * 1024
 """shared_buffers never lowered below this × max_connections (bytes): the validator's harmful rule
 ``pg.shared_buffers-per-connection`` (PostgreSQL 8.3 manual 18.4.1: "at least 16 kilobytes times

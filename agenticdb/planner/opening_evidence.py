@@ -24,7 +24,10 @@ PostgreSQL (counters of the baseline's ``StateDelta``; plan evidence from
   is brought to 75 % of the memory limit when it claims more (manual 20.7.2). Scans of data beyond the
   whole memory limit lower both: shared_buffers to 1/32 of the limit (at least 32 MiB) and
   effective_cache_size to 4 × that (``opening_cache``: the page cache gets what ring-read scans cannot use,
-  and the planner is told how little cache a query's own scans leave);
+  and the planner is told how little cache a query's own scans leave). Plans that spend a quarter of the time
+  probing indexes inside nested loops, on data that fits the memory limit but not shared_buffers, get
+  effective_cache_size = shared_buffers (``opening_cache.probe_cache``: a probe beyond shared buffers is a
+  read() the planner priced as cached);
 - WAL and checkpoints: requested checkpoints ≥ half of all → max_wal_size twice the WAL written per
   checkpoint_timeout (manual 30.5); wal_buffers_full > 0 → wal_buffers 16MB (manual 20.5.1); full-page
   images ≥ 30 % of WAL records → wal_compression (manual 20.5.1).
@@ -52,6 +55,7 @@ from agenticdb.planner.opening_cache import (
     SCAN_CACHE_FACTOR,
     access_pattern,
     budget_room,
+    probe_cache,
     scan_buffers,
     scans_beyond_memory,
     size_shared_buffers,
@@ -122,6 +126,7 @@ def _postgresql(inp: SourceInput) -> SourceOutput:
     _parallel(inp, b, notes)
     _spill(inp, b, d, notes)
     _cache(inp, b, d, notes)
+    _probes(inp, b, d)
     _wal(b, d, notes)
     if d is None:
         notes.append("baseline statistics not measured: no runtime-state delta in the context")
@@ -247,6 +252,23 @@ def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[st
         notes.append(got.reason)
     else:
         b.put_bytes("shared_buffers", got.value, got.reason)
+
+
+def _probes(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> None:
+    """effective_cache_size down to shared_buffers when the plans probe indexes beyond shared buffers
+    (``opening_cache.probe_cache``), after the shared_buffers rule has sized the set's pool."""
+    plans = inp.plans
+    if plans is None:
+        return
+    sb, ecs = b.now_bytes("shared_buffers"), b.now_bytes("effective_cache_size")
+    if sb is None or ecs is None:
+        return
+    pattern, _ = access_pattern(inp.host.workload_class, d)
+    value, why = probe_cache(
+        pattern, plans.probe_share, len(plans.probe_planned), inp.host.data_bytes, inp.host.memory_bytes, sb, ecs
+    )
+    if value is not None:
+        b.put_bytes("effective_cache_size", value, why)
 
 
 def _scan_cache(inp: SourceInput, b: SetBuilder, miss: float, data: float, pattern: str, why: str) -> None:

@@ -33,6 +33,11 @@ log = structlog.get_logger(__name__)
 _READ_ONLY = re.compile(r"^\s*(select|with|values|table)\b", re.IGNORECASE)
 _WRITES = re.compile(r"\b(insert|update|delete|merge|create|drop|alter|truncate|copy|grant|revoke)\b", re.IGNORECASE)
 SOURCE = "PostgreSQL 15 manual, 14.1 Using EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) and 32 Just-in-Time Compilation"
+PROBE_LOOPS = 10_000
+"""Index probes inside one nested loop (its outer side's rows: estimated, or the inner scan's actual loops) from
+which a statement counts as probing (judgement: an OLTP join probes a few rows per statement; TPC-H SF 1's Q07,
+Q13 and Q21 probe lineitem or orders hundreds of thousands of times, benchmarks/README.md pg-tpch-fit)."""
+_INDEX_SCANS = ("Index Scan", "Index Only Scan", "Bitmap Heap Scan")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,9 @@ class PlanEvidence:
         jit_borrowed: the class of JIT-compiling plans that was not sampled (left out by the budget, or every
             statement of its sample failed or timed out) and took the other class's compile share: "optimised"
             (the estimate is then a lower bound), "plain" (an upper bound), or "" (each class its own share).
+        probe_ms: time of the statements whose plan probes an index inside a nested loop at least
+            :data:`PROBE_LOOPS` times (:func:`index_probes`).
+        probe_planned: the names of those statements.
     """
 
     statements: int = 0
@@ -83,6 +91,8 @@ class PlanEvidence:
     jit_sampled: int = 0
     jit_optimized: tuple[str, ...] = ()
     jit_borrowed: str = ""
+    probe_ms: float = 0.0
+    probe_planned: tuple[str, ...] = ()
 
     @property
     def jit_share(self) -> float | None:
@@ -94,6 +104,12 @@ class PlanEvidence:
     def jit_planned_share(self) -> float | None:
         """Share of the time in statements whose plans JIT-compile; None when nothing was explained."""
         return self.jit_planned_ms / self.exec_ms if self.exec_ms > 0 else None
+
+    @property
+    def probe_share(self) -> float | None:
+        """Share of the time in statements whose plans probe an index inside a nested loop at least
+        :data:`PROBE_LOOPS` times; None when nothing was explained."""
+        return self.probe_ms / self.exec_ms if self.exec_ms > 0 else None
 
     @property
     def parallel_share(self) -> float | None:
@@ -114,6 +130,7 @@ class PlanEvidence:
             "plans.shared_read_blocks": float(self.shared_read_blocks),
             "plans.shared_hit_blocks": float(self.shared_hit_blocks),
             "plans.jit_planned_time": self.jit_planned_ms,
+            "plans.index_probe_time": self.probe_ms,
         }
 
     def summary(self) -> str:
@@ -126,7 +143,7 @@ class PlanEvidence:
                 f"{self.statements} statements planned, weighted by the baseline's {self.exec_ms / 1000:.1f} s: "
                 f"{ps:.0%} of the time in parallel plans, {self.jit_planned_share or 0.0:.0%} in plans that "
                 f"JIT-compile ({len(self.jit_optimized)} with LLVM optimisation); JIT compilation ≈ {js:.1%} of the "
-                f"time (EXPLAIN ANALYZE of {self.jit_sampled} of them, leader and workers)"
+                f"time (EXPLAIN ANALYZE of {self.jit_sampled} of them, leader and workers){self._probe_text()}"
                 + (f"; {_BORROWED[self.jit_borrowed]}" if self.jit_borrowed in _BORROWED else "")
             )
         if not self.analyzed:
@@ -134,6 +151,7 @@ class PlanEvidence:
                 f"{self.statements} statements planned (EXPLAIN, not executed), weighted by the baseline's "
                 f"{self.exec_ms / 1000:.1f} s: {ps:.0%} of the time in parallel plans, "
                 f"{self.jit_planned_share or 0.0:.0%} in plans that JIT-compile (compile time not measured)"
+                + self._probe_text()
                 + (f"; {len(self.skipped)} skipped" if self.skipped else "")
             )
         reads = self.shared_read_blocks + self.shared_hit_blocks
@@ -143,8 +161,15 @@ class PlanEvidence:
             f"execution time ({self.jit_functions} functions, leader and workers), {ps:.0%} of the time in "
             f"parallel plans ({self.workers_launched}/{self.workers_planned} workers launched), "
             f"{self.temp_written_blocks * 8 / 1024:.0f} MiB written to temporary files, shared-buffer misses "
-            f"{miss:.0%}" + (f"; {len(self.skipped)} skipped" if self.skipped else "")
+            f"{miss:.0%}{self._probe_text()}" + (f"; {len(self.skipped)} skipped" if self.skipped else "")
         )
+
+    def _probe_text(self) -> str:
+        """ ", N % in plans that probe an index inside a nested loop ≥ 10,000 times" ('' when none does)."""
+        share = self.probe_share
+        if not share:
+            return ""
+        return f", {share:.0%} in plans that probe an index inside a nested loop ≥ {PROBE_LOOPS:,} times"
 
 
 _BORROWED = {
@@ -176,10 +201,30 @@ def _walk(node: dict[str, Any]) -> tuple[int, int]:
     return planned, launched
 
 
+def index_probes(node: dict[str, Any]) -> float:
+    """The most index probes one nested loop under ``node`` makes: for each "Nested Loop" whose inner child is an
+    index scan (Index Scan, Index Only Scan, Bitmap Heap Scan, directly or under a Memoize/Materialize), that
+    child's "Actual Loops" (EXPLAIN ANALYZE) or else the outer child's estimated "Plan Rows" (plain EXPLAIN; per
+    process in a parallel plan). 0 when there is none."""
+    most = 0.0
+    children = node.get("Plans") or []
+    if node.get("Node Type") == "Nested Loop" and len(children) == 2:
+        outer, inner = children
+        while inner.get("Node Type") in ("Memoize", "Materialize") and inner.get("Plans"):
+            inner = inner["Plans"][0]
+        if inner.get("Node Type") in _INDEX_SCANS:
+            loops = inner.get("Actual Loops")
+            most = float(loops) if loops is not None else float(outer.get("Plan Rows") or 0.0)
+    for child in children:
+        most = max(most, index_probes(child))
+    return most
+
+
 def parse_plan(doc: list[dict[str, Any]] | dict[str, Any]) -> dict[str, float]:
     """The figures of one ``EXPLAIN [(ANALYZE, BUFFERS,] FORMAT JSON)`` result: jit_planned (1 when the plan has a
     "JIT" section), jit_optimized (1 when its "Options" inline or optimise), exec_ms, jit_ms, jit_functions,
-    workers_planned, workers_launched, temp_written, shared_read, shared_hit (0 where plain EXPLAIN has no figure).
+    workers_planned, workers_launched, temp_written, shared_read, shared_hit (0 where plain EXPLAIN has no figure),
+    index_probes (:func:`index_probes`).
 
     Raises:
         ValueError: the document has no "Plan" (not an EXPLAIN ANALYZE result).
@@ -202,6 +247,7 @@ def parse_plan(doc: list[dict[str, Any]] | dict[str, Any]) -> dict[str, float]:
         "temp_written": float(plan.get("Temp Written Blocks") or 0),
         "shared_read": float(plan.get("Shared Read Blocks") or 0),
         "shared_hit": float(plan.get("Shared Hit Blocks") or 0),
+        "index_probes": index_probes(plan),
     }
 
 
@@ -237,8 +283,9 @@ def explain_statements(
         ),
         0.0,
     )
-    parallel_ms, jit_planned_ms, done = 0.0, 0.0, 0
+    parallel_ms, jit_planned_ms, probe_ms, done = 0.0, 0.0, 0.0, 0
     jit_names: list[str] = []
+    probing: list[str] = []
     optimized: list[str] = []
     skipped: dict[str, str] = {}
     for name, text in statements.items():
@@ -274,6 +321,9 @@ def explain_statements(
             jit_names.append(name)
             if got["jit_optimized"]:
                 optimized.append(name)
+        if got["index_probes"] >= PROBE_LOOPS:
+            probe_ms += got["exec_ms"]
+            probing.append(name)
         done += 1
     ev = PlanEvidence(
         statements=done,
@@ -291,6 +341,8 @@ def explain_statements(
         jit_planned_ms=jit_planned_ms,
         jit_planned=tuple(jit_names),
         jit_optimized=tuple(optimized),
+        probe_ms=probe_ms,
+        probe_planned=tuple(probing),
     )
     log.info("plans.explained", statements=done, skipped=len(skipped), reason=ev.summary())
     return ev

@@ -202,7 +202,9 @@ def check_capacity(
 ) -> list[FailedCheck]:
     """Failed ``capacity`` checks: a capacity setting lowered below the observed peak plus headroom, or
     lowered at all when no peak was observed. A rule's gauge missing from ``observed.gauges`` is read with
-    ``observed.read`` (only for a setting being lowered); what such a rule compared with goes into ``read``."""
+    ``observed.read`` (only for a setting being lowered); what such a rule compared with goes into ``read``.
+    A refusal below an observed peak carries ``FailedCheck.floor``: the least value of the setting the rule
+    allows (the peak + headroom + reserve, per slot for a per-slot rule), in ``cfg.number``'s quantity."""
     failed: list[FailedCheck] = []
     gauges = observed.gauges if observed is not None else {}
     for ch in cfg.changed.values():
@@ -255,6 +257,7 @@ def check_capacity(
                 message=f"{ch.name}={ch.value}{per} (rule {rule.id}, capacity) is below the observed peak {peak:g} "
                 f"({name}) + policy.capacity_headroom {policy.capacity_headroom:.0%}{extra} = {floor:g} — "
                 f"{rule.reason}",
+                floor=_least(cfg, rule, floor),
             )
         )
     return failed
@@ -279,10 +282,23 @@ def _capacity(cfg: ResultingConfig, rule: CapacityRule, value: float) -> tuple[f
     rule (" × 122 slots (max_connections 50 + … + 1) = 1220")."""
     if not rule.slots:
         return value, ""
-    count = sum(max(cfg.number(n) or 0.0, 0.0) for n in rule.slots) + rule.slots_plus
+    count = _slot_count(cfg, rule)
     plus = [f"{rule.slots_plus:g}"] if rule.slots_plus else []
     terms = " + ".join([*(f"{n} {cfg.raw(n)}" for n in rule.slots), *plus])
     return value * count, f" × {count:g} slots ({terms}) = {value * count:g}"
+
+
+def _least(cfg: ResultingConfig, rule: CapacityRule, floor: float) -> float | None:
+    """The least value of ``rule.parameter`` whose capacity reaches ``floor``; None when a per-slot rule has no slot."""
+    if not rule.slots:
+        return float(floor)
+    count = _slot_count(cfg, rule)
+    return floor / count if count > 0 else None
+
+
+def _slot_count(cfg: ResultingConfig, rule: CapacityRule) -> float:
+    """The slots a per-slot rule's setting is multiplied by: Σ ``rule.slots`` in ``cfg`` + ``rule.slots_plus``."""
+    return sum(max(cfg.number(n) or 0.0, 0.0) for n in rule.slots) + rule.slots_plus
 
 
 def _observation(cfg: ResultingConfig, gauges: dict[str, float], name: str) -> float | None:
