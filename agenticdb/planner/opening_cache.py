@@ -55,7 +55,6 @@ from dataclasses import dataclass
 from agenticdb.models import Observed, StateDelta
 from agenticdb.planner import access
 from agenticdb.planner.opening_values import GiB, MiB, SetBuilder, SourceInput, budget_bytes, delta_of
-from agenticdb.units import bytes_of, parse_value
 from agenticdb.units.text import a_workload
 from agenticdb.validation.memory import peak_connections
 from agenticdb.validation.rules import load_ruleset
@@ -130,7 +129,16 @@ Q07, Q13, Q21 and Q08 are ~35 % of TPC-H SF 1's time here)."""
 
 
 def probe_cache(
-    pattern: str, probe_share: float | None, probing: int, data: float | None, mem: float, sb: float, ecs: float
+    pattern: str,
+    probe_share: float | None,
+    probing: int,
+    data: float | None,
+    mem: float,
+    sb: float,
+    ecs: float,
+    *,
+    miss: float | None,
+    ecs_now: float | None = None,
 ) -> tuple[float | None, str]:
     """effective_cache_size for index probes that read beyond shared buffers: ``(bytes to set | None, why)``.
 
@@ -145,20 +153,43 @@ def probe_cache(
     sequential scans. Judgement, measured on this host (benchmarks/README.md, pg-tpch-fit probe 2026-12-07:
     TPC-H SF 1 in 4 GiB, jit off, two passes each): 4GB → 128MB took the query set from 22.1 to 19.8 s; Q07
     3.1 → 0.7 s, Q13 2.3 → 0.6 s, Q18 2.6 → 4.5 s (a hash aggregate that spilled). The race measures it on the
-    server at hand. None (and why, or '' when the plans were not read) when a condition fails.
+    server at hand. ``ecs_now`` (bytes) is the value in effect, which the reason quotes (``ecs`` may be the
+    set's own, already lowered by another rule; None: ``ecs``).
+
+    Only when the baseline measured the misses: ``miss`` (the share of block reads that missed shared buffers,
+    pg_stat_database blks_read / (blks_read + blks_hit); None: not measured) at least :data:`MISS_RATIO`. Data
+    larger than shared_buffers does not say the probes miss: a query set that reads a hot part of it finds its
+    pages in shared buffers, and the planner told they are not would trade its probes for sequential scans of
+    the whole table (the cache rule does nothing below that share either).
+
+    None and why when the plans probe that much but the misses are below that share or not measured (the
+    opening's note); None and '' when another condition fails or the plans were not read.
     """
     if probe_share is None:
         return None, ""
     gib = 1024**3
     if pattern != "scans" or probe_share < PROBE_SHARE or data is None or data > mem or data <= sb or ecs <= sb:
         return None, ""
+    probes = (
+        f"{probe_share:.0%} of the baseline's time in plans that probe an index inside a nested loop "
+        f"({probing} statements, EXPLAIN)"
+    )
+    if miss is None:
+        return None, (
+            f"{probes}, but shared-buffer misses not measured (no pg_stat_database counters): effective_cache_size kept"
+        )
+    if miss < MISS_RATIO:
+        return None, (
+            f"{probes}, but only {miss:.1%} of block reads missed shared buffers (pg_stat_database), below "
+            f"{MISS_RATIO:.0%}: shared buffers serve the probes, effective_cache_size kept"
+        )
     return sb, (
-        f"measured: {probe_share:.0%} of the baseline's time in plans that probe an index inside a nested loop "
-        f"({probing} statements, EXPLAIN), on data of {data / gib:.2f} GiB beyond shared_buffers "
+        f"measured: {probes}, with {miss:.0%} of block reads missing shared buffers, on data of "
+        f"{data / gib:.2f} GiB beyond shared_buffers "
         f"({sb / MiB:.0f} MiB): a probe of a page shared buffers lack is a read() from the page cache, which "
-        f"effective_cache_size {ecs / gib:.2f} GiB prices as cached (costsize.c index_pages_fetched; manual "
-        "20.7.2); set to shared_buffers. Measured here (pg-tpch-fit, TPC-H SF 1 in 4 GiB): 4GB → 128MB, "
-        "22.1 → 19.8 s"
+        f"effective_cache_size {(ecs_now or ecs) / gib:.2f} GiB in effect prices as cached (costsize.c "
+        "index_pages_fetched; manual 20.7.2); set to shared_buffers. Measured here (pg-tpch-fit, TPC-H SF 1 in "
+        "4 GiB): 4GB → 128MB, 22.1 → 19.8 s"
     )
 
 
@@ -255,15 +286,6 @@ def size_shared_buffers(
     return CacheSizing(want, f"measured: {fig}; {rule} = {want / MiB:.0f} MiB")
 
 
-def _before_bytes(b: SetBuilder, name: str) -> float | None:
-    """Bytes of memory knob ``name`` in the configuration in effect (not the set's)."""
-    spec = b.spec(name)
-    if spec is None:
-        return None
-    base = parse_value(b.current.get(name, spec.default), spec)
-    return bytes_of(b.family, spec, base) if base is not None else None
-
-
 def budget_room(inp: SourceInput, b: SetBuilder, grow: str = "shared_buffers") -> tuple[float, str]:
     """(bytes, terms) the memory budget leaves for ``grow`` once the rest of the set ``b`` is counted as the
     set validation counts it (module docstring; :func:`agenticdb.validation.memory.measured_estimate`, or its
@@ -284,14 +306,14 @@ def budget_room(inp: SourceInput, b: SetBuilder, grow: str = "shared_buffers") -
 
     shm = gauges.get(budget.shared_memory_gauge or "") if peak is not None else None
     if shm:
-        sb_before = _before_bytes(b, grow)
-        before = sum(glob(n, _before_bytes(b, n), sb_before) for n in budget.global_)
+        sb_before = b.before_bytes(grow)
+        before = sum(glob(n, b.before_bytes(n), sb_before) for n in budget.global_)
         terms.append(("other shared memory (measured)", max(shm - before, 0.0)))
     terms += [(n, glob(n, b.now_bytes(n), None)) for n in budget.global_ if n != grow]  # -1: at its ceiling
     mult = (b.now(budget.per_connection_multiplier) if budget.per_connection_multiplier else None) or 1.0
     factor = mult * inp.policy.per_connection_work_mem_factor
     for name in budget.per_connection:
-        each, was = b.now_bytes(name) or 0.0, _before_bytes(b, name) or 0.0
+        each, was = b.now_bytes(name) or 0.0, b.before_bytes(name) or 0.0
         raised = peak is None or each > was
         count = float(inp.host.max_connections) if raised else max(peak or 1.0, 1.0)
         who = f"{count:g} connections" if raised else f"{count:g} backends (observed peak)"

@@ -25,9 +25,9 @@ PostgreSQL (counters of the baseline's ``StateDelta``; plan evidence from
   whole memory limit lower both: shared_buffers to 1/32 of the limit (at least 32 MiB) and
   effective_cache_size to 4 × that (``opening_cache``: the page cache gets what ring-read scans cannot use,
   and the planner is told how little cache a query's own scans leave). Plans that spend a quarter of the time
-  probing indexes inside nested loops, on data that fits the memory limit but not shared_buffers, get
-  effective_cache_size = shared_buffers (``opening_cache.probe_cache``: a probe beyond shared buffers is a
-  read() the planner priced as cached);
+  probing indexes inside nested loops, on data that fits the memory limit but not shared_buffers, with
+  block reads missing shared buffers (≥ 5 %), get effective_cache_size = shared_buffers
+  (``opening_cache.probe_cache``: a probe beyond shared buffers is a read() the planner priced as cached);
 - WAL and checkpoints: requested checkpoints ≥ half of all → max_wal_size twice the WAL written per
   checkpoint_timeout (manual 30.5); wal_buffers_full > 0 → wal_buffers 16MB (manual 20.5.1); full-page
   images ≥ 30 % of WAL records → wal_compression (manual 20.5.1).
@@ -95,6 +95,13 @@ def _total(d: StateDelta | None, name: str) -> float | None:
     return d.per_second[name] * d.seconds if name in d.per_second else None
 
 
+def _miss(d: StateDelta | None) -> float | None:
+    """Share of block reads that missed shared buffers in ``d`` (pg_stat_database blks_read / (blks_read +
+    blks_hit)); None when not measured or nothing was read."""
+    rd, hit = _total(d, _DB + "blks_read"), _total(d, _DB + "blks_hit")
+    return rd / (rd + hit) if rd is not None and hit is not None and rd + hit > 0 else None
+
+
 def evidence_driven(inp: SourceInput) -> SourceOutput:
     """The evidence-driven candidate (rules in the module docstring)."""
     if inp.host.family == "postgresql":
@@ -126,7 +133,7 @@ def _postgresql(inp: SourceInput) -> SourceOutput:
     _parallel(inp, b, notes)
     _spill(inp, b, d, notes)
     _cache(inp, b, d, notes)
-    _probes(inp, b, d)
+    _probes(inp, b, d, notes)
     _wal(b, d, notes)
     if d is None:
         notes.append("baseline statistics not measured: no runtime-state delta in the context")
@@ -220,8 +227,7 @@ def _spill(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[st
 
 def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
     mem, data = inp.host.memory_bytes, inp.host.data_bytes
-    rd, hit = _total(d, _DB + "blks_read"), _total(d, _DB + "blks_hit")
-    miss = rd / (rd + hit) if rd is not None and hit is not None and rd + hit > 0 else None
+    miss = _miss(d)
     pattern, why = access_pattern(inp.host.workload_class, d)
     if miss is not None and miss >= MISS_RATIO and data is not None and scans_beyond_memory(pattern, data, mem):
         _scan_cache(inp, b, miss, data, pattern, why)
@@ -254,9 +260,10 @@ def _cache(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[st
         b.put_bytes("shared_buffers", got.value, got.reason)
 
 
-def _probes(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> None:
-    """effective_cache_size down to shared_buffers when the plans probe indexes beyond shared buffers
-    (``opening_cache.probe_cache``), after the shared_buffers rule has sized the set's pool."""
+def _probes(inp: SourceInput, b: SetBuilder, d: StateDelta | None, notes: list[str]) -> None:
+    """effective_cache_size down to shared_buffers when the plans probe indexes beyond shared buffers and the
+    baseline measured the misses (``opening_cache.probe_cache``), after the shared_buffers rule has sized the
+    set's pool; why not in ``notes`` when the plans probe but the misses do not say so."""
     plans = inp.plans
     if plans is None:
         return
@@ -265,10 +272,20 @@ def _probes(inp: SourceInput, b: SetBuilder, d: StateDelta | None) -> None:
         return
     pattern, _ = access_pattern(inp.host.workload_class, d)
     value, why = probe_cache(
-        pattern, plans.probe_share, len(plans.probe_planned), inp.host.data_bytes, inp.host.memory_bytes, sb, ecs
+        pattern,
+        plans.probe_share,
+        len(plans.probe_planned),
+        inp.host.data_bytes,
+        inp.host.memory_bytes,
+        sb,
+        ecs,
+        miss=_miss(d),
+        ecs_now=b.before_bytes("effective_cache_size"),
     )
     if value is not None:
         b.put_bytes("effective_cache_size", value, why)
+    elif why:
+        notes.append(why)
 
 
 def _scan_cache(inp: SourceInput, b: SetBuilder, miss: float, data: float, pattern: str, why: str) -> None:

@@ -210,6 +210,15 @@ class SetBuilder:
             return None
         return bytes_of(self.family, spec, base)
 
+    def before_bytes(self, name: str) -> float | None:
+        """Bytes of memory knob ``name`` in the configuration in effect, whatever the set puts (None: the
+        server has no such knob or its value does not parse)."""
+        spec = self.spec(name)
+        if spec is None:
+            return None
+        base = parse_value(self.current.get(name, spec.default), spec)
+        return bytes_of(self.family, spec, base) if base is not None else None
+
     def put(self, name: str, value: str | float, source: str) -> bool:
         """Set ``name`` to ``value`` (a base-unit number, rounded, or a spelling such as "off"); False when the
         server has no such knob or the value is what is in effect already."""

@@ -201,22 +201,61 @@ def _walk(node: dict[str, Any]) -> tuple[int, int]:
     return planned, launched
 
 
-def index_probes(node: dict[str, Any]) -> float:
+def parallel_divisor(workers: int) -> float:
+    """The processes a partial plan's estimated rows are divided among under a Gather of ``workers`` planned
+    workers: the workers plus the leader's share, 1 − 0.3 × workers while positive (PostgreSQL ``costsize.c``
+    ``get_parallel_divisor``, parallel_leader_participation on, its default). A partial node's "Plan Rows" in
+    plain EXPLAIN are per process: the whole is that × this (1 worker: 1.7, 2: 2.4, 4 or more: the workers)."""
+    if workers <= 0:
+        return 1.0
+    return workers + max(1.0 - 0.3 * workers, 0.0)
+
+
+def _inner_probes(outer: dict[str, Any], inner: dict[str, Any], processes: float) -> float:
+    """The index probes of one nested loop's ``inner`` child (``outer`` its outer child; ``processes`` the
+    :func:`parallel_divisor` of the Gather above it, 1 outside one), as :func:`index_probes` counts them."""
+    if inner.get("Node Type") == "Materialize":
+        # its child runs once and the rescans read the stored rows (nodeMaterial.c); the planner materializes only
+        # an inner path that takes no parameter from the outer side (joinpath.c match_unsorted_outer)
+        return 0.0
+    memo = inner if inner.get("Node Type") == "Memoize" and inner.get("Plans") else None
+    if memo is not None:
+        inner = memo["Plans"][0]
+    if inner.get("Node Type") not in _INDEX_SCANS:
+        return 0.0
+    loops = inner.get("Actual Loops")
+    if loops is not None:  # EXPLAIN ANALYZE: every process's executions (a Memoize's: its cache misses)
+        return float(loops)
+    if memo is None:
+        return float(outer.get("Plan Rows") or 0.0) * processes
+    # a Memoize probes the index once per cache miss; PostgreSQL 15's plain EXPLAIN gives no estimate of them,
+    # PostgreSQL 19's "Estimated Lookups" and "Estimated Hit Percent" (explain.c show_memoize_info)
+    lookups, hits = memo.get("Estimated Lookups"), memo.get("Estimated Hit Percent")
+    if lookups is None or hits is None:
+        return 0.0
+    return float(lookups) * (1.0 - float(hits) / 100.0) * processes
+
+
+def index_probes(node: dict[str, Any], processes: float = 1.0) -> float:
     """The most index probes one nested loop under ``node`` makes: for each "Nested Loop" whose inner child is an
-    index scan (Index Scan, Index Only Scan, Bitmap Heap Scan, directly or under a Memoize/Materialize), that
-    child's "Actual Loops" (EXPLAIN ANALYZE) or else the outer child's estimated "Plan Rows" (plain EXPLAIN; per
-    process in a parallel plan). 0 when there is none."""
+    index scan (Index Scan, Index Only Scan, Bitmap Heap Scan), that child's "Actual Loops" (EXPLAIN ANALYZE:
+    summed over a parallel plan's processes) or else the outer child's estimated "Plan Rows" × the processes
+    sharing them (plain EXPLAIN: a partial plan's rows are per process; :func:`parallel_divisor` of the Gather
+    above, ``processes`` when ``node`` is under one). Under a Memoize, the probes are its cache misses (the
+    child's actual loops, or the estimate PostgreSQL 19 shows; none counted without either); under a
+    Materialize, none (the inner side runs once). 0 when there is none.
+
+    Seen on PostgreSQL 15 (tests/test_plan_probes.py): a Memoize over 97 distinct keys of 600,000 outer rows
+    probed 97 times and a Materialize over an index scan once, both counted 600,000 from the plain plan; a
+    parallel loop of 15,000 probes counted 8,824 (per process with one worker)."""
+    if node.get("Node Type") in ("Gather", "Gather Merge"):
+        processes = parallel_divisor(int(node.get("Workers Planned") or 0))
     most = 0.0
     children = node.get("Plans") or []
     if node.get("Node Type") == "Nested Loop" and len(children) == 2:
-        outer, inner = children
-        while inner.get("Node Type") in ("Memoize", "Materialize") and inner.get("Plans"):
-            inner = inner["Plans"][0]
-        if inner.get("Node Type") in _INDEX_SCANS:
-            loops = inner.get("Actual Loops")
-            most = float(loops) if loops is not None else float(outer.get("Plan Rows") or 0.0)
+        most = _inner_probes(children[0], children[1], processes)
     for child in children:
-        most = max(most, index_probes(child))
+        most = max(most, index_probes(child, processes))
     return most
 
 
