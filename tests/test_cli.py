@@ -364,3 +364,37 @@ def test_a_blank_home_is_refused_by_every_command(tmp_path: Path, monkeypatch: p
     assert list(tmp_path.iterdir()) == []
     r = run("journal", "list", "--home", str(tmp_path / "h"))  # a real path is taken as before
     assert r.returncode == 0 and str(tmp_path / "h" / "journal.db") in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("blank", ["", "  "], ids=["empty", "blank"])
+def test_a_blank_agenticdb_home_is_refused(tmp_path: Path, blank: str) -> None:
+    """``AGENTICDB_HOME=""`` was taken for unset (``if os.environ.get(...)``): `journal list` read the default
+    home's journal (/var/lib/agenticdb as root) and a session would have written there, while ``--home ""`` is
+    refused. Now every command refuses it as it refuses a blank --home: exit 2, one line naming the variable, its
+    value and the rule, and nothing read or written; also when --home names the home (the variable is a mistake
+    the next command without it would make)."""
+    env = {**ENV, "AGENTICDB_HOME": blank}
+    commands = [
+        ["journal", "list"],
+        ["memory", "list"],
+        ["sandbox", "status", "postgres"],
+        ["report"],
+        ["journal", "list", "--home", str(tmp_path / "h")],
+    ]
+    for args in commands:
+        r = subprocess.run(
+            [sys.executable, "-m", "agenticdb.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
+        assert r.returncode == 2, (args, r.returncode, r.stdout + r.stderr)
+        assert r.stdout == "", (args, r.stdout)
+        assert f"AGENTICDB_HOME = {blank!r}: must be a path (empty is the current directory); leave it out" in (
+            r.stderr
+        ), (args, r.stderr)
+        assert "/var/lib/agenticdb as root" in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+    assert list(tmp_path.iterdir()) == []

@@ -103,7 +103,7 @@ def test_baseline_to_best_says_when_the_best_was_measured_again() -> None:
 
 
 def test_journal_story_says_the_best_was_measured_again() -> None:
-    from agenticdb.cli.story import remeasured_note
+    from agenticdb.cli.story_facts import remeasured_note
     from agenticdb.store.journal_events import JournalEvent
 
     def ev(i: int, name: str, data: dict[str, object], rnd: int | None) -> JournalEvent:
@@ -321,7 +321,7 @@ def test_the_stale_bar_uses_the_sequential_tests_pair_floor() -> None:
 
 
 def test_journal_story_quotes_the_gain_against_the_start_re_measured() -> None:
-    from agenticdb.cli.story import remeasured_note, start_gain_note
+    from agenticdb.cli.story_facts import remeasured_note, start_gain_note
 
     def ev(i: int, name: str, data: dict[str, object], rnd: int | None) -> JournalEvent:
         ts = f"2026-01-01T00:00:{i:02d}+00:00"

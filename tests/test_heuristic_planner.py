@@ -30,8 +30,9 @@ from agenticdb.models import (
 )
 from agenticdb.models.planning import Experience, Fingerprint, PlanningContext
 from agenticdb.planner.heuristic import HeuristicPlanner
-from agenticdb.planner.playbook import Sizing, load_playbook
+from agenticdb.planner.playbook import PlaybookEntry, ProbeEntry, Sizing, load_playbook
 from agenticdb.resources import data_dir
+from agenticdb.targets.mysql import MySQLTarget
 from agenticdb.units import canonical, parse_value
 
 STATES = Path(__file__).parent / "data" / "states"
@@ -786,6 +787,30 @@ def test_postgresql_playbook_names_exist_on_the_real_server(pg_sandbox) -> None:
     assert not missing
 
 
+def test_a_counter_a_playbook_entry_needs_is_one_the_real_mariadb_counts(mariadb_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """An entry's ``needs`` names a counter of the runtime sample: a misspelt one, or a gauge (whose value is not
+    a count over the interval), is never in the sample's counters and the entry would silently apply always."""
+    needed = {e.needs.counter for e in load_playbook("mariadb").entry if e.needs is not None}
+    assert "global_status.Innodb_log_waits" in needed
+    target = MySQLTarget.from_config(mariadb_sandbox.target_config())
+    try:
+        counters = target.runtime_state().counters
+    finally:
+        target.close()
+    assert needed <= set(counters), sorted(needed - set(counters))
+
+
+def test_needs_is_checked_when_a_playbook_loads(tmp_path: Path) -> None:
+    entry = {"bottleneck": "wal_fsync", "knob": "k", "direction": "up", "first": {"bytes": 1}, "effect": "e"}
+    entry |= {"reason": "r", "source": "s"}
+    with pytest.raises(ValueError, match="needs.counter"):
+        PlaybookEntry.model_validate({**entry, "needs": {"counter": "Innodb_log_waits"}})  # no source prefix
+    with pytest.raises(ValueError, match="'needs' is for \\[\\[entry\\]\\] moves, not probes"):
+        ProbeEntry.model_validate({**entry, "needs": {"counter": "global_status.Innodb_log_waits"}})
+    ok = PlaybookEntry.model_validate({**entry, "needs": {"counter": "global_status.Innodb_log_waits", "above": 5}})
+    assert ok.needs is not None and ok.needs.above == 5
+
+
 def test_linux_playbook_sysctls_exist_on_this_kernel() -> None:
     book = load_playbook("linux")
     for e in book.entry:
@@ -820,3 +845,28 @@ def test_trap_fix_is_retried_although_experience_called_it_ineffective() -> None
     r1 = _round(1, Bottleneck.wal_fsync, {"commit_delay": "0"}, kept=False)
     p = PLANNER.propose(_ctx("pg_wal_fsync", config={"commit_delay": "1000"}, experience=[exp], rounds=[r1]))
     assert ("commit_delay", "0") not in [(c.name, str(c.value)) for c in p.changes]
+
+
+def test_the_log_buffer_is_not_raised_when_the_sample_counted_no_log_waits() -> None:
+    """The playbook's innodb_log_buffer_size entry ``needs`` Innodb_log_waits: a wal_fsync diagnosed from the
+    log fsync rate alone, with no transaction waiting for log buffer space, gets the other wal_fsync move only,
+    and the rationale says why; with the counter absent from the sample the entry applies as before."""
+    ctx = _ctx("mariadb_wal_fsync", family="mariadb", config={"innodb_flush_method": "fsync"})
+    d = ctx.last_delta
+    assert d is not None and d.totals["global_status.Innodb_log_waits"] > 0
+
+    def waits(n: float | None) -> PlanningContext:
+        key, fsyncs = "global_status.Innodb_log_waits", "global_status.Innodb_os_log_fsyncs"
+        totals = {k: v for k, v in d.totals.items() if k != key} | ({} if n is None else {key: n})
+        per_second = {k: v for k, v in d.per_second.items() if k != key} | ({} if n is None else {key: n / d.seconds})
+        totals[fsyncs], per_second[fsyncs] = 3000.0 * d.seconds, 3000.0  # diagnosed from the log fsync rate
+        return ctx.model_copy(update={"last_delta": d.model_copy(update={"totals": totals, "per_second": per_second})})
+
+    p = PLANNER.propose(waits(0.0))
+    assert p.bottleneck == Bottleneck.wal_fsync, p.rationale
+    assert {c.name: c.value for c in p.changes} == {"innodb_flush_method": "O_DIRECT"}, p.changes
+    assert "not innodb_log_buffer_size: Innodb_log_waits = 0 measured: the problem it serves is not there" in (
+        p.rationale
+    ), p.rationale
+    unread = PLANNER.propose(waits(None))
+    assert {c.name: c.value for c in unread.changes}.get("innodb_log_buffer_size") == 64 * 2**20, unread.changes

@@ -472,3 +472,34 @@ def test_limits_leave_random_io_knobs_when_the_baseline_measured_no_io_wait(pg: 
     out = at_limits(SourceInput(ctx=ctx, host=host_view(ctx, "postgresql"), policy=PolicyConfig()))
     assert out.candidate is not None, out.notes
     assert out.candidate.changes.get("random_page_cost") == "1.1", (out.candidate, out.notes)
+
+
+def test_mariadb_limits_leave_the_log_buffer_when_the_baseline_measured_no_log_waits(maria: MySQLTarget) -> None:
+    """The playbook's innodb_log_buffer_size entry serves transactions waiting for log buffer space, which
+    Innodb_log_waits counts (its ``needs``). The limits set raised it to its 256 MiB limit for OLTP (wal_fsync is
+    one of the class's bottlenecks) on a baseline with no such wait, and the memory budget then shrank it to
+    132 MiB in a 512 MiB server. With the counter measured at 0 it is left, the note says why; with waits counted
+    it is taken to the limit; without the counter in the sample it is taken as before."""
+    ctx = context_of(maria, memory=512 * MiB, benchmark="sysbench")
+    d = ctx.profile.baseline_state
+    waits_key = "global_status.Innodb_log_waits"
+    assert d is not None and waits_key in d.totals, sorted(d.totals)[:20]
+
+    def limits(waits: float | None) -> SourceOutput:
+        totals = {k: v for k, v in d.totals.items() if k != waits_key}
+        per_second = {k: v for k, v in d.per_second.items() if k != waits_key}
+        if waits is not None:
+            totals[waits_key], per_second[waits_key] = waits, waits / d.seconds
+        base = d.model_copy(update={"totals": totals, "per_second": per_second})
+        c = ctx.model_copy(update={"profile": ctx.profile.model_copy(update={"baseline_state": base})})
+        return at_limits(SourceInput(ctx=c, host=host_view(c, flavor_of(c.catalog)), policy=PolicyConfig()))
+
+    assert d.totals[waits_key] == 0, d.totals[waits_key]  # the real sample: the server waited for no log space
+    none = limits(d.totals[waits_key])
+    assert none.candidate is not None and "innodb_log_buffer_size" not in none.candidate.changes, none.candidate
+    assert "limits: innodb_log_buffer_size left: Innodb_log_waits = 0 measured" in none.notes, none.notes
+    waits = limits(40.0)
+    assert waits.candidate is not None and int(waits.candidate.changes["innodb_log_buffer_size"]) == 256 * MiB
+    assert not any("innodb_log_buffer_size" in n for n in waits.notes), waits.notes
+    unread = limits(None)
+    assert unread.candidate is not None and "innodb_log_buffer_size" in unread.candidate.changes, unread.candidate

@@ -81,9 +81,64 @@ def test_a_tie_on_pairs_all_ahead_lists_them_and_says_where_its_width_comes_from
     assert all(g.startswith("+") for g in pairs.group(1).split(", ")), judged
     assert re.search(
         r"• interval width: per-pair sd 1\d\.\d % \(log-ratio\) = these pairs' own \d\.\d % pooled with the noise "
-        r"prior \(run CV 10\.\d %, 9 df: baseline runs and earlier pairs\); 95 % shared by 4 looks",
+        r"prior \(run CV 10\.\d %, 9 df: 10 baseline runs\); 95 % shared by 4 looks",
         judged,
     ), judged
+
+
+def _judged_width(prior: Noise, tmp_path: Path, round_no: int) -> tuple[dict, str]:
+    """The real auditor's decision on the query set's runs (candidate 10 % faster) with ``prior`` as the session's
+    noise, its ``judged`` event's width and the story's interval width line."""
+    rules = auditor.decision_rules(LoopConfig(max_pairs=3), prior, left_s=3600.0)
+    screen = QuerySetRuns().run("candidate", "candidate 1")
+    a = auditor.assess(screen, 100.0, QuerySetRuns(), rules, clock=lambda: 0.0)
+    outcome = RoundOutcome(
+        session_id="s1", round_no=round_no, stage=Layer.dbms, bottleneck=Bottleneck.unknown,
+        decision=Decision.continue_, reason="",
+    )  # fmt: skip
+    auditor.record_assessment(a, outcome, screen, 100.0, False)
+    event = auditor.judged_event(a, outcome, rules)
+    story = _story(tmp_path / f"r{round_no}", [("judged", event, round_no)])
+    line = next(x for x in story.splitlines() if "interval width" in x)
+    assert isinstance(event["width"], dict), event
+    return event["width"], line
+
+
+def test_after_a_one_run_baseline_the_width_says_the_noise_came_from_earlier_pairs_or_was_not_measured(
+    tmp_path: Path,
+) -> None:
+    """A short budget's one-run baseline (``loop.baseline``) measures no spread. The width line said "N df:
+    baseline runs and earlier pairs" for a prior only the earlier decision's pairs had measured; now it says
+    where the noise came from, and, for the first decision, that none was measured (the interval then rests on the
+    pairs and the 5 % floor: the 10 % the baseline line assumes is not in it). The session pools each decision's
+    pairs into its noise (``TuningSession``'s judge step: ``noise.pool(Noise.from_pairs(a.log_ratios()))``)."""
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r2").mkdir()
+    one_run = Noise.from_repeats([100.0])
+    assert one_run.df == 0 and one_run.baseline_runs == 1
+    width, first = _judged_width(one_run, tmp_path, 1)
+    assert (width["prior_df"], width["prior_runs"], width["prior_pairs"]) == (0, 1, 0), width
+    assert "no noise prior: not measured (the baseline's one run, and no earlier pairs measured a spread)" in first
+    assert "baseline runs" not in first, first
+    rules = auditor.decision_rules(LoopConfig(max_pairs=3), one_run, left_s=3600.0)
+    a = auditor.assess(QuerySetRuns().run("candidate", "c"), 100.0, QuerySetRuns(), rules, clock=lambda: 0.0)
+    pooled = one_run.pool(Noise.from_pairs(a.log_ratios()))
+    n = len(a.log_ratios())
+    assert pooled.df == n - 1 >= 1 and (pooled.pairs, pooled.decisions) == (n, 1), pooled
+    width, second = _judged_width(pooled, tmp_path, 2)
+    assert width["prior_df"] == n - 1 and width["prior_runs"] == 1 and width["prior_pairs"] == n, width
+    assert re.search(
+        rf"the noise prior \(run CV \d+\.\d %, {n - 1} df: {n} pairs of 1 earlier decision; the baseline's one run "
+        r"measured no spread\)",
+        second,
+    ), second
+    assert "baseline runs" not in second, second
+
+
+def test_a_width_of_a_journal_written_before_the_counts_keeps_its_wording(tmp_path: Path) -> None:
+    width = {"sd": 0.12, "df": 11, "pairs_sd": 0.02, "prior_cv": 0.108, "prior_df": 9, "looks": 4, "bound": "pooled"}
+    story = _story(tmp_path, [("judged", {"verdict": "tie", "reason": "r", "width": width}, 2)])
+    assert "(run CV 10.8 %, 9 df: baseline runs and earlier pairs)" in story, story
 
 
 def test_a_judged_event_without_pair_gains_or_width_prints_no_bullets(tmp_path: Path) -> None:

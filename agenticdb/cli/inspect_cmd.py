@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenticdb.cli.output import print_json, print_line, print_table, table_rows
-from agenticdb.cli.story import baseline_disturbed
+from agenticdb.cli.story_facts import baseline_disturbed
 from agenticdb.cli.tune_cmd import (
     _safe_dsn,
     baseline_best_text,

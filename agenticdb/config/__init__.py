@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from agenticdb.config.loop_section import LoopConfig
 from agenticdb.config.sections import (
     DaemonConfig,
+    HomeEnvError,
     LiveConfig,
     OSConfig,
     PlannerConfig,
@@ -28,6 +29,7 @@ from agenticdb.config.sections import (
     StorageConfig,
     TargetConfig,
     WorkloadConfig,
+    home_from_env,
 )
 from agenticdb.redaction import dsn_password, redact_obj, register_secret
 from agenticdb.workload_kinds import KINDS, kind_spec, other_kinds_for
@@ -277,12 +279,26 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _check_home_env() -> None:
+    """Refuse a set but blank ``$AGENTICDB_HOME`` whichever source names the home: the next command without
+    ``--home`` would take it silently (and ``Settings(**data)`` reads it before ``--home`` is applied).
+
+    Raises:
+        ConfigError: ``invalid configuration (environment): environment variable AGENTICDB_HOME = ''…``.
+    """
+    try:
+        home_from_env()
+    except HomeEnvError as exc:
+        raise ConfigError(f"invalid configuration (environment): {exc}") from None
+
+
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
     """Load ``path`` (TOML), apply environment overrides, then ``overrides`` (nested dict from CLI flags).
 
     Raises:
         ConfigError: unreadable file, TOML syntax error, unknown key or invalid value; the message
-            names the file and the dotted key.
+            names the file and the dotted key. Also a set but blank ``$AGENTICDB_HOME``
+            (:func:`agenticdb.config.sections.home_from_env`), whatever else names the home.
     """
     data: dict[str, Any] = {}
     where = "defaults"
@@ -302,6 +318,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: TOML syntax error: {exc}") from None
+    _check_home_env()
     try:
         settings = Settings(**data)
         if overrides:

@@ -59,11 +59,40 @@ def empty_path_rule(default: str) -> str:
     return f"must be a path (empty is the current directory); leave it out for its default: {default}"
 
 
+HOME_ENV_DEFAULT = "/var/lib/agenticdb as root, else $XDG_DATA_HOME/agenticdb (~/.local/share/agenticdb)"
+"""Where the data dir is when neither ``storage.home`` nor ``$AGENTICDB_HOME`` is set, in words."""
+
+
+class HomeEnvError(ValueError):
+    """``$AGENTICDB_HOME`` is set but blank; the message names the variable, its value and the rule
+    (:func:`empty_path_rule`). :func:`agenticdb.config.load_config` raises it again as a ``ConfigError``."""
+
+
+def home_from_env() -> Path | None:
+    """``$AGENTICDB_HOME`` as a path, or None when it is not set.
+
+    Raises:
+        HomeEnvError: the variable is set but empty or blank. ``if os.environ.get(...)`` took ``""`` for unset
+            and the data silently went to the default home, while ``--home ""`` and ``storage.home = ""`` are
+            refused (``Path("")`` is the current directory, so taking it as a path is no better).
+    """
+    value = os.environ.get("AGENTICDB_HOME")
+    if value is None:
+        return None
+    if not value.strip():
+        raise HomeEnvError(f"environment variable AGENTICDB_HOME = {value!r}: {empty_path_rule(HOME_ENV_DEFAULT)}")
+    return Path(value)
+
+
 def default_data_home() -> Path:
     """Per-user data dir: ``$AGENTICDB_HOME``, else ``/var/lib/agenticdb`` for root, else
-    ``$XDG_DATA_HOME/agenticdb`` (``~/.local/share/agenticdb``)."""
-    if env := os.environ.get("AGENTICDB_HOME"):
-        return Path(env)
+    ``$XDG_DATA_HOME/agenticdb`` (``~/.local/share/agenticdb``).
+
+    Raises:
+        HomeEnvError: ``$AGENTICDB_HOME`` is set but blank (:func:`home_from_env`).
+    """
+    if (env := home_from_env()) is not None:
+        return env
     if os.geteuid() == 0:
         return Path("/var/lib/agenticdb")
     xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")

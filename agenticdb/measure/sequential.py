@@ -61,35 +61,53 @@ class Noise:
         var: variance of ``ln(x_a / x_b)`` for two runs of the same configuration (dimensionless, log
             scale; 2 × the per-run variance of ``ln(objective)``).
         df: degrees of freedom behind ``var`` (0 = nothing measured yet).
+        baseline_runs: the baseline's runs behind it (:meth:`from_repeats`; 1 = a one-run baseline, which
+            measures no spread and adds no df).
+        pairs: the earlier decisions' pairs behind it, of decisions with two pairs or more (one pair shows no
+            spread: :meth:`from_pairs`).
+        decisions: how many decisions those pairs came from.
+
+    The three counts say where the noise came from (the ``judged`` event's ``width``, the story's "interval width"
+    line): a one-run baseline pooled with one decision's three pairs read "baseline runs and earlier pairs".
     """
 
     var: float = 0.0
     df: int = 0
+    baseline_runs: int = 0
+    pairs: int = 0
+    decisions: int = 0
 
     @staticmethod
     def from_repeats(values: Sequence[float]) -> Noise:
         """Noise from repeated runs of one configuration (e.g. the baseline's objective values).
 
-        Non-positive values are ignored (a log-ratio needs positive objectives).
+        Non-positive values are ignored (a log-ratio needs positive objectives); with fewer than two left the
+        spread is unmeasured (``var`` and ``df`` 0) and ``baseline_runs`` still counts them.
         """
         logs = [math.log(v) for v in values if v > 0]
         if len(logs) < 2:
-            return Noise()
-        return Noise(2.0 * statistics.variance(logs), len(logs) - 1)
+            return Noise(baseline_runs=len(logs))
+        return Noise(2.0 * statistics.variance(logs), len(logs) - 1, baseline_runs=len(logs))
 
     @staticmethod
     def from_pairs(log_ratios: Sequence[float]) -> Noise:
-        """Noise from one decision's paired log-ratios: their spread around their own mean."""
+        """Noise from one decision's paired log-ratios: their spread around their own mean (nothing from one)."""
         if len(log_ratios) < 2:
             return Noise()
-        return Noise(statistics.variance(log_ratios), len(log_ratios) - 1)
+        return Noise(statistics.variance(log_ratios), len(log_ratios) - 1, pairs=len(log_ratios), decisions=1)
 
     def pool(self, other: Noise) -> Noise:
-        """The pooled estimate of two independent estimates of the same variance (weighted by df)."""
+        """The pooled estimate of two independent estimates of the same variance (weighted by df); the counts of
+        where it came from add up."""
         df = self.df + other.df
-        if df == 0:
-            return Noise()
-        return Noise((self.var * self.df + other.var * other.df) / df, df)
+        var = (self.var * self.df + other.var * other.df) / df if df else 0.0
+        return Noise(
+            var,
+            df,
+            self.baseline_runs + other.baseline_runs,
+            self.pairs + other.pairs,
+            self.decisions + other.decisions,
+        )
 
     @property
     def run_cv(self) -> float:
@@ -360,8 +378,10 @@ def interval_width(ds: Sequence[float], prior: Noise, est: Estimate, looks: int)
     Returns:
         ``sd`` (per-pair sd of ln ratio used), ``df``, ``pairs_sd`` (these pairs' own sd around their mean; 0
         with fewer than 2), ``prior_cv`` and ``prior_df`` (the prior's per-run CV and degrees of freedom),
-        ``looks``, and ``bound``: "pooled" (the pairs pooled with the prior, ``_interval``), "floor" (the
-        per-pair floor ``PAIR_SD_FLOOR``, 5 %) or "series" (the runs' own per-second series, ``within_se``).
+        ``prior_runs``, ``prior_pairs`` and ``prior_decisions`` (where the prior came from: the baseline's runs, the
+        earlier decisions' pairs and their number, ``Noise``), ``looks``, and ``bound``: "pooled" (the pairs pooled
+        with the prior, ``_interval``), "floor" (the per-pair floor ``PAIR_SD_FLOOR``, 5 %) or "series" (the runs' own
+        per-second series, ``within_se``).
         A new user read a tie on 5 of 5 pairs ahead as "better every time, thrown away": the width was the
         prior's (run CV 10.8 %), not the pairs' spread (2026-12-07). Pure.
     """
@@ -376,6 +396,9 @@ def interval_width(ds: Sequence[float], prior: Noise, est: Estimate, looks: int)
         "pairs_sd": statistics.stdev(ds) if len(ds) >= 2 else 0.0,
         "prior_cv": prior.run_cv,
         "prior_df": prior.df,
+        "prior_runs": prior.baseline_runs,
+        "prior_pairs": prior.pairs,
+        "prior_decisions": prior.decisions,
         "looks": looks,
         "bound": bound,
     }

@@ -24,6 +24,7 @@ from agenticdb.planner.playbook import (
     MeasuredRule,
     Playbook,
     PlaybookEntry,
+    measured_absent,
     measured_share,
     round_base,
     size,
@@ -207,25 +208,15 @@ class MoveBuilders:
         for e in book.entries_for(b):
             if e.workload_classes and _workload_class(ctx) not in e.workload_classes:
                 continue
-            if left is not None and e.direction == "up":
-                why = f"not {e.knob} up: {left}"
+            why = f"not {e.knob} up: {left}" if left is not None and e.direction == "up" else None
+            if why is None and h is not None and h.score < e.min_score:
+                continue
+            why = why or measured_absent(e, current_delta(ctx))  # absent_below, needs
+            if why is not None:
                 log.info("planner.entry_skipped", knob=e.knob, reason=why)
                 if why not in hist.skipped:
                     hist.skipped.append(why)
                 continue
-            if h is not None and h.score < e.min_score:
-                continue
-            if e.absent_below is not None and (delta := current_delta(ctx)) is not None:
-                share = e.absent_below.share(delta)
-                if share is not None and share < e.absent_below.below:
-                    why = (
-                        f"not {e.knob}: measured {e.absent_below.part} / {e.absent_below.whole} = {share:.1%}, "
-                        f"below {e.absent_below.below:.0%}: the cost it removes is not there"
-                    )
-                    log.info("planner.entry_skipped", knob=e.knob, reason=why)
-                    if why not in hist.skipped:
-                        hist.skipped.append(why)
-                    continue
             for name in self._resolve(ctx, e.knob):
                 if only is not None and name not in only:
                     continue

@@ -23,14 +23,16 @@ memory (PGTune's rule), effective_io_concurrency 1000 / innodb_io_capacity only 
 they are left as they are. They are also left when the baseline's counters rule out an I/O wait (io_queue):
 then they serve no wait and only move the planner towards index scans — on pg-tpch-fit (TPC-H SF 1 in memory,
 4 GiB, 2026-12-06, benchmarks/README.md) the set with random_page_cost 1.1 screened −31 % against the start
-while TPE's best kept 2.62.
+while TPE's best kept 2.62. Likewise an entry whose playbook ``needs`` names the counter its problem shows in
+is left when the baseline measured that counter and it did not grow (innodb_log_buffer_size without any
+Innodb_log_waits: ``PlaybookEntry.needs``); without the counter it is taken as before.
 """
 
 from __future__ import annotations
 
 import math
 
-from agenticdb.models import Bottleneck
+from agenticdb.models import Bottleneck, StateDelta
 from agenticdb.planner import access
 from agenticdb.planner.caps import host_cap
 from agenticdb.planner.context import latest_measurement
@@ -94,7 +96,8 @@ def at_limits(inp: SourceInput) -> SourceOutput:
     b = SetBuilder(ctx)
     facts = HostFacts.of(ctx.profile.hardware, current_config(ctx))
     no_wait: list[str] = []  # random-I/O knobs left because the baseline measured no I/O wait
-    for entry in _entries(book, wanted, cls):
+    entries = _needed(_entries(book, wanted, cls), delta_of(ctx), notes)
+    for entry in entries:
         if entry.knob in NEVER or entry.knob in b.changes or entry.knob in _PER_CONNECTION:
             continue
         if not _random_io_left(entry.knob, host, io_absent, notes, no_wait):
@@ -103,7 +106,7 @@ def at_limits(inp: SourceInput) -> SourceOutput:
         notes.append(f"limits: {', '.join(no_wait)} left: the baseline measured no I/O wait ({io_absent})")
     if host.family == "postgresql" and cls == "olap" and "jit" in ctx.catalog.knobs:
         b.put("jit", "off", PGTPCH_JIT)
-    for entry in _entries(book, wanted, cls):
+    for entry in entries:
         if entry.knob in _PER_CONNECTION:
             _work_mem(inp, b, entry, facts, notes)
     if not b.changes:
@@ -121,6 +124,20 @@ def at_limits(inp: SourceInput) -> SourceOutput:
 def _entries(book: Playbook, wanted: list[Bottleneck], cls: str) -> list[PlaybookEntry]:
     """The playbook's entries for ``wanted`` bottlenecks (in that order) that serve workload class ``cls``."""
     return [e for bn in wanted for e in book.entries_for(bn) if not e.workload_classes or cls in e.workload_classes]
+
+
+def _needed(entries: list[PlaybookEntry], delta: StateDelta | None, notes: list[str]) -> list[PlaybookEntry]:
+    """``entries`` without those whose problem the baseline's counters measured absent (``PlaybookEntry.needs``:
+    ``limits: innodb_log_buffer_size left: Innodb_log_waits = 0 measured`` in ``notes``, which the opening
+    journals); without statistics, or without the counter in them, every entry stays."""
+    kept = []
+    for e in entries:
+        why = e.needs.ruled_out(delta) if e.needs is not None and delta is not None else None
+        if why is None:
+            kept.append(e)
+        elif (note := f"limits: {e.knob} left: {why}") not in notes:
+            notes.append(note)
+    return kept
 
 
 def _hypotheses(inp: SourceInput) -> list[Hypothesis]:

@@ -105,6 +105,33 @@ class MeasuredShare(_Strict):
         return measured_share(delta, self.part, self.whole, self.min_whole_per_s)
 
 
+class NeededCounter(_Strict):
+    """The counter an entry's problem shows in: the move serves only when ``counter`` (a key of the runtime
+    sample's counters, ``<source>.<name>``: ``global_status.Innodb_log_waits``) grew by more than ``above`` over
+    the last sample (its own unit, the whole interval). When the sample holds the counter and it did not, the
+    problem was measured and is not there: a larger log buffer with no ``Innodb_log_waits`` only takes memory (the
+    opening's limits set raised innodb_log_buffer_size to 256 MiB for a wal_fsync diagnosis on a baseline with
+    none, and the memory budget then shrank it to 132 MiB in a 512 MiB server, 2026-12-07). Without the counter
+    in the sample (not read, another server) the entry applies as written."""
+
+    counter: str = Field(pattern=r"^[a-z_]+\.[A-Za-z0-9_.]+$")
+    above: float = Field(default=0.0, ge=0)
+
+    def ruled_out(self, delta: StateDelta) -> str | None:
+        """``"Innodb_log_waits = 0 measured"`` when ``delta`` measured the counter at or below ``above``; None when
+        it grew beyond it or the sample does not hold it."""
+        if self.counter in delta.totals:
+            value = delta.totals[self.counter]
+        elif self.counter in delta.per_second:
+            value = delta.per_second[self.counter] * delta.seconds
+        else:
+            return None
+        if value > self.above:
+            return None
+        bar = f" (the move needs more than {self.above:g})" if self.above else ""
+        return f"{self.counter.split('.', 1)[1]} = {value:g} measured{bar}"
+
+
 class PlaybookEntry(_Strict):
     """One move of the playbook: ``knob`` towards ``direction`` when ``bottleneck`` is diagnosed.
 
@@ -112,7 +139,9 @@ class PlaybookEntry(_Strict):
     the current value is in ``unless_current_in``. ``limit`` is the upper bound for "up" and the lower
     bound for "down". ``workload_classes`` restricts the entry (empty: all); ``min_score`` asks for a
     stronger diagnosis (e.g. raise max_connections only when really near the limit); ``absent_below``
-    skips it when the server measured the cost it removes and found almost none (:class:`MeasuredShare`).
+    skips it when the server measured the cost it removes and found almost none (:class:`MeasuredShare`);
+    ``needs`` skips it when the counter its problem shows in was measured and did not grow (:class:`NeededCounter`:
+    the heuristic planner's moves and the opening's limits set leave it, saying the measurement).
     ``<dev>`` in a Linux knob name is the data device.
     """
 
@@ -128,6 +157,7 @@ class PlaybookEntry(_Strict):
     workload_classes: list[str] = Field(default_factory=list)
     min_score: float = 0.0
     absent_below: MeasuredShare | None = None
+    needs: NeededCounter | None = None
     effect: str
     risk: str = ""
     reason: str
@@ -144,6 +174,24 @@ class PlaybookEntry(_Strict):
         return self
 
 
+def measured_absent(entry: PlaybookEntry, delta: StateDelta | None) -> str | None:
+    """Why the heuristic planner leaves ``entry``: the sample ``delta`` measured the cost it removes below
+    ``absent_below`` (``"not jit: measured pg_stat_statements.jit_time / … = 0.0%, below 1%: the cost it removes is
+    not there"``) or the counter its problem shows in did not grow (``needs``: ``"not innodb_log_buffer_size:
+    Innodb_log_waits = 0 measured: the problem it serves is not there"``); None when neither was measured so."""
+    if delta is None:
+        return None
+    gate = entry.absent_below
+    if gate is not None and (share := gate.share(delta)) is not None and share < gate.below:
+        return (
+            f"not {entry.knob}: measured {gate.part} / {gate.whole} = {share:.1%}, below {gate.below:.0%}: the cost "
+            "it removes is not there"
+        )
+    if entry.needs is not None and (absent := entry.needs.ruled_out(delta)) is not None:
+        return f"not {entry.knob}: {absent}: the problem it serves is not there"
+    return None
+
+
 class ProbeEntry(PlaybookEntry):
     """A first, low-risk move for a stage in which no hypothesis reached the action threshold.
 
@@ -155,9 +203,10 @@ class ProbeEntry(PlaybookEntry):
     min_device_iops: float = Field(default=20.0, ge=0)
 
     @model_validator(mode="after")
-    def _no_absent_below(self) -> ProbeEntry:
-        if self.absent_below is not None:
-            raise ValueError(f"probe {self.knob!r}: 'absent_below' is for [[entry]] moves, not probes")
+    def _no_measured_checks(self) -> ProbeEntry:
+        for key in ("absent_below", "needs"):
+            if getattr(self, key) is not None:
+                raise ValueError(f"probe {self.knob!r}: {key!r} is for [[entry]] moves, not probes")
         return self
 
 

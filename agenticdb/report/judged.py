@@ -38,21 +38,48 @@ def pairs_told(d: dict[str, Any]) -> str:
     return f"pairs: {', '.join(_pct(g) for g in gains)} (the candidate ahead in {ahead} of {len(gains)})"
 
 
+def prior_told(w: dict[str, Any]) -> str:
+    """The session's noise prior as the width line quotes it, from the event's ``width``: ``prior_cv``,
+    ``prior_df`` and where it came from (``prior_runs`` baseline runs, ``prior_pairs`` pairs of ``prior_decisions``
+    earlier decisions; ``measure.sequential.Noise``):
+
+    - ``the noise prior (run CV 10.8 %, 9 df: 10 baseline runs)``, ``(… 11 df: 10 baseline runs and 3 pairs of 1
+      earlier decision)``;
+    - ``the noise prior (run CV 3.1 %, 2 df: 3 pairs of 1 earlier decision; the baseline's one run measured no
+      spread)`` after a one-run baseline (``loop.baseline``);
+    - ``no noise prior: not measured (the baseline's one run, and no earlier pairs measured a spread)``: the
+      interval then rests on these pairs and the 5 % floor. The 10 % run CV the baseline line quotes for a one-run
+      baseline (``report.labels.noise_said``) is not used by the interval (``measure.sequential._interval``), so
+      it is not said here.
+
+    After a one-run baseline the line read "N df: baseline runs and earlier pairs" when only earlier pairs had
+    measured any noise. Journals written before the counts keep that wording ("no noise prior yet" without df).
+    """
+    df = int(w.get("prior_df") or 0)
+    cv = f"run CV {float(w.get('prior_cv') or 0) * 100:.1f} %, {df} df"
+    if "prior_runs" not in w:  # written before the counts
+        return f"the noise prior ({cv}: baseline runs and earlier pairs)" if df else "no noise prior yet"
+    runs, pairs, decisions = (int(w.get(k) or 0) for k in ("prior_runs", "prior_pairs", "prior_decisions"))
+    one_run = "the baseline's one run" if runs == 1 else "no baseline run" if runs == 0 else ""
+    if not df:  # two baseline runs or more always measure a spread (df = runs - 1)
+        return f"no noise prior: not measured ({one_run}, and no earlier pairs measured a spread)"
+    parts = [f"{runs} baseline runs"] if runs >= 2 else []
+    if pairs:
+        parts.append(f"{pairs} pair{'s' * (pairs != 1)} of {decisions} earlier decision{'s' * (decisions != 1)}")
+    unmeasured = f"; {one_run} measured no spread" if runs == 1 else ""
+    return f"the noise prior ({cv}: {' and '.join(parts)}{unmeasured})"
+
+
 def width_told(d: dict[str, Any]) -> str:
     """Where the interval's width comes from (the event's ``width``, ``measure.sequential.interval_width``): the
-    per-pair spread it used and what set it — these pairs' own spread pooled with the session's noise prior (the
-    baseline's runs and earlier decisions' pairs), the 5 % floor or the runs' own series — and the looks the
-    confidence is shared over. "" for journals written before ``width``."""
+    per-pair spread it used and what set it — these pairs' own spread pooled with the session's noise prior
+    (:func:`prior_told`), the 5 % floor or the runs' own series — and the looks the confidence is shared over. ""
+    for journals written before ``width``."""
     w = d.get("width")
     if not isinstance(w, dict) or not isinstance(w.get("sd"), int | float):
         return ""
     own = f"these pairs' own {float(w.get('pairs_sd') or 0) * 100:.1f} %"
-    prior = (
-        f"the noise prior (run CV {float(w.get('prior_cv') or 0) * 100:.1f} %, {w.get('prior_df')} df: baseline runs "
-        "and earlier pairs)"
-        if w.get("prior_df")
-        else "no noise prior yet"
-    )
+    prior = prior_told(w)
     source = {
         "floor": f"the 5 % floor ({own}; {prior})",
         "series": f"the runs' own per-second series ({own}; {prior})",
@@ -62,4 +89,4 @@ def width_told(d: dict[str, Any]) -> str:
     return f"interval width: per-pair sd {float(w['sd']) * 100:.1f} % (log-ratio) = {source}{looks}"
 
 
-__all__ = ["pairs_told", "width_told"]
+__all__ = ["pairs_told", "prior_told", "width_told"]
