@@ -167,7 +167,6 @@ def probe_cache(
     """
     if probe_share is None:
         return None, ""
-    gib = 1024**3
     if pattern != "scans" or probe_share < PROBE_SHARE or data is None or data > mem or data <= sb or ecs <= sb:
         return None, ""
     probes = (
@@ -185,9 +184,9 @@ def probe_cache(
         )
     return sb, (
         f"measured: {probes}, with {miss:.0%} of block reads missing shared buffers, on data of "
-        f"{data / gib:.2f} GiB beyond shared_buffers "
+        f"{data / GiB:.2f} GiB beyond shared_buffers "
         f"({sb / MiB:.0f} MiB): a probe of a page shared buffers lack is a read() from the page cache, which "
-        f"effective_cache_size {(ecs_now or ecs) / gib:.2f} GiB in effect prices as cached (costsize.c "
+        f"effective_cache_size {(ecs_now or ecs) / GiB:.2f} GiB in effect prices as cached (costsize.c "
         "index_pages_fetched; manual 20.7.2); set to shared_buffers. In agenticdb's own benchmark pg-tpch-fit "
         "(TPC-H SF 1 in 4 GiB, on its 2-core test host, not this server): 4GB → 128MB took its query set from 22.1 "
         "to 19.8 s; the race measures it here"
